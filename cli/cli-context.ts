@@ -1,0 +1,32 @@
+import { loadEnv, type HatEnv } from '../shared/config/env';
+import { createLogger, type Logger } from '../shared/log/logger';
+
+/** What every command gets: env parsed once on first use, a logger, and output streams. */
+export class CliContext {
+  private cachedEnv?: HatEnv;
+  private cachedLogger?: Logger;
+
+  constructor(
+    readonly stdout: NodeJS.WritableStream = process.stdout,
+    readonly stderr: NodeJS.WritableStream = process.stderr,
+    private readonly environment: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  get env(): HatEnv {
+    this.cachedEnv ??= loadEnv(this.environment);
+    return this.cachedEnv;
+  }
+
+  get logger(): Logger {
+    this.cachedLogger ??= createLogger({ level: this.env.HAT_LOG_LEVEL });
+    return this.cachedLogger;
+  }
+
+  print(line = ''): void {
+    this.stdout.write(`${line}\n`);
+  }
+
+  printJson(value: unknown): void {
+    this.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  }
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { CliContext } from './cli-context';
+import { commandModules } from './commands';
+import { HatError, exitCodeOf } from '../shared/errors';
+import { version } from '../shared/version';
+
+/** Builds the `hat` program (exported for in-process tests). */
+export function buildProgram(context: CliContext): Command {
+  const program = new Command('hat')
+    .description('HAT pipeline: data, environments and measurements for Harness-Aware Training')
+    .version(version)
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => context.stdout.write(text),
+      writeErr: (text) => context.stderr.write(text),
+    });
+  for (const register of commandModules) register(program, context);
+  return program;
+}
+
+/** Runs the CLI; the one place errors become exit codes (0 ok, 1 work failed, 2 bad usage/input). */
+export async function runCli(argv: string[], context = new CliContext()): Promise<number> {
+  const program = buildProgram(context);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0;
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    const code = exitCodeOf(error);
+    const message = error instanceof Error ? error.message : String(error);
+    context.stderr.write(`hat: ${message}\n`);
+    if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG) context.stderr.write(`${error.stack}\n`);
+    return code;
+  }
+}
+
+if (require.main === module) {
+  runCli(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`hat: ${String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,2 @@
+export * from './hat-error';
+export * from './problems';

@@ -1,0 +1,82 @@
+import type { ChatMessage, ToolSpec, AssistantMessage } from '../trajectory/messages';
+
+/** Sampling settings recorded with every trajectory. */
+export interface SamplingSettings {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  maxTokens?: number;
+  seed?: number;
+  stop?: string[];
+}
+
+export interface ChatRequest extends SamplingSettings {
+  messages: ChatMessage[];
+  tools?: ToolSpec[];
+  /** Ask for per-token log-probabilities of the output (when the backend can). */
+  logprobs?: boolean;
+  topLogprobs?: number;
+  signal?: AbortSignal;
+  /** Called for every streamed chunk that carries choices (for progress and latency metrics). */
+  onChunk?: (chunk: StreamChunkEvent) => void;
+}
+
+export interface StreamChunkEvent {
+  /** Milliseconds since the request was sent. */
+  atMs: number;
+  /** Text and tool-call argument characters in this chunk. */
+  contentDelta?: string;
+}
+
+export interface TokenLogprob {
+  token: string;
+  tokenId?: number;
+  logprob: number;
+  top?: Array<{ token: string; tokenId?: number; logprob: number }>;
+}
+
+export interface CallTimings {
+  /** Wall-clock epoch ms when the request was sent (after any client-side gate). */
+  startedAt: number;
+  /** Time waiting for the client-side concurrency/rate gate before sending, ms. */
+  queueMs: number;
+  /** Time to the first choices-bearing chunk, ms (vLLM TTFT). Equals e2eMs for non-streaming backends. */
+  ttftMs: number;
+  /** Time to the last choices-bearing chunk, ms (vLLM E2EL). */
+  e2eMs: number;
+  /** Gaps between consecutive choices-bearing chunks, ms (vLLM ITL). */
+  itlMs?: number[];
+}
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'error' | 'unknown';
+
+export interface ChatResponse {
+  message: AssistantMessage;
+  finishReason: FinishReason;
+  usage: Usage;
+  timings: CallTimings;
+  logprobs?: TokenLogprob[];
+  /** Model id the server reported. */
+  model: string;
+  /** Attempts made (1 when no retry was needed). */
+  attempts: number;
+}
+
+/**
+ * A model backend. Adapters (`openai`, `scripted`, `onnx`) are chosen by name from config.
+ * `chat` throws TransientError for faults worth retrying after the adapter's own retries are
+ * spent, and BadInputError for requests that can never succeed.
+ */
+export interface ModelClient {
+  readonly specificationVersion: 'v1';
+  /** Adapter name: 'openai' | 'scripted' | 'onnx'. */
+  readonly provider: string;
+  readonly modelId: string;
+  chat(request: ChatRequest): Promise<ChatResponse>;
+  close?(): Promise<void>;
+}
