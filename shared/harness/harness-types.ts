@@ -20,6 +20,28 @@ export const toolCapabilities = [
 ] as const;
 export type ToolCapability = (typeof toolCapabilities)[number];
 
+/**
+ * Canonical argument names of each capability: what a tool's arguments map onto (by identity,
+ * or through `ToolBinding.arguments`). The sample harness uses exactly these names.
+ */
+export const capabilityArguments = {
+  item_detail: ['item_id'],
+  item_search: ['query', 'category', 'max_price', 'limit'],
+  sku_stock: ['item_id', 'size', 'color'],
+  promotions: ['item_id'],
+  policy: ['topic', 'item_id'],
+  size_recommendation: ['item_id', 'height_cm', 'weight_kg'],
+  item_comparison: ['item_ids'],
+  live_script: [],
+  price_quote: ['item_id', 'quantity', 'sku_id'],
+} as const satisfies Record<ToolCapability, readonly string[]>;
+
+/** Canonical enum values of capability arguments that take a closed set (respelled via `ToolBinding.enumValues`). */
+export const capabilityArgumentEnums: Partial<Record<ToolCapability, Record<string, readonly string[]>>> = {
+  item_search: { category: ['apparel', 'beauty', 'food', 'electronics', 'home'] },
+  policy: { topic: ['shipping', 'returns', 'warranty', 'invoice'] },
+};
+
 export interface ToolBinding {
   /** Which simulator capability executes this tool. */
   capability: ToolCapability;
@@ -58,6 +80,12 @@ export type HookEvent = (typeof hookEvents)[number];
 export const hookPlacements = ['system_prompt', 'user_suffix', 'system_message'] as const;
 export type HookPlacement = (typeof hookPlacements)[number];
 
+/** Constraint kinds, in the order of the `HookConstraint` union. */
+export const hookConstraintTypes = ['max_chars', 'must_mention', 'banned_terms', 'tone', 'none'] as const;
+
+/** What a `must_mention` constraint can point at (a value of the render context). */
+export const mentionTargets = ['active_coupon', 'featured_item', 'campaign'] as const;
+
 /** Machine-checkable constraint a hook imposes; the verifier checks these. */
 export type HookConstraint =
   | { type: 'max_chars'; value: number }
@@ -68,6 +96,7 @@ export type HookConstraint =
 
 /** Conditions under which a hook is active. */
 export type HookCondition = 'always' | 'campaign_active' | 'featured_item_set';
+export const hookConditions = ['always', 'campaign_active', 'featured_item_set'] as const satisfies readonly HookCondition[];
 
 export interface HookDefinition {
   id: string;
