@@ -19,6 +19,11 @@ export interface ChatRequest extends SamplingSettings {
   signal?: AbortSignal;
   /** Called for every streamed chunk that carries choices (for progress and latency metrics). */
   onChunk?: (chunk: StreamChunkEvent) => void;
+  /**
+   * Backend-specific request fields merged last into the request body (e.g. vLLM's
+   * `chat_template_kwargs`, `tool_choice`). Overrides the adapter config's `extraBody`.
+   */
+  extraBody?: Record<string, unknown>;
 }
 
 export interface StreamChunkEvent {
@@ -46,11 +51,19 @@ export interface CallTimings {
   e2eMs: number;
   /** Gaps between consecutive choices-bearing chunks, ms (vLLM ITL). */
   itlMs?: number[];
+  /** Time spent on failed attempts and retry waits before the attempt these timings describe, ms. */
+  retryMs?: number;
+  /** Choices-bearing chunks received (one chunk may carry several tokens with speculative decoding). */
+  chunkCount?: number;
 }
 
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
+  /** Prompt tokens served from the server's prefix cache, when it reports them. */
+  cachedPromptTokens?: number;
+  /** True when the server reported no usage and these counts are estimates (chunks, not tokens). */
+  estimated?: boolean;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'error' | 'unknown';
@@ -77,6 +90,10 @@ export interface ModelClient {
   /** Adapter name: 'openai' | 'scripted' | 'onnx'. */
   readonly provider: string;
   readonly modelId: string;
+  /** Sampling defaults applied to every request (recorded with trajectories). */
+  readonly sampling?: SamplingSettings;
+  /** True for simulation policies and random-weight models (recorded as `model.simulated` in trajectories). */
+  readonly simulated?: boolean;
   chat(request: ChatRequest): Promise<ChatResponse>;
   close?(): Promise<void>;
 }

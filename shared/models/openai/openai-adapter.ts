@@ -1,0 +1,9 @@
+import type { ModelAdapterFactory } from '../model-registry';
+import { OpenAiChatClient } from './openai-chat-client';
+import { openAiModelConfigSchema, type OpenAiModelConfig } from './openai-model-config';
+
+/** The `openai` adapter: any OpenAI-compatible chat server. */
+export const openAiAdapter: ModelAdapterFactory<OpenAiModelConfig> = {
+  configSchema: openAiModelConfigSchema,
+  create: (config, dependencies) => new OpenAiChatClient(config, dependencies),
+};

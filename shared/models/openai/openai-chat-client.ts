@@ -1,0 +1,216 @@
+import http from 'node:http';
+import https from 'node:https';
+import { HatError, TransientError } from '../../errors';
+import type { Logger } from '../../log/logger';
+import type { ModelClientDependencies } from '../model-registry';
+import { loadApiKey, type ApiKey } from '../api-key';
+import { endpointLimiterFor, type EndpointLimiter } from '../endpoint-limiter';
+import type { ChatRequest, ChatResponse, ModelClient, SamplingSettings } from '../model-client';
+import { abortedError, systemClock, type ModelClock } from '../model-clock';
+import { modelErrorCodes, unavailableError, type EndpointContext } from '../model-errors';
+import { RetryPolicy } from '../retry-policy';
+import { runChatAttempt } from './chat-completion-attempt';
+import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
+
+/** What the openai client uses of the registry's dependencies. */
+export type OpenAiClientDependencies = Pick<ModelClientDependencies, 'logger' | 'clock' | 'random' | 'environment' | 'configPath'>;
+
+/** Rough prompt size for the token-rate bucket before the server reports usage. */
+const bytesPerToken = 4;
+
+/**
+ * `ModelClient` over any OpenAI-compatible chat server. Always streams with
+ * `stream_options.include_usage` and times calls exactly as `vllm bench serve` does. Retries are
+ * decided by RetryPolicy; concurrency and rate limits are the endpoint's, shared process-wide.
+ * The API key stays in a private field: `toJSON` and every error message leave it out.
+ */
+export class OpenAiChatClient implements ModelClient {
+  readonly specificationVersion = 'v1' as const;
+  readonly provider = 'openai';
+  readonly modelId: string;
+  readonly sampling: SamplingSettings;
+  readonly #apiKey: ApiKey;
+  readonly #config: OpenAiModelConfig;
+  readonly #url: URL;
+  readonly #context: EndpointContext;
+  readonly #limiter: EndpointLimiter;
+  readonly #retryPolicy: RetryPolicy;
+  readonly #clock: ModelClock;
+  readonly #logger?: Logger;
+  readonly #agent: http.Agent;
+  #closed = false;
+
+  constructor(config: OpenAiModelConfig, dependencies: OpenAiClientDependencies = {}) {
+    this.#config = config;
+    this.modelId = config.model;
+    this.sampling = config.sampling;
+    this.#apiKey = loadApiKey(config, dependencies.environment, dependencies.configPath);
+    const root = serverRootOf(config.baseUrl);
+    this.#url = new URL(`${root}/v1/chat/completions`);
+    this.#context = { url: this.#url.href, model: config.model, redact: (text) => this.#apiKey.redact(text) };
+    this.#limiter = endpointLimiterFor(`${root} ${config.model}`, {
+      concurrency: config.concurrency,
+      requestsPerMinute: config.requestsPerMinute,
+      tokensPerMinute: config.tokensPerMinute,
+    });
+    this.#retryPolicy = new RetryPolicy(
+      {
+        maxRetries: config.maxRetries,
+        initialDelayMs: config.retryInitialDelayMs,
+        maxDelayMs: config.retryMaxDelayMs,
+        maxRetryAfterMs: config.maxRetryAfterMs,
+      },
+      dependencies.random,
+    );
+    this.#clock = dependencies.clock ?? systemClock;
+    this.#logger = dependencies.logger;
+    this.#agent = sharedAgents.acquire(this.#url);
+  }
+
+  /** The endpoint's shared limiter (in-flight and waiting counts for metrics). */
+  get limiter(): EndpointLimiter {
+    return this.#limiter;
+  }
+
+  async chat(request: ChatRequest): Promise<ChatResponse> {
+    if (this.#closed) throw new HatError(modelErrorCodes.clientClosed, `the model client for ${this.#context.url} was used after close()`);
+    const maxTokens = request.maxTokens ?? this.sampling.maxTokens;
+    const body = Buffer.from(JSON.stringify(this.requestBody(request)));
+    const estimatedTokens = Math.ceil(body.length / bytesPerToken) + (maxTokens ?? 0);
+    const headers: http.OutgoingHttpHeaders = {
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      'content-length': body.length,
+    };
+    const authorization = this.#apiKey.authorizationHeader();
+    if (authorization) headers.authorization = authorization;
+    const callStartedAt = performance.now();
+    for (let attempt = 1; ; attempt++) {
+      const attemptQueuedAt = performance.now();
+      const permit = await this.#limiter.acquire(estimatedTokens, request.signal, attempt > 1);
+      try {
+        const result = await runChatAttempt({
+          url: this.#url,
+          agent: this.#agent,
+          headers,
+          body,
+          timeoutMs: this.#config.timeoutMs,
+          signal: request.signal,
+          context: this.#context,
+          clock: this.#clock,
+          onChunk: request.onChunk,
+        });
+        permit.release(result.usage.estimated ? undefined : result.usage.promptTokens + result.usage.completionTokens);
+        return {
+          message: result.message,
+          finishReason: result.finishReason,
+          usage: result.usage,
+          timings: {
+            startedAt: result.startedAt,
+            queueMs: permit.queueMs,
+            ttftMs: result.ttftMs,
+            e2eMs: result.e2eMs,
+            itlMs: result.itlMs,
+            retryMs: attemptQueuedAt - callStartedAt,
+            chunkCount: result.chunkCount,
+          },
+          ...(result.logprobs ? { logprobs: result.logprobs } : {}),
+          model: result.model || this.modelId,
+          attempts: attempt,
+        };
+      } catch (error) {
+        permit.release();
+        await this.waitBeforeRetry(error, attempt, request.signal);
+      }
+    }
+  }
+
+  /** Throws when `error` ends the call; otherwise waits out the retry delay. */
+  private async waitBeforeRetry(error: unknown, attempt: number, signal: AbortSignal | undefined): Promise<void> {
+    if (signal?.aborted) throw abortedError(signal);
+    const decision = this.#retryPolicy.decide(error, attempt);
+    if (decision.action === 'fail') throw error;
+    if (decision.action === 'give-up') throw unavailableError(this.#context, attempt, error);
+    // A server that asked for a pause asked every caller: hold back the whole endpoint.
+    if (error instanceof TransientError && error.retryAfterMs !== undefined) this.#limiter.pause(error.retryAfterMs);
+    this.#logger?.warn(
+      { url: this.#context.url, model: this.modelId, attempt, delayMs: decision.delayMs, code: (error as { code?: unknown }).code },
+      'model call failed; retrying',
+    );
+    await this.#clock.sleep(decision.delayMs, signal);
+  }
+
+  private requestBody(request: ChatRequest): Record<string, unknown> {
+    const sampling = this.sampling;
+    const logprobs = request.logprobs ?? false;
+    return withoutUndefined({
+      model: this.modelId,
+      messages: request.messages,
+      tools: request.tools && request.tools.length > 0 ? request.tools : undefined,
+      stream: true,
+      stream_options: { include_usage: true },
+      temperature: request.temperature ?? sampling.temperature,
+      top_p: request.topP ?? sampling.topP,
+      top_k: request.topK ?? sampling.topK,
+      max_tokens: request.maxTokens ?? sampling.maxTokens,
+      seed: request.seed ?? sampling.seed,
+      stop: request.stop ?? sampling.stop,
+      logprobs: logprobs || undefined,
+      top_logprobs: logprobs ? request.topLogprobs : undefined,
+      ...this.#config.extraBody,
+      ...request.extraBody,
+    });
+  }
+
+  /** What is safe to serialize: the endpoint and settings, never the key. */
+  toJSON(): Record<string, unknown> {
+    const { apiKeyEnv, apiKeyFile, ...settings } = this.#config;
+    return {
+      provider: this.provider,
+      modelId: this.modelId,
+      ...settings,
+      apiKey: this.#apiKey.toJSON(),
+      ...(apiKeyEnv ? { apiKeyEnv } : {}),
+      ...(apiKeyFile ? { apiKeyFile } : {}),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    sharedAgents.release(this.#url);
+  }
+}
+
+function withoutUndefined(record: Record<string, unknown>): Record<string, unknown> {
+  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
+  return record;
+}
+
+/**
+ * Keep-alive agents per server origin, shared by every client of that origin and destroyed when
+ * the last one closes. Sockets are unlimited here: the endpoint limiter bounds concurrency.
+ */
+const sharedAgents = {
+  agents: new Map<string, { agent: http.Agent; users: number }>(),
+  acquire(url: URL): http.Agent {
+    const entry = this.agents.get(url.origin);
+    if (entry) {
+      entry.users++;
+      return entry.agent;
+    }
+    const options: http.AgentOptions = { keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' };
+    const agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
+    this.agents.set(url.origin, { agent, users: 1 });
+    return agent;
+  },
+  release(url: URL): void {
+    const entry = this.agents.get(url.origin);
+    if (!entry) return;
+    entry.users--;
+    if (entry.users <= 0) {
+      entry.agent.destroy();
+      this.agents.delete(url.origin);
+    }
+  },
+};

@@ -1,0 +1,195 @@
+/**
+ * Token-level scoring endpoints of inference servers, as the test server serves them:
+ * vLLM's `POST /v1/completions` with a token-id `prompt` and `prompt_logprobs`, and SGLang's
+ * `POST /generate` with `input_ids` and `return_logprob`. The model behind them is pluggable
+ * (a test supplies a table; the distillation stage plugs in an ONNX decoder).
+ */
+
+/** One candidate token and its log-probability. */
+export interface TopToken {
+  tokenId: number;
+  logprob: number;
+}
+
+/** How the model scored the token at one prompt position, given everything before it. */
+export interface PromptPositionScore {
+  logprob: number;
+  /** 1-based rank of this token in the model's distribution at this position. */
+  rank: number;
+  /** The most likely tokens at this position, best first. */
+  top: TopToken[];
+}
+
+export interface PromptScores {
+  /** One entry per prompt token; the first is null (nothing precedes it). */
+  positions: Array<PromptPositionScore | null>;
+  /** Distribution after the last prompt token, best first (enables greedy generation). */
+  next?: TopToken[];
+}
+
+/** The model behind the scoring endpoints. */
+export interface PromptScorer {
+  score(tokenIds: readonly number[], options: { topK: number; temperature: number }): PromptScores | Promise<PromptScores>;
+  /** Text of a token, for `decoded_token` / SGLang's text field. Default `<id>`. */
+  decode?(tokenId: number): string;
+}
+
+/** A handler answers with a status and a JSON body. */
+export interface JsonReply {
+  status: number;
+  body: unknown;
+}
+
+interface GeneratedToken {
+  tokenId: number;
+  logprob: number;
+  top: TopToken[];
+}
+
+/** Greedy continuation: each step rescores prompt + generated so far and takes the best next token. */
+async function generateGreedy(scorer: PromptScorer, prompt: readonly number[], maxNewTokens: number, topK: number, temperature: number): Promise<GeneratedToken[]> {
+  const generated: GeneratedToken[] = [];
+  const sequence = [...prompt];
+  for (let step = 0; step < maxNewTokens; step++) {
+    const scores = await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
+    const best = scores.next?.[0];
+    if (!best) break;
+    generated.push({ tokenId: best.tokenId, logprob: best.logprob, top: (scores.next ?? []).slice(0, topK) });
+    sequence.push(best.tokenId);
+  }
+  return generated;
+}
+
+function decodeWith(scorer: PromptScorer): (tokenId: number) => string {
+  return (tokenId) => scorer.decode?.(tokenId) ?? `<${tokenId}>`;
+}
+
+function errorReply(status: number, message: string): JsonReply {
+  return { status, body: { object: 'error', message, type: 'BadRequestError', code: status } };
+}
+
+function isTokenIds(value: unknown): value is number[] {
+  return Array.isArray(value) && value.length > 0 && value.every((item) => Number.isInteger(item) && item >= 0);
+}
+
+function nonNegativeInteger(value: unknown, fallback: number): number | undefined {
+  if (value === undefined || value === null) return fallback;
+  return Number.isInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
+}
+
+/** vLLM `/v1/completions` for token-id prompts: `prompt_logprobs` per position, optional greedy tokens. */
+export async function handleVllmCompletion(body: Record<string, unknown>, scorer: PromptScorer, requestId: string, model: string): Promise<JsonReply> {
+  let prompt = body.prompt;
+  if (Array.isArray(prompt) && prompt.length === 1 && Array.isArray(prompt[0])) prompt = prompt[0];
+  if (!isTokenIds(prompt)) return errorReply(400, 'this server scores token-id prompts only: send "prompt" as an array of token ids');
+  const promptLogprobs = body.prompt_logprobs === undefined || body.prompt_logprobs === null ? undefined : nonNegativeInteger(body.prompt_logprobs, 0);
+  if (body.prompt_logprobs !== undefined && body.prompt_logprobs !== null && promptLogprobs === undefined) {
+    return errorReply(400, '"prompt_logprobs" must be a non-negative integer');
+  }
+  const maxTokens = nonNegativeInteger(body.max_tokens, 16);
+  const sampleLogprobs = body.logprobs === undefined || body.logprobs === null ? undefined : nonNegativeInteger(body.logprobs, 0);
+  if (maxTokens === undefined) return errorReply(400, '"max_tokens" must be a non-negative integer');
+  const temperature = typeof body.temperature === 'number' ? body.temperature : 1;
+  const decode = decodeWith(scorer);
+  const topK = Math.max(promptLogprobs ?? 0, sampleLogprobs ?? 0);
+  const scores = await scorer.score(prompt, { topK, temperature });
+  const generated = await generateGreedy(scorer, prompt, maxTokens, sampleLogprobs ?? 0, temperature);
+  const text = generated.map((token) => decode(token.tokenId)).join('');
+  const promptLogprobEntries =
+    promptLogprobs === undefined
+      ? null
+      : prompt.map((tokenId, position) => {
+          const score = scores.positions[position];
+          if (!score) return null;
+          const entries: Record<string, { logprob: number; rank: number; decoded_token: string }> = {
+            [String(tokenId)]: { logprob: score.logprob, rank: score.rank, decoded_token: decode(tokenId) },
+          };
+          score.top.slice(0, promptLogprobs).forEach((candidate, index) => {
+            entries[String(candidate.tokenId)] ??= { logprob: candidate.logprob, rank: index + 1, decoded_token: decode(candidate.tokenId) };
+          });
+          return entries;
+        });
+  let offset = 0;
+  const logprobs =
+    sampleLogprobs === undefined
+      ? null
+      : {
+          tokens: generated.map((token) => decode(token.tokenId)),
+          token_logprobs: generated.map((token) => token.logprob),
+          top_logprobs: generated.map((token) => Object.fromEntries(token.top.slice(0, sampleLogprobs).map((candidate) => [decode(candidate.tokenId), candidate.logprob]))),
+          text_offset: generated.map((token) => {
+            const at = offset;
+            offset += decode(token.tokenId).length;
+            return at;
+          }),
+        };
+  return {
+    status: 200,
+    body: {
+      id: requestId,
+      object: 'text_completion',
+      created: 0,
+      model,
+      choices: [
+        {
+          index: 0,
+          text,
+          logprobs,
+          finish_reason: 'length',
+          stop_reason: null,
+          prompt_logprobs: promptLogprobEntries,
+          prompt_token_ids: prompt,
+        },
+      ],
+      usage: { prompt_tokens: prompt.length, completion_tokens: generated.length, total_tokens: prompt.length + generated.length },
+    },
+  };
+}
+
+/** SGLang `/generate` with `input_ids` (one prompt or a batch). */
+export async function handleSglangGenerate(body: Record<string, unknown>, scorer: PromptScorer, requestId: string): Promise<JsonReply> {
+  const inputIds = body.input_ids;
+  const batch = Array.isArray(inputIds) && inputIds.length > 0 && inputIds.every(Array.isArray);
+  const prompts = batch ? (inputIds as unknown[]) : [inputIds];
+  if (!prompts.every(isTokenIds)) return errorReply(400, 'send "input_ids" as an array of token ids (or a batch of them); text prompts are not supported here');
+  const sampling = (body.sampling_params ?? {}) as Record<string, unknown>;
+  const maxNewTokens = nonNegativeInteger(sampling.max_new_tokens, 128);
+  if (maxNewTokens === undefined) return errorReply(400, '"sampling_params.max_new_tokens" must be a non-negative integer');
+  const temperature = typeof sampling.temperature === 'number' ? sampling.temperature : 1;
+  const returnLogprob = body.return_logprob === true;
+  const startLength = typeof body.logprob_start_len === 'number' ? body.logprob_start_len : -1;
+  const topNumber = nonNegativeInteger(body.top_logprobs_num, 0) ?? 0;
+  const withText = body.return_text_in_logprobs === true;
+  const decode = decodeWith(scorer);
+  const triple = (logprob: number | null, tokenId: number): [number | null, number, string | null] => [logprob, tokenId, withText ? decode(tokenId) : null];
+  const results = [];
+  for (const [index, prompt] of (prompts as number[][]).entries()) {
+    const scores = await scorer.score(prompt, { topK: topNumber, temperature });
+    const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature);
+    const start = startLength < 0 ? prompt.length : Math.min(startLength, prompt.length);
+    const metaLogprobs = returnLogprob
+      ? {
+          input_token_logprobs: prompt.slice(start).map((tokenId, offset) => triple(scores.positions[start + offset]?.logprob ?? null, tokenId)),
+          input_top_logprobs: prompt.slice(start).map((_, offset) => {
+            const score = scores.positions[start + offset];
+            return score && topNumber > 0 ? score.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId)) : null;
+          }),
+          output_token_logprobs: generated.map((token) => triple(token.logprob, token.tokenId)),
+          output_top_logprobs: generated.map((token) => (topNumber > 0 ? token.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId)) : null)),
+        }
+      : {};
+    results.push({
+      text: generated.map((token) => decode(token.tokenId)).join(''),
+      output_ids: generated.map((token) => token.tokenId),
+      meta_info: {
+        id: batch ? `${requestId}-${index}` : requestId,
+        finish_reason: { type: 'length', length: generated.length },
+        prompt_tokens: prompt.length,
+        completion_tokens: generated.length,
+        cached_tokens: 0,
+        ...metaLogprobs,
+      },
+    });
+  }
+  return { status: 200, body: batch ? results : results[0] };
+}
