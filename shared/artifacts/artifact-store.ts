@@ -8,6 +8,8 @@ export interface ObjectInfo {
   key: string;
   bytes: number;
   lastModified?: Date;
+  /** Hex sha256 of the stored bytes: set by `put` (computed while writing); head and list leave it out. */
+  sha256?: string;
 }
 
 export interface PutOptions {

@@ -1,0 +1,46 @@
+import { isAbsolute } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { BadInputError } from '../errors';
+
+/** An artifact location split into its parts. */
+export type ArtifactLocation =
+  | {
+      scheme: 's3';
+      bucket: string;
+      /** Key or key prefix inside the bucket, without a leading "/" ("" for the bucket root). */
+      key: string;
+    }
+  | {
+      scheme: 'file';
+      /** Absolute local path. */
+      path: string;
+    };
+
+const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+function badUri(uri: string, reason: string): never {
+  throw new BadInputError('BAD_ARTIFACT_URI', `artifact URI ${JSON.stringify(uri)} ${reason}; use s3://bucket/prefix or file:///absolute/path`);
+}
+
+/** Parses `s3://bucket/key` or `file:///abs/path`; throws BadInputError `BAD_ARTIFACT_URI` otherwise. */
+export function parseArtifactUri(uri: string): ArtifactLocation {
+  if (uri.startsWith('s3://')) {
+    const rest = uri.slice('s3://'.length);
+    const slash = rest.indexOf('/');
+    const bucket = slash === -1 ? rest : rest.slice(0, slash);
+    const key = slash === -1 ? '' : rest.slice(slash + 1);
+    if (!bucketName.test(bucket)) badUri(uri, `has an invalid bucket name ${JSON.stringify(bucket)}`);
+    return { scheme: 's3', bucket, key };
+  }
+  if (uri.startsWith('file:')) {
+    let path: string;
+    try {
+      path = fileURLToPath(uri);
+    } catch (error) {
+      badUri(uri, `is not a valid file URL (${(error as Error).message})`);
+    }
+    if (!isAbsolute(path)) badUri(uri, 'is not an absolute path');
+    return { scheme: 'file', path };
+  }
+  return badUri(uri, 'has an unsupported scheme');
+}

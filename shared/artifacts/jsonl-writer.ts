@@ -1,0 +1,179 @@
+import { pipeline } from 'node:stream';
+import { constants, createGzip, type Gzip, type ZlibOptions } from 'node:zlib';
+import type { z } from 'zod';
+import { ValidationError } from '../errors';
+import { zodProblems } from '../config/zod-problems';
+import type { ArtifactStore, ObjectInfo } from './artifact-store';
+import { ByteMeter } from './byte-meter';
+
+/**
+ * Gzip settings of every JSONL artifact. Fixed so the same records always give the same bytes
+ * (Node's gzip header carries no file name and a zero mtime).
+ */
+export const jsonlGzipOptions: Readonly<ZlibOptions> = Object.freeze({
+  level: 6,
+  memLevel: 8,
+  windowBits: 15,
+  strategy: constants.Z_DEFAULT_STRATEGY,
+  chunk: 64 * 1024,
+});
+
+/** Lines are handed to gzip in batches of about this many characters: one call per line is slow. */
+const batchCharacters = 64 * 1024;
+
+/** What a JSONL write produced: the stored object plus its record count. */
+export interface JsonlWriteResult extends ObjectInfo {
+  /** Hex sha256 of the stored (compressed) bytes. */
+  sha256: string;
+  /** Records written (one per line). */
+  records: number;
+  /** Bytes of JSON text before compression. */
+  uncompressedBytes: number;
+}
+
+export interface JsonlWriterOptions<T> {
+  /** Checked against every record before it is written; a mismatch aborts the object. */
+  schema?: z.ZodType<T>;
+}
+
+/**
+ * The error for a record that does not match its schema: every problem names the URI, the line
+ * (1-based record number) and the field path, e.g. `s3://b/x.jsonl.gz: line 17: messages[2].role: ...`.
+ */
+export function recordSchemaError(uri: string, lineNumber: number, error: z.ZodError, direction: 'read' | 'write'): ValidationError {
+  const problems = zodProblems(error, uri).map((problem) => ({ ...problem, line: lineNumber }));
+  const summary =
+    direction === 'read'
+      ? `line ${lineNumber} of ${uri} does not match its schema; fix the data or the stage that wrote it`
+      : `record ${lineNumber} written to ${uri} does not match its schema; nothing was published, fix the code that produced it`;
+  return new ValidationError('BAD_RECORD', summary, problems);
+}
+
+/**
+ * Streams records to the store as gzip-compressed JSON Lines. Nothing is published under the key
+ * until `close()` succeeds; a schema mismatch, an `abort()` or a store failure leaves no object.
+ */
+export class JsonlWriter<T = unknown> {
+  private readonly gzip: Gzip;
+  private readonly meter = new ByteMeter();
+  private readonly putting: Promise<ObjectInfo>;
+  private readonly schema?: z.ZodType<T>;
+  private pending = '';
+  private records = 0;
+  private uncompressedBytes = 0;
+  private failed?: unknown;
+  private closed = false;
+  /** URI of the object being written. */
+  readonly uri: string;
+
+  private constructor(
+    store: ArtifactStore,
+    readonly key: string,
+    options: JsonlWriterOptions<T>,
+  ) {
+    this.uri = store.uriOf(key);
+    this.schema = options.schema;
+    this.gzip = createGzip(jsonlGzipOptions);
+    // Measured here rather than taken from the store, so any ArtifactStore gives size and digest.
+    pipeline(this.gzip, this.meter, () => undefined);
+    this.putting = store.put(key, this.meter, { contentType: 'application/gzip' });
+    // The failure surfaces from write()/close(); this only keeps it from being "unhandled" meanwhile.
+    this.putting.catch(() => undefined);
+  }
+
+  /** Starts the object; records follow with `write`, then `close` publishes it. */
+  static open<T = unknown>(store: ArtifactStore, key: string, options: JsonlWriterOptions<T> = {}): JsonlWriter<T> {
+    return new JsonlWriter<T>(store, key, options);
+  }
+
+  /** Number of records accepted so far. */
+  get count(): number {
+    return this.records;
+  }
+
+  async write(record: T): Promise<void> {
+    if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is closed`);
+    if (this.failed !== undefined) throw this.failed;
+    let value: unknown = record;
+    if (this.schema) {
+      const result = this.schema.safeParse(record);
+      if (!result.success) {
+        const error = recordSchemaError(this.uri, this.records + 1, result.error, 'write');
+        await this.abort(error);
+        throw error;
+      }
+      value = result.data;
+    }
+    this.pending += `${JSON.stringify(value)}\n`;
+    this.records += 1;
+    if (this.pending.length >= batchCharacters) await this.flush();
+  }
+
+  /** Writes what is buffered, finishes the object and publishes it under its key. */
+  async close(): Promise<JsonlWriteResult> {
+    if (this.failed !== undefined) throw this.failed;
+    if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is already closed`);
+    await this.flush();
+    this.closed = true;
+    this.gzip.end();
+    let info: ObjectInfo;
+    try {
+      info = await this.putting;
+    } catch (error) {
+      this.failed = error;
+      throw error;
+    }
+    return { ...info, bytes: this.meter.bytes, sha256: this.meter.sha256(), records: this.records, uncompressedBytes: this.uncompressedBytes };
+  }
+
+  /** Gives up: the partial object is discarded and nothing appears under the key. */
+  async abort(reason: unknown = new Error('aborted')): Promise<void> {
+    if (this.failed !== undefined) return;
+    this.failed = reason;
+    this.closed = true;
+    this.gzip.destroy(reason instanceof Error ? reason : new Error(String(reason)));
+    await this.putting.catch(() => undefined);
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending === '') return;
+    const text = this.pending;
+    this.pending = '';
+    this.uncompressedBytes += Buffer.byteLength(text, 'utf8');
+    if (this.gzip.write(text)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        this.gzip.off('drain', done);
+        this.gzip.off('close', done);
+        resolve();
+      };
+      this.gzip.on('drain', done);
+      this.gzip.on('close', done);
+    });
+    if (this.gzip.destroyed) {
+      // The store stopped reading (upload failed): report its error, not a stuck stream.
+      this.failed = await this.putting.then(
+        () => new Error(`store stopped reading ${this.uri}`),
+        (error: unknown) => error,
+      );
+      throw this.failed;
+    }
+  }
+}
+
+/** Writes all records as one gzip JSONL object and publishes it; see JsonlWriter. */
+export async function writeJsonl<T>(
+  store: ArtifactStore,
+  key: string,
+  records: Iterable<T> | AsyncIterable<T>,
+  options: JsonlWriterOptions<T> = {},
+): Promise<JsonlWriteResult> {
+  const writer = JsonlWriter.open<T>(store, key, options);
+  try {
+    for await (const record of records) await writer.write(record);
+  } catch (error) {
+    await writer.abort(error);
+    throw error;
+  }
+  return writer.close();
+}
