@@ -11,3 +11,4 @@ export * from './jsonl-reader';
 export * from './manifest';
 export * from './local-s3-server';
 export * from './memory-artifact-store';
+export * from './parquet-codec';
