@@ -1,0 +1,156 @@
+/**
+ * ONNX backend throughput against a bare onnxruntime loop, in the same process and run.
+ *
+ *   node dist/bench/onnx.bench.js [--model <dir>] [--tokens 128] [--prompt-tokens 64] [--threads 1] [--repeats 5]
+ *
+ * Without --model it writes a random-weight dummy decoder for the Qwen3 vocabulary (151,669
+ * tokens, hidden 64) to a temporary directory. Prints tokens/s of greedy generation for both
+ * (same model, prompt and token count, both with a KV cache), their ratio (goal >= 0.9), our
+ * sampling and logprob costs, and scoring throughput. Figures are medians over --repeats runs.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import * as ort from 'onnxruntime-node';
+import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
+import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
+
+interface BenchOptions {
+  model?: string;
+  tokens: number;
+  promptTokens: number;
+  threads: number;
+  repeats: number;
+}
+
+function parseArguments(argv: string[]): BenchOptions {
+  const value = (flag: string): string | undefined => {
+    const index = argv.indexOf(flag);
+    return index >= 0 ? argv[index + 1] : undefined;
+  };
+  return {
+    model: value('--model'),
+    tokens: Number(value('--tokens') ?? 128),
+    promptTokens: Number(value('--prompt-tokens') ?? 64),
+    threads: Number(value('--threads') ?? 1),
+    repeats: Number(value('--repeats') ?? 5),
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+/**
+ * The reference: the smallest greedy loop onnxruntime allows. Prefill, argmax, then one token per
+ * run with `present.*` fed back as `past_key_values.*`; nothing else.
+ */
+async function bareGreedyLoop(session: ort.InferenceSession, shape: { layers: number; kvHeads: number; headDim: number; vocabularySize: number }, promptIds: number[], tokens: number): Promise<number[]> {
+  let past: Record<string, ort.Tensor> = {};
+  for (let layer = 0; layer < shape.layers; layer++) {
+    for (const part of ['key', 'value']) past[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [1, shape.kvHeads, 0, shape.headDim]);
+  }
+  let inputIds = BigInt64Array.from(promptIds.map(BigInt));
+  let positionIds = BigInt64Array.from(promptIds.map((_, index) => BigInt(index)));
+  let total = promptIds.length;
+  const generated: number[] = [];
+  while (generated.length < tokens) {
+    const outputs = await session.run({
+      input_ids: new ort.Tensor('int64', inputIds, [1, inputIds.length]),
+      attention_mask: new ort.Tensor('int64', new BigInt64Array(total).fill(1n), [1, total]),
+      position_ids: new ort.Tensor('int64', positionIds, [1, positionIds.length]),
+      ...past,
+    });
+    const logits = (outputs.logits as ort.Tensor).data as Float32Array;
+    const offset = (inputIds.length - 1) * shape.vocabularySize;
+    let best = 0;
+    for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++) if ((logits[offset + tokenId] as number) > (logits[offset + best] as number)) best = tokenId;
+    generated.push(best);
+    past = {};
+    for (let layer = 0; layer < shape.layers; layer++) {
+      past[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`] as ort.Tensor;
+      past[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`] as ort.Tensor;
+    }
+    inputIds = BigInt64Array.of(BigInt(best));
+    positionIds = BigInt64Array.of(BigInt(total));
+    total += 1;
+  }
+  return generated;
+}
+
+async function timed<T>(work: () => Promise<T>): Promise<{ result: T; seconds: number }> {
+  const started = performance.now();
+  const result = await work();
+  return { result, seconds: (performance.now() - started) / 1000 };
+}
+
+async function main(): Promise<void> {
+  const options = parseArguments(process.argv.slice(2));
+  const temporary = options.model ? undefined : mkdtempSync(join(tmpdir(), 'hat-onnx-bench-'));
+  const modelDir = options.model ?? join(temporary as string, 'dummy-qwen3');
+  try {
+    if (temporary) makeDummyDecoder({ outDir: modelDir, tokenizer: 'qwen3', seed: 'bench' });
+    const decoder = await OnnxDecoder.load(modelDir, { intraOpThreads: options.threads });
+    const info = decoder.info;
+    const session = await ort.InferenceSession.create(info.modelFile, { intraOpNumThreads: options.threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
+    const shape = { layers: info.layers, kvHeads: info.keyValueHeads, headDim: info.headDim, vocabularySize: info.vocabularySize };
+    const promptIds = Array.from({ length: options.promptTokens }, (_, index) => (index * 7919 + 13) % Math.min(info.vocabularySize, 150000));
+    const greedy = { maxNewTokens: options.tokens, temperature: 0, stopTokenIds: [] as number[] };
+
+    // Warm-up (first runs allocate and plan), and a check that both loops decode the same tokens.
+    const reference = await bareGreedyLoop(session, shape, promptIds, options.tokens);
+    const ours = await decoder.generate(promptIds, { ...greedy, logprobs: false });
+    const sameTokens = reference.every((tokenId, index) => tokenId === ours.tokenIds[index]);
+
+    const bareSeconds: number[] = [];
+    const oursSeconds: number[] = [];
+    const oursLogprobSeconds: number[] = [];
+    const oursSampledSeconds: number[] = [];
+    for (let repeat = 0; repeat < options.repeats; repeat++) {
+      // Interleaved so drift in machine load hits both sides alike.
+      bareSeconds.push((await timed(() => bareGreedyLoop(session, shape, promptIds, options.tokens))).seconds);
+      oursSeconds.push((await timed(() => decoder.generate(promptIds, { ...greedy, logprobs: false }))).seconds);
+      oursLogprobSeconds.push((await timed(() => decoder.generate(promptIds, { ...greedy, logprobs: true }))).seconds);
+      oursSampledSeconds.push((await timed(() => decoder.generate(promptIds, { maxNewTokens: options.tokens, temperature: 0.8, topP: 0.95, seed: repeat, stopTokenIds: [] }))).seconds);
+    }
+
+    const completionIds = ours.tokenIds;
+    const scoreSeconds: number[] = [];
+    const batchScoreSeconds: number[] = [];
+    const batch = Array.from({ length: 8 }, (_, index) => ({ promptIds: promptIds.slice(index), completionIds }));
+    await decoder.score(promptIds, completionIds);
+    for (let repeat = 0; repeat < options.repeats; repeat++) {
+      scoreSeconds.push((await timed(() => decoder.score(promptIds, completionIds))).seconds);
+      batchScoreSeconds.push((await timed(() => decoder.scoreBatch(batch, { topLogprobs: 5 }))).seconds);
+    }
+
+    const rate = (tokens: number, seconds: number[]): number => tokens / median(seconds);
+    const bareRate = rate(options.tokens, bareSeconds);
+    const oursRate = rate(options.tokens, oursSeconds);
+    const lines = [
+      `ONNX backend benchmark: ${info.dummyWeights ? 'dummy decoder (random weights)' : info.modelType}, ${info.layers} layers, vocab ${info.vocabularySize}, threads ${options.threads}`,
+      `prompt ${options.promptTokens} tokens, ${options.tokens} new tokens, median of ${options.repeats} runs`,
+      `  bare onnxruntime greedy loop     ${bareRate.toFixed(1)} tokens/s`,
+      `  OnnxDecoder greedy               ${oursRate.toFixed(1)} tokens/s   ratio ${(oursRate / bareRate).toFixed(3)} (goal >= 0.9: ${oursRate / bareRate >= 0.9 ? 'met' : 'NOT met'})`,
+      `  OnnxDecoder greedy + logprobs    ${rate(options.tokens, oursLogprobSeconds).toFixed(1)} tokens/s   ratio ${(rate(options.tokens, oursLogprobSeconds) / bareRate).toFixed(3)}`,
+      `  OnnxDecoder T=0.8 top-p 0.95     ${rate(options.tokens, oursSampledSeconds).toFixed(1)} tokens/s   ratio ${(rate(options.tokens, oursSampledSeconds) / bareRate).toFixed(3)} (with logprobs)`,
+      `  same greedy tokens as bare loop: ${sameTokens ? 'yes' : 'NO'}`,
+      `  scoring, 1 x (${options.promptTokens}+${completionIds.length})         ${rate(completionIds.length, scoreSeconds).toFixed(1)} scored tokens/s (${rate(options.promptTokens + completionIds.length, scoreSeconds).toFixed(1)} fed tokens/s)`,
+      `  scoring, batch of 8, top-5        ${rate(completionIds.length * 8, batchScoreSeconds).toFixed(1)} scored tokens/s`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+    await session.release();
+    await decoder.close();
+    if (!sameTokens) process.exitCode = 1;
+  } finally {
+    if (temporary) rmSync(temporary, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`onnx bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exitCode = 1;
+});

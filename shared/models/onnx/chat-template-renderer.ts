@@ -1,0 +1,69 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Template } from '@huggingface/jinja';
+import { BadInputError } from '../../errors';
+import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
+import { specialTokenContent } from './tokenizer-source';
+
+/** Renders a conversation to the prompt text the model was trained on. */
+export interface ChatRenderer {
+  render(messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }): string;
+}
+
+/**
+ * The model's own chat template (tokenizer_config.json `chat_template`, or `chat_template.jinja`
+ * beside it) rendered with @huggingface/jinja: never a hand-written chat format, so prompts match
+ * what serving the model would build. Tool-call arguments stored as JSON strings are parsed
+ * first, because templates `tojson` objects and print strings verbatim.
+ */
+export function createChatTemplateRenderer(directory: string, tokenizerConfig: Record<string, unknown>): ChatRenderer {
+  const template = new Template(chatTemplateSource(directory, tokenizerConfig));
+  const tokenString = (field: string): string | undefined => specialTokenContent(tokenizerConfig, field);
+  const specialTokens = { bos_token: tokenString('bos_token'), eos_token: tokenString('eos_token'), pad_token: tokenString('pad_token'), unk_token: tokenString('unk_token') };
+  return {
+    render(messages, options) {
+      return template.render({
+        ...specialTokens,
+        messages: messages.map(templateMessage),
+        tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
+        add_generation_prompt: options.addGenerationPrompt,
+      });
+    },
+  };
+}
+
+function chatTemplateSource(directory: string, tokenizerConfig: Record<string, unknown>): string {
+  const file = join(directory, 'chat_template.jinja');
+  if (existsSync(file)) return readFileSync(file, 'utf8');
+  const template = tokenizerConfig.chat_template;
+  if (typeof template === 'string') return template;
+  // Some configs hold named templates: [{ name: 'default', template }, { name: 'tool_use', ... }].
+  if (Array.isArray(template)) {
+    const named = template as Array<{ name?: unknown; template?: unknown }>;
+    const chosen = named.find((entry) => entry.name === 'default') ?? named[0];
+    if (typeof chosen?.template === 'string') return chosen.template;
+  }
+  throw new BadInputError(
+    'ONNX_CHAT_TEMPLATE_MISSING',
+    `${join(directory, 'tokenizer_config.json')} has no chat_template and ${file} does not exist; copy the chat template of the model's tokenizer into the model directory`,
+  );
+}
+
+function templateMessage(message: ChatMessage): Record<string, unknown> {
+  if (message.role !== 'assistant') return { ...message };
+  return {
+    ...message,
+    // Templates test `'</think>' in message.content`; vLLM renders a null content as '' too.
+    content: message.content ?? '',
+    tool_calls: message.tool_calls?.map((call) => ({ ...call, function: { ...call.function, arguments: parsedArguments(call.function.arguments) } })),
+  };
+}
+
+function parsedArguments(text: string): unknown {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : text;
+  } catch {
+    return text;
+  }
+}

@@ -1,0 +1,162 @@
+/** @jest-environment ./shared/models/onnx/onnx-jest-environment.js */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HatError } from '../../errors';
+import { makeDummyDecoder } from './dummy-decoder';
+import { OnnxDecoder } from './onnx-decoder';
+import { OnnxGraphBuilder } from './onnx-graph-builder';
+
+let workDirectory: string;
+let decoder: OnnxDecoder;
+const prompt = [10, 20, 30, 40, 50, 60, 70];
+
+function maxAbsoluteDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let worst = 0;
+  for (let index = 0; index < a.length; index++) worst = Math.max(worst, Math.abs((a[index] as number) - (b[index] as number)));
+  return worst;
+}
+
+beforeAll(async () => {
+  workDirectory = mkdtempSync(join(tmpdir(), 'hat-onnx-decoder-'));
+  makeDummyDecoder({ outDir: join(workDirectory, 'model'), tokenizer: 'bytes', hidden: 32, heads: 4, kvHeads: 2, layers: 2, seed: 7 });
+  decoder = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1 });
+});
+
+afterAll(async () => {
+  await decoder?.close();
+  rmSync(workDirectory, { recursive: true, force: true });
+});
+
+describe('OnnxDecoder', () => {
+  it('reports the model shape and that its weights are random', () => {
+    expect(decoder.info).toMatchObject({ layers: 2, keyValueHeads: 2, headDim: 8, vocabularySize: 282, dummyWeights: true, modelType: 'hat_dummy_decoder' });
+    expect(decoder.info.eosTokenIds.length).toBeGreaterThan(0);
+  });
+
+  it('gives the same logits through the KV cache as one full pass', async () => {
+    const sequence = [...prompt, 1, 2, 3, 200, 255, 256, 257];
+    const full = await decoder.logits(sequence);
+    const stepwise = await decoder.logits(sequence, { chunkTokens: 1 });
+    const chunked = await decoder.logits(sequence, { chunkTokens: 4 });
+    expect(maxAbsoluteDifference(full, stepwise)).toBeLessThan(1e-4);
+    expect(maxAbsoluteDifference(full, chunked)).toBeLessThan(1e-4);
+  });
+
+  it('reports for sampled tokens the logprobs that scoring the same tokens gives', async () => {
+    const generated = await decoder.generate(prompt, { maxNewTokens: 12, temperature: 0.7, topP: 0.95, topK: 50, seed: 3, topLogprobs: 5 });
+    expect(generated.logprobTemperature).toBe(0.7);
+    expect(generated.tokenIds).toHaveLength(12);
+    const scored = await decoder.score(prompt, generated.tokenIds, { temperature: 0.7, topLogprobs: 5 });
+    expect(scored.logprobTemperature).toBe(0.7);
+    expect(scored.tokens.map((token) => token.tokenId)).toEqual(generated.tokenIds);
+    generated.tokens!.forEach((token, index) => {
+      const score = scored.tokens[index]!;
+      expect(Math.abs(token.logprob - score.logprob)).toBeLessThan(1e-4);
+      expect(Math.abs(token.rawLogprob - score.rawLogprob)).toBeLessThan(1e-4);
+      expect(token.top!.map((entry) => entry.tokenId)).toEqual(score.top!.map((entry) => entry.tokenId));
+      // Tempered and untempered logprobs really differ at temperature 0.7.
+      expect(token.logprob).not.toBeCloseTo(token.rawLogprob, 6);
+    });
+  });
+
+  it('is deterministic under a seed and varies across seeds', async () => {
+    const first = await decoder.generate(prompt, { maxNewTokens: 16, temperature: 1, seed: 'alpha' });
+    const again = await decoder.generate(prompt, { maxNewTokens: 16, temperature: 1, seed: 'alpha' });
+    const other = await decoder.generate(prompt, { maxNewTokens: 16, temperature: 1, seed: 'beta' });
+    expect(again.tokenIds).toEqual(first.tokenIds);
+    expect(again.tokens).toEqual(first.tokens);
+    expect(other.tokenIds).not.toEqual(first.tokenIds);
+    expect(first.sampling).toEqual({ temperature: 1, topP: 1, topK: 0, seed: 'alpha' });
+  });
+
+  it('gives each sequence of a left-padded batch what it gets alone', async () => {
+    const requests = [
+      { promptIds: prompt, seed: 1 },
+      { promptIds: [5, 6], seed: 2 },
+      { promptIds: [100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110], seed: 3 },
+    ];
+    const options = { maxNewTokens: 10, temperature: 0.9, topK: 40 };
+    const batched = await decoder.generateBatch(requests, options);
+    for (const [index, request] of requests.entries()) {
+      const alone = await decoder.generate(request.promptIds, { ...options, seed: request.seed });
+      expect(batched[index]!.tokenIds).toEqual(alone.tokenIds);
+      expect(maxAbsoluteDifference(batched[index]!.tokens!.map((token) => token.logprob), alone.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+    }
+    const scoredBatch = await decoder.scoreBatch(requests.map((request, index) => ({ promptIds: request.promptIds, completionIds: batched[index]!.tokenIds })));
+    for (const [index, request] of requests.entries()) {
+      const alone = await decoder.score(request.promptIds, batched[index]!.tokenIds);
+      expect(maxAbsoluteDifference(scoredBatch[index]!.tokens.map((token) => token.logprob), alone.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
+    }
+  });
+
+  it('stops a batch row at its stop token while the others go on', async () => {
+    const options = { maxNewTokens: 8, temperature: 1, seed: 5 };
+    const free = await decoder.generate([5, 6], options);
+    // The first token that did not occur before it ends the sequence when it is a stop token.
+    const stopIndex = free.tokenIds.findIndex((tokenId, index) => index > 0 && !free.tokenIds.slice(0, index).includes(tokenId));
+    expect(stopIndex).toBeGreaterThan(0);
+    const stopTokenIds = [free.tokenIds[stopIndex]!];
+    const [stopped, running] = await decoder.generateBatch([{ promptIds: [5, 6] }, { promptIds: prompt, seed: 6 }], { ...options, stopTokenIds });
+    expect(stopped!.tokenIds).toEqual(free.tokenIds.slice(0, stopIndex + 1));
+    expect(stopped!.finishReason).toBe('stop');
+    const runningAlone = await decoder.generate(prompt, { ...options, seed: 6, stopTokenIds });
+    expect(running!.tokenIds).toEqual(runningAlone.tokenIds);
+    expect(running!.tokenIds.length).toBeGreaterThan(stopIndex + 1);
+  });
+
+  it('decodes greedily at temperature 0 and records logprobs at temperature 1', async () => {
+    const greedy = await decoder.generate(prompt, { maxNewTokens: 8, temperature: 0, topLogprobs: 3 });
+    expect(greedy.logprobTemperature).toBe(1);
+    for (const token of greedy.tokens!) {
+      expect(token.top![0]!.tokenId).toBe(token.tokenId);
+      expect(token.logprob).toBeCloseTo(token.rawLogprob, 10);
+      expect(token.top![0]!.logprob).toBeGreaterThanOrEqual(token.top![1]!.logprob);
+    }
+    // top-k 1 and a tiny nucleus both leave only the most likely token.
+    const topKOne = await decoder.generate(prompt, { maxNewTokens: 8, temperature: 1.5, topK: 1, seed: 9 });
+    const tinyNucleus = await decoder.generate(prompt, { maxNewTokens: 8, temperature: 1.5, topP: 1e-6, seed: 9 });
+    expect(topKOne.tokenIds).toEqual(greedy.tokenIds);
+    expect(tinyNucleus.tokenIds).toEqual(greedy.tokenIds);
+  });
+
+  it('feeds long prompts in chunks with the same outcome', async () => {
+    const small = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxLogitsFloats: 282 * 3 });
+    try {
+      const longPrompt = Array.from({ length: 40 }, (_, index) => (index * 37) % 256);
+      const chunked = await small.generate(longPrompt, { maxNewTokens: 6, temperature: 0.8, seed: 4 });
+      const whole = await decoder.generate(longPrompt, { maxNewTokens: 6, temperature: 0.8, seed: 4 });
+      expect(chunked.tokenIds).toEqual(whole.tokenIds);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('refuses token ids outside the vocabulary and empty prompts', async () => {
+    await expect(decoder.generate([1, 99999])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds holds token id 99999/);
+    await expect(decoder.score([], [1])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds is empty/);
+    await expect(decoder.generate(prompt, { topP: 0 })).rejects.toThrow(/\[ONNX_BAD_SAMPLING\] topP/);
+  });
+
+  it('names the missing input when a model does not follow the Optimum naming', async () => {
+    // A model with input_ids and attention_mask but no position_ids and no KV cache.
+    const directory = join(workDirectory, 'broken');
+    const graph = new OnnxGraphBuilder('broken');
+    const inputIds = graph.input('input_ids', 'int64', ['batch', 'sequence']);
+    graph.input('attention_mask', 'int64', ['batch', 'sequence']);
+    const embedding = graph.floatConstant('embedding', [4, 3], new Float32Array(12).fill(0.5));
+    graph.output(graph.op('Gather', [embedding, inputIds], { axis: 0 }), 'logits', 'float', ['batch', 'sequence', 3]);
+    mkdirSync(directory, { recursive: true });
+    writeFileSync(join(directory, 'model.onnx'), Buffer.concat(graph.encode({ opsetVersion: 17, producerName: 'test', producerVersion: '0' })));
+    writeFileSync(join(directory, 'config.json'), JSON.stringify({ num_hidden_layers: 1, num_attention_heads: 1, hidden_size: 3, vocab_size: 3 }));
+    const failure = await OnnxDecoder.load(directory).catch((error: unknown) => error);
+    expect(HatError.isInstance(failure) && failure.exitCode).toBe(2);
+    expect((failure as Error).message).toMatch(/^\[ONNX_MODEL_MISMATCH\] .*model\.onnx has no input "position_ids"; has no input "past_key_values\.0\.key"/);
+    expect((failure as Error).message).toContain('expected Optimum decoder naming');
+  });
+
+  it('says which file is missing from a model directory', async () => {
+    await expect(OnnxDecoder.load(join(workDirectory, 'nowhere'))).rejects.toThrow(/\[ONNX_MODEL_MISSING\] .*nowhere has no model\.onnx/);
+  });
+});
