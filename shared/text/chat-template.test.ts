@@ -1,0 +1,59 @@
+import { Template } from '@huggingface/jinja';
+import { HatError } from '../errors';
+import { sha256Hex } from '../hash/hash';
+import { ChatTemplate } from './chat-template';
+import { strftime } from './strftime';
+
+const messages = [{ role: 'user' as const, content: 'hi' }];
+
+describe('ChatTemplate', () => {
+  test('renders the globals and filters templates use exactly as @huggingface/jinja does', () => {
+    const text = [
+      '{%- set ns = namespace(count=0) %}',
+      '{%- for i in range(1, 7, 2) %}{%- set ns.count = ns.count + i %}{{ i }},{% endfor %}',
+      '{{ ns.count }}|{{ true }}|{{ none is none }}|{{ True and not False }}|{{ None }}',
+      '|{{ messages[0] | tojson }}|{{ bos_token }}|{{ "x" if add_generation_prompt else "y" }}',
+      '|{{ range(3) | length }}|{{ range(5, 1, -2) | join(",") }}',
+    ].join('');
+    const variables = { messages, bos_token: '<s>', add_generation_prompt: false };
+    expect(new ChatTemplate(text, { bos_token: '<s>' }).render(messages)).toBe(new Template(text).render(variables));
+  });
+
+  test('strftime_now formats the given moment in UTC, so a conversation renders the same on every worker', () => {
+    const template = new ChatTemplate('{{ strftime_now("%d %b %Y %H:%M") }}', {});
+    const now = new Date(Date.UTC(2024, 6, 26, 23, 30));
+    expect(template.render(messages, { now })).toBe('26 Jul 2024 23:30');
+    expect(strftime(new Date(Date.UTC(2025, 0, 5, 13, 4, 9)), '%A %a %B %m/%d/%y %I:%M:%S %p %j %% %Q')).toBe('Sunday Sun January 01/05/25 01:04:09 PM 005 % %Q');
+  });
+
+  test('raise_exception in a template surfaces as a bad-input error carrying the template message', () => {
+    const template = new ChatTemplate("{{ raise_exception('Conversation roles must alternate') }}", {});
+    expect(() => template.render(messages)).toThrow(/^\[CHAT_TEMPLATE_RENDER_FAILED\] .*Conversation roles must alternate/);
+    try {
+      template.render(messages);
+    } catch (error) {
+      expect(HatError.isInstance(error) && error.exitCode).toBe(2);
+    }
+  });
+
+  test('passes tools only when there are some, and enable_thinking only when set, as transformers does', () => {
+    const template = new ChatTemplate('{{ tools is defined }}/{{ enable_thinking is defined }}', {});
+    expect(template.render(messages, { tools: [] })).toBe('false/false');
+    expect(template.render(messages, { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], enableThinking: false })).toBe('true/true');
+  });
+
+  test('named templates: tool_use when tools are given, default otherwise, or the one asked for', () => {
+    const template = new ChatTemplate([{ name: 'default', template: 'D' }, { name: 'tool_use', template: 'T' }], {});
+    const tools = [{ type: 'function' as const, function: { name: 'f', parameters: {} } }];
+    expect(template.render(messages)).toBe('D');
+    expect(template.render(messages, { tools })).toBe('T');
+    expect(template.render(messages, { templateName: 'default', tools })).toBe('D');
+    expect(() => template.render(messages, { templateName: 'rag' })).toThrow(/^\[CHAT_TEMPLATE_MISSING\] no chat template named "rag" \(have: default, tool_use\)/);
+    expect(template.hash).not.toBe(new ChatTemplate([{ name: 'default', template: 'D' }], {}).hash);
+  });
+
+  test('hashes the template text, and reports a template that does not parse', () => {
+    expect(new ChatTemplate('{{ messages }}', {}).hash).toBe(sha256Hex('{{ messages }}'));
+    expect(() => new ChatTemplate('{% for m in messages %}', {})).toThrow(/^\[CHAT_TEMPLATE_INVALID\] chat template "default" does not parse/);
+  });
+});
