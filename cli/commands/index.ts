@@ -1,8 +1,31 @@
 import type { Command } from 'commander';
 import type { CliContext } from '../cli-context';
+import { registerArtifactsCommand } from './artifacts';
+import { registerHarnessCommand } from './harness';
+import { registerModelsCommand } from './models';
+import { registerDemoCommand } from './demo';
+import { registerRunCommand } from './run';
+import { registerRunsCommand } from './runs';
+import { registerScheduleCommand } from './schedule';
+import { registerReplayCommand } from './replay';
+import { registerStageCommand } from './stage';
+import { registerTasksCommand } from './tasks';
+import { registerWorkerCommand } from './worker';
 
 /** A CLI command module: one file per command, registered here. */
 export type RegisterCommand = (program: Command, context: CliContext) => void;
 
 /** Every command of `hat`. Add new command modules to this list. */
-export const commandModules: RegisterCommand[] = [];
+export const commandModules: RegisterCommand[] = [
+  registerArtifactsCommand,
+  registerHarnessCommand,
+  registerModelsCommand,
+  registerDemoCommand,
+  registerRunCommand,
+  registerRunsCommand,
+  registerScheduleCommand,
+  registerReplayCommand,
+  registerStageCommand,
+  registerTasksCommand,
+  registerWorkerCommand,
+];

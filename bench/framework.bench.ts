@@ -1,0 +1,154 @@
+/**
+ * Overhead of the stage framework: N no-op jobs through a stage binding (the `noop` example
+ * stage: job-data and input validation, deps, output check) versus a raw BullMQ Worker with an
+ * empty processor, same Redis, same concurrency, same job options. Prints jobs/s for each and
+ * their ratio (goal: framework / raw >= 0.8). Rounds alternate so drift hits both sides.
+ *
+ *   node dist/bench/framework.bench.js            (BENCH_JOBS=2000 BENCH_CONCURRENCY=8 BENCH_ROUNDS=5)
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker, type Processor } from 'bullmq';
+import { loadEnv, type HatEnv } from '../shared/config/env';
+import { silentLogger } from '../shared/log/logger';
+import { stageJobOptions } from '../queues/job-options';
+import { openQueueContext, type QueueContext } from '../queues/queue-context';
+import { createRedisConnection } from '../queues/redis-connection';
+import { createStageJobRuntime, createStoreCache } from '../queues/stage-runtime';
+import { createStageWorker } from '../queues/worker-factory';
+import { noopStage } from '../workers/examples/noop/processor';
+
+const jobs = Number(process.env.BENCH_JOBS ?? 2_000);
+const concurrency = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 5);
+
+/** Process CPU time (user + system) per side over the measured rounds, µs: steadier than wall time on a shared machine. */
+const cpuMicros = { raw: 0, stage: 0 };
+let measuring = false;
+
+/** Resolves with the wall time until `total` jobs completed. */
+async function drain(worker: Worker, total: number, side: keyof typeof cpuMicros): Promise<number> {
+  let completed = 0;
+  const started = performance.now();
+  const cpuBefore = process.cpuUsage();
+  await new Promise<void>((resolve, reject) => {
+    worker.on('completed', () => {
+      completed++;
+      if (completed === total) resolve();
+    });
+    worker.on('failed', (job, error) => reject(new Error(`job ${job?.id} failed: ${error.message}`)));
+  });
+  const cpu = process.cpuUsage(cpuBefore);
+  if (measuring) cpuMicros[side] += cpu.user + cpu.system;
+  return performance.now() - started;
+}
+
+/** A fresh prefix per side and round, so both sides start from identical, empty Redis state. */
+async function freshContext(base: HatEnv, label: string): Promise<QueueContext> {
+  return openQueueContext({ ...base, HAT_REDIS_PREFIX: `${base.HAT_REDIS_PREFIX}-${label}` });
+}
+
+async function addNoopJobs(context: QueueContext, runId: string, artifactsRoot: string): Promise<void> {
+  const options = stageJobOptions(noopStage.queue ?? {}, context.env.HAT_JOB_DATA_LIMIT);
+  // The same job data on both sides: what a real noop stage job carries.
+  await context.queue('noop').addBulk(
+    Array.from({ length: jobs }, (_, index) => ({
+      name: 'stage',
+      data: { v: 1, runId, stage: 'noop', seed: '0', artifactsRoot, outputPrefix: `runs/${runId}/noop/`, input: { label: 'noop' }, inputHash: `h${index}` },
+      opts: { ...options, jobId: `${runId}.noop.${index}` },
+    })),
+  );
+}
+
+async function timeRaw(base: HatEnv, round: number, artifactsRoot: string): Promise<number> {
+  const context = await freshContext(base, `raw${round}`);
+  await addNoopJobs(context, `raw${round}`, artifactsRoot);
+  const connection = createRedisConnection(context.env, 'worker');
+  const processor: Processor = async () => ({ ok: true });
+  const worker = new Worker('noop', processor, { connection, prefix: context.prefix, concurrency, autorun: false });
+  const elapsed = drain(worker, jobs, 'raw');
+  void worker.run();
+  const ms = await elapsed;
+  await worker.close();
+  await connection.quit();
+  await context.close();
+  return ms;
+}
+
+async function timeStage(base: HatEnv, round: number, artifactsRoot: string): Promise<number> {
+  const context = await freshContext(base, `stage${round}`);
+  await addNoopJobs(context, `stage${round}`, artifactsRoot);
+  const connection = createRedisConnection(context.env, 'worker');
+  const stores = createStoreCache(context.env);
+  const runtime = createStageJobRuntime({ context, stores, logger: silentLogger() });
+  const { worker } = createStageWorker(noopStage, runtime, { connection, prefix: context.prefix, concurrency, logger: silentLogger(), env: context.env, sandbox: 'off' });
+  const ms = await drain(worker, jobs, 'stage');
+  await worker.close();
+  await connection.quit();
+  await stores.close();
+  await context.close();
+  return ms;
+}
+
+async function main(): Promise<void> {
+  const prefix = `bench-${randomUUID()}`;
+  const directory = await mkdtemp(join(tmpdir(), 'hat-bench-'));
+  const artifactsRoot = pathToFileURL(directory).href;
+  const env = loadEnv({ ...process.env, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: artifactsRoot });
+  const raw: number[] = [];
+  const stage: number[] = [];
+  try {
+    // One discarded warm-up round each (JIT, connections), then alternating measured rounds.
+    await timeRaw(env, 0, artifactsRoot);
+    await timeStage(env, 0, artifactsRoot);
+    measuring = true;
+    for (let round = 0; round < rounds; round++) {
+      // Alternate which side goes first so drift (and neighbours on a shared machine) hit both.
+      if (round % 2 === 0) {
+        raw.push(await timeRaw(env, round + 1, artifactsRoot));
+        stage.push(await timeStage(env, round + 1, artifactsRoot));
+      } else {
+        stage.push(await timeStage(env, round + 1, artifactsRoot));
+        raw.push(await timeRaw(env, round + 1, artifactsRoot));
+      }
+    }
+  } finally {
+    const cleaner = await openQueueContext(env);
+    let cursor = '0';
+    do {
+      const [next, keys] = await cleaner.connection.scan(cursor, 'MATCH', `${prefix}-*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await cleaner.connection.unlink(...keys);
+    } while (cursor !== '0');
+    await cleaner.close();
+    await rm(directory, { recursive: true, force: true });
+  }
+  const perSecond = (ms: number) => jobs / (ms / 1_000);
+  const median = (values: number[]) => {
+    const sorted = [...values].sort((left, right) => left - right);
+    const middle = Math.floor(sorted.length / 2);
+    return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  };
+  const rawRate = median(raw.map(perSecond));
+  const stageRate = median(stage.map(perSecond));
+  // Each round's pair ran back to back; the median of their ratios resists a noisy round.
+  const ratio = median(raw.map((rawMs, index) => rawMs / (stage[index] as number)));
+  process.stdout.write(
+    [
+      `framework overhead: ${jobs} no-op jobs, ${rounds} measured rounds (+1 warm-up), concurrency ${concurrency}`,
+      `  raw BullMQ worker:   median ${rawRate.toFixed(0)} jobs/s  (rounds: ${raw.map((ms) => perSecond(ms).toFixed(0)).join(', ')})`,
+      `  stage binding:       median ${stageRate.toFixed(0)} jobs/s  (rounds: ${stage.map((ms) => perSecond(ms).toFixed(0)).join(', ')})`,
+      `  ratio stage/raw:     median ${ratio.toFixed(2)} of per-round ratios (goal >= 0.80)${ratio >= 0.8 ? '' : '  BELOW GOAL'}`,
+      `  CPU per job in this process: raw ${(cpuMicros.raw / (jobs * rounds)).toFixed(0)} us, stage ${(cpuMicros.stage / (jobs * rounds)).toFixed(0)} us`,
+      '',
+    ].join('\n'),
+  );
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,22 @@
+import { InvalidArgumentError } from 'commander';
+import type { CliContext } from './cli-context';
+import { openQueueContext, type QueueContext } from '../queues/queue-context';
+import { registerCatalogStages } from '../workers/stage-catalog';
+
+/** Option parser for positive integers (commander reports a bad value as bad usage, exit 2). */
+export function positiveInteger(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1) throw new InvalidArgumentError('must be a positive integer');
+  return parsed;
+}
+
+/** Runs `work` with a producer queue context (stages registered), always closing it. */
+export async function withQueues<T>(context: CliContext, work: (queues: QueueContext) => Promise<T>): Promise<T> {
+  registerCatalogStages();
+  const queues = await openQueueContext(context.env, { connectionName: 'hat-cli' });
+  try {
+    return await work(queues);
+  } finally {
+    await queues.close();
+  }
+}

@@ -1,0 +1,66 @@
+import type { Command } from 'commander';
+import { cancelRun, getRunStatus, listRuns, retryRun, type RunStatus } from '../../queues/run-control';
+import type { CliContext } from '../cli-context';
+import { positiveInteger, withQueues } from '../command-support';
+import type { RegisterCommand } from './index';
+
+function printStatus(context: CliContext, status: RunStatus): void {
+  context.print(`run ${status.runId}: ${status.state} (source ${status.source}, created ${status.createdAt}${status.finishedAt ? `, finished ${status.finishedAt}` : ''})`);
+  if (status.error) context.print(`  error: ${status.error}`);
+  for (const stage of status.stages) {
+    const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
+    context.print(`  ${stage.name}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
+  }
+  context.print(`  report:       ${status.reportHtmlUri}`);
+  context.print(`  run manifest: ${status.runManifestUri}`);
+}
+
+/** `hat runs list | show <id> | retry <id> | cancel <id>`. */
+export const registerRunsCommand: RegisterCommand = (program: Command, context: CliContext) => {
+  const runs = program.command('runs').description('list, inspect, retry and cancel runs');
+  runs
+    .command('list')
+    .description('runs known to Redis, newest first')
+    .option('--json', 'print JSON')
+    .option('--limit <n>', 'at most this many runs', positiveInteger, 50)
+    .action(async (options: { json?: boolean; limit: number }) => {
+      await withQueues(context, async (queues) => {
+        const list = await listRuns(queues, options.limit);
+        if (options.json) return context.printJson(list);
+        if (list.length === 0) return context.print('no runs');
+        for (const run of list) context.print(`${run.runId}  ${run.state.padEnd(9)}  ${run.createdAt}  ${run.source}  ${run.stages.join(',')}`);
+      });
+    });
+  runs
+    .command('show')
+    .description('one run: state, per-stage progress, errors, report location')
+    .argument('<id>', 'run id')
+    .option('--json', 'print JSON')
+    .action(async (runId: string, options: { json?: boolean }) => {
+      await withQueues(context, async (queues) => {
+        const status = await getRunStatus(queues, runId);
+        if (options.json) context.printJson(status);
+        else printStatus(context, status);
+      });
+    });
+  runs
+    .command('retry')
+    .description('re-run only what failed: failed parts, their stages, then the run job')
+    .argument('<id>', 'run id')
+    .action(async (runId: string) => {
+      await withQueues(context, async (queues) => {
+        const result = await retryRun(queues, runId);
+        context.print(`retrying run ${runId}: ${result.retriedParts} failed part(s), stage(s) ${result.retriedStages.join(', ') || '(none)'}`);
+      });
+    });
+  runs
+    .command('cancel')
+    .description('cancel a run: remove its waiting jobs and mark it cancelled (running jobs finish)')
+    .argument('<id>', 'run id')
+    .action(async (runId: string) => {
+      await withQueues(context, async (queues) => {
+        const result = await cancelRun(queues, runId, Date.now());
+        context.print(`cancelled run ${runId}: removed its ${result.pendingBefore} pending stage job(s) and their waiting parts; running jobs finish, then the run records "cancelled"`);
+      });
+    });
+};

@@ -1,0 +1,81 @@
+import type { Command } from 'commander';
+import { ProblemCollector } from '../../shared/errors';
+import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
+import { plainLocator, readConfigFile } from '../../queues/run-config';
+import { runStageLocally } from '../../queues/run-stage-locally';
+import { getStage } from '../../queues/stage-registry';
+import { createStoreCache } from '../../queues/stage-runtime';
+import { registerCatalogStages } from '../../workers/stage-catalog';
+import type { CliContext } from '../cli-context';
+import { positiveInteger } from '../command-support';
+import { createProgressView } from '../run-progress';
+import type { RegisterCommand } from './index';
+
+interface StageOptions {
+  config?: string;
+  in?: string[];
+  out: string;
+  runId: string;
+  seed: string;
+  concurrency?: number;
+  json?: boolean;
+}
+
+const localStates = { plan: 'planning', parts: 'running', finish: 'finishing', done: 'completed' } as const;
+
+/**
+ * `hat stage <name> --config <file> [--in <uri>...] --out <uri>`: one stage in this process with
+ * no Redis: the same processor, plan, parts and finish as a worker runs. `--in` URIs become the
+ * config's `inputs`. Output objects and the manifest go under `--out`; the stage result is
+ * printed on stdout, progress on stderr.
+ */
+export const registerStageCommand: RegisterCommand = (program: Command, context: CliContext) => {
+  program
+    .command('stage')
+    .description('run one stage in-process (no Redis): plan, parts and finish locally')
+    .argument('<name>', 'registered stage name')
+    .option('--config <file>', 'stage config (YAML); default {}')
+    .option('--in <uri...>', 'input URIs (set as the config\'s inputs)')
+    .requiredOption('--out <uri>', 'where the output goes: s3://bucket/prefix or file:///dir')
+    .option('--run-id <id>', 'run id recorded in manifests', 'local')
+    .option('--seed <seed>', 'seed of the random choices', '0')
+    .option('--concurrency <n>', 'parts at once', positiveInteger)
+    .option('--json', 'print the stage result as JSON (default: a summary line)')
+    .action(async (name: string, options: StageOptions) => {
+      registerCatalogStages();
+      const stage = getStage(name);
+      const source = options.config ? await readConfigFile(options.config, 'stage config') : { value: {}, locator: plainLocator() };
+      const value = source.value ?? {};
+      const config = options.in && options.in.length > 0 ? { ...(value as object), inputs: options.in } : value;
+      const checked = stage.input.safeParse(config);
+      if (!checked.success) {
+        const problems = new ProblemCollector();
+        problems.addAll(source.locator.zodProblems(checked.error));
+        problems.throwIfAny('STAGE_INPUT_INVALID', `the config of stage "${name}" is invalid; fix the fields named below`);
+      }
+      const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
+      const store = stores.storeFor(options.out);
+      const view = createProgressView(context.stderr);
+      try {
+        const result = await runStageLocally(stage, config, {
+          store,
+          openObject: stores.openObject,
+          runId: options.runId,
+          seed: options.seed,
+          logger: context.logger,
+          concurrency: options.concurrency,
+          onProgress: (progress) =>
+            view.update([{ name: progress.stage, state: localStates[progress.phase], partsDone: progress.partsDone, partsTotal: progress.partsTotal }]),
+        });
+        view.stop();
+        if (options.json) context.printJson(result.output);
+        else {
+          const manifestUri = (result.output as { manifestUri?: unknown }).manifestUri;
+          context.print(`stage ${name}: done${result.parts > 0 ? `, ${result.parts} parts` : ''}${typeof manifestUri === 'string' ? `; manifest ${manifestUri}` : ''}`);
+        }
+      } finally {
+        view.stop();
+        await stores.close();
+      }
+    });
+};

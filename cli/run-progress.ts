@@ -1,0 +1,150 @@
+import { MultiBar, Presets, type SingleBar } from 'cli-progress';
+import type { RunStatus, StageStatus } from '../queues/run-control';
+
+/**
+ * Live per-stage progress for `hat run --wait`, `hat demo` and `hat stage`: progress bars
+ * (cli-progress) when the stream is a terminal, plain lines otherwise (CI logs, pipes): a line
+ * per stage when its state or part count changes, and at most every `lineIntervalMs` while it runs.
+ */
+export interface ProgressView {
+  update(stages: readonly StageProgressLine[]): void;
+  /** Ends the display (idempotent). */
+  stop(): void;
+}
+
+/** What one stage shows. */
+export interface StageProgressLine {
+  name: string;
+  state: string;
+  partsDone: number;
+  partsTotal: number;
+}
+
+/** Parts per second and time left, from the first sample a stage was seen running. */
+export class RateTracker {
+  private readonly first = new Map<string, { at: number; done: number }>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  sample(stage: string, done: number, total: number): { rate?: number; etaSeconds?: number } {
+    const at = this.now();
+    const first = this.first.get(stage);
+    if (!first) {
+      this.first.set(stage, { at, done });
+      return {};
+    }
+    const seconds = (at - first.at) / 1_000;
+    if (seconds <= 0 || done <= first.done) return {};
+    const rate = (done - first.done) / seconds;
+    return { rate, etaSeconds: total > done ? (total - done) / rate : 0 };
+  }
+}
+
+function formatEta(seconds: number | undefined): string {
+  if (seconds === undefined || !Number.isFinite(seconds)) return '?';
+  if (seconds < 60) return `${Math.ceil(seconds)}s`;
+  return `${Math.floor(seconds / 60)}m${String(Math.ceil(seconds % 60)).padStart(2, '0')}s`;
+}
+
+export function describeStage(line: StageProgressLine, rates: { rate?: number; etaSeconds?: number }): string {
+  const parts = line.partsTotal > 0 ? `, ${line.partsDone}/${line.partsTotal} parts` : '';
+  const speed = line.state === 'running' && line.partsTotal > 0 ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${formatEta(rates.etaSeconds)}` : '';
+  return `${line.name}: ${line.state}${parts}${speed}`;
+}
+
+export function createProgressView(stream: NodeJS.WritableStream, options: { tty?: boolean; lineIntervalMs?: number; now?: () => number } = {}): ProgressView {
+  const tty = options.tty ?? Boolean((stream as NodeJS.WriteStream).isTTY);
+  const rates = new RateTracker(options.now);
+  if (tty) return barView(stream, rates);
+  const interval = options.lineIntervalMs ?? 1_000;
+  const last = new Map<string, { state: string; at: number; done: number; total: number }>();
+  const now = options.now ?? Date.now;
+  return {
+    update(stages) {
+      for (const stage of stages) {
+        const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
+        const previous = last.get(stage.name);
+        const changed = !previous || previous.state !== stage.state || previous.total !== stage.partsTotal;
+        const due = previous !== undefined && stage.state === 'running' && previous.done !== stage.partsDone && now() - previous.at >= interval;
+        if (changed || due) {
+          stream.write(`${describeStage(stage, rate)}\n`);
+          last.set(stage.name, { state: stage.state, at: now(), done: stage.partsDone, total: stage.partsTotal });
+        }
+      }
+    },
+    stop() {},
+  };
+}
+
+function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressView {
+  const multibar = new MultiBar(
+    {
+      stream: stream as NodeJS.WriteStream,
+      format: '{stage} |{bar}| {value}/{total} parts | {state} | {rate} | ETA {eta_text}',
+      hideCursor: true,
+      clearOnComplete: false,
+      etaBuffer: 50,
+      forceRedraw: true,
+    },
+    Presets.shades_classic,
+  );
+  const bars = new Map<string, SingleBar>();
+  const width = 16;
+  let stopped = false;
+  return {
+    update(stages) {
+      for (const stage of stages) {
+        const total = Math.max(1, stage.partsTotal);
+        const value = stage.partsTotal > 0 ? stage.partsDone : stage.state === 'completed' ? 1 : 0;
+        const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
+        const payload = {
+          stage: stage.name.padEnd(width).slice(0, width),
+          state: stage.state,
+          rate: rate.rate === undefined ? '- parts/s' : `${rate.rate.toFixed(1)} parts/s`,
+          eta_text: stage.state === 'completed' ? '0s' : formatEta(rate.etaSeconds),
+        };
+        let bar = bars.get(stage.name);
+        if (!bar) {
+          bar = multibar.create(total, value, payload);
+          bars.set(stage.name, bar);
+        }
+        bar.setTotal(total);
+        bar.update(value, payload);
+      }
+    },
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      multibar.stop();
+    },
+  };
+}
+
+/** The progress lines of a run status. */
+export function progressLines(status: RunStatus): StageProgressLine[] {
+  return status.stages.map((stage: StageStatus) => ({ name: stage.name, state: stage.state, partsDone: stage.partsDone, partsTotal: stage.partsTotal }));
+}
+
+/**
+ * Waits for a run with live progress on stderr, then prints where its report is. Resolves with
+ * the final status; the caller decides the exit code.
+ */
+export async function waitForRunWithProgress(
+  watch: (onStatus: (status: RunStatus) => void) => Promise<RunStatus>,
+  stderr: NodeJS.WritableStream,
+): Promise<RunStatus> {
+  const view = createProgressView(stderr);
+  try {
+    return await watch((status) => view.update(progressLines(status)));
+  } finally {
+    view.stop();
+  }
+}
+
+/** The closing lines of a finished run (stderr): outcome, report and manifest locations. */
+export function describeRunOutcome(status: RunStatus): string[] {
+  const lines = [`run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`];
+  if (status.error) lines.push(`  ${status.error}`);
+  lines.push(`  report:       ${status.reportHtmlUri}`, `  run manifest: ${status.runManifestUri}`);
+  return lines;
+}

@@ -1,0 +1,238 @@
+import type { Job } from 'bullmq';
+import { BadInputError, errorCodeOf } from '../shared/errors';
+import { treeParents } from './flows';
+import { parseJobKey } from './job-ids';
+import { parseJobData, runJobDataSchema, stageJobDataSchema, type RunJobData, type StageJobResult } from './job-data';
+import type { QueueContext } from './queue-context';
+import { runLayout } from './run-layout';
+import type { StageJobProgress } from './stage-job-processor';
+
+/**
+ * Operator views and actions on runs (`hat runs ...`, `hat run --wait`), read from BullMQ: the
+ * run's parent job (id = run id) and the stage jobs its data lists.
+ */
+
+export type RunState = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled';
+export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'failed' | 'removed';
+
+export interface StageStatus {
+  name: string;
+  jobId: string;
+  state: StageState;
+  /** Where a running fanned-out stage is. */
+  phase?: StageJobProgress['phase'];
+  partsTotal: number;
+  partsDone: number;
+  partsFailed: number;
+  /** Attempts the stage job made (plan / fan-in retries). */
+  attempts: number;
+  manifestUri?: string;
+  error?: string;
+  startedAt?: string;
+  finishedAt?: string;
+}
+
+export interface RunStatus {
+  runId: string;
+  state: RunState;
+  source: string;
+  createdAt: string;
+  finishedAt?: string;
+  durationMs?: number;
+  artifactsRoot: string;
+  /** Where the run manifest and report are (written when the run job finishes). */
+  runManifestUri: string;
+  reportHtmlUri: string;
+  error?: string;
+  stages: StageStatus[];
+}
+
+export interface RunSummary {
+  runId: string;
+  state: RunState;
+  source: string;
+  createdAt: string;
+  finishedAt?: string;
+  stages: string[];
+}
+
+async function loadRun(context: QueueContext, runId: string): Promise<{ job: Job; data: RunJobData }> {
+  const job = await context.runsQueue.getJob(runId);
+  if (!job || job.name !== 'run') throw new BadInputError('RUN_NOT_FOUND', `no run "${runId}" in Redis (prefix ${context.prefix}); see \`hat runs list\``);
+  return { job, data: parseJobData(runJobDataSchema, job.data, `runs:${runId}`) };
+}
+
+function runStateOf(jobState: string, failedReason: string | undefined, anyStageStarted: boolean): RunState {
+  if (jobState === 'completed') return 'completed';
+  if (jobState === 'failed') return errorCodeOf(failedReason) === 'RUN_CANCELLED' ? 'cancelled' : 'failed';
+  return anyStageStarted ? 'running' : 'waiting';
+}
+
+/** The run and every stage: state, parts done/total, errors, where the report goes. */
+export async function getRunStatus(context: QueueContext, runId: string): Promise<RunStatus> {
+  const { job, data } = await loadRun(context, runId);
+  const jobState = await job.getState();
+  const stages = await Promise.all(data.stages.map((entry) => stageStatus(context, entry.name, entry.jobId)));
+  const state = runStateOf(jobState, job.failedReason, stages.some((stage) => stage.state !== 'waiting'));
+  const layout = runLayout(data.artifactsRoot, data.runId);
+  const finished = state === 'completed' || state === 'failed' || state === 'cancelled';
+  return {
+    runId: data.runId,
+    state,
+    source: data.source,
+    createdAt: new Date(data.createdAt).toISOString(),
+    ...(finished && job.finishedOn ? { finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - data.createdAt) } : {}),
+    artifactsRoot: layout.root,
+    runManifestUri: layout.runManifestUri,
+    reportHtmlUri: layout.reportHtmlUri,
+    ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}),
+    stages,
+  };
+}
+
+async function stageStatus(context: QueueContext, name: string, jobId: string): Promise<StageStatus> {
+  const base = { name, jobId, partsTotal: 0, partsDone: 0, partsFailed: 0, attempts: 0 };
+  const job = await context.queue(name).getJob(jobId);
+  if (!job) return { ...base, state: 'removed' };
+  const data = stageJobDataSchema.safeParse(job.data);
+  const partsTotal = data.success ? (data.data.partCount ?? 0) : 0;
+  const upstream = data.success ? data.data.upstream.length : 0;
+  const progress = (typeof job.progress === 'object' ? job.progress : {}) as Partial<StageJobProgress>;
+  const jobState = await job.getState();
+  const timing = {
+    ...(job.processedOn ? { startedAt: new Date(data.success && data.data.startedAt ? data.data.startedAt : job.processedOn).toISOString() } : {}),
+    ...(job.finishedOn ? { finishedAt: new Date(job.finishedOn).toISOString() } : {}),
+  };
+  const common = { ...base, partsTotal, attempts: job.attemptsMade, ...(progress.phase ? { phase: progress.phase } : {}), ...timing };
+  if (jobState === 'completed') {
+    const result = job.returnvalue as StageJobResult | undefined;
+    return { ...common, state: 'completed', partsTotal: result?.parts ?? partsTotal, partsDone: result?.parts ?? partsTotal, ...(result?.manifestUri ? { manifestUri: result.manifestUri } : {}) };
+  }
+  let partsDone = 0;
+  let partsFailed = 0;
+  if (partsTotal > 0) {
+    const counts = await job.getDependenciesCount({ processed: true, failed: true });
+    partsDone = Math.max(0, (counts.processed ?? 0) - upstream);
+    partsFailed = counts.failed ?? 0;
+  }
+  const fannedOut = data.success && data.data.step === 'fan-in';
+  const state: StageState =
+    jobState === 'failed'
+      ? 'failed'
+      : jobState === 'active' || (jobState === 'waiting-children' && fannedOut)
+        ? 'running'
+        : jobState === 'delayed' || job.attemptsMade > 0
+          ? 'retrying'
+          : 'waiting';
+  return { ...common, state, partsDone, partsFailed, ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}) };
+}
+
+/** Runs known to Redis, newest first. */
+export async function listRuns(context: QueueContext, limit = 50): Promise<RunSummary[]> {
+  const jobs = await context.runsQueue.getJobs(['waiting-children', 'waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'], 0, -1, false);
+  const runs = jobs.filter((job): job is Job => Boolean(job) && job.name === 'run').sort((left, right) => right.timestamp - left.timestamp);
+  const summaries: RunSummary[] = [];
+  for (const job of runs.slice(0, limit)) {
+    const data = runJobDataSchema.safeParse(job.data);
+    if (!data.success) continue;
+    const jobState = await job.getState();
+    summaries.push({
+      runId: data.data.runId,
+      state: runStateOf(jobState, job.failedReason, jobState === 'active' || jobState === 'waiting-children'),
+      source: data.data.source,
+      createdAt: new Date(data.data.createdAt).toISOString(),
+      ...(job.finishedOn && (jobState === 'completed' || jobState === 'failed') ? { finishedAt: new Date(job.finishedOn).toISOString() } : {}),
+      stages: data.data.stages.map((stage) => stage.name),
+    });
+  }
+  return summaries;
+}
+
+/**
+ * Cancels a run: marks it cancelled (stage jobs check the mark before planning and fanning in),
+ * then removes every job of the run that has not started. Jobs already running finish; the run
+ * job then writes its manifest with status `cancelled`.
+ */
+export async function cancelRun(context: QueueContext, runId: string, now: number): Promise<{ runId: string; pendingBefore: number }> {
+  const { job, data } = await loadRun(context, runId);
+  const state = await job.getState();
+  if (state === 'completed' || state === 'failed') {
+    throw new BadInputError('RUN_FINISHED', `run ${runId} has already ${state === 'completed' ? 'completed' : 'failed'}; there is nothing to cancel`);
+  }
+  const pending = await job.getDependenciesCount({ unprocessed: true });
+  if (data.cancelledAt === undefined) await job.updateData({ ...data, cancelledAt: now });
+  await job.removeUnprocessedChildren();
+  return { runId, pendingBefore: pending.unprocessed ?? 0 };
+}
+
+/** Keys of a parent's children that failed it (BullMQ's "failed" dependencies). */
+async function failedChildren(job: Job): Promise<string[]> {
+  const keys = new Set<string>();
+  let cursor = 0;
+  for (;;) {
+    const page = await job.getDependencies({ failed: { cursor, count: 1_000 } });
+    const before = keys.size;
+    for (const key of page.failed ?? []) keys.add(key);
+    cursor = page.nextFailedCursor ?? 0;
+    if (!cursor || keys.size === before) break;
+  }
+  return [...keys];
+}
+
+/**
+ * Retries a failed run, re-running only what failed: the failed parts of each failed stage,
+ * then that stage (it waits for its parts again and fans in with the parts that had completed),
+ * bottom-up through the flow, and last the run job. Completed parts and stages are left alone.
+ */
+export async function retryRun(context: QueueContext, runId: string): Promise<{ runId: string; retriedParts: number; retriedStages: string[] }> {
+  const { job, data } = await loadRun(context, runId);
+  const state = await job.getState();
+  if (state !== 'failed' || errorCodeOf(job.failedReason) === 'RUN_CANCELLED') {
+    throw new BadInputError('RUN_NOT_FAILED', `run ${runId} is ${state === 'failed' ? 'cancelled' : state}; only failed runs can be retried`);
+  }
+  const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
+  const parents = treeParents(data.stages);
+  const ordered: string[] = [];
+  const visit = (name: string) => {
+    for (const child of data.stages.filter((stage) => parents.get(stage.name) === name)) visit(child.name);
+    ordered.push(name);
+  };
+  for (const root of data.stages.filter((stage) => parents.get(stage.name) === undefined)) visit(root.name);
+
+  let retriedParts = 0;
+  const retriedStages: string[] = [];
+  for (const name of ordered) {
+    const entry = data.stages.find((stage) => stage.name === name);
+    const stageJob = entry ? await context.queue(name).getJob(entry.jobId) : undefined;
+    if (!stageJob || (await stageJob.getState()) !== 'failed') continue;
+    for (const key of await failedChildren(stageJob)) {
+      const child = parseJobKey(key);
+      if (!child || child.queue !== name) continue;
+      const part = await context.queue(name).getJob(child.id);
+      if (part && (await part.getState()) === 'failed') {
+        await part.retry('failed', reset);
+        retriedParts++;
+      }
+    }
+    await stageJob.retry('failed', reset);
+    retriedStages.push(name);
+  }
+  await job.retry('failed', reset);
+  return { runId, retriedParts, retriedStages };
+}
+
+/** Polls a run until it finishes (or the signal aborts), calling `onStatus` on every poll. */
+export async function watchRun(
+  context: QueueContext,
+  runId: string,
+  options: { intervalMs?: number; signal?: AbortSignal; onStatus?: (status: RunStatus) => void } = {},
+): Promise<RunStatus> {
+  const interval = options.intervalMs ?? 500;
+  for (;;) {
+    const status = await getRunStatus(context, runId);
+    options.onStatus?.(status);
+    if (status.state === 'completed' || status.state === 'failed' || status.state === 'cancelled') return status;
+    if (options.signal?.aborted) return status;
+    await new Promise((resolve) => setTimeout(resolve, interval));
+  }
+}

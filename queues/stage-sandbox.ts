@@ -1,0 +1,36 @@
+/**
+ * Entry file of BullMQ sandboxed processors (worker threads) for CPU-heavy stages; BullMQ loads
+ * the compiled `dist/queues/stage-sandbox.js`. A thread shares no objects with the worker that
+ * started it, so it rebuilds the runtime (Redis connection, stores, registered stages) from the
+ * environment passed as workerData, once per thread, and then runs the same binding as an
+ * in-process worker. The worker's main event loop only renews locks and talks to Redis.
+ */
+import { workerData } from 'node:worker_threads';
+import { createLogger } from '../shared/log/logger';
+import { registerCatalogStages } from '../workers/stage-catalog';
+import { openQueueContext } from './queue-context';
+import { createStageJobProcessor, type StageJobHandle, type StageJobRuntime } from './stage-job-processor';
+import { getStage } from './stage-registry';
+import { createStageJobRuntime, createStoreCache } from './stage-runtime';
+import type { SandboxWorkerData } from './worker-factory';
+
+registerCatalogStages();
+
+let sharedRuntime: Promise<StageJobRuntime> | undefined;
+
+function sandboxRuntime(): Promise<StageJobRuntime> {
+  sharedRuntime ??= (async () => {
+    const { env } = (workerData as SandboxWorkerData).hatSandbox;
+    const context = await openQueueContext(env, { role: 'worker', connectionName: 'hat-sandbox' });
+    const logger = createLogger({ level: env.HAT_LOG_LEVEL, bindings: { sandbox: true } });
+    return createStageJobRuntime({ context, stores: createStoreCache(env), logger });
+  })();
+  return sharedRuntime;
+}
+
+export default async function processSandboxedJob(job: StageJobHandle, token?: string, signal?: AbortSignal): Promise<unknown> {
+  const runtime = await sandboxRuntime();
+  const stageName = (job.data as { stage?: unknown }).stage;
+  const stage = getStage(typeof stageName === 'string' ? stageName : '');
+  return createStageJobProcessor(stage, runtime)(job, token, signal);
+}

@@ -1,0 +1,111 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker, type Processor } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { HatEnv } from '../shared/config/env';
+import type { Logger } from '../shared/log/logger';
+import type { AnyStage } from './define-stage';
+import { hatBackoffStrategy } from './job-options';
+import { createStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
+
+/** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
+export const defaultLockDurationMs = 30_000;
+
+/** Settings of one BullMQ Worker. */
+export interface QueueWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  concurrency: number;
+  lockDurationMs?: number;
+  logger: Logger;
+}
+
+/**
+ * A BullMQ Worker with the project's settings: our backoff strategy and error logging. The
+ * connection must be a worker connection (`maxRetriesPerRequest: null`); BullMQ duplicates it
+ * for its blocking reads.
+ */
+export function createQueueWorker(queueName: string, processor: Processor | string, options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown }): Worker {
+  const worker = new Worker(queueName, processor, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: options.concurrency,
+    lockDuration: options.lockDurationMs ?? defaultLockDurationMs,
+    settings: { backoffStrategy: hatBackoffStrategy },
+    ...(options.sandboxed ? { useWorkerThreads: true, workerThreadsOptions: { workerData: options.workerData } } : {}),
+  });
+  worker.on('error', (error) => options.logger.error({ queue: queueName, err: error }, 'worker error'));
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
+    options.logger[final ? 'error' : 'warn']({ queue: queueName, jobId: job.id, attempt: job.attemptsMade, final, reason: error.message }, final ? 'job failed' : 'job attempt failed; will retry');
+  });
+  return worker;
+}
+
+/**
+ * Where the compiled sandbox entry lives: beside this file when running compiled code, else in
+ * `dist/` (sources run by jest). Undefined when it has not been built.
+ */
+export function sandboxEntryFile(): string | undefined {
+  const file = __filename.endsWith('.js') ? join(__dirname, 'stage-sandbox.js') : join(__dirname, '..', 'dist', 'queues', 'stage-sandbox.js');
+  return existsSync(file) ? file : undefined;
+}
+
+/** What a sandboxed child needs to rebuild the runtime (it shares no objects with the parent). */
+export interface SandboxWorkerData {
+  hatSandbox: { env: HatEnv };
+}
+
+export interface StageWorkerOptions extends QueueWorkerOptions {
+  env: HatEnv;
+  /**
+   * `auto`: CPU-heavy stages run in BullMQ sandboxed processors (worker threads over the
+   * compiled `dist/queues/stage-sandbox.js`), falling back to in-process with a warning when it
+   * is not built. `off`: always in-process (tests that inject fakes, debugging).
+   */
+  sandbox?: 'auto' | 'off';
+}
+
+/** The Worker of one stage's queue (stage jobs and their parts). */
+export function createStageWorker(stage: AnyStage, runtime: StageJobRuntime, options: StageWorkerOptions): { worker: Worker; sandboxed: boolean } {
+  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs;
+  if (stage.queue?.cpuHeavy && (options.sandbox ?? 'auto') === 'auto') {
+    const file = sandboxEntryFile();
+    if (file) {
+      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env } };
+      return { worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }), sandboxed: true };
+    }
+    options.logger.warn({ stage: stage.name }, 'CPU-heavy stage runs in-process: dist/queues/stage-sandbox.js is not built (run `npm run build`)');
+  }
+  const processor = createStageJobProcessor(stage, runtime) as unknown as Processor;
+  return { worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs }), sandboxed: false };
+}
+
+/**
+ * Closes workers within a bound. First a normal close (stop fetching, let active jobs finish);
+ * past `timeoutMs`, active jobs are cancelled, which makes our processors hand their jobs back to
+ * the wait list at once (see stage-job-processor.ts) so another worker takes them. Returns
+ * whether the bound was hit. Never waits longer than `timeoutMs + graceMs`: `worker.close()` can
+ * hang (unreachable Redis, a processor that ignores its signal), and a shutdown must end.
+ */
+export async function closeWorkersWithin(workers: Worker[], timeoutMs: number, logger: Logger, graceMs = 2_000): Promise<{ forced: boolean }> {
+  const closing = Promise.allSettled(workers.map((worker) => worker.close()));
+  if (await settlesWithin(closing, timeoutMs)) return { forced: false };
+  logger.warn({ timeoutMs }, 'shutdown bound reached; handing active jobs back to the queue');
+  for (const worker of workers) worker.cancelAllJobs('shutdown');
+  if (!(await settlesWithin(closing, graceMs))) logger.error({ graceMs }, 'workers did not close after handing jobs back; exiting anyway (their locks will lapse)');
+  return { forced: true };
+}
+
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

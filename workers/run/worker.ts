@@ -1,0 +1,27 @@
+import type { Worker } from 'bullmq';
+import type { Logger } from '../../shared/log/logger';
+import { systemClock, type Clock } from '../../queues/define-stage';
+import { enqueueRun } from '../../queues/flows';
+import type { QueueContext } from '../../queues/queue-context';
+import { runsQueueName } from '../../queues/queue-names';
+import type { StoreCache } from '../../queues/stage-runtime';
+import { createQueueWorker, type QueueWorkerOptions } from '../../queues/worker-factory';
+import { createRunJobProcessor, type RunJobRuntime } from './processor';
+
+/** The run processor's runtime over a queue context and a store cache. */
+export function createRunJobRuntime(context: QueueContext, stores: StoreCache, logger: Logger, clock: Clock = systemClock): RunJobRuntime {
+  return {
+    env: context.env,
+    logger,
+    clock,
+    storeFor: stores.storeFor,
+    openObject: stores.openObject,
+    getJob: async (queue, id) => (await context.queue(queue).getJob(id)) ?? undefined,
+    enqueue: (plan) => enqueueRun(context, plan),
+  };
+}
+
+/** The Worker of the `runs` queue (run parent jobs and scheduled kickoffs). */
+export function createRunWorker(runtime: RunJobRuntime, options: QueueWorkerOptions): Worker {
+  return createQueueWorker(runsQueueName, createRunJobProcessor(runtime), options);
+}

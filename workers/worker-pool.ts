@@ -1,0 +1,107 @@
+import type { Worker } from 'bullmq';
+import type { ArtifactStore } from '../shared/artifacts/artifact-store';
+import type { HatEnv } from '../shared/config/env';
+import { BadInputError } from '../shared/errors';
+import { createLogger, type Logger } from '../shared/log/logger';
+import { systemClock, type Clock, type StageServices } from '../queues/define-stage';
+import { openQueueContext, type QueueContext } from '../queues/queue-context';
+import { runsQueueName } from '../queues/queue-names';
+import { closeRedisConnection, createRedisConnection } from '../queues/redis-connection';
+import { findStage, listStages, stageNames } from '../queues/stage-registry';
+import { createStageJobRuntime, createStoreCache } from '../queues/stage-runtime';
+import { closeWorkersWithin, createStageWorker } from '../queues/worker-factory';
+import { createRunJobRuntime, createRunWorker } from './run/worker';
+import { registerCatalogStages } from './stage-catalog';
+
+/** Workers for some or all queues in one process: what `hat worker` and `hat demo` run. */
+export interface WorkerPoolOptions {
+  env: HatEnv;
+  /** Stage names and/or `runs`. Default: every registered stage and `runs`. */
+  queues?: string[];
+  /** Jobs at once per queue; default each stage's own, else HAT_WORKER_CONCURRENCY. */
+  concurrency?: number;
+  logger?: Logger;
+  clock?: Clock;
+  services?: StageServices;
+  /** See StageWorkerOptions.sandbox. Default `auto`. */
+  sandbox?: 'auto' | 'off';
+  /** Opens the store of an artifact root (tests inject one); default by URI scheme. */
+  openStore?: (rootUri: string) => ArtifactStore;
+  /** Overrides every stage's lock duration, ms. */
+  lockDurationMs?: number;
+}
+
+export interface WorkerPool {
+  /** Queues served, in start order. */
+  readonly queues: string[];
+  /** Stages whose jobs run in sandboxed worker threads. */
+  readonly sandboxed: string[];
+  readonly workers: Worker[];
+  readonly context: QueueContext;
+  /** Resolves when every worker is connected and fetching. */
+  waitUntilReady(): Promise<void>;
+  /** Graceful close bounded by `timeoutMs` (default HAT_SHUTDOWN_TIMEOUT_MS); see closeWorkersWithin. */
+  close(timeoutMs?: number): Promise<{ forced: boolean }>;
+}
+
+export async function startWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
+  registerCatalogStages();
+  const { env } = options;
+  const queues = options.queues ?? [...stageNames(), runsQueueName];
+  const unknown = queues.filter((name) => name !== runsQueueName && !findStage(name));
+  if (unknown.length > 0) {
+    throw new BadInputError('UNKNOWN_STAGE', `--stages names unknown stage(s) ${unknown.join(', ')}; known: ${[...stageNames(), runsQueueName].join(', ')}`);
+  }
+  const logger = options.logger ?? createLogger({ level: env.HAT_LOG_LEVEL });
+  const clock = options.clock ?? systemClock;
+  const connection = createRedisConnection(env, 'worker', { connectionName: 'hat-worker' });
+  let context: QueueContext;
+  try {
+    context = await openQueueContext(env, { connection });
+  } catch (error) {
+    connection.disconnect();
+    throw error;
+  }
+  const stores = createStoreCache(env, options.openStore);
+  const stageRuntime = createStageJobRuntime({ context, stores, logger, clock, services: options.services });
+  const workers: Worker[] = [];
+  const sandboxed: string[] = [];
+  for (const name of queues) {
+    const common = { connection, prefix: context.prefix, logger, lockDurationMs: options.lockDurationMs };
+    if (name === runsQueueName) {
+      workers.push(createRunWorker(createRunJobRuntime(context, stores, logger, clock), { ...common, concurrency: options.concurrency ?? 4 }));
+      continue;
+    }
+    const stage = listStages().find((item) => item.name === name);
+    if (!stage) continue;
+    const concurrency = options.concurrency ?? stage.queue?.concurrency ?? env.HAT_WORKER_CONCURRENCY;
+    const created = createStageWorker(stage, stageRuntime, { ...common, concurrency, env, sandbox: options.sandbox });
+    workers.push(created.worker);
+    if (created.sandboxed) sandboxed.push(name);
+  }
+  let closing: Promise<{ forced: boolean }> | undefined;
+  return {
+    queues,
+    sandboxed,
+    workers,
+    context,
+    async waitUntilReady() {
+      await Promise.all(workers.map((worker) => worker.waitUntilReady()));
+    },
+    close(timeoutMs = env.HAT_SHUTDOWN_TIMEOUT_MS) {
+      closing ??= (async () => {
+        const result = await closeWorkersWithin(workers, timeoutMs, logger);
+        if (result.forced) {
+          // Whatever still hangs on Redis must not keep this process alive.
+          connection.disconnect();
+        } else {
+          await context.close();
+          await closeRedisConnection(connection);
+        }
+        await stores.close();
+        return result;
+      })();
+      return closing;
+    },
+  };
+}
