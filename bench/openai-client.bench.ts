@@ -30,7 +30,7 @@ const request: ChatRequest = {
   ],
 };
 
-interface ModeResult {
+export interface ModeResult {
   /** End-to-end latency per call, ms, sorted. */
   latencies: number[];
   /** Per call: latency minus the send-to-last-chunk window, ms, sorted. */
@@ -41,10 +41,10 @@ interface ModeResult {
 }
 
 /** One call; resolves to the ms from sending to the last streamed chunk. */
-type Call = () => Promise<number>;
+export type Call = () => Promise<number>;
 
 /** Linear-interpolation percentile (as vLLM's benchmark computes them). */
-function percentile(sorted: number[], share: number): number {
+export function percentile(sorted: number[], share: number): number {
   if (sorted.length === 0) return Number.NaN;
   const position = (sorted.length - 1) * share;
   const lower = Math.floor(position);
@@ -56,7 +56,7 @@ function mean(values: number[]): number {
   return values.reduce((sum, value) => sum + value, 0) / values.length;
 }
 
-async function runMode(calls: number, concurrency: number, call: Call): Promise<ModeResult> {
+export async function runMode(calls: number, concurrency: number, call: Call): Promise<ModeResult> {
   const latencies: number[] = [];
   const ownTimes: number[] = [];
   let next = 0;
@@ -108,15 +108,11 @@ async function startServerProcess(): Promise<{ child: ChildProcess; url: string 
   return { child, url };
 }
 
-async function main(): Promise<void> {
-  const callsFlag = process.argv.indexOf('--calls');
-  const calls = callsFlag > 0 ? Number(process.argv[callsFlag + 1]) : 4000;
-  const { child, url } = await startServerProcess();
-  const model = 'test-model';
-  const body = Buffer.from(JSON.stringify({ model, messages: request.messages, stream: true, stream_options: { include_usage: true } }));
-  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+/** The baseline: a bare node:http POST of a streaming chat request that only reads the bytes. */
+export function bareHttpCall(url: string, chatRequest: Pick<ChatRequest, 'messages' | 'tools'>, model: string, agent: http.Agent): Call {
+  const body = Buffer.from(JSON.stringify({ model, messages: chatRequest.messages, ...(chatRequest.tools ? { tools: chatRequest.tools } : {}), stream: true, stream_options: { include_usage: true } }));
   const target = new URL(`${url}/v1/chat/completions`);
-  const bareHttp: Call = () =>
+  return () =>
     new Promise((resolve, reject) => {
       const sent = performance.now();
       let last = sent;
@@ -130,6 +126,17 @@ async function main(): Promise<void> {
       outgoing.on('error', reject);
       outgoing.end(body);
     });
+}
+
+async function main(): Promise<void> {
+  const callsFlag = process.argv.indexOf('--calls');
+  const calls = callsFlag > 0 ? Number(process.argv[callsFlag + 1]) : 4000;
+  const { child, url } = await startServerProcess();
+  const model = 'test-model';
+  const body = Buffer.from(JSON.stringify({ model, messages: request.messages, stream: true, stream_options: { include_usage: true } }));
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+  const target = new URL(`${url}/v1/chat/completions`);
+  const bareHttp = bareHttpCall(url, request, model, agent);
   const bareFetch: Call = async () => {
     const sent = performance.now();
     const response = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
@@ -205,11 +212,14 @@ async function main(): Promise<void> {
   child.send('stop');
 }
 
-if (process.argv[2] === '--serve') {
-  void serve();
-} else {
-  main().catch((error: unknown) => {
-    console.error(error);
-    process.exitCode = 1;
-  });
+// Other benchmarks import runMode and bareHttpCall; only running this file runs it.
+if (require.main === module) {
+  if (process.argv[2] === '--serve') {
+    void serve();
+  } else {
+    main().catch((error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    });
+  }
 }

@@ -25,6 +25,12 @@ export const manifestObjectSchema = z.object({
   schemaVersion: z.number().int().nonnegative(),
   /** Format of the bytes: `jsonl.gz`, `parquet`, `json`, `html`, `svg`, ... */
   format: z.string().min(1),
+  /**
+   * What the object holds within its stage's output when a stage writes several kinds of records
+   * in one format (collect: `trajectories`, `rejected`, `review`, `tasks`), so a reader takes
+   * only the kind it wants. Absent: the stage's main records.
+   */
+  kind: z.string().min(1).optional(),
 });
 export type ManifestObject = z.infer<typeof manifestObjectSchema>;
 
@@ -68,10 +74,19 @@ export interface WriteManifestOptions {
 }
 
 /** A manifest entry for an object a store put (its ObjectInfo carries the sha256). */
-export function manifestObjectOf(info: ObjectInfo & { records?: number }, details: { schemaVersion: number; format: string; records?: number }): ManifestObject {
+export function manifestObjectOf(info: ObjectInfo & { records?: number }, details: { schemaVersion: number; format: string; records?: number; kind?: string }): ManifestObject {
   if (!info.sha256) throw new HatError('MISSING_SHA256', `no sha256 known for ${info.uri}; use the ObjectInfo returned by put()`);
   const records = details.records ?? info.records;
-  return { key: info.key, uri: info.uri, sha256: info.sha256, bytes: info.bytes, ...(records === undefined ? {} : { records }), schemaVersion: details.schemaVersion, format: details.format };
+  return {
+    key: info.key,
+    uri: info.uri,
+    sha256: info.sha256,
+    bytes: info.bytes,
+    ...(records === undefined ? {} : { records }),
+    schemaVersion: details.schemaVersion,
+    format: details.format,
+    ...(details.kind === undefined ? {} : { kind: details.kind }),
+  };
 }
 
 /**

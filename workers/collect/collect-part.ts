@@ -1,0 +1,237 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type { StageDeps } from '../../queues/define-stage';
+import { partIdOf } from '../../queues/job-ids';
+import { JsonlWriter, type JsonlWriteResult } from '../../shared/artifacts/jsonl-writer';
+import { BadInputError, HatError, TransientError, isRetryable } from '../../shared/errors';
+import { harnessHash } from '../../shared/harness/harness-hash';
+import type { Harness } from '../../shared/harness/harness-types';
+import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
+import type { ModelClient, SamplingSettings } from '../../shared/models/model-client';
+import { runEpisode } from '../../shared/simulator/agent-loop';
+import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
+import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
+import { readRecordRange } from '../augment/augment-inputs';
+import { loadHarnessFromUri } from '../augment/harness-source';
+import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry, type WrittenObject } from './collect-contract';
+import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
+import { EpisodeTeacher, openTeacher } from './open-teacher';
+import { selectSamples } from './select-samples';
+
+/**
+ * One part of the collect stage: its slice of tasks, N episodes each with the teacher, the
+ * selection rule per task, and three objects written in task order whatever order the episodes
+ * finished in: accepted trajectories, rejected ones (each with `meta.rejection`), and the part's
+ * review list.
+ */
+
+/** Object keys of a part's outputs (deterministic: the same part always writes the same keys). */
+export function collectPartKeys(deps: Pick<StageDeps, 'output'>, index: number) {
+  const id = partIdOf(index);
+  return {
+    tasks: deps.output.key(`tasks/${id}.jsonl.gz`),
+    accepted: deps.output.key(`${id}.accepted.jsonl.gz`),
+    rejected: deps.output.key(`${id}.rejected.jsonl.gz`),
+    review: deps.output.key(`_parts/${id}.review.jsonl.gz`),
+  };
+}
+
+/** Loads the harness a part names (absent: the sample harness) and checks it is the one the plan saw. */
+export async function loadPlannedHarness(harness: CollectPartInput['harness'], openObject: StageDeps['openObject']): Promise<{ harness: Harness; hash: string }> {
+  const uri = harness.uri ?? sampleHarnessDirectory();
+  const loaded = await loadHarnessFromUri(uri, openObject);
+  const hash = harnessHash(loaded);
+  if (hash !== harness.hash) {
+    throw new BadInputError('HARNESS_CHANGED', `collect.harness: ${uri} has hash ${hash.slice(0, 12)} now but ${harness.hash.slice(0, 12)} when the stage was planned; a harness must not change during a run: rerun the stage`);
+  }
+  return { harness: loaded, hash };
+}
+
+/** Sampling of one sample: with several samples per task, each gets its own request seed. */
+export function samplingOf(part: Pick<CollectPartInput, 'sampling' | 'samplesPerTask'>, sampleIndex: number): SamplingSettings | undefined {
+  if (part.samplesPerTask === 1) return part.sampling;
+  return { ...part.sampling, seed: (part.sampling?.seed ?? 0) + sampleIndex };
+}
+
+interface EpisodeResult {
+  trajectory: Trajectory;
+  /** The error the teacher threw, when the episode ended in model_error. */
+  failure?: unknown;
+}
+
+interface EpisodeContext {
+  part: CollectPartInput;
+  tasks: Task[];
+  harness: Harness;
+  hash: string;
+  teacher: ModelClient;
+  deps: StageDeps;
+}
+
+function abortedError(deps: StageDeps): unknown {
+  return deps.signal.reason ?? new HatError('STAGE_ABORTED', `collect ${deps.part?.id ?? ''} was interrupted`);
+}
+
+/**
+ * Runs every (task, sample) episode, `concurrency` at a time. A teacher that fails every
+ * episode with a retryable error (its own retries spent) trips a breaker after a few in a row
+ * and no success at all: the remaining episodes are not started, since a down server would only
+ * fail them too, slowly.
+ */
+async function playEpisodes(context: EpisodeContext): Promise<{ results: EpisodeResult[][]; stopped: boolean }> {
+  const { part, tasks, deps } = context;
+  const results: EpisodeResult[][] = tasks.map(() => []);
+  const remaining = tasks.map(() => part.samplesPerTask);
+  const total = tasks.length * part.samplesPerTask;
+  const lanes = Math.max(1, Math.min(part.concurrency, total));
+  const breakerThreshold = Math.max(4, 2 * lanes);
+  let next = 0;
+  let tasksDone = 0;
+  let answered = 0;
+  let failedInARow = 0;
+  let stopped = false;
+  deps.progress({ done: 0, total: tasks.length });
+
+  const lane = async () => {
+    while (!stopped && next < total) {
+      if (deps.signal.aborted) throw abortedError(deps);
+      const slot = next++;
+      const taskIndex = Math.floor(slot / part.samplesPerTask);
+      const sampleIndex = slot % part.samplesPerTask;
+      const task = tasks[taskIndex] as Task;
+      const teacher = new EpisodeTeacher(context.teacher);
+      // A signal of its own per episode: the client listens on it per call, and many lanes listening on the job's one signal would pile up listeners.
+      const signal = AbortSignal.any(part.episodeTimeoutMs === undefined ? [deps.signal] : [deps.signal, AbortSignal.timeout(part.episodeTimeoutMs)]);
+      const trajectory = await runEpisode({
+        policy: teacher,
+        harness: context.harness,
+        harnessHash: context.hash,
+        task,
+        maxSteps: part.maxSteps,
+        maxTurns: part.maxTurns,
+        sampling: samplingOf(part, sampleIndex),
+        sampleIndex,
+        seed: part.seed,
+        signal,
+      });
+      // A job being cancelled or handed back is not an episode outcome: stop, record nothing.
+      if (deps.signal.aborted) throw abortedError(deps);
+      (results[taskIndex] as EpisodeResult[])[sampleIndex] = { trajectory, ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}) };
+      if (trajectory.status === 'model_error' && isRetryable(teacher.failure)) {
+        failedInARow++;
+        if (answered === 0 && failedInARow >= breakerThreshold) stopped = true;
+      } else {
+        failedInARow = 0;
+        answered++;
+      }
+      if (--(remaining[taskIndex] as number) === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
+      // Scripted teachers answer without real I/O: let timers (lock renewal, progress) run.
+      await yieldToEventLoop();
+    }
+  };
+  await Promise.all(Array.from({ length: lanes }, lane));
+  return { results, stopped };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The part's verdict on its teacher: when every episode it ran ended in a model error, the
+ * failure is not the tasks'. Retryable errors (a down or overloaded server, after the client's
+ * retries) fail the part with TEACHER_UNAVAILABLE so the queue retries it later, honouring the
+ * longest Retry-After seen; errors no retry can fix (a rejected request, a missing model) fail
+ * it for good with TEACHER_REJECTED.
+ */
+function checkTeacherAnswered(results: EpisodeResult[][], stopped: boolean, partId: string): void {
+  const played = results.flat().filter((result): result is EpisodeResult => result !== undefined);
+  if (played.length === 0 || played.some((result) => result.trajectory.status !== 'model_error')) return;
+  const failures = played.map((result) => result.failure);
+  const last = failures[failures.length - 1];
+  if (stopped || failures.some(isRetryable)) {
+    const retryAfterMs = Math.max(0, ...failures.map((failure) => (failure instanceof TransientError ? (failure.retryAfterMs ?? 0) : 0)));
+    throw new TransientError(
+      'TEACHER_UNAVAILABLE',
+      `collect ${partId}: every one of the ${played.length} episodes played failed to reach the teacher${stopped ? ' (the rest were not started)' : ''}; the part is retried later. Last error: ${messageOf(last)}`,
+      { retryAfterMs: retryAfterMs > 0 ? retryAfterMs : undefined, cause: last },
+    );
+  }
+  throw new BadInputError('TEACHER_REJECTED', `collect ${partId}: the teacher refused every one of the ${played.length} episodes; fix collect.teacher. First error: ${messageOf(failures[0])}`, { cause: failures[0] });
+}
+
+function writtenObject(result: JsonlWriteResult): WrittenObject {
+  return { key: result.key, uri: result.uri, sha256: result.sha256, bytes: result.bytes, records: result.records };
+}
+
+export async function collectPart(part: CollectPartInput, deps: StageDeps): Promise<CollectPartOutput> {
+  const startedAt = deps.clock.now();
+  const partId = partIdOf(part.index);
+  const { harness, hash } = await loadPlannedHarness(part.harness, deps.openObject);
+  const { records: tasks, sha256 } = await readRecordRange(deps.openObject, part.tasks.uri, taskSchema);
+  if (sha256 !== part.tasks.sha256 || tasks.length !== part.tasks.records) {
+    throw new BadInputError('TASKS_CHANGED', `collect ${partId}: ${part.tasks.uri} is not the task slice this part was planned with; the stage was re-planned with other input: rerun the stage`);
+  }
+
+  const teacher = openTeacher(part.teacher, { harness, tasks, logger: deps.logger, random: () => deps.rng.next() });
+  let played: Awaited<ReturnType<typeof playEpisodes>>;
+  try {
+    played = await playEpisodes({ part, tasks, harness, hash, teacher, deps });
+  } finally {
+    await teacher.close?.();
+  }
+  checkTeacherAnswered(played.results, played.stopped, partId);
+
+  const keys = collectPartKeys(deps, part.index);
+  const accepted = JsonlWriter.open<Trajectory>(deps.store, keys.accepted, { schema: trajectorySchema });
+  const rejected = JsonlWriter.open<Trajectory>(deps.store, keys.rejected, { schema: trajectorySchema });
+  const review = JsonlWriter.open<ReviewEntry>(deps.store, keys.review, { schema: reviewEntrySchema });
+  const stats: Record<string, CollectCounts> = {};
+  try {
+    for (const [taskIndex, task] of tasks.entries()) {
+      const decisions = selectSamples(
+        (played.results[taskIndex] as EpisodeResult[]).map((result) => result.trajectory),
+        part.selection,
+      );
+      const counts = (stats[task.category] ??= emptyCounts());
+      counts.tasks++;
+      const reasons: ReviewEntry['reasons'] = [];
+      for (const decision of decisions) {
+        const { trajectory } = decision;
+        addSample(counts, trajectory);
+        if (decision.accepted) {
+          counts.accepted++;
+          counts.samplesPassed++;
+          counts.rewardSumAccepted += trajectory.reward.total;
+          await accepted.write(trajectory);
+          continue;
+        }
+        if (decision.reason === 'not_selected') counts.samplesPassed++;
+        counts.rejected[decision.reason] = (counts.rejected[decision.reason] ?? 0) + 1;
+        reasons.push({ sampleIndex: trajectory.sampleIndex, trajectoryId: trajectory.id, status: trajectory.status, reason: decision.reason, reward: trajectory.reward.total, detail: decision.detail });
+        await rejected.write({ ...trajectory, meta: { ...trajectory.meta, rejection: { reason: decision.reason, detail: decision.detail } } });
+      }
+      if (reasons.length === decisions.length) {
+        counts.review++;
+        await review.write({ taskId: task.id, category: task.category, attempts: decisions.length, reasons });
+      } else {
+        counts.tasksAccepted++;
+      }
+    }
+  } catch (error) {
+    await Promise.all([accepted.abort(error), rejected.abort(error), review.abort(error)]);
+    throw error;
+  }
+  const [acceptedObject, rejectedObject, reviewObject] = await Promise.all([accepted.close(), rejected.close(), review.close()]);
+  return {
+    index: part.index,
+    tasks: part.tasks,
+    teacher: { provider: teacher.provider, model: teacher.modelId, simulated: teacher.simulated ?? false },
+    accepted: writtenObject(acceptedObject),
+    rejected: writtenObject(rejectedObject),
+    review: writtenObject(reviewObject),
+    stats,
+    startedAt,
+    endedAt: deps.clock.now(),
+    lineage: part.lineage,
+  };
+}

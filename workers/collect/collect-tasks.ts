@@ -1,0 +1,54 @@
+import type { StageDeps } from '../../queues/define-stage';
+import { BadInputError } from '../../shared/errors';
+import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
+import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
+import { readRecordRange } from '../augment/augment-inputs';
+import { asArtifactUri } from '../distill/prompt-sources';
+import type { CollectInput } from './collect-contract';
+
+/** The tasks a collect stage plays, in order, and the inputs they were read from. */
+export interface CollectTasks {
+  tasks: Task[];
+  /** Task sets read, with the sha256 of their stored bytes (empty for generated tasks). */
+  lineage: Array<{ uri: string; sha256: string }>;
+}
+
+/**
+ * Reads every task set the config names (each line checked against the task schema; a bad line
+ * is reported with its URI, line and field) or generates the tasks, and refuses a set where a
+ * task id appears twice: trajectory ids are derived from task ids, so a duplicate would make two
+ * different episodes indistinguishable.
+ */
+export async function loadCollectTasks(input: Pick<CollectInput, 'tasks' | 'inputs' | 'generate'>, openObject: StageDeps['openObject']): Promise<CollectTasks> {
+  if (input.generate !== undefined) {
+    const { count, seed, itemCount, categoryWeights } = input.generate;
+    try {
+      return { tasks: generateTasks({ count, seed, world: { itemCount }, categoryWeights }), lineage: [] };
+    } catch (error) {
+      if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);
+      throw error;
+    }
+  }
+  const field = input.tasks !== undefined ? 'tasks' : 'inputs';
+  const uris = (input.tasks ?? input.inputs ?? []).map(asArtifactUri);
+  const tasks: Task[] = [];
+  const lineage: CollectTasks['lineage'] = [];
+  const seen = new Map<string, string>();
+  for (const uri of uris) {
+    const { store, key } = openObject(uri);
+    if (!(await store.head(key))) {
+      throw new BadInputError('MISSING_INPUT', `collect.${field}: ${uri} does not exist; check the path, or write a task set there with \`hat tasks generate --out ${uri}\``);
+    }
+    const { records, sha256 } = await readRecordRange(openObject, uri, taskSchema);
+    for (const [index, task] of records.entries()) {
+      const where = `${uri}: record ${index + 1}`;
+      const first = seen.get(task.id);
+      if (first !== undefined) throw new BadInputError('DUPLICATE_TASK_ID', `${where}: id: task id "${task.id}" already appears at ${first}; task ids must be unique across the task sets of one stage`);
+      seen.set(task.id, where);
+      tasks.push(task);
+    }
+    lineage.push({ uri, sha256 });
+  }
+  if (tasks.length === 0) throw new BadInputError('NO_TASKS', `collect.${field}: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``);
+  return { tasks, lineage };
+}
