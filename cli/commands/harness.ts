@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { join } from 'node:path';
 import type { CliContext } from '../cli-context';
 import type { RegisterCommand } from './index';
+import { registerHarnessVariants } from './harness-variants';
 import { ValidationError } from '../../shared/errors';
 import { diffHarnesses, formatHarnessDiff } from '../../shared/harness/harness-diff';
 import { harnessHash } from '../../shared/harness/harness-hash';
@@ -80,7 +81,7 @@ const registerDiff: RegisterHarnessSubcommand = (harness, context) => {
  * --out <dir>` (HSA) belongs here: its module exports a `RegisterHarnessSubcommand` and is
  * added to this list.
  */
-export const harnessSubcommands: RegisterHarnessSubcommand[] = [registerValidate, registerDiff];
+export const harnessSubcommands: RegisterHarnessSubcommand[] = [registerValidate, registerDiff, registerHarnessVariants];
 
 export const registerHarnessCommand: RegisterCommand = (program, context) => {
   const harness = program.command('harness').description('validate, compare and vary harness directories');

@@ -105,6 +105,7 @@ export const toolBindingSchema = z.strictObject({
   capability: oneOf(toolCapabilities, 'capability'),
   arguments: z.record(z.string(), z.string()).optional(),
   enumValues: z.record(z.string(), z.record(z.string(), z.string())).optional(),
+  ignoredArguments: z.array(z.string()).optional(),
 });
 
 export const toolFileSchema = z.strictObject({

@@ -52,6 +52,11 @@ export interface ToolBinding {
   arguments?: Record<string, string>;
   /** Enum respellings: canonical argument name -> { variant value: canonical value }. */
   enumValues?: Record<string, Record<string, string>>;
+  /**
+   * Parameter paths the tool accepts that no capability argument reads (HSA distractor
+   * parameters): the loader accepts them without a mapping, and execution ignores their values.
+   */
+  ignoredArguments?: string[];
 }
 
 export interface ToolDefinition {

@@ -246,10 +246,15 @@ function checkBinding(tool: Located<ToolDefinition>, problems: Problem[]): void 
     if (!propertyPaths.has(path)) problems.push(tool.document.problem(['x-hat-binding', 'arguments', path], `maps parameter path ${JSON.stringify(path)}, which the parameters schema does not define`));
     if (!canonical.includes(name)) problems.push(tool.document.problem(['x-hat-binding', 'arguments', path], `maps to ${JSON.stringify(name)}, not an argument of capability ${binding.capability} (arguments: ${expected})`));
   }
-  // A top-level parameter that is neither mapped nor a canonical name would be lost on the way to the simulator.
+  const ignored = binding.ignoredArguments ?? [];
+  ignored.forEach((path, index) => {
+    if (!propertyPaths.has(path)) problems.push(tool.document.problem(['x-hat-binding', 'ignoredArguments', index], `lists parameter path ${JSON.stringify(path)}, which the parameters schema does not define`));
+    if (path in mapped) problems.push(tool.document.problem(['x-hat-binding', 'ignoredArguments', index], `parameter path ${JSON.stringify(path)} is both mapped in x-hat-binding.arguments and ignored; keep one`));
+  });
+  // A top-level parameter that is neither mapped, ignored nor a canonical name would be lost on the way to the simulator.
   const properties = (parameters.properties ?? {}) as Record<string, unknown>;
   for (const name of Object.keys(properties)) {
-    const covered = name in mapped || Object.keys(mapped).some((path) => path.startsWith(`${name}.`) || path.startsWith(`${name}[]`));
+    const covered = name in mapped || ignored.includes(name) || Object.keys(mapped).some((path) => path.startsWith(`${name}.`) || path.startsWith(`${name}[]`));
     if (!covered && !canonical.includes(name)) {
       problems.push(tool.document.problem(['function', 'parameters', 'properties', name], `parameter ${JSON.stringify(name)} is not an argument of capability ${binding.capability} (arguments: ${expected}); rename it or map it in x-hat-binding.arguments`));
     }

@@ -247,15 +247,18 @@ function renderJson(sections: Array<{ section: PromptSection; body: SectionBody 
   return JSON.stringify(value, null, 2);
 }
 
-/** The system prompt and tools the model sees under `harness` in `context`. */
-export function renderHarness(harness: Harness, context: RenderContext): RenderedHarness {
+/** The system prompt the model sees under `harness` in `context` (renderHarness without the tools list, for callers that render many prompts). */
+export function renderSystemPrompt(harness: Harness, context: RenderContext): string {
   const sections = harness.prompt.sections.map((section) => ({ section, body: sectionBody(section, harness, context) }));
   const format = harness.prompt.format;
-  const systemPrompt =
-    format === 'json' ? renderJson(sections) : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
+  return format === 'json' ? renderJson(sections) : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
+}
+
+/** The system prompt and tools the model sees under `harness` in `context`. */
+export function renderHarness(harness: Harness, context: RenderContext): RenderedHarness {
   const tools: ToolSpec[] = harness.tools.map((tool) => ({
     type: 'function',
     function: { name: tool.name, description: tool.description, parameters: structuredClone(tool.parameters) },
   }));
-  return { systemPrompt, tools };
+  return { systemPrompt: renderSystemPrompt(harness, context), tools };
 }
