@@ -1,0 +1,254 @@
+/**
+ * replay stage. Input: recorded sessions (trajectories or production traces, JSONL or stage
+ * manifests), a target model config, mode, load, warmup, percentiles and SLOs.
+ * Parts: part i of n replays every n-th session of the replay order with 1/n of the load and
+ * writes `<stage prefix>/part-NNNNN.json.gz` (records and raw samples). Finish merges the parts
+ * exactly and writes `report.json`, `requests.csv`, `sessions.csv`, `report.html`, then
+ * `manifest.json` last.
+ * Idempotency: a part's object key comes from its index and is rewritten on retry; finish
+ * rewrites the report objects from the part files. Retried: transient faults (the target or the
+ * store unreachable); never: bad config or inputs. Calls that fail inside a replay are counted
+ * in the report, not retried by the stage.
+ */
+import { fileURLToPath } from 'node:url';
+import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { readJsonl } from '../../shared/artifacts/jsonl-reader';
+import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
+import { loadHarness } from '../../shared/harness/load-harness';
+import { BadInputError, TransientError } from '../../shared/errors';
+import { hashValue } from '../../shared/hash/hash';
+import type { ModelClient } from '../../shared/models/model-client';
+import { modelErrorCodes } from '../../shared/models/model-errors';
+import { createModelClient } from '../../shared/models/model-registry';
+import { serverRootOf } from '../../shared/models/openai/openai-model-config';
+import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
+import { createWorld, type World } from '../../shared/simulator/world/world';
+import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
+import type { TokenCounter } from './call-measurement';
+import { liveDriver, liveProblem } from './live-session';
+import { loadShare } from './load-profile';
+import { mergeReplayParts } from './merge-replay-parts';
+import { expandInputs, readRecordedSessions, type OpenObject } from './read-recorded-sessions';
+import type { ReplaySession, UnreplayableSession } from './recorded-session';
+import { replayContract, type ReplayInput, type ReplayOutput, type ReplayPartInput, type ReplayPartOutput } from './replay-contract';
+import { runReplayPart, type ScheduledSession } from './replay-engine';
+import type { ReplayCallRecord } from './replay-records';
+import { partFileOf, readReplayPartFile, REPLAY_PART_SCHEMA_VERSION, writeReplayPartFile } from './replay-part-file';
+import { buildReplayReport, REPLAY_REPORT_SCHEMA_VERSION } from './replay-report';
+import { callsCsv, sessionsCsv } from './report-csv';
+import { renderReplayHtml } from './report-html';
+import { forcedHistoryDriver, type SessionDriver } from './session-driver';
+import { describeTarget } from './target-info';
+
+/** Part i of n: which sessions and which share of the load (computed again by the part itself). */
+export function planReplay(input: ReplayInput): ReplayPartInput[] {
+  return Array.from({ length: input.parts }, (_, index) => ({ index, count: input.parts, config: input }));
+}
+
+/** What live mode runs tools against. */
+interface LiveEnvironment {
+  harness: Awaited<ReturnType<typeof loadHarness>>;
+  worlds: Map<string, World>;
+}
+
+/** Replayable sessions, the ones skipped (with reasons) and the objects read. */
+export async function loadReplaySessions(input: ReplayInput, openObject: OpenObject) {
+  const recorded = await readRecordedSessions(input.inputs, openObject);
+  const unreplayable: UnreplayableSession[] = [...recorded.unreplayable];
+  let sessions = recorded.sessions;
+  let live: LiveEnvironment | undefined;
+  if (input.mode === 'live' && input.live) {
+    const harnessDir = input.live.harness.startsWith('file://') ? fileURLToPath(input.live.harness) : input.live.harness;
+    const harness = await loadHarness(harnessDir);
+    const tasks = new Map<string, Task>();
+    for (const uri of await expandInputs(input.live.tasks, openObject, 'tasks')) {
+      const { store, key } = openObject(uri);
+      for await (const task of readJsonl(store, key, { schema: taskSchema })) tasks.set(task.id, task as Task);
+    }
+    const worlds = new Map<string, World>();
+    sessions = sessions.filter((session) => {
+      const task = session.taskId === undefined ? undefined : tasks.get(session.taskId);
+      const problem = liveProblem(session, harness, task !== undefined);
+      if (problem) {
+        unreplayable.push(problem);
+        return false;
+      }
+      if (!worlds.has((task as Task).id)) worlds.set((task as Task).id, createWorld((task as Task).room));
+      return true;
+    });
+    live = { harness, worlds };
+  }
+  return { sessions, unreplayable, objects: recorded.objects, live };
+}
+
+/**
+ * The replay order: `total` sessions cycling through the replayable ones (repeats get `#<round>`
+ * ids), and the share of part `index` of `count` (every count-th, from its index).
+ */
+export function scheduleSessions(sessions: readonly ReplaySession[], total: number, index: number, count: number): ScheduledSession[] {
+  const scheduled: ScheduledSession[] = [];
+  if (sessions.length === 0) return scheduled;
+  for (let position = index; position < total; position += count) {
+    const session = sessions[position % sessions.length] as ReplaySession;
+    const round = Math.floor(position / sessions.length);
+    scheduled.push({ session: round === 0 ? session : { ...session, id: `${session.id}#${round}` }, sessionIndex: position });
+  }
+  return scheduled;
+}
+
+/** Where the server's Prometheus metrics are: configured, or `<root>/metrics` of an openai target. */
+export function metricsUrlOf(input: Pick<ReplayInput, 'metricsUrl' | 'target'>): string | undefined {
+  if (input.metricsUrl === false) return undefined;
+  if (input.metricsUrl !== undefined) return input.metricsUrl;
+  const baseUrl = (input.target as { baseUrl?: unknown }).baseUrl;
+  return input.target.adapter === 'openai' && typeof baseUrl === 'string' ? `${serverRootOf(baseUrl)}/metrics` : undefined;
+}
+
+function endpointOf(input: ReplayInput): string | undefined {
+  const baseUrl = (input.target as { baseUrl?: unknown }).baseUrl;
+  return typeof baseUrl === 'string' ? serverRootOf(baseUrl) : undefined;
+}
+
+async function tokenCounterOf(input: ReplayInput): Promise<TokenCounter | undefined> {
+  if (!input.outputTokenizer) return undefined;
+  const tokenizer = await loadChatTokenizer(input.outputTokenizer as Parameters<typeof loadChatTokenizer>[0]);
+  return { count: (text) => tokenizer.encode(text).length };
+}
+
+export function createReplayProcessor(deps: StageDeps) {
+  return (part: ReplayPartInput): Promise<ReplayPartOutput> => replayPart(part, deps);
+}
+
+/**
+ * One part: reads and checks the sessions, builds the client, replays this part's share and
+ * writes its part file. Exported for in-process use (tests, the benchmark).
+ */
+export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?: ModelClient): Promise<ReplayPartOutput> {
+  const input = part.config;
+  const loaded = await loadReplaySessions(input, deps.openObject);
+  const schedule = scheduleSessions(loaded.sessions, input.sessions ?? loaded.sessions.length, part.index, part.count);
+  const warmup = schedule.length === 0 ? [] : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length] as ScheduledSession);
+  const target =
+    client ??
+    createModelClient(input.target, {
+      logger: deps.logger,
+      services: deps.services,
+      random: () => deps.rng.next(),
+      configPath: 'replay.target',
+    });
+  try {
+    const targetInfo = await describeTarget(target, { endpoint: endpointOf(input), label: input.targetLabel });
+    const driverFor = (scheduled: ScheduledSession): SessionDriver => {
+      if (input.mode === 'live' && loaded.live) {
+        const world = loaded.live.worlds.get(scheduled.session.taskId as string) as World;
+        return liveDriver(scheduled.session, { harness: loaded.live.harness, world, maxStepsPerTurn: input.live?.maxStepsPerTurn });
+      }
+      return forcedHistoryDriver(scheduled.session, { maxTokensFromRecording: input.maxTokens === 'recorded' });
+    };
+    const result = await runReplayPart({
+      sessions: schedule,
+      warmup,
+      client: target,
+      driverFor,
+      load: loadShare(input.load, part.index, part.count),
+      rng: deps.rng,
+      part,
+      ...(input.sampling ? { sampling: input.sampling } : {}),
+      ...(input.ignoreEos ? { extraBody: { ignore_eos: true } } : {}),
+      tokenizer: await tokenCounterOf(input),
+      metricsUrl: metricsUrlOf(input),
+      signal: deps.signal,
+      logger: deps.logger,
+      onProgress: (done, total) => deps.progress({ done, total, message: `${done}/${total} sessions replayed` }),
+    });
+    failIfTargetNeverAnswered(result.calls, targetInfo.label);
+    const file = partFileOf(result, { target: targetInfo, unreplayable: part.index === 0 ? loaded.unreplayable : [] });
+    const key = deps.output.key(`${deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`}.json.gz`);
+    const info = await writeReplayPartFile(deps.store, key, file);
+    return {
+      key: info.key,
+      uri: info.uri,
+      sha256: info.sha256 ?? '',
+      bytes: info.bytes,
+      sessions: result.sessions.length,
+      calls: result.calls.length,
+      callsFailed: result.calls.filter((call) => call.status === 'failed').length,
+      inputs: part.index === 0 ? loaded.objects : [],
+    };
+  } finally {
+    if (!client) await target.close?.();
+  }
+}
+
+/**
+ * A report in which every call failed says nothing about latency: when the target refused every
+ * request the config is wrong (permanent); when it never answered it may come back (retried).
+ */
+function failIfTargetNeverAnswered(calls: readonly ReplayCallRecord[], target: string): void {
+  if (calls.length === 0 || calls.some((call) => call.status === 'ok')) return;
+  const first = calls[0] as ReplayCallRecord;
+  const detail = `all ${calls.length} calls to ${target} failed; first: ${first.error ?? first.errorCode}`;
+  if (calls.every((call) => call.errorCode === modelErrorCodes.badRequest)) {
+    throw new BadInputError('REPLAY_TARGET_REFUSED', `${detail}; check target (baseUrl, model) and the recorded requests`);
+  }
+  throw new TransientError('REPLAY_TARGET_UNAVAILABLE', `${detail}; is the server up?`);
+}
+
+/** Fans in: merges the part files, writes the report, CSVs and HTML, then the manifest. */
+export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[], deps: StageDeps): Promise<ReplayOutput> {
+  const files = await Promise.all(parts.map((part) => readReplayPartFile(deps.store, part.key)));
+  const merged = mergeReplayParts(files);
+  const createdAt = new Date(deps.clock.now()).toISOString();
+  const report = buildReplayReport(merged, { runId: deps.run.id, createdAt, mode: input.mode, load: input.load, percentiles: input.percentiles, slo: input.slo });
+  const put = (name: string, body: string, contentType: string) => deps.store.put(deps.output.key(name), body, { contentType });
+  const reportInfo = await put('report.json', `${JSON.stringify(report, null, 2)}\n`, 'application/json');
+  const requestsInfo = await put('requests.csv', callsCsv(merged.calls), 'text/csv');
+  const sessionsInfo = await put('sessions.csv', sessionsCsv(merged.sessions), 'text/csv');
+  const htmlInfo = await put('report.html', renderReplayHtml(report), 'text/html');
+  const { info } = await writeManifest(
+    deps.store,
+    deps.output.manifestKey,
+    {
+      stage: deps.stage,
+      runId: deps.run.id,
+      objects: [
+        ...parts.map((part) => ({ key: part.key, uri: part.uri, sha256: part.sha256, bytes: part.bytes, records: part.calls, schemaVersion: REPLAY_PART_SCHEMA_VERSION, format: 'json.gz', kind: 'part' })),
+        manifestObjectOf(reportInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'json', kind: 'report' }),
+        manifestObjectOf(requestsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.calls.length, kind: 'requests' }),
+        manifestObjectOf(sessionsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.sessions.length, kind: 'sessions' }),
+        manifestObjectOf(htmlInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'html', kind: 'report-html' }),
+      ],
+      lineage: { inputs: parts.flatMap((part) => part.inputs), configHash: hashValue(input) },
+      stats: {
+        verdict: report.slo.verdict,
+        target: report.target.label,
+        sessions: report.counts.sessions,
+        calls: report.counts.calls,
+        callsFailed: report.counts.callsFailed,
+        unreplayable: report.counts.unreplayable,
+        sessionE2eP50Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p50 ?? null,
+        sessionE2eP95Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p95 ?? null,
+      },
+    },
+    { clock: () => new Date(deps.clock.now()) },
+  );
+  return {
+    manifestUri: info.uri,
+    reportUri: reportInfo.uri,
+    htmlUri: htmlInfo.uri,
+    requestsCsvUri: requestsInfo.uri,
+    verdict: report.slo.verdict,
+    sessions: report.counts.sessions,
+    calls: report.counts.calls,
+    callsFailed: report.counts.callsFailed,
+    unreplayable: report.counts.unreplayable,
+    target: report.target.label,
+  };
+}
+
+export const replayStage = defineStage({
+  ...replayContract,
+  plan: planReplay,
+  createProcessor: createReplayProcessor,
+  finish: finishReplay,
+});

@@ -1,0 +1,108 @@
+import { createHash } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { PassThrough, pipeline } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
+import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
+import { readManifest } from '../../shared/artifacts/manifest';
+import { BadInputError } from '../../shared/errors';
+import { parseRecordedSession, type ReplaySession, type UnreplayableSession } from './recorded-session';
+
+/** Opens any artifact URI (StageDeps.openObject). */
+export type OpenObject = (uri: string) => { store: ArtifactStore; key: string };
+
+export interface RecordedSessions {
+  /** Replayable sessions in input order (inputs in the order given, lines in file order). */
+  sessions: ReplaySession[];
+  unreplayable: UnreplayableSession[];
+  /** Every object read, with the sha256 of its stored bytes (lineage). */
+  objects: Array<{ uri: string; sha256: string }>;
+}
+
+/**
+ * Reads recorded sessions from JSONL objects (gzip when the key ends in `.gz`) or from stage
+ * manifests (`.../manifest.json`: every JSONL object it lists). A line that is not JSON, or not
+ * a replayable session, is reported and skipped; a missing input is bad input (nothing to do).
+ */
+export async function readRecordedSessions(inputs: readonly string[], openObject: OpenObject): Promise<RecordedSessions> {
+  const result: RecordedSessions = { sessions: [], unreplayable: [], objects: [] };
+  const seen = new Set<string>();
+  for (const uri of await expandInputs(inputs, openObject)) {
+    const { store, key } = openObject(uri);
+    const hash = createHash('sha256');
+    const source = await store.getStream(key);
+    const counted = new PassThrough();
+    counted.on('data', (piece: Buffer) => hash.update(piece));
+    // A broken stream may end the line reader early or throw from it: either way its error is raised after the loop.
+    let streamError: unknown;
+    const keep = (error?: Error | null) => {
+      if (error) streamError ??= error;
+    };
+    const raw = pipeline(source, counted, keep);
+    const text = isGzipKey(key) ? pipeline(raw, createGunzip(), keep) : raw;
+    let lineNumber = 0;
+    try {
+      for await (const line of createInterface({ input: text, crlfDelay: Infinity })) {
+        lineNumber++;
+        if (line.trim() !== '') addRecord(result, seen, line, `${uri}: line ${lineNumber}`);
+      }
+    } catch (error) {
+      streamError ??= error;
+    }
+    if (streamError !== undefined) {
+      const code = (streamError as { code?: unknown }).code;
+      if (typeof code === 'string' && code.startsWith('Z_')) {
+        throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(streamError as Error).message}); is it a .gz file?`, { cause: streamError });
+      }
+      throw streamError;
+    }
+    result.objects.push({ uri, sha256: hash.digest('hex') });
+  }
+  return result;
+}
+
+/** One line: a session, or the reason it cannot be replayed. */
+function addRecord(result: RecordedSessions, seen: Set<string>, line: string, where: string): void {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (error) {
+    result.unreplayable.push({ source: where, reason: 'malformed_record', detail: `not valid JSON (${(error as Error).message})` });
+    return;
+  }
+  const parsed = parseRecordedSession(value, where);
+  if (!parsed.ok) {
+    result.unreplayable.push(parsed.unreplayable);
+  } else if (seen.has(parsed.session.id)) {
+    result.unreplayable.push({ sessionId: parsed.session.id, source: where, reason: 'duplicate_id', detail: 'an earlier record has the same id; ids must be unique' });
+  } else {
+    seen.add(parsed.session.id);
+    result.sessions.push(parsed.session);
+  }
+}
+
+/**
+ * JSONL objects behind input URIs: a stage manifest (`.../manifest.json`) stands for the objects
+ * it lists of the wanted `kind` (collect lists `trajectories`, `tasks`, ...), or, in a manifest
+ * without kinds, its JSONL objects; any other URI is taken as one JSONL object.
+ */
+export async function expandInputs(inputs: readonly string[], openObject: OpenObject, kind = 'trajectories'): Promise<string[]> {
+  const uris: string[] = [];
+  for (const uri of inputs) {
+    const { store, key } = openObject(uri);
+    if (!(await store.head(key))) {
+      throw new BadInputError('REPLAY_INPUT_MISSING', `${uri} does not exist; point the replay at JSONL objects or the manifest of the stage that wrote them`);
+    }
+    if (!key.endsWith('manifest.json')) {
+      uris.push(uri);
+      continue;
+    }
+    const manifest = await readManifest(store, key);
+    const records = manifest.objects.filter((object) => /\.jsonl(\.gz)?$/.test(object.key));
+    const ofKind = records.filter((object) => object.kind === kind);
+    const listed = (ofKind.length > 0 ? ofKind : records.filter((object) => object.kind === undefined)).map((object) => object.uri);
+    if (listed.length === 0) throw new BadInputError('REPLAY_INPUT_EMPTY', `${uri} lists no JSONL objects of kind "${kind}"; it is not the manifest of a stage that writes ${kind}`);
+    uris.push(...listed);
+  }
+  return uris;
+}

@@ -1,0 +1,344 @@
+import { setMaxListeners } from 'node:events';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../shared/log/logger';
+import { SampleSet } from '../../shared/metrics/sample-set';
+import { scrapePrometheus } from '../../shared/metrics/scrape-metrics';
+import { readSpecDecodeCounters, type SpecDecodeCounters } from '../../shared/metrics/spec-decode';
+import type { ChatRequest, ModelClient, SamplingSettings } from '../../shared/models/model-client';
+import type { Rng } from '../../shared/random/rng';
+import { failedCallRecord, succeededCallRecord, type TokenCounter } from './call-measurement';
+import { arrivalOffsetsMs, type LoadProfile } from './load-profile';
+import type { ReplaySession } from './recorded-session';
+import { addCallSamples, addSessionSamples } from './replay-metrics';
+import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import type { SessionDriver } from './session-driver';
+
+/** One reading of the server's spec-decode counters. */
+export interface CounterReading {
+  atEpochMs: number;
+  counters: SpecDecodeCounters;
+}
+
+/** A session of the replay order: which recorded session, at which position. */
+export interface ScheduledSession {
+  session: ReplaySession;
+  /** Position in the replay order over all parts (ids and seeds derive from it). */
+  sessionIndex: number;
+}
+
+export interface ReplayPartOptions {
+  /** This part's sessions, in replay order. */
+  sessions: ScheduledSession[];
+  /** Sessions replayed (and discarded) before measuring: warms connections, caches and JIT. */
+  warmup: ScheduledSession[];
+  client: ModelClient;
+  driverFor(scheduled: ScheduledSession): SessionDriver;
+  /** This part's share of the load. */
+  load: LoadProfile;
+  /** Seeds the open-loop arrivals. */
+  rng: Rng;
+  part: { index: number; count: number };
+  /** Sampling sent with every call (the model config's own defaults apply beneath). */
+  sampling?: SamplingSettings;
+  /** Extra request fields for every call (e.g. vLLM's `ignore_eos`). */
+  extraBody?: Record<string, unknown>;
+  tokenizer?: TokenCounter;
+  /** Prometheus endpoint of the server (`<root>/metrics`); read before and after the measured phase. */
+  metricsUrl?: string;
+  signal?: AbortSignal;
+  logger?: Logger;
+  /** Sessions finished so far (measured phase). */
+  onProgress?(done: number, total: number): void;
+}
+
+/** Everything one part measured: the input of the merge. */
+export interface ReplayPartResult {
+  part: { index: number; count: number };
+  /** Epoch ms of the measured phase (from the first intended start to the last session end). */
+  window: { startEpochMs: number; endEpochMs: number; durationMs: number };
+  load: LoadProfile;
+  warmup: { sessions: number; calls: number; failedCalls: number };
+  calls: ReplayCallRecord[];
+  sessions: ReplaySessionRecord[];
+  samples: SampleSet;
+  specDecode: { before?: CounterReading; after?: CounterReading; error?: string };
+  client: ClientHealth;
+}
+
+/**
+ * How busy and how late the replay's own event loop was during the measured phase. Every
+ * timestamp is taken when the loop gets to it, so a loop that runs late (too many sessions per
+ * process, an oversubscribed machine) adds that lateness to the latencies it measures.
+ */
+export interface ClientHealth {
+  eventLoopDelayP99Ms: number;
+  eventLoopDelayMaxMs: number;
+  /** Share of the phase the loop was busy, 0-1. */
+  eventLoopUtilization: number;
+}
+
+/** Milliseconds since an origin on the monotonic clock. */
+interface PhaseClock {
+  now(): number;
+  /** Resolves at `atMs` (at once when it has passed). */
+  until(atMs: number, signal?: AbortSignal): Promise<void>;
+}
+
+function phaseClock(): PhaseClock {
+  const origin = performance.now();
+  const now = () => performance.now() - origin;
+  return {
+    now,
+    async until(atMs, signal) {
+      // Timers have millisecond granularity and may fire a little early: wait out the rest.
+      for (let wait = atMs - now(); wait > 0; wait = atMs - now()) await sleep(wait, undefined, { signal });
+    },
+  };
+}
+
+/**
+ * Replays one part's sessions against the target under its share of the load and measures
+ * every call and session. Warmup sessions run first (closed loop, no think time) and are
+ * discarded; the server's spec-decode counters are read right before and after the measured
+ * phase. Failed calls end their session (an agent cannot go on without the answer) and are
+ * counted, never fatal.
+ */
+export async function runReplayPart(partOptions: ReplayPartOptions): Promise<ReplayPartResult> {
+  // Every call in flight listens on the signal: a signal of our own, linked to the caller's, may have that many listeners.
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  const stop = () => controller.abort(partOptions.signal?.reason);
+  if (partOptions.signal?.aborted) stop();
+  partOptions.signal?.addEventListener('abort', stop, { once: true });
+  try {
+    return await replayMeasured({ ...partOptions, signal: controller.signal });
+  } finally {
+    partOptions.signal?.removeEventListener('abort', stop);
+  }
+}
+
+async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartResult> {
+  const warmupResult = await runWarmup(options);
+  const before = await readCounters(options);
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+  loopDelay.enable();
+  const busyBefore = performance.eventLoopUtilization();
+  const clock = phaseClock();
+  const startEpochMs = Date.now();
+  const calls: ReplayCallRecord[] = [];
+  const sessions: ReplaySessionRecord[] = [];
+  const samples = new SampleSet();
+  let done = 0;
+  const total = options.sessions.length;
+  const record = (result: SessionResult) => {
+    calls.push(...result.calls);
+    sessions.push(result.session);
+    for (const call of result.calls) addCallSamples(samples, call, result.itl.get(call.callIndex) ?? []);
+    addSessionSamples(samples, result.session);
+    options.onProgress?.(++done, total);
+  };
+  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true);
+
+  if (options.load.kind === 'closed') {
+    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal);
+  } else {
+    const offsets = arrivalOffsetsMs(options.sessions.length, options.load.rate, options.load.burstiness, options.rng.fork('arrivals'));
+    const gate = options.load.maxConcurrency === undefined ? undefined : new SessionGate(options.load.maxConcurrency);
+    const running: Promise<void>[] = [];
+    for (const [position, scheduled] of options.sessions.entries()) {
+      const intended = offsets[position] as number;
+      await clock.until(intended, options.signal);
+      if (gate) await gate.acquire();
+      running.push(
+        run(scheduled, intended)
+          .then(record)
+          .finally(() => gate?.release()),
+      );
+    }
+    await Promise.all(running);
+  }
+  const durationMs = clock.now();
+  loopDelay.disable();
+  // The monitor's own timer period is part of every sample it takes; what is above it is lateness.
+  const lateness = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - 5);
+  const client: ClientHealth = {
+    eventLoopDelayP99Ms: lateness(loopDelay.percentile(99)),
+    eventLoopDelayMaxMs: lateness(loopDelay.max),
+    eventLoopUtilization: performance.eventLoopUtilization(busyBefore).utilization,
+  };
+  const after = await readCounters(options);
+  const specDecode: ReplayPartResult['specDecode'] = {};
+  if ('reading' in before) specDecode.before = before.reading;
+  if ('reading' in after) specDecode.after = after.reading;
+  const scrapeError = 'error' in before ? before.error : 'error' in after ? after.error : undefined;
+  if (scrapeError !== undefined) specDecode.error = scrapeError;
+  return {
+    part: options.part,
+    window: { startEpochMs, endEpochMs: startEpochMs + durationMs, durationMs },
+    load: options.load,
+    warmup: warmupResult,
+    calls,
+    sessions,
+    samples,
+    specDecode,
+    client,
+  };
+}
+
+async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup']> {
+  const warmup = { sessions: options.warmup.length, calls: 0, failedCalls: 0 };
+  if (options.warmup.length === 0) return warmup;
+  const concurrency = options.load.kind === 'closed' ? options.load.concurrency : (options.load.maxConcurrency ?? options.warmup.length);
+  const clock = phaseClock();
+  await runClosedLoop(
+    options.warmup,
+    Math.min(concurrency, options.warmup.length),
+    async (scheduled) => {
+      const result = await replaySession(scheduled, clock.now(), clock, options, false);
+      warmup.calls += result.calls.length;
+      warmup.failedCalls += result.calls.filter((call) => call.status === 'failed').length;
+    },
+    options.signal,
+  );
+  options.logger?.debug({ part: options.part.index, ...warmup }, 'replay warmup done');
+  return warmup;
+}
+
+/** `concurrency` lanes, each taking the next session when its previous one ends. */
+async function runClosedLoop(sessions: ScheduledSession[], concurrency: number, runOne: (scheduled: ScheduledSession) => Promise<void>, signal?: AbortSignal): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < sessions.length && !signal?.aborted) await runOne(sessions[next++] as ScheduledSession);
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));
+}
+
+/** Caps sessions in flight in open-loop mode; waiters are served in arrival order. */
+class SessionGate {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+  constructor(private readonly limit: number) {}
+  acquire(): Promise<void> {
+    if (this.active < this.limit) {
+      this.active++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    const waiter = this.waiting.shift();
+    if (waiter) waiter();
+    else this.active--;
+  }
+}
+
+interface SessionResult {
+  calls: ReplayCallRecord[];
+  session: ReplaySessionRecord;
+  /** ITL gaps by call index (kept out of the records: pooled straight into samples). */
+  itl: Map<number, number[]>;
+}
+
+/**
+ * One session: each call goes at its intended time (the session's start for the first, the
+ * previous call's end plus its think time after that); measured calls carry both the vLLM
+ * clock (from the actual send) and the intended-time clock.
+ */
+async function replaySession(scheduled: ScheduledSession, intendedStartMs: number, clock: PhaseClock, options: ReplayPartOptions, withThinkTime: boolean): Promise<SessionResult> {
+  const { session, sessionIndex } = scheduled;
+  const driver = options.driverFor(scheduled);
+  const calls: ReplayCallRecord[] = [];
+  const itl = new Map<number, number[]>();
+  let intendedMs = intendedStartMs;
+  let startMs: number | undefined;
+  let failure: string | undefined;
+  let modelMs = 0;
+  let toolMs = 0;
+  let lastFirstTokenMs: number | undefined;
+  let endMs = intendedStartMs;
+  for (let step = driver.next(), callIndex = 0; step !== undefined; step = driver.next(), callIndex++) {
+    await clock.until(intendedMs, options.signal);
+    const dispatchMs = clock.now();
+    startMs ??= dispatchMs;
+    const request: ChatRequest = {
+      ...options.sampling,
+      ...step.request,
+      ...(options.extraBody ? { extraBody: options.extraBody } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    };
+    const placement = {
+      sessionId: session.id,
+      sessionIndex,
+      callIndex,
+      messageIndex: step.messageIndex,
+      part: options.part.index,
+      intendedMs,
+      dispatchMs,
+      endMs: dispatchMs,
+      thinkMs: 0,
+      ...(step.recorded?.recordedTtftMs !== undefined ? { recordedTtftMs: step.recorded.recordedTtftMs } : {}),
+      ...(step.recorded?.recordedE2eMs !== undefined ? { recordedE2eMs: step.recorded.recordedE2eMs } : {}),
+      ...(step.recorded?.recordedOutputTokens !== undefined ? { recordedOutputTokens: step.recorded.recordedOutputTokens } : {}),
+    };
+    let response;
+    try {
+      response = await options.client.chat(request);
+    } catch (error) {
+      endMs = clock.now();
+      const failed = failedCallRecord({ ...placement, endMs }, error);
+      calls.push(failed);
+      failure = `call ${callIndex} failed: ${failed.error ?? failed.errorCode}`;
+      break;
+    }
+    endMs = clock.now();
+    const outcome = await driver.accept(step, response);
+    const thinkMs = withThinkTime ? outcome.thinkMs : 0;
+    const call = succeededCallRecord({ ...placement, endMs, thinkMs, ...(outcome.divergence ? { divergence: outcome.divergence } : {}) }, response, options.tokenizer);
+    calls.push(call);
+    itl.set(callIndex, response.timings.itlMs ?? []);
+    modelMs += response.timings.e2eMs;
+    lastFirstTokenMs = (call.sentMs as number) + response.timings.ttftMs;
+    intendedMs = endMs + thinkMs;
+    toolMs += thinkMs;
+  }
+  const lastThink = calls.at(-1)?.thinkMs ?? 0;
+  // The think time after the last call is never waited: the session is over.
+  if (failure === undefined) toolMs -= lastThink;
+  const first = startMs ?? intendedStartMs;
+  const record: ReplaySessionRecord = {
+    sessionId: session.id,
+    sessionIndex,
+    part: options.part.index,
+    status: failure === undefined && calls.length > 0 ? 'ok' : 'failed',
+    ...(failure !== undefined ? { error: failure } : {}),
+    calls: calls.length,
+    intendedStartMs,
+    startMs: first,
+    endMs,
+    ...(failure === undefined && lastFirstTokenMs !== undefined
+      ? {
+          e2eMs: endMs - first,
+          e2eFromIntendedMs: endMs - intendedStartMs,
+          finalAnswerTtftMs: lastFirstTokenMs - first,
+          finalAnswerTtftFromIntendedMs: lastFirstTokenMs - intendedStartMs,
+          modelMs,
+          toolMs,
+          overheadMs: endMs - first - modelMs - toolMs,
+        }
+      : {}),
+    ...(driver.liveSummary ? { live: driver.liveSummary() } : {}),
+  };
+  return { calls, session: record, itl };
+}
+
+async function readCounters(options: ReplayPartOptions): Promise<{ reading: CounterReading } | { error: string } | { skipped: true }> {
+  if (!options.metricsUrl) return { skipped: true };
+  try {
+    const samples = await scrapePrometheus(options.metricsUrl);
+    return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples) } };
+  } catch (error) {
+    options.logger?.warn({ url: options.metricsUrl, error: (error as Error).message }, 'could not read the server metrics; spec-decode figures will be missing');
+    return { error: (error as Error).message };
+  }
+}

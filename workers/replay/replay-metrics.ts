@@ -1,0 +1,94 @@
+import type { SampleSet } from '../../shared/metrics/sample-set';
+import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+
+/** A metric of the replay report. */
+export interface ReplayMetricDefinition {
+  name: string;
+  scope: 'call' | 'session';
+  unit: 'ms' | 'tokens';
+  /** One line for reports. */
+  description: string;
+}
+
+/**
+ * Every metric a replay reports, in report order. Call metrics follow `vllm bench serve`
+ * exactly (TTFT, TPOT, ITL pooled per chunk, E2EL); the `_from_intended` ones add the wait
+ * between the intended send time and the actual send, so a slow server cannot hide behind a
+ * client that sends late (coordinated omission).
+ */
+export const replayMetrics: readonly ReplayMetricDefinition[] = [
+  { name: 'ttft_ms', scope: 'call', unit: 'ms', description: 'time to first token: send to the first chunk with choices (vLLM TTFT)' },
+  { name: 'tpot_ms', scope: 'call', unit: 'ms', description: '(E2EL - TTFT) / (output tokens - 1), calls with more than one output token (vLLM TPOT)' },
+  { name: 'itl_ms', scope: 'call', unit: 'ms', description: 'gaps between consecutive chunks with choices, pooled over calls (vLLM ITL; one chunk may carry several tokens)' },
+  { name: 'e2el_ms', scope: 'call', unit: 'ms', description: 'send to the last chunk with choices (vLLM E2EL)' },
+  { name: 'output_tokens', scope: 'call', unit: 'tokens', description: 'usage.completion_tokens, else retokenized or estimated (flagged)' },
+  { name: 'ttft_from_intended_ms', scope: 'call', unit: 'ms', description: 'TTFT measured from the intended send time (includes schedule lag, retries and the client gate)' },
+  { name: 'e2el_from_intended_ms', scope: 'call', unit: 'ms', description: 'E2EL measured from the intended send time' },
+  { name: 'queue_ms', scope: 'call', unit: 'ms', description: "wait at the model client's concurrency/rate gate before sending" },
+  { name: 'schedule_lag_ms', scope: 'call', unit: 'ms', description: 'actual dispatch - intended send time (timers, busy event loop, session cap)' },
+  { name: 'client_overhead_ms', scope: 'call', unit: 'ms', description: "the replay client's own time per call: schedule lag, request building, response assembly" },
+  { name: 'session_e2e_ms', scope: 'session', unit: 'ms', description: 'session start (first dispatch) to the end of its last call' },
+  { name: 'session_e2e_from_intended_ms', scope: 'session', unit: 'ms', description: 'intended session start to the end of its last call' },
+  { name: 'final_answer_ttft_ms', scope: 'session', unit: 'ms', description: 'session start to the first token of the last assistant turn' },
+  { name: 'final_answer_ttft_from_intended_ms', scope: 'session', unit: 'ms', description: 'intended session start to the first token of the last assistant turn' },
+  { name: 'session_model_ms', scope: 'session', unit: 'ms', description: 'sum of E2EL over the session' },
+  { name: 'session_tool_ms', scope: 'session', unit: 'ms', description: 'recorded tool durations replayed as think time' },
+  { name: 'session_overhead_ms', scope: 'session', unit: 'ms', description: 'session e2e - model time - tool time' },
+];
+
+export const replayMetricNames = replayMetrics.map((metric) => metric.name);
+
+export function findReplayMetric(name: string): ReplayMetricDefinition | undefined {
+  return replayMetrics.find((metric) => metric.name === name);
+}
+
+/** Record field of each per-item metric (ITL has none: it is per chunk). */
+const callFields: Partial<Record<string, keyof ReplayCallRecord>> = {
+  ttft_ms: 'ttftMs',
+  tpot_ms: 'tpotMs',
+  e2el_ms: 'e2elMs',
+  output_tokens: 'outputTokens',
+  ttft_from_intended_ms: 'ttftFromIntendedMs',
+  e2el_from_intended_ms: 'e2elFromIntendedMs',
+  queue_ms: 'queueMs',
+  schedule_lag_ms: 'scheduleLagMs',
+  client_overhead_ms: 'clientOverheadMs',
+};
+const sessionFields: Partial<Record<string, keyof ReplaySessionRecord>> = {
+  session_e2e_ms: 'e2eMs',
+  session_e2e_from_intended_ms: 'e2eFromIntendedMs',
+  final_answer_ttft_ms: 'finalAnswerTtftMs',
+  final_answer_ttft_from_intended_ms: 'finalAnswerTtftFromIntendedMs',
+  session_model_ms: 'modelMs',
+  session_tool_ms: 'toolMs',
+  session_overhead_ms: 'overheadMs',
+};
+
+/** A call's value of a metric, undefined when the call has none (TPOT of a one-token answer). */
+export function callValue(call: ReplayCallRecord, metric: string): number | undefined {
+  const field = callFields[metric];
+  return field === undefined ? undefined : (call[field] as number | undefined);
+}
+
+export function sessionValue(session: ReplaySessionRecord, metric: string): number | undefined {
+  const field = sessionFields[metric];
+  return field === undefined ? undefined : (session[field] as number | undefined);
+}
+
+/** Samples of one successful call; ITL gaps are pooled, one sample per gap. */
+export function addCallSamples(samples: SampleSet, call: ReplayCallRecord, itlMs: readonly number[]): void {
+  if (call.status !== 'ok') return;
+  for (const metric of Object.keys(callFields)) {
+    const value = callValue(call, metric);
+    if (value !== undefined) samples.add(metric, value);
+  }
+  for (const gap of itlMs) samples.add('itl_ms', gap);
+}
+
+export function addSessionSamples(samples: SampleSet, session: ReplaySessionRecord): void {
+  if (session.status !== 'ok') return;
+  for (const metric of Object.keys(sessionFields)) {
+    const value = sessionValue(session, metric);
+    if (value !== undefined) samples.add(metric, value);
+  }
+}

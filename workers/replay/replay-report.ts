@@ -1,0 +1,212 @@
+import { z } from 'zod';
+import { summarizeSamples, type MetricSummary } from '../../shared/metrics/metric-summary';
+import { serializedSampleSetSchema } from '../../shared/metrics/sample-set';
+import { specDecodeDelta, type SpecDecodeReport } from '../../shared/metrics/spec-decode';
+import { loadProfileSchema, type LoadProfile } from './load-profile';
+import type { MergedReplay } from './merge-replay-parts';
+import { unreplayableSessionSchema } from './recorded-session';
+import { replayMetrics } from './replay-metrics';
+import { evaluateSlo, type SloConfig, type SloReport } from './slo';
+import { targetInfoSchema } from './target-info';
+
+export const REPLAY_REPORT_SCHEMA_VERSION = 1;
+export const replayModes = ['forced-history', 'live'] as const;
+export type ReplayMode = (typeof replayModes)[number];
+
+const metricSummarySchema = z.object({
+  count: z.number().int().nonnegative(),
+  mean: z.number().nullable(),
+  std: z.number().nullable(),
+  min: z.number().nullable(),
+  max: z.number().nullable(),
+  percentiles: z.record(z.string(), z.number().nullable()),
+});
+
+/**
+ * The replay report (`report.json`). Read back by `hat replay compare`, so its shape is a
+ * contract: raw samples ride along (base64 float64 per metric) so two reports can be compared
+ * with bootstrap intervals, and so reports of separate runs can be pooled exactly.
+ */
+export const replayReportSchema = z.looseObject({
+  schemaVersion: z.literal(REPLAY_REPORT_SCHEMA_VERSION),
+  kind: z.literal('hat-replay-report'),
+  runId: z.string(),
+  createdAt: z.string(),
+  /** Shown first: what was measured, and a warning when it is not a real model. */
+  target: targetInfoSchema,
+  mode: z.enum(replayModes),
+  load: loadProfileSchema,
+  parts: z.number().int().positive(),
+  warmup: z.object({ sessions: z.number().int().nonnegative(), calls: z.number().int().nonnegative(), failedCalls: z.number().int().nonnegative() }),
+  percentiles: z.array(z.number()),
+  window: z.object({ startedAt: z.string(), durationMs: z.number().nonnegative() }),
+  counts: z.object({
+    sessions: z.number().int().nonnegative(),
+    sessionsFailed: z.number().int().nonnegative(),
+    calls: z.number().int().nonnegative(),
+    callsFailed: z.number().int().nonnegative(),
+    unreplayable: z.number().int().nonnegative(),
+    outputTokensEstimated: z.number().int().nonnegative(),
+  }),
+  throughput: z.object({ requestsPerSecond: z.number(), sessionsPerSecond: z.number(), outputTokensPerSecond: z.number() }),
+  metrics: z.record(
+    z.string(),
+    z.object({ scope: z.enum(['call', 'session']), unit: z.string(), description: z.string(), summary: metricSummarySchema }),
+  ),
+  slo: z.looseObject({ verdict: z.enum(['pass', 'fail', 'no-data']) }),
+  specDecode: z.looseObject({ available: z.boolean(), note: z.string() }),
+  client: z.object({ eventLoopDelayP99Ms: z.number(), eventLoopDelayMaxMs: z.number(), eventLoopUtilization: z.number() }),
+  failures: z.array(z.object({ code: z.string(), count: z.number().int().positive(), example: z.string() })),
+  unreplayable: z.array(unreplayableSessionSchema),
+  notes: z.array(z.string()),
+  samples: serializedSampleSetSchema,
+});
+
+export interface LiveReport {
+  /** Live calls compared with a recorded call at the same step. */
+  steps: number;
+  divergedSteps: number;
+  /** divergedSteps / steps. */
+  divergenceRate: number | null;
+  toolNameDivergences: number;
+  argumentDivergences: number;
+  sessionsDiverged: number;
+}
+
+export interface ReplayReport {
+  schemaVersion: typeof REPLAY_REPORT_SCHEMA_VERSION;
+  kind: 'hat-replay-report';
+  runId: string;
+  createdAt: string;
+  target: MergedReplay['target'];
+  mode: ReplayMode;
+  load: LoadProfile;
+  parts: number;
+  warmup: MergedReplay['warmup'];
+  percentiles: number[];
+  window: { startedAt: string; durationMs: number };
+  counts: { sessions: number; sessionsFailed: number; calls: number; callsFailed: number; unreplayable: number; outputTokensEstimated: number };
+  throughput: { requestsPerSecond: number; sessionsPerSecond: number; outputTokensPerSecond: number };
+  metrics: Record<string, { scope: 'call' | 'session'; unit: string; description: string; summary: MetricSummary }>;
+  slo: SloReport;
+  specDecode: SpecDecodeReport;
+  /** The replay client's own event loop during the measured phase (the worst part). */
+  client: MergedReplay['client'];
+  live?: LiveReport;
+  failures: Array<{ code: string; count: number; example: string }>;
+  unreplayable: MergedReplay['unreplayable'];
+  notes: string[];
+  samples: Record<string, string>;
+}
+
+export interface ReplayReportSettings {
+  runId: string;
+  createdAt: string;
+  mode: ReplayMode;
+  /** The whole load (all parts together). */
+  load: LoadProfile;
+  percentiles: readonly number[];
+  slo: SloConfig;
+}
+
+/** Summaries, SLO verdicts, goodput, spec-decode acceptance and notes of a merged replay. */
+export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSettings): ReplayReport {
+  const { calls, sessions, samples } = merged;
+  const seconds = merged.window.durationMs / 1000;
+  const okCalls = calls.filter((call) => call.status === 'ok');
+  const failedCalls = calls.filter((call) => call.status === 'failed');
+  const outputTokens = okCalls.reduce((sum, call) => sum + (call.outputTokens ?? 0), 0);
+  const metrics: ReplayReport['metrics'] = {};
+  for (const metric of replayMetrics) {
+    metrics[metric.name] = { scope: metric.scope, unit: metric.unit, description: metric.description, summary: summarizeSamples(samples.get(metric.name), settings.percentiles) };
+  }
+  const failures = new Map<string, { count: number; example: string }>();
+  for (const call of failedCalls) {
+    const code = call.errorCode ?? 'UNKNOWN_ERROR';
+    const entry = failures.get(code) ?? { count: 0, example: call.error ?? '' };
+    entry.count++;
+    failures.set(code, entry);
+  }
+  const specDecode: SpecDecodeReport =
+    merged.specDecode.before && merged.specDecode.after
+      ? specDecodeDelta(merged.specDecode.before.counters, merged.specDecode.after.counters)
+      : { available: false, note: merged.specDecode.errors.length > 0 ? `the server metrics could not be read: ${merged.specDecode.errors.join('; ')}` : 'no metrics endpoint was read (metricsUrl unset or false)' };
+  const report: ReplayReport = {
+    schemaVersion: REPLAY_REPORT_SCHEMA_VERSION,
+    kind: 'hat-replay-report',
+    runId: settings.runId,
+    createdAt: settings.createdAt,
+    target: merged.target,
+    mode: settings.mode,
+    load: settings.load,
+    parts: merged.parts,
+    warmup: merged.warmup,
+    percentiles: [...settings.percentiles],
+    window: { startedAt: new Date(merged.window.startEpochMs).toISOString(), durationMs: merged.window.durationMs },
+    counts: {
+      sessions: sessions.length,
+      sessionsFailed: sessions.filter((session) => session.status === 'failed').length,
+      calls: calls.length,
+      callsFailed: failedCalls.length,
+      unreplayable: merged.unreplayable.length,
+      outputTokensEstimated: okCalls.filter((call) => call.outputTokensSource !== 'usage').length,
+    },
+    throughput: {
+      requestsPerSecond: seconds > 0 ? okCalls.length / seconds : 0,
+      sessionsPerSecond: seconds > 0 ? sessions.filter((session) => session.status === 'ok').length / seconds : 0,
+      outputTokensPerSecond: seconds > 0 ? outputTokens / seconds : 0,
+    },
+    metrics,
+    slo: evaluateSlo(settings.slo, samples, { calls, sessions }, merged.window.durationMs),
+    specDecode,
+    client: merged.client,
+    ...(settings.mode === 'live' ? { live: liveReportOf(merged) } : {}),
+    failures: [...failures.entries()].map(([code, entry]) => ({ code, ...entry })).sort((left, right) => right.count - left.count || left.code.localeCompare(right.code)),
+    unreplayable: merged.unreplayable,
+    notes: [],
+    samples: samples.toJSON(),
+  };
+  report.notes = notesOf(report);
+  return report;
+}
+
+function liveReportOf(merged: MergedReplay): LiveReport {
+  const summaries = merged.sessions.flatMap((session) => (session.live ? [session.live] : []));
+  const steps = summaries.reduce((sum, live) => sum + live.steps, 0);
+  const divergedSteps = summaries.reduce((sum, live) => sum + live.divergedSteps, 0);
+  return {
+    steps,
+    divergedSteps,
+    divergenceRate: steps > 0 ? divergedSteps / steps : null,
+    toolNameDivergences: summaries.reduce((sum, live) => sum + live.toolNameDivergences, 0),
+    argumentDivergences: summaries.reduce((sum, live) => sum + live.argumentDivergences, 0),
+    sessionsDiverged: summaries.filter((live) => live.divergedSteps > 0).length,
+  };
+}
+
+/** Event-loop lateness (P99, ms) above which the report says its own timestamps are doubtful. */
+export const clientLagNoteMs = 2;
+
+/** What a reader should know before trusting the figures. */
+function notesOf(report: ReplayReport): string[] {
+  const notes: string[] = [];
+  if (report.target.warning) notes.push(`Target: ${report.target.warning}. These latencies do not describe a real model.`);
+  if (report.client.eventLoopDelayP99Ms > clientLagNoteMs) {
+    notes.push(
+      `The replay client's event loop ran late (P99 ${report.client.eventLoopDelayP99Ms.toFixed(1)} ms, max ${report.client.eventLoopDelayMaxMs.toFixed(1)} ms, busy ${(report.client.eventLoopUtilization * 100).toFixed(0)}%): timestamps can be late by that much, so latencies under ${(report.client.eventLoopDelayP99Ms * 50).toFixed(0)} ms carry more than 2% error. Spread the sessions over more parts (processes or machines) or use a less loaded machine.`,
+    );
+  }
+  const queueP99 = report.metrics.queue_ms?.summary.percentiles.p99 ?? report.metrics.queue_ms?.summary.max ?? null;
+  if (queueP99 !== null && queueP99 > 1) {
+    notes.push(
+      `Requests waited at the model client's gate (queue P99 ${queueP99.toFixed(1)} ms): the client's concurrency (target.concurrency for openai) is below the offered load. vLLM-clock figures exclude that wait; the *_from_intended figures include it.`,
+    );
+  }
+  if (report.counts.outputTokensEstimated > 0) {
+    notes.push(`${report.counts.outputTokensEstimated} call(s) had no usage.completion_tokens; their output tokens were retokenized or estimated (see outputTokensSource in requests.csv), so their TPOT is approximate.`);
+  }
+  if (report.counts.callsFailed > 0) notes.push(`${report.counts.callsFailed} call(s) failed and are excluded from the percentiles (see failures); their sessions are counted as failed.`);
+  if (report.specDecode.available) notes.push('Speculative decoding: one chunk may carry several tokens, so ITL is not per token; compare TPOT, not ITL. The counters are server-wide.');
+  if (report.parts > 1) notes.push(`${report.parts} parts: each offered its share of the load; the figures assume they ran side by side (the window is the union of theirs).`);
+  return notes;
+}

@@ -1,0 +1,61 @@
+import type { ChatRequest, ChatResponse } from '../../shared/models/model-client';
+import type { ReplayCallPlan, ReplaySession } from './recorded-session';
+import type { LiveDivergence, LiveSessionSummary } from './replay-records';
+
+/** The next model call of a session. */
+export interface SessionStep {
+  request: Pick<ChatRequest, 'messages' | 'tools' | 'maxTokens'>;
+  messageIndex: number;
+  /** The recorded call this step replays or is compared with. */
+  recorded?: ReplayCallPlan;
+}
+
+/** What follows a call: the think time before the next one and, live, how it compares. */
+export interface StepOutcome {
+  thinkMs: number;
+  divergence?: LiveDivergence;
+}
+
+/**
+ * Decides what a session sends: forced history sends the recorded contexts, live mode feeds the
+ * model's own outputs back. The runner (replay-engine) owns the clock, the measuring and the
+ * load; a driver only says what the next request is and how long to think after a response.
+ */
+export interface SessionDriver {
+  /** The next call, or undefined when the session is complete. */
+  next(): SessionStep | undefined;
+  /** Takes the response of the step `next` returned. */
+  accept(step: SessionStep, response: ChatResponse): Promise<StepOutcome> | StepOutcome;
+  /** Live mode: divergence totals and the tool_call_id map. */
+  liveSummary?(): LiveSessionSummary;
+}
+
+/**
+ * Forced history: call k sends the recorded messages before the k-th recorded assistant message
+ * (the exact recorded workload, whatever the model answers), and waits the recorded tool time
+ * after it. `maxTokensFromRecording` caps the output at the recorded length, as
+ * `vllm bench serve` fixes output lengths.
+ */
+export function forcedHistoryDriver(session: ReplaySession, options: { maxTokensFromRecording: boolean }): SessionDriver {
+  let position = 0;
+  return {
+    next() {
+      const recorded = session.calls[position];
+      if (!recorded) return undefined;
+      const maxTokens = options.maxTokensFromRecording && recorded.recordedOutputTokens !== undefined && recorded.recordedOutputTokens > 0 ? recorded.recordedOutputTokens : undefined;
+      return {
+        request: {
+          messages: session.messages.slice(0, recorded.messageIndex),
+          ...(session.tools.length > 0 ? { tools: session.tools } : {}),
+          ...(maxTokens !== undefined ? { maxTokens } : {}),
+        },
+        messageIndex: recorded.messageIndex,
+        recorded,
+      };
+    },
+    accept(step) {
+      position++;
+      return { thinkMs: step.recorded?.thinkMsAfter ?? 0 };
+    },
+  };
+}
