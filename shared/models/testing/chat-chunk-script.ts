@@ -42,10 +42,27 @@ export interface ScriptedChatResponse {
   interleaveToolCalls?: boolean;
   /** Logprob of each content piece, when the request asks for logprobs. Default: a fixed pattern. */
   logprobs?: number[];
+  /**
+   * Content as a model produced it, one token per chunk with its real logprob (a model-backed
+   * responder). Replaces `content`, `contentPieceChars` and `logprobs`: the content is the
+   * tokens' `text` joined.
+   */
+  contentTokens?: ScriptedContentToken[];
   /** Overrides the server's timing for this response. */
   timing?: StreamTiming;
   /** Model id reported. Default: the request's model. */
   model?: string;
+}
+
+/** One generated token of a model-backed response. */
+export interface ScriptedContentToken {
+  /** What this token adds to the content (may be '' for part of a multi-byte character or an end-of-turn token). */
+  text: string;
+  /** The token as the logprobs entry spells it (its own text, or `token_id:<id>`). */
+  token: string;
+  logprob: number;
+  /** Most likely alternatives, best first. */
+  top?: Array<{ token: string; logprob: number }>;
 }
 
 /** One SSE `data:` payload and the pause before it is written. */
@@ -96,7 +113,7 @@ export function completionTokensOf(script: ScriptedChatResponse): number {
   const fragmentSize = script.argumentFragmentChars ?? 7;
   return (
     splitPieces(script.reasoning ?? '', pieceSize).length +
-    splitPieces(script.content ?? '', pieceSize).length +
+    contentPiecesOf(script).length +
     (script.toolCalls ?? []).reduce((sum, call) => sum + 1 + splitPieces(argumentsOf(call), fragmentSize).length, 0)
   );
 }
@@ -107,6 +124,29 @@ function argumentsOf(call: ScriptedToolCall): string {
 
 function defaultLogprob(index: number): number {
   return -0.05 - (index % 7) * 0.15;
+}
+
+/** The content's chunks with their logprob entries (top alternatives cut to `topLogprobs`). */
+function contentPiecesOf(script: ScriptedChatResponse, topLogprobs = 0): Array<{ text: string; entry: Record<string, unknown> }> {
+  if (script.contentTokens) {
+    return script.contentTokens.map((token) => ({
+      text: token.text,
+      entry: {
+        token: token.token,
+        logprob: token.logprob,
+        bytes: [...Buffer.from(token.token, 'utf8')],
+        top_logprobs: (token.top ?? []).slice(0, topLogprobs).map((alternative) => ({ ...alternative, bytes: [...Buffer.from(alternative.token, 'utf8')] })),
+      },
+    }));
+  }
+  return splitPieces(script.content ?? '', script.contentPieceChars ?? 4).map((piece, index) => ({
+    text: piece,
+    entry: logprobEntry(piece, script.logprobs?.[index] ?? defaultLogprob(index), topLogprobs),
+  }));
+}
+
+function contentOf(script: ScriptedChatResponse): string | undefined {
+  return script.contentTokens ? script.contentTokens.map((token) => token.text).join('') : script.content;
 }
 
 /**
@@ -133,11 +173,10 @@ export function buildChatChunks(script: ScriptedChatResponse, context: ChunkScri
     push({ reasoning_content: piece });
     tokens++;
   }
-  splitPieces(script.content ?? '', pieceSize).forEach((piece, index) => {
-    const logprob = script.logprobs?.[index] ?? defaultLogprob(index);
-    push({ content: piece }, context.topLogprobs === undefined ? {} : { logprobs: { content: [logprobEntry(piece, logprob, context.topLogprobs)] } });
+  for (const piece of contentPiecesOf(script, context.topLogprobs)) {
+    push({ content: piece.text }, context.topLogprobs === undefined ? {} : { logprobs: { content: [piece.entry] } });
     tokens++;
-  });
+  }
 
   const fragmentsPerCall = toolCalls.map((call) => splitPieces(argumentsOf(call), fragmentSize));
   const opening = (index: number): Record<string, unknown> => ({
@@ -184,7 +223,7 @@ export function buildChatCompletion(script: ScriptedChatResponse, context: Chunk
     type: 'function',
     function: { name: call.name, arguments: argumentsOf(call) },
   }));
-  const pieces = splitPieces(script.content ?? '', script.contentPieceChars ?? 4);
+  const content = contentOf(script);
   return {
     id: context.requestId,
     object: 'chat.completion',
@@ -195,14 +234,14 @@ export function buildChatCompletion(script: ScriptedChatResponse, context: Chunk
         index: 0,
         message: {
           role: 'assistant',
-          content: script.content ?? (toolCalls.length > 0 ? null : ''),
+          content: content ?? (toolCalls.length > 0 ? null : ''),
           ...(script.reasoning ? { reasoning_content: script.reasoning } : {}),
           ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
         },
         logprobs:
           context.topLogprobs === undefined
             ? null
-            : { content: pieces.map((piece, index) => logprobEntry(piece, script.logprobs?.[index] ?? defaultLogprob(index), context.topLogprobs ?? 0)) },
+            : { content: contentPiecesOf(script, context.topLogprobs).map((piece) => piece.entry) },
         finish_reason: script.finishReason ?? (toolCalls.length > 0 ? 'tool_calls' : 'stop'),
       },
     ],

@@ -58,6 +58,8 @@ export interface OpenAiTestServerOptions {
   requiredApiKey?: string;
   /** Backend of `/v1/completions` (token-id prompts) and `/generate`; absent: those answer 501. */
   scorer?: PromptScorer;
+  /** vLLM's `--max-logprobs`: `/v1/completions` refuses larger `logprobs`/`prompt_logprobs`. Default 20. */
+  maxLogprobs?: number;
   specDecode?: SpecDecodeSimulation;
   /** Send an SSE comment (`: keep-alive`) before the first chunk, like hosted APIs. Default false. */
   keepAliveComments?: boolean;
@@ -224,7 +226,7 @@ export class OpenAiTestServer {
     const reply: JsonReply =
       request.path === '/generate'
         ? await handleSglangGenerate(request.body ?? {}, this.options.scorer, requestId)
-        : await handleVllmCompletion(request.body ?? {}, this.options.scorer, requestId, String(request.body?.model ?? this.models[0]));
+        : await handleVllmCompletion(request.body ?? {}, this.options.scorer, requestId, String(request.body?.model ?? this.models[0]), this.options.maxLogprobs);
     sendJson(response, reply.status, reply.body);
   }
 

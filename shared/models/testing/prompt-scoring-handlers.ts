@@ -2,7 +2,12 @@
  * Token-level scoring endpoints of inference servers, as the test server serves them:
  * vLLM's `POST /v1/completions` with a token-id `prompt` and `prompt_logprobs`, and SGLang's
  * `POST /generate` with `input_ids` and `return_logprob`. The model behind them is pluggable
- * (a test supplies a table; the distillation stage plugs in an ONNX decoder).
+ * (a test supplies a table; `onnx-prompt-scorer.ts` plugs in an ONNX decoder).
+ *
+ * Temperature semantics follow the servers (slime #2085/#2319): vLLM's `prompt_logprobs` and
+ * sampled-token logprobs are log-softmax of the raw logits (its default `--logprobs-mode
+ * raw_logprobs`), and SGLang's input logprobs are too, whatever the request's temperature;
+ * SGLang's output logprobs follow the sampling temperature.
  */
 
 /** One candidate token and its log-probability. */
@@ -46,12 +51,24 @@ interface GeneratedToken {
   top: TopToken[];
 }
 
-/** Greedy continuation: each step rescores prompt + generated so far and takes the best next token. */
-async function generateGreedy(scorer: PromptScorer, prompt: readonly number[], maxNewTokens: number, topK: number, temperature: number): Promise<GeneratedToken[]> {
+/**
+ * Greedy continuation: each step rescores prompt + generated so far and takes the best next
+ * token. `promptScores` (the prompt scored at this temperature with at least `topK` candidates)
+ * saves the first pass.
+ */
+async function generateGreedy(
+  scorer: PromptScorer,
+  prompt: readonly number[],
+  maxNewTokens: number,
+  topK: number,
+  temperature: number,
+  promptScores?: PromptScores,
+): Promise<GeneratedToken[]> {
   const generated: GeneratedToken[] = [];
   const sequence = [...prompt];
   for (let step = 0; step < maxNewTokens; step++) {
-    const scores = await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
+    const reusable = step === 0 && promptScores?.next !== undefined && promptScores.next.length >= Math.max(1, topK);
+    const scores = reusable ? (promptScores as PromptScores) : await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
     const best = scores.next?.[0];
     if (!best) break;
     generated.push({ tokenId: best.tokenId, logprob: best.logprob, top: (scores.next ?? []).slice(0, topK) });
@@ -77,8 +94,23 @@ function nonNegativeInteger(value: unknown, fallback: number): number | undefine
   return Number.isInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
 }
 
-/** vLLM `/v1/completions` for token-id prompts: `prompt_logprobs` per position, optional greedy tokens. */
-export async function handleVllmCompletion(body: Record<string, unknown>, scorer: PromptScorer, requestId: string, model: string): Promise<JsonReply> {
+/** vLLM's default `--max-logprobs`: larger `logprobs`/`prompt_logprobs` requests are refused, not truncated. */
+export const vllmDefaultMaxLogprobs = 20;
+
+/**
+ * vLLM `/v1/completions` for token-id prompts: `prompt_logprobs` per position, optional greedy
+ * tokens. As vLLM: `max_tokens` must be at least 1 unless `echo` is set (echo without
+ * generation); `echo` puts the prompt before the generated text (and its tokens before the
+ * generated ones in `logprobs`, the first with a null logprob); `prompt_token_ids` and
+ * `token_ids` come back only with `return_token_ids`.
+ */
+export async function handleVllmCompletion(
+  body: Record<string, unknown>,
+  scorer: PromptScorer,
+  requestId: string,
+  model: string,
+  maxLogprobs = vllmDefaultMaxLogprobs,
+): Promise<JsonReply> {
   let prompt = body.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && Array.isArray(prompt[0])) prompt = prompt[0];
   if (!isTokenIds(prompt)) return errorReply(400, 'this server scores token-id prompts only: send "prompt" as an array of token ids');
@@ -86,15 +118,21 @@ export async function handleVllmCompletion(body: Record<string, unknown>, scorer
   if (body.prompt_logprobs !== undefined && body.prompt_logprobs !== null && promptLogprobs === undefined) {
     return errorReply(400, '"prompt_logprobs" must be a non-negative integer');
   }
+  const echo = body.echo === true;
   const maxTokens = nonNegativeInteger(body.max_tokens, 16);
   const sampleLogprobs = body.logprobs === undefined || body.logprobs === null ? undefined : nonNegativeInteger(body.logprobs, 0);
   if (maxTokens === undefined) return errorReply(400, '"max_tokens" must be a non-negative integer');
-  const temperature = typeof body.temperature === 'number' ? body.temperature : 1;
+  if (maxTokens < 1 && !echo) return errorReply(400, `max_tokens must be at least 1, got ${maxTokens}.`);
+  if ((promptLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
+  if ((sampleLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested sample logprobs of ${sampleLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
+  const returnTokenIds = body.return_token_ids === true;
   const decode = decodeWith(scorer);
   const topK = Math.max(promptLogprobs ?? 0, sampleLogprobs ?? 0);
-  const scores = await scorer.score(prompt, { topK, temperature });
-  const generated = await generateGreedy(scorer, prompt, maxTokens, sampleLogprobs ?? 0, temperature);
-  const text = generated.map((token) => decode(token.tokenId)).join('');
+  // Raw logprobs (vLLM's default logprobs mode): the request's temperature does not change them.
+  const scores = await scorer.score(prompt, { topK, temperature: 1 });
+  const generated = await generateGreedy(scorer, prompt, maxTokens, sampleLogprobs ?? 0, 1, scores);
+  const promptText = echo ? prompt.map((tokenId) => decode(tokenId)).join('') : '';
+  const text = promptText + generated.map((token) => decode(token.tokenId)).join('');
   const promptLogprobEntries =
     promptLogprobs === undefined
       ? null
@@ -109,15 +147,22 @@ export async function handleVllmCompletion(body: Record<string, unknown>, scorer
           });
           return entries;
         });
+  // Echoed prompt tokens first: the first has no logprob (nothing precedes it).
+  const logprobTokens: Array<{ tokenId: number; logprob: number | null; top: TopToken[] | null }> = [
+    ...(echo ? prompt.map((tokenId, position) => ({ tokenId, logprob: scores.positions[position]?.logprob ?? null, top: scores.positions[position]?.top ?? null })) : []),
+    ...generated,
+  ];
   let offset = 0;
   const logprobs =
     sampleLogprobs === undefined
       ? null
       : {
-          tokens: generated.map((token) => decode(token.tokenId)),
-          token_logprobs: generated.map((token) => token.logprob),
-          top_logprobs: generated.map((token) => Object.fromEntries(token.top.slice(0, sampleLogprobs).map((candidate) => [decode(candidate.tokenId), candidate.logprob]))),
-          text_offset: generated.map((token) => {
+          tokens: logprobTokens.map((token) => decode(token.tokenId)),
+          token_logprobs: logprobTokens.map((token) => token.logprob),
+          top_logprobs: logprobTokens.map((token) =>
+            token.top === null ? null : Object.fromEntries(token.top.slice(0, sampleLogprobs).map((candidate) => [decode(candidate.tokenId), candidate.logprob])),
+          ),
+          text_offset: logprobTokens.map((token) => {
             const at = offset;
             offset += decode(token.tokenId).length;
             return at;
@@ -138,7 +183,8 @@ export async function handleVllmCompletion(body: Record<string, unknown>, scorer
           finish_reason: 'length',
           stop_reason: null,
           prompt_logprobs: promptLogprobEntries,
-          prompt_token_ids: prompt,
+          prompt_token_ids: returnTokenIds ? prompt : null,
+          token_ids: returnTokenIds ? generated.map((token) => token.tokenId) : null,
         },
       ],
       usage: { prompt_tokens: prompt.length, completion_tokens: generated.length, total_tokens: prompt.length + generated.length },
@@ -164,7 +210,8 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
   const triple = (logprob: number | null, tokenId: number): [number | null, number, string | null] => [logprob, tokenId, withText ? decode(tokenId) : null];
   const results = [];
   for (const [index, prompt] of (prompts as number[][]).entries()) {
-    const scores = await scorer.score(prompt, { topK: topNumber, temperature });
+    // Input logprobs are log-softmax of the raw logits: sampling temperature does not reach them.
+    const scores = await scorer.score(prompt, { topK: topNumber, temperature: 1 });
     const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature);
     const start = startLength < 0 ? prompt.length : Math.min(startLength, prompt.length);
     const metaLogprobs = returnLogprob
