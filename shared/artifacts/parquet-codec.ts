@@ -129,3 +129,167 @@ export async function writeParquet(
 export async function readParquet(store: ArtifactStore, key: string): Promise<Record<string, unknown>[]> {
   return decodeParquet(await store.getBuffer(key));
 }
+
+/**
+ * A list column given flat: every row's values concatenated, and each row's length. Tokenized
+ * shards hold millions of list values; handing them over flat skips building one JS array per row
+ * and the writer's per-value level computation (Dremel), which dominate the row-wise path.
+ */
+export interface FlatListColumn {
+  values: ArrayLike<unknown>;
+  lengths: ArrayLike<number>;
+}
+
+/** Column data for encodeParquetColumns: one value per row, or a flat list column. */
+export type ParquetColumnData = readonly unknown[] | FlatListColumn;
+
+function isFlatList(data: ParquetColumnData): data is FlatListColumn {
+  return !Array.isArray(data) && typeof (data as FlatListColumn).lengths === 'object';
+}
+
+interface PageData {
+  values: unknown[] | ArrayLike<unknown>;
+  definitionLevels: ArrayLike<number>;
+  repetitionLevels: ArrayLike<number>;
+  maxDefinitionLevel: number;
+}
+
+/** Definition and repetition levels of rows [start, end) of a flat list column, computed per row rather than per value. */
+function flatListPage(column: ParquetColumn, data: FlatListColumn, rowStarts: number[], start: number, end: number): PageData {
+  const elementType = (column.type as { list: string }).list;
+  const valueStart = rowStarts[start];
+  const valueEnd = rowStarts[end];
+  let empty = 0;
+  for (let row = start; row < end; row++) if (data.lengths[row] === 0) empty++;
+  const count = valueEnd - valueStart + empty;
+  const definitionLevels = new Uint8Array(count).fill(1);
+  const repetitionLevels = new Uint8Array(count).fill(1);
+  let values: unknown[] | ArrayLike<unknown>;
+  if (empty === 0 && elementType !== 'INT64') {
+    values = ArrayBuffer.isView(data.values) ? (data.values as unknown as Int32Array).subarray(valueStart, valueEnd) : Array.prototype.slice.call(data.values, valueStart, valueEnd);
+    let position = 0;
+    for (let row = start; row < end; row++) {
+      repetitionLevels[position] = 0;
+      position += data.lengths[row];
+    }
+  } else {
+    const list: unknown[] = new Array(count);
+    let position = 0;
+    for (let row = start; row < end; row++) {
+      const length = data.lengths[row];
+      if (length === 0) {
+        // An empty list is one slot with definition level 0, as Dremel writes it.
+        list[position] = undefined;
+        definitionLevels[position] = 0;
+        repetitionLevels[position++] = 0;
+        continue;
+      }
+      for (let index = 0; index < length; index++) {
+        const value = data.values[rowStarts[row] + index];
+        list[position] = elementType === 'INT64' ? BigInt(value as number) : value;
+        repetitionLevels[position++] = index === 0 ? 0 : 1;
+      }
+    }
+    values = list;
+  }
+  return { values, definitionLevels, repetitionLevels, maxDefinitionLevel: 1 };
+}
+
+function rowPage(column: ParquetColumn, data: readonly unknown[], start: number, end: number): PageData {
+  if (typeof column.type === 'object') {
+    const lengths = data.slice(start, end).map((value, offset) => {
+      if (!Array.isArray(value) && !ArrayBuffer.isView(value)) throw new BadInputError('BAD_PARQUET_ROW', `row ${start + offset}: column "${column.name}" must be a list`);
+      return (value as ArrayLike<unknown>).length;
+    });
+    const values = data.slice(start, end).flatMap((value) => Array.from(value as ArrayLike<unknown>));
+    return flatListPage(column, { values, lengths }, lengths.reduce((starts, length) => (starts.push(starts.at(-1)! + length), starts), [0]), 0, lengths.length);
+  }
+  const values = data.slice(start, end).map((value, offset) => columnValue(column, value, start + offset));
+  return {
+    values,
+    definitionLevels: column.nullable ? values.map((value) => (value === null ? 0 : 1)) : [],
+    repetitionLevels: [],
+    maxDefinitionLevel: column.nullable ? 1 : 0,
+  };
+}
+
+/**
+ * Encodes columns (not rows) into a Parquet file: the same schema, layout and footer metadata as
+ * encodeParquet, several times faster for large list columns given as FlatListColumn. Scalar
+ * and list columns given per row are accepted too.
+ */
+export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Readonly<Record<string, ParquetColumnData>>, options: ParquetEncodeOptions = {}): Uint8Array {
+  writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
+  const { writeColumn } = require('hyparquet-writer/src/column.js') as typeof import('hyparquet-writer/src/column.js');
+  const rowCounts = columns.map((column) => {
+    const values = data[column.name];
+    if (values === undefined) throw new BadInputError('BAD_PARQUET_ROW', `column "${column.name}" has no data`);
+    if (isFlatList(values) && typeof column.type !== 'object') throw new BadInputError('BAD_PARQUET_ROW', `column "${column.name}" is not a list column but was given flat list data`);
+    return isFlatList(values) ? values.lengths.length : values.length;
+  });
+  const rowCount = rowCounts[0] ?? 0;
+  if (rowCounts.some((count) => count !== rowCount)) throw new BadInputError('BAD_PARQUET_ROW', `columns have different row counts (${rowCounts.join(', ')})`);
+  const schema = schemaOf(columns);
+  const byteWriter = new writerModule.ByteWriter();
+  const writer = new writerModule.ParquetWriter({
+    writer: byteWriter,
+    schema: schema as never,
+    statistics: false,
+    createdBy: 'hat-pipeline',
+    kvMetadata: Object.entries(options.metadata ?? {})
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, value]) => ({ key, value })),
+  });
+  // Schema elements of each column, root to leaf (one element for scalars, three for lists).
+  const paths: Array<Record<string, unknown>[]> = [];
+  let position = 1;
+  for (const column of columns) {
+    const width = typeof column.type === 'object' ? 3 : 1;
+    paths.push([schema[0], ...schema.slice(position, position + width)]);
+    position += width;
+  }
+  const rowStarts = columns.map((column) => {
+    const values = data[column.name];
+    if (!isFlatList(values)) return [];
+    const starts = new Array<number>(values.lengths.length + 1);
+    starts[0] = 0;
+    for (let row = 0; row < values.lengths.length; row++) starts[row + 1] = starts[row] + values.lengths[row];
+    return starts;
+  });
+  const groupSize = options.rowGroupSize ?? 10_000;
+  for (let start = 0; start < rowCount; start += groupSize) {
+    const end = Math.min(rowCount, start + groupSize);
+    const groupOffset = byteWriter.offset;
+    const chunks = columns.map((column, index) => {
+      const values = data[column.name];
+      const pageData = isFlatList(values) ? flatListPage(column, values, rowStarts[index], start, end) : rowPage(column, values, start, end);
+      const path = paths[index];
+      const result = writeColumn({
+        writer: byteWriter,
+        column: {
+          columnName: path.slice(1).map((element) => element.name).join('.'),
+          element: path.at(-1) as never,
+          schemaPath: path as never,
+          codec: 'SNAPPY',
+          compressors: writer.compressors,
+          stats: false,
+          // One page per column chunk: row groups are already small, and page splitting inspects every value.
+          pageSize: 0,
+          columnIndex: false,
+          offsetIndex: true,
+          // Plain integers: a dictionary over millions of token ids costs more time than it saves bytes.
+          encoding: typeof column.type === 'object' && column.type.list !== 'STRING' && column.type.list !== 'BOOLEAN' ? 'PLAIN' : undefined,
+        },
+        pageData: pageData as never,
+      });
+      writer.pendingIndexes.push(result);
+      return result.chunk;
+    });
+    let totalBytes = 0n;
+    for (const chunk of chunks) totalBytes += chunk.meta_data?.total_uncompressed_size ?? 0n;
+    writer.row_groups.push({ columns: chunks, total_byte_size: totalBytes, num_rows: BigInt(end - start), total_compressed_size: BigInt(byteWriter.offset - groupOffset) });
+    writer.num_rows += BigInt(end - start);
+  }
+  writer.finish();
+  return new Uint8Array(byteWriter.getBuffer());
+}

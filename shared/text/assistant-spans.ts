@@ -28,6 +28,8 @@ type Render = (messages: TemplateMessage[], options: RenderOptions) => string;
 
 export interface LocateRequest {
   render: Render;
+  /** The template's static generation prompt for these options (ChatTemplate.generationPrompt), when it has one. */
+  generationPrompt?: (options: RenderOptions) => string | undefined;
   messages: TemplateMessage[];
   /** The full rendering of `messages` with `options`. */
   text: string;
@@ -92,7 +94,10 @@ function perturb(message: TemplateMessage, markers: MarkerAllocator): Perturbati
     return wrapped;
   };
   const result: TemplateMessage = { ...message };
-  if (typeof message.content === 'string') {
+  // The empty content of a tool-calling turn stays empty: templates test it (Qwen3 puts a newline
+  // before the first call only when there is content), so markers there would change the
+  // rendering and force one render per message; the calls' own markers locate the turn.
+  if (typeof message.content === 'string' && !(message.content === '' && (message.tool_calls?.length ?? 0) > 0)) {
     result.content = wrap(message.content, message.content.trim() !== '' ? 'content' : undefined) as string;
   }
   // Not required: templates legitimately drop the reasoning of earlier turns.
@@ -154,6 +159,9 @@ function servedPrompt(request: LocateRequest, index: number, options: RenderOpti
   const what = `rendering the prompt before assistant message ${index}`;
   const closed = renderOrReject(request.render, prefix, { ...options, addGenerationPrompt: false }, index, what);
   if (typeof closed !== 'string') return closed;
+  // A static generation prompt is the same after any prefix: one render instead of two.
+  const header = request.generationPrompt?.(options);
+  if (header !== undefined) return { prompt: closed + header, header };
   const prompt = renderOrReject(request.render, prefix, { ...options, addGenerationPrompt: true }, index, what);
   if (typeof prompt !== 'string') return prompt;
   if (!prompt.startsWith(closed)) {

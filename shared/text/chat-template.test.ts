@@ -1,7 +1,10 @@
 import { Template } from '@huggingface/jinja';
 import { HatError } from '../errors';
 import { sha256Hex } from '../hash/hash';
+import { sampleConversations } from './__fixtures__/sample-conversations';
 import { ChatTemplate } from './chat-template';
+import { loadChatTokenizer } from './load-chat-tokenizer';
+import { trajectoryToTemplateInput } from './template-input';
 import { strftime } from './strftime';
 
 const messages = [{ role: 'user' as const, content: 'hi' }];
@@ -55,5 +58,38 @@ describe('ChatTemplate', () => {
   test('hashes the template text, and reports a template that does not parse', () => {
     expect(new ChatTemplate('{{ messages }}', {}).hash).toBe(sha256Hex('{{ messages }}'));
     expect(() => new ChatTemplate('{% for m in messages %}', {})).toThrow(/^\[CHAT_TEMPLATE_INVALID\] chat template "default" does not parse/);
+  });
+});
+
+describe('ChatTemplate.generationPrompt', () => {
+  test('a static generation-prompt block is what the prompt adds after any prefix of any conversation', async () => {
+    const now = new Date(Date.UTC(2025, 0, 2));
+    const checked: string[] = [];
+    for (const preset of ['qwen3', 'llama3_1', 'deepseek_v3'] as const) {
+      const tokenizer = await loadChatTokenizer({ preset });
+      for (const enableThinking of [undefined, false, true]) {
+        const options = { now, ...(enableThinking !== undefined ? { enableThinking } : {}) };
+        const header = tokenizer.generationPrompt(options);
+        if (header === undefined) continue;
+        checked.push(`${preset}/${String(enableThinking)}`);
+        for (const conversation of sampleConversations) {
+          const input = trajectoryToTemplateInput(conversation.messages, conversation.tools, tokenizer.templateFeatures);
+          for (let end = 1; end <= input.messages.length; end++) {
+            const prefix = input.messages.slice(0, end);
+            const withTools = { ...options, tools: input.tools };
+            expect(tokenizer.render(prefix, { ...withTools, addGenerationPrompt: true })).toBe(tokenizer.render(prefix, { ...withTools, addGenerationPrompt: false }) + header);
+          }
+        }
+      }
+    }
+    expect(checked).toEqual(['qwen3/undefined', 'qwen3/false', 'qwen3/true', 'llama3_1/undefined', 'llama3_1/false', 'llama3_1/true']);
+  });
+
+  test('is undefined when the block depends on the conversation or the switch is read elsewhere', () => {
+    // DeepSeek-V3 style: whether the header is added depends on the last message.
+    expect(new ChatTemplate("{%- set ns = namespace(is_tool=false) %}{{ messages[0].content }}{% if add_generation_prompt and not ns.is_tool %}<A>{% endif %}", {}).generationPrompt()).toBeUndefined();
+    expect(new ChatTemplate("{% for m in messages %}{{ m.content }}{% if loop.last and add_generation_prompt %}!{% endif %}{% endfor %}{% if add_generation_prompt %}<A>{% endif %}", {}).generationPrompt()).toBeUndefined();
+    expect(new ChatTemplate("{% set enable_thinking = messages|length > 1 %}{{ messages[0].content }}{% if add_generation_prompt %}<A>{% if enable_thinking %}<t>{% endif %}{% endif %}", {}).generationPrompt()).toBeUndefined();
+    expect(new ChatTemplate("{{ messages[0].content }}{% if add_generation_prompt %}{{ bos_token }}A{% endif %}", { bos_token: '<s>' }).generationPrompt()).toBe('<s>A');
   });
 });

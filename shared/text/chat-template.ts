@@ -34,6 +34,69 @@ function range(start: number, stop?: number, step = 1): number[] {
 /** The globals @huggingface/jinja's Template.render declares (its setupGlobals is not exported). */
 const globals: Record<string, unknown> = { true: true, false: false, none: null, True: true, False: false, None: null, range };
 
+/** A node of @huggingface/jinja's syntax tree, as far as staticGenerationPrompt reads it. */
+type SyntaxNode = { type: string; [field: string]: unknown };
+
+const constantNames = new Set(['true', 'false', 'none', 'True', 'False', 'None']);
+
+/** Whether an expression or block reads only literals and the given variables (no messages, tools, loops or calls). */
+function readsOnly(node: SyntaxNode, variables: Set<string>): boolean {
+  const all = (nodes: unknown) => (nodes as SyntaxNode[] | undefined ?? []).every((child) => readsOnly(child, variables));
+  switch (node.type) {
+    case 'If':
+      return readsOnly(node.test as SyntaxNode, variables) && all(node.body) && all(node.alternate);
+    case 'StringLiteral':
+    case 'NumericLiteral':
+    case 'Comment':
+      return true;
+    case 'Identifier':
+      return variables.has(node.value as string) || constantNames.has(node.value as string);
+    case 'BinaryExpression':
+      return readsOnly(node.left as SyntaxNode, variables) && readsOnly(node.right as SyntaxNode, variables);
+    case 'UnaryExpression':
+      return readsOnly(node.argument as SyntaxNode, variables);
+    case 'TestExpression':
+      // The test's name (`defined`, `false`) is not a variable.
+      return readsOnly(node.operand as SyntaxNode, variables);
+    default:
+      return false;
+  }
+}
+
+/** Every node under a value of the syntax tree (including the operator identifiers, which are harmless here). */
+function* nodesOf(value: unknown): Generator<SyntaxNode> {
+  if (Array.isArray(value)) {
+    for (const item of value) yield* nodesOf(item);
+  } else if (value !== null && typeof value === 'object') {
+    if (typeof (value as SyntaxNode).type === 'string') yield value as SyntaxNode;
+    for (const child of Object.values(value)) yield* nodesOf(child);
+  }
+}
+
+/**
+ * The template's generation-prompt block when it is static: the program's last statement is an
+ * `if` testing `add_generation_prompt` that reads nothing but switches the caller passes
+ * (`add_generation_prompt`, `enable_thinking`, special-token variables) and literals, no other
+ * statement reads `add_generation_prompt`, and nothing assigns those variables. A rendering with
+ * the generation prompt is then the rendering without it plus that block's output (the program's
+ * output is its statements' outputs concatenated). Undefined for any other shape, e.g.
+ * DeepSeek-V3's `add_generation_prompt and not ns.is_tool`, which depends on the last message.
+ */
+function staticGenerationPrompt(program: Template['parsed'], specialTokenNames: string[]): SyntaxNode | undefined {
+  const body = (program as unknown as { body: SyntaxNode[] }).body;
+  const last = body.at(-1);
+  const switches = new Set(['add_generation_prompt', 'enable_thinking', ...specialTokenNames]);
+  if (!last || last.type !== 'If' || !readsOnly(last, switches)) return undefined;
+  const readsSwitch = (nodes: unknown) => [...nodesOf(nodes)].some((node) => node.type === 'Identifier' && node.value === 'add_generation_prompt');
+  if (!readsSwitch(last.test) || readsSwitch(body.slice(0, -1))) return undefined;
+  for (const node of nodesOf(body)) {
+    if (node.type !== 'Set') continue;
+    const assigned = [...nodesOf(node.assignee)].filter((child) => child.type === 'Identifier').map((child) => child.value as string);
+    if (assigned.some((name) => switches.has(name))) return undefined;
+  }
+  return last;
+}
+
 function compile(name: string, text: string): Template {
   try {
     return new Template(text);
@@ -52,6 +115,15 @@ export class ChatTemplate {
   readonly names: string[];
   private readonly templates = new Map<string, Template>();
   private readonly texts = new Map<string, string>();
+  /**
+   * Tool lists converted to template values, by list identity. Converting deep JSON schemas
+   * costs more than the rest of a render, and span location renders one conversation several
+   * times with the same list; template values are immutable (only namespaces can be assigned),
+   * so sharing them between renders is safe.
+   */
+  private readonly convertedTools = new WeakMap<TemplateTool[], ReturnType<Environment['set']>>();
+  /** Per template name: its generation-prompt block when that block is static (staticGenerationPrompt). */
+  private readonly staticPrompts = new Map<string, SyntaxNode | undefined>();
 
   constructor(source: ChatTemplateSource, private readonly specialTokenVariables: Record<string, unknown>) {
     if (typeof source === 'string') {
@@ -62,11 +134,46 @@ export class ChatTemplate {
       this.hash = hashValue(Object.fromEntries(this.texts));
     }
     this.names = [...this.texts.keys()];
-    for (const [name, text] of this.texts) this.templates.set(name, compile(name, text));
+    for (const [name, text] of this.texts) {
+      const template = compile(name, text);
+      this.templates.set(name, template);
+      this.staticPrompts.set(name, staticGenerationPrompt(template.parsed, Object.keys(specialTokenVariables)));
+    }
   }
 
   render(messages: TemplateMessage[], options: RenderOptions = {}): string {
     const name = this.select(options);
+    try {
+      return new Interpreter(this.environment(messages, options)).run(this.templates.get(name)!.parsed).value as string;
+    } catch (error) {
+      throw new BadInputError('CHAT_TEMPLATE_RENDER_FAILED', `chat template "${name}" failed to render: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
+   * The text `addGenerationPrompt: true` appends to any rendering with these options, when the
+   * template makes it the same for every conversation (see staticGenerationPrompt), else
+   * undefined. Then `render(messages, { ...options, addGenerationPrompt: true })` equals
+   * `render(messages, { ...options, addGenerationPrompt: false }) + generationPrompt(options)`
+   * for all messages, and span location renders each served prompt once instead of twice.
+   */
+  generationPrompt(options: RenderOptions = {}): string | undefined {
+    const name = this.select(options);
+    const node = this.staticPrompts.get(name);
+    if (!node) return undefined;
+    try {
+      const program = { type: 'Program', body: [node] } as unknown as Template['parsed'];
+      return new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program).value as string;
+    } catch (error) {
+      throw new BadInputError('CHAT_TEMPLATE_RENDER_FAILED', `chat template "${name}" failed to render its generation prompt: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  /**
+   * The variables a rendering sees. Template.render declares its own strftime_now (local time
+   * zone and locale) and refuses redeclaration, so programs run in an environment built here.
+   */
+  private environment(messages: TemplateMessage[], options: RenderOptions): Environment {
     const now = options.now ?? new Date();
     const variables: Record<string, unknown> = {
       ...globals,
@@ -80,17 +187,17 @@ export class ChatTemplate {
       ...options.variables,
     };
     // transformers passes tools=None when there are none; templates test `if tools`.
-    if (options.tools && options.tools.length > 0) variables.tools = options.tools;
+    const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
+    if (tools) delete variables.tools;
     if (options.enableThinking !== undefined) variables.enable_thinking = options.enableThinking;
-    try {
-      // Template.render declares its own strftime_now (local time zone and locale) and refuses
-      // redeclaration, so the program runs in an environment built here instead.
-      const environment = new Environment();
-      for (const [key, value] of Object.entries(variables)) environment.set(key, value);
-      return new Interpreter(environment).run(this.templates.get(name)!.parsed).value as string;
-    } catch (error) {
-      throw new BadInputError('CHAT_TEMPLATE_RENDER_FAILED', `chat template "${name}" failed to render: ${(error as Error).message}`, { cause: error });
+    const environment = new Environment();
+    for (const [key, value] of Object.entries(variables)) environment.set(key, value);
+    if (tools) {
+      const converted = this.convertedTools.get(tools);
+      if (converted) environment.setVariable('tools', converted);
+      else this.convertedTools.set(tools, environment.set('tools', tools));
     }
+    return environment;
   }
 
   private select(options: Pick<RenderOptions, 'tools' | 'templateName'>): string {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ChatTemplate, type ChatTemplateSource, type RenderOptions } from './chat-template';
+import { SegmentedEncoder, type EncodedText } from './segmented-encoder';
 import { probeTemplateFeatures, type TemplateFeatures } from './template-features';
 import type { TemplateMessage } from './template-input';
 
@@ -14,12 +15,23 @@ export interface ChatTokenizer {
   templateHash: string;
   /** Token ids of `text`; special-token text (`<|im_start|>`) becomes its special id, and no BOS/EOS is added. */
   encode(text: string): number[];
+  /**
+   * The ids `encode(text)` gives, plus the index of the token that starts at each of `offsets`
+   * (-1 where an offset falls inside a token). Remembers segments of text it has encoded
+   * (system prompts, tool definitions), so on rendered SFT conversations it is much faster than
+   * `encode`; see SegmentedEncoder for why the ids are the same.
+   */
+  encodeAt(text: string, offsets: readonly number[]): EncodedText;
   /** Text of `ids`, special tokens included, without clean-up of spaces. */
   decode(ids: number[]): string;
   /** The chat template rendered with the variables serving passes. */
   render(messages: TemplateMessage[], options: RenderOptions): string;
+  /** What the generation prompt appends for these options when the template makes it the same for every conversation, else undefined (see ChatTemplate.generationPrompt). */
+  generationPrompt(options: RenderOptions): string | undefined;
   /** The tokenizer's `eos_token` id, when it has one. */
   eosTokenId?: number;
+  /** The tokenizer's `pad_token` id, when it has one (packed sequences pad with it, else with eos). */
+  padTokenId?: number;
   /** One more than the largest token id (vocabulary plus added tokens). */
   vocabSize: number;
   /** Texts of the added tokens marked special. */
@@ -45,6 +57,9 @@ export interface TokenizerCore {
   addedTokens: string[];
   endOfTurnTokens: string[];
   eosTokenId?: number;
+  padTokenId?: number;
+  /** Segment-memoizing encoder shared by every template of this tokenizer. */
+  segmentedEncoder: SegmentedEncoder;
 }
 
 /** A special-token entry of tokenizer_config.json: a string or an AddedToken object `{ content }`. */
@@ -87,6 +102,7 @@ export function createTokenizerCore(tokenizerJson: Record<string, unknown>, conf
   const { fingerprint, vocabSize } = fingerprintOf(tokenizer);
   const added = [...tokenizer.get_added_tokens_decoder().values()];
   const eosText = specialTokenText(config.eos_token);
+  const padText = specialTokenText(config.pad_token);
   const endOfTurnTokens = [
     ...(eosText !== undefined ? [eosText] : []),
     ...endOfTurnIds.map((id) => tokenizer.id_to_token(id)).filter((text) => text !== undefined),
@@ -100,6 +116,8 @@ export function createTokenizerCore(tokenizerJson: Record<string, unknown>, conf
     addedTokens: added.map((token) => token.content),
     endOfTurnTokens: [...new Set(endOfTurnTokens)],
     eosTokenId: eosText !== undefined ? tokenizer.token_to_id(eosText) : undefined,
+    padTokenId: padText !== undefined ? tokenizer.token_to_id(padText) : undefined,
+    segmentedEncoder: new SegmentedEncoder(tokenizer, tokenizerJson, config),
   };
 }
 
@@ -113,9 +131,12 @@ export function createChatTokenizer(name: string, core: TokenizerCore, chatTempl
     fingerprint: core.fingerprint,
     templateHash: template.hash,
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
+    encodeAt: (text, offsets) => core.segmentedEncoder.encodeAt(text, offsets),
     decode: (ids) => (ids.length === 0 ? '' : tokenizer.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false })),
     render,
+    generationPrompt: (options) => template.generationPrompt(options),
     eosTokenId: core.eosTokenId,
+    padTokenId: core.padTokenId,
     vocabSize: core.vocabSize,
     specialTokens: core.specialTokens,
     addedTokens: core.addedTokens,

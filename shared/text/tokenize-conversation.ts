@@ -3,7 +3,7 @@ import { locateAssistantSpans, markerCharacters, type CharSpan } from './assista
 import type { RenderOptions } from './chat-template';
 import type { ChatTokenizer } from './chat-tokenizer';
 import { rejection, type SampleRejection } from './sample-rejection';
-import { trajectoryToTemplateInput, type TemplateMessage } from './template-input';
+import { trajectoryToTemplateInput, type TemplateMessage, type TemplateTool } from './template-input';
 
 /** One conversation rendered by the target model's template, tokenized and loss-masked. */
 export interface TokenizedSample {
@@ -29,6 +29,25 @@ export interface TokenizeOptions {
 export type TokenizeResult = { ok: true; sample: TokenizedSample } | SampleRejection;
 
 const reservedPatterns = new WeakMap<ChatTokenizer, RegExp | null>();
+const sharedToolLists = new WeakMap<ChatTokenizer, Map<string, TemplateTool[]>>();
+/** Distinct tool lists kept per tokenizer (a run has a few harness variants, each with one list). */
+const sharedToolListLimit = 256;
+
+/**
+ * One list object per distinct tool list: conversations of the same harness then share the
+ * template's converted tool values (ChatTemplate caches them by list identity).
+ */
+function sharedToolList(tokenizer: ChatTokenizer, tools: TemplateTool[]): TemplateTool[] {
+  if (tools.length === 0) return tools;
+  let lists = sharedToolLists.get(tokenizer);
+  if (!lists) sharedToolLists.set(tokenizer, (lists = new Map()));
+  const key = JSON.stringify(tools);
+  const known = lists.get(key);
+  if (known) return known;
+  if (lists.size >= sharedToolListLimit) lists.clear();
+  lists.set(key, tools);
+  return tools;
+}
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
@@ -72,28 +91,6 @@ function findReservedText(tokenizer: ChatTokenizer, messages: TemplateMessage[],
   return check(tools, 'the tool definitions');
 }
 
-/** Token ids of `text` cut at `boundaries`, checked against the whole-text ids; a boundary inside a token is a rejection. */
-function tokenBoundaries(tokenizer: ChatTokenizer, text: string, ids: number[], boundaries: number[], owners: Map<number, number>): Map<number, number> | SampleRejection {
-  const tokenIndex = new Map<number, number>([[0, 0]]);
-  let position = 0;
-  for (let segment = 1; segment < boundaries.length; segment++) {
-    const segmentIds = tokenizer.encode(text.slice(boundaries[segment - 1], boundaries[segment]));
-    const matches = segmentIds.every((id, offset) => ids[position + offset] === id);
-    if (!matches) {
-      const boundary = boundaries[segment];
-      const owner = owners.get(boundary) ?? owners.get(boundaries[segment - 1]);
-      const context = JSON.stringify(text.slice(Math.max(0, boundary - 12), boundary + 12));
-      return rejection('TOKEN_BOUNDARY', `the span boundary at character ${boundary} (${context}) of assistant message ${owner} falls inside a token of the whole-text tokenization`, owner);
-    }
-    position += segmentIds.length;
-    tokenIndex.set(boundaries[segment], position);
-  }
-  if (position !== ids.length) {
-    return rejection('TOKEN_BOUNDARY', `tokenizing the text piecewise gives ${position} tokens, the whole text ${ids.length}`);
-  }
-  return tokenIndex;
-}
-
 /**
  * Renders a conversation with the tokenizer's own chat template, tokenizes the whole text and
  * masks in the assistant turns' output (content, tool-call text, end-of-turn token; never the
@@ -116,7 +113,7 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, messages: ChatMes
   const reserved = findReservedText(tokenizer, input.messages, input.tools);
   if (reserved) return reserved;
 
-  const renderOptions: RenderOptions = { tools: input.tools, enableThinking: options.enableThinking, now: options.now ?? new Date() };
+  const renderOptions: RenderOptions = { tools: sharedToolList(tokenizer, input.tools), enableThinking: options.enableThinking, now: options.now ?? new Date() };
   let text: string;
   try {
     text = tokenizer.render(input.messages, renderOptions);
@@ -126,6 +123,7 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, messages: ChatMes
 
   const located = locateAssistantSpans({
     render: (templateMessages, templateOptions) => tokenizer.render(templateMessages, templateOptions),
+    generationPrompt: (templateOptions) => tokenizer.generationPrompt(templateOptions),
     messages: input.messages,
     text,
     options: renderOptions,
@@ -135,11 +133,19 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, messages: ChatMes
   });
   if (!located.ok) return located;
 
-  const inputIds = tokenizer.encode(text);
   const owners = new Map(located.spans.flatMap((span: CharSpan) => [[span.start, span.messageIndex], [span.end, span.messageIndex]] as const));
-  const boundaries = [...new Set([0, ...owners.keys(), text.length])].sort((a, b) => a - b);
-  const tokenIndex = tokenBoundaries(tokenizer, text, inputIds, boundaries, owners);
-  if (!(tokenIndex instanceof Map)) return tokenIndex;
+  const boundaries = [...owners.keys()].sort((a, b) => a - b);
+  // One encode of the whole text; each span boundary must be a token boundary of it.
+  const { ids: inputIds, tokenIndex: boundaryTokens } = tokenizer.encodeAt(text, boundaries);
+  const tokenIndex = new Map<number, number>();
+  for (const [position, boundary] of boundaries.entries()) {
+    if (boundaryTokens[position] < 0) {
+      const owner = owners.get(boundary);
+      const context = JSON.stringify(text.slice(Math.max(0, boundary - 12), boundary + 12));
+      return rejection('TOKEN_BOUNDARY', `the span boundary at character ${boundary} (${context}) of assistant message ${owner} falls inside a token of the whole-text tokenization`, owner);
+    }
+    tokenIndex.set(boundary, boundaryTokens[position]);
+  }
 
   const lossMask = new Array<number>(inputIds.length).fill(0);
   const assistantSpans: TokenizedSample['assistantSpans'] = [];

@@ -1,0 +1,90 @@
+import { endianness } from 'node:os';
+import { z } from 'zod';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
+import { readJsonl } from '../../shared/artifacts/jsonl-reader';
+import { HatError } from '../../shared/errors';
+import { chatMessageSchema, toolSpecSchema } from '../../shared/trajectory/messages';
+
+/**
+ * What a part hands to the fan-in (under `_parts/`, scratch: not listed in the manifest):
+ * - `<part>.entries.jsonl.gz`: one entry per input record, in record order;
+ * - `<part>.conversations.jsonl.gz`: the accepted conversations as trained (truncated ones cut),
+ *   one line per `ok` entry, in the same order;
+ * - `<part>.tokens.bin`: the accepted samples' token ids, little-endian int32, concatenated.
+ * The fan-in needs every entry (dedup, split, packing) but reads conversations only while
+ * writing the JSONL exports, one part at a time.
+ */
+
+export const partEntrySchema = z.object({
+  /** Record index within the input object. */
+  record: z.number().int().nonnegative(),
+  /** Trajectory id (source id of the sample). */
+  id: z.string(),
+  taskId: z.string(),
+  variantHash: z.string().optional(),
+  families: z.array(z.string()).optional(),
+  /** Deduplication key (conversation-key.ts). */
+  key: z.string(),
+  /** `duplicate`: an earlier record of the same part had the same key (not tokenized). */
+  status: z.enum(['ok', 'rejected', 'duplicate']),
+  /** Rejection code and reason. */
+  code: z.string().optional(),
+  reason: z.string().optional(),
+  /** Tokens of an ok sample: offset in the part's token file, count, trained count. */
+  tokenOffset: z.number().int().nonnegative().optional(),
+  tokenCount: z.number().int().nonnegative().optional(),
+  trainedTokens: z.number().int().nonnegative().optional(),
+  /** Trained token ranges [start, end) within the sample. */
+  spans: z.array(z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()])).optional(),
+  /** Messages cut from the end to fit the sequence length (over-length truncation). */
+  droppedMessages: z.number().int().positive().optional(),
+  /** Tokens of the conversation before truncation. */
+  originalTokens: z.number().int().positive().optional(),
+});
+export type PartEntry = z.infer<typeof partEntrySchema>;
+
+export const partConversationSchema = z.object({
+  messages: z.array(chatMessageSchema),
+  tools: z.array(toolSpecSchema),
+});
+export type PartConversation = z.infer<typeof partConversationSchema>;
+
+export function partFileKeys(prefix: (name: string) => string, partId: string): { entries: string; conversations: string; tokens: string } {
+  return {
+    entries: prefix(`_parts/${partId}.entries.jsonl.gz`),
+    conversations: prefix(`_parts/${partId}.conversations.jsonl.gz`),
+    tokens: prefix(`_parts/${partId}.tokens.bin`),
+  };
+}
+
+const littleEndian = endianness() === 'LE';
+
+/** Token ids as little-endian int32 bytes (a view of the array on little-endian machines). */
+export function encodeTokens(ids: Int32Array): Buffer {
+  if (littleEndian) return Buffer.from(ids.buffer, ids.byteOffset, ids.byteLength);
+  const bytes = Buffer.alloc(ids.length * 4);
+  for (let index = 0; index < ids.length; index++) bytes.writeInt32LE(ids[index], index * 4);
+  return bytes;
+}
+
+export async function readTokens(store: ArtifactStore, key: string, expected: number): Promise<Int32Array> {
+  const bytes = await store.getBuffer(key);
+  if (bytes.length !== expected * 4) {
+    throw new HatError('PART_OUTPUT_DAMAGED', `${store.uriOf(key)} holds ${bytes.length / 4} tokens, its part recorded ${expected}; rerun the stage (the part is redone)`);
+  }
+  const ids = new Int32Array(expected);
+  if (littleEndian) ids.set(new Int32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)));
+  else for (let index = 0; index < expected; index++) ids[index] = bytes.readInt32LE(index * 4);
+  return ids;
+}
+
+export async function readEntries(store: ArtifactStore, key: string): Promise<PartEntry[]> {
+  const entries: PartEntry[] = [];
+  for await (const entry of readJsonl(store, key, { schema: partEntrySchema })) entries.push(entry);
+  return entries;
+}
+
+/** The part's own output, written by this stage and checked when written: read without re-validating. */
+export function readConversations(store: ArtifactStore, key: string): AsyncGenerator<PartConversation> {
+  return readJsonl<PartConversation>(store, key);
+}

@@ -1,0 +1,389 @@
+import type { StageDeps } from '../../queues/define-stage';
+import type { ObjectInfo } from '../../shared/artifacts/artifact-store';
+import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
+import { manifestObjectOf, stageOutputComplete, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
+import { HatError } from '../../shared/errors';
+import { hashValue } from '../../shared/hash/hash';
+import { Rng } from '../../shared/random/rng';
+import { renderDatasetCard, type CardFiles } from './dataset-card';
+import { exportRecord, llamaFactoryDatasetInfo, openAiMessages, toolsJson, toolsSchemaHash, type ExportNotes } from './export-formats';
+import { copiesFor } from './mix-weights';
+import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
+import { readConversations, readEntries, readTokens, type PartEntry } from './part-files';
+import { exportFormats, shardSplits, type ExportFormat, type ShardInput, type ShardOutput, type ShardPartOutput, type ShardSplit } from './shard-contract';
+import { lengthHistogram, type InputSetStats, type ShardStats, type SplitStats } from './shard-stats';
+import { loadShardTokenizer } from './shard-tokenizer';
+import { assignSplits } from './split-assignment';
+import { shardInputSets, shardTextSettings } from './shard-settings';
+
+export const SHARD_SCHEMA_VERSION = 1;
+/** verl rows per Parquet file. */
+const verlRowsPerFile = 8192;
+/** Packed sequences per Parquet row group: small enough that a reader streams, large enough to compress. */
+const rowGroupSequences = 64;
+/** Rejection examples kept per code. */
+const examplesPerCode = 3;
+
+/** An accepted, unique sample as the fan-in sees it. */
+interface Sample {
+  part: number;
+  entry: PartEntry;
+  /** Its line among the part's conversations. */
+  conversation: number;
+  inputIndex: number;
+  split: ShardSplit;
+  copies: number;
+}
+
+const packedColumns: ParquetColumn[] = [
+  { name: 'input_ids', type: { list: 'INT32' } },
+  { name: 'labels', type: { list: 'INT32' } },
+  { name: 'loss_mask', type: { list: 'INT32' } },
+  { name: 'position_ids', type: { list: 'INT32' } },
+  { name: 'cu_seqlens', type: { list: 'INT32' } },
+  { name: 'source_ids', type: { list: 'STRING' } },
+  { name: 'num_samples', type: 'INT32' },
+  { name: 'num_tokens', type: 'INT32' },
+  { name: 'num_trained', type: 'INT32' },
+];
+
+const verlColumns: ParquetColumn[] = [
+  { name: 'id', type: 'STRING' },
+  { name: 'source_id', type: 'STRING' },
+  { name: 'task_id', type: 'STRING' },
+  { name: 'data_source', type: 'STRING' },
+  { name: 'messages', type: 'STRING' },
+  { name: 'tools', type: 'STRING' },
+  { name: 'tools_schema_hash', type: 'STRING' },
+  { name: 'enable_thinking', type: 'BOOLEAN', nullable: true },
+];
+
+const shardName = (prefix: string, index: number) => `${prefix}-${String(index).padStart(5, '0')}.parquet`;
+const copyId = (id: string, copy: number) => (copy === 0 ? id : `${id}@${copy + 1}`);
+
+/**
+ * Fan-in of the shard stage: global exact deduplication (first occurrence in input order wins),
+ * splits by task, mixing weights, best-fit-decreasing packing per split, the Parquet shards, the
+ * JSONL exports and verl Parquet, the dataset card, stats, and the manifest last. Deterministic:
+ * the same part outputs, config and seed give the same bytes; a rerun that finds its complete
+ * output for the same parts and config returns it without writing.
+ */
+export async function finishShard(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<ShardOutput> {
+  const seed = input.seed ?? deps.run.seed;
+  const configHash = hashValue(input);
+  // Contents, not locations: the same parts written under another root hash the same.
+  const partsHash = hashValue(parts.map((part) => ({ ...part, entries: part.entries.sha256, conversations: part.conversations.sha256, tokens: part.tokens.sha256 })));
+  const done = await stageOutputComplete(deps.store, deps.output.manifestKey);
+  if (done && done.lineage.configHash === configHash && (done.stats as { partsHash?: string }).partsHash === partsHash) {
+    const output = (done.stats as { output?: ShardOutput }).output;
+    if (output) return output;
+  }
+
+  const sets = shardInputSets(input);
+  const text = await shardTextSettings(input, deps);
+  const tokenizer = await loadShardTokenizer(text, deps.openObject);
+  for (const part of parts) {
+    if (part.tokenizerFingerprint !== tokenizer.fingerprint || part.templateHash !== tokenizer.templateHash) {
+      throw new HatError('TOKENIZER_CHANGED', `part ${part.index} was tokenized with another tokenizer or template than the fan-in loads (fingerprint ${part.tokenizerFingerprint.slice(0, 12)}, template ${part.templateHash.slice(0, 12)}); rerun the stage from scratch`);
+    }
+  }
+  const padTokenId = tokenizer.padTokenId ?? tokenizer.eosTokenId;
+  if (padTokenId === undefined) throw new HatError('NO_PAD_TOKEN', `${tokenizer.name} has neither a pad_token nor an eos_token; packed sequences need one`);
+
+  deps.progress({ message: 'deduplicating and splitting' });
+  const setStats: InputSetStats[] = sets.map((set) => ({ name: set.name, weight: set.weight, uris: set.uris, records: 0, accepted: 0, duplicates: 0, rejected: 0, trainSamples: 0 }));
+  const seen = new Set<string>();
+  const samples: Sample[] = [];
+  const rejected: Record<string, number> = {};
+  const rejectionExamples: ShardStats['rejectionExamples'] = [];
+  const overLength = { dropped: 0, truncated: 0 };
+  let duplicates = 0;
+  let records = 0;
+  for (const [partIndex, part] of parts.entries()) {
+    const entries = await readEntries(deps.store, part.entries.key);
+    const setFigures = setStats[part.inputIndex];
+    let conversation = 0;
+    for (const entry of entries) {
+      records++;
+      setFigures.records++;
+      const line = entry.status === 'ok' ? conversation++ : -1;
+      if (entry.status === 'duplicate' || seen.has(entry.key)) {
+        duplicates++;
+        setFigures.duplicates++;
+        continue;
+      }
+      seen.add(entry.key);
+      if (entry.status === 'rejected') {
+        const code = entry.code ?? 'UNKNOWN';
+        rejected[code] = (rejected[code] ?? 0) + 1;
+        setFigures.rejected++;
+        if (code === 'OVER_LENGTH') overLength.dropped++;
+        if (rejectionExamples.filter((example) => example.code === code).length < examplesPerCode) rejectionExamples.push({ code, id: entry.id, reason: entry.reason ?? '' });
+        continue;
+      }
+      if (entry.droppedMessages !== undefined) overLength.truncated++;
+      setFigures.accepted++;
+      samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
+    }
+  }
+  const splits = assignSplits(samples.map((sample) => sample.entry), { seed, validationFraction: input.validationFraction, heldOut: input.heldOut });
+  for (const [index, sample] of samples.entries()) {
+    sample.split = splits[index];
+    if (sample.split === 'train') {
+      sample.copies = copiesFor(sets[sample.inputIndex].weight, seed, sample.entry.key);
+      setStats[sample.inputIndex].trainSamples += sample.copies;
+    }
+  }
+
+  deps.progress({ message: 'packing' });
+  const tokens = await Promise.all(parts.map((part) => readTokens(deps.store, part.tokens.key, part.tokens.tokens)));
+  const objects: ManifestObject[] = [];
+  const files: CardFiles = { packed: {}, exports: {}, verl: {} };
+  const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
+  const metadata = {
+    'hat.schema_version': String(SHARD_SCHEMA_VERSION),
+    'hat.tokenizer': tokenizer.name,
+    'hat.tokenizer_fingerprint': tokenizer.fingerprint,
+    'hat.template_hash': tokenizer.templateHash,
+    'hat.sequence_length': String(input.sequenceLength),
+    'hat.pad_token_id': String(padTokenId),
+    'hat.packing': input.packing ? 'best-fit-decreasing' : 'none',
+    'hat.train_on': input.trainOn,
+    'hat.config_hash': configHash,
+  };
+  for (const split of shardSplits) {
+    const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
+    if (members.length === 0) continue;
+    const items = members.flatMap((sample) => Array.from({ length: sample.copies }, (_, copy) => ({ sample, copy })));
+    const sizes = items.map((item) => item.sample.entry.tokenCount!);
+    const order = items.map((item) => `${item.sample.entry.key}/${item.copy}`);
+    const packed = input.packing ? packBestFitDecreasing(sizes, input.sequenceLength, order) : items.map((_, index) => [index]);
+    // Bins come out longest-first; a seeded shuffle keeps a reader that streams shards in order from seeing only long samples first.
+    const bins = new Rng(`${seed}/order/${split}`).shuffle(packed);
+    const figures: SplitStats = {
+      uniqueSamples: members.length,
+      samples: items.length,
+      tasks: new Set(members.map((sample) => sample.entry.taskId)).size,
+      sequences: bins.length,
+      tokens: 0,
+      trainedTokens: 0,
+      paddingTokens: 0,
+      fill: 0,
+      fillUpperBound: input.packing ? fillUpperBound(sizes, input.sequenceLength) : sizes.reduce((sum, size) => sum + size, 0) / (sizes.length * input.sequenceLength),
+      lengths: lengthHistogram(members.map((sample) => sample.entry.tokenCount!), input.sequenceLength),
+      shards: 0,
+    };
+    files.packed[split] = [];
+    for (let start = 0; start < bins.length; start += input.sequencesPerShard) {
+      const chunk = bins.slice(start, start + input.sequencesPerShard);
+      const length = chunk.length * input.sequenceLength;
+      const columns = { inputIds: new Int32Array(length), labels: new Int32Array(length), lossMask: new Int32Array(length), positionIds: new Int32Array(length) };
+      const cuSeqlens: number[][] = [];
+      const sourceIds: string[][] = [];
+      const counts = { samples: [] as number[], tokens: [] as number[], trained: [] as number[] };
+      for (const [row, bin] of chunk.entries()) {
+        const packedSamples: PackedSample[] = bin.map((itemIndex) => {
+          const { sample, copy } = items[itemIndex];
+          const offset = sample.entry.tokenOffset!;
+          return { ids: tokens[sample.part].subarray(offset, offset + sample.entry.tokenCount!), spans: sample.entry.spans ?? [], sourceId: copyId(sample.entry.id, copy) };
+        });
+        const sequence = writeSequence(packedSamples, input.sequenceLength, padTokenId, columns, row * input.sequenceLength);
+        cuSeqlens.push(sequence.cuSeqlens);
+        sourceIds.push(sequence.sourceIds);
+        counts.samples.push(packedSamples.length);
+        counts.tokens.push(sequence.tokens);
+        counts.trained.push(sequence.trainedTokens);
+        figures.tokens += sequence.tokens;
+        figures.trainedTokens += sequence.trainedTokens;
+      }
+      const lengths = new Array<number>(chunk.length).fill(input.sequenceLength);
+      const bytes = encodeParquetColumns(
+        packedColumns,
+        {
+          input_ids: { values: columns.inputIds, lengths },
+          labels: { values: columns.labels, lengths },
+          loss_mask: { values: columns.lossMask, lengths },
+          position_ids: { values: columns.positionIds, lengths },
+          cu_seqlens: cuSeqlens,
+          source_ids: sourceIds,
+          num_samples: counts.samples,
+          num_tokens: counts.tokens,
+          num_trained: counts.trained,
+        },
+        { metadata: { ...metadata, 'hat.split': split }, rowGroupSize: rowGroupSequences },
+      );
+      const name = `${split}/${shardName('packed', figures.shards++)}`;
+      const info = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
+      objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: chunk.length, kind: 'packed' }));
+      files.packed[split]!.push(name);
+      deps.progress({ message: `packed ${split} shard ${figures.shards}` });
+    }
+    figures.paddingTokens = figures.sequences * input.sequenceLength - figures.tokens;
+    figures.fill = figures.sequences === 0 ? 0 : figures.tokens / (figures.sequences * input.sequenceLength);
+    splitStats[split] = figures;
+  }
+
+  deps.progress({ message: 'writing conversations' });
+  const exportFigures = Object.fromEntries(exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }])) as ShardStats['exports'];
+  await writeConversationFiles(input, parts, samples, sets.map((set) => set.name), deps, exportFigures, files, objects);
+
+  if (input.formats.includes('llama-factory')) {
+    const info = llamaFactoryDatasetInfo(Object.fromEntries(Object.entries(files.exports).flatMap(([split, byFormat]) => (byFormat?.['llama-factory'] ? [[`hat_sft_${split}`, `../${byFormat['llama-factory']}`]] : []))));
+    const name = 'llama-factory/dataset_info.json';
+    const stored = await deps.store.put(deps.output.key(name), `${JSON.stringify(info, null, 2)}\n`, { contentType: 'application/json' });
+    objects.push(manifestObjectOf(stored, { schemaVersion: 1, format: 'json', kind: 'llama-factory-dataset-info' }));
+    files.llamaFactoryInfo = name;
+  }
+
+  const stats: ShardStats = {
+    schemaVersion: SHARD_SCHEMA_VERSION,
+    tokenizer: { name: tokenizer.name, fingerprint: tokenizer.fingerprint, templateHash: tokenizer.templateHash, padTokenId, padToken: tokenizer.decode([padTokenId]) },
+    settings: {
+      sequenceLength: input.sequenceLength,
+      packing: input.packing,
+      trainOn: input.trainOn,
+      ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
+      overLength: input.overLength,
+      validationFraction: input.validationFraction,
+      seed,
+      renderDate: input.renderDate,
+      heldOut: input.heldOut,
+    },
+    records,
+    samples: samples.length,
+    duplicates,
+    rejected,
+    rejectionExamples,
+    overLength,
+    inputs: setStats,
+    splits: splitStats,
+    exports: exportFigures,
+    partsHash,
+  };
+  const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
+  objects.push(manifestObjectOf(statsInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'json', kind: 'stats' }));
+  const cardInfo = await deps.store.put(deps.output.key('README.md'), renderDatasetCard(stats, files), { contentType: 'text/markdown; charset=utf-8' });
+  objects.push(manifestObjectOf(cardInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'md', kind: 'card' }));
+
+  const output: ShardOutput = {
+    manifestUri: deps.output.uri('manifest.json'),
+    cardUri: cardInfo.uri,
+    records,
+    samples: samples.length,
+    duplicates,
+    rejected,
+    overLength,
+    splits: Object.fromEntries(
+      Object.entries(splitStats).map(([split, figures]) => [split, { samples: figures.samples, sequences: figures.sequences, tokens: figures.tokens, trainedTokens: figures.trainedTokens, fill: figures.fill }]),
+    ),
+  };
+  const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
+  await writeManifest(
+    deps.store,
+    deps.output.manifestKey,
+    { stage: deps.stage, runId: deps.run.id, objects, lineage: { inputs, configHash }, stats: { ...stats, output } },
+    { clock: () => new Date(deps.clock.now()) },
+  );
+  return output;
+}
+
+/**
+ * The JSONL exports and verl Parquet of every split, streamed part by part in input order (the
+ * conversations of all parts never sit in memory together).
+ */
+async function writeConversationFiles(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  samples: Sample[],
+  setNames: string[],
+  deps: StageDeps,
+  figures: ShardStats['exports'],
+  files: CardFiles,
+  objects: ManifestObject[],
+): Promise<void> {
+  const byPart = new Map<number, Map<number, Sample>>();
+  for (const sample of samples) {
+    if (sample.copies === 0) continue;
+    let lines = byPart.get(sample.part);
+    if (!lines) byPart.set(sample.part, (lines = new Map()));
+    lines.set(sample.conversation, sample);
+  }
+  const writers = new Map<string, { writer: JsonlWriter<Record<string, unknown>>; split: ShardSplit; format: ExportFormat; name: string }>();
+  const writerFor = (split: ShardSplit, format: ExportFormat) => {
+    const id = `${split}/${format}`;
+    let entry = writers.get(id);
+    if (!entry) {
+      const name = `${split}/${format}.jsonl.gz`;
+      entry = { writer: JsonlWriter.open(deps.store, deps.output.key(name)), split, format, name };
+      writers.set(id, entry);
+    }
+    return entry.writer;
+  };
+  const verlRows: Partial<Record<ShardSplit, Array<Record<string, unknown>>>> = {};
+  const verlFiles: Partial<Record<ShardSplit, number>> = {};
+  const flushVerl = async (split: ShardSplit, final: boolean) => {
+    const rows = verlRows[split] ?? [];
+    if (rows.length === 0 || (!final && rows.length < verlRowsPerFile)) return;
+    const index = verlFiles[split] ?? 0;
+    verlFiles[split] = index + 1;
+    const name = `${split}/${shardName('verl', index)}`;
+    const bytes = encodeParquetColumns(verlColumns, Object.fromEntries(verlColumns.map((column) => [column.name, rows.map((row) => row[column.name])])), {
+      metadata: { 'hat.schema_version': String(SHARD_SCHEMA_VERSION), 'hat.split': split, 'hat.format': 'verl-multiturn-sft' },
+      rowGroupSize: 1024,
+    });
+    const info: ObjectInfo = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
+    objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: rows.length, kind: 'verl-sft' }));
+    (files.verl[split] ??= []).push(name);
+    verlRows[split] = [];
+  };
+  try {
+    for (const [partIndex, part] of parts.entries()) {
+      const lines = byPart.get(partIndex);
+      if (!lines) continue;
+      let line = 0;
+      for await (const conversation of readConversations(deps.store, part.conversations.key)) {
+        const sample = lines.get(line++);
+        if (!sample) continue;
+        for (let copy = 0; copy < sample.copies; copy++) {
+          const exported = { id: copyId(sample.entry.id, copy), sourceId: sample.entry.id, taskId: sample.entry.taskId, messages: conversation.messages, tools: conversation.tools };
+          for (const format of input.formats) {
+            const { record, notes } = exportRecord(format, exported);
+            addNotes(figures[format], notes);
+            if (notes.skipped !== undefined) continue;
+            await writerFor(sample.split, format).write(record);
+          }
+          if (input.verlParquet) {
+            (verlRows[sample.split] ??= []).push({
+              id: exported.id,
+              source_id: exported.sourceId,
+              task_id: exported.taskId,
+              data_source: setNames[sample.inputIndex],
+              messages: JSON.stringify(openAiMessages(conversation.messages)),
+              tools: toolsJson(conversation.tools),
+              tools_schema_hash: toolsSchemaHash(conversation.tools),
+              enable_thinking: input.enableThinking ?? null,
+            });
+            await flushVerl(sample.split, false);
+          }
+        }
+      }
+    }
+    for (const split of shardSplits) await flushVerl(split, true);
+  } catch (error) {
+    await Promise.all([...writers.values()].map((entry) => entry.writer.abort(error)));
+    throw error;
+  }
+  for (const entry of [...writers.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const result = await entry.writer.close();
+    objects.push(manifestObjectOf(result, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'jsonl.gz', kind: `sft-${entry.format}` }));
+    ((files.exports[entry.split] ??= {}) as Record<string, string>)[entry.format] = entry.name;
+  }
+}
+
+function addNotes(total: ShardStats['exports'][ExportFormat], notes: ExportNotes): void {
+  if (notes.skipped !== undefined) total.skipped++;
+  else total.records++;
+  total.foldedSystemMessages += notes.foldedSystemMessages;
+  total.droppedCallText += notes.droppedCallText;
+}

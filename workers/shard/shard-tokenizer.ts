@@ -1,0 +1,44 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { StageDeps } from '../../queues/define-stage';
+import { BadInputError, HatError } from '../../shared/errors';
+import { sha256Hex } from '../../shared/hash/hash';
+import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
+import { loadChatTokenizer, type TokenizerPreset } from '../../shared/text/load-chat-tokenizer';
+import type { ShardTextSettings } from './shard-contract';
+
+/** The text of a chat template override: an `s3://` or `file://` URI, or a local path. */
+export async function readChatTemplate(location: string, openObject: StageDeps['openObject']): Promise<string> {
+  try {
+    if (/^(s3|file):\/\//.test(location)) {
+      const { store, key } = openObject(location);
+      return (await store.getBuffer(key)).toString('utf8');
+    }
+    return await readFile(path.resolve(location), 'utf8');
+  } catch (error) {
+    if (HatError.isInstance(error)) throw error;
+    throw new BadInputError('MISSING_INPUT', `tokenizer.chatTemplate: cannot read ${location} (${(error as Error).message}); give a .jinja file path or URI`, { cause: error });
+  }
+}
+
+/**
+ * The target model's tokenizer with the template every part of the run uses. A template
+ * override is read again by each part and must still have the sha256 `plan` recorded, so all
+ * parts render with the same template even if the file changes mid-run.
+ */
+export async function loadShardTokenizer(settings: ShardTextSettings, openObject: StageDeps['openObject']): Promise<ChatTokenizer> {
+  let chatTemplate: string | undefined;
+  if (settings.chatTemplate) {
+    chatTemplate = await readChatTemplate(settings.chatTemplate.uri, openObject);
+    if (sha256Hex(chatTemplate) !== settings.chatTemplate.sha256) {
+      throw new BadInputError(
+        'CHAT_TEMPLATE_CHANGED',
+        `tokenizer.chatTemplate ${settings.chatTemplate.uri} changed while the stage ran (sha256 ${sha256Hex(chatTemplate).slice(0, 12)}, planned ${settings.chatTemplate.sha256.slice(0, 12)}); rerun the stage`,
+      );
+    }
+  }
+  return loadChatTokenizer({
+    ...(settings.tokenizer.modelDir !== undefined ? { modelDir: settings.tokenizer.modelDir } : { preset: (settings.tokenizer.preset ?? 'qwen3') as TokenizerPreset }),
+    ...(chatTemplate !== undefined ? { chatTemplate } : {}),
+  });
+}
