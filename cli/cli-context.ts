@@ -9,7 +9,8 @@ export class CliContext {
   constructor(
     readonly stdout: NodeJS.WritableStream = process.stdout,
     readonly stderr: NodeJS.WritableStream = process.stderr,
-    private readonly environment: NodeJS.ProcessEnv = process.env,
+    /** The variables the command sees (API keys named by configs are read from here). */
+    readonly environment: NodeJS.ProcessEnv = process.env,
   ) {}
 
   get env(): HatEnv {

@@ -10,6 +10,13 @@ export function positiveInteger(value: string): number {
   return parsed;
 }
 
+/** Option parser for TCP ports, 1-65535 (bad usage, exit 2, otherwise). */
+export function portNumber(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isInteger(parsed) || parsed < 1 || parsed > 65_535) throw new InvalidArgumentError('must be a port number (1-65535)');
+  return parsed;
+}
+
 /** Runs `work` with a producer queue context (stages registered), always closing it. */
 export async function withQueues<T>(context: CliContext, work: (queues: QueueContext) => Promise<T>): Promise<T> {
   registerCatalogStages();

@@ -6,6 +6,7 @@ import { checkJobDataSize, runJobOptions, stageJobOptions } from './job-options'
 import { runsQueueName } from './queue-names';
 import type { QueueContext } from './queue-context';
 import type { PlannedStage, RunPlan } from './run-config';
+import { handoffFlowJob, handoffStageName } from './run-handoff';
 import { getStage } from './stage-registry';
 
 /**
@@ -91,41 +92,86 @@ export function runJobData(plan: RunPlan): RunJobData {
     seed: plan.seed,
     createdAt: plan.createdAt,
     source: plan.source,
-    stages: plan.stages.map((stage) => ({ name: stage.name, jobId: stage.jobId, dependsOn: stage.dependsOn })),
+    stages: plan.stages.map((stage) => ({ name: stage.name, jobId: stage.jobId, dependsOn: stage.dependsOn, ...(stage.afterHandoff ? { afterHandoff: true } : {}) })),
+    ...(plan.handoff ? { handoff: { jobId: plan.handoff.jobId, after: plan.handoff.after, before: plan.handoff.before } } : {}),
+    ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}),
   };
 }
 
-/** Builds the flow tree of a planned run (pure; checks every job's data size). */
-export function buildRunFlow(plan: RunPlan, options: RunFlowOptions): FlowJob {
-  const defaults = options.stageDefaults ?? ((name: string) => getStage(name).queue ?? {});
-  const parents = treeParents(plan.stages);
-  const childrenOf = (parent: string | undefined) => plan.stages.filter((stage) => parents.get(stage.name) === parent);
+/** A stage as its flow node needs it. */
+export type FlowStage = Pick<PlannedStage, 'name' | 'jobId' | 'input' | 'inputHash' | 'outputPrefix' | 'dependsOn'>;
 
-  const stageNode = (stage: PlannedStage, underRun: boolean): FlowJob => {
-    const children = childrenOf(stage.name);
+/** What every stage node of one run shares. */
+export interface StageForestContext {
+  runId: string;
+  seed: string;
+  artifactsRoot: string;
+  /** HAT_JOB_DATA_LIMIT. */
+  jobDataLimit: number;
+  /** Queue defaults per stage; default: the registered stage's. */
+  stageDefaults?: (stage: string) => StageQueueDefaults;
+}
+
+/** A node placed among the stages like a stage that reads `dependsOn` (the trainer handoff). */
+export interface ExtraFlowNode {
+  name: string;
+  dependsOn: string[];
+  build(children: FlowJob[], isRoot: boolean): FlowJob;
+}
+
+/**
+ * The flow trees of a group of stages (pure; checks every job's data size): one tree per root,
+ * placed by `treeParents`. Roots get `ignoreDependencyOnFailure` (their parent, the run or the
+ * handoff, always runs and records the failure); stages below another stage fail it.
+ */
+export function buildStageForest(stages: readonly FlowStage[], context: StageForestContext, extra?: ExtraFlowNode): FlowJob[] {
+  const defaults = context.stageDefaults ?? ((name: string) => getStage(name).queue ?? {});
+  const nodes: Array<Pick<PlannedStage, 'name' | 'dependsOn'>> = extra ? [...stages, { name: extra.name, dependsOn: extra.dependsOn }] : [...stages];
+  const parents = treeParents(nodes);
+  const childrenOf = (parent: string | undefined) => nodes.filter((node) => parents.get(node.name) === parent);
+
+  const node = (name: string, isRoot: boolean): FlowJob => {
+    const children = childrenOf(name).map((child) => node(child.name, false));
+    if (extra && name === extra.name) return extra.build(children, isRoot);
+    const stage = stages.find((item) => item.name === name) as FlowStage;
     const data: StageJobData = {
       v: 1,
-      runId: plan.runId,
+      runId: context.runId,
       stage: stage.name,
-      seed: plan.seed,
-      artifactsRoot: plan.artifactsRoot,
+      seed: context.seed,
+      artifactsRoot: context.artifactsRoot,
       outputPrefix: stage.outputPrefix,
       input: stage.input,
       inputHash: stage.inputHash,
-      upstream: children.map((child) => child.name),
+      upstream: childrenOf(name).map((child) => child.name),
       step: 'plan',
     };
-    checkJobDataSize(data, options.jobDataLimit, { stage: stage.name, jobId: stage.jobId });
+    checkJobDataSize(data, context.jobDataLimit, { stage: stage.name, jobId: stage.jobId });
     const opts: JobsOptions = {
-      ...stageJobOptions(defaults(stage.name), options.jobDataLimit),
+      ...stageJobOptions(defaults(stage.name), context.jobDataLimit),
       jobId: stage.jobId,
-      ...(underRun ? { ignoreDependencyOnFailure: true } : { failParentOnFailure: true }),
+      ...(isRoot ? { ignoreDependencyOnFailure: true } : { failParentOnFailure: true }),
     };
-    const node: FlowJob = { name: 'stage', queueName: stage.name, data, opts };
-    return children.length > 0 ? { ...node, children: children.map((child) => stageNode(child, false)) } : node;
+    const flowNode: FlowJob = { name: 'stage', queueName: stage.name, data, opts };
+    return children.length > 0 ? { ...flowNode, children } : flowNode;
   };
+  return childrenOf(undefined).map((root) => node(root.name, true));
+}
 
-  const children = childrenOf(undefined).map((stage) => stageNode(stage, true));
+/**
+ * Builds the flow tree of a planned run (pure; checks every job's data size). Stages held back by
+ * a trainer handoff are not in it: the handoff job adds them once a checkpoint is registered.
+ */
+export function buildRunFlow(plan: RunPlan, options: RunFlowOptions): FlowJob {
+  const handoff = plan.handoff;
+  const extra: ExtraFlowNode | undefined = handoff
+    ? { name: handoffStageName, dependsOn: handoff.after, build: (children, isRoot) => handoffFlowJob(plan, children, isRoot, options.jobDataLimit) }
+    : undefined;
+  const children = buildStageForest(
+    plan.stages.filter((stage) => !stage.afterHandoff),
+    { runId: plan.runId, seed: plan.seed, artifactsRoot: plan.artifactsRoot, jobDataLimit: options.jobDataLimit, stageDefaults: options.stageDefaults },
+    extra,
+  );
   const data = runJobData(plan);
   checkJobDataSize(data, options.jobDataLimit, { label: 'the run job', jobId: plan.runId });
   return { name: 'run', queueName: runsQueueName, data, opts: { ...runJobOptions(options.jobDataLimit), jobId: plan.runId }, children };

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { zodProblems } from '../shared/config/zod-problems';
 import { ProblemCollector } from '../shared/errors';
+import { resolvedInputSchema } from './latest-inputs';
+import { runHandoffEntrySchema } from './run-handoff';
 
 /**
  * What Redis carries for each kind of job: URIs, hashes and small parameters (see
@@ -54,6 +56,8 @@ export const runStageEntrySchema = z.object({
   jobId: z.string().min(1),
   /** Stages this one reads from (its `${stages.<name>...}` references). */
   dependsOn: z.array(z.string()).default([]),
+  /** Enqueued by the trainer handoff once a checkpoint is registered (absent: part of the first flow). */
+  afterHandoff: z.boolean().optional(),
 });
 export type RunStageEntry = z.infer<typeof runStageEntrySchema>;
 
@@ -71,6 +75,10 @@ export const runJobDataSchema = z.object({
   stages: z.array(runStageEntrySchema),
   /** Set by `hat runs cancel`. */
   cancelledAt: z.number().optional(),
+  /** The trainer handoff, when the run has one (queues/run-handoff.ts). */
+  handoff: runHandoffEntrySchema.optional(),
+  /** What the config's `latest` inputs resolved to when the run was created. */
+  resolvedInputs: z.array(resolvedInputSchema).optional(),
 });
 export type RunJobData = z.infer<typeof runJobDataSchema>;
 
@@ -113,6 +121,15 @@ export function isPartJobResult(value: unknown): value is PartJobResult {
 
 export function isStageJobResult(value: unknown): value is StageJobResult {
   return typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'stage';
+}
+
+/** Stage results by stage name, including the upstream results each one carries (the whole tree below a job). */
+export function flattenStageResults(results: Iterable<StageJobResult>, into = new Map<string, StageJobResult>()): Map<string, StageJobResult> {
+  for (const result of results) {
+    into.set(result.stage, result);
+    flattenStageResults(result.upstream ?? [], into);
+  }
+  return into;
 }
 
 /** Parses job data; BadInputError `BAD_JOB_DATA` naming the job and every problem. */

@@ -1,9 +1,8 @@
 import { FlowProducer, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { HatEnv } from '../shared/config/env';
 import { eventsMaxLength } from './job-options';
 import { runsQueueName } from './queue-names';
-import { closeRedisConnection, createRedisConnection, waitForRedis, type RedisRole } from './redis-connection';
+import { closeRedisConnection, createRedisConnection, waitForRedis, type RedisClient, type RedisRole } from './redis-connection';
 
 /**
  * The queues of one prefix over one Redis connection: what the CLI, workers and tests share.
@@ -14,7 +13,8 @@ export interface QueueContext {
   readonly env: HatEnv;
   /** BullMQ key prefix (HAT_REDIS_PREFIX). */
   readonly prefix: string;
-  readonly connection: Redis;
+  /** One Redis or a Redis Cluster (REDIS_CLUSTER_NODES). */
+  readonly connection: RedisClient;
   /** The queue of a stage (or `runs`), created on first use. */
   queue(name: string): Queue;
   readonly runsQueue: Queue;
@@ -25,7 +25,7 @@ export interface QueueContext {
 
 export interface QueueContextOptions {
   /** Use this connection instead of opening one (it is not closed by `close()`). */
-  connection?: Redis;
+  connection?: RedisClient;
   /** Whose connection this is when one is opened. Default `producer`. */
   role?: RedisRole;
   connectionName?: string;
@@ -36,7 +36,7 @@ export async function openQueueContext(env: HatEnv, options: QueueContextOptions
   const ownsConnection = options.connection === undefined;
   const connection = options.connection ?? createRedisConnection(env, options.role ?? 'producer', { connectionName: options.connectionName });
   try {
-    await waitForRedis(connection, env.REDIS_URL);
+    await waitForRedis(connection, env.REDIS_CLUSTER_NODES ?? env.REDIS_URL);
   } catch (error) {
     if (ownsConnection) connection.disconnect();
     throw error;

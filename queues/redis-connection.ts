@@ -1,6 +1,12 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { HatEnv } from '../shared/config/env';
-import { HatError } from '../shared/errors';
+import { BadInputError, HatError } from '../shared/errors';
+
+/** A connection BullMQ accepts: one Redis, or a Redis Cluster (REDIS_CLUSTER_NODES). */
+export type RedisClient = Redis | Cluster;
+
+/** The settings that choose where Redis is. */
+export type RedisEnv = Pick<HatEnv, 'REDIS_URL'> & Partial<Pick<HatEnv, 'REDIS_CLUSTER_NODES'>>;
 
 /**
  * `worker`: long-lived processes that must ride out Redis restarts (BullMQ requires
@@ -14,38 +20,84 @@ export interface RedisConnectionOptions {
   connectionName?: string;
 }
 
+/** A few quick reconnects, then give up so a producer's command reports the outage instead of hanging. */
+const producerRetryStrategy = (times: number): number | null => (times > 3 ? null : times * 200);
+
 /**
- * One ioredis connection for BullMQ. Keys are namespaced with BullMQ's `prefix` option, never
- * ioredis `keyPrefix` (BullMQ's Lua scripts build keys themselves and would miss it).
+ * One ioredis connection for BullMQ: a Cluster when REDIS_CLUSTER_NODES is set, else one Redis at
+ * REDIS_URL. Keys are namespaced with BullMQ's `prefix` option, never ioredis `keyPrefix`
+ * (BullMQ's Lua scripts build keys themselves and would miss it).
  */
-export function createRedisConnection(env: Pick<HatEnv, 'REDIS_URL'>, role: RedisRole, options: RedisConnectionOptions = {}): Redis {
-  const common: RedisOptions = { connectionName: options.connectionName, lazyConnect: false };
+export function createRedisConnection(env: RedisEnv, role: RedisRole, options: RedisConnectionOptions = {}): RedisClient {
   const roleOptions: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
-      : {
-          enableOfflineQueue: false,
-          maxRetriesPerRequest: 1,
-          connectTimeout: 5_000,
-          // A few quick reconnects, then give up so a command reports the outage instead of hanging.
-          retryStrategy: (times: number) => (times > 3 ? null : times * 200),
-        };
-  const connection = new Redis(env.REDIS_URL, { ...common, ...roleOptions });
+      : { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: producerRetryStrategy };
+  const connection: RedisClient = env.REDIS_CLUSTER_NODES
+    ? createClusterConnection(env.REDIS_CLUSTER_NODES, role, { connectionName: options.connectionName, ...roleOptions })
+    : new Redis(env.REDIS_URL, { connectionName: options.connectionName, lazyConnect: false, ...roleOptions });
   // Without a listener ioredis prints every reconnect error; callers see failures through commands.
   connection.on('error', () => undefined);
   return connection;
+}
+
+function createClusterConnection(nodesSetting: string, role: RedisRole, nodeOptions: RedisOptions): Cluster {
+  const { nodes, redisOptions } = parseClusterNodes(nodesSetting);
+  // Per-node options go in redisOptions; the cluster's own retry and offline queue mirror them.
+  const { retryStrategy: _perNode, enableOfflineQueue, ...perNode } = nodeOptions;
+  const clusterOptions: ClusterOptions = {
+    redisOptions: { ...perNode, ...redisOptions },
+    enableReadyCheck: true,
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+    ...(role === 'producer' ? { clusterRetryStrategy: producerRetryStrategy } : {}),
+  };
+  return new Cluster(nodes, clusterOptions);
+}
+
+/**
+ * REDIS_CLUSTER_NODES as ioredis seed nodes. Entries are `host:port` or `redis[s]://[user:pass@]host:port`;
+ * the first URL's credentials and TLS apply to every node (a cluster shares them), since
+ * ioredis connects to nodes it discovers with one set of options.
+ */
+export function parseClusterNodes(setting: string): { nodes: ClusterNode[]; redisOptions: RedisOptions } {
+  const entries = setting
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  let redisOptions: RedisOptions | undefined;
+  const nodes = entries.map((entry) => {
+    const url = new URL(/^rediss?:\/\//.test(entry) ? entry : `redis://${entry}`);
+    const port = Number(url.port || 6379);
+    if (!url.hostname || !Number.isInteger(port)) {
+      throw new BadInputError('BAD_ENV', `REDIS_CLUSTER_NODES entry "${redactUrl(entry)}" is not host:port; list seed nodes as host:port,host:port`);
+    }
+    redisOptions ??= {
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(url.protocol === 'rediss:' ? { tls: {} } : {}),
+    };
+    return { host: url.hostname, port };
+  });
+  if (nodes.length === 0) throw new BadInputError('BAD_ENV', 'REDIS_CLUSTER_NODES is empty; list seed nodes as host:port,host:port');
+  return { nodes, redisOptions: redisOptions ?? {} };
+}
+
+/** Where Redis is, for messages: the cluster seed nodes or REDIS_URL, passwords hidden. */
+export function redisTarget(env: RedisEnv): string {
+  return env.REDIS_CLUSTER_NODES ? `cluster ${redactUrl(env.REDIS_CLUSTER_NODES)}` : redactUrl(env.REDIS_URL);
 }
 
 /**
  * Waits until the connection is ready, or throws `REDIS_UNAVAILABLE` naming the URL and what to
  * do. Producers call this first so a stopped Redis gives one clear line, not a stack trace.
  */
-export async function waitForRedis(connection: Redis, url: string, timeoutMs = 5_000): Promise<void> {
+export async function waitForRedis(connection: RedisClient, url: string, timeoutMs = 5_000): Promise<void> {
   if (connection.status === 'ready') return;
+  const setting = connection instanceof Cluster ? 'REDIS_CLUSTER_NODES' : 'REDIS_URL';
   await new Promise<void>((resolve, reject) => {
     const fail = (reason: string) => {
       cleanup();
-      reject(new HatError('REDIS_UNAVAILABLE', `cannot reach Redis at ${redactUrl(url)} (${reason}); start Redis or set REDIS_URL`));
+      reject(new HatError('REDIS_UNAVAILABLE', `cannot reach Redis at ${redactUrl(url)} (${reason}); start Redis or set ${setting}`));
     };
     const onReady = () => {
       cleanup();
@@ -69,7 +121,7 @@ export async function waitForRedis(connection: Redis, url: string, timeoutMs = 5
 }
 
 /** Closes a connection, tolerating one that is already gone. */
-export async function closeRedisConnection(connection: Redis): Promise<void> {
+export async function closeRedisConnection(connection: RedisClient): Promise<void> {
   if (connection.status === 'end') return;
   try {
     await connection.quit();
@@ -78,7 +130,7 @@ export async function closeRedisConnection(connection: Redis): Promise<void> {
   }
 }
 
-/** The URL without its password, for messages. */
+/** The URL (or comma-separated URLs) without passwords, for messages. */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@');
+  return url.replace(/\/\/([^:@/,]*):[^@/,]*@/g, '//$1:***@');
 }

@@ -4,7 +4,9 @@ import { treeParents } from './flows';
 import { parseJobKey } from './job-ids';
 import { parseJobData, runJobDataSchema, stageJobDataSchema, type RunJobData, type StageJobResult } from './job-data';
 import type { QueueContext } from './queue-context';
+import { runsQueueName } from './queue-names';
 import { runLayout } from './run-layout';
+import { checkpointMarkerKey, handoffJobDataSchema, handoffStageName, registerCommandOf, trainingRequestKey } from './run-handoff';
 import type { StageJobProgress } from './stage-job-processor';
 
 /**
@@ -32,6 +34,27 @@ export interface StageStatus {
   finishedAt?: string;
 }
 
+/** Where a run's trainer handoff is. */
+export interface HandoffStatus {
+  /**
+   * `waiting-for-stages`: the `after` stages run; `waiting-for-checkpoint`: the training request is
+   * out; `running`: the checkpoint is registered and the `before` stages run.
+   */
+  state: 'waiting-for-stages' | 'waiting-for-checkpoint' | 'running' | 'completed' | 'failed' | 'removed';
+  jobId: string;
+  after: string[];
+  before: string[];
+  requestUri: string;
+  checkpointUri: string;
+  requestedAt?: string;
+  /** No checkpoint by then fails the run with CHECKPOINT_TIMEOUT. */
+  deadline?: string;
+  checkpoint?: { endpoint: string; model: string };
+  /** How to register the checkpoint. */
+  registerCommand: string;
+  error?: string;
+}
+
 export interface RunStatus {
   runId: string;
   state: RunState;
@@ -45,6 +68,10 @@ export interface RunStatus {
   reportHtmlUri: string;
   error?: string;
   stages: StageStatus[];
+  /** The trainer handoff, when the run has one. */
+  handoff?: HandoffStatus;
+  /** What the config's `latest` inputs resolved to. */
+  resolvedInputs?: RunJobData['resolvedInputs'];
 }
 
 export interface RunSummary {
@@ -68,13 +95,50 @@ function runStateOf(jobState: string, failedReason: string | undefined, anyStage
   return anyStageStarted ? 'running' : 'waiting';
 }
 
+/** `child <prefix>:<queue>:<id> failed` (BullMQ's reason for a parent failed by a child). */
+export function failedChildKey(reason: string): { queue: string; id: string } | undefined {
+  const match = /^child (\S+) failed$/.exec(reason.trim());
+  return match ? parseJobKey(match[1] as string) : undefined;
+}
+
+/** The failure of a job, followed down through "child ... failed" to the job that really failed (a part names itself). */
+export async function failureDetail(getJob: (queue: string, id: string) => Promise<Job | undefined>, queue: string, id: string, depth = 0): Promise<string | undefined> {
+  const job = await getJob(queue, id);
+  if (!job?.failedReason) return undefined;
+  const child = failedChildKey(job.failedReason);
+  if (child && depth < 8) {
+    const inner = await failureDetail(getJob, child.queue, child.id, depth + 1);
+    if (inner) return inner;
+  }
+  return job.name === 'part' ? `${job.failedReason} (job ${queue}/${id})` : job.failedReason;
+}
+
+/** Why a stage job failed, as people want to read it: the part's own error, or which upstream failed. */
+async function stageFailure(context: QueueContext, name: string, job: Job): Promise<string | undefined> {
+  if (!job.failedReason) return undefined;
+  const child = failedChildKey(job.failedReason);
+  if (child && child.queue === runsQueueName) return `the trainer handoff it waits for failed`;
+  if (child && child.queue !== name) return `upstream stage ${child.queue} failed`;
+  return (await failureDetail(async (queue, id) => (await context.queue(queue).getJob(id)) ?? undefined, name, job.id ?? '')) ?? job.failedReason;
+}
+
+/** Whether `hat runs cancel` marked the run (stage and handoff jobs check before starting work). */
+export async function isRunCancelled(context: QueueContext, runId: string): Promise<boolean> {
+  const job = await context.runsQueue.getJob(runId);
+  if (!job) return false;
+  return parseJobData(runJobDataSchema, job.data, `runs:${runId}`).cancelledAt !== undefined;
+}
+
 /** The run and every stage: state, parts done/total, errors, where the report goes. */
 export async function getRunStatus(context: QueueContext, runId: string): Promise<RunStatus> {
   const { job, data } = await loadRun(context, runId);
   const jobState = await job.getState();
-  const stages = await Promise.all(data.stages.map((entry) => stageStatus(context, entry.name, entry.jobId)));
+  const finishedRun = jobState === 'completed' || jobState === 'failed';
+  // A stage the handoff holds back has no job until a checkpoint is registered: waiting, or never to run once the run ended.
+  const stages = await Promise.all(data.stages.map((entry) => stageStatus(context, entry.name, entry.jobId, entry.afterHandoff === true && !finishedRun)));
   const state = runStateOf(jobState, job.failedReason, stages.some((stage) => stage.state !== 'waiting'));
   const layout = runLayout(data.artifactsRoot, data.runId);
+  const handoff = data.handoff ? await handoffStatus(context, data, layout.root) : undefined;
   const finished = state === 'completed' || state === 'failed' || state === 'cancelled';
   return {
     runId: data.runId,
@@ -87,13 +151,42 @@ export async function getRunStatus(context: QueueContext, runId: string): Promis
     reportHtmlUri: layout.reportHtmlUri,
     ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}),
     stages,
+    ...(handoff ? { handoff } : {}),
+    ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
   };
 }
 
-async function stageStatus(context: QueueContext, name: string, jobId: string): Promise<StageStatus> {
+async function handoffStatus(context: QueueContext, run: RunJobData, root: string): Promise<HandoffStatus> {
+  const entry = run.handoff as NonNullable<RunJobData['handoff']>;
+  const base = {
+    jobId: entry.jobId,
+    after: entry.after,
+    before: entry.before,
+    requestUri: `${root}/${trainingRequestKey(run.runId)}`,
+    checkpointUri: `${root}/${checkpointMarkerKey(run.runId)}`,
+    registerCommand: registerCommandOf(run.runId),
+  };
+  const job = await context.runsQueue.getJob(entry.jobId);
+  if (!job) return { ...base, state: 'removed' };
+  const data = handoffJobDataSchema.safeParse(job.data);
+  const step = data.success ? data.data : undefined;
+  const jobState = await job.getState();
+  const state: HandoffStatus['state'] =
+    jobState === 'failed' ? 'failed' : jobState === 'completed' ? 'completed' : step?.step === 'post' ? 'running' : step?.step === 'wait-checkpoint' ? 'waiting-for-checkpoint' : 'waiting-for-stages';
+  return {
+    ...base,
+    state,
+    ...(step?.requestedAt ? { requestedAt: new Date(step.requestedAt).toISOString() } : {}),
+    ...(step?.deadline && state === 'waiting-for-checkpoint' ? { deadline: new Date(step.deadline).toISOString() } : {}),
+    ...(step?.checkpoint ? { checkpoint: { endpoint: step.checkpoint.endpoint, model: step.checkpoint.model } } : {}),
+    ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}),
+  };
+}
+
+async function stageStatus(context: QueueContext, name: string, jobId: string, awaitingHandoff = false): Promise<StageStatus> {
   const base = { name, jobId, partsTotal: 0, partsDone: 0, partsFailed: 0, attempts: 0 };
   const job = await context.queue(name).getJob(jobId);
-  if (!job) return { ...base, state: 'removed' };
+  if (!job) return { ...base, state: awaitingHandoff ? 'waiting' : 'removed' };
   const data = stageJobDataSchema.safeParse(job.data);
   const partsTotal = data.success ? (data.data.partCount ?? 0) : 0;
   const upstream = data.success ? data.data.upstream.length : 0;
@@ -124,7 +217,8 @@ async function stageStatus(context: QueueContext, name: string, jobId: string): 
         : jobState === 'delayed' || job.attemptsMade > 0
           ? 'retrying'
           : 'waiting';
-  return { ...common, state, partsDone, partsFailed, ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}) };
+  const error = jobState === 'failed' ? await stageFailure(context, name, job) : undefined;
+  return { ...common, state, partsDone, partsFailed, ...(error ? { error } : {}) };
 }
 
 /** Runs known to Redis, newest first. */
@@ -179,10 +273,24 @@ async function failedChildren(job: Job): Promise<string[]> {
   return [...keys];
 }
 
+/** Node names bottom-up (children before parents) over the trees `treeParents` makes. */
+function bottomUp(nodes: ReadonlyArray<{ name: string; dependsOn: string[] }>): string[] {
+  const parents = treeParents(nodes);
+  const ordered: string[] = [];
+  const visit = (name: string) => {
+    for (const child of nodes.filter((node) => parents.get(node.name) === name)) visit(child.name);
+    ordered.push(name);
+  };
+  for (const root of nodes.filter((node) => parents.get(node.name) === undefined)) visit(root.name);
+  return ordered;
+}
+
 /**
  * Retries a failed run, re-running only what failed: the failed parts of each failed stage,
  * then that stage (it waits for its parts again and fans in with the parts that had completed),
  * bottom-up through the flow, and last the run job. Completed parts and stages are left alone.
+ * A failed trainer handoff is retried in its place with a fresh deadline (a timed-out wait starts
+ * again); stages it had added that failed are retried before it.
  */
 export async function retryRun(context: QueueContext, runId: string): Promise<{ runId: string; retriedParts: number; retriedStages: string[] }> {
   const { job, data } = await loadRun(context, runId);
@@ -191,20 +299,12 @@ export async function retryRun(context: QueueContext, runId: string): Promise<{ 
     throw new BadInputError('RUN_NOT_FAILED', `run ${runId} is ${state === 'failed' ? 'cancelled' : state}; only failed runs can be retried`);
   }
   const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
-  const parents = treeParents(data.stages);
-  const ordered: string[] = [];
-  const visit = (name: string) => {
-    for (const child of data.stages.filter((stage) => parents.get(stage.name) === name)) visit(child.name);
-    ordered.push(name);
-  };
-  for (const root of data.stages.filter((stage) => parents.get(stage.name) === undefined)) visit(root.name);
-
   let retriedParts = 0;
   const retriedStages: string[] = [];
-  for (const name of ordered) {
+  const retryStage = async (name: string): Promise<boolean> => {
     const entry = data.stages.find((stage) => stage.name === name);
     const stageJob = entry ? await context.queue(name).getJob(entry.jobId) : undefined;
-    if (!stageJob || (await stageJob.getState()) !== 'failed') continue;
+    if (!stageJob || (await stageJob.getState()) !== 'failed') return false;
     for (const key of await failedChildren(stageJob)) {
       const child = parseJobKey(key);
       if (!child || child.queue !== name) continue;
@@ -216,6 +316,30 @@ export async function retryRun(context: QueueContext, runId: string): Promise<{ 
     }
     await stageJob.retry('failed', reset);
     retriedStages.push(name);
+    return true;
+  };
+  const retryHandoff = async (handoff: NonNullable<RunJobData['handoff']>) => {
+    const held = data.stages.filter((stage) => stage.afterHandoff).map((stage) => ({ name: stage.name, dependsOn: stage.dependsOn.filter((name) => handoff.before.includes(name)) }));
+    let retriedHeld = false;
+    for (const name of bottomUp(held)) retriedHeld = (await retryStage(name)) || retriedHeld;
+    const handoffJob = await context.runsQueue.getJob(handoff.jobId);
+    const handoffState = handoffJob ? await handoffJob.getState() : undefined;
+    if (handoffJob && handoffState === 'failed') {
+      const { deadline: _deadline, ...rest } = handoffJob.data as Record<string, unknown>;
+      await handoffJob.updateData(rest);
+      await handoffJob.retry('failed', reset);
+      retriedStages.push(handoffStageName);
+    } else if (handoffJob && handoffState === 'completed' && retriedHeld) {
+      // It waits for the stages it added again, then hands their results up.
+      await handoffJob.retry('completed', reset);
+    }
+  };
+
+  const firstFlow = data.stages.filter((stage) => !stage.afterHandoff);
+  const nodes = data.handoff ? [...firstFlow, { name: handoffStageName, dependsOn: data.handoff.after }] : firstFlow;
+  for (const name of bottomUp(nodes)) {
+    if (data.handoff && name === handoffStageName) await retryHandoff(data.handoff);
+    else await retryStage(name);
   }
   await job.retry('failed', reset);
   return { runId, retriedParts, retriedStages };

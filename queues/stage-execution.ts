@@ -126,6 +126,8 @@ export interface StageDepsOptions {
   seed: string;
   stage: string;
   part?: StageDeps['part'];
+  /** The BullMQ job id, bound into every log line the job emits (absent under `hat stage`). */
+  jobId?: string;
   attempt: number;
   logger: Logger;
   clock: Clock;
@@ -153,7 +155,12 @@ export function buildStageDeps(options: StageDepsOptions): StageDeps {
       return rng;
     },
     get logger() {
-      logger ??= options.logger.child({ runId: options.runId, stage: options.stage, ...(options.part ? { part: options.part.id } : {}) });
+      logger ??= options.logger.child({
+        runId: options.runId,
+        stage: options.stage,
+        ...(options.part ? { part: options.part.id } : {}),
+        ...(options.jobId !== undefined ? { jobId: options.jobId } : {}),
+      });
       return logger;
     },
     clock: options.clock,

@@ -164,6 +164,7 @@ function jobDeps(
     seed: data.seed,
     stage: data.stage,
     part,
+    jobId: job.id,
     attempt: job.attemptsMade + 1,
     logger: runtime.logger,
     clock: runtime.clock,
@@ -224,7 +225,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
     if (round > 0) {
       throw new HatError('PARTS_MISSING', `stage "${stage.name}" expected ${expected} part results but found ${parts.length} after re-adding the missing parts`);
     }
-    runtime.logger.warn({ stage: stage.name, expected, found: parts.length }, 'part results missing; re-adding the missing parts');
+    deps.logger.warn({ expected, found: parts.length }, 'part results missing; re-adding the missing parts');
     data = { ...data, step: 'plan' };
   }
 }

@@ -2,7 +2,7 @@ import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { createArtifactStore, openArtifactObject, type ArtifactStoreEnv } from '../shared/artifacts/create-artifact-store';
 import type { Logger } from '../shared/log/logger';
 import { systemClock, type Clock, type StageServices } from './define-stage';
-import { parseJobData, runJobDataSchema } from './job-data';
+import { isRunCancelled } from './run-control';
 import type { QueueContext } from './queue-context';
 import type { PartJobSpec, StageJobRuntime } from './stage-job-processor';
 
@@ -74,10 +74,6 @@ export function createStageJobRuntime(options: StageRuntimeOptions): StageJobRun
         await queue.addBulk(parts.slice(start, start + addBatchSize));
       }
     },
-    async isRunCancelled(runId: string) {
-      const job = await context.runsQueue.getJob(runId);
-      if (!job) return false;
-      return parseJobData(runJobDataSchema, job.data, `runs:${runId}`).cancelledAt !== undefined;
-    },
+    isRunCancelled: (runId: string) => isRunCancelled(context, runId),
   };
 }

@@ -1,23 +1,47 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Worker, type Processor } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { Worker, type Job, type Processor } from 'bullmq';
 import type { HatEnv } from '../shared/config/env';
 import type { Logger } from '../shared/log/logger';
 import type { AnyStage } from './define-stage';
+import { partIdOf } from './job-ids';
 import { hatBackoffStrategy } from './job-options';
+import type { RedisClient } from './redis-connection';
 import { createStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
 
 /** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
 export const defaultLockDurationMs = 30_000;
 
+/** Hears how jobs end (metrics); a WorkerMetrics satisfies it. */
+export interface JobObserver {
+  jobCompleted(queue: string, job: Job, result: unknown): void;
+  /** `final`: no retry follows. */
+  jobFailed(queue: string, job: Job, error: Error, final: boolean): void;
+}
+
 /** Settings of one BullMQ Worker. */
 export interface QueueWorkerOptions {
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   concurrency: number;
   lockDurationMs?: number;
   logger: Logger;
+  observer?: JobObserver;
+}
+
+/**
+ * The ids a job's log lines carry (run, stage, part, job), read from its data: the same fields
+ * the processor's own logger binds, so one query finds every line of a run or a part.
+ */
+export function jobLogBindings(queue: string, job: Job): Record<string, unknown> {
+  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
+  return {
+    queue,
+    jobId: job.id,
+    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
+    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
+    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
+  };
 }
 
 /**
@@ -34,11 +58,19 @@ export function createQueueWorker(queueName: string, processor: Processor | stri
     settings: { backoffStrategy: hatBackoffStrategy },
     ...(options.sandboxed ? { useWorkerThreads: true, workerThreadsOptions: { workerData: options.workerData } } : {}),
   });
-  worker.on('error', (error) => options.logger.error({ queue: queueName, err: error }, 'worker error'));
+  const { logger, observer } = options;
+  worker.on('error', (error) => logger.error({ queue: queueName, err: error }, 'worker error'));
   worker.on('failed', (job, error) => {
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
-    options.logger[final ? 'error' : 'warn']({ queue: queueName, jobId: job.id, attempt: job.attemptsMade, final, reason: error.message }, final ? 'job failed' : 'job attempt failed; will retry');
+    logger[final ? 'error' : 'warn']({ ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message }, final ? 'job failed' : 'job attempt failed; will retry');
+    observer?.jobFailed(queueName, job, error, final);
+  });
+  worker.on('completed', (job, result) => {
+    if (logger.isLevelEnabled('debug')) {
+      logger.debug({ ...jobLogBindings(queueName, job), durationMs: job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined }, 'job completed');
+    }
+    observer?.jobCompleted(queueName, job, result);
   });
   return worker;
 }

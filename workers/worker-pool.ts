@@ -1,14 +1,17 @@
 import type { Worker } from 'bullmq';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import type { HatEnv } from '../shared/config/env';
+import { readManifest } from '../shared/artifacts/manifest';
 import { BadInputError } from '../shared/errors';
 import { createLogger, type Logger } from '../shared/log/logger';
+import { declaresCounters } from '../shared/metrics/prometheus-stage-counters';
+import { createWorkerMetrics, queueDepthStates, type WorkerMetrics, type WorkerMetricsOptions } from '../shared/metrics/prometheus-worker-metrics';
 import { systemClock, type Clock, type StageServices } from '../queues/define-stage';
 import { openQueueContext, type QueueContext } from '../queues/queue-context';
 import { runsQueueName } from '../queues/queue-names';
 import { closeRedisConnection, createRedisConnection } from '../queues/redis-connection';
 import { findStage, listStages, stageNames } from '../queues/stage-registry';
-import { createStageJobRuntime, createStoreCache } from '../queues/stage-runtime';
+import { createStageJobRuntime, createStoreCache, type StoreCache } from '../queues/stage-runtime';
 import { closeWorkersWithin, createStageWorker } from '../queues/worker-factory';
 import { createRunJobRuntime, createRunWorker } from './run/worker';
 import { registerCatalogStages } from './stage-catalog';
@@ -29,6 +32,8 @@ export interface WorkerPoolOptions {
   openStore?: (rootUri: string) => ArtifactStore;
   /** Overrides every stage's lock duration, ms. */
   lockDurationMs?: number;
+  /** Collects Prometheus metrics (`pool.metrics`; `hat worker --metrics-port` serves them). Default off. */
+  metrics?: Pick<WorkerMetricsOptions, 'depthCacheMs' | 'processMetrics'>;
 }
 
 export interface WorkerPool {
@@ -38,6 +43,8 @@ export interface WorkerPool {
   readonly sandboxed: string[];
   readonly workers: Worker[];
   readonly context: QueueContext;
+  /** The pool's Prometheus metrics, when `metrics` was given. */
+  readonly metrics?: WorkerMetrics;
   /** Resolves when every worker is connected and fetching. */
   waitUntilReady(): Promise<void>;
   /** Graceful close bounded by `timeoutMs` (default HAT_SHUTDOWN_TIMEOUT_MS); see closeWorkersWithin. */
@@ -64,10 +71,11 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   }
   const stores = createStoreCache(env, options.openStore);
   const stageRuntime = createStageJobRuntime({ context, stores, logger, clock, services: options.services });
+  const metrics = options.metrics ? createPoolMetrics(queues, context, stores, logger, options.metrics) : undefined;
   const workers: Worker[] = [];
   const sandboxed: string[] = [];
   for (const name of queues) {
-    const common = { connection, prefix: context.prefix, logger, lockDurationMs: options.lockDurationMs };
+    const common = { connection, prefix: context.prefix, logger, lockDurationMs: options.lockDurationMs, observer: metrics };
     if (name === runsQueueName) {
       workers.push(createRunWorker(createRunJobRuntime(context, stores, logger, clock), { ...common, concurrency: options.concurrency ?? 4 }));
       continue;
@@ -85,6 +93,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     sandboxed,
     workers,
     context,
+    metrics,
     async waitUntilReady() {
       await Promise.all(workers.map((worker) => worker.waitUntilReady()));
     },
@@ -104,4 +113,22 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       return closing;
     },
   };
+}
+
+/** Metrics over the served queues; stage counters read manifests through the pool's stores. */
+function createPoolMetrics(queues: string[], context: QueueContext, stores: StoreCache, logger: Logger, settings: NonNullable<WorkerPoolOptions['metrics']>): WorkerMetrics {
+  return createWorkerMetrics({
+    ...settings,
+    queues,
+    logger,
+    jobCounts: (queue) => context.queue(queue).getJobCounts(...queueDepthStates),
+    readManifestStats: async (uri) => {
+      const { store, key } = stores.openObject(uri);
+      return (await readManifest(store, key)).stats;
+    },
+    partCountersDeclared: (stage) => {
+      const definition = findStage(stage);
+      return definition?.kind === 'fan-out' && declaresCounters(definition.partOutput);
+    },
+  });
 }

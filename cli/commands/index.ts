@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import type { CliContext } from '../cli-context';
 import { registerArtifactsCommand } from './artifacts';
+import { registerCheckpointCommand } from './checkpoint';
+import { registerDashboardCommand } from './dashboard';
 import { registerHarnessCommand } from './harness';
 import { registerModelsCommand } from './models';
 import { registerDemoCommand } from './demo';
@@ -18,6 +20,8 @@ export type RegisterCommand = (program: Command, context: CliContext) => void;
 /** Every command of `hat`. Add new command modules to this list. */
 export const commandModules: RegisterCommand[] = [
   registerArtifactsCommand,
+  registerCheckpointCommand,
+  registerDashboardCommand,
   registerHarnessCommand,
   registerModelsCommand,
   registerDemoCommand,

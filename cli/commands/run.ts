@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
-import { HatError } from '../../shared/errors';
+import { HatError, formatProblem } from '../../shared/errors';
 import { enqueueRun } from '../../queues/flows';
-import { planRun, readConfigFile } from '../../queues/run-config';
+import { readConfigFile } from '../../queues/run-config';
 import { watchRun } from '../../queues/run-control';
+import { planCheckedRun } from '../../queues/run-preflight';
+import { createStoreCache } from '../../queues/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
@@ -14,9 +16,15 @@ interface RunOptions {
   json?: boolean;
   artifacts?: string;
   runId?: string;
+  skipEndpointChecks?: boolean;
 }
 
-/** `hat run <config.yaml> [--wait] [--json]`: validate the whole run, enqueue it, optionally watch it. */
+/**
+ * `hat run <config.yaml> [--wait] [--json] [--skip-endpoint-checks]`: validate the whole run
+ * (stage configs, references, `latest` inputs resolved now, inputs that must exist, model
+ * servers that must answer, tokenizer agreement), every problem in one pass (exit 2), then
+ * enqueue it and optionally watch it.
+ */
 export const registerRunCommand: RegisterCommand = (program: Command, context: CliContext) => {
   program
     .command('run')
@@ -26,15 +34,33 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
     .option('--json', 'print the result as JSON on stdout')
     .option('--artifacts <uri>', 'artifact root (beats the config and HAT_ARTIFACTS)')
     .option('--run-id <id>', 'run id (beats the config)')
+    .option('--skip-endpoint-checks', 'do not ask model servers for their models (planning offline); inputs are still checked')
     .action(async (file: string, options: RunOptions) => {
       registerCatalogStages();
       const source = await readConfigFile(file);
-      const plan = planRun(source.value, { env: context.env, now: new Date(), file, locator: source.locator, artifacts: options.artifacts, runId: options.runId });
+      const stores = createStoreCache(context.env);
+      let checked: Awaited<ReturnType<typeof planCheckedRun>>;
+      try {
+        checked = await planCheckedRun(source, {
+          env: context.env,
+          now: new Date(),
+          artifacts: options.artifacts,
+          runId: options.runId,
+          openObject: stores.openObject,
+          environment: context.environment,
+          checkEndpoints: !options.skipEndpointChecks,
+        });
+      } finally {
+        await stores.close();
+      }
+      const { plan, notes } = checked;
+      for (const note of notes) context.stderr.write(`note: ${formatProblem(note)}\n`);
+      for (const input of plan.resolvedInputs ?? []) context.stderr.write(`latest: ${input.path} -> ${input.partition}${input.skipped ? ` (passed over incomplete ${input.skipped.join(', ')})` : ''}\n`);
       await withQueues(context, async (queues) => {
         const result = await enqueueRun(queues, plan);
         const stages = plan.stages.map((stage) => stage.name);
         if (!options.wait) {
-          if (options.json) context.printJson({ ...result, stages });
+          if (options.json) context.printJson({ ...result, stages, ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}) });
           else context.print(result.enqueued ? `enqueued run ${plan.runId} (stages: ${stages.join(', ')})` : `run ${plan.runId} already exists (${result.existingState}); nothing enqueued`);
           return;
         }

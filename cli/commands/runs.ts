@@ -1,8 +1,21 @@
 import type { Command } from 'commander';
-import { cancelRun, getRunStatus, listRuns, retryRun, type RunStatus } from '../../queues/run-control';
+import { cancelRun, getRunStatus, listRuns, retryRun, type HandoffStatus, type RunStatus } from '../../queues/run-control';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';
+
+/** The handoff's lines of `hat runs show`: what it waits for and what to do. */
+function describeHandoff(handoff: HandoffStatus): string {
+  const lines = [`  train (handoff after ${handoff.after.join(', ')}, before ${handoff.before.join(', ')}): ${handoff.state}`];
+  if (handoff.state === 'waiting-for-checkpoint') {
+    lines.push(`    waiting for a checkpoint since ${handoff.requestedAt ?? '?'}, deadline ${handoff.deadline ?? '?'}`);
+    lines.push(`    training request: ${handoff.requestUri}`);
+    lines.push(`    register with:    ${handoff.registerCommand}`);
+  }
+  if (handoff.checkpoint) lines.push(`    checkpoint: ${handoff.checkpoint.model} at ${handoff.checkpoint.endpoint}`);
+  if (handoff.error) lines.push(`    ${handoff.error}`);
+  return lines.join('\n');
+}
 
 function printStatus(context: CliContext, status: RunStatus): void {
   context.print(`run ${status.runId}: ${status.state} (source ${status.source}, created ${status.createdAt}${status.finishedAt ? `, finished ${status.finishedAt}` : ''})`);
@@ -11,6 +24,8 @@ function printStatus(context: CliContext, status: RunStatus): void {
     const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
     context.print(`  ${stage.name}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
   }
+  if (status.handoff) context.print(describeHandoff(status.handoff));
+  for (const input of status.resolvedInputs ?? []) context.print(`  latest ${input.path}: ${input.partition}`);
   context.print(`  report:       ${status.reportHtmlUri}`);
   context.print(`  run manifest: ${status.runManifestUri}`);
 }

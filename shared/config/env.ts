@@ -11,7 +11,17 @@ const positiveInt = z.coerce.number().int().positive();
 export const envSchema = z.object({
   /** Redis connection URL. Default redis://127.0.0.1:6379. */
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
-  /** BullMQ key prefix; use a hash tag such as `{hat}` for Redis Cluster. Default `hat`. */
+  /**
+   * Redis Cluster seed nodes, comma-separated `host:port` (or `redis://[user:pass@]host:port`,
+   * `rediss://` for TLS; the first entry's credentials and TLS apply to every node). When set,
+   * queues use an ioredis Cluster connection instead of REDIS_URL, and HAT_REDIS_PREFIX must be
+   * hash-tagged (default `{hat}`) so every key of a flow lands in one slot.
+   */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .regex(/^\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+)(\s*,\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+))*\s*$/, 'must be a comma-separated list of host:port (or redis://host:port) seed nodes')
+    .optional(),
+  /** BullMQ key prefix; use a hash tag such as `{hat}` for Redis Cluster. Default `hat` (`{hat}` with REDIS_CLUSTER_NODES). */
   HAT_REDIS_PREFIX: z.string().min(1).regex(/^[^\s:]+$/, 'must not contain spaces or ":"').default('hat'),
   /** Where run artifacts go: `s3://bucket/prefix` or `file:///abs/path`. Default: a local S3-compatible server the demo starts. */
   HAT_ARTIFACTS: z.string().regex(/^(s3|file):\/\//, 'must start with s3:// or file://').optional(),
@@ -31,7 +41,19 @@ export const envSchema = z.object({
   HAT_JOB_DATA_LIMIT: positiveInt.default(64 * 1024),
   /** Bound on graceful shutdown after SIGTERM, in milliseconds. */
   HAT_SHUTDOWN_TIMEOUT_MS: positiveInt.default(30_000),
+  /**
+   * Lock duration of every job a worker takes, ms: a job whose worker stops renewing its lock for
+   * this long (a killed process) counts as stalled. Default: each stage's own, else 30000.
+   */
+  HAT_LOCK_DURATION_MS: positiveInt.optional(),
+  /** How often workers look for stalled jobs and hand them back to the queue, ms. Default 30000. */
+  HAT_STALLED_INTERVAL_MS: positiveInt.optional(),
   HAT_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  /**
+   * Bearer token of `hat dashboard` (`--token` beats it; at least 16 characters, checked when the
+   * dashboard starts so a worker sharing the Secret never fails over it). A secret: never logged.
+   */
+  HAT_DASHBOARD_TOKEN: z.string().optional(),
 });
 
 export type HatEnv = z.infer<typeof envSchema>;
@@ -43,11 +65,30 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): HatEnv {
     const value = source[key];
     if (value !== undefined && value !== '') picked[key] = value;
   }
+  // Redis Cluster keeps a multi-key operation to one slot, and a BullMQ flow spans queues: the
+  // shared prefix must carry a hash tag, so cluster mode defaults to `{hat}` instead of `hat`.
+  if (picked.REDIS_CLUSTER_NODES !== undefined && picked.HAT_REDIS_PREFIX === undefined) picked.HAT_REDIS_PREFIX = clusterDefaultPrefix;
   const result = envSchema.safeParse(picked);
-  if (!result.success) {
-    const collector = new ProblemCollector();
-    collector.addAll(zodProblems(result.error, 'environment'));
-    collector.throwIfAny('BAD_ENV', 'The environment has invalid settings; fix the variables named below');
+  const collector = new ProblemCollector();
+  if (!result.success) collector.addAll(zodProblems(result.error, 'environment'));
+  else if (result.data.REDIS_CLUSTER_NODES !== undefined && !hasHashTag(result.data.HAT_REDIS_PREFIX)) {
+    collector.add({
+      file: 'environment',
+      path: 'HAT_REDIS_PREFIX',
+      message: `"${result.data.HAT_REDIS_PREFIX}" has no hash tag, but REDIS_CLUSTER_NODES is set; use a prefix such as {${result.data.HAT_REDIS_PREFIX}} (or unset it for the default ${clusterDefaultPrefix})`,
+    });
   }
+  collector.throwIfAny('BAD_ENV', 'The environment has invalid settings; fix the variables named below');
   return result.data as HatEnv;
+}
+
+/** HAT_REDIS_PREFIX when REDIS_CLUSTER_NODES is set and no prefix is given. */
+export const clusterDefaultPrefix = '{hat}';
+
+/** Whether a key prefix holds a Redis Cluster hash tag: a non-empty `{...}` (the first `{` and the next `}`). */
+export function hasHashTag(prefix: string): boolean {
+  const open = prefix.indexOf('{');
+  if (open < 0) return false;
+  const close = prefix.indexOf('}', open + 1);
+  return close > open + 1;
 }

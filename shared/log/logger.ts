@@ -2,12 +2,20 @@ import pino, { type Logger } from 'pino';
 
 export type { Logger };
 
-/** Keys whose values never reach a log line, wherever they are nested. */
-export const redactedPaths = [
-  'apiKey', '*.apiKey', '*.*.apiKey', 'authorization', '*.authorization', '*.*.authorization',
-  'headers.authorization', '*.headers.authorization', 'password', '*.password', 'secretAccessKey',
-  '*.secretAccessKey', '*.*.secretAccessKey', 'token', '*.token', 'AWS_SECRET_ACCESS_KEY',
+/** Field names that hold secrets: their values never reach a log line. */
+export const secretFieldNames = [
+  'apiKey', 'api_key', 'authorization', 'Authorization', 'password', 'secretAccessKey', 'sessionToken', 'token', 'accessToken',
+  'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'HAT_DASHBOARD_TOKEN',
 ];
+
+/** How deep a secret field is searched: `config.stages.collect.teacher.apiKey` is four levels down. */
+const redactionDepth = 5;
+
+/**
+ * Every secret field at the top and up to `redactionDepth` levels down (pino's redaction takes
+ * explicit paths, compiled once, rather than walking each line).
+ */
+export const redactedPaths = secretFieldNames.flatMap((name) => Array.from({ length: redactionDepth + 1 }, (_, depth) => `${'*.'.repeat(depth)}${name}`));
 
 /**
  * Structured JSON logs (pino). Bindings carry run, stage, part and job ids; secrets are redacted.

@@ -7,29 +7,35 @@
  *   `run-manifest.json`. Idempotent: a rerun rewrites the same three objects. Completes when
  *   every stage completed; otherwise fails once with `[RUN_FAILED]` / `[RUN_CANCELLED]` (after
  *   writing the manifest), so `hat runs list` and `hat run --wait` see the outcome.
- * - `kickoff`: a job scheduler firing. Plans the run from the stored config with a run id derived
- *   from the scheduled time, so a retried kickoff enqueues nothing twice.
- * Retried: store and Redis errors. Never: an invalid scheduled config (bad input).
+ * - `kickoff`: a job scheduler firing. Resolves the config's `latest` inputs now (newest log
+ *   partition, current harness version), then plans the run with a run id derived from the
+ *   scheduled time, so a retried kickoff enqueues nothing twice.
+ * - `handoff`: the trainer handoff of a run (handoff-processor.ts).
+ * Retried: store and Redis errors. Never: an invalid scheduled config or an unresolvable
+ * `latest` input (bad input).
  */
-import { UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
+import { UnrecoverableError, WaitingChildrenError, type FlowJob, type Job } from 'bullmq';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import type { HatEnv } from '../../shared/config/env';
-import { errorCodeOf } from '../../shared/errors';
+import { ProblemCollector, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import type { Clock } from '../../queues/define-stage';
 import type { EnqueueRunResult } from '../../queues/flows';
-import { isStageJobResult, kickoffJobDataSchema, parseJobData, runJobDataSchema, type RunJobData, type StageJobResult } from '../../queues/job-data';
-import { parseJobKey } from '../../queues/job-ids';
+import { flattenStageResults, isStageJobResult, kickoffJobDataSchema, parseJobData, runJobDataSchema, type RunJobData, type StageJobResult } from '../../queues/job-data';
 import { scheduledAtOf, scheduledRunId } from '../../queues/job-scheduler';
-import { planRun, type RunPlan } from '../../queues/run-config';
+import { resolveLatestInputs } from '../../queues/latest-inputs';
+import { plainLocator, planRun, type RunPlan } from '../../queues/run-config';
+import { handoffStageName, type HandoffOutput } from '../../queues/run-handoff';
+import { failedChildKey, failureDetail } from '../../queues/run-control';
 import { runLayout, runManifestKey, runReportKeys } from '../../queues/run-layout';
 import { toWorkerError } from '../../queues/stage-job-processor';
-import { RUN_MANIFEST_SCHEMA_VERSION, type RunManifest, type StageOutcome } from './run-manifest';
+import { processHandoff, type HandoffRuntime } from './handoff-processor';
+import { RUN_MANIFEST_SCHEMA_VERSION, type HandoffOutcome, type RunManifest, type StageOutcome } from './run-manifest';
 import { buildRunReport, renderRunReportHtml } from './run-report';
 
-export interface RunJobRuntime {
+export interface RunJobRuntime extends HandoffRuntime {
   env: Pick<HatEnv, 'HAT_ARTIFACTS'>;
   logger: Logger;
   clock: Clock;
@@ -38,6 +44,7 @@ export interface RunJobRuntime {
   /** A job of any queue of this prefix. */
   getJob(queue: string, id: string): Promise<Job | undefined>;
   enqueue(plan: RunPlan): Promise<EnqueueRunResult>;
+  addFlows(flows: FlowJob[]): Promise<void>;
 }
 
 /** What a completed run job returns. */
@@ -56,9 +63,10 @@ export interface KickoffResult {
 }
 
 export function createRunJobProcessor(runtime: RunJobRuntime) {
-  return async (job: Job, token?: string): Promise<RunJobResult | KickoffResult> => {
+  return async (job: Job, token?: string): Promise<RunJobResult | KickoffResult | StageJobResult<HandoffOutput>> => {
     try {
       if (job.name === 'kickoff') return await processKickoff(runtime, job);
+      if (job.name === 'handoff') return await processHandoff(runtime, job, token ?? '');
       return await processRun(runtime, job, token ?? '');
     } catch (error) {
       throw toWorkerError(error);
@@ -69,12 +77,19 @@ export function createRunJobProcessor(runtime: RunJobRuntime) {
 async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<KickoffResult> {
   const data = parseJobData(kickoffJobDataSchema, job.data, `runs:${job.id}`);
   const scheduledAt = scheduledAtOf(job);
+  // Resolved when the firing runs, not when the schedule was set: tonight's partition.
+  const latest = await resolveLatestInputs(data.config, { openObject: runtime.openObject, now: new Date(runtime.clock.now()) });
+  const locator = plainLocator(data.configFile);
+  const problems = new ProblemCollector();
+  for (const problem of latest.problems) problems.add(locator.problem(problem.path, problem.message));
+  problems.throwIfAny('NO_LATEST_INPUT', `schedule ${data.schedule}: the run config's latest inputs cannot be resolved; no run was started`);
   const plan = planRun(data.config, {
     env: runtime.env,
     now: scheduledAt,
     runId: scheduledRunId(data.schedule, scheduledAt),
     source: `schedule:${data.schedule}`,
     file: data.configFile,
+    resolvedInputs: latest.resolved,
   });
   const result = await runtime.enqueue(plan);
   runtime.logger.info({ schedule: data.schedule, runId: plan.runId, enqueued: result.enqueued }, result.enqueued ? 'scheduled run enqueued' : 'scheduled run already enqueued');
@@ -85,9 +100,10 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   // Stage jobs put back by `hat runs retry` make this job wait for them again.
   if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
   const data = parseJobData(runJobDataSchema, job.data, `runs:${job.id}`);
-  const results = flattenResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
+  const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
+  const handoff = data.handoff ? await handoffOutcome(runtime, data, results.get(handoffStageName) as StageJobResult<HandoffOutput> | undefined) : undefined;
   const stages: StageOutcome[] = [];
-  for (const entry of data.stages) stages.push(await stageOutcome(runtime, data, entry, results.get(entry.name)));
+  for (const entry of data.stages) stages.push(await stageOutcome(runtime, data, entry, results.get(entry.name), handoff));
 
   const status: RunManifest['status'] =
     data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stage.status === 'completed') ? 'completed' : 'failed';
@@ -107,6 +123,8 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     finishedAt: new Date(finishedAt).toISOString(),
     durationMs: Math.max(0, finishedAt - data.createdAt),
     stages,
+    ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
+    ...(handoff ? { handoff } : {}),
   } as const;
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
@@ -117,6 +135,9 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
 
   if (status === 'cancelled') throw new UnrecoverableError(`[RUN_CANCELLED] run ${data.runId} was cancelled; run manifest: ${manifestInfo.uri}`);
+  if (status === 'failed' && handoff?.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT') {
+    throw new UnrecoverableError(`${handoff.error}; run manifest: ${manifestInfo.uri}`);
+  }
   if (status === 'failed') {
     const unfinished = stages.filter((stage) => stage.status !== 'completed');
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
@@ -128,16 +149,39 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   return { kind: 'run', runId: data.runId, status, runManifestUri: manifestInfo.uri, reportHtmlUri: htmlInfo.uri };
 }
 
-/** Stage results by stage name, including the upstream results each one carries. */
-function flattenResults(results: StageJobResult[], into = new Map<string, StageJobResult>()): Map<string, StageJobResult> {
-  for (const result of results) {
-    into.set(result.stage, result);
-    flattenResults(result.upstream ?? [], into);
+/** How the trainer handoff ended, from its result or its job. */
+async function handoffOutcome(runtime: RunJobRuntime, run: RunJobData, result: StageJobResult<HandoffOutput> | undefined): Promise<HandoffOutcome> {
+  const entry = run.handoff as NonNullable<RunJobData['handoff']>;
+  const base = { jobId: entry.jobId, after: entry.after, before: entry.before };
+  if (result) {
+    const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt } = result.output;
+    return {
+      ...base,
+      status: 'completed',
+      requestUri,
+      checkpointUri,
+      checkpoint: { endpoint: checkpoint.endpoint, model: checkpoint.model, ...(checkpoint.registeredBy ? { registeredBy: checkpoint.registeredBy } : {}) },
+      requestedAt: new Date(requestedAt).toISOString(),
+      checkpointAt: new Date(checkpointAt).toISOString(),
+      waitedMs: Math.max(0, checkpointAt - requestedAt),
+    };
   }
-  return into;
+  const job = await runtime.getJob('runs', entry.jobId);
+  const requestedAt = (job?.data as { requestedAt?: number } | undefined)?.requestedAt;
+  const timing = requestedAt ? { requestedAt: new Date(requestedAt).toISOString() } : {};
+  if (!job?.failedReason) return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', ...timing };
+  const upstreamFailure = failedChildKey(job.failedReason);
+  if (upstreamFailure) return { ...base, status: 'not-run', ...timing, error: `stage ${upstreamFailure.queue} it waits for failed` };
+  return { ...base, status: errorCodeOf(job.failedReason) === 'RUN_CANCELLED' ? 'cancelled' : 'failed', ...timing, error: job.failedReason };
 }
 
-async function stageOutcome(runtime: RunJobRuntime, run: RunJobData, entry: RunJobData['stages'][number], result: StageJobResult | undefined): Promise<StageOutcome> {
+async function stageOutcome(
+  runtime: RunJobRuntime,
+  run: RunJobData,
+  entry: RunJobData['stages'][number],
+  result: StageJobResult | undefined,
+  handoff: HandoffOutcome | undefined,
+): Promise<StageOutcome> {
   const base = { name: entry.name, jobId: entry.jobId, dependsOn: entry.dependsOn };
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
@@ -158,6 +202,9 @@ async function stageOutcome(runtime: RunJobRuntime, run: RunJobData, entry: RunJ
     job?.processedOn && job.finishedOn
       ? { startedAt: new Date(job.processedOn).toISOString(), finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - job.processedOn) }
       : {};
+  if (!job && entry.afterHandoff && handoff && handoff.status !== 'completed') {
+    return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: 0, error: `waits for the trainer handoff, which ${handoff.error ? `failed: ${handoff.error}` : `is ${handoff.status}`}` };
+  }
   if (!job || !job.failedReason) {
     return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: partCount };
   }
@@ -165,7 +212,7 @@ async function stageOutcome(runtime: RunJobRuntime, run: RunJobData, entry: RunJ
   if (upstreamFailure && upstreamFailure.queue !== entry.name && run.stages.some((stage) => stage.name === upstreamFailure.queue)) {
     return { ...base, status: 'not-run', parts: partCount, error: `upstream stage ${upstreamFailure.queue} failed` };
   }
-  const error = await failureDetail(runtime, entry.name, entry.jobId);
+  const error = await failureDetail(runtime.getJob, entry.name, entry.jobId);
   const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
 }
@@ -181,22 +228,4 @@ async function manifestCounts(runtime: RunJobRuntime, uri: string): Promise<{ ob
     runtime.logger.warn({ uri, err: error }, 'cannot read stage manifest for the run report');
     return {};
   }
-}
-
-/** `child <prefix>:<queue>:<id> failed` (BullMQ's reason for a parent failed by a child). */
-function failedChildKey(reason: string): { queue: string; id: string } | undefined {
-  const match = /^child (\S+) failed$/.exec(reason.trim());
-  return match ? parseJobKey(match[1] as string) : undefined;
-}
-
-/** The failure of a job, followed down through "child ... failed" to the job that really failed. */
-async function failureDetail(runtime: RunJobRuntime, queue: string, id: string, depth = 0): Promise<string | undefined> {
-  const job = await runtime.getJob(queue, id);
-  if (!job?.failedReason) return undefined;
-  const child = failedChildKey(job.failedReason);
-  if (child && depth < 8) {
-    const inner = await failureDetail(runtime, child.queue, child.id, depth + 1);
-    if (inner) return inner;
-  }
-  return job.name === 'part' ? `${job.failedReason} (job ${queue}/${id})` : job.failedReason;
 }

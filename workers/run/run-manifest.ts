@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { resolvedInputSchema } from '../../queues/latest-inputs';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
 
@@ -28,6 +29,27 @@ export const stageOutcomeSchema = z.object({
 });
 export type StageOutcome = z.infer<typeof stageOutcomeSchema>;
 
+/** How the trainer handoff of a run ended (queues/run-handoff.ts). */
+export const handoffOutcomeSchema = z.object({
+  /** `not-run`: a stage it waits for failed first. `failed`: e.g. `[CHECKPOINT_TIMEOUT]`. */
+  status: z.enum(['completed', 'failed', 'cancelled', 'not-run']),
+  jobId: z.string(),
+  after: z.array(z.string()),
+  before: z.array(z.string()),
+  /** `runs/<runId>/train/request.json` (written once the `after` stages completed). */
+  requestUri: z.string().optional(),
+  /** `runs/<runId>/train/checkpoint.json`. */
+  checkpointUri: z.string().optional(),
+  /** The checkpoint the `before` stages ran on. */
+  checkpoint: z.object({ endpoint: z.string(), model: z.string(), registeredBy: z.string().optional() }).optional(),
+  requestedAt: z.string().optional(),
+  checkpointAt: z.string().optional(),
+  /** Time from the request to the checkpoint, ms. */
+  waitedMs: z.number().nonnegative().optional(),
+  error: z.string().optional(),
+});
+export type HandoffOutcome = z.infer<typeof handoffOutcomeSchema>;
+
 /** `runs/<runId>/run-manifest.json`: written last by the run job; links every stage manifest. */
 export const runManifestSchema = z.object({
   schemaVersion: z.literal(RUN_MANIFEST_SCHEMA_VERSION),
@@ -42,6 +64,10 @@ export const runManifestSchema = z.object({
   finishedAt: z.string(),
   durationMs: z.number().nonnegative(),
   stages: z.array(stageOutcomeSchema),
+  /** What the config's `latest` inputs resolved to when the run was created. */
+  resolvedInputs: z.array(resolvedInputSchema).optional(),
+  /** The trainer handoff, when the run has one. */
+  handoff: handoffOutcomeSchema.optional(),
   reportJsonUri: z.string(),
   reportHtmlUri: z.string(),
 });

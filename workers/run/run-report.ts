@@ -10,6 +10,10 @@ export interface RunReport {
   durationMs: number;
   totals: { stages: number; completed: number; failed: number; parts: number; objects: number; records: number };
   stages: StageOutcome[];
+  /** The trainer handoff, when the run had one. */
+  handoff?: RunManifest['handoff'];
+  /** What `latest` inputs resolved to. */
+  resolvedInputs?: RunManifest['resolvedInputs'];
 }
 
 export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 'reportHtmlUri'>): RunReport {
@@ -30,7 +34,25 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
       records: sum((stage) => stage.records),
     },
     stages: manifest.stages,
+    ...(manifest.handoff ? { handoff: manifest.handoff } : {}),
+    ...(manifest.resolvedInputs ? { resolvedInputs: manifest.resolvedInputs } : {}),
   };
+}
+
+/** Paragraphs on the trainer handoff and the resolved `latest` inputs (empty without them). */
+function runContextHtml(report: RunReport): string {
+  const parts: string[] = [];
+  const handoff = report.handoff;
+  if (handoff) {
+    const checkpoint = handoff.checkpoint ? ` on checkpoint <code>${escapeHtml(handoff.checkpoint.model)}</code> at <code>${escapeHtml(handoff.checkpoint.endpoint)}</code>` : '';
+    const waited = handoff.waitedMs !== undefined ? `, after waiting ${escapeHtml(formatDuration(handoff.waitedMs))} for it` : '';
+    parts.push(
+      `<p>Trainer handoff after ${escapeHtml(handoff.after.join(', '))}: <b>${escapeHtml(handoff.status)}</b>; ${escapeHtml(handoff.before.join(', '))} ${handoff.status === 'completed' ? `ran${checkpoint}${waited}` : 'did not run'}.` +
+        `${handoff.requestUri ? ` Training request: <code>${escapeHtml(handoff.requestUri)}</code>.` : ''}${handoff.error ? `<div class="error">${escapeHtml(handoff.error)}</div>` : ''}</p>`,
+    );
+  }
+  for (const input of report.resolvedInputs ?? []) parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
+  return parts.join('\n');
 }
 
 const statusColors: Record<StageOutcome['status'], string> = {
@@ -96,6 +118,7 @@ code{font-size:.85em}
 <p>${escapeHtml(report.createdAt)} to ${escapeHtml(report.finishedAt)} (${escapeHtml(formatDuration(report.durationMs))}).
 ${report.totals.completed}/${report.totals.stages} stages completed, ${report.totals.parts} parts, ${report.totals.objects} objects, ${report.totals.records} records.
 Run manifest: <code>${escapeHtml(links.manifestUri)}</code></p>
+${runContextHtml(report)}
 <table><thead><tr><th>stage</th><th>status</th><th>parts</th><th>objects</th><th>records</th><th>duration</th><th>manifest / error</th></tr></thead>
 <tbody>
 ${rows}

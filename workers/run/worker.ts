@@ -2,6 +2,7 @@ import type { Worker } from 'bullmq';
 import type { Logger } from '../../shared/log/logger';
 import { systemClock, type Clock } from '../../queues/define-stage';
 import { enqueueRun } from '../../queues/flows';
+import { isRunCancelled } from '../../queues/run-control';
 import type { QueueContext } from '../../queues/queue-context';
 import { runsQueueName } from '../../queues/queue-names';
 import type { StoreCache } from '../../queues/stage-runtime';
@@ -16,8 +17,13 @@ export function createRunJobRuntime(context: QueueContext, stores: StoreCache, l
     clock,
     storeFor: stores.storeFor,
     openObject: stores.openObject,
+    jobDataLimit: context.env.HAT_JOB_DATA_LIMIT,
     getJob: async (queue, id) => (await context.queue(queue).getJob(id)) ?? undefined,
     enqueue: (plan) => enqueueRun(context, plan),
+    async addFlows(flows) {
+      if (flows.length > 0) await context.flowProducer.addBulk(flows);
+    },
+    isRunCancelled: (runId) => isRunCancelled(context, runId),
   };
 }
 

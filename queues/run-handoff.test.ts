@@ -1,0 +1,116 @@
+import { join } from 'node:path';
+import type { FlowJob } from 'bullmq';
+import { ValidationError } from '../shared/errors';
+import { registerCatalogStages } from '../workers/stage-catalog';
+import { buildRunFlow } from './flows';
+import { planRun, readConfigFile } from './run-config';
+import { checkpointPlaceholders, fillCheckpointReferences, type HandoffJobData } from './run-handoff';
+
+describe('runs with a trainer handoff', () => {
+  beforeAll(() => registerCatalogStages());
+  const env = { HAT_ARTIFACTS: 's3://bucket/hat' };
+  const now = new Date('2025-01-31T02:00:00Z');
+  const replayTarget = { adapter: 'openai', baseUrl: '${checkpoint.endpoint}', model: '${checkpoint.model}' };
+  const config = {
+    runId: 'h1',
+    handoff: { after: ['fanout-demo'], before: ['replay', 'noop'], timeoutMinutes: 30, hyperparameters: { learningRate: 1e-5 } },
+    stages: {
+      'fanout-demo': { parts: 2 },
+      'hash-demo': { parts: 1 },
+      replay: { inputs: ['${stages.fanout-demo.manifestUri}'], target: replayTarget },
+      noop: { label: 'after ${checkpoint.model}', inputs: ['${stages.replay.manifestUri}'] },
+    },
+  };
+
+  const problemsOf = (value: unknown): string[] => {
+    try {
+      planRun(value, { env, now, file: 'run.yaml' });
+    } catch (error) {
+      if (error instanceof ValidationError) return error.problems.map((problem) => `${problem.path}: ${problem.message}`);
+      throw error;
+    }
+    return [];
+  };
+
+  it('validates held-back stages with placeholders and keeps their configs with ${checkpoint.*} for the handoff', () => {
+    const plan = planRun(config, { env, now });
+    expect(plan.handoff).toEqual({ jobId: 'h1.train.handoff', after: ['fanout-demo'], before: ['replay', 'noop'], timeoutMs: 1_800_000, pollIntervalMs: 60_000, hyperparameters: { learningRate: 1e-5 } });
+    const replay = plan.stages.find((stage) => stage.name === 'replay');
+    expect(replay).toMatchObject({
+      afterHandoff: true,
+      input: { target: { baseUrl: checkpointPlaceholders.endpoint, model: checkpointPlaceholders.model } },
+      template: { inputs: ['s3://bucket/hat/runs/h1/fanout-demo/manifest.json'], target: replayTarget },
+    });
+    expect(fillCheckpointReferences(replay?.template, { endpoint: 'http://serve:8000/v1', model: 'ckpt-7' })).toMatchObject({ target: { baseUrl: 'http://serve:8000/v1', model: 'ckpt-7' } });
+    expect(plan.stages.find((stage) => stage.name === 'fanout-demo')?.afterHandoff).toBeUndefined();
+  });
+
+  it('builds run -> {handoff -> after stages, independent stages}; held-back stages wait in the handoff job data', () => {
+    const plan = planRun(config, { env, now });
+    const flow = buildRunFlow(plan, { jobDataLimit: 64 * 1024 });
+    expect(flow.data).toMatchObject({
+      handoff: { jobId: 'h1.train.handoff', after: ['fanout-demo'], before: ['replay', 'noop'] },
+      stages: [{ name: 'fanout-demo' }, { name: 'hash-demo' }, { name: 'replay', afterHandoff: true }, { name: 'noop', afterHandoff: true }],
+    });
+    const children = flow.children as FlowJob[];
+    expect(children.map((child) => [child.queueName, child.name, child.opts?.ignoreDependencyOnFailure])).toEqual([
+      ['hash-demo', 'stage', true],
+      ['runs', 'handoff', true],
+    ]);
+    const handoff = children[1] as FlowJob;
+    expect(handoff.opts?.jobId).toBe('h1.train.handoff');
+    expect((handoff.children as FlowJob[]).map((child) => [child.queueName, child.opts?.failParentOnFailure])).toEqual([['fanout-demo', true]]);
+    const data = handoff.data as HandoffJobData;
+    expect(data).toMatchObject({ step: 'wait-stages', upstream: ['fanout-demo'], timeoutMs: 1_800_000, pollIntervalMs: 60_000 });
+    expect(data.post.map((stage) => [stage.name, stage.jobId, stage.dependsOn])).toEqual([
+      ['replay', plan.stages[2]?.jobId, []],
+      ['noop', plan.stages[3]?.jobId, ['replay']],
+    ]);
+  });
+
+  it('refuses checkpoint references outside held-back stages, and reads across the handoff the wrong way', () => {
+    expect(problemsOf({ ...config, stages: { ...config.stages, 'hash-demo': { parts: 1 }, noop: { label: '${checkpoint.endpoint}' } }, handoff: { after: ['fanout-demo'], before: ['replay'] } })).toEqual([
+      expect.stringMatching(/^stages\.noop\.label: \$\{checkpoint\.endpoint\}: stage "noop" does not wait for the checkpoint; add it to handoff\.before/),
+    ]);
+    expect(problemsOf({ runId: 'x', stages: { noop: { label: '${checkpoint.model}' } } })).toEqual([expect.stringMatching(/needs a trainer handoff/)]);
+    // hash-demo is not awaited by the handoff, yet replay (held back) would read it.
+    expect(
+      problemsOf({ ...config, stages: { ...config.stages, replay: { inputs: ['${stages.hash-demo.manifestUri}'], target: replayTarget } } }),
+    ).toEqual([expect.stringMatching(/^stages\.replay: reads stage "hash-demo", which the handoff does not wait for; add "hash-demo" to handoff\.after/)]);
+    expect(problemsOf({ ...config, stages: { ...config.stages, 'hash-demo': { parts: '${stages.noop.outputUri}' } } })).toContainEqual(
+      expect.stringMatching(/^stages\.hash-demo: reads stage "noop", which waits for the checkpoint; add "hash-demo" to handoff\.before/),
+    );
+    expect(problemsOf({ ...config, handoff: { after: ['fanout-demo', 'nope'], before: ['fanout-demo', 'replay'] } })).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^handoff\.after\[1\]: stage "nope" is not in this run/), expect.stringMatching(/^handoff\.before\[0\]: stage "fanout-demo" is in both/)]),
+    );
+  });
+
+  it('refuses configs that would write outside the run prefix', () => {
+    expect(problemsOf({ runId: 'x', stages: { 'fanout-demo': { parts: 1, out: '/etc' }, noop: { inputs: ['s3://bucket/hat/runs/x/../../secrets/manifest.json'] } } })).toEqual([
+      expect.stringMatching(/^stages\.fanout-demo\.out: a run decides where stages write/),
+      expect.stringMatching(/^stages\.noop\.inputs\[0\]: ".*" has a "\." or "\.\." segment/),
+    ]);
+    expect(problemsOf({ runId: 'x', artifacts: 'file:///data/../etc', stages: { noop: {} } })).toEqual([expect.stringMatching(/^artifacts: .* has a "\." or "\.\." segment/)]);
+  });
+});
+
+describe('examples/nightly.yaml', () => {
+  beforeAll(() => registerCatalogStages());
+
+  it('plans: collect -> augment -> shard, a handoff, and distill, rl and replay on the checkpoint', async () => {
+    const source = await readConfigFile(join(__dirname, '..', 'examples', 'nightly.yaml'));
+    const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 's3://hat/runs-root' }, now: new Date('2025-01-30T18:00:00Z'), runId: 'nightly-20250130T180000Z', file: source.file, locator: source.locator });
+    expect(plan.handoff).toMatchObject({ after: ['shard'], before: ['distill', 'rl', 'replay'], timeoutMs: 960 * 60_000 });
+    expect(plan.stages.map((stage) => [stage.name, stage.afterHandoff ?? false, stage.dependsOn])).toEqual([
+      ['collect', false, []],
+      ['augment', false, ['collect']],
+      ['shard', false, ['collect', 'augment']],
+      ['distill', true, ['collect']],
+      ['rl', true, []],
+      ['replay', true, ['collect']],
+    ]);
+    // Unresolved `latest` inputs plan with placeholders (as `hat schedule set` validates them).
+    expect(plan.stages[0]?.input).toMatchObject({ tasks: ['s3://hat/tasks/imported/dt=YYYY-MM-DD/tasks.jsonl.gz'], harness: 's3://hat/harness/live-host/CURRENT-VERSION' });
+    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({ policy: { baseUrl: '${checkpoint.endpoint}', model: '${checkpoint.model}' } });
+  });
+});

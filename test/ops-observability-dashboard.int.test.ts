@@ -1,0 +1,81 @@
+import { dashboardCookieName, startDashboard, type Dashboard } from '../cli/commands/dashboard';
+import { stageNames } from '../queues/stage-registry';
+import { runHatInProcess } from './support/hat-in-process';
+import { freePort } from './support/free-port';
+import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
+
+/** `hat dashboard`: bull-board over every stage queue and runs, behind a bearer token. */
+
+const token = 'dashboard-test-token-0123456789abcdef';
+
+interface QueuesResponse {
+  queues: { name: string; counts: Record<string, number> }[];
+}
+
+describe('hat dashboard', () => {
+  let kit: QueueTestKit;
+  let dashboard: Dashboard | undefined;
+  beforeEach(async () => {
+    kit = await createQueueTestKit();
+  });
+  afterEach(async () => {
+    await dashboard?.close();
+    dashboard = undefined;
+    await kit.cleanup();
+  });
+
+  const bearer = { authorization: `Bearer ${token}` };
+
+  it('answers 401 without the token and serves the board and its API with it', async () => {
+    dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
+    await kit.context.queue('fanout-demo').add('probe', { note: 'seen by the dashboard' }, { jobId: 'probe' });
+
+    const refused = await fetch(dashboard.url);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('www-authenticate')).toContain('Bearer');
+    expect((await fetch(`${dashboard.url}api/queues`)).status).toBe(401);
+    expect((await fetch(`${dashboard.url}api/queues`, { headers: { authorization: 'Bearer not-the-token-at-all-000000' } })).status).toBe(401);
+    expect((await fetch(`${dashboard.url}api/queues`, { headers: { cookie: `${dashboardCookieName}=${token}` } })).status).toBe(401);
+
+    const page = await fetch(dashboard.url, { headers: bearer });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toContain('text/html');
+
+    const api = await fetch(`${dashboard.url}api/queues`, { headers: bearer });
+    expect(api.status).toBe(200);
+    const body = (await api.json()) as QueuesResponse;
+    expect(body.queues.map((queue) => queue.name).sort()).toEqual([...stageNames(), 'runs'].sort());
+    expect(body.queues.find((queue) => queue.name === 'fanout-demo')?.counts.waiting).toBe(1);
+    expect(dashboard.queues).toContain('collect');
+  });
+
+  it('trades ?token= for a session cookie once, then drops the token from the address', async () => {
+    dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
+    const login = await fetch(`${dashboard.url}?token=${token}&tab=failed`, { redirect: 'manual' });
+    expect(login.status).toBe(303);
+    expect(login.headers.get('location')).toBe('/?tab=failed');
+    const setCookie = login.headers.get('set-cookie') ?? '';
+    expect(setCookie).toContain('HttpOnly');
+    expect(setCookie).toContain('SameSite=Strict');
+    expect(setCookie).not.toContain(token);
+    const cookie = setCookie.split(';')[0] as string;
+
+    expect((await fetch(dashboard.url, { headers: { cookie } })).status).toBe(200);
+    expect((await fetch(`${dashboard.url}api/queues`, { headers: { cookie } })).status).toBe(200);
+    expect((await fetch(`${dashboard.url}?token=wrong-token-wrong-token-wrong`, { redirect: 'manual' })).status).toBe(401);
+  });
+
+  it('refuses to start without a token unless --insecure-no-auth is given', async () => {
+    await expect(startDashboard({ env: kit.env, port: 0 })).rejects.toThrow(/\[DASHBOARD_TOKEN_MISSING\].*HAT_DASHBOARD_TOKEN/);
+    await expect(startDashboard({ env: kit.env, port: 0, token: 'short' })).rejects.toThrow(/\[DASHBOARD_TOKEN_WEAK\]/);
+
+    const environment = { ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_DASHBOARD_TOKEN: undefined };
+    const cli = await runHatInProcess(environment, 'dashboard', '--port', String(await freePort()));
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toMatch(/--token <t> or set HAT_DASHBOARD_TOKEN/);
+
+    dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', insecureNoAuth: true });
+    expect((await fetch(`${dashboard.url}api/queues`)).status).toBe(200);
+  });
+});
+
