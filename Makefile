@@ -26,7 +26,7 @@ demo: build
 
 bench: build
 	bash infra/scripts/ensure-redis.sh
-	for b in dist/bench/*.js; do node "$$b" || exit 1; done
+	for b in dist/bench/*.bench.js; do node "$$b" || exit 1; done
 
 clean:
 	rm -rf dist

@@ -134,6 +134,10 @@ describe('trainer handoff', () => {
     const report = (await kit.store.getBuffer('runs/handoff-ok/run-report.html')).toString();
     expect(report).toContain(`Trainer handoff after collect: <b>completed</b>; replay ran on checkpoint <code>ckpt-1</code> at <code>${server.baseUrl}</code>`);
 
+    // One replay stage job, under the id planned with the run.
+    const replayJobs = (await kit.context.queue('replay').getJobs(['completed', 'failed', 'waiting', 'active', 'delayed', 'waiting-children'])).filter((job) => job.name === 'stage');
+    expect(replayJobs.map((job) => job.id)).toEqual([done.stages[1]?.jobId]);
+
     const again = await hat('checkpoint', 'register', 'handoff-ok', '--endpoint', server.baseUrl, '--model', 'ckpt-1');
     expect(again.code).toBe(2);
     expect(again.stderr).toContain(`[CHECKPOINT_ALREADY_USED] run handoff-ok already runs replay on ckpt-1 at ${server.baseUrl}`);
