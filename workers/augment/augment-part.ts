@@ -15,9 +15,9 @@ import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema'
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import type { AugmentPartInput, AugmentPartOutput } from './augment-contract';
-import { expandInputs, readKeyedRecords, readRecordRange } from './augment-inputs';
+import { expandInputs, readKeyedRecords, readRecordRange } from '../../queues/stage-inputs';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
-import { loadHarnessFromUri } from './load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
 
 /**

@@ -22,11 +22,11 @@ import { variantToFiles } from '../../shared/harness/hsa/write-variant';
 import { VARIANT_MAPPING_SCHEMA_VERSION } from '../../shared/harness/hsa/variant-mapping';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
 import { augmentContract, type AugmentInput, type AugmentOutput, type AugmentPartInput, type AugmentPartOutput } from './augment-contract';
-import { expandInputs, isManifestUri } from './augment-inputs';
+import { expandInputs, isManifestUri } from '../../queues/stage-inputs';
 import { augmentEnvironment, augmentPart, partStats, relabelEntrySchema, type AugmentSample } from './augment-part';
 import { augmentReportHtml } from './augment-report';
 import { droppedTotal, mergeStats } from './augment-stats';
-import { loadHarnessFromUri } from './load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 
 function seedOf(input: AugmentInput, deps: Pick<StageDeps, 'run'>): string {
   return input.seed ?? deps.run.seed;

@@ -10,8 +10,8 @@ import type { ModelClient, SamplingSettings } from '../../shared/models/model-cl
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../augment/augment-inputs';
-import { loadHarnessFromUri } from '../augment/harness-source';
+import { readRecordRange } from '../../queues/stage-inputs';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry, type WrittenObject } from './collect-contract';
 import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
 import { EpisodeTeacher, openTeacher } from './open-teacher';

@@ -2,7 +2,7 @@ import type { StageDeps } from '../../queues/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { readRecordRange } from '../augment/augment-inputs';
+import { readRecordRange } from '../../queues/stage-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import type { CollectInput } from './collect-contract';
 

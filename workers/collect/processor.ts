@@ -37,7 +37,7 @@ import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import '../../shared/simulator/policies/scripted-adapter';
 import { TASK_SCHEMA_VERSION, taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
-import { loadHarnessFromUri } from '../augment/harness-source';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { collectContract, reviewEntrySchema, type CollectInput, type CollectOutput, type CollectPartInput, type CollectPartOutput, type ReviewEntry } from './collect-contract';
 import { collectPart, collectPartKeys } from './collect-part';
 import { COLLECT_STATS_SCHEMA_VERSION, collectReportHtml, type CollectStatsDocument } from './collect-report';

@@ -4,7 +4,7 @@ import { BadInputError } from '../../shared/errors';
 import { Rng } from '../../shared/random/rng';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs, readRecordRange } from '../augment/augment-inputs';
+import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import { readCurriculum, type CurriculumWeights } from './curriculum';
 import type { TaskGenerator } from '../collect/collect-contract';

@@ -25,7 +25,7 @@ import { HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
-import { loadHarnessFromUri } from '../augment/harness-source';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
 import { loadRlTasks, planGroups, rlGroupSchema, RL_GROUPS_SCHEMA_VERSION } from './group-plan';

@@ -13,8 +13,8 @@ import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-ad
 import { createModelViewer, createScriptedViewer, type Viewer } from '../../shared/simulator/viewer/viewer';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../augment/augment-inputs';
-import { loadHarnessFromUri } from '../augment/harness-source';
+import { readRecordRange } from '../../queues/stage-inputs';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { buildEpisodeRecord, episodeColumns, episodeTokenView, isScored, RL_EPISODE_SCHEMA_VERSION, type EpisodeRecord } from './episode-records';
 import { groupAdvantages } from './group-advantages';
 import { groupVariant, type GroupHarness } from './group-harness';

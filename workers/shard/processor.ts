@@ -16,7 +16,7 @@ import { createGunzip } from 'node:zlib';
 import { defineStage, type StageDeps } from '../../queues/define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { BadInputError } from '../../shared/errors';
-import { expandInputs } from '../augment/augment-inputs';
+import { expandInputs } from '../../queues/stage-inputs';
 import { shardContract, type ShardInput, type ShardPartInput } from './shard-contract';
 import { finishShard } from './shard-finish';
 import { processShardPart } from './shard-part';

@@ -5,7 +5,7 @@ import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { tokenizeConversation, type TokenizedSample, type TokenizeOptions } from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../augment/augment-inputs';
+import { readRecordRange } from '../../queues/stage-inputs';
 import { conversationKey } from './conversation-key';
 import { encodeTokens, partFileKeys, type PartConversation, type PartEntry } from './part-files';
 import type { ShardPartInput, ShardPartOutput, ShardTextSettings } from './shard-contract';

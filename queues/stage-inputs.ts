@@ -1,11 +1,11 @@
 import { gunzipSync } from 'node:zlib';
 import type { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
-import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
-import { recordSchemaError } from '../../shared/artifacts/jsonl-writer';
-import { readManifest } from '../../shared/artifacts/manifest';
-import { BadInputError } from '../../shared/errors';
-import { sha256Hex } from '../../shared/hash/hash';
+import type { StageDeps } from './define-stage';
+import { isGzipKey } from '../shared/artifacts/jsonl-reader';
+import { recordSchemaError } from '../shared/artifacts/jsonl-writer';
+import { readManifest } from '../shared/artifacts/manifest';
+import { BadInputError } from '../shared/errors';
+import { sha256Hex } from '../shared/hash/hash';
 
 /** An input object to read records from; `records` is known when a manifest listed it. */
 export interface InputObject {

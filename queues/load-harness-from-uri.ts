@@ -1,10 +1,10 @@
 import { fileURLToPath } from 'node:url';
-import type { StageDeps } from '../../queues/define-stage';
-import { BadInputError } from '../../shared/errors';
-import { HARNESS_FILE, readHarnessFiles, type HarnessFiles } from '../../shared/harness/harness-files';
-import type { Harness } from '../../shared/harness/harness-types';
-import { loadHarnessFromFiles } from '../../shared/harness/load-harness';
-import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
+import type { StageDeps } from './define-stage';
+import { BadInputError } from '../shared/errors';
+import { HARNESS_FILE, readHarnessFiles, type HarnessFiles } from '../shared/harness/harness-files';
+import type { Harness } from '../shared/harness/harness-types';
+import { loadHarnessFromFiles } from '../shared/harness/load-harness';
+import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 
 /**
  * Loads a harness named by a stage config: a local directory, a `file://` directory or an

@@ -1,2 +1,0 @@
-/** Kept for importers written before the rename; import from './load-harness-from-uri'. */
-export { loadHarnessFromUri } from './load-harness-from-uri';
