@@ -25,6 +25,8 @@ export interface QueueWorkerOptions {
   prefix: string;
   concurrency: number;
   lockDurationMs?: number;
+  /** How often the worker looks for stalled jobs (lock lapsed: a killed process), ms. Default BullMQ's 30000. */
+  stalledIntervalMs?: number;
   logger: Logger;
   observer?: JobObserver;
 }
@@ -55,6 +57,7 @@ export function createQueueWorker(queueName: string, processor: Processor | stri
     prefix: options.prefix,
     concurrency: options.concurrency,
     lockDuration: options.lockDurationMs ?? defaultLockDurationMs,
+    ...(options.stalledIntervalMs !== undefined ? { stalledInterval: options.stalledIntervalMs } : {}),
     settings: { backoffStrategy: hatBackoffStrategy },
     ...(options.sandboxed ? { useWorkerThreads: true, workerThreadsOptions: { workerData: options.workerData } } : {}),
   });

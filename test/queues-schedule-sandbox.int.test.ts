@@ -26,18 +26,21 @@ describe('scheduled kickoffs and sandboxed stages', () => {
 
     await kickoff.promote();
     await kit.startWorkers({ queues: ['runs'] });
-    const done = await waitFor(async () => {
+    // Judge completion from one snapshot of the job: a state read after the fetch can see
+    // 'completed' while the fetched copy still lacks its return value.
+    const finished = async () => {
       const job = await kit.context.runsQueue.getJob(kickoff.id ?? '');
-      return (await job?.getState()) === 'completed' ? job : undefined;
-    });
+      return job?.finishedOn && !job.failedReason ? job : undefined;
+    };
+    const done = await waitFor(finished);
     expect(done?.returnvalue).toEqual({ kind: 'kickoff', runId, enqueued: true });
     const run = await kit.context.runsQueue.getJob(runId);
     expect(run?.data).toMatchObject({ runId, source: 'schedule:minutely', stages: [expect.objectContaining({ name: 'fanout-demo' })] });
 
     await done?.retry('completed');
     const again = await waitFor(async () => {
-      const job = await kit.context.runsQueue.getJob(kickoff.id ?? '');
-      return (await job?.getState()) === 'completed' && job?.returnvalue?.enqueued === false ? job : undefined;
+      const job = await finished();
+      return job?.returnvalue?.enqueued === false ? job : undefined;
     });
     expect(again.returnvalue).toEqual({ kind: 'kickoff', runId, enqueued: false });
     const runs = (await kit.context.runsQueue.getJobs(['waiting-children', 'waiting', 'active', 'completed', 'failed'])).filter((job) => job.name === 'run');

@@ -30,8 +30,10 @@ export interface WorkerPoolOptions {
   sandbox?: 'auto' | 'off';
   /** Opens the store of an artifact root (tests inject one); default by URI scheme. */
   openStore?: (rootUri: string) => ArtifactStore;
-  /** Overrides every stage's lock duration, ms. */
+  /** Overrides every stage's lock duration, ms. Default HAT_LOCK_DURATION_MS, else each stage's own. */
   lockDurationMs?: number;
+  /** How often workers look for stalled jobs, ms. Default HAT_STALLED_INTERVAL_MS, else 30000. */
+  stalledIntervalMs?: number;
   /** Collects Prometheus metrics (`pool.metrics`; `hat worker --metrics-port` serves them). Default off. */
   metrics?: Pick<WorkerMetricsOptions, 'depthCacheMs' | 'processMetrics'>;
 }
@@ -75,7 +77,14 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   const workers: Worker[] = [];
   const sandboxed: string[] = [];
   for (const name of queues) {
-    const common = { connection, prefix: context.prefix, logger, lockDurationMs: options.lockDurationMs, observer: metrics };
+    const common = {
+      connection,
+      prefix: context.prefix,
+      logger,
+      lockDurationMs: options.lockDurationMs ?? env.HAT_LOCK_DURATION_MS,
+      stalledIntervalMs: options.stalledIntervalMs ?? env.HAT_STALLED_INTERVAL_MS,
+      observer: metrics,
+    };
     if (name === runsQueueName) {
       workers.push(createRunWorker(createRunJobRuntime(context, stores, logger, clock), { ...common, concurrency: options.concurrency ?? 4 }));
       continue;
