@@ -4,6 +4,7 @@ import type { Logger } from '../shared/log/logger';
 import type { Rng } from '../shared/random/rng';
 import { BadInputError } from '../shared/errors';
 import { assertStageName } from './queue-names';
+import type { StageSummary } from './stage-summary';
 
 /**
  * A stage = contract (zod schemas of its input and output, queue defaults) + processor (plain
@@ -115,6 +116,8 @@ export interface StageContract<Input, Output> {
   /** Schema of the stage result; carries `manifestUri` when the stage writes a manifest. */
   output: z.ZodType<Output>;
   queue?: StageQueueDefaults;
+  /** The key figures and report links of a completed stage, for the run report (stage-summary.ts). */
+  summarize?(output: Output): StageSummary;
 }
 
 export interface FanOutContract<Input, Output, PartInput, PartOutput> extends StageContract<Input, Output> {
@@ -122,6 +125,11 @@ export interface FanOutContract<Input, Output, PartInput, PartOutput> extends St
   partInput: z.ZodType<PartInput>;
   /** Schema of one part's result (small: counts, keys, hashes). */
   partOutput: z.ZodType<PartOutput>;
+  /**
+   * The work one completed part did, as Prometheus stage counters (`hat_stage_counter_total`):
+   * trajectories, variants, tokens, episodes, ... counted as each part completes.
+   */
+  partCounters?(output: PartOutput): Record<string, number>;
 }
 
 export interface SingleJobStageDefinition<Input, Output> extends StageContract<Input, Output> {

@@ -164,6 +164,12 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(demo.stderr).toContain(`local copy:   ${localCopy}`);
     const report = await readFile(localCopy, 'utf8');
     for (const stage of ['collect', 'augment', 'shard']) expect(report).toContain(stage);
+    // The key figures: collect's acceptance rate, augment's variant checks, shard's token counts.
+    const keyFigures = report.slice(report.indexOf('<h2>Key figures</h2>'));
+    expect(keyFigures).toMatch(/<td>acceptance rate<\/td><td class="n">\d+\.\d%<\/td>/);
+    expect(keyFigures).toMatch(/<td>round_trip check passed<\/td><td class="n"[^>]*>\d+\.\d%<\/td>/);
+    expect(keyFigures).toMatch(/<td>train tokens<\/td><td class="n">[1-9][\d,]*<\/td>/);
+    expect(keyFigures).toContain('dataset card: <code>s3://hat-demo/demo/runs/');
     // The S3 server's files stay behind for inspection.
     expect(existsSync(join(directory, '.hat', 'demo-s3', 'hat-demo'))).toBe(true);
   }, 180_000);

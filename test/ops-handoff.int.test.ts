@@ -133,6 +133,12 @@ describe('trainer handoff', () => {
     expect(await kit.store.head('runs/handoff-ok/replay/manifest.json')).toBeDefined();
     const report = (await kit.store.getBuffer('runs/handoff-ok/run-report.html')).toString();
     expect(report).toContain(`Trainer handoff after collect: <b>completed</b>; replay ran on checkpoint <code>ckpt-1</code> at <code>${server.baseUrl}</code>`);
+    // The latency SLO verdict of the replay, as its own manifest records it, with each objective.
+    const replayStats = (await readManifest(kit.store, 'runs/handoff-ok/replay/manifest.json')).stats as { verdict: string };
+    const replayFigures = manifest.stages[1]?.figures ?? [];
+    expect(replayFigures[0]).toMatchObject({ label: 'latency SLO', value: replayStats.verdict });
+    expect(replayFigures.filter((figure) => /^P\d+ /.test(figure.label)).length).toBeGreaterThan(0);
+    expect(report).toContain('<td>latency SLO</td>');
 
     // One replay stage job, under the id planned with the run.
     const replayJobs = (await kit.context.queue('replay').getJobs(['completed', 'failed', 'waiting', 'active', 'delayed', 'waiting-children'])).filter((job) => job.name === 'stage');

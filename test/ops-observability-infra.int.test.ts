@@ -61,6 +61,23 @@ describe('infra manifests', () => {
 
   beforeAll(() => registerCatalogStages());
 
+  it('runs compose with a metrics port on every worker service, Prometheus scraping each of them, and a token-gated dashboard', () => {
+    const compose = parseAllDocuments(readFileSync(join(infraDirectory, 'compose.yaml'), 'utf8'), { merge: true })[0]!.toJS() as Manifest;
+    const prometheus = byFile.get('../prometheus.yml')![0]!;
+    const scraped = prometheus.scrape_configs[0].dns_sd_configs[0];
+    const workerServices = Object.entries(compose.services as Record<string, Manifest>).filter(([name]) => name.startsWith('worker-'));
+    expect(workerServices.map(([, service]) => argAfter(service.command, '--stages')).sort()).toEqual([...pipelineQueues].sort());
+    for (const [name, service] of workerServices) {
+      const port = argAfter(service.command, '--metrics-port');
+      expect([name, port, service.expose]).toEqual([name, String(scraped.port), [String(scraped.port)]]);
+    }
+    expect([...scraped.names].sort()).toEqual(workerServices.map(([name]) => name).sort());
+    const dashboard = compose.services.dashboard as Manifest;
+    expect(dashboard.command[0]).toBe('dashboard');
+    // Compose refuses to start without a token rather than serve an open dashboard.
+    expect(dashboard.environment.HAT_DASHBOARD_TOKEN).toMatch(/^\$\{HAT_DASHBOARD_TOKEN:\?/);
+  });
+
   it('parses every YAML file under infra/ (compose and Kubernetes)', () => {
     expect(files.map((file) => relative(infraDirectory, file))).toEqual(expect.arrayContaining(['compose.yaml', 'k8s/kustomization.yaml', 'k8s/secret.example.yaml']));
     for (const documents of byFile.values()) expect(documents.length).toBeGreaterThan(0);

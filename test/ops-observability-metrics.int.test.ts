@@ -7,6 +7,7 @@ import { enqueueRun } from '../queues/flows';
 import { planRun } from '../queues/run-config';
 import { watchRun } from '../queues/run-control';
 import { registerStage, unregisterStage } from '../queues/stage-registry';
+import type { CollectOutput } from '../workers/collect/collect-contract';
 import type { WorkerPool } from '../workers/worker-pool';
 import { startHat, type HatProcess } from './support/hat-process';
 import { freePort } from './support/free-port';
@@ -74,7 +75,7 @@ describe('worker metrics (Prometheus)', () => {
   });
 
   it('serves queue depths, job durations, retries, failures by code, completions and stage counters after a small run', async () => {
-    const pool: WorkerPool = await kit.startWorkers({ queues: ['fanout-demo', partCountersStage.name, outputCountersStage.name, 'runs'], concurrency: 2, metrics: { depthCacheMs: 0 } });
+    const pool: WorkerPool = await kit.startWorkers({ queues: ['fanout-demo', 'collect', partCountersStage.name, outputCountersStage.name, 'runs'], concurrency: 2, metrics: { depthCacheMs: 0 } });
     expect(pool.metrics).toBeDefined();
     server = await startMetricsServer(pool.metrics!, { port: 0, host: '127.0.0.1' });
 
@@ -83,7 +84,12 @@ describe('worker metrics (Prometheus)', () => {
       kit.context,
       plan({
         runId: 'good',
-        stages: { 'fanout-demo': { parts: 3, recordsPerPart: 4, faults: { transientOnFirstAttempt: [1] } }, [partCountersStage.name]: { parts: 4 }, [outputCountersStage.name]: {} },
+        stages: {
+          'fanout-demo': { parts: 3, recordsPerPart: 4, faults: { transientOnFirstAttempt: [1] } },
+          collect: { generate: { count: 12, seed: 3 }, tasksPerPart: 6 },
+          [partCountersStage.name]: { parts: 4 },
+          [outputCountersStage.name]: {},
+        },
       }),
     );
     const goodStatus = await watchRun(kit.context, 'good', { intervalMs: 100 });
@@ -118,6 +124,13 @@ describe('worker metrics (Prometheus)', () => {
     expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'trajectories' })).toBe(8);
     expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'tokens' })).toBe(100 + 101 + 102 + 103);
     expect(sample(samples, 'hat_stage_counter_total', { stage: outputCountersStage.name, counter: 'episodes' })).toBe(5);
+    // A pipeline stage counts by its contract as parts complete: they add up to the stage output.
+    const collected = (await kit.context.queue('collect').getCompleted()).find((job) => job.name === 'stage')?.returnvalue.output as CollectOutput;
+    expect(sample(samples, 'hat_jobs_completed_total', { queue: 'collect', job: 'part' })).toBe(2);
+    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'tasks' })).toBe(12);
+    expect(collected.accepted).toBeGreaterThan(0);
+    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'trajectories' })).toBe(collected.accepted);
+    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'rejected' }) ?? 0).toBe(collected.rejected);
 
     // Depths match what BullMQ reports.
     const counts = await kit.context.queue('fanout-demo').getJobCounts('completed', 'failed', 'delayed', 'waiting', 'active');

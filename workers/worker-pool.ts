@@ -137,7 +137,13 @@ function createPoolMetrics(queues: string[], context: QueueContext, stores: Stor
     },
     partCountersDeclared: (stage) => {
       const definition = findStage(stage);
-      return definition?.kind === 'fan-out' && declaresCounters(definition.partOutput);
+      return definition?.kind === 'fan-out' && (definition.partCounters !== undefined || declaresCounters(definition.partOutput));
+    },
+    partCounters: (stage, output) => {
+      const definition = findStage(stage);
+      if (definition?.kind !== 'fan-out' || !definition.partCounters) return undefined;
+      const parsed = definition.partOutput.safeParse(output);
+      return parsed.success ? definition.partCounters(parsed.data) : undefined;
     },
   });
 }

@@ -69,6 +69,9 @@ export function createS3Client(settings: S3Settings = {}): S3Client {
   if (settings.accessKeyId && settings.secretAccessKey) {
     config.credentials = { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey, sessionToken: settings.sessionToken };
   }
+  // The SDK version is pinned in package-lock.json; its notice that *later* versions will need
+  // Node 22 would otherwise print into every worker's log on Node 20. A user's own setting wins.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   return new S3Client(config);
 }
 

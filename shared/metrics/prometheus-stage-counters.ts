@@ -3,8 +3,9 @@
  * Prometheus counters `hat_stage_counter_total{stage, counter}`. A stage exposes them in one of
  * three ways, checked in this order:
  *
- * 1. Part outputs carry `counters: { <name>: <number> }` (declare `counters` in the stage's
- *    `partOutput` schema): counted as each part completes, so dashboards see a run progress.
+ * 1. Its contract's `partCounters(partOutput)` returns them, or part outputs carry
+ *    `counters: { <name>: <number> }` (declared in the stage's `partOutput` schema): counted as
+ *    each part completes, so dashboards see a run progress.
  * 2. The stage output carries `counters`: counted when the stage job completes.
  * 3. Neither: the non-negative integer fields at the top of the stage manifest's `stats`
  *    (`schemaVersion` and measurements such as `*Ms`, `*Rate`, `mean*`, `p95*` left out) are

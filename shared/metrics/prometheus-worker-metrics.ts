@@ -38,6 +38,8 @@ export interface WorkerMetricsOptions {
   readManifestStats?(manifestUri: string): Promise<unknown>;
   /** Whether a stage's parts report counters (rule 1), so its stage job is not counted again. */
   partCountersDeclared?(stage: string): boolean;
+  /** A completed part's counters by its stage contract (rule 1); undefined: read `output.counters`. */
+  partCounters?(stage: string, output: unknown): Record<string, number> | undefined;
   /** How long queue depths are reused between scrapes, ms. Default 2000. */
   depthCacheMs?: number;
   /** Adds prom-client's default process metrics. Default false. */
@@ -102,7 +104,7 @@ export class WorkerMetrics {
         ? (stageResult.finishedAt - stageResult.startedAt) / 1000
         : this.#processingSeconds(job);
     if (seconds !== undefined) this.#durations.observe({ queue, job: job.name, outcome: 'completed' }, Math.max(0, seconds));
-    if (stageResult?.kind === 'part') this.#count(queue, countersOf(stageResult.output));
+    if (stageResult?.kind === 'part') this.#count(queue, this.#partCounters(queue, stageResult.output));
     else if (stageResult?.kind === 'stage' && !this.#options.partCountersDeclared?.(queue)) {
       const counters = countersOf(stageResult.output);
       if (counters) this.#count(queue, counters);
@@ -135,6 +137,16 @@ export class WorkerMetrics {
 
   #count(stage: string, counters: Record<string, number> | undefined): void {
     for (const [counter, value] of Object.entries(counters ?? {})) if (value > 0) this.#stageCounters.inc({ stage, counter }, value);
+  }
+
+  #partCounters(stage: string, output: unknown): Record<string, number> | undefined {
+    try {
+      return this.#options.partCounters?.(stage, output) ?? countersOf(output);
+    } catch (error) {
+      // Metrics never fail a job: a part output the contract cannot read is logged and skipped.
+      this.#options.logger?.warn({ stage, err: error }, 'cannot read the counters of a part');
+      return undefined;
+    }
   }
 
   #countManifest(stage: string, manifestUri: string): void {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { hsaFamilies } from '../../shared/harness/hsa/variant-mapping';
+import { summarizeAugment } from './augment-summary';
 
 /**
  * Config of the `augment` stage: HSA variants of the canonical harness, every input trajectory
@@ -104,6 +105,8 @@ export const augmentOutputSchema = z.object({
   relabel: z.number().int().nonnegative(),
   /** Distinct variants stored under variants/. */
   variants: z.number().int().nonnegative(),
+  /** Each verification check: (trajectory, variant) pairs checked and failed. */
+  checks: z.record(z.string(), z.object({ checked: z.number().int().nonnegative(), failed: z.number().int().nonnegative() })),
   reportUri: z.string(),
   statsUri: z.string(),
 });
@@ -116,6 +119,9 @@ export const augmentContract: FanOutContract<AugmentInput, AugmentOutput, Augmen
   output: augmentOutputSchema,
   partInput: augmentPartInputSchema,
   partOutput: augmentPartOutputSchema,
+  summarize: summarizeAugment,
+  // Augmented (variant) trajectories emitted and relabel entries listed.
+  partCounters: (part) => ({ variants: part.trajectories.records, relabel: part.relabel.records }),
   // Rewriting and replaying is pure CPU: run it where a busy event loop cannot starve lock renewal.
   queue: { cpuHeavy: true, attempts: 3 },
 };

@@ -151,6 +151,7 @@ export async function finishAugment(input: AugmentInput, parts: AugmentPartOutpu
     dropped: droppedTotal(stats.pairs),
     relabel: stats.relabel,
     variants: variants.length,
+    checks: stats.checks,
     reportUri: reportInfo.uri,
     statsUri: statsInfo.uri,
   };

@@ -5,6 +5,7 @@ import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import { maxWorldItems } from '../../shared/simulator/world/generate-world';
 import { collectCountsSchema } from './collect-stats';
+import { summarizeCollect } from './collect-summary';
 
 /**
  * Config of the `collect` stage: a teacher (any model adapter: an OpenAI-compatible server, or
@@ -193,6 +194,8 @@ export const collectContract: FanOutContract<CollectInput, CollectOutput, Collec
   description: 'teacher trajectories: a model (OpenAI-compatible server or the scripted expert) plays simulator tasks, best-of-N by verifier reward',
   input: collectInputSchema as z.ZodType<CollectInput>,
   output: collectOutputSchema,
+  summarize: summarizeCollect,
+  partCounters: (part) => ({ tasks: part.tasks.records, trajectories: part.accepted.records, rejected: part.rejected.records, review: part.review.records }),
   partInput: collectPartInputSchema,
   partOutput: collectPartOutputSchema,
   // Model-bound: a part waits on the teacher; the per-endpoint limiter caps what reaches it.

@@ -3,6 +3,7 @@ import type { FanOutContract } from '../../queues/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
+import { summarizeDistill } from './distill-summary';
 
 /**
  * Config of the `distill` stage: on-policy distillation rollouts. The student samples
@@ -263,6 +264,11 @@ export const distillContract: FanOutContract<DistillInput, DistillOutput, Distil
   description: 'on-policy distillation rollouts: student samples with token logprobs, teacher logprobs of the same token ids, per-token reverse KL',
   input: distillInputSchema as z.ZodType<DistillInput>,
   output: distillOutputSchema,
+  summarize: summarizeDistill,
+  partCounters: (part) => {
+    const sources = Object.values(part.sources);
+    return { rollouts: part.rollouts, tokens: sources.reduce((sum, source) => sum + source.responseTokens, 0) };
+  },
   partInput: distillPartInputSchema,
   partOutput: distillPartOutputSchema,
   // Model-bound: several parts at once keep the student and the teacher busy together.

@@ -238,6 +238,7 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
     htmlUri: htmlInfo.uri,
     requestsCsvUri: requestsInfo.uri,
     verdict: report.slo.verdict,
+    objectives: report.slo.objectives.map(({ metric, percentile, maxMs, observed, pass }) => ({ metric, percentile, maxMs, observed, pass })),
     sessions: report.counts.sessions,
     calls: report.counts.calls,
     callsFailed: report.counts.callsFailed,

@@ -6,6 +6,7 @@ import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-
 import { loadProfileSchema } from './load-profile';
 import { replayModes } from './replay-report';
 import { sloSchema } from './slo';
+import { summarizeReplay } from './replay-summary';
 
 const artifactUri = z.string().regex(/^(s3|file):\/\/.+/, 'must be an artifact URI (s3://bucket/key or file:///path)');
 
@@ -118,6 +119,10 @@ export const replayOutputSchema = z.object({
   htmlUri: z.string(),
   requestsCsvUri: z.string(),
   verdict: z.enum(['pass', 'fail', 'no-data']),
+  /** Each SLO objective with the value observed (null: no samples) and whether it held. */
+  objectives: z.array(
+    z.object({ metric: z.string(), percentile: z.number(), maxMs: z.number(), observed: z.number().nullable(), pass: z.boolean().nullable() }),
+  ),
   sessions: z.number().int().nonnegative(),
   calls: z.number().int().nonnegative(),
   callsFailed: z.number().int().nonnegative(),
@@ -132,6 +137,8 @@ export const replayContract: FanOutContract<ReplayInput, ReplayOutput, ReplayPar
   description: 'full-agent session replay against a served model: vLLM-exact call metrics, session percentiles, SLO report',
   input: replayInputSchema,
   output: replayOutputSchema,
+  summarize: summarizeReplay,
+  partCounters: (part) => ({ sessions: part.sessions, calls: part.calls, callsFailed: part.callsFailed }),
   partInput: replayPartInputSchema,
   partOutput: replayPartOutputSchema,
   // Model-bound: parts wait on the server, so a worker runs many side by side (they must, to offer the whole load).

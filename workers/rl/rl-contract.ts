@@ -9,6 +9,7 @@ import { rewardComponents } from '../../shared/simulator/verifier/verify-episode
 import { augmentFamilyWeightsSchema } from '../augment/augment-contract';
 import { taskGeneratorSchema } from '../collect/collect-contract';
 import { tokenizerSourceSchema } from '../distill/distill-contract';
+import { rlPartCounters, summarizeRl } from './rl-summary';
 
 /**
  * Config of the `rl` stage: groups of simulator episodes for GRPO. Each group is one task under
@@ -226,6 +227,8 @@ export const rlContract: FanOutContract<RlInput, RlOutput, RlPartInput, RlPartOu
   description: 'RL episode groups: HSA-randomized simulator episodes of the policy with rewards, GRPO advantages and loss-masked token views',
   input: rlInputSchema as z.ZodType<RlInput>,
   output: rlOutputSchema,
+  summarize: summarizeRl,
+  partCounters: rlPartCounters,
   partInput: rlPartInputSchema as z.ZodType<RlPartInput>,
   partOutput: rlPartOutputSchema,
   // Model-bound: a few parts at once keep the endpoint busy; episodes within a part run concurrently too.

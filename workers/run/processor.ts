@@ -31,11 +31,14 @@ import { handoffStageName, type HandoffOutput } from '../../queues/run-handoff';
 import { failedChildKey, failureDetail } from '../../queues/run-control';
 import { runLayout, runManifestKey, runReportKeys } from '../../queues/run-layout';
 import { toWorkerError } from '../../queues/stage-job-processor';
+import type { StageSummary } from '../../queues/stage-summary';
 import { processHandoff, type HandoffRuntime } from './handoff-processor';
 import { RUN_MANIFEST_SCHEMA_VERSION, type HandoffOutcome, type RunManifest, type StageOutcome } from './run-manifest';
 import { buildRunReport, renderRunReportHtml } from './run-report';
 
 export interface RunJobRuntime extends HandoffRuntime {
+  /** The key figures of a completed stage from its output (the stage contract's `summarize`); undefined when it has none. */
+  summarize?(stage: string, output: unknown): StageSummary | undefined;
   env: Pick<HatEnv, 'HAT_ARTIFACTS'>;
   logger: Logger;
   clock: Clock;
@@ -185,6 +188,7 @@ async function stageOutcome(
   const base = { name: entry.name, jobId: entry.jobId, dependsOn: entry.dependsOn };
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
+    const summary = summarizeStage(runtime, entry.name, result.output);
     return {
       ...base,
       status: 'completed',
@@ -194,6 +198,7 @@ async function stageOutcome(
       startedAt: new Date(result.startedAt).toISOString(),
       finishedAt: new Date(result.finishedAt).toISOString(),
       durationMs: Math.max(0, result.finishedAt - result.startedAt),
+      ...(summary ? { figures: summary.figures, links: summary.links } : {}),
     };
   }
   const job = await runtime.getJob(entry.name, entry.jobId);
@@ -215,6 +220,16 @@ async function stageOutcome(
   const error = await failureDetail(runtime.getJob, entry.name, entry.jobId);
   const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
+}
+
+/** The stage's key figures; a summary that throws (an output from another code version) is logged, not fatal. */
+function summarizeStage(runtime: RunJobRuntime, stage: string, output: unknown): StageSummary | undefined {
+  try {
+    return runtime.summarize?.(stage, output);
+  } catch (error) {
+    runtime.logger.warn({ stage, err: error }, 'cannot summarize the stage output for the run report');
+    return undefined;
+  }
 }
 
 async function manifestCounts(runtime: RunJobRuntime, uri: string): Promise<{ objects?: number; records?: number }> {

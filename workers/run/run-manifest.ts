@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { resolvedInputSchema } from '../../queues/latest-inputs';
+import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-summary';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
 
@@ -26,6 +27,10 @@ export const stageOutcomeSchema = z.object({
   error: z.string().optional(),
   /** Stages it read from. */
   dependsOn: z.array(z.string()),
+  /** Key figures of a completed stage (its contract's `summarize`): acceptance rate, tokens, SLO verdict, ... */
+  figures: z.array(stageFigureSchema).optional(),
+  /** The stage's own reports and data beyond its manifest. */
+  links: z.array(stageLinkSchema).optional(),
 });
 export type StageOutcome = z.infer<typeof stageOutcomeSchema>;
 

@@ -1,6 +1,7 @@
+import { formatFigure, type StageFigure } from '../../queues/stage-summary';
 import type { RunManifest, StageOutcome } from './run-manifest';
 
-/** The run report: what people read first. Another issue adds stage-specific sections. */
+/** The run report: what people read first; each completed stage carries its key figures and report links. */
 export interface RunReport {
   schemaVersion: 1;
   runId: string;
@@ -53,6 +54,46 @@ function runContextHtml(report: RunReport): string {
   }
   for (const input of report.resolvedInputs ?? []) parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
   return parts.join('\n');
+}
+
+const toneColors: Record<NonNullable<StageFigure['tone']>, string> = { pass: '#2e7d32', warn: '#b26a00', fail: '#c62828' };
+
+/** Per completed stage: its key figures (value colored by tone) and links to its own reports. */
+function keyFiguresHtml(stages: StageOutcome[]): string {
+  const sections = stages
+    .filter((stage) => (stage.figures?.length ?? 0) > 0 || (stage.links?.length ?? 0) > 0)
+    .map((stage) => {
+      const rows = (stage.figures ?? [])
+        .map((figure) => {
+          const color = figure.tone ? ` style="color:${toneColors[figure.tone]};font-weight:600"` : '';
+          return `<tr><td>${escapeHtml(figure.label)}</td><td class="n"${color}>${escapeHtml(formatFigure(figure))}</td><td class="detail">${escapeHtml(figure.detail ?? '')}</td></tr>`;
+        })
+        .join('\n');
+      const links = (stage.links ?? []).map((link) => `<li>${escapeHtml(link.label)}: <code>${escapeHtml(link.uri)}</code></li>`).join('');
+      return `<section><h3>${escapeHtml(stage.name)}</h3>${rows ? `<table class="figures"><tbody>\n${rows}\n</tbody></table>` : ''}${links ? `<ul>${links}</ul>` : ''}</section>`;
+    });
+  return sections.length > 0 ? `<h2>Key figures</h2>\n${sections.join('\n')}` : '';
+}
+
+/** A bar per rate figure (acceptance rate, check pass rates) on one 0–100% scale; empty without any. */
+function ratesChart(stages: StageOutcome[]): string {
+  const rates = stages.flatMap((stage) => (stage.figures ?? []).filter((figure) => figure.unit === 'ratio' && typeof figure.value === 'number').map((figure) => ({ stage: stage.name, figure })));
+  if (rates.length === 0) return '';
+  const rowHeight = 24;
+  const labelWidth = 260;
+  const barWidth = 360;
+  const rows = rates.map(({ stage, figure }, index) => {
+    const y = index * rowHeight;
+    const value = Math.min(1, Math.max(0, figure.value as number));
+    const color = figure.tone ? toneColors[figure.tone] : '#1565c0';
+    return (
+      `<text x="0" y="${y + 16}" font-size="12">${escapeHtml(`${stage}: ${figure.label}`)}</text>` +
+      `<rect x="${labelWidth}" y="${y + 4}" width="${barWidth}" height="16" fill="#eee"/>` +
+      `<rect x="${labelWidth}" y="${y + 4}" width="${Math.max(1, Math.round(value * barWidth))}" height="16" fill="${color}"><title>${escapeHtml(figure.detail ?? figure.label)}</title></rect>` +
+      `<text x="${labelWidth + barWidth + 6}" y="${y + 16}" font-size="12">${escapeHtml(formatFigure(figure))}</text>`
+    );
+  });
+  return `<h2>Rates</h2>\n<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + barWidth + 70}" height="${rates.length * rowHeight}" role="img" aria-label="rates">${rows.join('')}</svg>`;
 }
 
 const statusColors: Record<StageOutcome['status'], string> = {
@@ -111,6 +152,8 @@ table{border-collapse:collapse;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.35rem .7rem;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .error{color:#c62828;font-size:.9em;white-space:pre-wrap}
+td.detail{color:#555;font-size:.9em}
+h3{margin:1.2rem 0 .2rem}
 code{font-size:.85em}
 </style></head>
 <body>
@@ -123,6 +166,8 @@ ${runContextHtml(report)}
 <tbody>
 ${rows}
 </tbody></table>
+${keyFiguresHtml(report.stages)}
+${ratesChart(report.stages)}
 <h2>Stage durations</h2>
 ${durationChart(report.stages)}
 </body></html>

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { FanOutContract } from '../../queues/define-stage';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
+import { summarizeShard } from './shard-summary';
 
 /**
  * Config of the `shard` stage: SFT data from one or more trajectory sets, rendered by the target
@@ -188,6 +189,8 @@ export const shardContract: FanOutContract<ShardInput, ShardOutput, ShardPartInp
   description: 'SFT shards: trajectories rendered by the target chat template, tokenized, loss-masked, deduplicated, split by task, packed into Parquet',
   input: shardInputSchema as z.ZodType<ShardInput>,
   output: shardOutputSchema,
+  summarize: summarizeShard,
+  partCounters: (part) => ({ records: part.records, samples: part.accepted, tokens: part.tokens.tokens }),
   partInput: shardPartInputSchema,
   partOutput: shardPartOutputSchema,
   // Rendering and tokenizing is pure CPU: run it where a busy event loop cannot starve lock renewal.

@@ -1,0 +1,30 @@
+import type { StageFigure, StageSummary } from '../../queues/stage-summary';
+import type { ReplayOutput } from './replay-contract';
+
+const verdictTone = { pass: 'pass', fail: 'fail', 'no-data': 'warn' } as const;
+
+/** Run-report figures of replay: the latency SLO verdict and each objective's observed value. */
+export function summarizeReplay(output: ReplayOutput): StageSummary {
+  const objectives = output.objectives.map(
+    (objective): StageFigure => ({
+      label: `P${objective.percentile} ${objective.metric}`,
+      value: objective.observed ?? 'no data',
+      ...(objective.observed !== null ? { unit: 'ms' as const } : {}),
+      tone: objective.pass === null ? 'warn' : objective.pass ? 'pass' : 'fail',
+      detail: `objective ≤ ${objective.maxMs} ms`,
+    }),
+  );
+  return {
+    figures: [
+      { label: 'latency SLO', value: output.verdict, tone: verdictTone[output.verdict], detail: `target ${output.target}` },
+      ...objectives,
+      { label: 'sessions', value: output.sessions, ...(output.unreplayable > 0 ? { detail: `${output.unreplayable} unreplayable` } : {}) },
+      { label: 'failed calls', value: output.callsFailed, ...(output.callsFailed > 0 ? { tone: 'warn' as const } : {}), detail: `of ${output.calls} calls` },
+    ],
+    links: [
+      { label: 'replay report', uri: output.htmlUri },
+      { label: 'report JSON', uri: output.reportUri },
+      { label: 'requests CSV', uri: output.requestsCsvUri },
+    ],
+  };
+}
