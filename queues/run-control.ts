@@ -8,6 +8,7 @@ import { runsQueueName } from './queue-names';
 import { runLayout } from './run-layout';
 import { checkpointMarkerKey, handoffJobDataSchema, handoffStageName, registerCommandOf, trainingRequestKey } from './run-handoff';
 import type { StageJobProgress } from './stage-job-processor';
+import { summarizeStageOutput, type StageFigure } from './stage-summary';
 
 /**
  * Operator views and actions on runs (`hat runs ...`, `hat run --wait`), read from BullMQ: the
@@ -29,6 +30,8 @@ export interface StageStatus {
   /** Attempts the stage job made (plan / fan-in retries). */
   attempts: number;
   manifestUri?: string;
+  /** Key figures of a completed stage (acceptance rate, tokens, SLO verdict, ...), as in the run report. */
+  figures?: StageFigure[];
   error?: string;
   startedAt?: string;
   finishedAt?: string;
@@ -199,7 +202,15 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
   const common = { ...base, partsTotal, attempts: job.attemptsMade, ...(progress.phase ? { phase: progress.phase } : {}), ...timing };
   if (jobState === 'completed') {
     const result = job.returnvalue as StageJobResult | undefined;
-    return { ...common, state: 'completed', partsTotal: result?.parts ?? partsTotal, partsDone: result?.parts ?? partsTotal, ...(result?.manifestUri ? { manifestUri: result.manifestUri } : {}) };
+    const figures = figuresOf(name, result?.output);
+    return {
+      ...common,
+      state: 'completed',
+      partsTotal: result?.parts ?? partsTotal,
+      partsDone: result?.parts ?? partsTotal,
+      ...(result?.manifestUri ? { manifestUri: result.manifestUri } : {}),
+      ...(figures ? { figures } : {}),
+    };
   }
   let partsDone = 0;
   let partsFailed = 0;
@@ -219,6 +230,15 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
           : 'waiting';
   const error = jobState === 'failed' ? await stageFailure(context, name, job) : undefined;
   return { ...common, state, partsDone, partsFailed, ...(error ? { error } : {}) };
+}
+
+/** A status is shown even when its figures cannot be (an output written by another code version). */
+function figuresOf(stage: string, output: unknown): StageFigure[] | undefined {
+  try {
+    return summarizeStageOutput(stage, output)?.figures;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Runs known to Redis, newest first. */

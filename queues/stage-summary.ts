@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { findStage } from './stage-registry';
 
 /**
  * The key figures of a completed stage, as the run report shows them: what an operator checks
@@ -27,6 +28,21 @@ export const stageSummarySchema = z.object({
   links: z.array(stageLinkSchema),
 });
 export type StageSummary = z.infer<typeof stageSummarySchema>;
+
+/**
+ * The key figures of a completed stage from its output, by the registered stage's `summarize`;
+ * undefined for a stage without one. Throws when the output does not match the stage's schema.
+ */
+export function summarizeStageOutput(stage: string, output: unknown): StageSummary | undefined {
+  const definition = findStage(stage);
+  // Judged on the parsed output: a summary reads only what the schema promises.
+  return definition?.summarize ? definition.summarize(definition.output.parse(output)) : undefined;
+}
+
+/** One line per figure, as `hat runs show` prints them: `label: value (detail)`, `!` before a warning or failure. */
+export function figureLines(figures: readonly StageFigure[]): string[] {
+  return figures.map((figure) => `${figure.tone === 'warn' || figure.tone === 'fail' ? '! ' : ''}${figure.label}: ${formatFigure(figure)}${figure.detail ? ` (${figure.detail})` : ''}`);
+}
 
 /** Share of `part` in `whole`; 0 for an empty whole. */
 export function shareOf(part: number, whole: number): number {

@@ -139,6 +139,10 @@ describe('trainer handoff', () => {
     expect(replayFigures[0]).toMatchObject({ label: 'latency SLO', value: replayStats.verdict });
     expect(replayFigures.filter((figure) => /^P\d+ /.test(figure.label)).length).toBeGreaterThan(0);
     expect(report).toContain('<td>latency SLO</td>');
+    // `hat runs show` lists the same figures under each completed stage.
+    const shownDone = await hat('runs', 'show', 'handoff-ok');
+    expect(shownDone.stdout).toMatch(/ {2}collect: completed, 2\/2 parts, manifest .*\n {4}tasks: 4\n {4}acceptance rate: \d+\.\d% \(tasks with an accepted trajectory\)/);
+    expect(shownDone.stdout).toContain(`    ${replayStats.verdict === 'pass' ? '' : '! '}latency SLO: ${replayStats.verdict} (target `);
 
     // One replay stage job, under the id planned with the run.
     const replayJobs = (await kit.context.queue('replay').getJobs(['completed', 'failed', 'waiting', 'active', 'delayed', 'waiting-children'])).filter((job) => job.name === 'stage');

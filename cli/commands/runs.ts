@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { cancelRun, getRunStatus, listRuns, retryRun, type HandoffStatus, type RunStatus } from '../../queues/run-control';
+import { figureLines } from '../../queues/stage-summary';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';
@@ -23,6 +24,7 @@ function printStatus(context: CliContext, status: RunStatus): void {
   for (const stage of status.stages) {
     const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
     context.print(`  ${stage.name}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
+    for (const line of figureLines(stage.figures ?? [])) context.print(`    ${line}`);
   }
   if (status.handoff) context.print(describeHandoff(status.handoff));
   for (const input of status.resolvedInputs ?? []) context.print(`  latest ${input.path}: ${input.partition}`);

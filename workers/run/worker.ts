@@ -5,7 +5,7 @@ import { enqueueRun } from '../../queues/flows';
 import { isRunCancelled } from '../../queues/run-control';
 import type { QueueContext } from '../../queues/queue-context';
 import { runsQueueName } from '../../queues/queue-names';
-import { findStage } from '../../queues/stage-registry';
+import { summarizeStageOutput } from '../../queues/stage-summary';
 import type { StoreCache } from '../../queues/stage-runtime';
 import { createQueueWorker, type QueueWorkerOptions } from '../../queues/worker-factory';
 import { createRunJobProcessor, type RunJobRuntime } from './processor';
@@ -25,11 +25,7 @@ export function createRunJobRuntime(context: QueueContext, stores: StoreCache, l
       if (flows.length > 0) await context.flowProducer.addBulk(flows);
     },
     isRunCancelled: (runId) => isRunCancelled(context, runId),
-    summarize(stage, output) {
-      const definition = findStage(stage);
-      // Judged on the parsed output: the summary reads only what the schema promises.
-      return definition?.summarize?.(definition.output.parse(output));
-    },
+    summarize: summarizeStageOutput,
   };
 }
 
