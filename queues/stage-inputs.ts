@@ -24,7 +24,7 @@ export function isManifestUri(uri: string): boolean {
  * Input URIs with stage manifests (`.../manifest.json`) replaced by the JSONL objects of `kind`
  * they list, in order (an object without a kind is its stage's main records, here trajectories).
  */
-export async function expandInputs(uris: readonly string[], openObject: StageDeps['openObject'], field: string, kind: 'trajectories' | 'tasks'): Promise<InputObject[]> {
+export async function expandInputs(uris: readonly string[], openObject: StageDeps['openObject'], field: string, kind: 'trajectories' | 'tasks' | 'relabel'): Promise<InputObject[]> {
   const objects: InputObject[] = [];
   for (const uri of uris) {
     const { store, key } = openObject(uri);

@@ -14,7 +14,7 @@ import { renderContextOf } from '../../shared/simulator/room-context';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
-import type { AugmentPartInput, AugmentPartOutput } from './augment-contract';
+import { relabelEntrySchema, type AugmentPartInput, type AugmentPartOutput, type RelabelEntry } from './augment-contract';
 import { expandInputs, readKeyedRecords, readRecordRange } from '../../queues/stage-inputs';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
 import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
@@ -30,17 +30,6 @@ import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
 
 export const AUGMENTED_SCHEMA_VERSION = 1;
 
-/** One entry of the relabel list: this task needs a new reply under this variant (a changed constraint the recorded reply does not meet). */
-export const relabelEntrySchema = z.object({
-  taskId: z.string(),
-  /** The recorded (source) trajectory. */
-  trajectoryId: z.string(),
-  reason: z.string(),
-  /** Hash of the variant (its directory under variants/). */
-  variantHash: z.string(),
-  detail: z.string(),
-});
-export type RelabelEntry = z.infer<typeof relabelEntrySchema>;
 
 /** A before/after pair for the HTML report. */
 export interface AugmentSample {

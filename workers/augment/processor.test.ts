@@ -15,7 +15,7 @@ import { createWorld } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import { runStageLocally } from '../../queues/run-stage-locally';
 import { finalReplies } from '../../shared/harness/hsa/variant-checks';
-import { relabelEntrySchema } from './augment-part';
+import { relabelEntrySchema } from './augment-contract';
 import type { AugmentStats } from './augment-stats';
 import { expertTrajectories } from './expert-trajectories';
 import { collectStage } from '../collect/processor';

@@ -66,6 +66,13 @@ export const collectInputSchema = z
     /** The harness: a directory (local path or `file://`) or an `s3://` prefix with its files. Default: the sample live-host harness. */
     harness: z.string().min(1).optional(),
     /**
+     * Play again what augment could not carry over: its stage manifest (or `relabel.jsonl.gz`).
+     * Each listed task (from tasks/inputs/generate, e.g. the first collect's manifest) is played
+     * under the variant harness the entry names (`variants/<hash>/` beside the list), and the
+     * trajectories record that variant. `harness` then only labels the report.
+     */
+    relabel: z.string().min(1).optional(),
+    /**
      * The teacher: a model config of any registered adapter (`openai` with baseUrl, model,
      * apiKeyEnv/apiKeyFile, ...; `scripted` for the simulator's expert). Never the key itself.
      * Default `{ adapter: scripted }`.
@@ -121,6 +128,8 @@ export const collectPartInputSchema = z.object({
   tasks: writtenObjectSchema,
   /** Harness URI (absent: the sample harness) and the hash it had when planned. */
   harness: z.object({ uri: z.string().optional(), hash: sha256 }),
+  /** Set when the harness is an HSA variant from augment's relabel list: recorded on every trajectory. */
+  variant: z.object({ hash: z.string(), families: z.array(z.string()).optional() }).optional(),
   teacher: z.looseObject({ adapter: z.string() }),
   samplesPerTask: z.number().int().positive(),
   selection: collectSelectionSchema,

@@ -112,6 +112,7 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
         sampleIndex,
         seed: part.seed,
         signal,
+        ...(part.variant ? { variant: part.variant } : {}),
       });
       // A job being cancelled or handed back is not an episode outcome: stop, record nothing.
       if (deps.signal.aborted) throw abortedError(deps);

@@ -1,8 +1,9 @@
 import type { StageDeps } from '../../queues/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
-import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { readRecordRange } from '../../queues/stage-inputs';
+import type { Task } from '../../shared/simulator/tasks/task-schema';
+import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-inputs';
+import { readTaskSets } from '../../queues/task-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import type { CollectInput } from './collect-contract';
 
@@ -31,24 +32,16 @@ export async function loadCollectTasks(input: Pick<CollectInput, 'tasks' | 'inpu
   }
   const field = input.tasks !== undefined ? 'tasks' : 'inputs';
   const uris = (input.tasks ?? input.inputs ?? []).map(asArtifactUri);
-  const tasks: Task[] = [];
-  const lineage: CollectTasks['lineage'] = [];
-  const seen = new Map<string, string>();
+  const objects: InputObject[] = [];
   for (const uri of uris) {
     const { store, key } = openObject(uri);
     if (!(await store.head(key))) {
       throw new BadInputError('MISSING_INPUT', `collect.${field}: ${uri} does not exist; check the path, or write a task set there with \`hat tasks generate --out ${uri}\``);
     }
-    const { records, sha256 } = await readRecordRange(openObject, uri, taskSchema);
-    for (const [index, task] of records.entries()) {
-      const where = `${uri}: record ${index + 1}`;
-      const first = seen.get(task.id);
-      if (first !== undefined) throw new BadInputError('DUPLICATE_TASK_ID', `${where}: id: task id "${task.id}" already appears at ${first}; task ids must be unique across the task sets of one stage`);
-      seen.set(task.id, where);
-      tasks.push(task);
-    }
-    lineage.push({ uri, sha256 });
+    // A collect manifest stands for the task slices it lists: play the same tasks again.
+    objects.push(...(isManifestUri(uri) ? await expandInputs([uri], openObject, `collect.${field}`, 'tasks') : [{ uri }]));
   }
+  const { tasks, lineage } = await readTaskSets(objects, openObject);
   if (tasks.length === 0) throw new BadInputError('NO_TASKS', `collect.${field}: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``);
   return { tasks, lineage };
 }

@@ -44,6 +44,7 @@ import { COLLECT_STATS_SCHEMA_VERSION, collectReportHtml, type CollectStatsDocum
 import { deriveFigures, mergeCategoryCounts, rejectedTotal } from './collect-stats';
 import { loadCollectTasks } from './collect-tasks';
 import { openTeacher } from './open-teacher';
+import { loadRelabelPlan } from './relabel-tasks';
 
 const reviewObject = 'review.jsonl.gz';
 const statsObject = 'stats.json';
@@ -68,30 +69,49 @@ export async function planCollect(input: CollectInput, deps: StageDeps): Promise
   await openTeacher(input.teacher, { harness, tasks: [] }).close?.();
 
   const harnessLineageUri = harnessUri === undefined || !harnessUri.includes('://') ? pathToFileURL(harnessUri ?? sampleHarnessDirectory()).href : harnessUri;
-  const partLineage = [...lineage, { uri: harnessLineageUri, sha256: hash }];
+  const relabel = input.relabel === undefined ? undefined : await loadRelabelPlan(input.relabel, tasks, deps.openObject);
+  // What the parts play: every task under the harness, or each relabelled task under its variant.
+  const batches: Array<{ harness: CollectPartInput['harness']; variant?: CollectPartInput['variant']; tasks: Task[] }> = relabel
+    ? relabel.groups.map((group) => ({ harness: { uri: group.harnessUri, hash: group.hash }, variant: { hash: group.variantHash, ...(group.families ? { families: group.families } : {}) }, tasks: group.tasks }))
+    : [{ harness: { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash }, tasks }];
+  const partLineage = [...lineage, ...(relabel ? relabel.lineage : [{ uri: harnessLineageUri, sha256: hash }])];
   const seed = input.seed ?? deps.run.seed;
   const parts: CollectPartInput[] = [];
-  for (let start = 0; start < tasks.length; start += input.tasksPerPart) {
-    const index = parts.length;
-    const slice: Task[] = tasks.slice(start, start + input.tasksPerPart);
-    const written = await writeJsonl(deps.store, collectPartKeys(deps, index).tasks, slice, { schema: taskSchema });
-    parts.push({
-      index,
-      tasks: { key: written.key, uri: written.uri, sha256: written.sha256, bytes: written.bytes, records: written.records },
-      harness: { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash },
-      teacher: input.teacher,
-      samplesPerTask: input.samplesPerTask,
-      selection: input.selection,
-      maxSteps: input.maxSteps,
-      ...(input.maxTurns === undefined ? {} : { maxTurns: input.maxTurns }),
-      ...(input.sampling === undefined ? {} : { sampling: input.sampling }),
-      ...(input.episodeTimeoutMs === undefined ? {} : { episodeTimeoutMs: input.episodeTimeoutMs }),
-      concurrency: input.concurrency,
-      seed,
-      lineage: partLineage,
-    });
+  for (const batch of batches) {
+    for (let start = 0; start < batch.tasks.length; start += input.tasksPerPart) {
+      parts.push(await planPart(input, deps, parts.length, batch, batch.tasks.slice(start, start + input.tasksPerPart), seed, partLineage));
+    }
   }
   return parts;
+}
+
+/** Writes one part's task slice and returns its input. */
+async function planPart(
+  input: CollectInput,
+  deps: StageDeps,
+  index: number,
+  batch: { harness: CollectPartInput['harness']; variant?: CollectPartInput['variant'] },
+  slice: Task[],
+  seed: string,
+  lineage: CollectPartInput['lineage'],
+): Promise<CollectPartInput> {
+  const written = await writeJsonl(deps.store, collectPartKeys(deps, index).tasks, slice, { schema: taskSchema });
+  return {
+    index,
+    tasks: { key: written.key, uri: written.uri, sha256: written.sha256, bytes: written.bytes, records: written.records },
+    harness: batch.harness,
+    ...(batch.variant ? { variant: batch.variant } : {}),
+    teacher: input.teacher,
+    samplesPerTask: input.samplesPerTask,
+    selection: input.selection,
+    maxSteps: input.maxSteps,
+    ...(input.maxTurns === undefined ? {} : { maxTurns: input.maxTurns }),
+    ...(input.sampling === undefined ? {} : { sampling: input.sampling }),
+    ...(input.episodeTimeoutMs === undefined ? {} : { episodeTimeoutMs: input.episodeTimeoutMs }),
+    concurrency: input.concurrency,
+    seed,
+    lineage,
+  };
 }
 
 export function createCollectProcessor(deps: StageDeps) {

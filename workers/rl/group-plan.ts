@@ -4,7 +4,8 @@ import { BadInputError } from '../../shared/errors';
 import { Rng } from '../../shared/random/rng';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
+import { expandInputs } from '../../queues/stage-inputs';
+import { readTaskSets } from '../../queues/task-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import { readCurriculum, type CurriculumWeights } from './curriculum';
 import type { TaskGenerator } from '../collect/collect-contract';
@@ -48,17 +49,10 @@ export async function loadRlTasks(input: Pick<RlInput, 'tasks' | 'inputs' | 'gen
       throw error;
     }
   }
-  const seen = new Map<string, string>();
-  for (const object of uris.length > 0 ? await expandInputs(uris, openObject, 'rl.tasks', 'tasks') : []) {
-    const { records, sha256 } = await readRecordRange(openObject, object.uri, taskSchema);
-    for (const [index, task] of records.entries()) {
-      const where = `${object.uri}: record ${index + 1}`;
-      const first = seen.get(task.id);
-      if (first !== undefined) throw new BadInputError('DUPLICATE_TASK_ID', `${where}: id: task id "${task.id}" already appears at ${first}; task ids must be unique across the task sets of one stage`);
-      seen.set(task.id, where);
-      tasks.push(task);
-    }
-    lineage.push({ uri: object.uri, sha256 });
+  if (uris.length > 0) {
+    const read = await readTaskSets(await expandInputs(uris, openObject, 'rl.tasks', 'tasks'), openObject);
+    tasks.push(...read.tasks);
+    lineage.push(...read.lineage);
   }
   const limited = tasks.slice(0, input.taskLimit ?? tasks.length);
   if (limited.length === 0) throw new BadInputError('NO_TASKS', `rl.tasks: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``);
