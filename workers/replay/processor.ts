@@ -12,6 +12,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { expandInputs } from '../../queues/stage-inputs';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
 import { loadHarness } from '../../shared/harness/load-harness';
@@ -28,7 +29,7 @@ import type { TokenCounter } from './call-measurement';
 import { liveDriver, liveProblem } from './live-session';
 import { loadShare } from './load-profile';
 import { mergeReplayParts } from './merge-replay-parts';
-import { expandInputs, readRecordedSessions, type OpenObject } from './read-recorded-sessions';
+import { readRecordedSessions, type OpenObject } from './read-recorded-sessions';
 import type { ReplaySession, UnreplayableSession } from './recorded-session';
 import { replayContract, type ReplayInput, type ReplayOutput, type ReplayPartInput, type ReplayPartOutput } from './replay-contract';
 import { runReplayPart, type ScheduledSession } from './replay-engine';
@@ -61,7 +62,7 @@ export async function loadReplaySessions(input: ReplayInput, openObject: OpenObj
     const harnessDir = input.live.harness.startsWith('file://') ? fileURLToPath(input.live.harness) : input.live.harness;
     const harness = await loadHarness(harnessDir);
     const tasks = new Map<string, Task>();
-    for (const uri of await expandInputs(input.live.tasks, openObject, 'tasks')) {
+    for (const { uri } of await expandInputs(input.live.tasks, openObject, 'replay.live.tasks', 'tasks')) {
       const { store, key } = openObject(uri);
       for await (const task of readJsonl(store, key, { schema: taskSchema })) tasks.set(task.id, task as Task);
     }

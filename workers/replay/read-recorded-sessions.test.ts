@@ -1,7 +1,8 @@
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
-import { expandInputs, readRecordedSessions } from './read-recorded-sessions';
+import { expandInputs } from '../../queues/stage-inputs';
+import { readRecordedSessions } from './read-recorded-sessions';
 import { syntheticSessions } from './testing/synthetic-sessions';
 
 describe('readRecordedSessions', () => {
@@ -31,11 +32,11 @@ describe('readRecordedSessions', () => {
       { uri: second.uri, sha256: second.sha256 },
     ]);
     expect(read.unreplayable).toEqual([]);
-    expect(await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'tasks')).toEqual([tasks.uri]);
+    expect(await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'replay.live.tasks', 'tasks')).toEqual([{ uri: tasks.uri, records: tasks.records }]);
   });
 
   it('refuses a missing input and a .gz object that is not gzip, naming them', async () => {
-    await expect(readRecordedSessions([store.uriOf('nowhere.jsonl')], openObject)).rejects.toThrow(/\[REPLAY_INPUT_MISSING\].*nowhere\.jsonl/);
+    await expect(readRecordedSessions([store.uriOf('nowhere.jsonl')], openObject)).rejects.toThrow(/\[MISSING_INPUT\] replay\.inputs: .*nowhere\.jsonl does not exist/);
     await store.put('plain.jsonl.gz', '{"id":"x"}\n');
     await expect(readRecordedSessions([store.uriOf('plain.jsonl.gz')], openObject)).rejects.toThrow(/\[BAD_JSONL\].*plain\.jsonl\.gz: not valid gzip/);
   });

@@ -4,8 +4,8 @@ import { PassThrough, pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
-import { readManifest } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
+import { expandInputs } from '../../queues/stage-inputs';
 import { parseRecordedSession, type ReplaySession, type UnreplayableSession } from './recorded-session';
 
 /** Opens any artifact URI (StageDeps.openObject). */
@@ -27,7 +27,7 @@ export interface RecordedSessions {
 export async function readRecordedSessions(inputs: readonly string[], openObject: OpenObject): Promise<RecordedSessions> {
   const result: RecordedSessions = { sessions: [], unreplayable: [], objects: [] };
   const seen = new Set<string>();
-  for (const uri of await expandInputs(inputs, openObject)) {
+  for (const { uri } of await expandInputs(inputs, openObject, 'replay.inputs', 'trajectories')) {
     const { store, key } = openObject(uri);
     const hash = createHash('sha256');
     const source = await store.getStream(key);
@@ -79,30 +79,4 @@ function addRecord(result: RecordedSessions, seen: Set<string>, line: string, wh
     seen.add(parsed.session.id);
     result.sessions.push(parsed.session);
   }
-}
-
-/**
- * JSONL objects behind input URIs: a stage manifest (`.../manifest.json`) stands for the objects
- * it lists of the wanted `kind` (collect lists `trajectories`, `tasks`, ...), or, in a manifest
- * without kinds, its JSONL objects; any other URI is taken as one JSONL object.
- */
-export async function expandInputs(inputs: readonly string[], openObject: OpenObject, kind = 'trajectories'): Promise<string[]> {
-  const uris: string[] = [];
-  for (const uri of inputs) {
-    const { store, key } = openObject(uri);
-    if (!(await store.head(key))) {
-      throw new BadInputError('REPLAY_INPUT_MISSING', `${uri} does not exist; point the replay at JSONL objects or the manifest of the stage that wrote them`);
-    }
-    if (!key.endsWith('manifest.json')) {
-      uris.push(uri);
-      continue;
-    }
-    const manifest = await readManifest(store, key);
-    const records = manifest.objects.filter((object) => /\.jsonl(\.gz)?$/.test(object.key));
-    const ofKind = records.filter((object) => object.kind === kind);
-    const listed = (ofKind.length > 0 ? ofKind : records.filter((object) => object.kind === undefined)).map((object) => object.uri);
-    if (listed.length === 0) throw new BadInputError('REPLAY_INPUT_EMPTY', `${uri} lists no JSONL objects of kind "${kind}"; it is not the manifest of a stage that writes ${kind}`);
-    uris.push(...listed);
-  }
-  return uris;
 }
