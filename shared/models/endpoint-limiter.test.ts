@@ -22,6 +22,35 @@ describe('EndpointLimiter', () => {
     expect(limiter.inFlight).toBe(0);
   });
 
+  test('tryAcquire grants a free slot at once, and nothing while the endpoint is full, paused, queued for or rate-limited', async () => {
+    const limiter = new EndpointLimiter({ concurrency: 2, requestsPerMinute: 120 });
+    const first = limiter.tryAcquire(10);
+    expect([first?.queueMs, limiter.inFlight]).toEqual([0, 1]);
+    const second = limiter.tryAcquire(10);
+    expect(limiter.tryAcquire(10)).toBeUndefined();
+    // A caller already queued keeps its turn: a later tryAcquire does not jump it.
+    const queued = limiter.acquire(10);
+    first?.release();
+    expect(limiter.tryAcquire(10)).toBeUndefined();
+    (await queued).release();
+    second?.release();
+    // Two requests per second of burst: both were taken, so the bucket refuses a third now.
+    expect(limiter.tryAcquire(10)).toBeUndefined();
+    expect(limiter.inFlight).toBe(0);
+
+    const open = new EndpointLimiter({ concurrency: 4 });
+    open.pause(60_000);
+    expect(open.tryAcquire(0)).toBeUndefined();
+    // A retry that has just waited out the Retry-After itself is not held back by it.
+    const retry = open.tryAcquire(0, undefined, true);
+    expect(retry).toBeDefined();
+    retry?.release();
+    const controller = new AbortController();
+    controller.abort();
+    expect(open.tryAcquire(0, controller.signal)).toBeUndefined();
+    expect(open.inFlight).toBe(0);
+  });
+
   test('an aborted waiter leaves the queue without taking a slot', async () => {
     const limiter = new EndpointLimiter({ concurrency: 1 });
     const held = await limiter.acquire(0);

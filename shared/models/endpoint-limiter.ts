@@ -74,6 +74,8 @@ export class EndpointLimiter {
   private active = 0;
   private readonly waiters: Waiter[] = [];
   private rateTurn: Promise<void> = Promise.resolve();
+  /** Callers inside takeRate (waiting for or taking their rate turn). */
+  private rateQueued = 0;
   private pausedUntil = 0;
   private requestBucket?: TokenBucket;
   private tokenBucket?: TokenBucket;
@@ -133,7 +135,24 @@ export class EndpointLimiter {
       this.releaseSlot();
       throw error;
     }
-    const queueMs = performance.now() - startedAt;
+    return this.permit(estimatedTokens, performance.now() - startedAt);
+  }
+
+  /**
+   * A permit now when nothing stands in the way (no pause, a free slot nobody queues for, rate
+   * buckets that allow it and nobody waiting on them); undefined otherwise, and the caller awaits
+   * acquire(). The common case then sends without a promise hop: 64 calls started in one tick
+   * each send in their own turn instead of all queueing behind each other's request setup.
+   */
+  tryAcquire(estimatedTokens: number, signal?: AbortSignal, afterOwnBackoff = false): EndpointPermit | undefined {
+    if (signal?.aborted || (!afterOwnBackoff && this.pausedUntil > performance.now())) return undefined;
+    if (this.active >= this.limitsValue.concurrency || this.waiters.length > 0 || this.rateQueued > 0) return undefined;
+    if ((this.requestBucket || this.tokenBucket) && this.rateWait(estimatedTokens) > 0) return undefined;
+    this.active++;
+    return this.permit(estimatedTokens, 0);
+  }
+
+  private permit(estimatedTokens: number, queueMs: number): EndpointPermit {
     let released = false;
     return {
       queueMs,
@@ -185,12 +204,17 @@ export class EndpointLimiter {
   /** Rate waits run one after another, so waiters are served in arrival order. */
   private takeRate(estimatedTokens: number, signal?: AbortSignal): Promise<void> {
     if (!this.requestBucket && !this.tokenBucket) return Promise.resolve();
-    const turn = this.rateTurn.then(async () => {
-      if (signal?.aborted) throw abortedError(signal);
-      for (let wait = this.rateWait(estimatedTokens); wait > 0; wait = this.rateWait(estimatedTokens)) {
-        await abortableDelay(wait, signal);
-      }
-    });
+    this.rateQueued++;
+    const turn = this.rateTurn
+      .then(async () => {
+        if (signal?.aborted) throw abortedError(signal);
+        for (let wait = this.rateWait(estimatedTokens); wait > 0; wait = this.rateWait(estimatedTokens)) {
+          await abortableDelay(wait, signal);
+        }
+      })
+      .finally(() => {
+        this.rateQueued--;
+      });
     this.rateTurn = turn.catch(() => undefined);
     return turn;
   }

@@ -85,14 +85,62 @@ interface PhaseClock {
   until(atMs: number, signal?: AbortSignal): Promise<void>;
 }
 
+interface TurnWaiter {
+  atMs: number;
+  resolve: () => void;
+  reject: (reason: unknown) => void;
+  signal?: AbortSignal;
+}
+
+/**
+ * Waiters whose timer fired a little before their time. They share one setImmediate per loop
+ * turn: a promise per waiter per turn made a fifth of the replay's garbage, and collector pauses
+ * are what late calls wait on.
+ */
+class LoopTurnWaiters {
+  private readonly waiting: TurnWaiter[] = [];
+  private scheduled = false;
+
+  constructor(private readonly now: () => number) {}
+
+  wait(atMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ atMs, resolve, reject, signal });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.turn);
+      }
+    });
+  }
+
+  private readonly turn = (): void => {
+    const time = this.now();
+    let kept = 0;
+    for (const waiter of this.waiting) {
+      if (waiter.signal?.aborted) waiter.reject(waiter.signal.reason);
+      else if (time >= waiter.atMs) waiter.resolve();
+      else this.waiting[kept++] = waiter;
+    }
+    this.waiting.length = kept;
+    this.scheduled = kept > 0;
+    if (this.scheduled) setImmediate(this.turn);
+  };
+}
+
 function phaseClock(): PhaseClock {
   const origin = performance.now();
   const now = () => performance.now() - origin;
+  const turnWaiters = new LoopTurnWaiters(now);
   return {
     now,
     async until(atMs, signal) {
-      // Timers have millisecond granularity and may fire a little early: wait out the rest.
-      for (let wait = atMs - now(); wait > 0; wait = atMs - now()) await sleep(wait, undefined, { signal });
+      // A timer counts from the loop's cached whole-millisecond clock: measured, it fired 0-1.9 ms
+      // early. A second timer for the rest made calls go 0.6-0.8 ms late at the median (schedule
+      // lag that every measured call carries); waiting the rest out in loop turns sends them on
+      // time, for about 1 ms of polling per wait (+0.1-0.2 ms CPU per call at 64 sessions).
+      const wait = atMs - now();
+      if (wait > 0) await sleep(wait, undefined, { signal });
+      if (now() < atMs) await turnWaiters.wait(atMs, signal);
     },
   };
 }
@@ -261,12 +309,15 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
     await clock.until(intendedMs, options.signal);
     const dispatchMs = clock.now();
     startMs ??= dispatchMs;
-    const request: ChatRequest = {
-      ...options.sampling,
-      ...step.request,
-      ...(options.extraBody ? { extraBody: options.extraBody } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
-    };
+    // Object.assign onto a fresh object, not `{ ...options.sampling, ...step.request }`: on Node 20
+    // every property added after a leading non-empty spread costs about 2 µs.
+    const request: ChatRequest = Object.assign(
+      {},
+      options.sampling,
+      step.request,
+      options.extraBody ? { extraBody: options.extraBody } : {},
+      options.signal ? { signal: options.signal } : {},
+    );
     const placement = {
       sessionId: session.id,
       sessionIndex,

@@ -9,7 +9,7 @@ import type { ChatRequest, ChatResponse, ModelClient, SamplingSettings } from '.
 import { abortedError, systemClock, type ModelClock } from '../model-clock';
 import { modelErrorCodes, unavailableError, type EndpointContext } from '../model-errors';
 import { RetryPolicy } from '../retry-policy';
-import { runChatAttempt } from './chat-completion-attempt';
+import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './chat-completion-attempt';
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
 /** What the openai client uses of the registry's dependencies. */
@@ -32,6 +32,7 @@ export class OpenAiChatClient implements ModelClient {
   readonly #apiKey: ApiKey;
   readonly #config: OpenAiModelConfig;
   readonly #url: URL;
+  readonly #target: ChatRequestTarget;
   readonly #context: EndpointContext;
   readonly #limiter: EndpointLimiter;
   readonly #retryPolicy: RetryPolicy;
@@ -47,6 +48,7 @@ export class OpenAiChatClient implements ModelClient {
     this.#apiKey = loadApiKey(config, dependencies.environment, dependencies.configPath);
     const root = serverRootOf(config.baseUrl);
     this.#url = new URL(`${root}/v1/chat/completions`);
+    this.#target = chatRequestTarget(this.#url);
     this.#context = { url: this.#url.href, model: config.model, redact: (text) => this.#apiKey.redact(text) };
     this.#limiter = endpointLimiterFor(`${root} ${config.model}`, {
       concurrency: config.concurrency,
@@ -87,10 +89,11 @@ export class OpenAiChatClient implements ModelClient {
     const callStartedAt = performance.now();
     for (let attempt = 1; ; attempt++) {
       const attemptQueuedAt = performance.now();
-      const permit = await this.#limiter.acquire(estimatedTokens, request.signal, attempt > 1);
+      // Synchronous when a slot is free, so the request goes out in this turn of the event loop.
+      const permit = this.#limiter.tryAcquire(estimatedTokens, request.signal, attempt > 1) ?? (await this.#limiter.acquire(estimatedTokens, request.signal, attempt > 1));
       try {
         const result = await runChatAttempt({
-          url: this.#url,
+          target: this.#target,
           agent: this.#agent,
           headers,
           body,
@@ -140,10 +143,11 @@ export class OpenAiChatClient implements ModelClient {
     await this.#clock.sleep(decision.delayMs, signal);
   }
 
+  /** Fields left undefined are left out by JSON.stringify, which is all this body is for. */
   private requestBody(request: ChatRequest): Record<string, unknown> {
     const sampling = this.sampling;
     const logprobs = request.logprobs ?? false;
-    return withoutUndefined({
+    return {
       model: this.modelId,
       messages: request.messages,
       tools: request.tools && request.tools.length > 0 ? request.tools : undefined,
@@ -159,7 +163,7 @@ export class OpenAiChatClient implements ModelClient {
       top_logprobs: logprobs ? request.topLogprobs : undefined,
       ...this.#config.extraBody,
       ...request.extraBody,
-    });
+    };
   }
 
   /** What is safe to serialize: the endpoint and settings, never the key. */
@@ -180,11 +184,6 @@ export class OpenAiChatClient implements ModelClient {
     this.#closed = true;
     sharedAgents.release(this.#url);
   }
-}
-
-function withoutUndefined(record: Record<string, unknown>): Record<string, unknown> {
-  for (const key of Object.keys(record)) if (record[key] === undefined) delete record[key];
-  return record;
 }
 
 /**

@@ -323,10 +323,13 @@ function sendJson(response: http.ServerResponse, status: number, body: unknown, 
   response.end(text);
 }
 
+/** The abort reason of every closed response: one object, not a DOMException (and its stack) per response. */
+const responseClosed = new Error('the response closed');
+
 /** Aborts when the client goes away, so paced responses stop instead of writing into a dead socket. */
 function closedSignal(response: http.ServerResponse): AbortSignal {
   const controller = new AbortController();
-  response.on('close', () => controller.abort());
+  response.on('close', () => controller.abort(responseClosed));
   return controller.signal;
 }
 

@@ -104,13 +104,21 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
   const answers: InjectedAnswer[] = [];
   let stallUntil = 0;
   let server: OpenAiTestServer | undefined;
+  // Requests are scanned once each: a scan of every request per answer grows with the run.
+  let metricsRead = false;
+  let scanned = 0;
+  const metricsReadSoFar = (): boolean => {
+    const requests = server?.requests ?? [];
+    for (; !metricsRead && scanned < requests.length; scanned++) metricsRead = requests[scanned]?.path === '/metrics';
+    return metricsRead;
+  };
   const draw = ([low, high]: [number, number]) => low + rng.next() * (high - low);
   const responder = async (request: RecordedRequest): Promise<ScriptedChatResponse> => {
     const timing = { ttftMs: draw(scenario.ttftMs), tokenDelayMs: draw(scenario.tokenDelayMs) };
     const last = (request.body?.messages ?? []).at(-1) as { role?: string } | undefined;
     const script: ScriptedChatResponse =
       last?.role === 'user' ? { toolCalls: [{ name: 'get_item_detail', arguments: { item_id: 'item-1', fields: ['price', 'coupon'] } }], timing } : { content: scenario.answer, timing };
-    const measured = server?.requests.some((seen) => seen.path === '/metrics') ?? false;
+    const measured = metricsReadSoFar();
     let stalledMs = 0;
     if (measured) {
       const stall = scenario.stall;
