@@ -16,7 +16,7 @@ import { loadEnv, type HatEnv } from '../shared/config/env';
 import { silentLogger } from '../shared/log/logger';
 import { stageJobOptions } from '../queues/job-options';
 import { openQueueContext, type QueueContext } from '../queues/queue-context';
-import { createRedisConnection } from '../queues/redis-connection';
+import { createRedisConnection, deleteKeysMatching } from '../queues/redis-connection';
 import { createStageJobRuntime, createStoreCache } from '../queues/stage-runtime';
 import { createStageWorker } from '../queues/worker-factory';
 import { noopStage } from '../workers/examples/noop/processor';
@@ -117,12 +117,7 @@ async function main(): Promise<void> {
     }
   } finally {
     const cleaner = await openQueueContext(env);
-    let cursor = '0';
-    do {
-      const [next, keys] = await cleaner.connection.scan(cursor, 'MATCH', `${prefix}-*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) await cleaner.connection.unlink(...keys);
-    } while (cursor !== '0');
+    await deleteKeysMatching(cleaner.connection, `${prefix}-*`);
     await cleaner.close();
     await rm(directory, { recursive: true, force: true });
   }

@@ -26,6 +26,7 @@ import { openQueueContext } from '../queues/queue-context';
 import { planRun } from '../queues/run-config';
 import { watchRun, type RunStatus } from '../queues/run-control';
 import { registerCatalogStages } from '../workers/stage-catalog';
+import { deleteKeysMatching } from '../queues/redis-connection';
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(name);
@@ -125,12 +126,7 @@ async function main(): Promise<void> {
     worker.kill('SIGTERM');
     await new Promise((resolve) => worker.once('exit', resolve));
     if (!keep) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await context.connection.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length > 0) await context.connection.unlink(...keys);
-      } while (cursor !== '0');
+      await deleteKeysMatching(context.connection, `${prefix}:*`);
       await rm(directory, { recursive: true, force: true });
     } else {
       process.stdout.write(`kept: Redis prefix ${prefix}, artifacts ${directory}\n`);

@@ -134,3 +134,18 @@ export async function closeRedisConnection(connection: RedisClient): Promise<voi
 export function redactUrl(url: string): string {
   return url.replace(/\/\/([^:@/,]*):[^@/,]*@/g, '//$1:***@');
 }
+
+/** Keys of one Redis node matching `pattern`, a SCAN batch at a time (never KEYS, which blocks the server). */
+export async function* scanKeyBatches(client: Pick<Redis, 'scan'>, pattern: string, count = 1000): AsyncGenerator<string[]> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    cursor = next;
+    if (keys.length > 0) yield keys;
+  } while (cursor !== '0');
+}
+
+/** Deletes every key of one Redis node matching `pattern` (test and benchmark prefixes), batch by batch. */
+export async function deleteKeysMatching(client: Pick<Redis, 'scan' | 'unlink'>, pattern: string): Promise<void> {
+  for await (const keys of scanKeyBatches(client, pattern)) await client.unlink(...keys);
+}

@@ -1,28 +1,18 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { pathToFileURL } from 'node:url';
-import { CliContext } from '../cli/cli-context';
-import { runCli } from '../cli/main';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { stageManifestKey, stagePartKey } from '../shared/artifacts/artifact-layout';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, writeManifest, type Manifest } from '../shared/artifacts/manifest';
+import { runHatInProcess } from './support/hat-in-process';
 import { useLocalS3Server } from './support/s3-server';
 
 const s3 = useLocalS3Server();
 
-async function hat(environment: NodeJS.ProcessEnv, ...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const output = { stdout: '', stderr: '' };
-  stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
-  stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
-  const code = await runCli(argv, new CliContext(stdout, stderr, environment));
-  return { code, ...output };
-}
+const hat = runHatInProcess;
 
 /** Writes a small collect stage (two parts and a manifest) and returns the manifest. */
 async function writeStage(store: ArtifactStore): Promise<Manifest> {

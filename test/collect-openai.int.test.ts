@@ -1,7 +1,6 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
@@ -11,7 +10,7 @@ import { loadEnv } from '../shared/config/env';
 import { HatError } from '../shared/errors';
 import { loadHarness } from '../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
-import { createLogger, silentLogger, type Logger } from '../shared/log/logger';
+import { silentLogger, type Logger } from '../shared/log/logger';
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../shared/simulator/tasks/task-schema';
@@ -27,6 +26,7 @@ import { collectStage } from '../workers/collect/processor';
 /** The stage as the framework's helpers take it. */
 const anyCollectStage = collectStage as AnyStage as Extract<AnyStage, { kind: 'fan-out' }>;
 import { OpenAiTestServer, type ChatResponder, type RecordedRequest, type ScriptedChatResponse } from './support/openai-test-server';
+import { loggerInto } from './support/captured-logger';
 
 /**
  * The collect stage with an `openai` teacher against the local OpenAI-compatible test server,
@@ -60,15 +60,7 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
   };
 
   const logger = (): Logger =>
-    createLogger({
-      level: 'debug',
-      destination: new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          logText += chunk.toString();
-          done();
-        },
-      }),
-    });
+    loggerInto((text) => (logText += text), 'debug');
 
   const teacher = (overrides: Record<string, unknown> = {}) => ({ adapter: 'openai', baseUrl: server.baseUrl, model: 'teacher-test', apiKeyEnv, retryInitialDelayMs: 10, retryMaxDelayMs: 50, ...overrides });
 

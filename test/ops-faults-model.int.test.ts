@@ -1,13 +1,12 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { readManifest } from '../shared/artifacts/manifest';
 import { loadHarness } from '../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
-import { createLogger, silentLogger } from '../shared/log/logger';
+import { silentLogger } from '../shared/log/logger';
 import { Rng } from '../shared/random/rng';
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
@@ -23,6 +22,8 @@ import { createStoreCache } from '../queues/stage-runtime';
 import { runHatInProcess } from './support/hat-in-process';
 import { OpenAiTestServer, type ChatResponder, type RecordedRequest, type ScriptedChatResponse } from './support/openai-test-server';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
+import { loggerInto } from './support/captured-logger';
+import { scanKeyBatches } from '../queues/redis-connection';
 
 /**
  * Model server faults through real queues: 500s, 429s and dropped streams are retried with
@@ -74,15 +75,7 @@ describe('model server faults and secrets', () => {
     expert = new ScriptedExpert({ tasks, harnesses: [await loadHarness(sampleHarnessDirectory())] });
     process.env[apiKeyEnv] = apiKey;
     server = await OpenAiTestServer.start({ responder, requiredApiKey: apiKey, models: ['teacher-test'] });
-    const logger = createLogger({
-      level: 'debug',
-      destination: new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          logText += chunk.toString();
-          done();
-        },
-      }),
-    });
+    const logger = loggerInto((text) => (logText += text), 'debug');
     await kit.startWorkers({ queues: ['collect', 'runs'], logger });
   });
   afterAll(async () => {
@@ -163,11 +156,8 @@ describe('model server faults and secrets', () => {
   it('keeps the API key out of Redis, artifacts and logs, and refuses configs that would write outside the run', async () => {
     // Redis: every key and value of this test's prefix.
     const redis = kit.context.connection;
-    let cursor = '0';
     let keys = 0;
-    do {
-      const [next, batch] = await redis.scan(cursor, 'MATCH', `${kit.prefix}:*`, 'COUNT', 500);
-      cursor = next;
+    for await (const batch of scanKeyBatches(redis, `${kit.prefix}:*`)) {
       for (const key of batch) {
         keys++;
         const type = await redis.type(key);
@@ -181,7 +171,7 @@ describe('model server faults and secrets', () => {
           : null;
         expect([key, JSON.stringify(value).includes(apiKey)]).toEqual([key, false]);
       }
-    } while (cursor !== '0');
+    }
     expect(keys).toBeGreaterThan(20);
 
     // Artifacts: every object, gzip opened.

@@ -1,6 +1,4 @@
-import { Writable } from 'node:stream';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
-import { createLogger } from '../shared/log/logger';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { taskSchema } from '../shared/simulator/tasks/task-schema';
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
@@ -12,6 +10,7 @@ import { planRun } from '../queues/run-config';
 import { watchRun } from '../queues/run-control';
 import { OpenAiTestServer, type ChatResponder } from './support/openai-test-server';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
+import { loggerInto } from './support/captured-logger';
 
 /**
  * Structured logs of a worker: every line a job emits names its run, stage, part and job, and
@@ -74,15 +73,7 @@ describe('worker logs', () => {
     };
     server = await OpenAiTestServer.start({ responder: answering, requiredApiKey: apiKey, models: ['teacher-test'] });
 
-    const logger = createLogger({
-      level: 'debug',
-      destination: new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          logText += chunk.toString();
-          done();
-        },
-      }),
-    });
+    const logger = loggerInto((text) => (logText += text), 'debug');
     await kit.startWorkers({ queues: ['collect', 'runs'], logger });
     const teacher = { adapter: 'openai', baseUrl: server.baseUrl, model: 'teacher-test', apiKeyEnv, maxRetries: 1, retryInitialDelayMs: 10, retryMaxDelayMs: 20 };
     const plan = planRun({ runId: 'logs', stages: { collect: { tasks: [kit.store.uriOf(tasksKey)], tasksPerPart: 2, concurrency: 1, teacher } } }, { env: kit.env, now: new Date() });
@@ -134,14 +125,7 @@ describe('worker logs', () => {
   });
 
   it('redacts secrets nested in logged objects (configs, headers, env)', () => {
-    const logger = createLogger({
-      destination: new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          logText += chunk.toString();
-          done();
-        },
-      }),
-    });
+    const logger = loggerInto((text) => (logText += text));
     logger.child({ runId: 'r' }).info(
       {
         config: { stages: { collect: { teacher: { apiKey: 'secret-1' } } } },

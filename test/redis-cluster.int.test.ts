@@ -11,6 +11,7 @@ import { planRun } from '../queues/run-config';
 import { watchRun } from '../queues/run-control';
 import { freePort } from './support/free-port';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
+import { scanKeyBatches } from '../queues/redis-connection';
 
 /**
  * The queues on a real three-node Redis Cluster started here (cluster mode, no replicas): a
@@ -116,12 +117,7 @@ describeWithRedis('Redis Cluster (three local nodes)', () => {
       const node = new Redis({ port, host: '127.0.0.1', lazyConnect: true });
       await node.connect();
       const keys: string[] = [];
-      let cursor = '0';
-      do {
-        const [next, batch] = await node.scan(cursor, 'MATCH', `${kit.prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        keys.push(...batch);
-      } while (cursor !== '0');
+      for await (const batch of scanKeyBatches(node, `${kit.prefix}:*`)) keys.push(...batch);
       keysPerNode.push(keys.length);
       if (keys.length > 0) await node.unlink(...keys);
       await node.quit();

@@ -10,6 +10,7 @@ import { silentLogger } from '../../shared/log/logger';
 import { openQueueContext, type QueueContext } from '../../queues/queue-context';
 import { startWorkerPool, type WorkerPool, type WorkerPoolOptions } from '../../workers/worker-pool';
 import { registerCatalogStages } from '../../workers/stage-catalog';
+import { deleteKeysMatching } from '../../queues/redis-connection';
 
 /**
  * One isolated world per test: a fresh BullMQ prefix (`test-<uuid>`), a temp directory as the
@@ -86,12 +87,7 @@ export async function createQueueTestKit(envOverrides: Record<string, string> = 
 }
 
 async function deleteKeys(context: QueueContext, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await context.connection.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await context.connection.unlink(...keys);
-  } while (cursor !== '0');
+  await deleteKeysMatching(context.connection, `${prefix}:*`);
 }
 
 /** Polls until the predicate holds (or fails after `timeoutMs`). */

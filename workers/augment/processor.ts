@@ -13,9 +13,10 @@
  * record (BadInputError).
  */
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import { variantToFiles } from '../../shared/harness/hsa/write-variant';
@@ -130,21 +131,14 @@ export async function finishAugment(input: AugmentInput, parts: AugmentPartOutpu
 
   const inputs = new Map<string, string>();
   for (const part of parts) for (const entry of part.inputs) inputs.set(entry.uri, entry.sha256);
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects,
-      lineage: {
-        inputs: [...inputs].map(([uri, sha256]) => ({ uri, sha256 })).concat([{ uri: input.harness ?? 'sample:live-host', sha256: environment.canonicalHash }]),
-        configHash: hashValue({ ...input, seed }),
-      },
-      stats: { trajectories: stats.pairs.kept, dropped: droppedTotal(stats.pairs), relabel: stats.relabel, variants: variants.length, families: stats.families },
+  const { info } = await writeStageManifest(deps, {
+    objects,
+    lineage: {
+      inputs: [...inputs].map(([uri, sha256]) => ({ uri, sha256 })).concat([{ uri: input.harness ?? 'sample:live-host', sha256: environment.canonicalHash }]),
+      configHash: hashValue({ ...input, seed }),
     },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+    stats: { trajectories: stats.pairs.kept, dropped: droppedTotal(stats.pairs), relabel: stats.relabel, variants: variants.length, families: stats.families },
+  });
   return {
     manifestUri: info.uri,
     trajectories: stats.pairs.kept,

@@ -28,9 +28,10 @@
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { hashValue } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
@@ -176,18 +177,11 @@ export async function finishCollect(input: CollectInput, parts: CollectPartOutpu
     review: total.review,
     acceptanceRate: stats.totals.acceptanceRate,
   };
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects,
-      lineage: { inputs: parts[0]?.lineage ?? [], configHash: hashValue({ ...input, seed }) },
-      stats: { ...summary, meanAcceptedReward: stats.totals.meanAcceptedReward, teacher: `${teacher.provider}/${teacher.model}` },
-    },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  const { info } = await writeStageManifest(deps, {
+    objects,
+    lineage: { inputs: parts[0]?.lineage ?? [], configHash: hashValue({ ...input, seed }) },
+    stats: { ...summary, meanAcceptedReward: stats.totals.meanAcceptedReward, teacher: `${teacher.provider}/${teacher.model}` },
+  });
   return { manifestUri: info.uri, ...summary, reviewUri: review.uri, statsUri: statsInfo.uri, reportUri: reportInfo.uri };
 }
 

@@ -13,9 +13,10 @@
  * mismatched tokenizers, a teacher that cannot score at the logprob temperature.
  */
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { writeParquet } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { canonicalJson, hashValue, sha256Hex } from '../../shared/hash/hash';
@@ -172,12 +173,7 @@ export async function finishDistill(input: DistillInput, parts: DistillPartOutpu
     { key: sourcesKey, uri: deps.store.uriOf(sourcesKey), sha256: sha256Hex(sourcesBytes), bytes: sourcesBytes.length, schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION, format: 'json' },
     manifestObjectOf(statsInfo, { schemaVersion: stats.schemaVersion, format: 'json' }),
   ];
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    { stage: deps.stage, runId: deps.run.id, objects, lineage: { inputs: lineage, configHash: hashValue(input) }, stats: stats as unknown as Record<string, unknown> },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  const { info } = await writeStageManifest(deps, { objects, lineage: { inputs: lineage, configHash: hashValue(input) }, stats: stats as unknown as Record<string, unknown> });
   return {
     manifestUri: info.uri,
     statsUri: statsInfo.uri,

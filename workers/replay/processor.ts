@@ -12,9 +12,10 @@
  */
 import { fileURLToPath } from 'node:url';
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import { expandInputs } from '../../queues/stage-inputs';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
-import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
+import { manifestObjectOf } from '../../shared/artifacts/manifest';
 import { loadHarness } from '../../shared/harness/load-harness';
 import { BadInputError, TransientError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
@@ -206,33 +207,26 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
   const requestsInfo = await put('requests.csv', callsCsv(merged.calls), 'text/csv');
   const sessionsInfo = await put('sessions.csv', sessionsCsv(merged.sessions), 'text/csv');
   const htmlInfo = await put('report.html', renderReplayHtml(report), 'text/html');
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects: [
-        ...parts.map((part) => ({ key: part.key, uri: part.uri, sha256: part.sha256, bytes: part.bytes, records: part.calls, schemaVersion: REPLAY_PART_SCHEMA_VERSION, format: 'json.gz', kind: 'part' })),
-        manifestObjectOf(reportInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'json', kind: 'report' }),
-        manifestObjectOf(requestsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.calls.length, kind: 'requests' }),
-        manifestObjectOf(sessionsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.sessions.length, kind: 'sessions' }),
-        manifestObjectOf(htmlInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'html', kind: 'report-html' }),
-      ],
-      lineage: { inputs: parts.flatMap((part) => part.inputs), configHash: hashValue(input) },
-      stats: {
-        verdict: report.slo.verdict,
-        target: report.target.label,
-        sessions: report.counts.sessions,
-        calls: report.counts.calls,
-        callsFailed: report.counts.callsFailed,
-        unreplayable: report.counts.unreplayable,
-        sessionE2eP50Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p50 ?? null,
-        sessionE2eP95Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p95 ?? null,
-      },
+  const { info } = await writeStageManifest(deps, {
+    objects: [
+      ...parts.map((part) => ({ key: part.key, uri: part.uri, sha256: part.sha256, bytes: part.bytes, records: part.calls, schemaVersion: REPLAY_PART_SCHEMA_VERSION, format: 'json.gz', kind: 'part' })),
+      manifestObjectOf(reportInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'json', kind: 'report' }),
+      manifestObjectOf(requestsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.calls.length, kind: 'requests' }),
+      manifestObjectOf(sessionsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.sessions.length, kind: 'sessions' }),
+      manifestObjectOf(htmlInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'html', kind: 'report-html' }),
+    ],
+    lineage: { inputs: parts.flatMap((part) => part.inputs), configHash: hashValue(input) },
+    stats: {
+      verdict: report.slo.verdict,
+      target: report.target.label,
+      sessions: report.counts.sessions,
+      calls: report.counts.calls,
+      callsFailed: report.counts.callsFailed,
+      unreplayable: report.counts.unreplayable,
+      sessionE2eP50Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p50 ?? null,
+      sessionE2eP95Ms: report.metrics.session_e2e_from_intended_ms?.summary.percentiles.p95 ?? null,
     },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  });
   return {
     manifestUri: info.uri,
     reportUri: reportInfo.uri,

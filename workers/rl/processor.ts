@@ -19,8 +19,9 @@
  * their episodes, not thrown.
  */
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
@@ -140,18 +141,11 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
     manifestObjectOf(statsInfo, { schemaVersion: stats.schemaVersion, format: 'json', kind: 'stats' }),
     manifestObjectOf(reportInfo, { schemaVersion: stats.schemaVersion, format: 'html', kind: 'report' }),
   ];
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects,
-      lineage: { inputs: [{ uri: plan.harness.uri, sha256: plan.harness.hash }, ...plan.lineage], configHash: hashValue(input) },
-      stats: stats as unknown as Record<string, unknown>,
-    },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  const { info } = await writeStageManifest(deps, {
+    objects,
+    lineage: { inputs: [{ uri: plan.harness.uri, sha256: plan.harness.hash }, ...plan.lineage], configHash: hashValue(input) },
+    stats: stats as unknown as Record<string, unknown>,
+  });
   const timing = parts.reduce<RlPartTiming>(
     (sum, part) => ({
       partMs: sum.partMs + part.timing.partMs,

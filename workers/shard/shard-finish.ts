@@ -1,7 +1,8 @@
 import type { StageDeps } from '../../queues/define-stage';
+import { writeStageManifest } from '../../queues/stage-manifest';
 import type { ObjectInfo } from '../../shared/artifacts/artifact-store';
 import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, stageOutputComplete, writeManifest, type ManifestObject } from '../../shared/artifacts/manifest';
+import { manifestObjectOf, stageOutputComplete, type ManifestObject } from '../../shared/artifacts/manifest';
 import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
@@ -279,12 +280,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     ),
   };
   const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
-  await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    { stage: deps.stage, runId: deps.run.id, objects, lineage: { inputs, configHash }, stats: { ...stats, output } },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  await writeStageManifest(deps, { objects, lineage: { inputs, configHash }, stats: { ...stats, output } });
   return output;
 }
 

@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defineStage, type StageDeps } from '../../../queues/define-stage';
+import { writeStageManifest } from '../../../queues/stage-manifest';
 import {
   fanoutDemoContract,
   type FanoutDemoInput,
@@ -14,7 +15,6 @@ import {
   type FanoutDemoPartOutput,
 } from '../../../queues/contracts/fanout-demo';
 import { writeJsonl } from '../../../shared/artifacts/jsonl-writer';
-import { writeManifest } from '../../../shared/artifacts/manifest';
 import { BadInputError, TransientError } from '../../../shared/errors';
 import { hashValue } from '../../../shared/hash/hash';
 
@@ -55,26 +55,19 @@ export function createFanoutDemoProcessor(deps: StageDeps) {
 
 export async function finishFanoutDemo(input: FanoutDemoInput, parts: FanoutDemoPartOutput[], deps: StageDeps): Promise<FanoutDemoOutput> {
   const records = parts.reduce((sum, part) => sum + part.records, 0);
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects: parts.map((part) => ({
-        key: part.key,
-        uri: part.uri,
-        sha256: part.sha256,
-        bytes: part.bytes,
-        records: part.records,
-        schemaVersion: fanoutDemoRecordSchemaVersion,
-        format: 'jsonl.gz',
-      })),
-      lineage: { inputs: [], configHash: hashValue(input) },
-      stats: { parts: parts.length, records },
-    },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  const { info } = await writeStageManifest(deps, {
+    objects: parts.map((part) => ({
+      key: part.key,
+      uri: part.uri,
+      sha256: part.sha256,
+      bytes: part.bytes,
+      records: part.records,
+      schemaVersion: fanoutDemoRecordSchemaVersion,
+      format: 'jsonl.gz',
+    })),
+    lineage: { inputs: [], configHash: hashValue(input) },
+    stats: { parts: parts.length, records },
+  });
   return { manifestUri: info.uri, parts: parts.length, records };
 }
 

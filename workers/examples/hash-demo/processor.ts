@@ -6,9 +6,10 @@
 import { createHash } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 import { defineStage, type StageDeps } from '../../../queues/define-stage';
+import { writeStageManifest } from '../../../queues/stage-manifest';
 import { hashDemoContract, type HashDemoInput, type HashDemoOutput, type HashDemoPartInput, type HashDemoPartOutput } from '../../../queues/contracts/hash-demo';
 import { writeJsonl } from '../../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, writeManifest } from '../../../shared/artifacts/manifest';
+import { manifestObjectOf } from '../../../shared/artifacts/manifest';
 import { hashValue } from '../../../shared/hash/hash';
 
 export function planHashDemo(input: HashDemoInput): HashDemoPartInput[] {
@@ -30,18 +31,11 @@ export async function finishHashDemo(input: HashDemoInput, parts: HashDemoPartOu
     deps.output.key('digests.jsonl.gz'),
     parts.map((part) => ({ index: part.index, digest: part.digest })),
   );
-  const { info } = await writeManifest(
-    deps.store,
-    deps.output.manifestKey,
-    {
-      stage: deps.stage,
-      runId: deps.run.id,
-      objects: [manifestObjectOf(written, { schemaVersion: 1, format: 'jsonl.gz' })],
-      lineage: { inputs: [], configHash: hashValue(input) },
-      stats: { parts: parts.length, rounds: input.rounds },
-    },
-    { clock: () => new Date(deps.clock.now()) },
-  );
+  const { info } = await writeStageManifest(deps, {
+    objects: [manifestObjectOf(written, { schemaVersion: 1, format: 'jsonl.gz' })],
+    lineage: { inputs: [], configHash: hashValue(input) },
+    stats: { parts: parts.length, rounds: input.rounds },
+  });
   return { manifestUri: info.uri, parts: parts.length };
 }
 
