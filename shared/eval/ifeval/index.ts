@@ -6,6 +6,8 @@
 export type { IfevalItem, IfevalItemResult, IfevalScores, IfevalMode } from './ifeval-types';
 export { IFEVAL_INSTRUCTION_IDS } from './instruction-ids';
 export { loadIfevalItems, ifevalDataDirectory, parseIfevalItems } from './load-ifeval-items';
-export { checkInstruction, validateInstructionSpec } from './check-instruction';
-export { checkIfevalResponse, looseResponseVariants } from './check-ifeval-response';
+export { checkInstruction, validateInstructionSpec, looseResponseVariants, countWords } from './check-instruction';
+export { checkIfevalResponse } from './check-ifeval-response';
 export { scoreIfeval } from './score-ifeval';
+export { countSentences, splitSentences } from './punkt-sentence-splitter';
+export { detectLanguage } from './language-detector';
