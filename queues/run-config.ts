@@ -19,6 +19,7 @@ import {
   handoffStageName,
   type PlannedHandoff,
 } from './run-handoff';
+import { gateConfigSchema, gateStageConfig, gateStageName } from './run-gate';
 
 /**
  * The run config (YAML) and the plan made from it. Planning is pure and validates the whole run
@@ -58,6 +59,8 @@ export const runConfigSchema = z
       .refine((stages) => Object.keys(stages).length > 0, 'name at least one stage'),
     /** A trainer handoff between stages (queues/run-handoff.ts). Default: none. */
     handoff: handoffConfigSchema.optional(),
+    /** A promotion gate after an eval stage (queues/run-gate.ts). Default: none. */
+    gate: gateConfigSchema.optional(),
   })
   .strict();
 export type RunConfig = z.infer<typeof runConfigSchema>;
@@ -173,6 +176,11 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   }
   const config = parsed.data as RunConfig;
   const stageConfigs = Object.entries(config.stages).map(([name, stageConfig]) => ({ name, config: stageConfig ?? {} }));
+  // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
+  if (config.gate) {
+    if (config.stages[gateStageName] !== undefined) problems.add(locator.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`));
+    else stageConfigs.push({ name: gateStageName, config: gateStageConfig(config.gate) });
+  }
 
   const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
   const artifactsRoot = rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
@@ -193,10 +201,19 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   }
   // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
   // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
-  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff });
+  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, ...(config.gate ? { gate: config.gate } : {}) });
   const runId = options.runId ?? config.runId ?? deriveRunId(configHash, options.now);
   const names = new Set(stageConfigs.map((stage) => stage.name));
-  const handoff = config.handoff;
+  // A gate after an eval that waits for the checkpoint waits with it.
+  const handoff = config.handoff && config.gate?.eval && config.handoff.before.includes(config.gate.eval) ? { ...config.handoff, before: [...config.handoff.before, gateStageName] } : config.handoff;
+  if (config.gate) {
+    const gate = config.gate;
+    if (!names.has(gate.eval)) problems.add(locator.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`));
+    gate.before.forEach((name, index) => {
+      if (!names.has(name) || name === gateStageName) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`));
+      else if (name === gate.eval) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`));
+    });
+  }
   const heldBack = new Set(handoff?.before ?? []);
   if (handoff) {
     if (names.has(handoffStageName)) problems.add(locator.problem(['stages', handoffStageName], `"${handoffStageName}" is the trainer handoff's name; a run with a handoff cannot also have a stage of that name`));
@@ -266,6 +283,8 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
     // Reported above; the stage schema need not call them unknown keys as well.
     return { name, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
   });
+  // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
+  for (const name of config.gate?.before ?? []) if (name !== config.gate?.eval) dependsOn.get(name)?.add(gateStageName);
   for (const cycle of findCycles(dependsOn)) {
     problems.add(locator.problem(['stages', cycle[0] as string], `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`));
   }

@@ -4,6 +4,7 @@ import { getRunStatus } from '../../queues/run-control';
 import { createStoreCache } from '../../queues/stage-runtime';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
+import { registerPromotionCommands } from './checkpoint-promotion';
 import type { RegisterCommand } from './index';
 
 interface RegisterOptions {
@@ -79,4 +80,5 @@ export const registerCheckpointCommand: RegisterCommand = (program: Command, con
         if (handoff.error) context.print(`  ${handoff.error}`);
       });
     });
+  registerPromotionCommands(checkpoint, context);
 };

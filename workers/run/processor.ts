@@ -35,6 +35,7 @@ import type { StageSummary } from '../../queues/stage-summary';
 import { processHandoff, type HandoffRuntime } from './handoff-processor';
 import { RUN_MANIFEST_SCHEMA_VERSION, type HandoffOutcome, type RunManifest, type StageOutcome } from './run-manifest';
 import { buildRunReport, renderRunReportHtml } from './run-report';
+import { applyGateOutcome, stageCountsAsDone } from './gate-outcome';
 
 export interface RunJobRuntime extends HandoffRuntime {
   /** The key figures of a completed stage from its output (the stage contract's `summarize`); undefined when it has none. */
@@ -105,14 +106,16 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const data = parseJobData(runJobDataSchema, job.data, `runs:${job.id}`);
   const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
   const handoff = data.handoff ? await handoffOutcome(runtime, data, results.get(handoffStageName) as StageJobResult<HandoffOutput> | undefined) : undefined;
-  const stages: StageOutcome[] = [];
-  for (const entry of data.stages) stages.push(await stageOutcome(runtime, data, entry, results.get(entry.name), handoff));
+  const outcomes: StageOutcome[] = [];
+  for (const entry of data.stages) outcomes.push(await stageOutcome(runtime, data, entry, results.get(entry.name), handoff));
+  const store = runtime.storeFor(data.artifactsRoot);
+  // A gate that held its candidate made a decision; the stages it held back did not fail.
+  const { stages, gate } = await applyGateOutcome(store, data.runId, outcomes);
 
   const status: RunManifest['status'] =
-    data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stage.status === 'completed') ? 'completed' : 'failed';
+    data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stageCountsAsDone(stage, gate)) ? 'completed' : 'failed';
   const finishedAt = runtime.clock.now();
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const store = runtime.storeFor(data.artifactsRoot);
   const base = {
     schemaVersion: RUN_MANIFEST_SCHEMA_VERSION,
     runId: data.runId,
@@ -128,6 +131,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     stages,
     ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
     ...(handoff ? { handoff } : {}),
+    ...(gate ? { gate } : {}),
   } as const;
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
@@ -142,7 +146,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     throw new UnrecoverableError(`${handoff.error}; run manifest: ${manifestInfo.uri}`);
   }
   if (status === 'failed') {
-    const unfinished = stages.filter((stage) => stage.status !== 'completed');
+    const unfinished = stages.filter((stage) => !stageCountsAsDone(stage, gate));
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
     throw new UnrecoverableError(
       `[RUN_FAILED] run ${data.runId}: ${unfinished.length} of ${stages.length} stage(s) did not complete` +

@@ -15,6 +15,8 @@ export interface RunReport {
   handoff?: RunManifest['handoff'];
   /** What `latest` inputs resolved to. */
   resolvedInputs?: RunManifest['resolvedInputs'];
+  /** The promotion gate's decision. */
+  gate?: RunManifest['gate'];
 }
 
 export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 'reportHtmlUri'>): RunReport {
@@ -37,6 +39,7 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
     stages: manifest.stages,
     ...(manifest.handoff ? { handoff: manifest.handoff } : {}),
     ...(manifest.resolvedInputs ? { resolvedInputs: manifest.resolvedInputs } : {}),
+    ...(manifest.gate ? { gate: manifest.gate } : {}),
   };
 }
 
@@ -50,6 +53,14 @@ function runContextHtml(report: RunReport): string {
     parts.push(
       `<p>Trainer handoff after ${escapeHtml(handoff.after.join(', '))}: <b>${escapeHtml(handoff.status)}</b>; ${escapeHtml(handoff.before.join(', '))} ${handoff.status === 'completed' ? `ran${checkpoint}${waited}` : 'did not run'}.` +
         `${handoff.requestUri ? ` Training request: <code>${escapeHtml(handoff.requestUri)}</code>.` : ''}${handoff.error ? `<div class="error">${escapeHtml(handoff.error)}</div>` : ''}</p>`,
+    );
+  }
+  const gate = report.gate;
+  if (gate) {
+    parts.push(
+      `<p class="gate-${gate.decision}">Promotion gate: <b>${gate.decision === 'promote' ? 'promoted' : 'held'} ${escapeHtml(gate.candidate)}</b>` +
+        `${gate.decision === 'promote' ? (gate.promoted ? '; it is now the promoted checkpoint (what latestCheckpoint resolves to next)' : ' (pointer not written: promote: false)') : '; the promoted checkpoint did not move'}` +
+        `${gate.skipped.length > 0 ? `; not run: ${escapeHtml(gate.skipped.join(', '))}` : ''}.</p><ul>${gate.reasons.map((reason) => `<li>${escapeHtml(reason)}</li>`).join('')}</ul>`,
     );
   }
   for (const input of report.resolvedInputs ?? []) parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
