@@ -6,6 +6,7 @@ import { countSentences } from './punkt-sentence-splitter';
 import {
   PY_SPACE,
   compilePythonPattern,
+  containsWholeWord,
   pyIsLower,
   pyIsUpper,
   pySplitWhitespace,
@@ -104,7 +105,7 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
   'keywords:forbidden_words': {
     parameters: { forbidden_words: 'strings' },
     check: (response, kwargs) =>
-      !(kwargs.forbidden_words as string[]).some((word) => compilePythonPattern(`\\b${word}\\b`, 'i').test(response)),
+      !(kwargs.forbidden_words as string[]).some((word) => containsWholeWord(response, word)),
   },
   'keywords:letter_frequency': {
     parameters: { letter: 'letter', let_frequency: 'integer', let_relation: 'relation' },

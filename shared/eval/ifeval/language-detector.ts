@@ -24,8 +24,10 @@ interface ProfileFile {
 
 interface LoadedModel {
   languages: string[];
-  /** n-gram → probability per language (index as in `languages`). */
-  probabilities: Map<string, Float64Array>;
+  /** n-gram → its row in `table`. */
+  rows: Map<string, number>;
+  /** Probability of each n-gram per language: row-major, one column per language (as in `languages`). */
+  table: Float64Array;
   cjkRepresentative: Map<string, string>;
   vietnameseRegex: RegExp;
   vietnameseToNormalize: string;
@@ -53,18 +55,19 @@ function loadModel(): LoadedModel {
   if (model) return model;
   const file = join(ifevalDataDirectory(), 'langdetect-profiles.json');
   const data = JSON.parse(readFileSync(file, 'utf8')) as ProfileFile;
-  const probabilities = new Map<string, Float64Array>();
+  // One contiguous table (row per n-gram, column per language) instead of ~90k small arrays.
+  const rows = new Map<string, number>();
+  for (const language of data.languages) {
+    for (const gram of Object.keys(data.profiles[language]!.freq)) if (!rows.has(gram)) rows.set(gram, rows.size);
+  }
+  const count = data.languages.length;
+  const table = new Float64Array(rows.size * count);
   data.languages.forEach((language, index) => {
     const profile = data.profiles[language]!;
-    for (const [gram, count] of Object.entries(profile.freq)) {
+    for (const [gram, frequency] of Object.entries(profile.freq)) {
       const length = [...gram].length;
       if (length < 1 || length > 3) continue;
-      let row = probabilities.get(gram);
-      if (!row) {
-        row = new Float64Array(data.languages.length);
-        probabilities.set(gram, row);
-      }
-      row[index] = count / profile.nWords[length - 1]!;
+      table[rows.get(gram)! * count + index] = frequency / profile.nWords[length - 1]!;
     }
   });
   const cjkRepresentative = new Map<string, string>();
@@ -75,7 +78,8 @@ function loadModel(): LoadedModel {
   const escape = (text: string) => text.replace(/[\\\]^-]/g, '\\$&');
   model = {
     languages: data.languages,
-    probabilities,
+    rows,
+    table,
     cjkRepresentative,
     vietnameseRegex: new RegExp(`([${escape(data.vietnamese.toNormalize)}])([${escape(data.vietnamese.diacriticMarks)}])`, 'gu'),
     vietnameseToNormalize: data.vietnamese.toNormalize,
@@ -194,7 +198,7 @@ function extractNgrams(chars: string[], loaded: LoadedModel): string[] {
     for (let n = 1; n <= 3; n += 1) {
       if (grams.length < n) break;
       const gram = grams.slice(grams.length - n).join('');
-      if (gram && gram !== ' ' && loaded.probabilities.has(gram)) found.push(gram);
+      if (gram && gram !== ' ' && loaded.rows.has(gram)) found.push(gram);
     }
   }
   return found;
@@ -237,8 +241,8 @@ export function detectLanguages(text: string): DetectedLanguage[] | undefined {
     const weight = alpha / baseFrequency;
     for (let step = 0; ; step += 1) {
       const gram = ngrams[Math.floor(random() * ngrams.length)]!;
-      const row = loaded.probabilities.get(gram)!;
-      for (let index = 0; index < count; index += 1) probabilities[index]! *= weight + row[index]!;
+      const offset = loaded.rows.get(gram)! * count;
+      for (let index = 0; index < count; index += 1) probabilities[index]! *= weight + loaded.table[offset + index]!;
       if (step % 5 === 0) {
         let sum = 0;
         for (const value of probabilities) sum += value;

@@ -64,6 +64,22 @@ const pyBoundary = `(?:(?<=${PY_WORD})(?!${PY_WORD})|(?<!${PY_WORD})(?=${PY_WORD
  * matched as literal text.
  */
 export function compilePythonPattern(pattern: string, flags: string): RegExp {
+  const cacheKey = `${flags}\u0000${pattern}`;
+  const cached = compiled.get(cacheKey);
+  if (cached) {
+    cached.lastIndex = 0;
+    return cached;
+  }
+  const regex = compileUncached(pattern, flags);
+  if (compiled.size > 10000) compiled.clear();
+  compiled.set(cacheKey, regex);
+  return regex;
+}
+
+const compiled = new Map<string, RegExp>();
+const wordChar = /^[\p{L}\p{N}_]$/u;
+
+function compileUncached(pattern: string, flags: string): RegExp {
   const translated = pattern.replace(/\\\\|\\b|\\B|\\w|\\W|\\s|\\S|\\d|\\D/g, (token) => {
     switch (token) {
       case '\\b':
@@ -93,4 +109,30 @@ export function compilePythonPattern(pattern: string, flags: string): RegExp {
       return new RegExp(pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), `${flags}u`);
     }
   }
+}
+
+const plainWord = /^[\p{L}\p{N}_ '’-]+$/u;
+
+/**
+ * Python's `re.search(r"\b" + word + r"\b", text, re.IGNORECASE)`. Plain words (letters, digits,
+ * spaces, hyphens, apostrophes) are found case-insensitively and their edges checked by hand,
+ * which is the same and much faster than a Unicode lookbehind at every position.
+ */
+export function containsWholeWord(text: string, word: string): boolean {
+  if (!plainWord.test(word)) return compilePythonPattern(`\\b${word}\\b`, 'i').test(text);
+  const pattern = compilePythonPattern(word.replace(/-/g, '\\-'), 'gi');
+  pattern.lastIndex = 0;
+  const startsWithWordChar = wordChar.test(String.fromCodePoint(word.codePointAt(0)!));
+  const endsWithWordChar = wordChar.test([...word].at(-1)!);
+  for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
+    const before = match.index > 0 ? String.fromCodePoint(text.codePointAt(match.index - 1)!) : '';
+    const beforeChar = match.index > 1 && /[\udc00-\udfff]/.test(text[match.index - 1]!) ? text.slice(match.index - 2, match.index) : before;
+    const afterIndex = match.index + match[0].length;
+    const afterChar = afterIndex < text.length ? String.fromCodePoint(text.codePointAt(afterIndex)!) : '';
+    const boundaryBefore = (beforeChar !== '' && wordChar.test(beforeChar)) !== startsWithWordChar;
+    const boundaryAfter = (afterChar !== '' && wordChar.test(afterChar)) !== endsWithWordChar;
+    if (boundaryBefore && boundaryAfter) return true;
+    pattern.lastIndex = match.index + 1;
+  }
+  return false;
 }
