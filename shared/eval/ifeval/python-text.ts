@@ -113,6 +113,14 @@ function compileUncached(pattern: string, flags: string): RegExp {
 
 const plainWord = /^[\p{L}\p{N}_ '’-]+$/u;
 
+/** The code point that ends just before `index` ('' at the start). */
+function codePointEndingAt(text: string, index: number): string {
+  if (index <= 0) return '';
+  const low = text.charCodeAt(index - 1);
+  if (low >= 0xdc00 && low <= 0xdfff && index >= 2) return text.slice(index - 2, index);
+  return text[index - 1]!;
+}
+
 /**
  * Python's `re.search(r"\b" + word + r"\b", text, re.IGNORECASE)`. Plain words (letters, digits,
  * spaces, hyphens, apostrophes) are found case-insensitively and their edges checked by hand,
@@ -120,13 +128,12 @@ const plainWord = /^[\p{L}\p{N}_ '’-]+$/u;
  */
 export function containsWholeWord(text: string, word: string): boolean {
   if (!plainWord.test(word)) return compilePythonPattern(`\\b${word}\\b`, 'i').test(text);
-  const pattern = compilePythonPattern(word.replace(/-/g, '\\-'), 'gi');
+  const pattern = compilePythonPattern(word, 'gi');
   pattern.lastIndex = 0;
   const startsWithWordChar = wordChar.test(String.fromCodePoint(word.codePointAt(0)!));
   const endsWithWordChar = wordChar.test([...word].at(-1)!);
   for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
-    const before = match.index > 0 ? String.fromCodePoint(text.codePointAt(match.index - 1)!) : '';
-    const beforeChar = match.index > 1 && /[\udc00-\udfff]/.test(text[match.index - 1]!) ? text.slice(match.index - 2, match.index) : before;
+    const beforeChar = codePointEndingAt(text, match.index);
     const afterIndex = match.index + match[0].length;
     const afterChar = afterIndex < text.length ? String.fromCodePoint(text.codePointAt(afterIndex)!) : '';
     const boundaryBefore = (beforeChar !== '' && wordChar.test(beforeChar)) !== startsWithWordChar;
