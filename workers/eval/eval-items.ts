@@ -1,3 +1,5 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import type { StageDeps } from '../../queues/define-stage';
 import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
@@ -57,6 +59,11 @@ export const customPromptSchema = z
   })
   .strict();
 
+/** A local path becomes a file URI (configs may name local files); URIs stay as they are. */
+export function asArtifactUri(target: string): string {
+  return target.includes('://') ? target : pathToFileURL(resolve(target)).href;
+}
+
 /** Held-out simulator tasks, spread over `categories` in turn: task i depends only on (seed, i, its category). */
 export function heldOutTasks(count: number, seed: string, categories: readonly TaskCategory[] = taskCategories): Task[] {
   const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
@@ -92,7 +99,7 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness, trai
   const live = input.suites.live_stream_qa;
   if (live) {
     const generated = heldOutTasks(live.size, live.seed, live.categories);
-    const imported = live.tasks.length > 0 ? await readTaskSets(await expandInputs(live.tasks, openObject, 'suites.live_stream_qa.tasks', 'tasks'), openObject) : { tasks: [], lineage: [] };
+    const imported = live.tasks.length > 0 ? await readTaskSets(await expandInputs(live.tasks.map(asArtifactUri), openObject, 'suites.live_stream_qa.tasks', 'tasks'), openObject) : { tasks: [], lineage: [] };
     const items: EvalItem[] = [
       ...generated.map((task) => ({ suite: 'live_stream_qa' as const, id: task.id, category: task.category, origin: 'generated' as const, task })),
       ...imported.tasks.map((task) => ({ suite: 'live_stream_qa' as const, id: task.id, category: task.category, origin: 'imported' as const, task })),
@@ -145,7 +152,7 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness, trai
   }
   const custom = input.suites.custom;
   if (custom) {
-    const { records, sha256 } = await readCustomPrompts(custom.prompts, openObject);
+    const { records, sha256 } = await readCustomPrompts(asArtifactUri(custom.prompts), openObject);
     const judged = input.judge?.suites.includes('custom') ?? false;
     const problems = new ProblemCollector();
     records.forEach((record, index) => {
@@ -161,7 +168,7 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness, trai
     problems.throwIfAny('EVAL_BAD_CUSTOM_PROMPTS', `${custom.prompts} has problems; fix them and run again`);
     const items: EvalItem[] = records.map((record) => ({ suite: 'custom', id: record.id, prompt: record.prompt, checks: record.checks, ...(record.rubric ? { rubric: record.rubric } : {}) }));
     refuseDuplicateIds(items, custom.prompts);
-    suites.push({ suite: 'custom', items, lineage: [{ uri: custom.prompts, sha256 }] });
+    suites.push({ suite: 'custom', items, lineage: [{ uri: asArtifactUri(custom.prompts), sha256 }] });
   }
   return suites;
 }

@@ -26,7 +26,7 @@ import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { findOverlaps, readTrainingFootprint, type Overlap } from './contamination';
 import { evalContract, suiteNames, type EvalInput, type EvalOutput, type EvalPartInput, type EvalPartOutput, type SuiteName } from './eval-contract';
-import { buildSuiteItems, evalItemSchema, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
+import { asArtifactUri, buildSuiteItems, evalItemSchema, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
 import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart, type EvalResult } from './eval-part';
 import { evalReportHtml } from './eval-report';
 import { buildEvalScores, type ScoredModel } from './eval-scores';
@@ -42,7 +42,7 @@ interface EvalPlanRecord {
   harness: { uri: string; hash: string } | null;
   suites: SuiteName[];
   itemCounts: Record<string, number>;
-  items: Array<{ suite: SuiteName; uri: string; sha256: string; records: number }>;
+  items: Array<{ suite: SuiteName; key: string; uri: string; sha256: string; records: number }>;
   overlapping: Overlap[];
   training: { manifests: string[]; objects: Array<{ uri: string; sha256: string }> };
   lineage: Array<{ uri: string; sha256: string }>;
@@ -65,7 +65,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const canonical = episodic ? await loadHarnessFromUri(harnessUri, deps.openObject) : undefined;
   const hash = canonical ? harnessHash(canonical) : '';
   deps.progress({ message: 'reading training manifests' });
-  const footprint = await readTrainingFootprint(input.trainingManifests, deps.openObject);
+  const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
   deps.progress({ message: 'building eval items' });
   const built = await buildSuiteItems(input, canonical as never, footprint.variantHashes, deps.openObject);
   const overlapping = input.trainingManifests.length > 0 ? findOverlaps(built.flatMap((suite) => suite.items), footprint) : [];
@@ -81,7 +81,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   for (const suite of built) {
     if (suite.items.length === 0) throw new BadInputError('EVAL_EMPTY_SUITE', `suites.${suite.suite} has no items; give it a size or inputs`);
     const written = await writeJsonl(deps.store, deps.output.key(`items/${suite.suite}.jsonl.gz`), suite.items, { schema: evalItemSchema });
-    items.push({ suite: suite.suite, uri: written.uri, sha256: written.sha256, records: written.records });
+    items.push({ suite: suite.suite, key: written.key, uri: written.uri, sha256: written.sha256, records: written.records });
   }
   const record: EvalPlanRecord = {
     seed,
@@ -162,7 +162,7 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
   };
   const objects: ManifestObject[] = [
     ...parts.map((part) => ({ ...part.results, schemaVersion: EVAL_RESULT_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'results' })),
-    ...(await Promise.all(plan.items.map((entry) => stored(deps.openObject(entry.uri).key, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'jsonl.gz', records: entry.records, kind: 'items' })))),
+    ...(await Promise.all(plan.items.map((entry) => stored(entry.key, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'jsonl.gz', records: entry.records, kind: 'items' })))),
     await stored(planKey, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'json', kind: 'plan' }),
     manifestObjectOf(scoresInfo, { schemaVersion: scores.schemaVersion, format: 'json', kind: 'scores' }),
     manifestObjectOf(reportInfo, { schemaVersion: scores.schemaVersion, format: 'html', kind: 'report' }),
