@@ -264,10 +264,17 @@ export function detectLanguages(text: string): DetectedLanguage[] | undefined {
 
 /** The most likely language (ISO 639-1, or `zh-cn`/`zh-tw`), `unknown` when none passes 0.1, `undefined` when undetectable. */
 export function detectLanguage(text: string): string | undefined {
+  // Deterministic, so answers can be reused: the loose variants of one response often repeat a text
+  // (a small window on purpose: it serves one response's variants, not a whole suite).
+  if (recentAnswers.has(text)) return recentAnswers.get(text);
   const detected = detectLanguages(text);
-  if (detected === undefined) return undefined;
-  return detected[0]?.language ?? 'unknown';
+  const answer = detected === undefined ? undefined : (detected[0]?.language ?? 'unknown');
+  if (recentAnswers.size >= 32) recentAnswers.delete(recentAnswers.keys().next().value as string);
+  recentAnswers.set(text, answer);
+  return answer;
 }
+
+const recentAnswers = new Map<string, string | undefined>();
 
 /** The language codes the profiles know. */
 export function knownLanguageCodes(): string[] {
