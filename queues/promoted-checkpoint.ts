@@ -52,8 +52,9 @@ export interface PointerLocation {
 
 /** The pointer location of an artifact root URI, through a store cache's `openObject`. */
 export function pointerLocationOf(root: string, openObject: StageDeps['openObject']): PointerLocation {
-  const { store, key } = openObject(`${root.replace(/\/+$/, '')}/${promotedPointerKey}`);
-  return { store, prefix: key.slice(0, key.length - promotedPointerKey.length) };
+  // The root opened as an object: its store holds the root folder, whose key is the prefix (as latest inputs open prefixes).
+  const { store, key } = openObject(root.replace(/\/+$/, ''));
+  return { store, prefix: key === '' ? '' : `${key}/` };
 }
 
 /** The promoted checkpoint under an artifact root, or undefined when none was promoted yet. */

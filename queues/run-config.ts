@@ -179,7 +179,10 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
   if (config.gate) {
     if (config.stages[gateStageName] !== undefined) problems.add(locator.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`));
-    else stageConfigs.push({ name: gateStageName, config: gateStageConfig(config.gate) });
+    else {
+      const after = stageConfigs.findIndex((stage) => stage.name === config.gate?.eval);
+      stageConfigs.splice(after < 0 ? stageConfigs.length : after + 1, 0, { name: gateStageName, config: gateStageConfig(config.gate) });
+    }
   }
 
   const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;

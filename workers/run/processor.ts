@@ -107,7 +107,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
   const handoff = data.handoff ? await handoffOutcome(runtime, data, results.get(handoffStageName) as StageJobResult<HandoffOutput> | undefined) : undefined;
   const outcomes: StageOutcome[] = [];
-  for (const entry of data.stages) outcomes.push(await stageOutcome(runtime, data, entry, results.get(entry.name), handoff));
+  for (const entry of data.stages) outcomes.push(await stageOutcome(runtime, data, entry, results.get(entry.name) ?? (await completedBelowFailure(runtime, entry)), handoff));
   const store = runtime.storeFor(data.artifactsRoot);
   // A gate that held its candidate made a decision; the stages it held back did not fail.
   const { stages, gate } = await applyGateOutcome(store, data.runId, outcomes);
@@ -224,6 +224,16 @@ async function stageOutcome(
   const error = await failureDetail(runtime.getJob, entry.name, entry.jobId);
   const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
+}
+
+/**
+ * The result of a stage that completed although a stage above it failed (results normally travel
+ * up the tree; a gate that held its candidate fails above the eval it read).
+ */
+async function completedBelowFailure(runtime: RunJobRuntime, entry: RunJobData['stages'][number]): Promise<StageJobResult | undefined> {
+  const job = await runtime.getJob(entry.name, entry.jobId);
+  if (!job?.finishedOn || job.failedReason || !isStageJobResult(job.returnvalue)) return undefined;
+  return job.returnvalue;
 }
 
 /** The stage's key figures; a summary that throws (an output from another code version) is logged, not fatal. */
