@@ -97,17 +97,19 @@ describe('runs with a trainer handoff', () => {
 describe('examples/nightly.yaml', () => {
   beforeAll(() => registerCatalogStages());
 
-  it('plans: collect -> augment -> shard, a handoff, and distill, rl and replay on the checkpoint', async () => {
+  it('plans: collect -> augment -> shard, a handoff, distill, rl and eval on the checkpoint, the gate, and replay after it', async () => {
     const source = await readConfigFile(join(__dirname, '..', 'examples', 'nightly.yaml'));
     const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 's3://hat/runs-root' }, now: new Date('2025-01-30T18:00:00Z'), runId: 'nightly-20250130T180000Z', file: source.file, locator: source.locator });
-    expect(plan.handoff).toMatchObject({ after: ['shard'], before: ['distill', 'rl', 'replay'], timeoutMs: 960 * 60_000 });
+    expect(plan.handoff).toMatchObject({ after: ['shard'], before: ['distill', 'rl', 'eval', 'replay', 'gate'], timeoutMs: 960 * 60_000 });
     expect(plan.stages.map((stage) => [stage.name, stage.afterHandoff ?? false, stage.dependsOn])).toEqual([
       ['collect', false, []],
       ['augment', false, ['collect']],
       ['shard', false, ['collect', 'augment']],
       ['distill', true, ['collect']],
       ['rl', true, []],
-      ['replay', true, ['collect']],
+      ['eval', true, ['shard']],
+      ['gate', true, ['eval']],
+      ['replay', true, ['collect', 'gate']],
     ]);
     // Unresolved `latest` inputs plan with placeholders (as `hat schedule set` validates them).
     expect(plan.stages[0]?.input).toMatchObject({ tasks: ['s3://hat/tasks/imported/dt=YYYY-MM-DD/tasks.jsonl.gz'], harness: 's3://hat/harness/live-host/CURRENT-VERSION' });
