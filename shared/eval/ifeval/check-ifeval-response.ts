@@ -6,7 +6,9 @@ export function checkIfevalResponse(item: IfevalItem, response: string): IfevalI
   const variants = looseResponseVariants(response);
   const strict = item.instructionIds.map((id, index) => checkInstructionOnVariants(id, item.kwargs[index] ?? {}, [response]));
   // The first loose variant is the response itself: a strict pass is a loose pass.
-  const loose = item.instructionIds.map((id, index) => strict[index]! || checkInstructionOnVariants(id, item.kwargs[index] ?? {}, variants.slice(1)));
+  const loose = item.instructionIds.map(
+    (id, index) => strict[index]! || checkInstructionOnVariants(id, item.kwargs[index] ?? {}, variants.slice(1)),
+  );
   return {
     key: item.key,
     instructionIds: [...item.instructionIds],

@@ -144,10 +144,10 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
   },
   'length_constraints:nth_paragraph_first_word': {
     parameters: { num_paragraphs: 'integer', nth_paragraph: 'integer', first_word: 'string' },
-    refine: (kwargs) =>
-      typeof kwargs.nth_paragraph === 'number' && typeof kwargs.num_paragraphs === 'number' && (kwargs.nth_paragraph < 1 || kwargs.nth_paragraph > kwargs.num_paragraphs)
-        ? [`"nth_paragraph" must be between 1 and "num_paragraphs" (${kwargs.num_paragraphs})`]
-        : [],
+    refine: (kwargs) => {
+      const { nth_paragraph: nth, num_paragraphs: count } = kwargs as { nth_paragraph: number; num_paragraphs: number };
+      return nth < 1 || nth > count ? [`"nth_paragraph" must be between 1 and "num_paragraphs" (${count})`] : [];
+    },
     check: (response, kwargs) => {
       // Here paragraphs are separated by a blank line ("\n\n"), not by ***; empty pieces do not count,
       // but the nth paragraph is still looked up among all pieces, as the reference does.
@@ -307,7 +307,9 @@ function presentKwargs(kwargs: Kwargs): Kwargs {
 /** Problems of one instruction spec (unknown id, missing or ill-typed parameters, unknown parameters); empty when usable. */
 export function validateInstructionSpec(instructionId: string, kwargs: unknown): string[] {
   if (!isIfevalInstructionId(instructionId)) {
-    return [`unknown instruction id "${instructionId}"; use one of the 25 IFEval ids, e.g. "punctuation:no_comma", "length_constraints:number_words"`];
+    return [
+      `unknown instruction id "${instructionId}"; use one of the 25 IFEval ids, e.g. "punctuation:no_comma", "length_constraints:number_words"`,
+    ];
   }
   if (kwargs === null || kwargs === undefined) kwargs = {};
   if (typeof kwargs !== 'object' || Array.isArray(kwargs)) return [`kwargs of "${instructionId}" must be an object`];
@@ -325,7 +327,8 @@ export function validateInstructionSpec(instructionId: string, kwargs: unknown):
   for (const name of Object.keys(present)) {
     if (!(name in spec.parameters)) {
       const known = Object.keys(spec.parameters);
-      problems.push(`"${instructionId}" has no parameter "${name}"${known.length ? ` (it takes ${known.map((key) => `"${key}"`).join(', ')})` : ' (it takes none)'}`);
+      const takes = known.length ? `it takes ${known.map((key) => `"${key}"`).join(', ')}` : 'it takes none';
+      problems.push(`"${instructionId}" has no parameter "${name}" (${takes})`);
     }
   }
   if (problems.length === 0 && spec.refine) problems.push(...spec.refine(present).map((problem) => `"${instructionId}": ${problem}`));
@@ -359,7 +362,13 @@ export function checkInstructionOnVariants(instructionId: string, kwargs: Kwargs
  * `prompt` is what the reference hands to checkers that ask for it; none of the 25 does (repeat_prompt
  * reads its text from kwargs.prompt_to_repeat).
  */
-export function checkInstruction(instructionId: string, kwargs: Record<string, unknown>, prompt: string, response: string, mode: IfevalMode): boolean {
+export function checkInstruction(
+  instructionId: string,
+  kwargs: Record<string, unknown>,
+  prompt: string,
+  response: string,
+  mode: IfevalMode,
+): boolean {
   void prompt;
   return checkInstructionOnVariants(instructionId, kwargs, mode === 'strict' ? [response] : looseResponseVariants(response));
 }

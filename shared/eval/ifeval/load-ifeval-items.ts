@@ -43,7 +43,8 @@ export function parseIfevalItems(text: string, file: string): IfevalItem[] {
     });
     if (problems.length > before || typeof prompt !== 'string' || !Number.isInteger(key)) return;
     keys.add(key as number);
-    items.push({ key: key as number, prompt, instructionIds: [...(ids as string[])], kwargs: (kwargs as Record<string, unknown>[]).map((entry) => ({ ...(entry ?? {}) })) });
+    const copies = (kwargs as Record<string, unknown>[]).map((entry) => ({ ...(entry ?? {}) }));
+    items.push({ key: key as number, prompt, instructionIds: [...(ids as string[])], kwargs: copies });
   });
   if (problems.length > 0) throw new ValidationError('IFEVAL_BAD_DATA', `${file} has ${problems.length} problem(s)`, problems);
   return items;

@@ -52,10 +52,9 @@ const nonWordChars = `[)";}\\]*:@'({\\[!?]`;
 const multiCharPunctuation = `(?:-{2,}|\\.{2,}|(?:\\.${PY_SPACE}){2,}\\.)`;
 const wordStart = `[^("\`{\\[:;&#*@)}\\]\\-,]`;
 const notSpace = `[^${PYTHON_WHITESPACE}]`;
-const wordTokenizer = new RegExp(
-  `${multiCharPunctuation}|(?=${wordStart})${notSpace}+?(?=${PY_SPACE}|$|${nonWordChars}|${multiCharPunctuation}|,(?=$|${PY_SPACE}|${nonWordChars}|${multiCharPunctuation}))|${notSpace}`,
-  'gu',
-);
+// A word ends before whitespace, the end, punctuation, a multi-character mark, or a comma that ends the word.
+const wordEnd = `(?=${PY_SPACE}|$|${nonWordChars}|${multiCharPunctuation}|,(?=$|${PY_SPACE}|${nonWordChars}|${multiCharPunctuation}))`;
+const wordTokenizer = new RegExp(`${multiCharPunctuation}|(?=${wordStart})${notSpace}+?${wordEnd}|${notSpace}`, 'gu');
 const periodContext = new RegExp(`[.?!](?=(${nonWordChars}|${PY_SPACE}+(${notSpace}+)))`, 'gu');
 const numericToken = /^-?[.,]?\p{Nd}[\p{Nd},.-]*\.?$/u;
 const ellipsisToken = /^\.\.+$/;
