@@ -46,6 +46,8 @@ export const evalModelSchema = z
     sampling: samplingSettingsSchema.default({ temperature: 0 }),
     /** Mark the model as random-weight (a demo's dummy model); onnx dummy models are detected anyway. Default false. */
     dummyWeights: z.boolean().default(false),
+    /** Suites this model takes (scripted simulator policies answer simulator tasks only). Default: every suite of the config. */
+    suites: z.array(z.enum(['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom'])).min(1).optional(),
   })
   .strict();
 export type EvalModel = z.infer<typeof evalModelSchema>;

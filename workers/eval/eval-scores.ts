@@ -184,6 +184,8 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
     const board: Record<string, Interval> = {};
     for (const suite of options.suites) {
       const list = own.filter((result) => result.suite === suite);
+      // A model that did not take this suite has no score on it (not a zero).
+      if (list.length === 0) continue;
       const seed = `${options.seed}/${model.label}/${suite}`;
       entry.meanLatencyMs[suite] = mean(list.map((result) => result.latencyMs));
       if (suite === 'live_stream_qa') {

@@ -97,6 +97,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const parts: EvalPartInput[] = [];
   for (const model of input.models) {
     for (const suite of items) {
+      if (model.suites && !model.suites.includes(suite.suite)) continue;
       for (let start = 0; start < suite.records; start += input.itemsPerPart) {
         parts.push({
           index: parts.length,
