@@ -151,6 +151,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   const judgeClient = judgeConfig ? createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], [])) : undefined;
   const rubric = judgeConfig?.rubric ?? defaultJudgeRubric;
   const results: EvalResult[] = new Array(items.length);
+  const inProcess = part.model.model.adapter !== 'openai';
   let done = 0;
   deps.progress({ done: 0, total: items.length, message: `${part.model.label}: ${part.suite}` });
   try {
@@ -182,7 +183,8 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
       if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('EVAL_ABORTED', 'the eval part was stopped (job cancelled or worker shutting down)');
       done += 1;
       deps.progress({ done, total: items.length, message: `${part.model.label}: ${part.suite}` });
-      await new Promise((resolve) => setImmediate(resolve));
+      // In-process models answer without I/O: yield so the job lock can be renewed between items.
+      if (inProcess) await new Promise((resolve) => setImmediate(resolve));
     });
   } finally {
     for (const client of clients.values()) await client.close?.();

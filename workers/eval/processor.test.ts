@@ -10,10 +10,12 @@ import { readManifest } from '../../shared/artifacts/manifest';
 import { loadIfevalItems } from '../../shared/eval/ifeval';
 import { exitCodeOf } from '../../shared/errors';
 import { silentLogger } from '../../shared/log/logger';
+import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
+import { taskSchema } from '../../shared/simulator/tasks/task-schema';
 import { builtinPromptsDirectory } from '../distill/prompt-sources';
 import { normalizePromptText } from './contamination';
-import type { EvalInputConfig, EvalOutput } from './eval-contract';
-import { heldOutTasks } from './eval-items';
+import { evalInputSchema, type EvalInputConfig, type EvalOutput } from './eval-contract';
+import { buildSuiteItems, heldOutTasks } from './eval-items';
 import type { EvalResult } from './eval-part';
 import type { EvalScores } from './eval-scores';
 import { evalStage } from './processor';
@@ -88,7 +90,17 @@ describe('eval stage with simulator policies (in-process)', () => {
     expect(results.every((result) => result.response.length > 0 || result.status !== 'ok')).toBe(true);
   }, 120_000);
 
-  it('is deterministic under the seed: the same config gives byte-identical scores.json', async () => {
+  it('plays imported production Q&A beside the held-out tasks and reports them apart', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'hat-eval-imported-'));
+    directories.push(directory);
+    await writeJsonl(new FileArtifactStore(directory), 'imported.jsonl.gz', generateTasks({ count: 3, seed: 'production' }), { schema: taskSchema });
+    const { store } = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { live_stream_qa: { size: 11, tasks: join(directory, 'imported.jsonl.gz') } }, bootstrapSamples: 100 });
+    const live = (await scoresOf(store)).scores.expert!.live_stream_qa!;
+    expect(live.overall.items).toBe(14);
+    expect(Object.fromEntries(Object.entries(live.byOrigin).map(([origin, cell]) => [origin, cell.items]))).toEqual({ generated: 11, imported: 3 });
+  }, 60_000);
+
+    it('is deterministic under the seed: the same config gives byte-identical scores.json', async () => {
     const config: EvalInputConfig = { models: [{ label: 'noisy', model: { adapter: 'scripted', policy: 'stochastic' } }], suites: { live_stream_qa: { size: 11 } }, bootstrapSamples: 200 };
     const first = await runEval(config);
     const second = await runEval(config);
@@ -150,6 +162,17 @@ describe('eval stage: contamination', () => {
 });
 
 describe('eval stage: custom prompts', () => {
+  it('the example prompt file (examples/eval/custom-prompts.jsonl) is valid: rule checks and a judged rubric', async () => {
+    const file = join(__dirname, '..', '..', 'examples', 'eval', 'custom-prompts.jsonl');
+    const input = evalInputSchema.parse({
+      models: [{ label: 'x', model: { adapter: 'scripted' } }],
+      suites: { custom: { prompts: file } },
+      judge: { model: { adapter: 'scripted' }, suites: ['custom'] },
+    });
+    const [suite] = await buildSuiteItems(input, undefined as never, new Set(), (uri) => openArtifactObject(uri));
+    expect(suite!.items.map((item) => item.id)).toEqual(['host-intro-lowercase', 'coupon-no-commas', 'care-tips-ps', 'size-advice-short', 'warm-pitch']);
+  });
+
   it('refuses a custom check the IFEval vocabulary does not have (exit 2, file and record named)', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-eval-custom-'));
     directories.push(directory);
