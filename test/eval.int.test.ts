@@ -292,3 +292,49 @@ describe('eval stage against a table-driven OpenAI-compatible server', () => {
     expect((await new FileArtifactStore(out).getBuffer('report.html')).toString('utf8')).toContain('6 items have no judge verdict');
   }, 120_000);
 });
+
+describe('eval stage: an endpoint that is down for a while', () => {
+  let kit: QueueTestKit;
+  let server: OpenAiTestServer;
+  beforeEach(async () => {
+    kit = await createQueueTestKit();
+  });
+  afterEach(async () => {
+    await server?.close();
+    await kit.cleanup();
+  });
+
+  it('fails the part as transient, retries it, and ends with every item scored once (nothing lost, nothing twice)', async () => {
+    let refused = 0;
+    server = await OpenAiTestServer.start({
+      models: ['flaky'],
+      responder: (request) => {
+        // The first three requests find the server down (503), then it answers.
+        if (refused < 3) {
+          refused += 1;
+          return { fault: { kind: 'status', status: 503, message: 'warming up' } };
+        }
+        const prompt = (request.body.messages as ChatMessage[])[0]!.content as string;
+        return { content: prompt.includes('commas') || prompt.includes('Japan') ? english.noCommas : english.capitals };
+      },
+    });
+    await kit.startWorkers({ queues: ['eval', 'runs'] });
+    const config: EvalInputConfig = {
+      models: [{ label: 'flaky', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'flaky', maxRetries: 0 } }],
+      suites: { ifeval: { keys: [noComma, lowercase, capitals] } },
+      bootstrapSamples: 100,
+    };
+    await enqueueRun(kit.context, planRun({ runId: 'eval-flaky', stages: { eval: config } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }));
+    const status = await watchRun(kit.context, 'eval-flaky', { intervalMs: 100 });
+    expect(status.state).toBe('completed');
+    expect(refused).toBe(3);
+    const scores = JSON.parse((await kit.store.getBuffer('runs/eval-flaky/eval/scores.json')).toString('utf8')) as EvalScores;
+    // 1001 (no commas) followed, 1051 (lowercase) broken by capitals, 1566 (capitals) followed.
+    expect(scores.scores.flaky!.ifeval).toMatchObject({ count: 3, promptStrict: 200 / 3 });
+    expect(scores.scores.flaky!.modelErrors).toBe(0);
+    const manifest = await readManifest(kit.store, 'runs/eval-flaky/eval/manifest.json');
+    const results: EvalResult[] = [];
+    for (const object of manifest.objects.filter((entry) => entry.kind === 'results')) for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);
+    expect(results.map((result) => result.itemId).sort()).toEqual([`ifeval-${noComma}`, `ifeval-${capitals}`, `ifeval-${lowercase}`].sort());
+  }, 120_000);
+});
