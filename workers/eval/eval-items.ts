@@ -94,7 +94,7 @@ export interface SuiteItems {
 }
 
 /** Builds every suite's items (deterministic under the seed). `trainingVariants`: variant hashes seen in training. */
-export async function buildSuiteItems(input: EvalInput, canonical: Harness, trainingVariants: ReadonlySet<string>, openObject: StageDeps['openObject']): Promise<SuiteItems[]> {
+export async function buildSuiteItems(input: EvalInput, canonical: Harness | undefined, trainingVariants: ReadonlySet<string>, openObject: StageDeps['openObject']): Promise<SuiteItems[]> {
   const suites: SuiteItems[] = [];
   const live = input.suites.live_stream_qa;
   if (live) {
@@ -109,6 +109,7 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness, trai
   }
   const variantSuite = input.suites.harness_variant_qa;
   if (variantSuite) {
+    if (!canonical) throw new HatError('EVAL_NO_HARNESS', 'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug');
     const tasks = heldOutTasks(variantSuite.size, variantSuite.seed);
     const items: EvalItem[] = [];
     const heldOutWeights = Object.fromEntries(hsaFamilies.map((family) => [family, variantSuite.heldOutFamilies.includes(family) ? 1 : 0]));
@@ -191,9 +192,4 @@ function refuseDuplicateIds(items: readonly EvalItem[], where: string): void {
 export function promptTextOf(item: EvalItem): string {
   if (item.suite === 'ifeval' || item.suite === 'custom') return item.prompt;
   return item.task.turns.map((turn) => turn.message).join('\n');
-}
-
-/** Throws when the plan is internally inconsistent (a bug, not bad input). */
-export function assertNonEmpty(suites: readonly SuiteItems[]): void {
-  for (const suite of suites) if (suite.items.length === 0) throw new HatError('EVAL_EMPTY_SUITE', `suite ${suite.suite} has no items`);
 }

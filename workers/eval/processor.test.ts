@@ -169,7 +169,7 @@ describe('eval stage: custom prompts', () => {
       suites: { custom: { prompts: file } },
       judge: { model: { adapter: 'scripted' }, suites: ['custom'] },
     });
-    const [suite] = await buildSuiteItems(input, undefined as never, new Set(), (uri) => openArtifactObject(uri));
+    const [suite] = await buildSuiteItems(input, undefined, new Set(), (uri) => openArtifactObject(uri));
     expect(suite!.items.map((item) => item.id)).toEqual(['host-intro-lowercase', 'coupon-no-commas', 'care-tips-ps', 'size-advice-short', 'warm-pitch']);
   });
 

@@ -67,7 +67,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   deps.progress({ message: 'reading training manifests' });
   const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
   deps.progress({ message: 'building eval items' });
-  const built = await buildSuiteItems(input, canonical as never, footprint.variantHashes, deps.openObject);
+  const built = await buildSuiteItems(input, canonical, footprint.variantHashes, deps.openObject);
   const overlapping = input.trainingManifests.length > 0 ? findOverlaps(built.flatMap((suite) => suite.items), footprint) : [];
   if (overlapping.length > 0 && !input.allowOverlap) {
     const listed = overlapping.slice(0, 20).map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlap.matchedBy.replace('_', ' ')})`);
