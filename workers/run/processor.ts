@@ -186,6 +186,10 @@ async function stageOutcome(
   handoff: HandoffOutcome | undefined,
 ): Promise<StageOutcome> {
   const base = { name: entry.name, jobId: entry.jobId, dependsOn: entry.dependsOn };
+  // A stage's own job is the source of truth: results reach the run only through its direct
+  // children, so an upstream stage whose downstream failed or was cancelled is read from its job.
+  const job = await runtime.getJob(entry.name, entry.jobId);
+  if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, entry.name, result.output);
@@ -201,7 +205,6 @@ async function stageOutcome(
       ...(summary ? { figures: summary.figures, links: summary.links } : {}),
     };
   }
-  const job = await runtime.getJob(entry.name, entry.jobId);
   const partCount = (job?.data as { partCount?: number } | undefined)?.partCount ?? 0;
   const timing =
     job?.processedOn && job.finishedOn

@@ -1,0 +1,55 @@
+import { enqueueRun } from '../queues/flows';
+import { planRun } from '../queues/run-config';
+import { runManifestKey, runReportKeys } from '../queues/run-layout';
+import { cancelRun, getRunStatus, watchRun } from '../queues/run-control';
+import { runManifestSchema } from '../workers/run/run-manifest';
+import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
+
+/** Issue #20: what a run says about its stages agrees with the stages themselves, under faults. */
+describe('run reports tell the truth', () => {
+  let kit: QueueTestKit;
+  beforeEach(async () => {
+    kit = await createQueueTestKit();
+  });
+  afterEach(async () => {
+    await kit.cleanup();
+  });
+
+  const plan = (config: unknown) => planRun(config, { env: kit.env, now: new Date() });
+  const readJson = async (key: string) => JSON.parse((await kit.store.getBuffer(key)).toString()) as Record<string, unknown>;
+
+  it('records an upstream stage that completed as completed when a downstream stage fails', async () => {
+    const missing = kit.store.uriOf('runs/elsewhere/manifest.json');
+    await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
+    await enqueueRun(kit.context, plan({ runId: 'downfail', stages: { 'fanout-demo': { parts: 3 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}', missing] } } }));
+    const status = await watchRun(kit.context, 'downfail', { intervalMs: 100 });
+    expect(status.state).toBe('failed');
+    expect(await kit.store.head('runs/downfail/fanout-demo/manifest.json')).toBeDefined();
+
+    const manifest = runManifestSchema.parse(await readJson(runManifestKey('downfail')));
+    const byName = new Map(manifest.stages.map((stage) => [stage.name, stage]));
+    expect(byName.get('fanout-demo')).toMatchObject({ status: 'completed', parts: 3, objects: 3 });
+    expect(byName.get('noop')?.status).toBe('failed');
+    const report = await readJson(runReportKeys('downfail').json);
+    expect(JSON.stringify(report)).toContain('"completed"');
+    const reportStages = (report.stages as Array<{ name: string; status: string }>).map((stage) => [stage.name, stage.status]);
+    expect(reportStages).toEqual(expect.arrayContaining([['fanout-demo', 'completed'], ['noop', 'failed']]));
+    const html = (await kit.store.getBuffer(runReportKeys('downfail').html)).toString();
+    expect(html).toMatch(/fanout-demo[\s\S]*completed/);
+    const shown = await getRunStatus(kit.context, 'downfail');
+    expect(shown.stages.find((stage) => stage.name === 'fanout-demo')?.state).toBe('completed');
+  });
+
+  it('records a stage that completed before a cancel as completed in the cancelled run', async () => {
+    // No noop worker: the downstream stage waits until the cancel.
+    await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
+    await enqueueRun(kit.context, plan({ runId: 'cancelmid', stages: { 'fanout-demo': { parts: 2 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }));
+    await waitFor(async () => (await kit.store.head('runs/cancelmid/fanout-demo/manifest.json')) !== undefined, 30_000);
+    await cancelRun(kit.context, 'cancelmid', Date.now());
+    const status = await watchRun(kit.context, 'cancelmid', { intervalMs: 100 });
+    expect(status.state).toBe('cancelled');
+    const manifest = runManifestSchema.parse(await readJson(runManifestKey('cancelmid')));
+    expect(manifest.stages.find((stage) => stage.name === 'fanout-demo')).toMatchObject({ status: 'completed', objects: 2 });
+    expect(manifest.stages.find((stage) => stage.name === 'noop')?.status).toBe('cancelled');
+  });
+});
