@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../shared/config/env';
+import { findUrlCredentials } from '../shared/config/url-credentials';
 import { BadInputError, ProblemCollector, type Problem } from '../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../shared/harness/source-document';
 import { hashValue } from '../shared/hash/hash';
@@ -166,11 +167,10 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const locator = options.locator ?? plainLocator(file);
   const problems = new ProblemCollector();
   const summary = `${file ?? 'the run config'} has problems; fix them and run again`;
+  for (const found of findUrlCredentials(value)) problems.add(locator.problem(found.path, found.message));
   const parsed = runConfigSchema.safeParse(value ?? {});
-  if (!parsed.success) {
-    problems.addAll(locator.zodProblems(parsed.error));
-    problems.throwIfAny('BAD_RUN_CONFIG', summary);
-  }
+  if (!parsed.success) problems.addAll(locator.zodProblems(parsed.error));
+  if (!parsed.success || !problems.ok) problems.throwIfAny('BAD_RUN_CONFIG', summary);
   const config = parsed.data as RunConfig;
   const stageConfigs = Object.entries(config.stages).map(([name, stageConfig]) => ({ name, config: stageConfig ?? {} }));
 

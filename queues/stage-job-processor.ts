@@ -1,5 +1,6 @@
 import { DelayedError, RateLimitError, UnrecoverableError, WaitingChildrenError, WaitingError, type JobProgress, type JobsOptions } from 'bullmq';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
+import { redactUrlCredentials } from '../shared/config/url-credentials';
 import { BadInputError, HatError } from '../shared/errors';
 import type { Logger } from '../shared/log/logger';
 import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageProgress, StageServices } from './define-stage';
@@ -97,6 +98,11 @@ export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntim
  * BullMQ fails the job once; BullMQ's own control-flow errors pass through; the rest is retried.
  */
 export function toWorkerError(error: unknown): unknown {
+  // The message becomes the job's failedReason (stored in Redis, shown by the dashboard).
+  if (error instanceof Error) {
+    error.message = redactUrlCredentials(error.message);
+    if (error.stack) error.stack = redactUrlCredentials(error.stack);
+  }
   if (
     error instanceof WaitingChildrenError ||
     error instanceof WaitingError ||

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { findUrlCredentials } from '../../shared/config/url-credentials';
 import { ProblemCollector } from '../../shared/errors';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { plainLocator, readConfigFile } from '../../queues/run-config';
@@ -48,9 +49,10 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
       const value = source.value ?? {};
       const config = options.in && options.in.length > 0 ? { ...(value as object), inputs: options.in } : value;
       const checked = stage.input.safeParse(config);
-      if (!checked.success) {
-        const problems = new ProblemCollector();
-        problems.addAll(source.locator.zodProblems(checked.error));
+      const problems = new ProblemCollector();
+      for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
+      if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));
+      if (!problems.ok) {
         problems.throwIfAny('STAGE_INPUT_INVALID', `the config of stage "${name}" is invalid; fix the fields named below`);
       }
       const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
