@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import { BadInputError, errorCodeOf } from '../shared/errors';
+import { BadInputError, HatError, errorCodeOf } from '../shared/errors';
 import { treeParents } from './flows';
 import { parseJobKey } from './job-ids';
 import { parseJobData, runJobDataSchema, stageJobDataSchema, type RunJobData, type StageJobResult } from './job-data';
@@ -369,14 +369,60 @@ export async function retryRun(context: QueueContext, runId: string): Promise<{ 
 export async function watchRun(
   context: QueueContext,
   runId: string,
-  options: { intervalMs?: number; signal?: AbortSignal; onStatus?: (status: RunStatus) => void } = {},
+  options: {
+    intervalMs?: number;
+    signal?: AbortSignal;
+    onStatus?: (status: RunStatus) => void;
+    /** How long to keep trying while Redis does not answer, ms; then REDIS_UNAVAILABLE. Default: fail at once. */
+    redisUnavailableMs?: number;
+    /** Called once per outage when Redis stops answering, and with `undefined` when it answers again. */
+    onRedisUnavailable?: (error: Error | undefined) => void;
+    now?: () => number;
+  } = {},
 ): Promise<RunStatus> {
   const interval = options.intervalMs ?? 500;
+  const now = options.now ?? Date.now;
+  let unavailableSince: number | undefined;
   for (;;) {
-    const status = await getRunStatus(context, runId);
+    let status: RunStatus;
+    try {
+      status = await getRunStatus(context, runId);
+    } catch (error) {
+      if (!isRedisConnectionError(error) || options.redisUnavailableMs === undefined) throw error;
+      if (unavailableSince === undefined) {
+        unavailableSince = now();
+        options.onRedisUnavailable?.(error as Error);
+      }
+      const waited = now() - unavailableSince;
+      if (waited >= options.redisUnavailableMs) {
+        throw new HatError(
+          'REDIS_UNAVAILABLE',
+          `Redis has not answered for ${Math.round(waited / 1000)} s while following run ${runId} (${(error as Error).message}); ` +
+            `the run may still be running: follow it with \`hat runs show ${runId}\` once Redis is back`,
+          { retryable: true },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, interval));
+      continue;
+    }
+    if (unavailableSince !== undefined) {
+      unavailableSince = undefined;
+      options.onRedisUnavailable?.(undefined);
+    }
     options.onStatus?.(status);
     if (status.state === 'completed' || status.state === 'failed' || status.state === 'cancelled') return status;
     if (options.signal?.aborted) return status;
     await new Promise((resolve) => setTimeout(resolve, interval));
   }
+}
+
+/** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
+const connectionErrorPattern = /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
+
+/** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
+export function isRedisConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code)) return true;
+  return connectionErrorPattern.test(`${error.name}: ${error.message}`);
 }

@@ -65,11 +65,24 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
           return;
         }
         context.stderr.write(`${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`);
-        const status = await waitForRunWithProgress((onStatus) => watchRun(queues, plan.runId, { onStatus }), context.stderr);
+        const status = await waitForRunWithProgress(
+          (onStatus) =>
+            watchRun(queues, plan.runId, {
+              onStatus,
+              redisUnavailableMs: context.env.HAT_WATCH_REDIS_TIMEOUT_MS,
+              onRedisUnavailable: (error) =>
+                context.stderr.write(
+                  error
+                    ? `\nRedis does not answer (${error.message}); still following run ${plan.runId}, for up to ${Math.round(context.env.HAT_WATCH_REDIS_TIMEOUT_MS / 1000)} s\n`
+                    : `Redis answers again; following run ${plan.runId}\n`,
+                ),
+            }),
+          context.stderr,
+        );
         for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
         if (options.json) context.printJson(status);
         else context.print(status.reportHtmlUri);
         if (status.state !== 'completed') throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
-      });
+      }, options.wait ? { role: 'watcher' } : {});
     });
 };

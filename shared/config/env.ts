@@ -48,6 +48,11 @@ export const envSchema = z.object({
   HAT_LOCK_DURATION_MS: positiveInt.optional(),
   /** How often workers look for stalled jobs and hand them back to the queue, ms. Default 30000. */
   HAT_STALLED_INTERVAL_MS: positiveInt.optional(),
+  /**
+   * How long `hat run --wait` keeps following a run while Redis does not answer, ms, before it
+   * stops with REDIS_UNAVAILABLE (the run itself goes on). Default 120000.
+   */
+  HAT_WATCH_REDIS_TIMEOUT_MS: positiveInt.default(120_000),
   HAT_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   /**
    * Bearer token of `hat dashboard` (`--token` beats it; at least 16 characters, checked when the
