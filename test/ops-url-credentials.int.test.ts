@@ -22,6 +22,7 @@ describe('credentials in URLs', () => {
     await rm(directory, { recursive: true, force: true });
   });
 
+  const environment = (): NodeJS.ProcessEnv => ({ ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' });
   const teacherYaml = [
     'stages:',
     '  collect:',
@@ -36,7 +37,7 @@ describe('credentials in URLs', () => {
   it('hat run refuses a config whose URL carries credentials (exit 2, field and line named, key not echoed) and enqueues nothing', async () => {
     const file = join(directory, 'run.yaml');
     await writeFile(file, teacherYaml);
-    const result = await runHatInProcess({ ...process.env, ...kit.env }, 'run', file);
+    const result = await runHatInProcess(environment(), 'run', file);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('[BAD_RUN_CONFIG]');
     expect(result.stderr).toContain(`${file}: line 6: stages.collect.teacher.baseUrl: holds credentials in a URL`);
@@ -48,7 +49,7 @@ describe('credentials in URLs', () => {
     const file = join(directory, 'collect.yaml');
     await writeFile(file, teacherYaml.split('\n').slice(2).map((line) => line.slice(4)).join('\n'));
     const out = join(directory, 'out');
-    const result = await runHatInProcess({ ...process.env, ...kit.env }, 'stage', 'collect', '--config', file, '--out', `file://${out}`);
+    const result = await runHatInProcess(environment(), 'stage', 'collect', '--config', file, '--out', `file://${out}`);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('teacher.baseUrl: holds credentials in a URL');
     expect(result.stderr).not.toContain(secret);
