@@ -66,6 +66,7 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           seed: options.seed,
           logger: context.logger,
           concurrency: options.concurrency,
+          storageRetryMs: context.env.HAT_STORAGE_RETRY_MS,
           onProgress: (progress) =>
             view.update([{ name: progress.stage, state: localStates[progress.phase], partsDone: progress.partsDone, partsTotal: progress.partsTotal }]),
         });

@@ -5,6 +5,7 @@ import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { BadInputError } from '../errors';
+import { diagnoseMissingDirectory, fileStorageError } from './storage-errors';
 import { sha256Hex } from '../hash/hash';
 import { artifactNotFound } from './artifact-errors';
 import type { ArtifactStore, ObjectInfo, PutOptions } from './artifact-store';
@@ -59,7 +60,15 @@ export class FileArtifactStore implements ArtifactStore {
     return validateObjectKey(path.split(sep).join('/'));
   }
 
-  async put(key: string, body: string | Uint8Array | Readable, _options: PutOptions = {}): Promise<ObjectInfo> {
+  async put(key: string, body: string | Uint8Array | Readable, options: PutOptions = {}): Promise<ObjectInfo> {
+    try {
+      return await this.putUnchecked(key, body, options);
+    } catch (error) {
+      throw fileStorageError(error, 'put', this.uriOf(key)) ?? error;
+    }
+  }
+
+  private async putUnchecked(key: string, body: string | Uint8Array | Readable, _options: PutOptions): Promise<ObjectInfo> {
     const path = this.pathOf(key);
     // A source that fails while the directory is being made must not crash the process as an
     // unhandled 'error': the failure is read from the stream when writing starts.
@@ -69,6 +78,7 @@ export class FileArtifactStore implements ArtifactStore {
       await mkdir(directory, { recursive: true });
     } catch (error) {
       if (hasCode(error, 'EEXIST', 'ENOTDIR')) throw keyConflict(this.uriOf(key), error);
+      if (hasCode(error, 'ENOENT')) throw await diagnoseMissingDirectory(path, 'put', this.uriOf(key), error);
       throw error;
     }
     const temporaryPath = join(directory, `${temporarySegmentPrefix}${randomBytes(8).toString('hex')}`);
@@ -123,7 +133,7 @@ export class FileArtifactStore implements ArtifactStore {
       return info.isFile() ? { key, uri: this.uriOf(key), bytes: info.size, lastModified: info.mtime } : undefined;
     } catch (error) {
       if (hasCode(error, 'ENOENT', 'ENOTDIR')) return undefined;
-      throw error;
+      throw fileStorageError(error, 'head', this.uriOf(key)) ?? error;
     }
   }
 
@@ -138,7 +148,7 @@ export class FileArtifactStore implements ArtifactStore {
       await unlink(this.pathOf(key));
     } catch (error) {
       // Deleting what is not there succeeds, as on S3, so retried cleanups stay idempotent.
-      if (!hasCode(error, 'ENOENT', 'ENOTDIR')) throw error;
+      if (!hasCode(error, 'ENOENT', 'ENOTDIR')) throw fileStorageError(error, 'delete', this.uriOf(key)) ?? error;
     }
   }
 
@@ -177,7 +187,7 @@ export class FileArtifactStore implements ArtifactStore {
   }
 
   private mapReadError(error: unknown, key: string): unknown {
-    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR') ? artifactNotFound(this.uriOf(key), error) : error;
+    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR') ? artifactNotFound(this.uriOf(key), error) : (fileStorageError(error, 'get', this.uriOf(key)) ?? error);
   }
 
   /**
