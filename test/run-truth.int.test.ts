@@ -2,7 +2,12 @@ import { enqueueRun } from '../queues/flows';
 import { planRun } from '../queues/run-config';
 import { runManifestKey, runReportKeys } from '../queues/run-layout';
 import { cancelRun, getRunStatus, watchRun } from '../queues/run-control';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ArtifactStore } from '../shared/artifacts/artifact-store';
+import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { runManifestSchema } from '../workers/run/run-manifest';
+import { runHatInProcess } from './support/hat-in-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
 /** Issue #20: what a run says about its stages agrees with the stages themselves, under faults. */
@@ -52,4 +57,34 @@ describe('run reports tell the truth', () => {
     expect(manifest.stages.find((stage) => stage.name === 'fanout-demo')).toMatchObject({ status: 'completed', objects: 2 });
     expect(manifest.stages.find((stage) => stage.name === 'noop')?.status).toBe('cancelled');
   });
+
+  it('when the run job cannot write its report, the failure has a [CODE] and the CLI prints no path that was never written', async () => {
+    const failing = await createQueueTestKit({ HAT_STORAGE_RETRY_MS: '0' });
+    try {
+      // The run's own objects fail with a raw error (as an SDK's socket error would); stage objects are written.
+      const openStore = (rootUri: string): ArtifactStore => {
+        const store = new FileArtifactStore(new URL(rootUri).pathname);
+        const put = store.put.bind(store);
+        store.put = async (key, body, options) => {
+          if (/^runs\/[^/]+\/run-(report|manifest)/.test(key)) throw new Error('socket hang up');
+          return put(key, body, options);
+        };
+        return store;
+      };
+      await failing.startWorkers({ queues: ['fanout-demo', 'runs'], openStore });
+      const config = join(failing.artifactsDirectory, 'run.yaml');
+      await writeFile(config, 'runId: unwritten\nstages:\n  fanout-demo: { parts: 2 }\n');
+      const environment = { ...process.env, HAT_REDIS_PREFIX: failing.prefix, HAT_ARTIFACTS: failing.artifactsRoot, HAT_LOG_LEVEL: 'silent' };
+      const result = await runHatInProcess(environment, 'run', config, '--wait');
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain("[RUN_JOB_FAILED] cannot write the run's report and manifest: socket hang up");
+      expect(result.stderr).toMatch(/report: +\(not written/);
+      expect(result.stderr).toMatch(/run manifest: +\(not written/);
+      expect(result.stdout).not.toContain('run-report.html');
+      expect(result.stderr).not.toContain('run-manifest.json');
+      expect(await failing.store.head('runs/unwritten/fanout-demo/manifest.json')).toBeDefined();
+    } finally {
+      await failing.cleanup();
+    }
+  }, 60_000);
 });

@@ -8,7 +8,7 @@ import { createStoreCache } from '../../queues/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
-import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
+import { describeRunOutcome, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
 import type { RegisterCommand } from './index';
 
 interface RunOptions {
@@ -79,10 +79,15 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
             }),
           context.stderr,
         );
-        for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
-        if (options.json) context.printJson(status);
-        else context.print(status.reportHtmlUri);
-        if (status.state !== 'completed') throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
+        const outputs = createStoreCache(context.env);
+        const written = await writtenRunOutputs(status, outputs.openObject).finally(() => outputs.close());
+        for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
+        if (options.json) context.printJson({ ...status, written });
+        else if (written.report) context.print(status.reportHtmlUri);
+        if (status.state !== 'completed') {
+          const see = written.manifest ? `see ${status.runManifestUri}` : `its run manifest was not written; \`hat runs show ${plan.runId}\` shows each stage`;
+          throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; ${see}`);
+        }
       }, options.wait ? { role: 'watcher' } : {});
     });
 };

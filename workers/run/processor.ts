@@ -18,7 +18,7 @@ import { UnrecoverableError, WaitingChildrenError, type FlowJob, type Job } from
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import type { HatEnv } from '../../shared/config/env';
-import { ProblemCollector, errorCodeOf } from '../../shared/errors';
+import { HatError, ProblemCollector, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import type { Clock } from '../../queues/define-stage';
@@ -72,9 +72,21 @@ export function createRunJobProcessor(runtime: RunJobRuntime) {
       if (job.name === 'handoff') return await processHandoff(runtime, job, token ?? '');
       return await processRun(runtime, job, token ?? '');
     } catch (error) {
-      throw toWorkerError(error);
+      throw toWorkerError(withRunErrorCode(error, job.name));
     }
   };
+}
+
+/**
+ * Errors without a `[CODE]` (a raw Node or SDK error from a store) get one, so the run's failure
+ * reads like every other failure (`hat runs show`, the dashboard, `hat run --wait`).
+ */
+function withRunErrorCode(error: unknown, jobName: string): unknown {
+  if (!(error instanceof Error) || HatError.isInstance(error) || /^\[[A-Z0-9_]+\]/.test(error.message)) return error;
+  // BullMQ's control-flow errors pass as they are.
+  if (['UnrecoverableError', 'WaitingChildrenError', 'WaitingError', 'DelayedError', 'RateLimitError'].includes(error.name)) return error;
+  const what = jobName === 'run' ? "write the run's report and manifest" : `process the ${jobName} job`;
+  return new HatError('RUN_JOB_FAILED', `cannot ${what}: ${error.message}`, { cause: error, retryable: true });
 }
 
 async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<KickoffResult> {
