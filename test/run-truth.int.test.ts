@@ -87,4 +87,29 @@ describe('run reports tell the truth', () => {
       await failing.cleanup();
     }
   }, 60_000);
+
+  it('hat runs retry resumes a cancelled run, reusing every part that had finished', async () => {
+    await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'], concurrency: 2 });
+    await enqueueRun(kit.context, plan({ runId: 'resume', stages: { 'fanout-demo': { parts: 10, partDelayMs: 400 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }));
+    await waitFor(async () => ((await getRunStatus(kit.context, 'resume')).stages.find((stage) => stage.name === 'fanout-demo')?.partsDone ?? 0) >= 3, 30_000);
+    await cancelRun(kit.context, 'resume', Date.now());
+    expect((await watchRun(kit.context, 'resume', { intervalMs: 100 })).state).toBe('cancelled');
+    const finishedBefore = kit.putOrder.filter((key) => /part-\d+\.jsonl\.gz$/.test(key));
+    expect(finishedBefore.length).toBeGreaterThanOrEqual(3);
+    expect(finishedBefore.length).toBeLessThan(10);
+
+    const environment = { ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' };
+    const retried = await runHatInProcess(environment, 'runs', 'retry', 'resume');
+    expect(retried.stdout).toContain('resuming cancelled run resume');
+    expect(retried.code).toBe(0);
+    const status = await watchRun(kit.context, 'resume', { intervalMs: 100 });
+    expect([status.state, status.error]).toEqual(['completed', undefined]);
+    const partPuts = kit.putOrder.filter((key) => /part-\d+\.jsonl\.gz$/.test(key));
+    // Each of the ten parts written exactly once: the finished ones were reused, not redone.
+    expect(partPuts.length).toBe(10);
+    expect(new Set(partPuts).size).toBe(10);
+    const manifest = runManifestSchema.parse(await readJson(runManifestKey('resume')));
+    expect(manifest.status).toBe('completed');
+    expect(manifest.stages.map((stage) => stage.status)).toEqual(['completed', 'completed']);
+  }, 90_000);
 });

@@ -61,7 +61,11 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
         const stages = plan.stages.map((stage) => stage.name);
         if (!options.wait) {
           if (options.json) context.printJson({ ...result, stages, ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}) });
-          else context.print(result.enqueued ? `enqueued run ${plan.runId} (stages: ${stages.join(', ')})` : `run ${plan.runId} already exists (${result.existingState}); nothing enqueued`);
+          else if (result.enqueued) context.print(`enqueued run ${plan.runId} (stages: ${stages.join(', ')})`);
+          else {
+            const next = result.existingState === 'failed' ? `; \`hat runs retry ${plan.runId}\` continues it (failed or cancelled), reusing finished parts` : '';
+            context.print(`run ${plan.runId} already exists (${result.existingState}); nothing enqueued${next}`);
+          }
           return;
         }
         context.stderr.write(`${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`);
