@@ -39,7 +39,19 @@ export async function runCli(argv: string[], context = new CliContext()): Promis
   }
 }
 
+/**
+ * A reader that stops early (`hat runs show … | head`) closes the pipe: that is not a failure of
+ * the command, so it ends quietly with 0 instead of crashing on an unhandled EPIPE.
+ */
+function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
+}
+
 if (require.main === module) {
+  exitQuietlyOnClosedPipe(process.stdout);
   runCli(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;

@@ -1,5 +1,5 @@
-import { fileURLToPath } from 'node:url';
 import type { StageDeps } from './define-stage';
+import { fileUriToPath } from '../shared/artifacts/artifact-uri';
 import { BadInputError } from '../shared/errors';
 import { HARNESS_FILE, readHarnessFiles, type HarnessFiles } from '../shared/harness/harness-files';
 import type { Harness } from '../shared/harness/harness-types';
@@ -15,7 +15,7 @@ import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 export async function loadHarnessFromUri(uri: string | undefined, openObject: StageDeps['openObject']): Promise<Harness> {
   if (uri === undefined) return loadHarnessFromFiles(await readHarnessFiles(sampleHarnessDirectory()), 'sample live-host harness');
   if (!uri.startsWith('s3://')) {
-    const directory = uri.startsWith('file:') ? fileURLToPath(uri) : uri;
+    const directory = uri.startsWith('file:') ? fileUriToPath(uri) : uri;
     return loadHarnessFromFiles(await readHarnessFiles(directory), directory);
   }
   const { store, key } = openObject(uri.replace(/\/+$/, ''));

@@ -77,5 +77,29 @@ describe('hat dashboard', () => {
     dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', insecureNoAuth: true });
     expect((await fetch(`${dashboard.url}api/queues`)).status).toBe(200);
   });
-});
 
+  it('listens on loopback by default and refuses a blank or whitespace token (issue #20)', async () => {
+    await expect(startDashboard({ env: kit.env, port: 0, token: ' '.repeat(16) })).rejects.toThrow(/\[DASHBOARD_TOKEN_MISSING\]/);
+    await expect(startDashboard({ env: kit.env, port: 0, token: `${token} ` })).rejects.toThrow(/\[DASHBOARD_TOKEN_WEAK\].*whitespace/);
+    dashboard = await startDashboard({ env: kit.env, port: 0, token });
+    expect(dashboard.url).toBe(`http://127.0.0.1:${dashboard.port}/`);
+    // Not reachable on another local address of this machine: it is bound to 127.0.0.1 only.
+    const { networkInterfaces } = await import('node:os');
+    const other = Object.values(networkInterfaces())
+      .flat()
+      .find((address) => address && address.family === 'IPv4' && !address.internal);
+    const loopbackAlias = await fetch(`http://127.0.0.2:${dashboard.port}/api/queues`, { headers: bearer }).then(
+      () => 'answered',
+      () => 'refused',
+    );
+    expect(loopbackAlias).toBe('refused');
+    if (other) {
+      const outside = await fetch(`http://${other.address}:${dashboard.port}/api/queues`, { headers: bearer }).then(
+        () => 'answered',
+        () => 'refused',
+      );
+      expect(outside).toBe('refused');
+    }
+    expect((await fetch(`${dashboard.url}api/queues`, { headers: bearer })).status).toBe(200);
+  });
+});

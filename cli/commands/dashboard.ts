@@ -57,11 +57,16 @@ export interface Dashboard {
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const token = options.token;
   if (!options.insecureNoAuth) {
-    if (token === undefined || token === '') {
+    if (token === undefined || token.trim() === '') {
       throw new BadInputError('DASHBOARD_TOKEN_MISSING', 'hat dashboard needs a token: give --token <t> or set HAT_DASHBOARD_TOKEN (e.g. `openssl rand -hex 32`); --insecure-no-auth serves it to anyone who can reach the port');
     }
     if (token.length < minimumTokenLength) {
       throw new BadInputError('DASHBOARD_TOKEN_WEAK', `--token must be at least ${minimumTokenLength} characters (e.g. \`openssl rand -hex 32\`)`);
+    }
+    // A header's value is trimmed before it is compared, so such a token could never match; and
+    // blanks in a secret are usually a paste gone wrong.
+    if (/\s/.test(token)) {
+      throw new BadInputError('DASHBOARD_TOKEN_WEAK', '--token must not contain spaces or other whitespace (e.g. `openssl rand -hex 32`)');
     }
   }
   registerCatalogStages();
@@ -82,9 +87,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     app.disable('x-powered-by');
     if (!options.insecureNoAuth) app.use(requireToken(token as string));
     app.use('/', serverAdapter.getRouter());
-    const server = await listen(app, options.port, options.host ?? '0.0.0.0');
+    // Loopback unless told otherwise: a queue dashboard can retry and remove jobs.
+    const listenHost = options.host ?? '127.0.0.1';
+    const server = await listen(app, options.port, listenHost);
     const port = (server.address() as AddressInfo).port;
-    const host = options.host === undefined || options.host === '0.0.0.0' ? '127.0.0.1' : options.host;
+    const host = listenHost === '0.0.0.0' || listenHost === '::' ? '127.0.0.1' : listenHost.includes(':') ? `[${listenHost}]` : listenHost;
     return {
       port,
       url: `http://${host}:${port}/`,
@@ -170,7 +177,7 @@ export const registerDashboardCommand: RegisterCommand = (program: Command, cont
     .command('dashboard')
     .description('queue dashboard (bull-board) over every stage queue and runs, behind a bearer token')
     .option('--port <port>', 'port to listen on', portNumber, 3000)
-    .option('--host <host>', 'address to listen on', '0.0.0.0')
+    .option('--host <host>', 'address to listen on (0.0.0.0: every interface, as in a container)', '127.0.0.1')
     .option('--token <token>', 'bearer token (default HAT_DASHBOARD_TOKEN); open /?token=<token> once in a browser')
     .option('--insecure-no-auth', 'serve without a token (only behind a proxy that authenticates)')
     .option('--read-only', 'hide retry, remove, clean and pause actions')

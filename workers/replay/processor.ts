@@ -10,8 +10,8 @@
  * store unreachable); never: bad config or inputs. Calls that fail inside a replay are counted
  * in the report, not retried by the stage.
  */
-import { fileURLToPath } from 'node:url';
 import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { fileUriToPath } from '../../shared/artifacts/artifact-uri';
 import { writeStageManifest } from '../../queues/stage-manifest';
 import { expandInputs } from '../../queues/stage-inputs';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
@@ -60,7 +60,7 @@ export async function loadReplaySessions(input: ReplayInput, openObject: OpenObj
   let sessions = recorded.sessions;
   let live: LiveEnvironment | undefined;
   if (input.mode === 'live' && input.live) {
-    const harnessDir = input.live.harness.startsWith('file://') ? fileURLToPath(input.live.harness) : input.live.harness;
+    const harnessDir = input.live.harness.startsWith('file://') ? fileUriToPath(input.live.harness) : input.live.harness;
     const harness = await loadHarness(harnessDir);
     const tasks = new Map<string, Task>();
     for (const { uri } of await expandInputs(input.live.tasks, openObject, 'replay.live.tasks', 'tasks')) {

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { percentileOfSorted, sortedSamples } from '../../shared/metrics/percentile';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import type { ReplayReport } from './replay-report';
@@ -189,7 +190,7 @@ function optionalNumber(value: number | null): string {
 }
 
 function percentText(share: number): string {
-  return `${(share * 100).toFixed(1)}%`;
+  return formatPercent(share);
 }
 
 export function escapeHtml(text: string): string {

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import type { ExportFormat, ShardSplit } from './shard-contract';
 import { shardSplits } from './shard-contract';
 import type { ShardStats } from './shard-stats';
@@ -11,7 +12,7 @@ export interface CardFiles {
 }
 
 const number = (value: number) => value.toLocaleString('en-US');
-const percent = (value: number) => `${(value * 100).toFixed(1)}%`;
+const percent = (value: number) => formatPercent(value);
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function table(header: string[], rows: string[][]): string {

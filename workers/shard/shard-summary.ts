@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import type { StageFigure, StageSummary } from '../../queues/stage-summary';
 import type { ShardOutput } from './shard-contract';
 
@@ -12,7 +13,7 @@ export function summarizeShard(output: ShardOutput): StageSummary {
     ([split, figures]): StageFigure => ({
       label: `${split} tokens`,
       value: figures.tokens,
-      detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${(figures.fill * 100).toFixed(1)}%`,
+      detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${formatPercent(figures.fill)}`,
     }),
   );
   return {
