@@ -1,9 +1,16 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { runStageLocally } from '../queues/run-stage-locally';
+import { getStage } from '../queues/stage-registry';
+import { createStoreCache } from '../queues/stage-runtime';
 import { formatFigure } from '../queues/stage-summary';
+import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
+import { silentLogger } from '../shared/log/logger';
+import { registerCatalogStages } from '../workers/stage-catalog';
+import { waitFor } from './support/queue-test-kit';
 import { hatMain } from './support/hat-process';
 import { runHatInProcess } from './support/hat-in-process';
 
@@ -46,4 +53,41 @@ describe('CLI papercuts', () => {
     expect(formatFigure({ value: 0.99995, unit: 'ratio' })).toBe('99.995%');
     expect(formatFigure({ value: 1, unit: 'ratio' })).toBe('100.0%');
   });
+
+  it("sweeps the temp file a killed writer left when the part runs again, and leaves a live writer's alone", async () => {
+    registerCatalogStages();
+    const root = join(directory, 'store');
+    const output = join(root, 'runs', 'swept', 'fanout-demo');
+    await mkdir(output, { recursive: true });
+    // A real writer, killed half-way through a put: its temp file stays behind.
+    const writer = `
+      const { PassThrough } = require('node:stream');
+      const { FileArtifactStore } = require(${JSON.stringify(join(__dirname, '..', 'dist', 'shared', 'artifacts', 'file-artifact-store.js'))});
+      const body = new PassThrough();
+      new FileArtifactStore(${JSON.stringify(root)}).put('runs/swept/fanout-demo/part-00000.jsonl.gz', body);
+      body.write(Buffer.alloc(1 << 20));
+      setInterval(() => undefined, 1000);`;
+    const killed = spawn(process.execPath, ['-e', writer], { stdio: 'ignore' });
+    const temporaryFiles = async () => (await readdir(output)).filter((name) => name.startsWith('.hat-tmp-'));
+    await waitFor(async () => (await temporaryFiles()).length === 1, 20_000, 50);
+    killed.kill('SIGKILL');
+    await new Promise((resolve) => killed.once('exit', resolve));
+    const leftover = await temporaryFiles();
+    // A temp file of this (live) process, as a concurrent write would have.
+    const live = new FileArtifactStore(root);
+    const liveBody = new (await import('node:stream')).PassThrough();
+    const livePut = live.put('runs/swept/fanout-demo/other.bin', liveBody);
+    liveBody.write('x');
+    await waitFor(async () => (await temporaryFiles()).length === 2, 20_000, 50);
+
+    const stores = createStoreCache({});
+    await runStageLocally(getStage('fanout-demo'), { parts: 2 }, { store: live, outputPrefix: 'runs/swept/fanout-demo/', openObject: stores.openObject, logger: silentLogger() });
+    const remaining = await temporaryFiles();
+    expect(remaining).toHaveLength(1);
+    expect(remaining).not.toContain(leftover[0]);
+    liveBody.end();
+    await livePut;
+    expect(await temporaryFiles()).toEqual([]);
+    await stores.close();
+  }, 60_000);
 });

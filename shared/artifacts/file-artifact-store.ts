@@ -4,6 +4,7 @@ import { mkdir, open, readdir, readFile, rename, stat, unlink, type FileHandle }
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
+import { hostname } from 'node:os';
 import { BadInputError } from '../errors';
 import { diagnoseMissingDirectory, fileStorageError } from './storage-errors';
 import { sha256Hex } from '../hash/hash';
@@ -22,6 +23,21 @@ function hasCode(error: unknown, ...codes: string[]): boolean {
 /** A file system cannot hold both `a` and `a/b`, which S3 can: say so instead of a raw ENOTDIR. */
 function keyConflict(uri: string, cause: unknown): BadInputError {
   return new BadInputError('KEY_CONFLICT', `cannot write ${uri}: a file store cannot hold both a key and keys below it ("a" and "a/b"); choose keys that do not nest under each other`, { cause });
+}
+
+/** This machine in temp file names, so a sweep can tell its own dead writers from another host's. */
+const hostTag = createHash('sha256').update(hostname()).digest('hex').slice(0, 8);
+/** Temp files of another host (a shared volume) are swept only when this old: their writer cannot be asked. */
+const foreignTemporaryAgeMs = 60 * 60_000;
+
+/** Whether a process of this machine is gone (a killed worker's temp file is garbage). */
+function isDead(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return hasCode(error, 'ESRCH');
+  }
 }
 
 /** Whether a directory entry name could be a key segment (files others dropped there may not be). */
@@ -81,7 +97,7 @@ export class FileArtifactStore implements ArtifactStore {
       if (hasCode(error, 'ENOENT')) throw await diagnoseMissingDirectory(path, 'put', this.uriOf(key), error);
       throw error;
     }
-    const temporaryPath = join(directory, `${temporarySegmentPrefix}${randomBytes(8).toString('hex')}`);
+    const temporaryPath = join(directory, `${temporarySegmentPrefix}${hostTag}-${process.pid}-${randomBytes(8).toString('hex')}`);
     const handle = await open(temporaryPath, 'wx');
     let written: { bytes: number; sha256: string };
     try {
@@ -150,6 +166,34 @@ export class FileArtifactStore implements ArtifactStore {
       // Deleting what is not there succeeds, as on S3, so retried cleanups stay idempotent.
       if (!hasCode(error, 'ENOENT', 'ENOTDIR')) throw fileStorageError(error, 'delete', this.uriOf(key)) ?? error;
     }
+  }
+
+  /**
+   * Removes temp files that a killed writer left in the directory of `prefix`: those of a process
+   * of this machine that no longer runs, and those of another host older than an hour. Live
+   * writers' temp files are left alone. Returns how many were removed.
+   */
+  async sweepTemporary(prefix: string): Promise<number> {
+    validateKeyPrefix(prefix);
+    const directory = join(this.rootDirectory, prefix.slice(0, prefix.lastIndexOf('/') + 1));
+    let names: string[];
+    try {
+      names = await readdir(directory);
+    } catch {
+      return 0;
+    }
+    let removed = 0;
+    for (const name of names) {
+      if (!name.startsWith(temporarySegmentPrefix)) continue;
+      const [host, pid] = name.slice(temporarySegmentPrefix.length).split('-');
+      const path = join(directory, name);
+      const stale =
+        host === hostTag && pid !== undefined && /^\d+$/.test(pid)
+          ? isDead(Number(pid))
+          : Date.now() - ((await stat(path).catch(() => undefined))?.mtimeMs ?? Date.now()) > foreignTemporaryAgeMs;
+      if (stale && (await unlink(path).then(() => true, () => false))) removed += 1;
+    }
+    return removed;
   }
 
   async close(): Promise<void> {}

@@ -83,6 +83,7 @@ export function withStorageRetries(store: ArtifactStore, policy: StorageRetryPol
         },
       };
     },
+    ...(store.sweepTemporary ? { sweepTemporary: (prefix: string) => (store.sweepTemporary as (prefix: string) => Promise<number>).call(store, prefix) } : {}),
     close: () => store.close(),
   };
 }
