@@ -46,7 +46,7 @@ export function fileUriToPath(uri: string): string {
     const suggested = `file:///${uri.slice('file://'.length)}`;
     throw new BadInputError(
       'BAD_ARTIFACT_URI',
-      `artifact URI ${JSON.stringify(uri)} names the host ${JSON.stringify(host)} (two slashes after "file:"); a local path takes three: ${suggested}`,
+      `artifact URI ${JSON.stringify(uri)} names the host ${JSON.stringify(host)} (two slashes after "file:"); a local path takes three: ${suggested} (use s3://bucket/prefix or file:///absolute/path)`,
     );
   }
   let path: string;
