@@ -90,4 +90,22 @@ describe('CLI papercuts', () => {
     expect(await temporaryFiles()).toEqual([]);
     await stores.close();
   }, 60_000);
+
+  it('hat run checks the contents of local task files and harness directories before enqueueing (exit 2)', async () => {
+    const { cp } = await import('node:fs/promises');
+    const { gzipSync } = await import('node:zlib');
+    const harness = join(directory, 'harness');
+    await cp(join(__dirname, '..', 'examples', 'harness', 'live-host'), harness, { recursive: true });
+    await writeFile(join(harness, 'tools', 'get_sku_stock.json'), '{"type": "function", "function": {"name": "get_sku_stock", "parameters": {"type": "object", "properties": ');
+    const tasks = join(directory, 'tasks.jsonl.gz');
+    const whole = gzipSync(Buffer.from('{"id":"t1"}\n'.repeat(200)));
+    await writeFile(tasks, whole.subarray(0, Math.floor(whole.length / 2)));
+    const config = join(directory, 'run.yaml');
+    await writeFile(config, ['runId: content-checks', 'stages:', '  collect:', `    tasks: [${JSON.stringify(pathToFileURL(tasks).href)}]`, `    harness: ${harness}`, ''].join('\n'));
+    const environment = { ...process.env, HAT_LOG_LEVEL: 'silent', HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href, REDIS_URL: 'redis://127.0.0.1:1' };
+    const result = await runHatInProcess(environment, 'run', config);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*tasks\.jsonl\.gz: not valid gzip data/);
+    expect(result.stderr).toMatch(/line 5: stages\.collect\.harness: .*get_sku_stock\.json/);
+  });
 });
