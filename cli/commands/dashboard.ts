@@ -7,10 +7,12 @@ import { ExpressAdapter } from '@bull-board/express';
 import type { Command } from 'commander';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { HatEnv } from '../../shared/config/env';
-import { BadInputError } from '../../shared/errors';
+import { validateObjectKey } from '../../shared/artifacts/object-key';
+import { BadInputError, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { openQueueContext, type QueueContext } from '../../queues/queue-context';
 import { runsQueueName } from '../../queues/queue-names';
+import { createStoreCache, type StoreCache } from '../../queues/stage-runtime';
 import { stageNames } from '../../queues/stage-registry';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
@@ -70,6 +72,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     }
   }
   registerCatalogStages();
+  const stores = createStoreCache(options.env);
   // A worker-role connection rides out Redis restarts: the dashboard is long-lived.
   const context = await openQueueContext(options.env, { role: 'worker', connectionName: 'hat-dashboard' });
   const queues = [...stageNames(), runsQueueName];
@@ -86,6 +89,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const app = express();
     app.disable('x-powered-by');
     if (!options.insecureNoAuth) app.use(requireToken(token as string));
+    app.get('/runs/:runId/{*path}', serveRunObject(context, options.env, stores));
     app.use('/', serverAdapter.getRouter());
     // Loopback unless told otherwise: a queue dashboard can retry and remove jobs.
     const listenHost = options.host ?? '127.0.0.1';
@@ -102,12 +106,51 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
           server.close(() => resolve());
         });
         await context.close();
+        await stores.close();
       },
     };
   } catch (error) {
     await context.close();
     throw error;
   }
+}
+
+const contentTypes: Record<string, string> = {
+  html: 'text/html; charset=utf-8',
+  json: 'application/json',
+  svg: 'image/svg+xml',
+  csv: 'text/csv; charset=utf-8',
+  md: 'text/markdown; charset=utf-8',
+  txt: 'text/plain; charset=utf-8',
+  gz: 'application/gzip',
+  parquet: 'application/vnd.apache.parquet',
+};
+
+/**
+ * `GET /runs/<runId>/<key>`: an object of a run (its run report, each stage's report, stats,
+ * charts) from the run's own artifact root, behind the dashboard's token. The run report links its
+ * stage reports relative to its folder, so they open from here as they do from a local copy.
+ */
+function serveRunObject(context: QueueContext, env: HatEnv, stores: StoreCache) {
+  return async (request: Request, response: Response, next: NextFunction) => {
+    try {
+      const runId = String(request.params.runId);
+      const rest = (request.params as { path?: string | string[] }).path;
+      const path = Array.isArray(rest) ? rest.join('/') : (rest ?? '');
+      const run = await context.runsQueue.getJob(runId);
+      const root = (run?.data as { artifactsRoot?: string } | undefined)?.artifactsRoot ?? env.HAT_ARTIFACTS;
+      if (!run || !root) return void response.status(404).type('text/plain').send(`no run ${runId} in this prefix\n`);
+      const key = validateObjectKey(`runs/${runId}/${path || 'run-report.html'}`);
+      const store = stores.storeFor(root);
+      const body = await store.getBuffer(key).catch((error: unknown) => (errorCodeOf(error) === 'ARTIFACT_NOT_FOUND' ? undefined : Promise.reject(error)));
+      if (!body) return void response.status(404).type('text/plain').send(`${store.uriOf(key)} does not exist\n`);
+      const extension = key.slice(key.lastIndexOf('.') + 1);
+      response.type(contentTypes[extension] ?? 'application/octet-stream').send(body);
+    } catch (error) {
+      if (errorCodeOf(error) === 'BAD_OBJECT_KEY') return void response.status(400).type('text/plain').send(`${(error as Error).message}\n`);
+      next(error);
+    }
+  };
 }
 
 function listen(app: express.Express, port: number, host: string): Promise<Server> {

@@ -144,7 +144,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
   const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, { contentType: 'application/json' });
-  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri }), { contentType: 'text/html; charset=utf-8' });
+  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri, runRootUri: `${layout.root}/runs/${data.runId}` }), { contentType: 'text/html; charset=utf-8' });
   const manifest: RunManifest = { ...base, stages: [...stages], reportJsonUri: jsonInfo.uri, reportHtmlUri: htmlInfo.uri };
   const manifestInfo = await store.put(runManifestKey(data.runId), `${JSON.stringify(manifest, null, 2)}\n`, { contentType: 'application/json' });
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
