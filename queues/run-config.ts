@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../shared/config/env';
 import { findUrlCredentials } from '../shared/config/url-credentials';
+import { decodeUtf8Strict } from '../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../shared/harness/source-document';
 import { hashValue } from '../shared/hash/hash';
@@ -125,12 +126,13 @@ export interface RunConfigSource {
 
 /** Reads and parses a YAML config file; BadInputError for a missing file or bad YAML. */
 export async function readConfigFile(file: string, what = 'run config'): Promise<RunConfigSource> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (error) {
     throw new BadInputError('CONFIG_NOT_FOUND', `cannot read ${what} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); check the path`);
   }
+  const text = decodeUtf8Strict(bytes, file);
   const document = new SourceDocument(file, text, 'yaml');
   const problems = new ProblemCollector();
   problems.addAll(document.syntaxProblems);

@@ -108,4 +108,20 @@ describe('CLI papercuts', () => {
     expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*tasks\.jsonl\.gz: not valid gzip data/);
     expect(result.stderr).toMatch(/line 5: stages\.collect\.harness: .*get_sku_stock\.json/);
   });
+
+  it('refuses a run config or harness file that is not UTF-8 with its line and byte offset (exit 2)', async () => {
+    const config = join(directory, 'latin1.yaml');
+    await writeFile(config, Buffer.concat([Buffer.from('seed: 1\n# caf'), Buffer.from([0xe9]), Buffer.from('\nstages: {}\n')]));
+    const run = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'run', config);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`[BAD_ENCODING] ${config}: line 2: byte 6 of the line (byte offset 13 of the file) is not valid UTF-8`);
+
+    const { cp } = await import('node:fs/promises');
+    const harness = join(directory, 'harness');
+    await cp(join(__dirname, '..', 'examples', 'harness', 'live-host'), harness, { recursive: true });
+    await writeFile(join(harness, 'tools', 'get_sku_stock.json'), Buffer.concat([Buffer.from('{"description": "'), Buffer.from([0xb2, 0xe2]), Buffer.from('"}')]));
+    const validated = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'harness', 'validate', harness);
+    expect(validated.code).toBe(2);
+    expect(validated.stderr).toContain('get_sku_stock.json: line 1: byte 18 of the line (byte offset 17 of the file) is not valid UTF-8');
+  });
 });

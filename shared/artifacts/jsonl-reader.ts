@@ -1,5 +1,6 @@
 import { pipeline } from 'node:stream';
 import { isUtf8 } from 'node:buffer';
+import { firstInvalidUtf8Byte } from './utf8';
 import { createGunzip } from 'node:zlib';
 import type { z } from 'zod';
 import { BadInputError } from '../errors';
@@ -90,30 +91,4 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
   }
 }
 
-/**
- * Index of the first byte that does not belong to a well-formed UTF-8 sequence (only called on
- * a line `isUtf8` refused, so speed does not matter). Overlong forms, surrogates and code points
- * past U+10FFFF count as invalid, as they do for `isUtf8` and TextDecoder's fatal mode.
- */
-export function firstInvalidUtf8Byte(bytes: Uint8Array): number {
-  let index = 0;
-  while (index < bytes.length) {
-    const lead = bytes[index] ?? 0;
-    const [length, min, max] =
-      lead < 0x80 ? [1, 0, 0] : lead >= 0xc2 && lead <= 0xdf ? [2, 0x80, 0x7ff] : lead >= 0xe0 && lead <= 0xef ? [3, 0x800, 0xffff] : lead >= 0xf0 && lead <= 0xf4 ? [4, 0x10000, 0x10ffff] : [0, 0, 0];
-    if (length === 0) return index;
-    if (length === 1) {
-      index += 1;
-      continue;
-    }
-    let codePoint = lead & (0xff >> (length + 1));
-    for (let offset = 1; offset < length; offset += 1) {
-      const next = bytes[index + offset];
-      if (next === undefined || (next & 0xc0) !== 0x80) return index;
-      codePoint = (codePoint << 6) | (next & 0x3f);
-    }
-    if (codePoint < min || codePoint > max || (codePoint >= 0xd800 && codePoint <= 0xdfff)) return index;
-    index += length;
-  }
-  return bytes.length;
-}
+export { firstInvalidUtf8Byte } from './utf8';
