@@ -1,6 +1,7 @@
 export * from './assistant-spans';
 export * from './chat-template';
 export * from './chat-tokenizer';
+export * from './hook-messages';
 export * from './load-chat-tokenizer';
 export * from './sample-rejection';
 export * from './strftime';
