@@ -191,6 +191,12 @@ export const shardOutputSchema = z.object({
   samples: z.number().int().nonnegative(),
   duplicates: z.number().int().nonnegative(),
   rejected: z.record(z.string(), z.number().int().nonnegative()),
+  /** Refused records / unique records. */
+  refusedShare: z.number().min(0).max(1).default(0),
+  /** The share above which the stage warns (input `warnRefusedShare`). */
+  warnRefusedShare: z.number().min(0).max(1).default(0.05),
+  /** What a user should know about the template: it drops tool definitions, never renders calls, or moves system messages. */
+  templateWarnings: z.array(z.string()).default([]),
   overLength: z.object({ dropped: z.number().int().nonnegative(), truncated: z.number().int().nonnegative() }),
   splits: z.record(z.string(), splitFiguresSchema),
 });
