@@ -4,6 +4,7 @@ export * from './chat-tokenizer';
 export * from './hook-messages';
 export * from './load-chat-tokenizer';
 export * from './sample-rejection';
+export * from './served-prompt';
 export * from './strftime';
 export * from './template-features';
 export * from './template-input';
