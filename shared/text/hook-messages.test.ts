@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../trajectory/messages';
-import { hookBlock, hookMessageFormFor, normalizeHookMessages } from './hook-messages';
+import { hookBlock, hookMessageFormFor, normalizeHookMessages, withoutHookBlocks } from './hook-messages';
 
 const call = { id: 'call00001', type: 'function' as const, function: { name: 'get_item_detail', arguments: '{"item_id":"A1"}' } };
 
@@ -45,5 +45,10 @@ describe('normalizeHookMessages', () => {
   test('a template that renders system messages in place keeps them; any other placement folds', () => {
     expect(hookMessageFormFor('anywhere')).toBe('system-messages');
     for (const placement of ['moved-to-start', 'dropped', 'refused'] as const) expect(hookMessageFormFor(placement)).toBe('folded');
+  });
+
+  test("withoutHookBlocks gives back a turn's own text", () => {
+    expect(withoutHookBlocks(`{"price": 129}\n${hookBlock('a')}\n${hookBlock('b\nc')}`)).toBe('{"price": 129}');
+    expect(withoutHookBlocks('plain </system-reminder>')).toBe('plain </system-reminder>');
   });
 });

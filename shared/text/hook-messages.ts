@@ -27,6 +27,17 @@ export function hookBlock(text: string): string {
   return `${blockOpen}\n${text}\n${blockClose}`;
 }
 
+/** A turn's text without the hook blocks appended to it (a tool result's JSON before its reminders). */
+export function withoutHookBlocks(text: string): string {
+  let result = text;
+  for (;;) {
+    if (!result.endsWith(blockClose)) return result;
+    const start = result.lastIndexOf(`\n${blockOpen}\n`);
+    if (start < 0) return result;
+    result = result.slice(0, start);
+  }
+}
+
 /** Text of a turn with blocks appended after it, one per line, as hook suffixes join (`render.ts`). */
 function appendBlocks(content: string, blocks: string[]): string {
   return [content, ...blocks].join('\n');

@@ -162,7 +162,11 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
   if (inside.length > 0) {
     const merged = mergedTokenStarts(tokenizer, text, located.spans.filter((span) => inside.includes(span.start)), tokenIndex);
     if (!merged.ok) return merged;
-    for (const [start, moved] of merged.starts) starts.set(start, moved);
+    for (const [start, moved] of merged.starts) {
+      // Never into another trained span (a template that puts two assistant turns back to back).
+      if (located.spans.some((other) => other.start !== start && other.end > moved.start && other.start < start)) continue;
+      starts.set(start, moved);
+    }
     for (const boundary of inside) {
       if (starts.has(boundary) && !located.spans.some((span) => span.end === boundary)) continue;
       const owner = owners.get(boundary);

@@ -100,6 +100,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const rejected: Record<string, number> = {};
   const rejectionExamples: ShardStats['rejectionExamples'] = [];
   const overLength = { dropped: 0, truncated: 0 };
+  const templateFigures = { samplesWithFoldedHooks: 0, samplesWithMergedStart: 0 };
   let duplicates = 0;
   let records = 0;
   for (const [partIndex, part] of parts.entries()) {
@@ -125,6 +126,8 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
         continue;
       }
       if (entry.droppedMessages !== undefined) overLength.truncated++;
+      if (entry.foldedHookMessages !== undefined) templateFigures.samplesWithFoldedHooks++;
+      if (entry.mergedPromptChars !== undefined) templateFigures.samplesWithMergedStart++;
       setFigures.accepted++;
       samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
     }
@@ -262,6 +265,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     rejected,
     rejectionExamples,
     overLength,
+    template: { hookMessages: tokenizer.hookMessages, systemMessages: tokenizer.systemMessagePlacement, ...templateFigures, warnings },
     inputs: setStats,
     splits: splitStats,
     exports: exportFigures,
