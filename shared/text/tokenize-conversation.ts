@@ -109,6 +109,8 @@ function findReservedText(tokenizer: ChatTokenizer, messages: TemplateMessage[],
  * header, never tool results). Every sample is verified: the piecewise tokenization at the span
  * boundaries must equal the whole-text tokenization, and each span's tokens must decode back to
  * exactly that span's text. A conversation that fails is returned as a rejection with its reason.
+ * Hook system messages are first normalized for the template (normalizeHookMessages), so the
+ * sample is what the model is served; `sample.messages` is the conversation as rendered.
  */
 export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMessage[], tools: ToolSpec[], options: TokenizeOptions): TokenizeResult {
   const normalized = normalizeHookMessages(original, options.hookMessages ?? tokenizer.hookMessages);
@@ -161,8 +163,7 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
   const starts = new Map<number, { start: number; mergedPromptChars: number }>();
   if (inside.length > 0) {
     const merged = mergedTokenStarts(tokenizer, text, located.spans.filter((span) => inside.includes(span.start)), tokenIndex);
-    if (!merged.ok) return merged;
-    for (const [start, moved] of merged.starts) {
+    for (const [start, moved] of merged) {
       // Never into another trained span (a template that puts two assistant turns back to back).
       if (located.spans.some((other) => other.start !== start && other.end > moved.start && other.start < start)) continue;
       starts.set(start, moved);
@@ -177,9 +178,9 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
 
   const lossMask = new Array<number>(inputIds.length).fill(0);
   const assistantSpans: TokenizedSample['assistantSpans'] = [];
-  for (const located_ of located.spans) {
-    const moved = starts.get(located_.start);
-    const span = moved ? { ...located_, start: moved.start } : located_;
+  for (const found of located.spans) {
+    const moved = starts.get(found.start);
+    const span = moved ? { ...found, start: moved.start } : found;
     const tokenStart = tokenIndex.get(span.start)!;
     const tokenEnd = tokenIndex.get(span.end)!;
     const decoded = tokenizer.decode(inputIds.slice(tokenStart, tokenEnd));
@@ -222,13 +223,13 @@ function mergedTokenStarts(
   text: string,
   spans: CharSpan[],
   tokenIndex: Map<number, number>,
-): { ok: true; starts: Map<number, { start: number; mergedPromptChars: number }> } | SampleRejection {
+): Map<number, { start: number; mergedPromptChars: number }> {
   const starts = new Map<number, { start: number; mergedPromptChars: number }>();
   const candidates = spans.flatMap((span) => {
     const lowest = Math.max(span.promptFrom, span.start - mergedTokenReach);
     return Array.from({ length: span.start - lowest }, (_unused, step) => span.start - 1 - step);
   });
-  if (candidates.length === 0) return { ok: true, starts };
+  if (candidates.length === 0) return starts;
   const unique = [...new Set(candidates)].sort((a, b) => a - b);
   const { tokenIndex: found } = tokenizer.encodeAt(text, unique);
   const tokenAt = new Map(unique.map((offset, position) => [offset, found[position]!] as const));
@@ -246,7 +247,7 @@ function mergedTokenStarts(
     tokenIndex.set(start, tokenAt.get(start)!);
     starts.set(span.start, { start, mergedPromptChars: span.start - start });
   }
-  return { ok: true, starts };
+  return starts;
 }
 
 /** The rendered text with each trained span wrapped in `open`/`close`, for people reviewing masks. */
