@@ -183,6 +183,14 @@ describe('hat stage shard', () => {
         }
       }
       expect(checked).toBeGreaterThanOrEqual(output.samples);
+      // Which normalization applied is recorded: per entry (foldedHookMessages, mergedPromptChars) and summed in the stats.
+      const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as ShardStats;
+      expect(stats.template.hookMessages).toBe(setting.form);
+      if (setting.form === 'folded') expect(stats.template.samplesWithFoldedHooks).toBeGreaterThan(0);
+      else expect(stats.template.samplesWithFoldedHooks).toBe(0);
+      // Only thinking mode serves `<think>\n`, which the rendering merges into `\n\n`.
+      if (setting.name === 'qwen3_5-thinking') expect(stats.template.samplesWithMergedStart).toBe(output.samples);
+      else expect(stats.template.samplesWithMergedStart).toBe(0);
     }
   }, 600_000);
 
