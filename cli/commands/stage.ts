@@ -6,6 +6,7 @@ import { plainLocator, readConfigFile } from '../../queues/run-config';
 import { runStageLocally } from '../../queues/run-stage-locally';
 import { getStage } from '../../queues/stage-registry';
 import { createStoreCache } from '../../queues/stage-runtime';
+import { figureLines, summarizeStageOutput } from '../../queues/stage-summary';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { positiveInteger } from '../command-support';
@@ -76,6 +77,9 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           const manifestUri = (result.output as { manifestUri?: unknown }).manifestUri;
           context.print(`stage ${name}: done${result.parts > 0 ? `, ${result.parts} parts` : ''}${typeof manifestUri === 'string' ? `; manifest ${manifestUri}` : ''}`);
         }
+        // Figures the run report shows amber or red are printed too (on stderr, so --json stays parseable).
+        const flagged = (summarizeStageOutput(name, result.output)?.figures ?? []).filter((figure) => figure.tone === 'warn' || figure.tone === 'fail');
+        for (const line of figureLines(flagged)) context.stderr.write(`warning: stage ${name}: ${line.replace(/^! /, '')}\n`);
       } finally {
         view.stop();
         await stores.close();

@@ -38,6 +38,14 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
     '',
   );
 
+  const { template } = stats;
+  lines.push(
+    `Hook system messages: ${template.hookMessages === 'folded' ? `folded into \`<system-reminder>\` blocks in the neighbouring user turn or tool result (the template's system messages: ${template.systemMessages}); ${number(template.samplesWithFoldedHooks)} samples had hooks folded` : 'kept as system turns'}.` +
+      (template.samplesWithMergedStart > 0 ? ` ${number(template.samplesWithMergedStart)} samples start a trained span at a token that merges the served prompt's last characters (thinking template).` : ''),
+    '',
+  );
+  for (const warning of template.warnings) lines.push(`> **Warning:** ${warning}.`, '');
+
   lines.push('## Mix', '');
   lines.push('Weight = expected copies of each sample in the train split (validation and held-out splits take every sample once).', '');
   lines.push(

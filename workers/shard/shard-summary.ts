@@ -19,7 +19,14 @@ export function summarizeShard(output: ShardOutput): StageSummary {
   return {
     figures: [
       { label: 'samples', value: output.samples, detail: `${output.duplicates} duplicates removed` },
-      { label: 'rejected records', value: rejected, ...(rejected > 0 ? { tone: 'warn' as const, detail: reasons } : {}) },
+      {
+        label: 'rejected records',
+        value: rejected,
+        // Amber only past the configured share: a few refusals are normal, many mean a template or data problem.
+        ...(output.refusedShare > output.warnRefusedShare ? { tone: 'warn' as const } : {}),
+        ...(rejected > 0 ? { detail: `${(output.refusedShare * 100).toFixed(1)}% of unique records: ${reasons}` } : {}),
+      },
+      ...output.templateWarnings.map((warning): StageFigure => ({ label: 'template', value: 'check', tone: 'warn', detail: warning })),
       {
         label: 'over length',
         value: output.overLength.dropped + output.overLength.truncated,
