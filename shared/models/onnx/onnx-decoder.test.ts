@@ -133,6 +133,40 @@ describe('OnnxDecoder', () => {
     }
   });
 
+  it('computes only the logits it needs with logits_to_keep, giving what a model returning every position gives', async () => {
+    // The same weights without the input: the model returns logits for every fed position.
+    makeDummyDecoder({ outDir: join(workDirectory, 'all-positions'), tokenizer: 'bytes', hidden: 32, heads: 4, kvHeads: 2, layers: 2, seed: 7, logitsToKeep: false });
+    const allPositions = await OnnxDecoder.load(join(workDirectory, 'all-positions'), { intraOpThreads: 1, maxLogitsFloats: 282 * 5 });
+    // Chunks of 4 prompt tokens and at most 3 logits rows per call: scored positions span chunks.
+    const keeping = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxLogitsFloats: 282 * 3, maxPrefillChunkTokens: 4 });
+    try {
+      expect(decoder.info.logitsToKeepInput).toBe('logits_to_keep');
+      expect(allPositions.info.logitsToKeepInput).toBeUndefined();
+      const longPrompt = Array.from({ length: 23 }, (_, index) => (index * 41) % 256);
+      const options = { maxNewTokens: 7, temperature: 0.8, seed: 11, topLogprobs: 3 };
+      const kept = await keeping.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
+      const full = await allPositions.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
+      for (const [index, result] of kept.entries()) {
+        expect(result.tokenIds).toEqual(full[index]!.tokenIds);
+        expect(maxAbsoluteDifference(result.tokens!.map((token) => token.logprob), full[index]!.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+      }
+      const pairs = [
+        { promptIds: longPrompt, completionIds: kept[0]!.tokenIds },
+        { promptIds: [5, 6], completionIds: [7, 8, 9, 10, 11, 12, 13, 14, 15] },
+      ];
+      const scoredKept = await keeping.scoreBatch(pairs, { topLogprobs: 2 });
+      const scoredFull = await allPositions.scoreBatch(pairs, { topLogprobs: 2 });
+      for (const [index, pair] of pairs.entries()) {
+        expect(scoredKept[index]!.tokens.map((token) => token.tokenId)).toEqual(pair.completionIds);
+        expect(maxAbsoluteDifference(scoredKept[index]!.tokens.map((token) => token.logprob), scoredFull[index]!.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
+      }
+      // Every position's logits are still there for whoever asks for them.
+      expect(maxAbsoluteDifference(await keeping.logits(longPrompt), await allPositions.logits(longPrompt))).toBeLessThan(1e-4);
+    } finally {
+      await Promise.all([allPositions.close(), keeping.close()]);
+    }
+  });
+
   it('refuses token ids outside the vocabulary and empty prompts', async () => {
     await expect(decoder.generate([1, 99999])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds holds token id 99999/);
     await expect(decoder.score([], [1])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds is empty/);
