@@ -49,6 +49,11 @@ export interface CallTimings {
   ttftMs: number;
   /** Time to the last choices-bearing chunk, ms (vLLM E2EL). */
   e2eMs: number;
+  /**
+   * Time to the first chunk carrying answer text (`delta.content`; not reasoning, not tool-call
+   * arguments), ms: when a voice could start speaking. Absent when the answer had no text.
+   */
+  firstContentMs?: number;
   /** Gaps between consecutive choices-bearing chunks, ms (vLLM ITL). */
   itlMs?: number[];
   /** Time spent on failed attempts and retry waits before the attempt these timings describe, ms. */

@@ -116,6 +116,7 @@ export class OpenAiChatClient implements ModelClient {
             itlMs: result.itlMs,
             retryMs: attemptQueuedAt - callStartedAt,
             chunkCount: result.chunkCount,
+            ...(result.firstContentMs !== undefined ? { firstContentMs: result.firstContentMs } : {}),
           },
           ...(result.logprobs ? { logprobs: result.logprobs } : {}),
           model: result.model || this.modelId,
