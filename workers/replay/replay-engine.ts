@@ -10,14 +10,16 @@ import type { Rng } from '../../shared/random/rng';
 import { failedCallRecord, succeededCallRecord, type TokenCounter } from './call-measurement';
 import { arrivalOffsetsMs, type LoadProfile } from './load-profile';
 import type { ReplaySession } from './recorded-session';
-import { addCallSamples, addSessionSamples } from './replay-metrics';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import { addCallSamples, addSessionSamples, addTurnSamples } from './replay-metrics';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 import type { SessionDriver } from './session-driver';
 
 /** One reading of the server's spec-decode counters. */
 export interface CounterReading {
   atEpochMs: number;
   counters: SpecDecodeCounters;
+  /** Speculative-decoding series the server exposes (vLLM `vllm:spec_decode_*` counters, SGLang `sglang:spec_*` gauges). */
+  specDecodeNames?: string[];
 }
 
 /** A session of the replay order: which recorded session, at which position. */
@@ -60,6 +62,7 @@ export interface ReplayPartResult {
   load: LoadProfile;
   warmup: { sessions: number; calls: number; failedCalls: number };
   calls: ReplayCallRecord[];
+  turns: ReplayTurnRecord[];
   sessions: ReplaySessionRecord[];
   samples: SampleSet;
   specDecode: { before?: CounterReading; after?: CounterReading; error?: string };
@@ -175,6 +178,7 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   const clock = phaseClock();
   const startEpochMs = Date.now();
   const calls: ReplayCallRecord[] = [];
+  const turns: ReplayTurnRecord[] = [];
   const sessions: ReplaySessionRecord[] = [];
   const samples = new SampleSet();
   let done = 0;
@@ -183,6 +187,10 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     calls.push(...result.calls);
     sessions.push(result.session);
     for (const call of result.calls) addCallSamples(samples, call, result.itl.get(call.callIndex) ?? []);
+    for (const turn of result.turns) {
+      turns.push(turn);
+      addTurnSamples(samples, turn);
+    }
     addSessionSamples(samples, result.session);
     options.onProgress?.(++done, total);
   };
@@ -227,6 +235,7 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     load: options.load,
     warmup: warmupResult,
     calls,
+    turns,
     sessions,
     samples,
     specDecode,
@@ -283,6 +292,7 @@ class SessionGate {
 
 interface SessionResult {
   calls: ReplayCallRecord[];
+  turns: ReplayTurnRecord[];
   session: ReplaySessionRecord;
   /** ITL gaps by call index (kept out of the records: pooled straight into samples). */
   itl: Map<number, number[]>;
@@ -297,8 +307,11 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
   const { session, sessionIndex } = scheduled;
   const driver = options.driverFor(scheduled);
   const calls: ReplayCallRecord[] = [];
+  const turns: ReplayTurnRecord[] = [];
   const itl = new Map<number, number[]>();
   let intendedMs = intendedStartMs;
+  // The viewer turn in progress: opened by the first call after the previous turn's final answer.
+  let turn: ReplayTurnRecord | undefined;
   let startMs: number | undefined;
   let failure: string | undefined;
   let modelMs = 0;
@@ -332,6 +345,19 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
       ...(step.recorded?.recordedE2eMs !== undefined ? { recordedE2eMs: step.recorded.recordedE2eMs } : {}),
       ...(step.recorded?.recordedOutputTokens !== undefined ? { recordedOutputTokens: step.recorded.recordedOutputTokens } : {}),
     };
+    turn ??= {
+      sessionId: session.id,
+      sessionIndex,
+      turnIndex: step.turnIndex,
+      part: options.part.index,
+      status: 'failed',
+      calls: 0,
+      intendedStartMs: intendedMs,
+      startMs: dispatchMs,
+      toolMs: 0,
+      modelMs: 0,
+    };
+    turn.calls++;
     let response;
     try {
       response = await options.client.chat(request);
@@ -352,7 +378,29 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
     lastFirstTokenMs = (call.sentMs as number) + response.timings.ttftMs;
     intendedMs = endMs + thinkMs;
     toolMs += thinkMs;
+    turn.modelMs = (turn.modelMs as number) + response.timings.e2eMs;
+    if (outcome.endsTurn) {
+      // Speech can start at the answer's first text; an answer without text counts from its first chunk.
+      const firstTokenAtMs = (call.sentMs as number) + (response.timings.firstContentMs ?? response.timings.ttftMs);
+      const answerEndMs = (call.sentMs as number) + response.timings.e2eMs;
+      turns.push(
+        Object.assign(turn, {
+          status: 'ok' as const,
+          firstTokenAtMs,
+          endMs: answerEndMs,
+          firstTokenMs: firstTokenAtMs - turn.startMs,
+          firstTokenFromIntendedMs: firstTokenAtMs - turn.intendedStartMs,
+          responseMs: answerEndMs - turn.startMs,
+          responseFromIntendedMs: answerEndMs - turn.intendedStartMs,
+        }),
+      );
+      turn = undefined;
+    } else {
+      turn.toolMs = (turn.toolMs as number) + thinkMs;
+    }
   }
+  // A turn cut off by a failed call or by the session's end never reached the viewer.
+  if (turn) turns.push(turn);
   const lastThink = calls.at(-1)?.thinkMs ?? 0;
   // The think time after the last call is never waited: the session is over.
   if (failure === undefined) toolMs -= lastThink;
@@ -380,14 +428,15 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
       : {}),
     ...(driver.liveSummary ? { live: driver.liveSummary() } : {}),
   };
-  return { calls, session: record, itl };
+  return { calls, turns, session: record, itl };
 }
 
 async function readCounters(options: ReplayPartOptions): Promise<{ reading: CounterReading } | { error: string } | { skipped: true }> {
   if (!options.metricsUrl) return { skipped: true };
   try {
     const samples = await scrapePrometheus(options.metricsUrl);
-    return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples) } };
+    const specDecodeNames = [...new Set(samples.map((sample) => sample.name).filter((name) => /^(vllm:spec_decode|sglang:spec_)/.test(name)))].sort();
+    return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples), specDecodeNames } };
   } catch (error) {
     options.logger?.warn({ url: options.metricsUrl, error: (error as Error).message }, 'could not read the server metrics; spec-decode figures will be missing');
     return { error: (error as Error).message };

@@ -43,6 +43,8 @@ export const replayReportSchema = z.looseObject({
   counts: z.object({
     sessions: z.number().int().nonnegative(),
     sessionsFailed: z.number().int().nonnegative(),
+    turns: z.number().int().nonnegative().optional(),
+    turnsFailed: z.number().int().nonnegative().optional(),
     calls: z.number().int().nonnegative(),
     callsFailed: z.number().int().nonnegative(),
     unreplayable: z.number().int().nonnegative(),
@@ -51,7 +53,7 @@ export const replayReportSchema = z.looseObject({
   throughput: z.object({ requestsPerSecond: z.number(), sessionsPerSecond: z.number(), outputTokensPerSecond: z.number() }),
   metrics: z.record(
     z.string(),
-    z.object({ scope: z.enum(['call', 'session']), unit: z.string(), description: z.string(), summary: metricSummarySchema }),
+    z.object({ scope: z.enum(['call', 'turn', 'session']), unit: z.string(), description: z.string(), summary: metricSummarySchema }),
   ),
   slo: z.looseObject({ verdict: z.enum(['pass', 'fail', 'no-data']) }),
   specDecode: z.looseObject({ available: z.boolean(), note: z.string() }),
@@ -85,9 +87,19 @@ export interface ReplayReport {
   warmup: MergedReplay['warmup'];
   percentiles: number[];
   window: { startedAt: string; durationMs: number };
-  counts: { sessions: number; sessionsFailed: number; calls: number; callsFailed: number; unreplayable: number; outputTokensEstimated: number };
+  counts: {
+    sessions: number;
+    sessionsFailed: number;
+    /** Viewer turns answered, and those cut off (a failed call, the session's end). */
+    turns?: number;
+    turnsFailed?: number;
+    calls: number;
+    callsFailed: number;
+    unreplayable: number;
+    outputTokensEstimated: number;
+  };
   throughput: { requestsPerSecond: number; sessionsPerSecond: number; outputTokensPerSecond: number };
-  metrics: Record<string, { scope: 'call' | 'session'; unit: string; description: string; summary: MetricSummary }>;
+  metrics: Record<string, { scope: 'call' | 'turn' | 'session'; unit: string; description: string; summary: MetricSummary }>;
   slo: SloReport;
   specDecode: SpecDecodeReport;
   /** The replay client's own event loop during the measured phase (the worst part). */
@@ -146,6 +158,8 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
     counts: {
       sessions: sessions.length,
       sessionsFailed: sessions.filter((session) => session.status === 'failed').length,
+      turns: merged.turns.filter((turn) => turn.status === 'ok').length,
+      turnsFailed: merged.turns.filter((turn) => turn.status === 'failed').length,
       calls: calls.length,
       callsFailed: failedCalls.length,
       unreplayable: merged.unreplayable.length,
@@ -157,7 +171,7 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
       outputTokensPerSecond: seconds > 0 ? outputTokens / seconds : 0,
     },
     metrics,
-    slo: evaluateSlo(settings.slo, samples, { calls, sessions }, merged.window.durationMs),
+    slo: evaluateSlo(settings.slo, samples, { calls, turns: merged.turns, sessions }, merged.window.durationMs),
     specDecode,
     client: merged.client,
     ...(settings.mode === 'live' ? { live: liveReportOf(merged) } : {}),
