@@ -69,6 +69,9 @@ export function mergeReplayParts(parts: ReadonlyArray<ReplayPartFile & { sampleS
       eventLoopDelayP99Ms: Math.max(...ordered.map((part) => part.client.eventLoopDelayP99Ms)),
       eventLoopDelayMaxMs: Math.max(...ordered.map((part) => part.client.eventLoopDelayMaxMs)),
       eventLoopUtilization: Math.max(...ordered.map((part) => part.client.eventLoopUtilization)),
+      ...(ordered.every((part) => part.client.bareLoopDelayP99Ms !== undefined)
+        ? { bareLoopDelayP99Ms: Math.max(...ordered.map((part) => part.client.bareLoopDelayP99Ms as number)) }
+        : {}),
     },
   };
 }

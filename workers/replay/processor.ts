@@ -101,6 +101,16 @@ export function scheduleSessions(sessions: readonly ReplaySession[], total: numb
   return scheduled;
 }
 
+/**
+ * The model config the replay builds its client from: without its own fields, and with no retries
+ * on openai targets unless the config asks for them (a retried call would report its last
+ * attempt's latency and hide the failed ones; vLLM's benchmark never retries).
+ */
+export function replayModelConfig(target: ReplayInput['target']): Record<string, unknown> & { adapter: string } {
+  const model = modelConfigOf(target);
+  return model.adapter === 'openai' && model.maxRetries === undefined ? { ...model, maxRetries: 0 } : model;
+}
+
 /** Where the server's Prometheus metrics are: configured, or `<root>/metrics` of an openai target. */
 export function metricsUrlOf(input: Pick<ReplayInput, 'metricsUrl' | 'target'>): string | undefined {
   if (input.metricsUrl === false) return undefined;
@@ -136,7 +146,7 @@ export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?
   const warmup = schedule.length === 0 ? [] : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length] as ScheduledSession);
   const target =
     client ??
-    createModelClient(modelConfigOf(input.target), {
+    createModelClient(replayModelConfig(input.target), {
       logger: deps.logger,
       services: deps.services,
       random: () => deps.rng.next(),

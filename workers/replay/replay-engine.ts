@@ -1,11 +1,12 @@
 import { setMaxListeners } from 'node:events';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../shared/log/logger';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import { scrapePrometheus } from '../../shared/metrics/scrape-metrics';
 import { readSpecDecodeCounters, type SpecDecodeCounters } from '../../shared/metrics/spec-decode';
-import type { ChatRequest, ModelClient, SamplingSettings } from '../../shared/models/model-client';
+import type { ChatRequest, ModelClient, PreparedChatRequest, SamplingSettings } from '../../shared/models/model-client';
 import type { Rng } from '../../shared/random/rng';
 import { failedCallRecord, succeededCallRecord, type TokenCounter } from './call-measurement';
 import { arrivalOffsetsMs, type LoadProfile } from './load-profile';
@@ -79,6 +80,50 @@ export interface ClientHealth {
   eventLoopDelayMaxMs: number;
   /** Share of the phase the loop was busy, 0-1. */
   eventLoopUtilization: number;
+  /**
+   * Lateness (P99, ms) of a bare event loop (a worker thread doing nothing but wake up) over the
+   * same phase: what any loop on this machine suffered then. Absent when it could not run.
+   */
+  bareLoopDelayP99Ms?: number;
+}
+
+/**
+ * The lateness a bare loop suffers, measured in a worker thread (its own event loop, same process
+ * and machine) while the replay runs: the machine's share of the replay's own lateness.
+ */
+function startBareLoop(): { stop(): Promise<number | undefined> } {
+  let worker: Worker | undefined;
+  try {
+    worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       const { monitorEventLoopDelay } = require('node:perf_hooks');
+       const delay = monitorEventLoopDelay({ resolution: 5 });
+       delay.enable();
+       const keepAlive = setInterval(() => {}, 1000);
+       parentPort.once('message', () => {
+         delay.disable();
+         clearInterval(keepAlive);
+         parentPort.postMessage(delay.percentile(99));
+       });`,
+      { eval: true },
+    );
+    worker.unref();
+  } catch {
+    return { stop: async () => undefined };
+  }
+  const running = worker;
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        const done = (value: number | undefined) => {
+          void running.terminate();
+          resolve(value);
+        };
+        running.once('message', (nanoseconds: number) => done(Math.max(0, nanoseconds / 1e6 - 5)));
+        running.once('error', () => done(undefined));
+        running.postMessage('stop');
+      }),
+  };
 }
 
 /** Milliseconds since an origin on the monotonic clock. */
@@ -169,11 +214,39 @@ export async function runReplayPart(partOptions: ReplayPartOptions): Promise<Rep
   }
 }
 
+/** Key of a prepared body: the recorded session (repeats share it) and the message it replays. */
+function preparedKey(sessionId: string, messageIndex: number): string {
+  return `${sessionId.replace(/#\d+$/, '')}\u0000${messageIndex}`;
+}
+
+/**
+ * Serializes every request the measured sessions will send that is known up front (forced
+ * history), so that building bodies does not occupy the event loop while streams arrive.
+ */
+function prepareBodies(options: ReplayPartOptions): Map<string, PreparedChatRequest> {
+  const prepared = new Map<string, PreparedChatRequest>();
+  const prepare = options.client.prepare?.bind(options.client);
+  if (!prepare) return prepared;
+  for (const scheduled of options.sessions) {
+    const planned = options.driverFor(scheduled).plannedRequests?.();
+    if (!planned) return prepared;
+    for (const { messageIndex, ...request } of planned) {
+      const key = preparedKey(scheduled.session.id, messageIndex);
+      if (prepared.has(key)) continue;
+      const merged: ChatRequest = Object.assign({}, options.sampling, request, options.extraBody ? { extraBody: options.extraBody } : {});
+      prepared.set(key, prepare(merged));
+    }
+  }
+  return prepared;
+}
+
 async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartResult> {
   const warmupResult = await runWarmup(options);
+  const prepared = prepareBodies(options);
   const before = await readCounters(options);
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
   loopDelay.enable();
+  const bareLoop = startBareLoop();
   const busyBefore = performance.eventLoopUtilization();
   const clock = phaseClock();
   const startEpochMs = Date.now();
@@ -194,7 +267,7 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     addSessionSamples(samples, result.session);
     options.onProgress?.(++done, total);
   };
-  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true);
+  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
 
   if (options.load.kind === 'closed') {
     await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal);
@@ -218,10 +291,12 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   loopDelay.disable();
   // The monitor's own timer period is part of every sample it takes; what is above it is lateness.
   const lateness = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - 5);
+  const bareLoopDelayP99Ms = await bareLoop.stop();
   const client: ClientHealth = {
     eventLoopDelayP99Ms: lateness(loopDelay.percentile(99)),
     eventLoopDelayMaxMs: lateness(loopDelay.max),
     eventLoopUtilization: performance.eventLoopUtilization(busyBefore).utilization,
+    ...(bareLoopDelayP99Ms !== undefined ? { bareLoopDelayP99Ms } : {}),
   };
   const after = await readCounters(options);
   const specDecode: ReplayPartResult['specDecode'] = {};
@@ -303,7 +378,14 @@ interface SessionResult {
  * previous call's end plus its think time after that); measured calls carry both the vLLM
  * clock (from the actual send) and the intended-time clock.
  */
-async function replaySession(scheduled: ScheduledSession, intendedStartMs: number, clock: PhaseClock, options: ReplayPartOptions, withThinkTime: boolean): Promise<SessionResult> {
+async function replaySession(
+  scheduled: ScheduledSession,
+  intendedStartMs: number,
+  clock: PhaseClock,
+  options: ReplayPartOptions,
+  withThinkTime: boolean,
+  prepared?: ReadonlyMap<string, PreparedChatRequest>,
+): Promise<SessionResult> {
   const { session, sessionIndex } = scheduled;
   const driver = options.driverFor(scheduled);
   const calls: ReplayCallRecord[] = [];
@@ -324,12 +406,14 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
     startMs ??= dispatchMs;
     // Object.assign onto a fresh object, not `{ ...options.sampling, ...step.request }`: on Node 20
     // every property added after a leading non-empty spread costs about 2 µs.
+    const preparedBody = prepared?.get(preparedKey(session.id, step.messageIndex));
     const request: ChatRequest = Object.assign(
       {},
       options.sampling,
       step.request,
       options.extraBody ? { extraBody: options.extraBody } : {},
       options.signal ? { signal: options.signal } : {},
+      preparedBody ? { prepared: preparedBody } : {},
     );
     const placement = {
       sessionId: session.id,

@@ -26,6 +26,7 @@ export const replayMetrics: readonly ReplayMetricDefinition[] = [
   { name: 'e2el_from_intended_ms', scope: 'call', unit: 'ms', description: 'E2EL measured from the intended send time' },
   { name: 'queue_ms', scope: 'call', unit: 'ms', description: "wait at the model client's concurrency/rate gate before sending" },
   { name: 'schedule_lag_ms', scope: 'call', unit: 'ms', description: 'actual dispatch - intended send time (timers, busy event loop, session cap)' },
+  { name: 'request_write_ms', scope: 'call', unit: 'ms', description: "send to the request's last byte handed to the socket: its spread shows a start burst (the vLLM clock has started, the server has not the request yet)" },
   { name: 'client_overhead_ms', scope: 'call', unit: 'ms', description: "the replay client's own time per call: schedule lag, request building, response assembly" },
   { name: 'turn_first_token_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the turn's first dispatch to the first answer text of its final answer (when speech can start)" },
   { name: 'turn_first_token_from_intended_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the viewer's message (intended send of the turn's first call) to the first answer text" },
@@ -60,6 +61,7 @@ const callFields: Partial<Record<string, keyof ReplayCallRecord>> = {
   queue_ms: 'queueMs',
   schedule_lag_ms: 'scheduleLagMs',
   client_overhead_ms: 'clientOverheadMs',
+  request_write_ms: 'writeMs',
 };
 const sessionFields: Partial<Record<string, keyof ReplaySessionRecord>> = {
   session_e2e_ms: 'e2eMs',
@@ -105,9 +107,13 @@ export function addTurnSamples(samples: SampleSet, turn: ReplayTurnRecord): void
   }
 }
 
-/** Samples of one successful call; ITL gaps are pooled, one sample per gap. */
+/**
+ * Samples of one successful call; ITL gaps are pooled, one sample per gap. A call that succeeded
+ * only after retries gives none: its figures describe its last attempt, not the call (vLLM's
+ * benchmark never retries; the report counts its failed attempts as failures instead).
+ */
 export function addCallSamples(samples: SampleSet, call: ReplayCallRecord, itlMs: readonly number[]): void {
-  if (call.status !== 'ok') return;
+  if (call.status !== 'ok' || (call.attempts ?? 1) > 1) return;
   for (const metric of Object.keys(callFields)) {
     const value = callValue(call, metric);
     if (value !== undefined) samples.add(metric, value);

@@ -29,6 +29,7 @@ export const clientHealthSchema = z.object({
   eventLoopDelayP99Ms: z.number().nonnegative(),
   eventLoopDelayMaxMs: z.number().nonnegative(),
   eventLoopUtilization: z.number().min(0).max(1),
+  bareLoopDelayP99Ms: z.number().nonnegative().optional(),
 });
 
 /**

@@ -45,6 +45,8 @@ export const replayCallRecordSchema = z.object({
   /** Latency from the intended send time (coordinated-omission safe): lag + retries + gate + TTFT. */
   ttftFromIntendedMs: z.number().optional(),
   e2elFromIntendedMs: z.number().optional(),
+  /** Send to the request's last byte handed to the socket (a start burst shows here), ms. */
+  writeMs: z.number().optional(),
   /** The replay client's own time: schedule lag plus everything outside gate, retries and send-to-last-chunk. */
   clientOverheadMs: z.number().optional(),
   outputTokens: z.number().int().nonnegative().optional(),

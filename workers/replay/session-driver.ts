@@ -33,6 +33,8 @@ export interface SessionDriver {
   accept(step: SessionStep, response: ChatResponse): Promise<StepOutcome> | StepOutcome;
   /** Live mode: divergence totals and the tool_call_id map. */
   liveSummary?(): LiveSessionSummary;
+  /** Every request the session will send, when they are known up front (forced history): built before the measured window. */
+  plannedRequests?(): Array<SessionStep['request'] & { messageIndex: number }>;
 }
 
 /**
@@ -58,6 +60,17 @@ export function forcedHistoryDriver(session: ReplaySession, options: { maxTokens
         turnIndex: recorded.turnIndex,
         recorded,
       };
+    },
+    plannedRequests() {
+      return session.calls.map((recorded) => {
+        const maxTokens = options.maxTokensFromRecording && recorded.recordedOutputTokens !== undefined && recorded.recordedOutputTokens > 0 ? recorded.recordedOutputTokens : undefined;
+        return {
+          messageIndex: recorded.messageIndex,
+          messages: session.messages.slice(0, recorded.messageIndex),
+          ...(session.tools.length > 0 ? { tools: session.tools } : {}),
+          ...(maxTokens !== undefined ? { maxTokens } : {}),
+        };
+      });
     },
     accept(step) {
       const callIndex = position++;

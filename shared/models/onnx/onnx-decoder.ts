@@ -253,7 +253,7 @@ export class OnnxDecoder {
     for (let step = 0; step < maxNewTokens; step++) {
       const nextIds = new BigInt64Array(batchSize);
       const nextPositions = new BigInt64Array(batchSize);
-      const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0 }) : undefined;
+      const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0, logprobs: wantLogprobs }) : undefined;
       for (let row = 0; row < batchSize; row++) {
         const state = rows[row]!;
         if (state.finishReason) {
