@@ -167,6 +167,29 @@ describe('OnnxDecoder', () => {
     }
   });
 
+  it('resumes a prompt that extends a kept one from its cache, with the same tokens and logprobs as a fresh prefill', async () => {
+    const reusing = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxPrefillChunkTokens: 16 });
+    const fresh = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxPrefillChunkTokens: 16, prefixCacheEntries: 0 });
+    try {
+      const context = Array.from({ length: 60 }, (_, index) => (index * 29 + 3) % 256);
+      const options = { maxNewTokens: 6, temperature: 0.9, seed: 'agent', topLogprobs: 2 };
+      await reusing.generate(context, options);
+      // The next call of an agent: the previous context, its answer and a tool result.
+      const next = [...context, 7, 8, 9, 10, 11, 12, 13];
+      const resumed = await reusing.generate(next, options);
+      expect(reusing.prefixStats).toEqual({ reusedTokens: 60, fedTokens: 60 + 7 });
+      const whole = await fresh.generate(next, options);
+      expect(resumed.tokenIds).toEqual(whole.tokenIds);
+      expect(maxAbsoluteDifference(resumed.tokens!.map((token) => token.logprob), whole.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+      // A prompt that diverges early shares too little to reuse: fed whole.
+      await reusing.generate([1, 2, 3, ...context], options);
+      expect(reusing.prefixStats.reusedTokens).toBe(60);
+      expect(fresh.prefixStats).toEqual({ reusedTokens: 0, fedTokens: 0 });
+    } finally {
+      await Promise.all([reusing.close(), fresh.close()]);
+    }
+  });
+
   it('refuses token ids outside the vocabulary and empty prompts', async () => {
     await expect(decoder.generate([1, 99999])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds holds token id 99999/);
     await expect(decoder.score([], [1])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds is empty/);

@@ -23,6 +23,13 @@ export interface OnnxDecoderOptions {
    * (`logits_to_keep`): bounds the attention scores' memory, not the logits'. Default 512.
    */
   maxPrefillChunkTokens?: number;
+  /**
+   * Prompts whose KV cache is kept for reuse (single-sequence generation): a prompt that starts
+   * with a kept one feeds only the rest, as a serving engine's prefix cache does (an agent's next
+   * call extends its previous context). 0 turns it off. Default 8, within 32M floats (128 MiB)
+   * of kept caches all together.
+   */
+  prefixCacheEntries?: number;
 }
 
 /** What was loaded, for reports and manifests. */
@@ -141,6 +148,17 @@ interface KeyValueCache {
   tensors: Record<string, ort.Tensor>;
 }
 
+/** A prompt's KV cache kept for a later prompt that starts with it. */
+interface PrefixEntry {
+  tokenIds: readonly number[];
+  cache: KeyValueCache;
+}
+
+/** Shortest shared prefix worth reusing: below it a fresh prefill costs no more than the copy. */
+const minimumReusedPrefix = 32;
+/** Floats all kept prefix caches may hold together (128 MiB). */
+const prefixCacheFloats = 32 * 1024 * 1024;
+
 interface ForwardBatch {
   batchSize: number;
   /** Token ids of this call, [batch, length]. */
@@ -166,7 +184,13 @@ export class OnnxDecoder {
     private readonly usesCacheBranch: boolean,
     /** Shape of the logits_to_keep input: a scalar or [1]. */
     private readonly logitsToKeepDims: number[],
+    private readonly prefixCacheEntries: number,
   ) {}
+
+  /** Kept prompt caches, most recently used first. */
+  private readonly prefixes: PrefixEntry[] = [];
+  /** Prompt tokens served from kept caches and fed, since load (for tests and reports). */
+  readonly prefixStats = { reusedTokens: 0, fedTokens: 0 };
 
   /** Loads `model.onnx` (or `onnx/model.onnx`) and `config.json` and checks the model's inputs and outputs. */
   static async load(directory: string, options: OnnxDecoderOptions = {}): Promise<OnnxDecoder> {
@@ -204,7 +228,16 @@ export class OnnxDecoder {
       ...(logitsToKeep ? { logitsToKeepInput: logitsToKeep.name } : {}),
     };
     const head = await LogitsHead.create(info.vocabularySize, options.intraOpThreads);
-    return new OnnxDecoder(session, head, info, options.maxLogitsFloats ?? 16 * 1024 * 1024, options.maxPrefillChunkTokens ?? 512, usesCacheBranch, logitsToKeep?.dims ?? []);
+    return new OnnxDecoder(
+      session,
+      head,
+      info,
+      options.maxLogitsFloats ?? 16 * 1024 * 1024,
+      options.maxPrefillChunkTokens ?? 512,
+      usesCacheBranch,
+      logitsToKeep?.dims ?? [],
+      options.prefixCacheEntries ?? 8,
+    );
   }
 
   async close(): Promise<void> {
@@ -244,7 +277,7 @@ export class OnnxDecoder {
     // Left padding: every prompt ends at the same column, so one step serves every row.
     const promptLength = Math.max(...requests.map((request) => request.promptIds.length));
     const padded = this.leftPad(requests.map((request) => request.promptIds), promptLength);
-    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal);
+    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal, batchSize === 1 ? requests[0]!.promptIds : undefined);
     const prefillMs = performance.now() - started;
     const attentionMask = padded.attentionMask;
     const maskColumns: number[][] = Array.from({ length: batchSize }, (_, row) => Array.from(attentionMask.subarray(row * promptLength, (row + 1) * promptLength), Number));
@@ -381,17 +414,82 @@ export class OnnxDecoder {
   }
 
   /** Feeds a whole padded batch and returns the cache and the last column's logits, [batch × vocabulary]. */
-  private async prefill(padded: ForwardBatch, length: number, signal: AbortSignal | undefined): Promise<{ cache: KeyValueCache; lastLogits: Float32Array }> {
+  /**
+   * Feeds a whole padded batch and returns the cache and the last column's logits. A single
+   * prompt (`single`) that starts with a kept prompt resumes from that prompt's cache, cut to the
+   * shared prefix, and its own cache is kept in turn.
+   */
+  private async prefill(
+    padded: ForwardBatch,
+    length: number,
+    signal: AbortSignal | undefined,
+    single?: readonly number[],
+  ): Promise<{ cache: KeyValueCache; lastLogits: Float32Array }> {
     const vocabularySize = this.info.vocabularySize;
     const lastLogits = new Float32Array(padded.batchSize * vocabularySize);
-    const cache = await this.feed(padded, length, signal, length - 1, (logits, firstColumn, rows) => {
-      if (firstColumn + rows !== length) return;
-      for (let row = 0; row < padded.batchSize; row++) {
-        const base = (row * rows + rows - 1) * vocabularySize;
-        lastLogits.set(logits.subarray(base, base + vocabularySize), row * vocabularySize);
-      }
-    });
+    const resume = single ? this.longestPrefix(single) : undefined;
+    const cache = await this.feed(
+      padded,
+      length,
+      signal,
+      length - 1,
+      (logits, firstColumn, rows) => {
+        if (firstColumn + rows !== length) return;
+        for (let row = 0; row < padded.batchSize; row++) {
+          const base = (row * rows + rows - 1) * vocabularySize;
+          lastLogits.set(logits.subarray(base, base + vocabularySize), row * vocabularySize);
+        }
+      },
+      undefined,
+      resume,
+    );
+    if (single && this.prefixCacheEntries > 0) {
+      this.prefixStats.reusedTokens += resume?.start ?? 0;
+      this.prefixStats.fedTokens += length - (resume?.start ?? 0);
+      this.prefixes.unshift({ tokenIds: [...single], cache });
+      // At most the configured count, and within the memory budget (the newest always stays).
+      const perToken = this.info.layers * 2 * this.info.keyValueHeads * this.info.headDim;
+      let floats = 0;
+      const kept = this.prefixes.findIndex((entry, index) => {
+        floats += entry.tokenIds.length * perToken;
+        return index >= this.prefixCacheEntries || (index > 0 && floats > prefixCacheFloats);
+      });
+      if (kept >= 0) this.prefixes.length = kept;
+    }
     return { cache, lastLogits };
+  }
+
+  /**
+   * The kept cache sharing the longest prefix with `tokenIds` (at least one token is left to feed,
+   * for its logits), cut to that prefix; undefined when none shares `minimumReusedPrefix` tokens.
+   */
+  private longestPrefix(tokenIds: readonly number[]): { start: number; cache: KeyValueCache } | undefined {
+    let best: { entry: PrefixEntry; length: number } | undefined;
+    for (const entry of this.prefixes) {
+      const limit = Math.min(entry.tokenIds.length, tokenIds.length - 1);
+      let shared = 0;
+      while (shared < limit && entry.tokenIds[shared] === tokenIds[shared]) shared++;
+      if (shared >= minimumReusedPrefix && (!best || shared > best.length)) best = { entry, length: shared };
+    }
+    if (!best) return undefined;
+    // Most recently used first: an agent's sessions keep their own prefixes warm.
+    this.prefixes.splice(this.prefixes.indexOf(best.entry), 1);
+    this.prefixes.unshift(best.entry);
+    return { start: best.length, cache: this.cutCache(best.entry.cache, best.length) };
+  }
+
+  /** The first `length` positions of a batch-1 cache ([1, kv_heads, total, head_dim] per tensor), copied. */
+  private cutCache(cache: KeyValueCache, length: number): KeyValueCache {
+    const { keyValueHeads, headDim } = this.info;
+    const tensors: Record<string, ort.Tensor> = {};
+    for (const [name, tensor] of Object.entries(cache.tensors)) {
+      const total = tensor.dims[2] as number;
+      const data = tensor.data as Float32Array;
+      const cut = new Float32Array(keyValueHeads * length * headDim);
+      for (let head = 0; head < keyValueHeads; head++) cut.set(data.subarray(head * total * headDim, (head * total + length) * headDim), head * length * headDim);
+      tensors[name] = new ort.Tensor('float32', cut, [1, keyValueHeads, length, headDim]);
+    }
+    return { tensors };
   }
 
   /**
@@ -409,6 +507,7 @@ export class OnnxDecoder {
     neededFrom: number,
     onLogits: (logits: Float32Array, firstColumn: number, rows: number) => void | Promise<void>,
     chunkTokens?: number,
+    resume?: { start: number; cache: KeyValueCache },
   ): Promise<KeyValueCache> {
     const { batchSize } = padded;
     const vocabularySize = this.info.vocabularySize;
@@ -419,8 +518,9 @@ export class OnnxDecoder {
       if (!keeps) return Math.min(length, start + logitsRows);
       return Math.min(length, start + this.maxPrefillChunkTokens, Math.max(start, neededFrom) + logitsRows);
     };
-    let cache = this.emptyCache(batchSize);
-    for (let start = 0, end = chunkEnd(0); start < length; start = end, end = chunkEnd(start)) {
+    let cache = resume?.cache ?? this.emptyCache(batchSize);
+    const first = resume?.start ?? 0;
+    for (let start = first, end = chunkEnd(first); start < length; start = end, end = chunkEnd(start)) {
       if (signal?.aborted) throw abortedError(signal);
       const columns = (source: BigInt64Array, from: number, to: number): BigInt64Array => {
         const out = new BigInt64Array(batchSize * (to - from));
