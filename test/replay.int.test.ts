@@ -119,6 +119,13 @@ describe('replay against the local streaming test server', () => {
         perPositionAcceptanceRate: [0.8, 0.6, 0.4],
       });
       expect(report.target).toMatchObject({ testServer: true, simulated: true, warning: expect.stringContaining('LOCAL TEST SERVER') });
+      // The spec-decode series the server exposes are recorded with the serving facts.
+      expect(report.target.server?.specDecodeMetrics).toEqual([
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total',
+        'vllm:spec_decode_num_accepted_tokens_total',
+        'vllm:spec_decode_num_draft_tokens_total',
+        'vllm:spec_decode_num_drafts_total',
+      ]);
     } finally {
       await serverProcess.close();
     }
