@@ -79,6 +79,14 @@ describe('replay against the local streaming test server', () => {
       });
       const server = await serverProcess.injected();
       const injected = server.answers;
+      // The warmup absorbed the start burst: measured lanes start where their warmup lanes ended,
+      // spread over a session's length, not all in one tick.
+      const firstDispatches = (await readReplayPartFile(store, 'part-00000.json.gz')).calls
+        .filter((call) => call.callIndex === 0)
+        .map((call) => call.dispatchMs)
+        .sort((left, right) => left - right);
+      expect(firstDispatches[0]).toBeLessThan(5);
+      expect(firstDispatches[31]).toBeGreaterThan(20);
       expect(report.counts).toMatchObject({ sessions: 192, sessionsFailed: 0, calls: 384, callsFailed: 0, unreplayable: 0, outputTokensEstimated: 0 });
       expect(injected).toHaveLength(384);
       // What the server did, in vLLM's definitions: the role chunk after the TTFT delay, then

@@ -241,7 +241,7 @@ function prepareBodies(options: ReplayPartOptions): Map<string, PreparedChatRequ
 }
 
 async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartResult> {
-  const warmupResult = await runWarmup(options);
+  const { laneOffsetsMs, ...warmupResult } = await runWarmup(options);
   const prepared = prepareBodies(options);
   const before = await readCounters(options);
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
@@ -270,7 +270,9 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
 
   if (options.load.kind === 'closed') {
-    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal);
+    // Each lane starts at the offset its warmup lane ended at: the warmup absorbed the start burst
+    // (every session sending in one tick) and the measured phase keeps the spread it left.
+    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal, { clock, laneStartsMs: laneOffsetsMs });
   } else {
     const offsets = arrivalOffsetsMs(options.sessions.length, options.load.rate, options.load.burstiness, options.rng.fork('arrivals'));
     const gate = options.load.maxConcurrency === undefined ? undefined : new SessionGate(options.load.maxConcurrency);
@@ -318,12 +320,16 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   };
 }
 
-async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup']> {
+/**
+ * Warmup sessions, closed loop, discarded. Also returns when each lane ended, as offsets from the
+ * first (ascending): the closed loop's measured lanes start at them.
+ */
+async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup'] & { laneOffsetsMs: number[] }> {
   const warmup = { sessions: options.warmup.length, calls: 0, failedCalls: 0 };
-  if (options.warmup.length === 0) return warmup;
+  if (options.warmup.length === 0) return { ...warmup, laneOffsetsMs: [] };
   const concurrency = options.load.kind === 'closed' ? options.load.concurrency : (options.load.maxConcurrency ?? options.warmup.length);
   const clock = phaseClock();
-  await runClosedLoop(
+  const laneEnds = await runClosedLoop(
     options.warmup,
     Math.min(concurrency, options.warmup.length),
     async (scheduled) => {
@@ -332,18 +338,32 @@ async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['
       warmup.failedCalls += result.calls.filter((call) => call.status === 'failed').length;
     },
     options.signal,
+    { clock },
   );
   options.logger?.debug({ part: options.part.index, ...warmup }, 'replay warmup done');
-  return warmup;
+  const first = Math.min(...laneEnds);
+  return { ...warmup, laneOffsetsMs: laneEnds.map((end) => end - first).sort((left, right) => left - right) };
 }
 
-/** `concurrency` lanes, each taking the next session when its previous one ends. */
-async function runClosedLoop(sessions: ScheduledSession[], concurrency: number, runOne: (scheduled: ScheduledSession) => Promise<void>, signal?: AbortSignal): Promise<void> {
+/**
+ * `concurrency` lanes, each taking the next session when its previous one ends; lane i starts at
+ * `laneStartsMs[i]` of `clock` (at once when absent). Resolves to each lane's end time on `clock`.
+ */
+async function runClosedLoop(
+  sessions: ScheduledSession[],
+  concurrency: number,
+  runOne: (scheduled: ScheduledSession) => Promise<void>,
+  signal?: AbortSignal,
+  timing: { clock?: PhaseClock; laneStartsMs?: readonly number[] } = {},
+): Promise<number[]> {
   let next = 0;
-  const lane = async () => {
+  const lane = async (_: unknown, index: number): Promise<number> => {
+    const startMs = timing.laneStartsMs?.[index];
+    if (timing.clock && startMs !== undefined && startMs > 0) await timing.clock.until(startMs, signal);
     while (next < sessions.length && !signal?.aborted) await runOne(sessions[next++] as ScheduledSession);
+    return timing.clock?.now() ?? 0;
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));
+  return Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));
 }
 
 /** Caps sessions in flight in open-loop mode; waiters are served in arrival order. */
