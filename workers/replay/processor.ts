@@ -37,7 +37,7 @@ import { runReplayPart, type ScheduledSession } from './replay-engine';
 import type { ReplayCallRecord } from './replay-records';
 import { partFileOf, readReplayPartFile, REPLAY_PART_SCHEMA_VERSION, writeReplayPartFile } from './replay-part-file';
 import { buildReplayReport, REPLAY_REPORT_SCHEMA_VERSION, type ReplayReport } from './replay-report';
-import { callsCsv, sessionsCsv } from './report-csv';
+import { callsCsv, sessionsCsv, turnsCsv } from './report-csv';
 import { renderReplayHtml, servingFacts } from './report-html';
 import { forcedHistoryDriver, type SessionDriver } from './session-driver';
 import { renderSweepHtml, stepLoad, summarizeSweep, sweepStepOf, SWEEP_SCHEMA_VERSION, type SweepConfig, type SweepReport, type SweepStep } from './replay-sweep';
@@ -328,6 +328,7 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
   const reportInfo = await put('report.json', `${JSON.stringify(report, null, 2)}\n`, 'application/json');
   const requestsInfo = await put('requests.csv', callsCsv(merged.calls), 'text/csv');
   const sessionsInfo = await put('sessions.csv', sessionsCsv(merged.sessions), 'text/csv');
+  const turnsInfo = await put('turns.csv', turnsCsv(merged.turns), 'text/csv');
   const htmlInfo = await put('report.html', renderReplayHtml(report), 'text/html');
   const { info } = await writeStageManifest(deps, {
     objects: [
@@ -335,6 +336,7 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
       manifestObjectOf(reportInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'json', kind: 'report' }),
       manifestObjectOf(requestsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.calls.length, kind: 'requests' }),
       manifestObjectOf(sessionsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.sessions.length, kind: 'sessions' }),
+      manifestObjectOf(turnsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.turns.length, kind: 'turns' }),
       manifestObjectOf(htmlInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'html', kind: 'report-html' }),
     ],
     lineage: { inputs: parts.flatMap((part) => part.inputs), configHash: hashValue(input) },
