@@ -24,7 +24,9 @@ export type RejectionCode =
   /** A span boundary falls inside a token of the whole-text tokenization. */
   | 'TOKEN_BOUNDARY'
   /** The masked tokens do not decode back to the assistant turn's rendered text. */
-  | 'DECODE_MISMATCH';
+  | 'DECODE_MISMATCH'
+  /** A hook system message has no user turn or tool result beside it to fold into (templates that accept system messages only first). */
+  | 'HOOK_NOT_FOLDABLE';
 
 export interface SampleRejection {
   ok: false;

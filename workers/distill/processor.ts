@@ -22,7 +22,7 @@ import { HatError } from '../../shared/errors';
 import { canonicalJson, hashValue, sha256Hex } from '../../shared/hash/hash';
 import type { GenerationResult } from '../../shared/models/onnx/onnx-decoder';
 import { logprobTemperatureOf } from '../../shared/models/onnx/token-sampler';
-import { trajectoryToTemplateInput } from '../../shared/text/template-input';
+import { renderServedPrompt } from '../../shared/text/served-prompt';
 import {
   distillContract,
   type DistillInput,
@@ -128,6 +128,7 @@ export function createDistillProcessor(deps: StageDeps) {
         tokenizerFingerprint: summary.tokenizer.fingerprint,
         studentModel: summary.student.modelId,
         teacherModel: summary.teacher.modelId,
+        dummyWeights: summary.student.dummyWeights || summary.teacher.dummyWeights,
       });
     });
     const sources: Record<string, SourceTotals> = {};
@@ -205,8 +206,8 @@ async function readPromptSlice(part: DistillPartInput, deps: StageDeps): Promise
 function renderRows(prompts: DistillPrompt[], part: DistillPartInput, models: DistillModels): SampleRow[] {
   const tokenizer = models.studentTokenizer;
   return prompts.flatMap((prompt) => {
-    const input = trajectoryToTemplateInput(prompt.messages, prompt.tools ?? [], tokenizer.templateFeatures);
-    const text = tokenizer.render(input.messages, { tools: input.tools, addGenerationPrompt: true, enableThinking: part.enableThinking, now: renderMoment });
+    // Hook messages normalized for the student's template, as the shard and rl stages train it.
+    const { text } = renderServedPrompt(tokenizer, prompt.messages, prompt.tools ?? [], { enableThinking: part.enableThinking, now: renderMoment });
     const promptIds = tokenizer.encode(text);
     return Array.from({ length: part.samplesPerPrompt }, (_, sampleIndex) => ({
       prompt,

@@ -53,6 +53,8 @@ export interface RolloutRecord {
   tokenizer_fingerprint: string;
   student_model: string;
   teacher_model: string;
+  /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
+  dummy_weights: boolean;
 }
 
 /** Parquet layout of rollout records: declared types, lists as three-level LISTs. */
@@ -80,6 +82,7 @@ export const rolloutColumns: ParquetColumn[] = [
   { name: 'tokenizer_fingerprint', type: 'STRING' },
   { name: 'student_model', type: 'STRING' },
   { name: 'teacher_model', type: 'STRING' },
+  { name: 'dummy_weights', type: 'BOOLEAN' },
 ];
 
 export interface RolloutParts {
@@ -99,6 +102,7 @@ export interface RolloutParts {
   tokenizerFingerprint: string;
   studentModel: string;
   teacherModel: string;
+  dummyWeights: boolean;
 }
 
 /** Builds a record, rounding every per-token float to float32 first so every format holds the same value. */
@@ -147,5 +151,6 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
     tokenizer_fingerprint: parts.tokenizerFingerprint,
     student_model: parts.studentModel,
     teacher_model: parts.teacherModel,
+    dummy_weights: parts.dummyWeights,
   };
 }
