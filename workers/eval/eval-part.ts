@@ -200,7 +200,8 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
   const written = await writeJsonl(deps.store, deps.output.key(`results/${name}.jsonl.gz`), results, { schema: evalResultSchema });
   const first = clients.values().next().value as ModelClient | undefined;
-  const simulated = part.model.dummyWeights || (first?.simulated ?? false);
+  // A generated random-weight ONNX model is a dummy whatever its client reports.
+  const simulated = part.model.dummyWeights || (first?.simulated ?? false) || 'dummy' in part.model.model;
   return {
     index: part.index,
     label: part.model.label,
