@@ -4,3 +4,4 @@ export * from './served-token-sampler';
 export * from './in-process-token-sampler';
 export * from './served-tokenizer-check';
 export * from './token-exact-episode';
+export * from './turn-text-parser';

@@ -17,6 +17,11 @@ export const servedSamplerConfigSchema = remoteScorerConfigSchema
      * original logprobs). Default: the engine's default. The server does not tell; state it here.
      */
     logprobsMode: z.enum(['raw_logprobs', 'processed_logprobs', 'tempered_logprobs']).optional(),
+    /**
+     * How tool calls are read from generated text, as vLLM's `--tool-call-parser` (`hermes`,
+     * `qwen3_coder`, `llama3_json`, ...) or `auto`: detected from the chat template. Default auto.
+     */
+    toolCallParser: z.string().min(1).default('auto'),
   })
   .strict()
   .superRefine((config, context) => {
@@ -151,7 +156,7 @@ export class ServedTokenSampler implements TokenSampler {
     readonly config: ServedSamplerConfig,
     dependencies: ScoringEndpointDependencies = {},
   ) {
-    const { logprobsMode: _mode, ...endpoint } = config;
+    const { logprobsMode: _mode, toolCallParser: _parser, ...endpoint } = config;
     this.endpoint = new ScoringEndpoint(endpoint, dependencies);
     this.engine = config.engine;
     this.modelId = config.model;

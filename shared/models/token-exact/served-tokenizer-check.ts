@@ -16,7 +16,7 @@ export async function checkServedTokenizer(
   tokenizer: ChatTokenizer,
   options: ScoringEndpointDependencies & { label: string; tokenizerLabel: string; signal?: AbortSignal },
 ): Promise<TokenizerAgreement> {
-  const { logprobsMode: _mode, ...endpoint } = config;
+  const { logprobsMode: _mode, toolCallParser: _parser, ...endpoint } = config;
   const scorer = createRemoteScorer(endpoint, options);
   try {
     return await checkTokenizerAgreement({
