@@ -104,6 +104,8 @@ export class GenerationScheduler {
     this.draining = true;
     this.idle = this.drain().finally(() => {
       this.draining = false;
+      // Work queued after the loop's last look but before this callback would otherwise wait forever.
+      if (this.queue.length > 0) this.pump();
     });
   }
 
