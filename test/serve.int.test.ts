@@ -103,4 +103,138 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(outOfVocabulary.status).toBe(400);
     expect(outOfVocabulary.body.error.message).toContain('999999');
   });
+  it('renders chat with the model template (tools included) exactly as the in-process path and /tokenize do', async () => {
+    const messages = [{ role: 'system' as const, content: 'You are terse.' }, { role: 'user' as const, content: 'Weather in Paris?' }];
+    const tools = [{ type: 'function' as const, function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const expectedIds = await inProcess.promptIds(messages, tools);
+    const tokenized = await post('/tokenize', { messages, tools });
+    expect(tokenized.body).toMatchObject({ count: expectedIds.length, max_model_len: 32768, tokens: expectedIds });
+    const chat = await post('/v1/chat/completions', { messages, tools, max_tokens: 6, temperature: 0.7, seed: 3, logprobs: true, top_logprobs: 2, return_token_ids: true });
+    expect(chat.status).toBe(200);
+    expect(chat.body.object).toBe('chat.completion');
+    expect(chat.body.prompt_token_ids).toEqual(expectedIds);
+    expect(chat.body.usage.prompt_tokens).toBe(expectedIds.length);
+    const choice = chat.body.choices[0];
+    const expected = await inProcess.generate(expectedIds, { maxNewTokens: 6, temperature: 0.7, seed: 3, logprobs: true });
+    expect(choice.token_ids).toEqual(expected.tokenIds);
+    expect(choice.logprobs.content).toHaveLength(expected.tokenIds.length);
+    choice.logprobs.content.forEach((entry: any, index: number) => {
+      expect(entry.logprob).toBeCloseTo(expected.tokens![index]!.rawLogprob, 4);
+      expect(entry.top_logprobs).toHaveLength(2);
+      expect(Buffer.from(entry.bytes).toString('utf8')).toBe(entry.token);
+    });
+    const detokenized = await post('/detokenize', { tokens: expectedIds });
+    expect(detokenized.body.prompt).toContain('Weather in Paris?');
+  });
+
+  it('streams chat as SSE chunks whose content adds up to the non-streamed answer, then usage and [DONE]', async () => {
+    const request = { messages: [{ role: 'user', content: 'Stream please.' }], max_tokens: 10, temperature: 1, seed: 11, logprobs: true };
+    const whole = await post('/v1/chat/completions', request);
+    const response = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...request, stream: true, stream_options: { include_usage: true } }),
+    });
+    expect(response.headers.get('content-type')).toContain('text/event-stream');
+    const events = (await response.text()).split('\n\n').filter((event) => event.startsWith('data: ')).map((event) => event.slice('data: '.length));
+    expect(events[events.length - 1]).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((event) => JSON.parse(event));
+    expect(chunks[0].choices[0].delta).toEqual({ role: 'assistant', content: '' });
+    const content = chunks.flatMap((chunk) => chunk.choices.map((choice: any) => choice.delta.content ?? '')).join('');
+    expect(content).toBe(whole.body.choices[0].message.content);
+    const streamedLogprobs = chunks.flatMap((chunk) => chunk.choices.flatMap((choice: any) => choice.logprobs?.content ?? []));
+    expect(streamedLogprobs.map((entry: any) => entry.logprob)).toEqual(whole.body.choices[0].logprobs.content.map((entry: any) => entry.logprob));
+    const finish = chunks.find((chunk) => chunk.choices[0]?.finish_reason);
+    expect(finish.choices[0].finish_reason).toBe(whole.body.choices[0].finish_reason);
+    const usage = chunks[chunks.length - 1];
+    expect(usage.choices).toEqual([]);
+    expect(usage.usage).toEqual(whole.body.usage);
+  });
+
+  it('batches concurrent requests without changing any sample, and counts them in /metrics under vLLM names', async () => {
+    const prompts = [[10, 20, 30], [40, 50, 60, 70, 80], [90], [100, 110]];
+    const request = (prompt: number[], seed: number) => ({ prompt, max_tokens: 8, temperature: 0.9, seed, logprobs: 0, return_token_ids: true });
+    const alone = [];
+    for (const [index, prompt] of prompts.entries()) alone.push((await post('/v1/completions', request(prompt, index))).body.choices[0]);
+    const before = await metricsText();
+    const together = (await Promise.all(prompts.map((prompt, index) => post('/v1/completions', request(prompt, index))))).map((reply) => reply.body.choices[0]);
+    together.forEach((choice, index) => {
+      expect(choice.token_ids).toEqual(alone[index].token_ids);
+      choice.logprobs.token_logprobs.forEach((logprob: number, position: number) => expect(logprob).toBeCloseTo(alone[index].logprobs.token_logprobs[position], 4));
+    });
+    const after = await metricsText();
+    const promptTokens = prompts.reduce((sum, prompt) => sum + prompt.length, 0);
+    expect(counter(after, 'vllm:prompt_tokens_total') - counter(before, 'vllm:prompt_tokens_total')).toBe(promptTokens);
+    expect(counter(after, 'vllm:generation_tokens_total') - counter(before, 'vllm:generation_tokens_total')).toBe(together.reduce((sum, choice) => sum + choice.token_ids.length, 0));
+    expect(counter(after, 'vllm:e2e_request_latency_seconds_count') - counter(before, 'vllm:e2e_request_latency_seconds_count')).toBe(prompts.length);
+    expect(after).toMatch(/^vllm:num_requests_running\{model_name="[^"]+",engine="0"\} 0$/m);
+    expect(after).toMatch(/^vllm:num_requests_waiting\{model_name="[^"]+",engine="0"\} 0$/m);
+    expect(after).toContain('vllm:time_to_first_token_seconds_bucket');
+  });
+
+  it('answers /health and /version', async () => {
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    expect(((await (await fetch(`${server.url}/version`)).json()) as any).version).toMatch(/^hat-serve /);
+  });
+
+  const metricsText = async (): Promise<string> => (await fetch(`${server.url}/metrics`)).text();
+});
+
+/** Sum of a metric's samples (all label sets). */
+function counter(text: string, name: string): number {
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
+describe('hat serve --logprobs-mode processed_logprobs', () => {
+  let cacheDir: string;
+  let server: ServeServer;
+  let inProcess: OnnxModelClient;
+
+  beforeAll(async () => {
+    cacheDir = mkdtempSync(join(tmpdir(), 'hat-serve-processed-'));
+    server = await startServeServer({ model: 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1&seed=processed', cacheDir, logprobsMode: 'processed_logprobs' });
+    inProcess = new OnnxModelClient({ modelDir: server.modelDir });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await inProcess?.close();
+    rmSync(cacheDir, { recursive: true, force: true });
+  });
+
+  it('reports the mode, and logprobs of the tempered top-k distribution the tokens were sampled from', async () => {
+    const models = (await (await fetch(`${server.baseUrl}/models`)).json()) as any;
+    expect(models.data[0].logprobs_mode).toBe('processed_logprobs');
+    const promptIds = [5, 6, 7, 8];
+    const response = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: promptIds, max_tokens: 6, temperature: 0.5, top_k: 4, seed: 9, logprobs: 4, return_token_ids: true, return_tokens_as_token_ids: true }),
+    });
+    const choice = ((await response.json()) as any).choices[0];
+    const expected = await inProcess.generate(promptIds, { maxNewTokens: 6, temperature: 0.5, topK: 4, seed: 9, logprobs: true, topLogprobs: 4 });
+    expect(choice.token_ids).toEqual(expected.tokenIds);
+    expected.tokens!.forEach((token, index) => {
+      // Renormalized over the 4 kept tokens at temperature 0.5: they sum to one (keyed by id: byte tokens can share a text).
+      const kept = token.top!;
+      const logMass = Math.log(kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0));
+      expect(choice.logprobs.token_logprobs[index]).toBeCloseTo(token.logprob - logMass, 4);
+      const top = Object.values(choice.logprobs.top_logprobs[index] as Record<string, number>);
+      expect(top.reduce((sum, logprob) => sum + Math.exp(logprob), 0)).toBeCloseTo(1, 4);
+    });
+  });
+
+  it('refuses top_p < 1, whose processed logprobs it does not compute', async () => {
+    const response = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: [1, 2], max_tokens: 2, top_p: 0.9 }),
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as any).error.message).toMatch(/processed_logprobs.*top_p/);
+  });
 });
