@@ -7,6 +7,7 @@ import { parseBody, samplingFieldsSchema, stopList } from './request-fields';
 import { minimumLogprob, runGeneration, type ServeContext, type ServedToken } from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 import type { SseWriter } from './sse-writer';
+import { ToolCallStreamGate } from './tool-call-stream-gate';
 
 const contentSchema = z.union([z.string(), z.array(z.object({ type: z.string(), text: z.string().optional() }).loose()), z.null()]);
 
@@ -95,10 +96,8 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
   const logprobsOf = (tokens: ServedToken[]): { content: unknown[] } => ({ content: tokens.map((token) => chatLogprob(context, token, topLogprobs, asTokenIds)) });
 
   const stream = request.stream === true ? sse() : undefined;
-  let streamedText = '';
+  const gate = new ToolCallStreamGate(parser);
   let pending: ServedToken[] = [];
-  let heldFrom: number | undefined;
-  let fullText = '';
   if (stream) stream.send(chunk({ role: 'assistant', content: '' }));
   const generation = await runGeneration(context, {
     promptIds,
@@ -116,15 +115,10 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
     onToken: stream
       ? ({ delta, token }) => {
           pending.push(token);
-          fullText += delta;
-          // With a tool parser, content stops streaming where a call may begin; the rest goes out parsed at the end.
-          heldFrom ??= parser ? callStart(fullText, parser.startMarkers, parser.callsOnlyAtStart === true) : undefined;
-          const visibleEnd = heldFrom ?? (parser ? safeEnd(fullText, parser.startMarkers, parser.callsOnlyAtStart === true) : fullText.length);
-          const contentDelta = fullText.slice(streamedText.length, Math.max(streamedText.length, visibleEnd));
+          const content = gate.push(delta);
           // Logprobs of tokens not visible yet ride with the next chunk; inside a held tool call each token goes out with empty content.
-          if (contentDelta === '' && (!wantsLogprobs || heldFrom === undefined)) return;
-          streamedText += contentDelta;
-          stream.send(chunk({ content: contentDelta }, { logprobs: wantsLogprobs ? logprobsOf(pending) : null }));
+          if (content === '' && (!wantsLogprobs || !gate.holding)) return;
+          stream.send(chunk({ content }, { logprobs: wantsLogprobs ? logprobsOf(pending) : null }));
           pending = [];
         }
       : undefined,
@@ -134,8 +128,7 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
   const finishReason = parsed.toolCalls.length > 0 && generation.finishReason === 'stop' ? 'tool_calls' : generation.finishReason;
   const hatFields = parser && parsed.malformed.length > 0 ? { hat_malformed_tool_calls: parsed.malformed } : {};
   if (stream) {
-    const streamedContent = streamedText.trim();
-    const remainder = parsed.content === null ? '' : parsed.content.startsWith(streamedContent) ? parsed.content.slice(streamedContent.length) : parsed.content;
+    const remainder = parser ? gate.remainder(parsed.content) : gate.push('');
     if (remainder !== '' || pending.length > 0) stream.send(chunk({ content: remainder }, { logprobs: wantsLogprobs && pending.length > 0 ? logprobsOf(pending) : null }));
     if (parsed.toolCalls.length > 0) {
       stream.send(chunk({ tool_calls: parsed.toolCalls.map((call, index) => ({ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } })) }));
@@ -188,30 +181,4 @@ function chatLogprob(context: ServeContext, token: ServedToken, topLogprobs: num
     return { token: asTokenIds ? `token_id:${tokenId}` : text, logprob: Math.max(logprob, minimumLogprob), bytes: [...Buffer.from(text, 'utf8')] };
   };
   return { ...entry(token.tokenId, token.logprob), top_logprobs: token.top.slice(0, topLogprobs).map((candidate) => entry(candidate.tokenId, candidate.logprob)) };
-}
-
-/** Where a tool call begins in streamed text, if one has. */
-function callStart(text: string, markers: readonly string[], onlyAtStart: boolean): number | undefined {
-  if (onlyAtStart) {
-    const trimmed = text.trimStart();
-    if (trimmed === '') return undefined;
-    return markers.some((marker) => trimmed.startsWith(marker)) ? 0 : undefined;
-  }
-  const found = markers.map((marker) => text.indexOf(marker)).filter((index) => index >= 0);
-  return found.length > 0 ? Math.min(...found) : undefined;
-}
-
-/** How much of the text can stream: all but a tail that could still grow into a marker (or all whitespace, for start-only formats). */
-function safeEnd(text: string, markers: readonly string[], onlyAtStart: boolean): number {
-  if (onlyAtStart) return text.trim() === '' ? 0 : text.length;
-  let end = text.length;
-  for (const marker of markers) {
-    for (let length = Math.min(marker.length - 1, text.length); length > 0; length--) {
-      if (text.endsWith(marker.slice(0, length))) {
-        end = Math.min(end, text.length - length);
-        break;
-      }
-    }
-  }
-  return end;
 }
