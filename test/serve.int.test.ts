@@ -154,7 +154,7 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
   it('batches concurrent requests without changing any sample, and counts them in /metrics under vLLM names', async () => {
     const prompts = [[10, 20, 30], [40, 50, 60, 70, 80], [90], [100, 110]];
     const request = (prompt: number[], seed: number) => ({ prompt, max_tokens: 8, temperature: 0.9, seed, logprobs: 0, return_token_ids: true });
-    const alone = [];
+    const alone: any[] = [];
     for (const [index, prompt] of prompts.entries()) alone.push((await post('/v1/completions', request(prompt, index))).body.choices[0]);
     const before = await metricsText();
     const together = (await Promise.all(prompts.map((prompt, index) => post('/v1/completions', request(prompt, index))))).map((reply) => reply.body.choices[0]);
@@ -170,6 +170,36 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(after).toMatch(/^vllm:num_requests_running\{model_name="[^"]+",engine="0"\} 0$/m);
     expect(after).toMatch(/^vllm:num_requests_waiting\{model_name="[^"]+",engine="0"\} 0$/m);
     expect(after).toContain('vllm:time_to_first_token_seconds_bucket');
+  });
+
+  it('ends at a stop string as vLLM does: text cut before it, finish_reason stop, stop_reason the string', async () => {
+    const request = { prompt: 'Once upon a time', max_tokens: 24, temperature: 1, seed: 21, return_token_ids: true, ignore_eos: true };
+    const free = (await post('/v1/completions', request)).body.choices[0];
+    // A stop string taken from the middle of the unstopped text (random weights: whatever it wrote).
+    const characters = [...free.text as string];
+    const stop = characters.slice(Math.floor(characters.length / 2), Math.floor(characters.length / 2) + 1).join('');
+    const stopped = (await post('/v1/completions', { ...request, stop: [stop] })).body.choices[0];
+    expect(stopped.finish_reason).toBe('stop');
+    expect(stopped.stop_reason).toBe(stop);
+    expect(stopped.text).toBe(free.text.slice(0, free.text.indexOf(stop)));
+    expect(free.token_ids.slice(0, stopped.token_ids.length)).toEqual(stopped.token_ids);
+    expect(stopped.token_ids.length).toBeLessThan(free.token_ids.length);
+    const kept = (await post('/v1/completions', { ...request, stop: [stop], include_stop_str_in_output: true })).body.choices[0];
+    expect(kept.text).toBe(`${stopped.text}${stop}`);
+  });
+
+  it('echoes a text prompt without generating (max_tokens 0), its logprobs those of prompt_logprobs', async () => {
+    const { status, body } = await post('/v1/completions', { prompt: 'Hello there', max_tokens: 0, echo: true, logprobs: 1, prompt_logprobs: 1 });
+    expect(status).toBe(200);
+    const choice = body.choices[0];
+    expect(choice.text).toBe('Hello there');
+    expect(body.usage).toMatchObject({ prompt_tokens: 11, completion_tokens: 0 });
+    expect(choice.logprobs.token_logprobs[0]).toBeNull();
+    const promptIds = [...Buffer.from('Hello there', 'utf8')];
+    choice.logprobs.token_logprobs.slice(1).forEach((logprob: number, index: number) => {
+      expect(logprob).toBe(choice.prompt_logprobs[index + 1][String(promptIds[index + 1])].logprob);
+    });
+    expect(choice.logprobs.tokens.join('')).toBe('Hello there');
   });
 
   it('answers /health and /version', async () => {

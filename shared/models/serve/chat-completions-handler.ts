@@ -111,6 +111,7 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
     stopTokenIds: request.stop_token_ids ?? [],
     ignoreEos: request.ignore_eos === true,
     includeStopStringInOutput: request.include_stop_str_in_output === true,
+    keepSpecialTokens: request.skip_special_tokens === false,
     signal,
     onToken: stream
       ? ({ delta, token }) => {

@@ -156,6 +156,7 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
     stopTokenIds: request.stop_token_ids ?? [],
     ignoreEos: request.ignore_eos === true,
     includeStopStringInOutput: request.include_stop_str_in_output === true,
+    keepSpecialTokens: request.skip_special_tokens === false,
     onToken,
     signal,
   });

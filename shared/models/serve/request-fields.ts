@@ -17,6 +17,8 @@ export const samplingFieldsSchema = z.object({
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).loose().nullish(),
   return_tokens_as_token_ids: z.boolean().nullish(),
+  /** vLLM: false keeps special tokens (e.g. `<|im_end|>`) in the text. Default true. */
+  skip_special_tokens: z.boolean().nullish(),
 });
 
 /** Parses a request body, answering 400 with the field that is wrong (vLLM's validation error shape). */

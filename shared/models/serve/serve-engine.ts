@@ -43,6 +43,8 @@ export interface ServeGenerationRequest {
   stopTokenIds: number[];
   ignoreEos: boolean;
   includeStopStringInOutput: boolean;
+  /** Keep special tokens in the text (vLLM `skip_special_tokens: false`). Default false. */
+  keepSpecialTokens?: boolean;
   /**
    * Every generated token as it is chosen, with the visible text it adds (for streaming): ''
    * while a multi-byte character is incomplete or after a stop string; `last` on the final token.
@@ -134,7 +136,7 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
       onToken: (tokenId, score) => {
         tokenTimes.push(performance.now());
         generatedIds.push(tokenId);
-        const text = model.tokenizer.decode(generatedIds);
+        const text = model.tokenizer.decode(generatedIds, { keepSpecialTokens: request.keepSpecialTokens === true });
         if (stops.length > 0 && !stopAt) stopAt = firstStop(text, stops);
         const last = stopAt !== undefined || stopTokenIds.includes(tokenId) || generatedIds.length >= request.maxTokens;
         // A trailing U+FFFD may be half a multi-byte character: wait for the rest unless this is the end.
@@ -168,7 +170,7 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   return {
     promptIds: request.promptIds,
     tokenIds: result.tokenIds,
-    text: visibleText(model.tokenizer.decode(result.tokenIds)),
+    text: visibleText(model.tokenizer.decode(result.tokenIds, { keepSpecialTokens: request.keepSpecialTokens === true })),
     tokens,
     finishReason: result.finishReason,
     stopReason,
