@@ -202,6 +202,29 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(choice.logprobs.tokens.join('')).toBe('Hello there');
   });
 
+  it('streams completions: text and per-token logprobs add up to the non-streamed answer', async () => {
+    const request = { prompt: [[3, 4, 5], [6, 7]], max_tokens: 9, temperature: 1, seed: 8, logprobs: 1, return_tokens_as_token_ids: true };
+    const whole = (await post('/v1/completions', request)).body;
+    const response = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...request, stream: true, stream_options: { include_usage: true } }),
+    });
+    const events = (await response.text()).split('\n\n').filter((event) => event.startsWith('data: ')).map((event) => event.slice('data: '.length));
+    expect(events[events.length - 1]).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((event) => JSON.parse(event));
+    for (const index of [0, 1]) {
+      const mine = chunks.flatMap((chunk) => chunk.choices.filter((choice: any) => choice.index === index));
+      expect(mine.map((choice: any) => choice.text).join('')).toBe(whole.choices[index].text);
+      expect(mine.flatMap((choice: any) => choice.logprobs?.tokens ?? [])).toEqual(whole.choices[index].logprobs.tokens);
+      expect(mine.flatMap((choice: any) => choice.logprobs?.token_logprobs ?? [])).toEqual(whole.choices[index].logprobs.token_logprobs);
+      expect(mine[mine.length - 1].finish_reason).toBe(whole.choices[index].finish_reason);
+    }
+    expect(chunks[chunks.length - 1]).toMatchObject({ choices: [], usage: whole.usage });
+    const refused = await post('/v1/completions', { ...request, stream: true, prompt_logprobs: 1 });
+    expect(refused.status).toBe(400);
+  });
+
   it('answers /health and /version', async () => {
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
     expect(((await (await fetch(`${server.url}/version`)).json()) as any).version).toMatch(/^hat-serve /);
