@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
 import { chatMessageSchema } from '../../trajectory/messages';
-import type { ToolCallParseResult } from '../../text/tool-parsers';
+import type { ToolCallParser, ToolCallParseResult } from '../../text/tool-parsers';
 import { checkModelName, usageOf } from './completions-handler';
 import { parseBody, samplingFieldsSchema, stopList } from './request-fields';
 import { minimumLogprob, runGeneration, type ServeContext, type ServedToken } from './serve-engine';
@@ -125,9 +125,7 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
       : undefined,
   });
 
-  const parsed: ToolCallParseResult = parser ? parser.parse(generation.text, { tools }) : { content: generation.text, toolCalls: [], malformed: [] };
-  const finishReason = parsed.toolCalls.length > 0 && generation.finishReason === 'stop' ? 'tool_calls' : generation.finishReason;
-  const hatFields = parser && parsed.malformed.length > 0 ? { hat_malformed_tool_calls: parsed.malformed } : {};
+  const { parsed, finishReason, hatFields } = assistantOutput(generation.text, generation.finishReason, parser, tools);
   if (stream) {
     const remainder = parser ? gate.remainder(parsed.content) : gate.push('');
     if (remainder !== '' || pending.length > 0) stream.send(chunk({ content: remainder }, { logprobs: wantsLogprobs && pending.length > 0 ? logprobsOf(pending) : null }));
@@ -151,7 +149,7 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
         index: 0,
         message: {
           role: 'assistant',
-          content: parser ? parsed.content : generation.text,
+          content: parsed.content,
           refusal: null,
           annotations: null,
           audio: null,
@@ -172,6 +170,26 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
     prompt_logprobs: null,
     ...(request.return_token_ids === true ? { prompt_token_ids: promptIds } : {}),
     kv_transfer_params: null,
+  };
+}
+
+/**
+ * The assistant message parts of a generated text: with a parser, content and tool calls split
+ * by it (finish_reason `tool_calls` when a call ended the turn, as vLLM) and malformed calls
+ * listed in the non-standard `hat_malformed_tool_calls`; without one, the text is the content.
+ */
+export function assistantOutput(
+  text: string,
+  generationFinish: 'stop' | 'length',
+  parser: ToolCallParser | null,
+  tools: ToolSpec[] | undefined,
+): { parsed: ToolCallParseResult; finishReason: 'stop' | 'length' | 'tool_calls'; hatFields: { hat_malformed_tool_calls?: ToolCallParseResult['malformed'] } } {
+  if (!parser) return { parsed: { content: text, toolCalls: [], malformed: [] }, finishReason: generationFinish, hatFields: {} };
+  const parsed = parser.parse(text, { tools });
+  return {
+    parsed,
+    finishReason: parsed.toolCalls.length > 0 && generationFinish === 'stop' ? 'tool_calls' : generationFinish,
+    hatFields: parsed.malformed.length > 0 ? { hat_malformed_tool_calls: parsed.malformed } : {},
   };
 }
 

@@ -60,8 +60,10 @@ describe('GenerationScheduler', () => {
         for (let hop = 0; hop < hops; hop++) await null;
         return scheduler.generate({ promptIds: [7], seed: 's', settings: settings(1) });
       })();
-      const timeout = new Promise((resolve) => setTimeout(() => resolve('left waiting'), 2000));
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise((resolve) => (timer = setTimeout(() => resolve('left waiting'), 2000)));
       await expect(Promise.race([chained, timeout])).resolves.toMatchObject({ tokenIds: [1] });
+      clearTimeout(timer);
     }
     await scheduler.drained();
     expect(scheduler.counts).toEqual({ waiting: 0, running: 0 });
