@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
+import { createModelClient } from '../shared/models/model-registry';
 import { startServeServer, type ServeServer } from '../shared/models/serve';
 
 /**
@@ -223,6 +224,21 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(chunks[chunks.length - 1]).toMatchObject({ choices: [], usage: whole.usage });
     const refused = await post('/v1/completions', { ...request, stream: true, prompt_logprobs: 1 });
     expect(refused.status).toBe(400);
+  });
+
+  it("serves the project's own OpenAI client (streaming chat) with the in-process chat's answer for the same seed", async () => {
+    const client = createModelClient({ adapter: 'openai', baseUrl: server.baseUrl, model: server.modelId });
+    try {
+      const request = { messages: [{ role: 'user' as const, content: 'Hello?' }], maxTokens: 10, temperature: 1, seed: 77, logprobs: true };
+      const served = await client.chat(request);
+      const local = await inProcess.chat(request);
+      expect(served.message.content).toBe(local.message.content);
+      expect(served.finishReason).toBe(local.finishReason);
+      expect(served.usage).toMatchObject({ promptTokens: local.usage.promptTokens, completionTokens: local.usage.completionTokens });
+      expect(served.logprobs!.map((token) => token.logprob)).toEqual(local.logprobs!.map((token) => expect.closeTo(token.logprob, 4)));
+    } finally {
+      await client.close?.();
+    }
   });
 
   it('answers /health and /version', async () => {
