@@ -241,6 +241,17 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     }
   });
 
+  it('passes chat_template_kwargs to the template (Qwen3 enable_thinking), in chat and /tokenize', async () => {
+    const messages = [{ role: 'user', content: 'Quick answer.' }];
+    const plain = (await post('/tokenize', { messages })).body.tokens as number[];
+    const noThinking = (await post('/tokenize', { messages, chat_template_kwargs: { enable_thinking: false } })).body.tokens as number[];
+    const decode = async (tokens: number[]): Promise<string> => (await post('/detokenize', { tokens })).body.prompt;
+    expect(noThinking.slice(0, plain.length)).toEqual(plain);
+    expect(await decode(noThinking.slice(plain.length))).toBe('<think>\n\n</think>\n\n');
+    const chat = await post('/v1/chat/completions', { messages, chat_template_kwargs: { enable_thinking: false }, max_tokens: 2, return_token_ids: true });
+    expect(chat.body.prompt_token_ids).toEqual(noThinking);
+  });
+
   it('answers /health and /version', async () => {
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
     expect(((await (await fetch(`${server.url}/version`)).json()) as any).version).toMatch(/^hat-serve /);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
 import { chatMessageSchema } from '../../trajectory/messages';
 import type { ToolCallParser, ToolCallParseResult } from '../../text/tool-parsers';
+import { chatPromptIds } from './chat-prompt';
 import { checkModelName, usageOf } from './completions-handler';
 import { parseBody, samplingFieldsSchema, stopList } from './request-fields';
 import { minimumLogprob, runGeneration, type ServeContext, type ServedToken } from './serve-engine';
@@ -53,9 +54,6 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
   const request = parseBody(chatCompletionRequestSchema, body);
   checkModelName(context, request.model);
   if ((request.n ?? 1) !== 1) throw new ServeRequestError(400, 'hat serve samples one sequence per request: n must be 1', 'n');
-  if (request.chat_template_kwargs && Object.keys(request.chat_template_kwargs).length > 0) {
-    throw new ServeRequestError(400, 'hat serve renders the template with messages, tools and add_generation_prompt only; drop chat_template_kwargs', 'chat_template_kwargs');
-  }
   const toolChoice = request.tool_choice ?? (request.tools && request.tools.length > 0 ? 'auto' : 'none');
   if (toolChoice !== 'none' && toolChoice !== 'auto') {
     throw new ServeRequestError(400, 'hat serve has no guided decoding: tool_choice must be "auto" or "none"', 'tool_choice');
@@ -69,13 +67,7 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
     type: 'function',
     function: { name: tool.function.name, ...(tool.function.description ? { description: tool.function.description } : {}), parameters: tool.function.parameters ?? {} },
   }));
-  const { model } = context.served;
-  let promptIds: number[];
-  try {
-    promptIds = model.tokenizer.encode(model.renderer.render(messages, { tools, addGenerationPrompt: request.add_generation_prompt ?? true }));
-  } catch (error) {
-    throw new ServeRequestError(400, `the chat template failed to render these messages: ${(error as Error).message}`, 'messages');
-  }
+  const promptIds = chatPromptIds(context, messages, tools, request.add_generation_prompt ?? true, request.chat_template_kwargs);
   const maxModelLength = context.served.maxModelLength;
   const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? (maxModelLength === null ? 256 : Math.max(1, maxModelLength - promptIds.length));
   const parser = toolChoice === 'auto' && tools && tools.length > 0 ? context.toolParser : null;

@@ -5,6 +5,7 @@ import { BadInputError } from '../../errors';
 import { ensureDummyModel, type DummyModelOptions } from '../onnx/ensure-dummy-model';
 import { OnnxModelClient, type LoadedOnnxModel } from '../onnx/onnx-model-client';
 import { readJsonObject } from '../onnx/tokenizer-source';
+import type { ChatTemplateSource } from '../../text/chat-template';
 
 /**
  * What `hat serve` serves: an ONNX model directory (Optimum decoder layout), or `dummy:` for a
@@ -66,20 +67,34 @@ export interface ServedModel {
   maxModelLength: number | null;
   /** The chat template's text (tool-call format detection). */
   chatTemplateText: string;
+  /** The chat template as stored (one text, or named texts), for renders with template kwargs. */
+  chatTemplateSource: ChatTemplateSource;
+  tokenizerConfig: Record<string, unknown>;
 }
 
 /** Loads a model directory for serving. */
 export async function loadServedModel(modelDir: string, options: { modelId?: string; intraOpThreads?: number } = {}): Promise<ServedModel> {
   const client = new OnnxModelClient({ modelDir, modelId: options.modelId, intraOpThreads: options.intraOpThreads });
   const model = await client.load();
+  const tokenizerConfig = readJsonObject(join(modelDir, 'tokenizer_config.json'));
   return {
     client,
     model,
     modelId: client.modelId,
     modelDir: resolve(modelDir),
     maxModelLength: maxModelLengthOf(modelDir),
-    chatTemplateText: chatTemplateTextOf(modelDir, readJsonObject(join(modelDir, 'tokenizer_config.json'))),
+    chatTemplateText: chatTemplateTextOf(modelDir, tokenizerConfig),
+    chatTemplateSource: chatTemplateSourceOf(modelDir, tokenizerConfig),
+    tokenizerConfig,
   };
+}
+
+function chatTemplateSourceOf(modelDir: string, tokenizerConfig: Record<string, unknown>): ChatTemplateSource {
+  const file = join(modelDir, 'chat_template.jinja');
+  if (existsSync(file)) return readFileSync(file, 'utf8');
+  const template = tokenizerConfig.chat_template;
+  if (Array.isArray(template)) return template.filter((entry: { name?: unknown; template?: unknown }) => typeof entry?.name === 'string' && typeof entry.template === 'string') as ChatTemplateSource;
+  return typeof template === 'string' ? template : '';
 }
 
 /** The template text the renderer uses (chat_template.jinja beside the model, else tokenizer_config.json's), '' when none. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { chatMessageSchema, toolSpecSchema } from '../../trajectory/messages';
+import { chatPromptIds } from './chat-prompt';
 import { checkModelName } from './completions-handler';
 import { parseBody } from './request-fields';
 import type { ServeContext } from './serve-engine';
@@ -19,6 +20,7 @@ const tokenizeChatSchema = z.object({
   add_generation_prompt: z.boolean().nullish(),
   add_special_tokens: z.boolean().nullish(),
   return_token_strs: z.boolean().nullish(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
 });
 
 const detokenizeSchema = z.object({ model: z.string().nullish(), tokens: z.array(z.number().int().min(0)) });
@@ -38,7 +40,7 @@ export function handleTokenize(context: ServeContext, body: unknown): unknown {
   if (isChat) {
     const request = parseBody(tokenizeChatSchema, body);
     checkModelName(context, request.model);
-    tokens = model.tokenizer.encode(model.renderer.render(request.messages, { tools: request.tools ?? undefined, addGenerationPrompt: request.add_generation_prompt ?? true }));
+    tokens = chatPromptIds(context, request.messages, request.tools ?? undefined, request.add_generation_prompt ?? true, request.chat_template_kwargs);
     returnStrings = request.return_token_strs === true;
   } else {
     const request = parseBody(tokenizeCompletionSchema, body);
