@@ -182,6 +182,9 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
     meanReward: stats.reward.all.mean ?? 0,
     canonicalVariantGap: stats.canonicalVariantGap.gap,
     simulatedPolicy: stats.policy.simulated,
+    ...(stats.policy.tokenExact !== undefined
+      ? { tokenExact: { exact: stats.policy.tokenExact, engine: stats.policy.provider, episodes: stats.tokenExact?.episodes ?? 0, drifted: stats.tokenExact?.drifted ?? 0 } }
+      : {}),
     timing,
   };
 }

@@ -237,8 +237,12 @@ export const rlOutputSchema = z.object({
   meanReward: z.number(),
   /** Mean reward under the canonical harness minus under variants (null without both). */
   canonicalVariantGap: z.number().nullable(),
-  /** True when the policy is a simulation (the stochastic scripted policy). */
+  /** True when the policy is a simulation (the stochastic scripted policy) or has random weights. */
   simulatedPolicy: z.boolean(),
+  /** Model policies: whether records hold the ids as sampled (served token-exact) or re-tokenized chat messages. */
+  tokenExact: z
+    .object({ exact: z.boolean(), engine: z.string(), episodes: z.number().int().nonnegative(), drifted: z.number().int().nonnegative() })
+    .optional(),
   /** Summed part timings (wall time; for benchmarks and logs). */
   timing: rlPartTimingSchema,
 });

@@ -6,9 +6,10 @@ import type { SampledTokens, SampleRequest, TokenSampler } from './token-sampler
 /**
  * A policy or student behind vLLM or SGLang, sampled token-exact: the scoring endpoint's settings
  * (base URL, model, key source, timeouts, retries, concurrency, `dummyWeights`) plus what the
- * server's sampled-token logprobs are.
+ * server's sampled-token logprobs are. Unrefined, so stage configs can extend it; parse configs
+ * with `servedSamplerConfigSchema` (or refine with `checkLogprobsModeOfEngine`).
  */
-export const servedSamplerConfigSchema = remoteScorerConfigSchema
+export const servedSamplerFieldsSchema = remoteScorerConfigSchema
   .extend({
     /**
      * What the server reports as a sampled token's logprob. vLLM: `raw_logprobs` (its default) or
@@ -23,16 +24,20 @@ export const servedSamplerConfigSchema = remoteScorerConfigSchema
      */
     toolCallParser: z.string().min(1).default('auto'),
   })
-  .strict()
-  .superRefine((config, context) => {
-    if (config.engine === 'vllm' && config.logprobsMode === 'tempered_logprobs') {
-      context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'vLLM reports raw_logprobs or processed_logprobs (its --logprobs-mode), not tempered_logprobs' });
-    }
-    if (config.engine === 'sglang' && config.logprobsMode === 'processed_logprobs') {
-      context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'SGLang reports tempered_logprobs (sampled requests) or raw_logprobs, not processed_logprobs' });
-    }
-  });
-export type ServedSamplerConfig = z.infer<typeof servedSamplerConfigSchema>;
+  .strict();
+
+/** Refuses a logprobs mode the engine does not have. */
+export function checkLogprobsModeOfEngine(config: { engine: 'vllm' | 'sglang'; logprobsMode?: EngineLogprobsMode }, context: z.RefinementCtx): void {
+  if (config.engine === 'vllm' && config.logprobsMode === 'tempered_logprobs') {
+    context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'vLLM reports raw_logprobs or processed_logprobs (its --logprobs-mode), not tempered_logprobs' });
+  }
+  if (config.engine === 'sglang' && config.logprobsMode === 'processed_logprobs') {
+    context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'SGLang reports tempered_logprobs (sampled requests) or raw_logprobs, not processed_logprobs' });
+  }
+}
+
+export const servedSamplerConfigSchema = servedSamplerFieldsSchema.superRefine(checkLogprobsModeOfEngine);
+export type ServedSamplerConfig = z.infer<typeof servedSamplerFieldsSchema>;
 export type ServedSamplerConfigInput = z.input<typeof servedSamplerConfigSchema>;
 
 /** The engine's logprobs mode when the config does not state one. */

@@ -10,6 +10,7 @@ import { OnnxModelClient } from '../onnx/onnx-model-client';
 import { OnnxTokenScorer } from '../scoring/onnx-token-scorer';
 import { createOnnxPromptScorer } from '../testing/onnx-prompt-scorer';
 import { OpenAiTestServer, type PromptScorer } from '../testing/openai-test-server';
+import { startServeServer, type ServeServer } from '../serve/serve-server';
 import { InProcessTokenSampler } from './in-process-token-sampler';
 import { ServedTokenSampler, servedSamplerConfigSchema } from './served-token-sampler';
 import { plainTextParser, stopTokenIdsOf, TokenExactEpisode } from './token-exact-episode';
@@ -122,6 +123,39 @@ async function playTurns(sampler: TokenSampler, template: ChatTokenizer, followU
   for (const followUp of followUps) environmentTexts.push(`\n<|im_start|>user\n${followUp}<|im_end|>\n<|im_start|>assistant\n`);
   return { episode, messages, view: episode.view(messages, []), environmentTexts };
 }
+
+describe('through hat serve (vLLM-compatible, in-process)', () => {
+  let serve: ServeServer;
+  let processed: ServeServer;
+  beforeAll(async () => {
+    serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
+    processed = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1, logprobsMode: 'processed_logprobs' });
+  });
+  afterAll(async () => {
+    await serve?.close();
+    await processed?.close();
+  });
+
+  const sampler = (server: ServeServer, logprobsMode: 'raw_logprobs' | 'processed_logprobs') =>
+    new ServedTokenSampler(servedSamplerConfigSchema.parse({ engine: 'vllm', baseUrl: server.baseUrl, model: 'policy', maxRetries: 0, logprobsMode }));
+
+  it.each([
+    ['raw_logprobs', 'raw_logprobs', 'raw'],
+    ['processed_logprobs', 'tempered_logprobs', 'tempered'],
+  ] as const)('same prompt and seed: sampled ids and %s logprobs equal the in-process decoder\'s', async (servedMode, localMode, kind) => {
+    const promptIds = tokenizer.encode(tokenizer.render(conversation, { addGenerationPrompt: true }));
+    for (const seed of [3, 1234]) {
+      const request = { promptIds, sampling: { temperature: 0.8, topP: 1, topK: 0 }, maxTokens: 12, seed, stopTokenIds: stopTokenIdsOf(tokenizer) };
+      const overHttp = await sampler(servedMode === 'raw_logprobs' ? serve : processed, servedMode).sample(request);
+      const local = await new InProcessTokenSampler(model, localMode).sample(request);
+      expect(overHttp.tokenIds).toEqual(local.tokenIds);
+      expect(overHttp.finishReason).toBe(local.finishReason);
+      overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index]!, 4));
+      expect(overHttp.distribution).toMatchObject({ kind, temperature: kind === 'raw' ? 1 : 0.8, engine: 'vllm' });
+      expect(local.distribution).toMatchObject({ kind, engine: 'onnx' });
+    }
+  });
+});
 
 describe('token-exact episodes', () => {
   it('grow one sequence: prompt + sampled ids + the environment ids as the template renders them, mask on sampled ids only', async () => {
