@@ -18,16 +18,20 @@ describe('hat serve (CLI)', () => {
     const stdout = new PassThrough();
     let printed = '';
     stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
-    const environment = { ...process.env, HAT_LOG_LEVEL: 'error' };
-    const running = runCli(['serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--port', '0', '--cache-dir', cacheDir], new CliContext(stdout, new PassThrough(), environment));
+    const environment = { ...process.env, HAT_LOG_LEVEL: 'error', VLLM_API_KEY: 'sesame' };
+    const argv = ['serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--port', '0', '--cache-dir', cacheDir, '--max-model-len', '512'];
+    const running = runCli(argv, new CliContext(stdout, new PassThrough(), environment));
     let baseUrl: string | undefined;
     for (let attempt = 0; attempt < 600 && !baseUrl; attempt++) {
       await new Promise((resolve) => setTimeout(resolve, 100));
       baseUrl = /hat serve: (http:\/\/\S+\/v1)/.exec(printed)?.[1];
     }
     expect(baseUrl).toBeDefined();
-    const models = (await (await fetch(`${baseUrl}/models`)).json()) as any;
-    expect(models.data[0]).toMatchObject({ hat_dummy_weights: true, logprobs_mode: 'raw_logprobs', hat_tool_call_parser: 'hermes' });
+    // The key comes from VLLM_API_KEY, as with vLLM; /health stays open.
+    expect((await fetch(`${baseUrl}/models`)).status).toBe(401);
+    expect((await fetch(`${baseUrl!.replace(/\/v1$/, '')}/health`)).status).toBe(200);
+    const models = (await (await fetch(`${baseUrl}/models`, { headers: { authorization: 'Bearer sesame' } })).json()) as any;
+    expect(models.data[0]).toMatchObject({ hat_dummy_weights: true, logprobs_mode: 'raw_logprobs', hat_tool_call_parser: 'hermes', max_model_len: 512 });
     expect(printed).toContain('random weights (dummy model)');
     process.emit('SIGTERM');
     expect(await running).toBe(0);

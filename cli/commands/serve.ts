@@ -14,6 +14,8 @@ interface ServeCommandOptions {
   toolCallParser: string;
   cacheDir: string;
   threads?: number;
+  maxModelLen?: number;
+  apiKey?: string;
 }
 
 function integerAtLeast(flag: string, minimum: number): (value: string) => number {
@@ -44,6 +46,8 @@ export const registerServeCommand: RegisterCommand = (program: Command, context:
     .option('--tool-call-parser <name>', 'auto (from the chat template), hermes, qwen3_coder or llama3_json', 'auto')
     .option('--cache-dir <dir>', 'where dummy models are generated', '.hat/models')
     .option('--threads <n>', 'onnxruntime intra-op threads', integerAtLeast('--threads', 1))
+    .option('--max-model-len <n>', 'longest prompt + completion (default: config.json max_position_embeddings)', integerAtLeast('--max-model-len', 1))
+    .option('--api-key <key>', '/v1/* requests must send Authorization: Bearer <key> (default: VLLM_API_KEY, as vLLM)')
     .action(async (model: string, options: ServeCommandOptions) => {
       const server = await startServeServer({
         model,
@@ -56,6 +60,8 @@ export const registerServeCommand: RegisterCommand = (program: Command, context:
         toolCallParser: options.toolCallParser,
         cacheDir: options.cacheDir,
         intraOpThreads: options.threads,
+        maxModelLength: options.maxModelLen,
+        apiKey: options.apiKey ?? context.environment.VLLM_API_KEY,
       });
       const shutdown = nextShutdownSignal();
       context.print(`hat serve: ${server.baseUrl} model ${server.modelId} (${server.modelDir})`);

@@ -33,6 +33,10 @@ export interface ServeServerOptions {
   cacheDir?: string;
   /** onnxruntime intra-op threads. */
   intraOpThreads?: number;
+  /** Longest prompt + completion (vLLM's --max-model-len). Default: config.json max_position_embeddings. */
+  maxModelLength?: number;
+  /** When set, `/v1/*` requests must send `Authorization: Bearer <key>` (vLLM's --api-key). */
+  apiKey?: string;
 }
 
 export interface ServeServer {
@@ -59,6 +63,7 @@ export interface ServeServer {
 export async function startServeServer(options: ServeServerOptions): Promise<ServeServer> {
   const { modelDir } = resolveServeModel(options.model, options.cacheDir);
   const served = await loadServedModel(modelDir, { modelId: options.servedModelName, intraOpThreads: options.intraOpThreads });
+  if (options.maxModelLength !== undefined) served.maxModelLength = options.maxModelLength;
   const metrics = new ServeMetrics(served.modelId);
   const scheduler = new GenerationScheduler(served.model.decoder, options.maxBatchSize ?? 8, (counts) => metrics.setCounts(counts));
   let toolParser: ToolCallParser | null;
@@ -79,7 +84,7 @@ export async function startServeServer(options: ServeServerOptions): Promise<Ser
   };
   const created = Math.floor(Date.now() / 1000);
   const server = http.createServer((request, response) => {
-    handleRequest(context, created, request, response).catch((error: unknown) => sendError(response, ServeRequestError.from(error)));
+    handleRequest(context, created, options.apiKey, request, response).catch((error: unknown) => sendError(response, ServeRequestError.from(error)));
   });
   server.keepAliveTimeout = 5000;
   await new Promise<void>((resolve, reject) => {
@@ -123,9 +128,13 @@ async function readJson(request: http.IncomingMessage): Promise<unknown> {
   }
 }
 
-async function handleRequest(context: ServeContext, created: number, request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
+async function handleRequest(context: ServeContext, created: number, apiKey: string | undefined, request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
   const path = (request.url ?? '/').split('?')[0] ?? '/';
   const method = request.method ?? 'GET';
+  // As vLLM's --api-key: only the OpenAI routes need the key; health, metrics, tokenize stay open.
+  if (apiKey !== undefined && path.startsWith('/v1/') && request.headers.authorization !== `Bearer ${apiKey}`) {
+    return sendJson(response, 401, { error: 'Unauthorized' });
+  }
   if (method === 'GET' && path === '/health') return void response.writeHead(200).end();
   if (method === 'GET' && path === '/version') return sendJson(response, 200, { version: `hat-serve ${version}` });
   if (method === 'GET' && path === '/metrics') {
