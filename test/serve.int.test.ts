@@ -308,13 +308,25 @@ describe('hat serve --logprobs-mode processed_logprobs', () => {
     });
   });
 
-  it('refuses top_p < 1, whose processed logprobs it does not compute', async () => {
+  it('renormalizes over the top-p nucleus too, as the sampler chose it', async () => {
+    const promptIds = [9, 10, 11];
     const response = await fetch(`${server.baseUrl}/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: [1, 2], max_tokens: 2, top_p: 0.9 }),
+      body: JSON.stringify({ prompt: promptIds, max_tokens: 6, temperature: 0.7, top_p: 0.8, seed: 4, logprobs: 0, return_token_ids: true }),
     });
-    expect(response.status).toBe(400);
-    expect(((await response.json()) as any).error.message).toMatch(/processed_logprobs.*top_p/);
+    const choice = ((await response.json()) as any).choices[0];
+    const vocabularySize = (await inProcess.info()).vocabularySize;
+    const expected = await inProcess.generate(promptIds, { maxNewTokens: 6, temperature: 0.7, topP: 0.8, seed: 4, logprobs: true, topLogprobs: vocabularySize });
+    expect(choice.token_ids).toEqual(expected.tokenIds);
+    expected.tokens!.forEach((token, index) => {
+      // The nucleus: the most likely tokens (at temperature 0.7) until their mass reaches 0.8.
+      let mass = 0;
+      for (const entry of token.top!) {
+        mass += Math.exp(entry.logprob);
+        if (mass >= 0.8) break;
+      }
+      expect(choice.logprobs.token_logprobs[index]).toBeCloseTo(token.logprob - Math.log(mass), 3);
+    });
   });
 });

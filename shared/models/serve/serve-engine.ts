@@ -16,6 +16,9 @@ import type { ToolCallParser } from '../../text/tool-parsers';
 export const logprobsModes = ['raw_logprobs', 'processed_logprobs'] as const;
 export type LogprobsMode = (typeof logprobsModes)[number];
 
+/** Most alternatives tracked per token to find a top-p nucleus for processed_logprobs. */
+export const processedNucleusLimit = 1024;
+
 /** vLLM writes -inf logprobs as this (JSON has no infinity). */
 export const minimumLogprob = -9999.0;
 
@@ -85,13 +88,6 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   const received = performance.now();
   const topK = request.topK > 0 ? request.topK : 0;
   const processed = context.logprobsMode === 'processed_logprobs';
-  if (processed && request.topP < 1) {
-    throw new ServeRequestError(
-      400,
-      'hat serve computes processed_logprobs for top_k truncation only; send top_p = 1, or start the server with --logprobs-mode raw_logprobs',
-      'top_p',
-    );
-  }
   if (request.maxTokens < 1) throw new ServeRequestError(400, `max_tokens must be at least 1, got ${request.maxTokens}.`, 'max_tokens');
   const maxModelLength = context.served.maxModelLength;
   if (maxModelLength !== null && request.promptIds.length + request.maxTokens > maxModelLength) {
@@ -116,6 +112,8 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   let stopAt: { index: number; stop: string } | undefined;
   const visibleText = (text: string): string => (stopAt ? text.slice(0, stopAt.index + (request.includeStopStringInOutput ? stopAt.stop.length : 0)) : text);
   const seed = request.seed === undefined ? randomUUID() : String(request.seed);
+  const truncation = { topK, topP: request.topP };
+  let failure: unknown;
   let result: GenerationResult;
   try {
     result = await context.scheduler.generate({
@@ -126,8 +124,8 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
         temperature: request.temperature,
         topP: request.topP,
         topK,
-        // processed_logprobs over top-k needs the kept set's mass: its k logprobs.
-        topLogprobs: processed && topK > 0 ? Math.max(topK, request.topLogprobs) : request.topLogprobs,
+        // processed_logprobs need the kept set's mass: the top k, or enough alternatives to hold the nucleus.
+        topLogprobs: processed && (topK > 0 || request.topP < 1) ? Math.max(topK > 0 ? topK : processedNucleusLimit, request.topLogprobs) : request.topLogprobs,
         stopTokenIds,
       },
       onStart: () => {
@@ -143,15 +141,21 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
         const visible = text.endsWith('\uFFFD') && !last ? emitted : visibleText(text);
         const delta = visible.startsWith(emitted) ? visible.slice(emitted.length) : '';
         emitted = visible;
-        if (request.onToken && score) {
-          request.onToken({ delta, token: servedToken(score, logprobTemperatureOf(request.temperature), context.logprobsMode, topK, request.topLogprobs), last });
+        if (request.onToken && score && !failure) {
+          try {
+            request.onToken({ delta, token: servedToken(score, logprobTemperatureOf(request.temperature), context.logprobsMode, truncation, request.topLogprobs), last });
+          } catch (error) {
+            // Thrown in the decoder's loop it would fail every row of the batch: this row stops instead.
+            failure = error;
+          }
         }
       },
-      shouldStop: () => stopAt !== undefined || request.signal?.aborted === true,
+      shouldStop: () => stopAt !== undefined || failure !== undefined || request.signal?.aborted === true,
     });
   } catch (error) {
     throw ServeRequestError.from(error);
   }
+  if (failure) throw failure;
   const finished = performance.now();
   const lastId = result.tokenIds[result.tokenIds.length - 1];
   const stopReason = stopAt ? stopAt.stop : lastId !== undefined && request.stopTokenIds.includes(lastId) && !eos.includes(lastId) ? lastId : null;
@@ -166,7 +170,7 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
     tokenGapsSeconds: tokenTimes.slice(1).map((time, index) => (time - (tokenTimes[index] as number)) / 1000),
   });
   const requestedTop = request.topLogprobs;
-  const tokens = (result.tokens ?? []).map((token) => servedToken(token, result.logprobTemperature, context.logprobsMode, topK, requestedTop));
+  const tokens = (result.tokens ?? []).map((token) => servedToken(token, result.logprobTemperature, context.logprobsMode, truncation, requestedTop));
   return {
     promptIds: request.promptIds,
     tokenIds: result.tokenIds,
@@ -184,15 +188,29 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
  * sampling temperature T and at temperature 1, and alternatives at T; raw alternatives follow
  * from logits being T × tempered logprobs up to a constant: raw_i = raw_s + T (tempered_i - tempered_s).
  */
-export function servedToken(token: TokenScore, temperature: number, mode: LogprobsMode, topK: number, topLogprobs: number): ServedToken {
+export function servedToken(token: TokenScore, temperature: number, mode: LogprobsMode, truncation: { topK: number; topP: number }, topLogprobs: number): ServedToken {
   const top = token.top ?? [];
   if (mode === 'raw_logprobs') {
     const toRaw = (tempered: number): number => (temperature === 1 ? tempered : token.rawLogprob + temperature * (tempered - token.logprob));
     return { tokenId: token.tokenId, logprob: token.rawLogprob, top: top.slice(0, topLogprobs).map((entry) => ({ tokenId: entry.tokenId, logprob: toRaw(entry.logprob) })) };
   }
-  if (topK === 0) return { tokenId: token.tokenId, logprob: token.logprob, top: top.slice(0, topLogprobs).map((entry) => ({ ...entry })) };
-  // Renormalized over the k kept tokens (the decoder was asked for at least k alternatives).
-  const kept = top.slice(0, topK);
+  if (truncation.topK === 0 && truncation.topP >= 1) return { tokenId: token.tokenId, logprob: token.logprob, top: top.slice(0, topLogprobs).map((entry) => ({ ...entry })) };
+  // Renormalized over the kept set, found as the sampler finds it: the top k, then the shortest
+  // prefix holding top_p of their mass (of the whole vocabulary's when top-k is off).
+  let kept = truncation.topK > 0 ? top.slice(0, truncation.topK) : top;
+  if (truncation.topP < 1) {
+    const target = truncation.topP * (truncation.topK > 0 ? kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0) : 1);
+    let mass = 0;
+    const end = kept.findIndex((entry) => (mass += Math.exp(entry.logprob)) >= target);
+    if (end < 0 && truncation.topK === 0) {
+      throw new ServeRequestError(
+        400,
+        `processed_logprobs: the top_p ${truncation.topP} nucleus holds more than ${processedNucleusLimit} tokens at this step, more than hat serve tracks; lower top_p, add top_k, or use --logprobs-mode raw_logprobs`,
+        'top_p',
+      );
+    }
+    kept = end < 0 ? kept : kept.slice(0, end + 1);
+  }
   const logMass = Math.log(kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0));
   const keptIds = new Set(kept.map((entry) => entry.tokenId));
   const processed = (tokenId: number, tempered: number): number => (keptIds.has(tokenId) ? tempered - logMass : minimumLogprob);
