@@ -252,6 +252,22 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(chat.body.prompt_token_ids).toEqual(noThinking);
   });
 
+  it('with tools, streamed and non-streamed chat agree on content, tool calls and malformed calls', async () => {
+    const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }];
+    for (const seed of [1, 2, 3]) {
+      const request = { messages: [{ role: 'user', content: 'Use a tool.' }], tools, max_tokens: 40, temperature: 1, seed };
+      const whole = (await post('/v1/chat/completions', request)).body.choices[0];
+      const response = await fetch(`${server.baseUrl}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...request, stream: true }) });
+      const chunks = (await response.text()).split('\n\n').filter((event) => event.startsWith('data: {')).map((event) => JSON.parse(event.slice('data: '.length)));
+      const deltas = chunks.flatMap((chunk) => chunk.choices.map((choice: any) => choice.delta));
+      expect(deltas.map((delta) => delta.content ?? '').join('')).toBe(whole.message.content ?? '');
+      expect(deltas.flatMap((delta) => delta.tool_calls ?? []).map((call: any) => call.function)).toEqual(whole.message.tool_calls.map((call: any) => call.function));
+      expect(deltas.find((delta) => delta.hat_malformed_tool_calls)?.hat_malformed_tool_calls).toEqual(whole.message.hat_malformed_tool_calls);
+      // Text that opens a call without completing it is listed, never dropped.
+      if ((whole.message.content ?? '').includes('<tool_call>')) expect(whole.message.hat_malformed_tool_calls.length).toBeGreaterThan(0);
+    }
+  });
+
   it('answers /health and /version', async () => {
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
     expect(((await (await fetch(`${server.url}/version`)).json()) as any).version).toMatch(/^hat-serve /);

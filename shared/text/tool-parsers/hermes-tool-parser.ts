@@ -1,4 +1,4 @@
-import { argumentsJson, isPlainObject, joinContent, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
+import { argumentsJson, isPlainObject, contentAround, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
 import type { ToolCall } from '../../trajectory/messages';
 
 const open = '<tool_call>';
@@ -43,7 +43,7 @@ export const hermesToolParser: ToolCallParser = {
       }
       cursor = end + close.length;
     }
-    return { content: joinContent(pieces), toolCalls, malformed };
+    return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
   },
 };
 

@@ -1,6 +1,6 @@
 import type { ToolCall } from '../../trajectory/messages';
 import { parseJsonCall } from './hermes-tool-parser';
-import { joinContent, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
+import { contentAround, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
 
 const pythonTag = '<|python_tag|>';
 
@@ -19,9 +19,9 @@ export const llama3JsonToolParser: ToolCallParser = {
     const trimmed = text.trimStart();
     const tagged = trimmed.startsWith(pythonTag);
     const body = (tagged ? trimmed.slice(pythonTag.length) : trimmed).trim();
-    if (!tagged && !body.startsWith('{')) return { content: joinContent([text]), toolCalls: [], malformed: [] };
+    if (!tagged && !body.startsWith('{')) return { content: contentAround(text, [text], 0), toolCalls: [], malformed: [] };
     if (!body.startsWith('{')) {
-      return { content: joinContent([text]), toolCalls: [], malformed: [{ text, reason: 'built-in tool call syntax (<|python_tag|>tool.call(...)) is not supported; use JSON calls', truncated: false }] };
+      return { content: contentAround(text, [text], 0), toolCalls: [], malformed: [{ text, reason: 'built-in tool call syntax (<|python_tag|>tool.call(...)) is not supported; use JSON calls', truncated: false }] };
     }
     const objects = splitJsonObjects(body);
     const toolCalls: ToolCall[] = [];
@@ -43,7 +43,7 @@ export const llama3JsonToolParser: ToolCallParser = {
       malformed.push({ text: objects.trailing, reason: 'text after the JSON tool calls', truncated: false });
       leftover.push(objects.trailing);
     }
-    return { content: joinContent(leftover), toolCalls, malformed };
+    return { content: contentAround(text, leftover, toolCalls.length), toolCalls, malformed };
   },
 };
 

@@ -1,5 +1,5 @@
 import type { ToolCall, ToolSpec } from '../../trajectory/messages';
-import { isPlainObject, joinContent, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
+import { isPlainObject, contentAround, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
 
 const open = '<tool_call>';
 const close = '</tool_call>';
@@ -51,7 +51,7 @@ export const qwen3CoderToolParser: ToolCallParser = {
       if (end < 0) break;
       cursor = end + close.length;
     }
-    return { content: joinContent(pieces), toolCalls, malformed };
+    return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
   },
 };
 

@@ -12,7 +12,7 @@ export interface MalformedToolCall {
 
 /** A model output split into text and tool calls. */
 export interface ToolCallParseResult {
-  /** Everything that did not become a tool call (malformed calls included, verbatim), trimmed; null when empty. */
+  /** Everything that did not become a tool call (malformed calls included, verbatim); null when empty. See contentAround. */
   content: string | null;
   /** OpenAI shape; `arguments` is a JSON string of an object. */
   toolCalls: ToolCall[];
@@ -42,8 +42,13 @@ export function toolCallId(text: string, index: number, options: ToolCallParseOp
   return `${options?.idPrefix ?? `call_${shortHash(text, 10)}_`}${index}`;
 }
 
-/** Joins the content pieces around tool calls; whitespace-only content is none. */
-export function joinContent(pieces: string[]): string | null {
+/**
+ * The content of an output: with tool calls, the text around them joined and trimmed (the
+ * newlines that separate calls are markup); without any, the text exactly as generated, so
+ * streamed and non-streamed replies agree. Whitespace-only content is none.
+ */
+export function contentAround(text: string, pieces: string[], toolCallCount: number): string | null {
+  if (toolCallCount === 0) return text.trim() === '' ? null : text;
   const content = pieces.join('').trim();
   return content === '' ? null : content;
 }
