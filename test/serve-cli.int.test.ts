@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -36,6 +38,19 @@ describe('hat serve (CLI)', () => {
     process.emit('SIGTERM');
     expect(await running).toBe(0);
     await expect(fetch(`${baseUrl}/models`)).rejects.toThrow();
+  });
+
+  it('refuses a port already in use with exit code 2, naming the port', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+    const port = String((blocker.address() as AddressInfo).port);
+    try {
+      const result = await runHatInProcess(process.env, 'serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--cache-dir', cacheDir, '--port', port);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(new RegExp(`SERVE_LISTEN_FAILED.*:${port} \\(EADDRINUSE\\)`));
+    } finally {
+      blocker.close();
+    }
   });
 
   it.each([

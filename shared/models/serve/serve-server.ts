@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { BadInputError } from '../../errors';
 import { version } from '../../version';
 import { handleChatCompletion } from './chat-completions-handler';
 import { handleCompletion } from './completions-handler';
@@ -87,10 +88,16 @@ export async function startServeServer(options: ServeServerOptions): Promise<Ser
     handleRequest(context, created, options.apiKey, request, response).catch((error: unknown) => sendError(response, ServeRequestError.from(error)));
   });
   server.keepAliveTimeout = 5000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+    });
+  } catch (error) {
+    await served.client.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new BadInputError('SERVE_LISTEN_FAILED', `cannot listen on ${options.host ?? '127.0.0.1'}:${options.port ?? 0} (${code ?? (error as Error).message}); pick another --port or --host`, { cause: error });
+  }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${address.port}`;
