@@ -100,6 +100,12 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(tooMany.body.error.message).toContain('greater than max allowed: 20');
     const wrongModel = await post('/v1/completions', { model: 'other', prompt: [1], max_tokens: 1 });
     expect(wrongModel.status).toBe(404);
+    // Sampling features it does not implement are refused, not ignored (defaults pass).
+    const penalty = await post('/v1/completions', { prompt: [1], max_tokens: 1, repetition_penalty: 1.2 });
+    expect(penalty.status).toBe(400);
+    expect(penalty.body.error).toMatchObject({ param: 'repetition_penalty', message: expect.stringContaining('does not implement repetition_penalty') });
+    expect((await post('/v1/completions', { prompt: [1], max_tokens: 1, repetition_penalty: 1, presence_penalty: 0 })).status).toBe(200);
+    expect((await post('/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 1, response_format: { type: 'json_object' } })).status).toBe(400);
     const outOfVocabulary = await post('/v1/completions', { prompt: [1, 999999], max_tokens: 1 });
     expect(outOfVocabulary.status).toBe(400);
     expect(outOfVocabulary.body.error.message).toContain('999999');
