@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { createModelClient } from '../shared/models/model-registry';
 import { startServeServer, type ServeServer } from '../shared/models/serve';
@@ -350,5 +351,37 @@ describe('hat serve --logprobs-mode processed_logprobs', () => {
       }
       expect(choice.logprobs.token_logprobs[index]).toBeCloseTo(token.logprob - Math.log(mass), 3);
     });
+  });
+});
+
+describe('hat serve with a generation_config.json', () => {
+  let directory: string;
+  let server: ServeServer;
+  let inProcess: OnnxModelClient;
+
+  beforeAll(async () => {
+    directory = mkdtempSync(join(tmpdir(), 'hat-serve-genconfig-'));
+    const modelDir = makeDummyDecoder({ outDir: join(directory, 'model'), tokenizer: 'bytes', layers: 1, hidden: 16, heads: 2, kvHeads: 1, seed: 'genconfig' }).outDir;
+    writeFileSync(join(modelDir, 'generation_config.json'), JSON.stringify({ temperature: 0.4, top_k: 5, top_p: 0.9 }));
+    server = await startServeServer({ model: modelDir });
+    inProcess = new OnnxModelClient({ modelDir });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await inProcess?.close();
+    rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('samples with its temperature, top_k and top_p when the request leaves them out, as vLLM does', async () => {
+    const promptIds = [30, 31, 32];
+    const response = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: promptIds, max_tokens: 12, seed: 6, return_token_ids: true, ignore_eos: true }),
+    });
+    const choice = ((await response.json()) as any).choices[0];
+    const expected = await inProcess.generate(promptIds, { maxNewTokens: 12, temperature: 0.4, topK: 5, topP: 0.9, seed: 6, stopTokenIds: [] });
+    expect(choice.token_ids).toEqual(expected.tokenIds);
   });
 });

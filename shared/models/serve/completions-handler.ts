@@ -147,9 +147,9 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
   const settings = (promptIds: number[], onToken?: Parameters<typeof runGeneration>[1]['onToken']): Parameters<typeof runGeneration>[1] => ({
     promptIds,
     maxTokens,
-    temperature: request.temperature ?? 1,
-    topP: request.top_p ?? 1,
-    topK: request.top_k ?? 0,
+    temperature: request.temperature ?? context.served.samplingDefaults.temperature ?? 1,
+    topP: request.top_p ?? context.served.samplingDefaults.topP ?? 1,
+    topK: request.top_k ?? context.served.samplingDefaults.topK ?? 0,
     seed: request.seed ?? undefined,
     topLogprobs,
     stop: stopList(request.stop),

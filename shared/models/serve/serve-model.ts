@@ -70,6 +70,27 @@ export interface ServedModel {
   /** The chat template as stored (one text, or named texts), for renders with template kwargs. */
   chatTemplateSource: ChatTemplateSource;
   tokenizerConfig: Record<string, unknown>;
+  /** Sampling defaults from generation_config.json, used for fields a request leaves out (as vLLM's `--generation-config auto`). */
+  samplingDefaults: SamplingDefaults;
+}
+
+export interface SamplingDefaults {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+}
+
+/** generation_config.json's temperature, top_p and top_k, when the model directory has one. */
+export function samplingDefaultsOf(modelDir: string): SamplingDefaults {
+  const file = join(modelDir, 'generation_config.json');
+  if (!existsSync(file)) return {};
+  const config = readJsonObject(file);
+  const number = (field: string): number | undefined => (typeof config[field] === 'number' ? (config[field] as number) : undefined);
+  const defaults: SamplingDefaults = {};
+  if (number('temperature') !== undefined) defaults.temperature = number('temperature');
+  if (number('top_p') !== undefined) defaults.topP = number('top_p');
+  if (number('top_k') !== undefined) defaults.topK = number('top_k');
+  return defaults;
 }
 
 /** Loads a model directory for serving. */
@@ -86,6 +107,7 @@ export async function loadServedModel(modelDir: string, options: { modelId?: str
     chatTemplateText: chatTemplateTextOf(modelDir, tokenizerConfig),
     chatTemplateSource: chatTemplateSourceOf(modelDir, tokenizerConfig),
     tokenizerConfig,
+    samplingDefaults: samplingDefaultsOf(modelDir),
   };
 }
 
