@@ -20,9 +20,6 @@ class RecordingDecoder {
       timings: { prefillMs: 0, ttftMs: 0, e2eMs: 0, itlMs: [] },
     }));
   }
-  async score(): Promise<never> {
-    throw new Error('not used');
-  }
 }
 
 const settings = (temperature: number): BatchSettings => ({ maxNewTokens: 4, temperature, topP: 1, topK: 0, topLogprobs: 0, stopTokenIds: [] });

@@ -1,4 +1,4 @@
-import type { GenerationResult, OnnxDecoder, ScoreOptions, ScoreResult, TokenScore } from '../onnx/onnx-decoder';
+import type { GenerationResult, OnnxDecoder, TokenScore } from '../onnx/onnx-decoder';
 
 /** Sampling settings shared by every row of one decoder batch. */
 export interface BatchSettings {
@@ -77,12 +77,7 @@ export class GenerationScheduler {
     });
   }
 
-  /** Scores completion tokens after a prompt (vLLM `prompt_logprobs`) in the same queue. */
-  score(promptIds: readonly number[], completionIds: readonly number[], options: ScoreOptions): Promise<ScoreResult> {
-    return this.exclusive((decoder) => decoder.score(promptIds, completionIds, options));
-  }
-
-  /** Runs other decoder work (ranks, logits) in turn with generation. */
+  /** Runs other decoder work (prompt scoring, ranks) in turn with generation. */
   exclusive<T>(work: (decoder: OnnxDecoder) => Promise<T>, onStart?: () => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ kind: 'work', work, onStart, resolve, reject });

@@ -22,8 +22,4 @@ export class SseWriter {
     this.response.write('data: [DONE]\n\n');
     this.response.end();
   }
-
-  get started(): boolean {
-    return this.response.headersSent;
-  }
 }
