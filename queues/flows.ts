@@ -95,6 +95,7 @@ export function runJobData(plan: RunPlan): RunJobData {
     stages: plan.stages.map((stage) => ({ name: stage.name, jobId: stage.jobId, dependsOn: stage.dependsOn, ...(stage.afterHandoff ? { afterHandoff: true } : {}) })),
     ...(plan.handoff ? { handoff: { jobId: plan.handoff.jobId, after: plan.handoff.after, before: plan.handoff.before } } : {}),
     ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}),
+    plan,
   };
 }
 

@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../shared/config/env';
+import { findUrlCredentials } from '../shared/config/url-credentials';
+import { decodeUtf8Strict } from '../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../shared/harness/source-document';
 import { hashValue } from '../shared/hash/hash';
@@ -124,12 +126,13 @@ export interface RunConfigSource {
 
 /** Reads and parses a YAML config file; BadInputError for a missing file or bad YAML. */
 export async function readConfigFile(file: string, what = 'run config'): Promise<RunConfigSource> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (error) {
     throw new BadInputError('CONFIG_NOT_FOUND', `cannot read ${what} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); check the path`);
   }
+  const text = decodeUtf8Strict(bytes, file);
   const document = new SourceDocument(file, text, 'yaml');
   const problems = new ProblemCollector();
   problems.addAll(document.syntaxProblems);
@@ -166,11 +169,10 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const locator = options.locator ?? plainLocator(file);
   const problems = new ProblemCollector();
   const summary = `${file ?? 'the run config'} has problems; fix them and run again`;
+  for (const found of findUrlCredentials(value)) problems.add(locator.problem(found.path, found.message));
   const parsed = runConfigSchema.safeParse(value ?? {});
-  if (!parsed.success) {
-    problems.addAll(locator.zodProblems(parsed.error));
-    problems.throwIfAny('BAD_RUN_CONFIG', summary);
-  }
+  if (!parsed.success) problems.addAll(locator.zodProblems(parsed.error));
+  if (!parsed.success || !problems.ok) problems.throwIfAny('BAD_RUN_CONFIG', summary);
   const config = parsed.data as RunConfig;
   const stageConfigs = Object.entries(config.stages).map(([name, stageConfig]) => ({ name, config: stageConfig ?? {} }));
 

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { startLocalS3Server, type LocalS3Server } from '../../shared/artifacts/local-s3-server';
 import type { HatEnv } from '../../shared/config/env';
@@ -11,8 +12,9 @@ import { startServeServer, type ServeServer } from '../../shared/models/serve/se
 import { enqueueRun } from '../../queues/flows';
 import { planRun, readConfigFile } from '../../queues/run-config';
 import { watchRun } from '../../queues/run-control';
-import { runReportKeys } from '../../queues/run-layout';
+import { runManifestKey, runReportKeys } from '../../queues/run-layout';
 import { runsQueueName } from '../../queues/queue-names';
+import { relativeToRun } from '../../workers/run/run-report';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
@@ -134,12 +136,14 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
           const local = resolve('.hat', 'demo', plan.runId, 'run-report.html');
           await mkdir(dirname(local), { recursive: true });
           const store = createArtifactStore(plan.artifactsRoot, env);
+          let copied = 0;
           try {
             await writeFile(local, await store.getBuffer(runReportKeys(plan.runId).html));
+            copied = await copyStageReports(store, plan.runId, dirname(local));
           } finally {
             await store.close();
           }
-          context.stderr.write(`  local copy:   ${local}\n`);
+          context.stderr.write(`  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`);
         }
         if (options.json) context.printJson(status);
         else context.print(status.reportHtmlUri);
@@ -151,3 +155,24 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       }
     });
 };
+
+/**
+ * Copies every stage report the run report links (objects under the run's folder) beside the
+ * local copy of the run report, at the same relative paths, so its links open in a browser after
+ * the demo's S3 server has stopped. Returns how many were copied.
+ */
+async function copyStageReports(store: ArtifactStore, runId: string, directory: string): Promise<number> {
+  const manifest = JSON.parse((await store.getBuffer(runManifestKey(runId))).toString('utf8')) as { stages: Array<{ links?: Array<{ uri: string }> }> };
+  const runRoot = `${store.rootUri}/runs/${runId}`;
+  let copied = 0;
+  for (const link of manifest.stages.flatMap((stage) => stage.links ?? [])) {
+    const relative = relativeToRun(link.uri, runRoot);
+    if (!relative || /^https?:/.test(relative)) continue;
+    const target = join(directory, ...relative.split('/').map(decodeURIComponent));
+    if (!target.startsWith(`${directory}/`)) continue;
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, await store.getBuffer(store.keyOf(link.uri)));
+    copied += 1;
+  }
+  return copied;
+}

@@ -26,7 +26,9 @@ export type RejectionCode =
   /** The masked tokens do not decode back to the assistant turn's rendered text. */
   | 'DECODE_MISMATCH'
   /** The conversation ends with the assistant: no environment message follows to render (token-exact episodes). */
-  | 'NO_CONTINUATION';
+  | 'NO_CONTINUATION'
+  /** A hook system message has no user turn or tool result beside it to fold into (templates that accept system messages only first). */
+  | 'HOOK_NOT_FOLDABLE';
 
 export interface SampleRejection {
   ok: false;

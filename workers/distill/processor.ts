@@ -22,7 +22,7 @@ import { HatError } from '../../shared/errors';
 import { canonicalJson, hashValue, sha256Hex } from '../../shared/hash/hash';
 import { logprobTemperatureOf } from '../../shared/models/onnx/token-sampler';
 import { stopTokenIdsOf } from '../../shared/models/token-exact/token-exact-episode';
-import { trajectoryToTemplateInput } from '../../shared/text/template-input';
+import { renderServedPrompt } from '../../shared/text/served-prompt';
 import {
   distillContract,
   type DistillInput,
@@ -209,8 +209,8 @@ async function readPromptSlice(part: DistillPartInput, deps: StageDeps): Promise
 function renderRows(prompts: DistillPrompt[], part: DistillPartInput, models: DistillModels): SampleRow[] {
   const tokenizer = models.studentTokenizer;
   return prompts.flatMap((prompt) => {
-    const input = trajectoryToTemplateInput(prompt.messages, prompt.tools ?? [], tokenizer.templateFeatures);
-    const text = tokenizer.render(input.messages, { tools: input.tools, addGenerationPrompt: true, enableThinking: part.enableThinking, now: renderMoment });
+    // Hook messages normalized for the student's template, as the shard and rl stages train it.
+    const { text } = renderServedPrompt(tokenizer, prompt.messages, prompt.tools ?? [], { enableThinking: part.enableThinking, now: renderMoment });
     const promptIds = tokenizer.encode(text);
     return Array.from({ length: part.samplesPerPrompt }, (_, sampleIndex) => ({
       prompt,

@@ -55,7 +55,7 @@ export interface RolloutRecord {
   teacher_model: string;
   /** Where the student sampled: `onnx` (in-process), `vllm` or `sglang` (served, token-id prompts). Always token-exact. */
   student_engine: string;
-  /** True when the student or the teacher has random weights: such rows test the pipeline, not a model. */
+  /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
   dummy_weights: boolean;
 }
 

@@ -119,7 +119,18 @@ export function episodeColumnsFor(kind: PolicyKind): ParquetColumn[] {
 export const renderMoment = new Date('2025-01-01T00:00:00Z');
 
 export type TokenView =
-  | { ok: true; tokens: number[]; promptLength: number; lossMask: number[]; response: string; trained: number }
+  | {
+      ok: true;
+      tokens: number[];
+      promptLength: number;
+      lossMask: number[];
+      response: string;
+      trained: number;
+      /** Hook system messages folded into turns for this template (normalizeHookMessages). */
+      foldedHookMessages: number;
+      /** Served-prompt characters trained in merged first tokens (thinking templates). */
+      mergedPromptChars: number;
+    }
   | { ok: false; code: string; reason: string };
 
 /**
@@ -139,6 +150,8 @@ export function episodeTokenView(tokenizer: ChatTokenizer, trajectory: Pick<Traj
     lossMask: sample.lossMask.slice(first.tokenStart),
     response: sample.text.slice(first.start),
     trained: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
+    foldedHookMessages: sample.hookMessages.folded,
+    mergedPromptChars: sample.assistantSpans.reduce((sum, span) => sum + (span.mergedPromptChars ?? 0), 0),
   };
 }
 
@@ -157,6 +170,9 @@ export function sampledTokenView(tokenizer: ChatTokenizer, sampled: TokenExactEp
     lossMask: lossMask.slice(promptLength),
     response: tokenizer.decode(tokens.slice(promptLength)),
     trained: lossMask.reduce((sum, bit) => sum + bit, 0),
+    // Merge of main's hook folding: these ids are not re-rendered here, so no folding is counted for them.
+    foldedHookMessages: 0,
+    mergedPromptChars: 0,
   };
 }
 
@@ -231,7 +247,14 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
       reward: trajectory.reward,
       episode_status: trajectory.status,
       ...(trajectory.statusReason !== undefined ? { episode_status_reason: trajectory.statusReason } : {}),
-      token_view: view.ok ? { ok: true, trained_tokens: view.trained } : { ok: false, code: view.code, reason: view.reason },
+      token_view: view.ok
+        ? {
+            ok: true,
+            trained_tokens: view.trained,
+            ...(view.foldedHookMessages > 0 ? { folded_hook_messages: view.foldedHookMessages } : {}),
+            ...(view.mergedPromptChars > 0 ? { merged_prompt_chars: view.mergedPromptChars } : {}),
+          }
+        : { ok: false, code: view.code, reason: view.reason },
       tokenizer_fingerprint: input.tokenizerFingerprint,
       seed: trajectory.seed ?? null,
       sampling_seed: input.samplingSeed,

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { escapeHtml } from '../replay/report-html';
 import type { PassAtKEntry, RewardSummary, RlStats } from './rl-stats';
 
@@ -8,7 +9,7 @@ import type { PassAtKEntry, RewardSummary, RlStats } from './rl-stats';
  */
 
 const number = (value: number | null | undefined, digits = 3): string => (value === null || value === undefined ? '–' : value.toFixed(digits));
-const percent = (value: number | null | undefined): string => (value === null || value === undefined ? '–' : `${(100 * value).toFixed(1)}%`);
+const percent = (value: number | null | undefined): string => (value === null || value === undefined ? '–' : formatPercent(value));
 
 /** A horizontal bar for a value in [0, 1]. */
 function bar(value: number | null): string {

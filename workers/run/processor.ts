@@ -18,7 +18,7 @@ import { UnrecoverableError, WaitingChildrenError, type FlowJob, type Job } from
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import type { HatEnv } from '../../shared/config/env';
-import { ProblemCollector, errorCodeOf } from '../../shared/errors';
+import { HatError, ProblemCollector, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import type { Clock } from '../../queues/define-stage';
@@ -72,9 +72,21 @@ export function createRunJobProcessor(runtime: RunJobRuntime) {
       if (job.name === 'handoff') return await processHandoff(runtime, job, token ?? '');
       return await processRun(runtime, job, token ?? '');
     } catch (error) {
-      throw toWorkerError(error);
+      throw toWorkerError(withRunErrorCode(error, job.name));
     }
   };
+}
+
+/**
+ * Errors without a `[CODE]` (a raw Node or SDK error from a store) get one, so the run's failure
+ * reads like every other failure (`hat runs show`, the dashboard, `hat run --wait`).
+ */
+function withRunErrorCode(error: unknown, jobName: string): unknown {
+  if (!(error instanceof Error) || HatError.isInstance(error) || /^\[[A-Z0-9_]+\]/.test(error.message)) return error;
+  // BullMQ's control-flow errors pass as they are.
+  if (['UnrecoverableError', 'WaitingChildrenError', 'WaitingError', 'DelayedError', 'RateLimitError'].includes(error.name)) return error;
+  const what = jobName === 'run' ? "write the run's report and manifest" : `process the ${jobName} job`;
+  return new HatError('RUN_JOB_FAILED', `cannot ${what}: ${error.message}`, { cause: error, retryable: true });
 }
 
 async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<KickoffResult> {
@@ -132,7 +144,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
   const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, { contentType: 'application/json' });
-  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri }), { contentType: 'text/html; charset=utf-8' });
+  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri, runRootUri: `${layout.root}/runs/${data.runId}` }), { contentType: 'text/html; charset=utf-8' });
   const manifest: RunManifest = { ...base, stages: [...stages], reportJsonUri: jsonInfo.uri, reportHtmlUri: htmlInfo.uri };
   const manifestInfo = await store.put(runManifestKey(data.runId), `${JSON.stringify(manifest, null, 2)}\n`, { contentType: 'application/json' });
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
@@ -186,6 +198,10 @@ async function stageOutcome(
   handoff: HandoffOutcome | undefined,
 ): Promise<StageOutcome> {
   const base = { name: entry.name, jobId: entry.jobId, dependsOn: entry.dependsOn };
+  // A stage's own job is the source of truth: results reach the run only through its direct
+  // children, so an upstream stage whose downstream failed or was cancelled is read from its job.
+  const job = await runtime.getJob(entry.name, entry.jobId);
+  if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, entry.name, result.output);
@@ -201,7 +217,6 @@ async function stageOutcome(
       ...(summary ? { figures: summary.figures, links: summary.links } : {}),
     };
   }
-  const job = await runtime.getJob(entry.name, entry.jobId);
   const partCount = (job?.data as { partCount?: number } | undefined)?.partCount ?? 0;
   const timing =
     job?.processedOn && job.finishedOn

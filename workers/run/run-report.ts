@@ -58,8 +58,19 @@ function runContextHtml(report: RunReport): string {
 
 const toneColors: Record<NonNullable<StageFigure['tone']>, string> = { pass: '#2e7d32', warn: '#b26a00', fail: '#c62828' };
 
+/**
+ * The link to a stage report from the run report, relative to the run's folder
+ * (`runs/<runId>/`, where the run report lies): a browser opens it from a local copy, from
+ * `hat dashboard`, or from a bucket served over HTTP. Undefined for anything outside the run.
+ */
+export function relativeToRun(uri: string, runRootUri: string | undefined): string | undefined {
+  if (/^https?:\/\//.test(uri)) return uri;
+  if (!runRootUri || !uri.startsWith(`${runRootUri}/`)) return undefined;
+  return uri.slice(runRootUri.length + 1).split('/').map(encodeURIComponent).join('/');
+}
+
 /** Per completed stage: its key figures (value colored by tone) and links to its own reports. */
-function keyFiguresHtml(stages: StageOutcome[]): string {
+function keyFiguresHtml(stages: StageOutcome[], runRootUri: string | undefined): string {
   const sections = stages
     .filter((stage) => (stage.figures?.length ?? 0) > 0 || (stage.links?.length ?? 0) > 0)
     .map((stage) => {
@@ -69,7 +80,12 @@ function keyFiguresHtml(stages: StageOutcome[]): string {
           return `<tr><td>${escapeHtml(figure.label)}</td><td class="n"${color}>${escapeHtml(formatFigure(figure))}</td><td class="detail">${escapeHtml(figure.detail ?? '')}</td></tr>`;
         })
         .join('\n');
-      const links = (stage.links ?? []).map((link) => `<li>${escapeHtml(link.label)}: <code>${escapeHtml(link.uri)}</code></li>`).join('');
+      const links = (stage.links ?? [])
+        .map((link) => {
+          const href = relativeToRun(link.uri, runRootUri);
+          return `<li>${href ? `<a href="${escapeHtml(href)}">${escapeHtml(link.label)}</a>` : escapeHtml(link.label)}: <code>${escapeHtml(link.uri)}</code></li>`;
+        })
+        .join('');
       return `<section><h3>${escapeHtml(stage.name)}</h3>${rows ? `<table class="figures"><tbody>\n${rows}\n</tbody></table>` : ''}${links ? `<ul>${links}</ul>` : ''}</section>`;
     });
   return sections.length > 0 ? `<h2>Key figures</h2>\n${sections.join('\n')}` : '';
@@ -134,7 +150,7 @@ function durationChart(stages: StageOutcome[]): string {
 }
 
 /** A self-contained HTML page (no external assets): summary, stage table, duration chart. */
-export function renderRunReportHtml(report: RunReport, links: { manifestUri: string }): string {
+export function renderRunReportHtml(report: RunReport, links: { manifestUri: string; runRootUri?: string }): string {
   const rows = report.stages
     .map(
       (stage) =>
@@ -166,7 +182,7 @@ ${runContextHtml(report)}
 <tbody>
 ${rows}
 </tbody></table>
-${keyFiguresHtml(report.stages)}
+${keyFiguresHtml(report.stages, links.runRootUri)}
 ${ratesChart(report.stages)}
 <h2>Stage durations</h2>
 ${durationChart(report.stages)}
