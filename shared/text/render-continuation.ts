@@ -3,7 +3,7 @@ import { locateAssistantSpans } from './assistant-spans';
 import type { RenderOptions } from './chat-template';
 import type { ChatTokenizer } from './chat-tokenizer';
 import { rejection, type SampleRejection } from './sample-rejection';
-import { trajectoryToTemplateInput } from './template-input';
+import { templateInputForModel } from './served-prompt';
 
 /** What follows the model's last turn before it samples again, as the template renders it. */
 export interface RenderedContinuation {
@@ -28,11 +28,17 @@ export type ContinuationOptions = Pick<RenderOptions, 'enableThinking' | 'now'>;
  * episode's drift check measures.
  */
 export function renderContinuation(tokenizer: ChatTokenizer, messages: ChatMessage[], tools: ToolSpec[], options: ContinuationOptions): { ok: true; continuation: RenderedContinuation } | SampleRejection {
-  let last = messages.length - 1;
-  while (last >= 0 && messages[last]!.role !== 'assistant') last--;
+  // Hook system messages normalized for this template, as served prompts and training views are.
+  let input: ReturnType<typeof templateInputForModel>;
+  try {
+    input = templateInputForModel(tokenizer, messages, tools);
+  } catch (error) {
+    return rejection('HOOK_NOT_FOLDABLE', (error as Error).message);
+  }
+  let last = input.messages.length - 1;
+  while (last >= 0 && input.messages[last]!.role !== 'assistant') last--;
   if (last < 0) return rejection('NO_ASSISTANT_TURN', 'the conversation has no assistant turn to continue from');
-  if (last === messages.length - 1) return rejection('NO_CONTINUATION', 'the conversation ends with the assistant turn: there is no environment message to render', last);
-  const input = trajectoryToTemplateInput(messages, tools, tokenizer.templateFeatures);
+  if (last === input.messages.length - 1) return rejection('NO_CONTINUATION', 'the conversation ends with the assistant turn: there is no environment message to render', last);
   const renderOptions: RenderOptions = { tools: input.tools, addGenerationPrompt: true, ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }), ...(options.now ? { now: options.now } : {}) };
   let fullText: string;
   try {

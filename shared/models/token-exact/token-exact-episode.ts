@@ -2,7 +2,7 @@ import { HatError } from '../../errors';
 import type { ChatTokenizer } from '../../text/chat-tokenizer';
 import { renderContinuation } from '../../text/render-continuation';
 import { tokenizeConversation } from '../../text/tokenize-conversation';
-import { trajectoryToTemplateInput } from '../../text/template-input';
+import { renderServedPrompt } from '../../text/served-prompt';
 import type { MalformedToolCall, ToolCallParseResult } from '../../text/tool-parsers/tool-call-parser';
 import type { AssistantMessage, ChatMessage, ToolCall, ToolSpec } from '../../trajectory/messages';
 import type { ChatRequest, ChatResponse, ModelClient, SamplingSettings } from '../model-client';
@@ -115,8 +115,7 @@ export class TokenExactEpisode implements ModelClient {
     const { tokenizer } = this.options;
     const tools = request.tools ?? [];
     if (this.turns.length === 0) {
-      const input = trajectoryToTemplateInput(request.messages, tools, tokenizer.templateFeatures);
-      const text = tokenizer.render(input.messages, { tools: input.tools, addGenerationPrompt: true, enableThinking: this.options.enableThinking, now: this.options.now });
+      const { text } = renderServedPrompt(tokenizer, request.messages, tools, { enableThinking: this.options.enableThinking, now: this.options.now });
       this.append(tokenizer.encode(text), 0);
     } else {
       const previous = this.turns[this.turns.length - 1]!;
