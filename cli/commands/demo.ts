@@ -8,6 +8,7 @@ import { startLocalS3Server, type LocalS3Server } from '../../shared/artifacts/l
 import type { HatEnv } from '../../shared/config/env';
 import { HatError } from '../../shared/errors';
 import { createLogger } from '../../shared/log/logger';
+import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
 import { enqueueRun } from '../../queues/flows';
 import { planRun, readConfigFile } from '../../queues/run-config';
 import { watchRun } from '../../queues/run-control';
@@ -30,6 +31,51 @@ function projectRoot(): string {
 /** The demo's run config: every stage `hat demo` runs is named in this one file. */
 export function demoRunConfigFile(): string {
   return join(projectRoot(), 'examples', 'demo-run.yaml');
+}
+
+/** A model endpoint the demo serves itself: `baseUrl: hat-serve:<model spec>` (a model directory or a `dummy:` spec). */
+const servedPrefix = 'hat-serve:';
+
+/**
+ * Starts `hat serve` in this process for every model config of the run config whose `baseUrl`
+ * reads `hat-serve:<model spec>` (one server per spec and model name), and points the config at
+ * it: so the demo's distill student and rl policy are sampled over the same HTTP path (token-id
+ * prompts, sampled ids with logprobs) as a vLLM server in production. `dummyWeights` is set from
+ * the server, so random-weight models are labelled in every record and report.
+ */
+export async function startDemoModelServers(config: unknown, log: (line: string) => void): Promise<ServeServer[]> {
+  const servers = new Map<string, ServeServer>();
+  const visit = async (value: unknown): Promise<void> => {
+    if (Array.isArray(value)) {
+      for (const item of value) await visit(item);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const record = value as Record<string, unknown>;
+    if (typeof record.baseUrl === 'string' && record.baseUrl.startsWith(servedPrefix)) {
+      const spec = record.baseUrl.slice(servedPrefix.length);
+      const modelName = typeof record.model === 'string' ? record.model : 'demo-model';
+      const logprobsMode = record.logprobsMode === 'processed_logprobs' ? 'processed_logprobs' : 'raw_logprobs';
+      const key = JSON.stringify([spec, modelName, logprobsMode]);
+      let server = servers.get(key);
+      if (!server) {
+        server = await startServeServer({ model: spec, servedModelName: modelName, logprobsMode });
+        servers.set(key, server);
+        log(`started hat serve for ${modelName} (${spec}${server.dummyWeights ? ', dummy weights' : ''}) at ${server.baseUrl}`);
+      }
+      record.baseUrl = server.baseUrl;
+      record.dummyWeights = server.dummyWeights;
+      return;
+    }
+    for (const item of Object.values(record)) await visit(item);
+  };
+  try {
+    await visit(config);
+  } catch (error) {
+    await Promise.allSettled([...servers.values()].map((server) => server.close()));
+    throw error;
+  }
+  return [...servers.values()];
 }
 
 interface DemoOptions {
@@ -66,9 +112,19 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
         artifactsRoot = `s3://${server.bucket}/demo`;
         context.stderr.write(`started a local S3-compatible server at ${server.endpoint} (files in ${directory})\n`);
       }
-      const plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
-      const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
-      const pool = await startWorkerPool({ env, queues: [...plan.stages.map((stage) => stage.name), runsQueueName], logger });
+      const modelServers = await startDemoModelServers(source.value, (line) => context.stderr.write(`${line}\n`));
+      const stopModelServers = () => Promise.allSettled(modelServers.map((modelServer) => modelServer.close()));
+      let plan: ReturnType<typeof planRun>;
+      let pool: Awaited<ReturnType<typeof startWorkerPool>>;
+      try {
+        plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
+        const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
+        pool = await startWorkerPool({ env, queues: [...plan.stages.map((stage) => stage.name), runsQueueName], logger });
+      } catch (error) {
+        await stopModelServers();
+        await server?.stop();
+        throw error;
+      }
       try {
         await pool.waitUntilReady();
         await enqueueRun(pool.context, plan);
@@ -95,6 +151,7 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       } finally {
         await pool.close();
         await server?.stop();
+        await stopModelServers();
       }
     });
 };

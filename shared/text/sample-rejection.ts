@@ -25,6 +25,8 @@ export type RejectionCode =
   | 'TOKEN_BOUNDARY'
   /** The masked tokens do not decode back to the assistant turn's rendered text. */
   | 'DECODE_MISMATCH'
+  /** The conversation ends with the assistant: no environment message follows to render (token-exact episodes). */
+  | 'NO_CONTINUATION'
   /** A hook system message has no user turn or tool result beside it to fold into (templates that accept system messages only first). */
   | 'HOOK_NOT_FOLDABLE';
 

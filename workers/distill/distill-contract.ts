@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
+import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
 import { summarizeDistill } from './distill-summary';
 
@@ -93,7 +94,23 @@ export const remoteTeacherSchema = remoteScorerConfigSchema
   })
   .strict();
 
-export const studentModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema]);
+/**
+ * A student behind a vLLM or SGLang server (a student too large for Node), sampled token-exact:
+ * prompts rendered and tokenized locally with `tokenizer` (the served model's own tokenizer and
+ * chat template), sent as token ids, sampled ids and their logprobs read back. `logprobsMode`
+ * says what the server's logprobs are (vLLM default raw, SGLang default tempered); a mode whose
+ * logprobs are not at `logprobTemperature` over the whole vocabulary is refused.
+ */
+export const servedStudentSchema = servedSamplerFieldsSchema
+  .extend({
+    /** The served model's tokenizer and chat template (a preset or a model directory); checked against the server by a probe. */
+    tokenizer: tokenizerSourceSchema,
+  })
+  .strict()
+  .superRefine(checkLogprobsModeOfEngine);
+export type ServedStudentConfig = z.infer<typeof servedStudentSchema>;
+
+export const studentModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, servedStudentSchema]);
 export type StudentModelConfig = z.infer<typeof studentModelSchema>;
 export const teacherModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, remoteTeacherSchema]);
 export type TeacherModelConfig = z.infer<typeof teacherModelSchema>;
@@ -258,6 +275,8 @@ export const distillOutputSchema = z.object({
   meanReverseKl: z.number(),
   /** True when the student or the teacher has random weights. */
   dummyWeights: z.boolean(),
+  /** Where the student sampled (`onnx` in-process, `vllm`/`sglang` served): every record is token-exact either way. */
+  studentEngine: z.string().optional(),
 });
 export type DistillOutput = z.infer<typeof distillOutputSchema>;
 

@@ -53,6 +53,8 @@ export interface RolloutRecord {
   tokenizer_fingerprint: string;
   student_model: string;
   teacher_model: string;
+  /** Where the student sampled: `onnx` (in-process), `vllm` or `sglang` (served, token-id prompts). Always token-exact. */
+  student_engine: string;
   /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
   dummy_weights: boolean;
 }
@@ -82,6 +84,7 @@ export const rolloutColumns: ParquetColumn[] = [
   { name: 'tokenizer_fingerprint', type: 'STRING' },
   { name: 'student_model', type: 'STRING' },
   { name: 'teacher_model', type: 'STRING' },
+  { name: 'student_engine', type: 'STRING' },
   { name: 'dummy_weights', type: 'BOOLEAN' },
 ];
 
@@ -102,6 +105,7 @@ export interface RolloutParts {
   tokenizerFingerprint: string;
   studentModel: string;
   teacherModel: string;
+  studentEngine: string;
   dummyWeights: boolean;
 }
 
@@ -151,6 +155,7 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
     tokenizer_fingerprint: parts.tokenizerFingerprint,
     student_model: parts.studentModel,
     teacher_model: parts.teacherModel,
+    student_engine: parts.studentEngine,
     dummy_weights: parts.dummyWeights,
   };
 }

@@ -84,8 +84,8 @@ export interface GenerateOptions {
   topLogprobs?: number;
   /** Ends sequence `index` after its latest token when true (stop strings). */
   shouldStop?: (index: number, tokenIds: readonly number[]) => boolean;
-  /** Called for every token as it is chosen. */
-  onToken?: (event: { index: number; tokenId: number; atMs: number }) => void;
+  /** Called for every token as it is chosen (`score`: its logprobs, when `logprobs` is on). */
+  onToken?: (event: { index: number; tokenId: number; atMs: number; score?: TokenScore }) => void;
   signal?: AbortSignal;
 }
 
@@ -301,7 +301,7 @@ export class OnnxDecoder {
         const atMs = performance.now() - started;
         state.tokenIds.push(tokenId);
         state.tokenTimes.push(atMs);
-        options.onToken?.({ index: row, tokenId, atMs });
+        options.onToken?.({ index: row, tokenId, atMs, score: state.tokens?.[state.tokens.length - 1] });
         if (stopTokenIds.has(tokenId) || options.shouldStop?.(row, state.tokenIds)) state.finishReason = 'stop';
         else if (state.tokenIds.length >= maxNewTokens) state.finishReason = 'length';
         nextIds[row] = BigInt(tokenId);
