@@ -9,6 +9,7 @@ import type { ChatRequest, ChatResponse, ModelClient, PreparedChatRequest, Sampl
 import { abortedError, systemClock, type ModelClock } from '../model-clock';
 import { modelErrorCodes, unavailableError, type EndpointContext } from '../model-errors';
 import { RetryPolicy } from '../retry-policy';
+import { normalizeHookMessages } from '../../text/hook-messages';
 import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './chat-completion-attempt';
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
@@ -150,13 +151,21 @@ export class OpenAiChatClient implements ModelClient {
     await this.#clock.sleep(decision.delayMs, signal);
   }
 
+  /** The conversation as this server's template accepts it (see the config's `hookMessages`). */
+  #messagesFor(request: ChatRequest): ChatRequest['messages'] {
+    if (this.#config.hookMessages !== 'folded') return request.messages;
+    const normalized = normalizeHookMessages(request.messages as Parameters<typeof normalizeHookMessages>[0], 'folded');
+    if (!normalized.ok) throw new HatError(normalized.code, `${this.#context.url}: cannot send this conversation with hookMessages: folded: ${normalized.reason}`);
+    return normalized.messages as ChatRequest['messages'];
+  }
+
   /** Fields left undefined are left out by JSON.stringify, which is all this body is for. */
   private requestBody(request: ChatRequest): Record<string, unknown> {
     const sampling = this.sampling;
     const logprobs = request.logprobs ?? false;
     return {
       model: this.modelId,
-      messages: request.messages,
+      messages: this.#messagesFor(request),
       tools: request.tools && request.tools.length > 0 ? request.tools : undefined,
       stream: true,
       stream_options: { include_usage: true },
