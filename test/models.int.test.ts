@@ -309,3 +309,28 @@ describe('openai client API keys', () => {
     expect(JSON.stringify(client)).toContain('"apiKeyEnv":"HAT_TEST_MODEL_KEY"');
   });
 });
+
+describe('openai client hook messages (issue #17)', () => {
+  const withHook: ChatRequest = {
+    messages: [
+      { role: 'system', content: 'You are the host.' },
+      { role: 'user', content: '有优惠券吗？' },
+      { role: 'system', content: 'Before each reply: at most 60 characters.' },
+    ],
+  };
+
+  test('sends mid-conversation system messages as they are by default', async () => {
+    await startServer();
+    await clientFor().chat(withHook);
+    expect(server.requests.at(-1)?.body.messages.map((message: { role: string }) => message.role)).toEqual(['system', 'user', 'system']);
+  });
+
+  test('hookMessages: folded sends them folded into the neighbouring user turn, as shard and rl render them', async () => {
+    await startServer();
+    await clientFor({ hookMessages: 'folded' }).chat(withHook);
+    const sent = server.requests.at(-1)?.body.messages as Array<{ role: string; content: string }>;
+    expect(sent.map((message) => message.role)).toEqual(['system', 'user']);
+    expect(sent[1]?.content).toContain('有优惠券吗？');
+    expect(sent[1]?.content).toContain('<system-reminder>\nBefore each reply: at most 60 characters.\n</system-reminder>');
+  });
+});
