@@ -139,7 +139,7 @@ describe('rl stage through queues (real Redis) against an OpenAI-compatible poli
     expect(Math.max(...manifest.objects.map((object) => kit.putOrder.indexOf(object.key)))).toBeLessThan(manifestAt);
 
     const stats = JSON.parse((await kit.store.getBuffer('runs/rl-q/rl/stats.json')).toString('utf8')) as RlStats;
-    expect(stats.policy).toEqual({ provider: 'openai', modelId: 'policy-checkpoint', simulated: false });
+    expect(stats.policy).toEqual({ provider: 'openai', modelId: 'policy-checkpoint', simulated: false, tokenExact: false });
     expect(stats.counts.groups).toMatchObject({ played: 4, canonical: 2, variant: 2, kept: 4 });
 
     // An independent reader sees the same episodes, with consistent token views.
