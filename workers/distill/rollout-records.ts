@@ -53,6 +53,8 @@ export interface RolloutRecord {
   tokenizer_fingerprint: string;
   student_model: string;
   teacher_model: string;
+  /** Version of the student policy that sampled it (round k of an on-policy stage samples with version k; 1 otherwise). */
+  policy_version: number;
 }
 
 /** Parquet layout of rollout records: declared types, lists as three-level LISTs. */
@@ -80,6 +82,7 @@ export const rolloutColumns: ParquetColumn[] = [
   { name: 'tokenizer_fingerprint', type: 'STRING' },
   { name: 'student_model', type: 'STRING' },
   { name: 'teacher_model', type: 'STRING' },
+  { name: 'policy_version', type: 'INT32' },
 ];
 
 export interface RolloutParts {
@@ -99,6 +102,7 @@ export interface RolloutParts {
   tokenizerFingerprint: string;
   studentModel: string;
   teacherModel: string;
+  policyVersion: number;
 }
 
 /** Builds a record, rounding every per-token float to float32 first so every format holds the same value. */
@@ -147,5 +151,6 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
     tokenizer_fingerprint: parts.tokenizerFingerprint,
     student_model: parts.studentModel,
     teacher_model: parts.teacherModel,
+    policy_version: parts.policyVersion,
   };
 }

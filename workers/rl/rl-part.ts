@@ -275,6 +275,7 @@ function scoreGroup(entry: PlayedGroup, config: RlInput, totals: RlTotals, token
       samplingSeed: entry.samplingSeeds[sampleIndex]!,
       group,
       tokenizerFingerprint,
+      policyVersion: config.policyVersion ?? 1,
     });
   });
   const withFailures = records.some((record) => record.status !== 'ok');
