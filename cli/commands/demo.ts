@@ -16,6 +16,7 @@ import { registerCatalogStages } from '../../workers/stage-catalog';
 import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
 import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
+import { startSimulatedTrainer } from '../simulated-trainer';
 import type { RegisterCommand } from './index';
 
 /** The project root (where package.json is), from sources or from dist/. */
@@ -39,8 +40,10 @@ interface DemoOptions {
 /**
  * `hat demo [--out <uri>]`: the pipeline on embedded defaults. Starts a local S3-compatible
  * server unless an artifact root is given (`--out`, else HAT_ARTIFACTS), runs the demo run config
- * through real queues with workers in this process, shows progress and prints where the
- * artifacts and the run report are. Redis is the one prerequisite (REDIS_URL).
+ * through real queues with workers in this process, answers its trainer handoffs with the
+ * simulated trainer (cli/simulated-trainer.ts: re-seeded dummy models, labelled as simulated
+ * training), shows progress and prints where the artifacts and the run report are. Redis is the
+ * one prerequisite (REDIS_URL).
  */
 export const registerDemoCommand: RegisterCommand = (program: Command, context: CliContext) => {
   program
@@ -66,11 +69,26 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       }
       const plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
       const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
-      const pool = await startWorkerPool({ env, queues: [...plan.stages.map((stage) => stage.name), runsQueueName], logger });
+      const pool = await startWorkerPool({ env, queues: [...new Set(plan.stages.map((stage) => stage.kind)), runsQueueName], logger });
+      const trainerStore = createArtifactStore(plan.artifactsRoot, env);
+      let trainer: { stop(): Promise<void> } | undefined;
       try {
         await pool.waitUntilReady();
         await enqueueRun(pool.context, plan);
-        context.stderr.write(`run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
+        const order = [...plan.stages.filter((stage) => !stage.segment).map((stage) => stage.name)];
+        for (const handoff of plan.handoffs) order.push(`[handoff ${handoff.name}]`, ...plan.stages.filter((stage) => stage.segment === handoff.name).map((stage) => stage.name));
+        context.stderr.write(`run ${plan.runId}: ${order.join(' -> ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
+        if (plan.handoffs.length > 0) {
+          trainer = startSimulatedTrainer(pool.context, {
+            runId: plan.runId,
+            modelCacheDir: resolve('.hat', 'models'),
+            storeFor: () => trainerStore,
+            onRegistered: (event) =>
+              context.stderr.write(
+                `SIMULATED TRAINING (no training happens): handoff ${event.handoff} answered with a re-seeded dummy model${event.policyVersion !== undefined ? ` as policy v${event.policyVersion}` : ''}: ${event.modelDir}\n`,
+              ),
+          });
+        }
         const status = await waitForRunWithProgress((onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }), context.stderr);
         for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
         if (server) {
@@ -89,6 +107,8 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
         else context.print(status.reportHtmlUri);
         if (status.state !== 'completed') throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
       } finally {
+        await trainer?.stop();
+        await trainerStore.close();
         await pool.close();
         await server?.stop();
       }

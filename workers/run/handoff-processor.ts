@@ -90,8 +90,8 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
       if (now >= deadline) {
         throw new HatError(
           'CHECKPOINT_TIMEOUT',
-          `run ${data.runId}: no checkpoint was registered within ${formatMinutes(data.timeoutMs)} of the training request ${requestUri}; ` +
-            `train on it, then \`${registerCommandOf(data.runId)}\` (or write ${checkpointUri}) and \`hat runs retry ${data.runId}\` to wait again`,
+          `run ${data.runId}: no checkpoint was registered for handoff ${data.name} within ${formatMinutes(data.timeoutMs)} of the training request ${requestUri}; ` +
+            `train on it, then \`${registerCommandOf(data.runId, data.name)}\` (or write ${checkpointUri}) and \`hat runs retry ${data.runId}\` to wait again`,
         );
       }
       await job.moveToDelayed(Math.min(deadline, now + data.pollIntervalMs), token);
