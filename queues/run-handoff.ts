@@ -7,29 +7,36 @@ import { runsQueueName } from './queue-names';
 import type { RunPlan } from './run-config';
 
 /**
- * The trainer handoff of a run: training happens outside the pipeline, between stages.
+ * Trainer handoffs of a run: training happens outside the pipeline, between stages.
  *
  * ```yaml
- * handoff:
- *   after: [shard]                   # these complete, then the training request is written
- *   before: [distill, rl, replay]    # these wait for a registered checkpoint
- *   timeoutMinutes: 720
- *   hyperparameters: { learningRate: 1.0e-5, epochs: 2 }
+ * handoffs:
+ *   sft: { after: [sft_data], timeoutMinutes: 720, hyperparameters: { learningRate: 1.0e-5 } }
+ *   opd: { after: [opd] }
  * stages:
+ *   opd:
+ *     stage: distill
+ *     student: { engine: onnx, modelDir: "${checkpoints.sft.modelDir}" }
  *   rl:
- *     policy: { adapter: openai, baseUrl: "${checkpoint.endpoint}", model: "${checkpoint.model}" }
+ *     policy: { adapter: openai, baseUrl: "${checkpoints.opd.endpoint}", model: "${checkpoints.opd.model}" }
  * ```
+ * (or the single `handoff: { after, before }` of older configs: a handoff named `train` whose
+ * stages say `${checkpoint.<field>}`.) A stage that references a handoff's checkpoint anywhere in
+ * its config, or reads a stage that does, waits for it. The handoffs form a chain (each waits for
+ * the one before through its `after` stages; queues/run-config.ts checks it).
  *
- * A run with a handoff is one BullMQ flow plus a second one added later. The first holds the
- * stages that do not wait for the checkpoint and a `handoff` job (queue `runs`, id
- * `<runId>.train.handoff`) above the `after` stages. When they complete, the handoff job writes
- * `runs/<runId>/train/request.json` (dataset manifests, suggested hyperparameters, tokenizer
- * fingerprint, code version) and waits for `runs/<runId>/train/checkpoint.json`, written by
- * `hat checkpoint register` (which also wakes it) or by the trainer itself, re-checking as a
- * delayed job (no worker slot is held while it waits). Then it adds the `before` stages as its
- * own children, their `${checkpoint.endpoint}` / `${checkpoint.model}` filled in from the marker,
- * with the job ids planned when the run was created, so a retried handoff adds nothing twice.
- * No marker before the deadline fails the handoff with `[CHECKPOINT_TIMEOUT]`.
+ * A run is one BullMQ flow plus one more per handoff, added later. The first holds the stages
+ * that wait for no checkpoint and the first handoff job (queue `runs`, id `<runId>.<handoff>.handoff`)
+ * above its `after` stages. When they complete, the handoff job writes
+ * `runs/<runId>/handoffs/<handoff>/request.json` (dataset manifests, suggested hyperparameters,
+ * tokenizer fingerprint, the policy version asked for, code version) and waits for
+ * `checkpoint.json` beside it, written by `hat checkpoint register` (which also wakes it) or by
+ * the trainer itself, re-checking as a delayed job (no worker slot is held while it waits). Then
+ * it adds the stages its checkpoint releases as its own children, their `${checkpoints.<handoff>.*}`
+ * filled in from the marker, with the next handoff of the chain (its job data nested in this
+ * one's, given this checkpoint too) above the stages it waits for, all under the job ids planned
+ * when the run was created, so a retried handoff adds nothing twice. No marker before the
+ * deadline fails the handoff with `[CHECKPOINT_TIMEOUT]`.
  */
 
 /** Name of the handoff a run config's single `handoff:` section gets (stage lists, reports, `runs/<runId>/train/`). */
