@@ -32,9 +32,11 @@ describe('runs in the method order', () => {
     await server.close();
   });
   beforeEach(async () => {
+    // Locks short enough that a job held by a killed worker comes back within seconds, long enough
+    // that a part busy on a loaded machine keeps its lock (a lapsed lock counts as a stall).
     kit = await createQueueTestKit();
     directory = await mkdtemp(join(tmpdir(), 'hat-order-'));
-    env = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent', HAT_LOCK_DURATION_MS: '2000', HAT_STALLED_INTERVAL_MS: '1000' };
+    env = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent', HAT_LOCK_DURATION_MS: '10000', HAT_STALLED_INTERVAL_MS: '5000' };
   });
   afterEach(async () => {
     for (const worker of workers.splice(0)) {
