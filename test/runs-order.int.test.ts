@@ -116,6 +116,10 @@ describe('runs in the method order', () => {
       ['opd-round-1', 'waiting-for-stages', 2],
       ['opd', 'waiting-for-stages', 3],
     ]);
+    const shown = await hat('runs', 'show', 'order-1');
+    expect(shown.stdout).toContain('  rollouts-round-2 (rl) [policy v2]: waiting');
+    expect(shown.stdout).toContain('  opd-round-1 (handoff after rollouts-round-1, before rollouts-round-2, served, policy v2): waiting-for-stages');
+    expect(shown.stdout).toContain('    register with:    hat checkpoint register order-1 --handoff sft --endpoint <url> --model <name> (or --model-dir <dir>)');
     const request = JSON.parse((await kit.store.getBuffer('runs/order-1/handoffs/sft/request.json')).toString()) as TrainingRequest;
     expect(request).toMatchObject({ handoff: 'sft', hyperparameters: { epochs: 1 }, datasets: [{ stage: 'data' }], checkpoint: { required: ['endpoint', 'model'] } });
     const dataJob = await kit.context.queue('fanout-demo').getJob(atSft.stages[0]?.jobId ?? '');
