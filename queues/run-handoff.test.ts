@@ -121,3 +121,22 @@ describe('examples/nightly.yaml', () => {
     expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({ policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}' } });
   });
 });
+
+describe('examples/demo-run.yaml', () => {
+  beforeAll(() => registerCatalogStages());
+
+  it('plans SFT -> OPD (two rounds) -> RL -> replay, each after its handoff', async () => {
+    const source = await readConfigFile(join(__dirname, '..', 'examples', 'demo-run.yaml'));
+    const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 'file:///tmp/demo' }, now: new Date('2025-01-30T18:00:00Z'), file: source.file, locator: source.locator });
+    expect(plan.handoffs.map((handoff) => handoff.name)).toEqual(['sft', 'opd-round-1', 'opd', 'rl']);
+    expect(plan.stages.map((stage) => [stage.name, stage.segment ?? null])).toEqual([
+      ['collect', null],
+      ['augment', null],
+      ['sft_data', null],
+      ['opd-round-1', 'sft'],
+      ['opd-round-2', 'opd-round-1'],
+      ['rl', 'opd'],
+      ['replay', 'rl'],
+    ]);
+  });
+});
