@@ -7,6 +7,9 @@
  * tokens, hidden 64) to a temporary directory. Prints tokens/s of greedy generation for both
  * (same model, prompt and token count, both with a KV cache), their ratio (goal >= 0.9), our
  * sampling and logprob costs, and scoring throughput. Figures are medians over --repeats runs.
+ * Then the prefill of a long prompt (--long-prompt-tokens, 5,000: a recorded agent context) by
+ * the same weights with and without `logits_to_keep`, the latter standing for an export that
+ * returns logits for every position (dummy model only).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +25,7 @@ interface BenchOptions {
   promptTokens: number;
   threads: number;
   repeats: number;
+  longPromptTokens: number;
 }
 
 function parseArguments(argv: string[]): BenchOptions {
@@ -35,6 +39,7 @@ function parseArguments(argv: string[]): BenchOptions {
     promptTokens: Number(value('--prompt-tokens') ?? 64),
     threads: Number(value('--threads') ?? 1),
     repeats: Number(value('--repeats') ?? 5),
+    longPromptTokens: Number(value('--long-prompt-tokens') ?? 5000),
   };
 }
 
@@ -48,7 +53,12 @@ function median(values: number[]): number {
  * The reference: the smallest greedy loop onnxruntime allows. Prefill, argmax, then one token per
  * run with `present.*` fed back as `past_key_values.*`; nothing else.
  */
-async function bareGreedyLoop(session: ort.InferenceSession, shape: { layers: number; kvHeads: number; headDim: number; vocabularySize: number }, promptIds: number[], tokens: number): Promise<number[]> {
+async function bareGreedyLoop(
+  session: ort.InferenceSession,
+  shape: { layers: number; kvHeads: number; headDim: number; vocabularySize: number; logitsToKeepInput?: string },
+  promptIds: number[],
+  tokens: number,
+): Promise<number[]> {
   let past: Record<string, ort.Tensor> = {};
   for (let layer = 0; layer < shape.layers; layer++) {
     for (const part of ['key', 'value']) past[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [1, shape.kvHeads, 0, shape.headDim]);
@@ -62,10 +72,11 @@ async function bareGreedyLoop(session: ort.InferenceSession, shape: { layers: nu
       input_ids: new ort.Tensor('int64', inputIds, [1, inputIds.length]),
       attention_mask: new ort.Tensor('int64', new BigInt64Array(total).fill(1n), [1, total]),
       position_ids: new ort.Tensor('int64', positionIds, [1, positionIds.length]),
+      ...(shape.logitsToKeepInput ? { [shape.logitsToKeepInput]: new ort.Tensor('int64', BigInt64Array.of(1n), []) } : {}),
       ...past,
     });
     const logits = (outputs.logits as ort.Tensor).data as Float32Array;
-    const offset = (inputIds.length - 1) * shape.vocabularySize;
+    const offset = logits.length - shape.vocabularySize;
     let best = 0;
     for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++) if ((logits[offset + tokenId] as number) > (logits[offset + best] as number)) best = tokenId;
     generated.push(best);
@@ -87,6 +98,33 @@ async function timed<T>(work: () => Promise<T>): Promise<{ result: T; seconds: n
   return { result, seconds: (performance.now() - started) / 1000 };
 }
 
+/** Prefill of a long prompt (one new token) with logits_to_keep and by the same weights returning every position. */
+async function longPrefill(decoder: OnnxDecoder, allPositionsDir: string, options: BenchOptions): Promise<string[]> {
+  makeDummyDecoder({ outDir: allPositionsDir, tokenizer: 'qwen3', seed: 'bench', logitsToKeep: false });
+  const allPositions = await OnnxDecoder.load(allPositionsDir, { intraOpThreads: options.threads });
+  try {
+    const promptIds = Array.from({ length: options.longPromptTokens }, (_, index) => (index * 7919 + 13) % 150000);
+    const once = { maxNewTokens: 1, temperature: 0, logprobs: false, stopTokenIds: [] as number[] };
+    await decoder.generate(promptIds, once);
+    await allPositions.generate(promptIds, once);
+    const kept: number[] = [];
+    const all: number[] = [];
+    const repeats = Math.max(1, Math.min(options.repeats, 3));
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      kept.push((await timed(() => decoder.generate(promptIds, once))).seconds);
+      all.push((await timed(() => allPositions.generate(promptIds, once))).seconds);
+    }
+    const floats = (options.longPromptTokens * decoder.info.vocabularySize) / 1e6;
+    return [
+      `prefill of ${options.longPromptTokens} tokens + 1 new token, median of ${repeats}`,
+      `  logits of the last position only (logits_to_keep)   ${(median(kept) * 1000).toFixed(0)} ms`,
+      `  logits of every position (export without it)        ${(median(all) * 1000).toFixed(0)} ms   ${(median(all) / median(kept)).toFixed(1)}x (${floats.toFixed(0)} M floats)`,
+    ];
+  } finally {
+    await allPositions.close();
+  }
+}
+
 async function main(): Promise<void> {
   const options = parseArguments(process.argv.slice(2));
   const temporary = options.model ? undefined : mkdtempSync(join(tmpdir(), 'hat-onnx-bench-'));
@@ -96,7 +134,7 @@ async function main(): Promise<void> {
     const decoder = await OnnxDecoder.load(modelDir, { intraOpThreads: options.threads });
     const info = decoder.info;
     const session = await ort.InferenceSession.create(info.modelFile, { intraOpNumThreads: options.threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
-    const shape = { layers: info.layers, kvHeads: info.keyValueHeads, headDim: info.headDim, vocabularySize: info.vocabularySize };
+    const shape = { layers: info.layers, kvHeads: info.keyValueHeads, headDim: info.headDim, vocabularySize: info.vocabularySize, logitsToKeepInput: info.logitsToKeepInput };
     const promptIds = Array.from({ length: options.promptTokens }, (_, index) => (index * 7919 + 13) % Math.min(info.vocabularySize, 150000));
     const greedy = { maxNewTokens: options.tokens, temperature: 0, stopTokenIds: [] as number[] };
 
@@ -141,6 +179,7 @@ async function main(): Promise<void> {
       `  scoring, 1 x (${options.promptTokens}+${completionIds.length})         ${rate(completionIds.length, scoreSeconds).toFixed(1)} scored tokens/s (${rate(options.promptTokens + completionIds.length, scoreSeconds).toFixed(1)} fed tokens/s)`,
       `  scoring, batch of 8, top-5        ${rate(completionIds.length * 8, batchScoreSeconds).toFixed(1)} scored tokens/s`,
     ];
+    if (temporary) lines.push(...(await longPrefill(decoder, join(temporary, 'dummy-qwen3-all-positions'), options)));
     process.stdout.write(`${lines.join('\n')}\n`);
     await session.release();
     await decoder.close();

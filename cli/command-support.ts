@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import type { CliContext } from './cli-context';
 import { openQueueContext, type QueueContext } from '../queues/queue-context';
+import type { RedisRole } from '../queues/redis-connection';
 import { registerCatalogStages } from '../workers/stage-catalog';
 
 /** Option parser for positive integers (commander reports a bad value as bad usage, exit 2). */
@@ -18,9 +19,9 @@ export function portNumber(value: string): number {
 }
 
 /** Runs `work` with a producer queue context (stages registered), always closing it. */
-export async function withQueues<T>(context: CliContext, work: (queues: QueueContext) => Promise<T>): Promise<T> {
+export async function withQueues<T>(context: CliContext, work: (queues: QueueContext) => Promise<T>, options: { role?: RedisRole } = {}): Promise<T> {
   registerCatalogStages();
-  const queues = await openQueueContext(context.env, { connectionName: 'hat-cli' });
+  const queues = await openQueueContext(context.env, { connectionName: 'hat-cli', ...(options.role ? { role: options.role } : {}) });
   try {
     return await work(queues);
   } finally {

@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { CliContext } from './cli-context';
 import { commandModules } from './commands';
+import { redactUrlCredentials } from '../shared/config/url-credentials';
 import { HatError, exitCodeOf } from '../shared/errors';
 import { version } from '../shared/version';
 
@@ -32,19 +33,31 @@ export async function runCli(argv: string[], context = new CliContext()): Promis
     }
     const code = exitCodeOf(error);
     const message = error instanceof Error ? error.message : String(error);
-    context.stderr.write(`hat: ${message}\n`);
-    if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG) context.stderr.write(`${error.stack}\n`);
+    context.stderr.write(`hat: ${redactUrlCredentials(message)}\n`);
+    if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG) context.stderr.write(`${redactUrlCredentials(error.stack)}\n`);
     return code;
   }
 }
 
+/**
+ * A reader that stops early (`hat runs show … | head`) closes the pipe: that is not a failure of
+ * the command, so it ends quietly with 0 instead of crashing on an unhandled EPIPE.
+ */
+function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
+}
+
 if (require.main === module) {
+  exitQuietlyOnClosedPipe(process.stdout);
   runCli(process.argv.slice(2)).then(
     (code) => {
       process.exitCode = code;
     },
     (error: unknown) => {
-      process.stderr.write(`hat: ${String(error)}\n`);
+      process.stderr.write(`hat: ${redactUrlCredentials(String(error))}\n`);
       process.exitCode = 1;
     },
   );

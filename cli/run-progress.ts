@@ -1,3 +1,4 @@
+import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
 import type { RunStatus, StageStatus } from '../queues/run-control';
 
@@ -145,9 +146,30 @@ export async function waitForRunWithProgress(
 }
 
 /** The closing lines of a finished run (stderr): outcome, report and manifest locations. */
-export function describeRunOutcome(status: RunStatus): string[] {
+export function describeRunOutcome(status: RunStatus, written: WrittenRunOutputs = { report: true, manifest: true }): string[] {
   const lines = [`run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`];
   if (status.error) lines.push(`  ${status.error}`);
-  lines.push(`  report:       ${status.reportHtmlUri}`, `  run manifest: ${status.runManifestUri}`);
+  const missing = '(not written: the run job could not write it; see the error above, then `hat runs retry`)';
+  lines.push(`  report:       ${written.report ? status.reportHtmlUri : missing}`, `  run manifest: ${written.manifest ? status.runManifestUri : missing}`);
   return lines;
+}
+
+/** Which of a finished run's report and manifest exist (a store outage can leave them unwritten). */
+export interface WrittenRunOutputs {
+  report: boolean;
+  manifest: boolean;
+}
+
+/** Looks the run's report and manifest up in the artifact store; one that cannot be looked up counts as not written. */
+export async function writtenRunOutputs(status: RunStatus, openObject: (uri: string) => { store: ArtifactStore; key: string }): Promise<WrittenRunOutputs> {
+  const exists = async (uri: string) => {
+    try {
+      const { store, key } = openObject(uri);
+      return (await store.head(key)) !== undefined;
+    } catch {
+      return false;
+    }
+  };
+  const [report, manifest] = await Promise.all([exists(status.reportHtmlUri), exists(status.runManifestUri)]);
+  return { report, manifest };
 }

@@ -113,6 +113,7 @@ export function runJobData(plan: RunPlan): RunJobData {
         }
       : {}),
     ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}),
+    plan,
   };
 }
 

@@ -93,6 +93,11 @@ export const runJobDataSchema = z.object({
   handoffs: z.array(runHandoffEntrySchema).optional(),
   /** What the config's `latest` inputs resolved to when the run was created. */
   resolvedInputs: z.array(resolvedInputSchema).optional(),
+  /**
+   * The run's whole plan (stage inputs are URIs and small parameters), so `hat runs retry` can
+   * resume a cancelled run: its removed jobs are enqueued again and finished parts are reused.
+   */
+  plan: z.unknown().optional(),
 });
 export type RunJobData = z.infer<typeof runJobDataSchema>;
 

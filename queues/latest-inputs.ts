@@ -4,6 +4,7 @@ import { compareKeys } from '../shared/artifacts/object-key';
 import { BadInputError, HatError } from '../shared/errors';
 import { formatPath, type PathSegment } from '../shared/harness/source-document';
 import type { StageDeps } from './define-stage';
+import { latestCheckpointPlaceholder, latestCheckpointSpecSchema, resolveLatestCheckpoint, type LatestCheckpointSpec } from './promoted-checkpoint';
 
 /**
  * `latest` inputs of a run config: a stage config value may name "the newest partition under a
@@ -74,7 +75,8 @@ export const latestHarnessSpecSchema = z
   .strict();
 export type LatestHarnessSpec = z.infer<typeof latestHarnessSpecSchema>;
 
-export type LatestSpec = LatestPartitionSpec | LatestHarnessSpec;
+/** `{ latestCheckpoint: <artifact root>, field: endpoint | model }`: the promoted checkpoint (queues/promoted-checkpoint.ts). */
+export type LatestSpec = LatestPartitionSpec | LatestHarnessSpec | LatestCheckpointSpec;
 
 /** What one `latest` spec resolved to, as the run job and the run manifest record it. */
 export const resolvedInputSchema = z.object({
@@ -101,7 +103,7 @@ export interface LatestSpecLocation {
 
 /** Whether a config value is written as a `latest` spec (valid or not). */
 export function isLatestSpecValue(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && ('latest' in value || 'latestHarness' in value);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && ('latest' in value || 'latestHarness' in value || 'latestCheckpoint' in value);
 }
 
 /**
@@ -113,8 +115,8 @@ export function findLatestSpecs(stages: unknown, basePath: PathSegment[] = ['sta
   const problems: Array<{ path: PathSegment[]; message: string }> = [];
   const visit = (value: unknown, path: PathSegment[]) => {
     if (isLatestSpecValue(value)) {
-      const schema = 'latestHarness' in value ? latestHarnessSpecSchema : latestPartitionSpecSchema;
-      const parsed = schema.safeParse(value);
+      const schema = 'latestHarness' in value ? latestHarnessSpecSchema : 'latestCheckpoint' in value ? latestCheckpointSpecSchema : latestPartitionSpecSchema;
+      const parsed = (schema as z.ZodType<LatestSpec>).safeParse(value);
       if (parsed.success) specs.push({ path, spec: parsed.data });
       else for (const issue of parsed.error.issues) problems.push({ path: [...path, ...(issue.path as PathSegment[])], message: issueMessage(issue) });
       return;
@@ -133,6 +135,7 @@ function issueMessage(issue: z.core.$ZodIssue): string {
 
 /** The value a spec stands for before it is resolved (planning without listing, e.g. `hat schedule set`). */
 export function latestPlaceholder(spec: LatestSpec): string | string[] {
+  if ('latestCheckpoint' in spec) return latestCheckpointPlaceholder(spec);
   if ('latestHarness' in spec) return `${spec.latestHarness}CURRENT-VERSION`;
   const partition = spec.partition === 'lexicographic' ? 'LATEST-PARTITION' : spec.partition;
   return spec.file ? `${spec.latest}${partition}/${spec.file}` : [`${spec.latest}${partition}/`];
@@ -156,7 +159,8 @@ export async function resolveLatestInputs(config: unknown, options: ResolveLates
   const resolved: ResolvedInput[] = [];
   for (const { path, spec } of specs) {
     try {
-      const result = 'latestHarness' in spec ? await resolveHarness(spec, options) : await resolvePartition(spec, options);
+      const result =
+        'latestHarness' in spec ? await resolveHarness(spec, options) : 'latestCheckpoint' in spec ? await resolveLatestCheckpoint(spec, options.openObject) : await resolvePartition(spec, options);
       resolved.push({ path: formatPath(path), spec: { ...spec }, ...result, resolvedAt: options.now.toISOString() });
     } catch (error) {
       if (!HatError.isInstance(error) || error.retryable) throw error;

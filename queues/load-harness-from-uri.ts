@@ -1,5 +1,6 @@
-import { fileURLToPath } from 'node:url';
 import type { StageDeps } from './define-stage';
+import { fileUriToPath } from '../shared/artifacts/artifact-uri';
+import { decodeUtf8Strict } from '../shared/artifacts/utf8';
 import { BadInputError } from '../shared/errors';
 import { HARNESS_FILE, readHarnessFiles, type HarnessFiles } from '../shared/harness/harness-files';
 import type { Harness } from '../shared/harness/harness-types';
@@ -15,7 +16,7 @@ import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 export async function loadHarnessFromUri(uri: string | undefined, openObject: StageDeps['openObject']): Promise<Harness> {
   if (uri === undefined) return loadHarnessFromFiles(await readHarnessFiles(sampleHarnessDirectory()), 'sample live-host harness');
   if (!uri.startsWith('s3://')) {
-    const directory = uri.startsWith('file:') ? fileURLToPath(uri) : uri;
+    const directory = uri.startsWith('file:') ? fileUriToPath(uri) : uri;
     return loadHarnessFromFiles(await readHarnessFiles(directory), directory);
   }
   const { store, key } = openObject(uri.replace(/\/+$/, ''));
@@ -24,7 +25,7 @@ export async function loadHarnessFromUri(uri: string | undefined, openObject: St
   for await (const object of store.list(prefix)) {
     const relative = object.key.slice(prefix.length);
     if (relative === HARNESS_FILE || relative.startsWith('skills/') || relative.startsWith('tools/')) {
-      files[relative] = (await store.getBuffer(object.key)).toString('utf8').replace(/\r\n/g, '\n');
+      files[relative] = decodeUtf8Strict(await store.getBuffer(object.key), store.uriOf(object.key)).replace(/\r\n/g, '\n');
     }
   }
   if (!(HARNESS_FILE in files)) throw new BadInputError('BAD_HARNESS', `${uri}: no ${HARNESS_FILE} under this prefix; point harness at the prefix holding harness.yaml, skills/ and tools/`);

@@ -11,9 +11,12 @@ export type RedisEnv = Pick<HatEnv, 'REDIS_URL'> & Partial<Pick<HatEnv, 'REDIS_C
 /**
  * `worker`: long-lived processes that must ride out Redis restarts (BullMQ requires
  * `maxRetriesPerRequest: null` for workers). `producer`: the CLI and other short-lived callers,
- * which should fail fast instead of queueing commands while Redis is away.
+ * which should fail fast instead of queueing commands while Redis is away. `watcher`: a CLI
+ * that follows a run (`hat run --wait`): each command fails fast while Redis is away, but the
+ * connection keeps reconnecting, so the watcher can ride out a restart and decide itself how long
+ * to wait.
  */
-export type RedisRole = 'worker' | 'producer';
+export type RedisRole = 'worker' | 'producer' | 'watcher';
 
 export interface RedisConnectionOptions {
   /** Shown in `CLIENT LIST`; helps tell workers apart. */
@@ -22,6 +25,9 @@ export interface RedisConnectionOptions {
 
 /** A few quick reconnects, then give up so a producer's command reports the outage instead of hanging. */
 const producerRetryStrategy = (times: number): number | null => (times > 3 ? null : times * 200);
+
+/** Reconnect for as long as the watcher waits, at most every two seconds. */
+const watcherRetryStrategy = (times: number): number => Math.min(times * 200, 2_000);
 
 /**
  * One ioredis connection for BullMQ: a Cluster when REDIS_CLUSTER_NODES is set, else one Redis at
@@ -32,7 +38,7 @@ export function createRedisConnection(env: RedisEnv, role: RedisRole, options: R
   const roleOptions: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
-      : { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: producerRetryStrategy };
+      : { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: role === 'watcher' ? watcherRetryStrategy : producerRetryStrategy };
   const connection: RedisClient = env.REDIS_CLUSTER_NODES
     ? createClusterConnection(env.REDIS_CLUSTER_NODES, role, { connectionName: options.connectionName, ...roleOptions })
     : new Redis(env.REDIS_URL, { connectionName: options.connectionName, lazyConnect: false, ...roleOptions });
@@ -50,6 +56,7 @@ function createClusterConnection(nodesSetting: string, role: RedisRole, nodeOpti
     enableReadyCheck: true,
     ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
     ...(role === 'producer' ? { clusterRetryStrategy: producerRetryStrategy } : {}),
+    ...(role === 'watcher' ? { clusterRetryStrategy: watcherRetryStrategy } : {}),
   };
   return new Cluster(nodes, clusterOptions);
 }
@@ -123,6 +130,11 @@ export async function waitForRedis(connection: RedisClient, url: string, timeout
 /** Closes a connection, tolerating one that is already gone. */
 export async function closeRedisConnection(connection: RedisClient): Promise<void> {
   if (connection.status === 'end') return;
+  // A connection that is reconnecting (Redis away) has nothing to flush; QUIT would wait for it.
+  if (connection.status !== 'ready') {
+    connection.disconnect();
+    return;
+  }
   try {
     await connection.quit();
   } catch {

@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../shared/config/env';
+import { findUrlCredentials } from '../shared/config/url-credentials';
+import { decodeUtf8Strict } from '../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../shared/harness/source-document';
 import { hashValue } from '../shared/hash/hash';
@@ -20,6 +22,7 @@ import {
   type PlannedHandoff,
 } from './run-handoff';
 import { runInstances, type StageInstance } from './run-stage-instances';
+import { gateConfigSchema, gateStageConfig, gateStageName } from './run-gate';
 
 /**
  * The run config (YAML) and the plan made from it. Planning is pure and validates the whole run
@@ -65,6 +68,8 @@ export const runConfigSchema = z
     handoff: handoffConfigSchema.optional(),
     /** Several trainer handoffs by name; they form a chain (each after a stage that waits for the one before). */
     handoffs: z.record(z.string(), namedHandoffConfigSchema).optional(),
+    /** A promotion gate after an eval stage (queues/run-gate.ts). Default: none. */
+    gate: gateConfigSchema.optional(),
   })
   .strict();
 export type RunConfig = z.infer<typeof runConfigSchema>;
@@ -137,12 +142,13 @@ export interface RunConfigSource {
 
 /** Reads and parses a YAML config file; BadInputError for a missing file or bad YAML. */
 export async function readConfigFile(file: string, what = 'run config'): Promise<RunConfigSource> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(file, 'utf8');
+    bytes = await readFile(file);
   } catch (error) {
     throw new BadInputError('CONFIG_NOT_FOUND', `cannot read ${what} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); check the path`);
   }
+  const text = decodeUtf8Strict(bytes, file);
   const document = new SourceDocument(file, text, 'yaml');
   const problems = new ProblemCollector();
   problems.addAll(document.syntaxProblems);
@@ -179,15 +185,23 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const locator = options.locator ?? plainLocator(file);
   const problems = new ProblemCollector();
   const summary = `${file ?? 'the run config'} has problems; fix them and run again`;
+  for (const found of findUrlCredentials(value)) problems.add(locator.problem(found.path, found.message));
   const parsed = runConfigSchema.safeParse(value ?? {});
-  if (!parsed.success) {
-    problems.addAll(locator.zodProblems(parsed.error));
-    problems.throwIfAny('BAD_RUN_CONFIG', summary);
-  }
+  if (!parsed.success) problems.addAll(locator.zodProblems(parsed.error));
+  if (!parsed.success || !problems.ok) problems.throwIfAny('BAD_RUN_CONFIG', summary);
   const config = parsed.data as RunConfig;
   const instances = runInstances(config);
   for (const problem of instances.problems) problems.add(locator.problem(problem.path, problem.message));
   const stageConfigs: StageInstance[] = instances.stages;
+  // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
+  if (config.gate) {
+    if (config.stages[gateStageName] !== undefined) problems.add(locator.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`));
+    else {
+      const after = stageConfigs.findIndex((stage) => stage.name === config.gate?.eval);
+      const gateInstance: StageInstance = { name: gateStageName, kind: gateStageName, config: gateStageConfig(config.gate), path: ['gate'] };
+      stageConfigs.splice(after < 0 ? stageConfigs.length : after + 1, 0, gateInstance);
+    }
+  }
 
   const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
   const artifactsRoot = rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
@@ -210,11 +224,19 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   }
   // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
   // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
-  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs });
+  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs, ...(config.gate ? { gate: config.gate } : {}) });
   const runId = options.runId ?? config.runId ?? deriveRunId(configHash, options.now);
   const names = new Set(stageConfigs.map((stage) => stage.name));
   const handoffs = instances.handoffs;
   const handoffNames = new Set(handoffs.map((handoff) => handoff.name));
+  if (config.gate) {
+    const gate = config.gate;
+    if (!names.has(gate.eval)) problems.add(locator.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`));
+    gate.before.forEach((name, index) => {
+      if (!names.has(name) || name === gateStageName) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`));
+      else if (name === gate.eval) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`));
+    });
+  }
   // Direct edges: a stage -> the stages it reads and the handoffs whose checkpoint it waits for; a handoff -> its `after` stages.
   const dependsOn = new Map<string, Set<string>>();
   const waitsFor = new Map<string, Set<string>>(stageConfigs.map((stage) => [stage.name, new Set<string>()]));
@@ -288,6 +310,8 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
     // Reported above; the stage schema need not call them unknown keys as well.
     return { instance, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
   });
+  // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
+  for (const name of config.gate?.before ?? []) if (name !== config.gate?.eval) dependsOn.get(name)?.add(gateStageName);
   // Handoffs are `handoff:<name>` in the graph: a handoff may share its name with a stage.
   const node = handoffNodeName;
   const isHandoffNode = (name: string) => name.startsWith(node(''));

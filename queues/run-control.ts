@@ -1,6 +1,8 @@
 import type { Job } from 'bullmq';
-import { BadInputError, errorCodeOf } from '../shared/errors';
-import { treeParents } from './flows';
+import { BadInputError, HatError, errorCodeOf } from '../shared/errors';
+import { z } from 'zod';
+import { enqueueRun, treeParents } from './flows';
+import type { RunPlan } from './run-config';
 import { parseJobKey } from './job-ids';
 import { parseJobData, runJobDataSchema, stageJobDataSchema, stageKindOf, type RunJobData, type StageJobResult } from './job-data';
 import type { QueueContext } from './queue-context';
@@ -342,11 +344,15 @@ function bottomUp(nodes: ReadonlyArray<{ name: string; dependsOn: string[] }>): 
  * A failed trainer handoff is retried in its place with a fresh deadline (a timed-out wait starts
  * again); stages it had added that failed are retried before it.
  */
-export async function retryRun(context: QueueContext, runId: string): Promise<{ runId: string; retriedParts: number; retriedStages: string[] }> {
+export async function retryRun(
+  context: QueueContext,
+  runId: string,
+): Promise<{ runId: string; retriedParts: number; retriedStages: string[]; resumed?: boolean }> {
   const { job, data } = await loadRun(context, runId);
   const state = await job.getState();
-  if (state !== 'failed' || errorCodeOf(job.failedReason) === 'RUN_CANCELLED') {
-    throw new BadInputError('RUN_NOT_FAILED', `run ${runId} is ${state === 'failed' ? 'cancelled' : state}; only failed runs can be retried`);
+  if (state === 'failed' && errorCodeOf(job.failedReason) === 'RUN_CANCELLED') return resumeCancelledRun(context, job, data);
+  if (state !== 'failed') {
+    throw new BadInputError('RUN_NOT_FAILED', `run ${runId} is ${state}; only failed or cancelled runs can be retried`);
   }
   const reset = { resetAttemptsMade: true, resetAttemptsStarted: true };
   let retriedParts = 0;
@@ -407,18 +413,97 @@ export async function retryRun(context: QueueContext, runId: string): Promise<{ 
   return { runId, retriedParts, retriedStages };
 }
 
+/**
+ * Resumes a cancelled run: the cancel removed its waiting jobs, so the run's job tree is removed
+ * and its stored plan enqueued again under the same ids. Nothing already written is redone: a part
+ * whose outputs and marker are complete returns them as they are, and stages rewrite the same
+ * bytes. Only a run whose every job has stopped (the run job failed as cancelled) is resumed.
+ */
+async function resumeCancelledRun(context: QueueContext, job: Job, data: RunJobData): Promise<{ runId: string; retriedParts: number; retriedStages: string[]; resumed: true }> {
+  const parsed = data.plan === undefined ? undefined : runPlanSchema.safeParse(data.plan);
+  if (!parsed?.success) {
+    throw new BadInputError(
+      'RUN_NOT_RESUMABLE',
+      `run ${data.runId} was cancelled by a version that did not keep the run's plan; enqueue its config again under a new runId`,
+    );
+  }
+  const plan = parsed.data as unknown as RunPlan;
+  await job.remove({ removeChildren: true });
+  await enqueueRun(context, plan);
+  return { runId: data.runId, retriedParts: 0, retriedStages: plan.stages.map((stage) => stage.name), resumed: true };
+}
+
+/** The shape a stored plan must have to be enqueued again (the rest is checked by the stages). */
+const runPlanSchema = z
+  .object({
+    runId: z.string().min(1),
+    configHash: z.string().min(1),
+    artifactsRoot: z.string().min(1),
+    seed: z.string(),
+    createdAt: z.number(),
+    source: z.string(),
+    stages: z.array(z.object({ name: z.string(), jobId: z.string() }).passthrough()),
+  })
+  .passthrough();
+
 /** Polls a run until it finishes (or the signal aborts), calling `onStatus` on every poll. */
 export async function watchRun(
   context: QueueContext,
   runId: string,
-  options: { intervalMs?: number; signal?: AbortSignal; onStatus?: (status: RunStatus) => void } = {},
+  options: {
+    intervalMs?: number;
+    signal?: AbortSignal;
+    onStatus?: (status: RunStatus) => void;
+    /** How long to keep trying while Redis does not answer, ms; then REDIS_UNAVAILABLE. Default: fail at once. */
+    redisUnavailableMs?: number;
+    /** Called once per outage when Redis stops answering, and with `undefined` when it answers again. */
+    onRedisUnavailable?: (error: Error | undefined) => void;
+    now?: () => number;
+  } = {},
 ): Promise<RunStatus> {
   const interval = options.intervalMs ?? 500;
+  const now = options.now ?? Date.now;
+  let unavailableSince: number | undefined;
   for (;;) {
-    const status = await getRunStatus(context, runId);
+    let status: RunStatus;
+    try {
+      status = await getRunStatus(context, runId);
+    } catch (error) {
+      if (!isRedisConnectionError(error) || options.redisUnavailableMs === undefined) throw error;
+      if (unavailableSince === undefined) {
+        unavailableSince = now();
+        options.onRedisUnavailable?.(error as Error);
+      }
+      const waited = now() - unavailableSince;
+      if (waited >= options.redisUnavailableMs) {
+        throw new HatError(
+          'REDIS_UNAVAILABLE',
+          `Redis has not answered for ${Math.round(waited / 1000)} s while following run ${runId} (${(error as Error).message}); ` +
+            `the run may still be running: follow it with \`hat runs show ${runId}\` once Redis is back`,
+          { retryable: true },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, interval));
+      continue;
+    }
+    if (unavailableSince !== undefined) {
+      unavailableSince = undefined;
+      options.onRedisUnavailable?.(undefined);
+    }
     options.onStatus?.(status);
     if (status.state === 'completed' || status.state === 'failed' || status.state === 'cancelled') return status;
     if (options.signal?.aborted) return status;
     await new Promise((resolve) => setTimeout(resolve, interval));
   }
+}
+
+/** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
+const connectionErrorPattern = /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
+
+/** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
+export function isRedisConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code)) return true;
+  return connectionErrorPattern.test(`${error.name}: ${error.message}`);
 }

@@ -1,4 +1,5 @@
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { fileUriToPath } from '../shared/artifacts/artifact-uri';
 import { stageManifestKey, stagePrefix } from '../shared/artifacts/artifact-layout';
 
 /**
@@ -10,7 +11,7 @@ import { stageManifestKey, stagePrefix } from '../shared/artifacts/artifact-layo
 /** The root URI as stores spell it (file URIs percent-encoded, no trailing slash). */
 export function normalizeArtifactsRoot(uri: string): string {
   const trimmed = uri.replace(/\/+$/, '');
-  return trimmed.startsWith('file://') ? pathToFileURL(fileURLToPath(trimmed)).href.replace(/\/+$/, '') : trimmed;
+  return trimmed.startsWith('file://') ? pathToFileURL(fileUriToPath(trimmed)).href.replace(/\/+$/, '') : trimmed;
 }
 
 export function runManifestKey(runId: string): string {

@@ -1,6 +1,10 @@
 import { stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { fileUriToPath } from '../shared/artifacts/artifact-uri';
+import { readJsonl } from '../shared/artifacts/jsonl-reader';
 import { HatError, ValidationError, type Problem } from '../shared/errors';
+import { loadHarness } from '../shared/harness/load-harness';
 import type { PathSegment } from '../shared/harness/source-document';
 import { loadApiKey } from '../shared/models/api-key';
 import { serverRootOf } from '../shared/models/openai/openai-model-config';
@@ -9,6 +13,7 @@ import type { StageDeps } from './define-stage';
 import { isLatestSpecValue, resolveLatestInputs } from './latest-inputs';
 import { planRun, type PlanRunOptions, type RunConfigSource, type RunPlan } from './run-config';
 import { runLayout } from './run-layout';
+import { readTaskSets } from './task-inputs';
 
 /**
  * The checks `hat run` makes before it enqueues anything, beyond what planning checks: every
@@ -85,8 +90,8 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
 
   await Promise.all([
     ...[...inputs].map(async ([value, path]) => {
-      const missing = await inputProblem(value, options);
-      if (missing) result.problems.push({ path, message: missing });
+      const problem = (await inputProblem(value, options)) ?? (await localContentProblem(value, path, options));
+      if (problem) result.problems.push({ path, message: problem });
     }),
     ...[...endpoints.values()].map(async ({ config: server, path }) => {
       if (!options.checkEndpoints) return;
@@ -123,6 +128,34 @@ async function inputProblem(value: string, options: PreflightOptions): Promise<s
     return `${value} does not exist (no object, and no objects under it as a prefix); check the URI, or write the input there first`;
   } catch (error) {
     return `${value} cannot be checked: ${HatError.isInstance(error) ? error.message : String(error)}`;
+  }
+}
+
+/**
+ * What is wrong inside a local input that a stage would only find after the run started: a task
+ * set with a bad record or a truncated gzip, a harness directory with a broken tool schema. Only
+ * local files and `file://` inputs are read here (S3 inputs are checked by the stage when it
+ * reads them); undefined when the content is fine or is not of a kind checked here.
+ */
+async function localContentProblem(value: string, path: PathSegment[], options: PreflightOptions): Promise<string | undefined> {
+  if (value.startsWith('s3://')) return undefined;
+  const key = [...path].reverse().find((segment) => typeof segment === 'string');
+  const local = value.startsWith('file://') ? value : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
+  try {
+    if (key === 'harness') {
+      const directory = fileUriToPath(local);
+      if ((await stat(directory)).isDirectory()) await loadHarness(directory);
+      return undefined;
+    }
+    if ((key === 'tasks' || key === 'inputs') && /\.jsonl(\.gz)?$/.test(local)) {
+      if (key === 'tasks') await readTaskSets([{ uri: local }], options.openObject);
+      else for await (const _record of readJsonl(options.openObject(local).store, options.openObject(local).key)) void _record;
+    }
+    return undefined;
+  } catch (error) {
+    // One finding per input: a harness's own problem list goes on the same line.
+    const message = HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error);
+    return message.replace(/\n\s*-\s*/g, '; ');
   }
 }
 

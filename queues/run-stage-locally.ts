@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isStorageFault } from '../shared/artifacts/storage-errors';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { HatError } from '../shared/errors';
 import type { Logger } from '../shared/log/logger';
@@ -36,6 +37,8 @@ export interface LocalStageOptions {
   concurrency?: number;
   signal?: AbortSignal;
   onProgress?: (progress: LocalStageProgress) => void;
+  /** How long a part waits out storage faults before they spend its attempts, ms (HAT_STORAGE_RETRY_MS). Default 0. */
+  storageRetryMs?: number;
 }
 
 export interface LocalStageResult {
@@ -68,13 +71,13 @@ export async function runStageLocally(stage: AnyStage, config: unknown, options:
   try {
     if (stage.kind === 'single') {
       report('plan', 0, 0);
-      const output = await withAttempts(stage, (attempt) => stage.createProcessor(depsFor(undefined, 0, attempt))(input));
+      const output = await withAttempts(stage, options.storageRetryMs ?? 0, (attempt) => stage.createProcessor(depsFor(undefined, 0, attempt))(input));
       report('done', 0, 0);
       return { output: checkResult(stage.output, output, stage.name, 'stage output'), parts: 0 };
     }
     report('plan', 0, 0);
     const parts = await planParts(stage, input, depsFor());
-    const outputs = await runParts(stage, parts, options.concurrency ?? stage.queue?.concurrency ?? 4, controller, depsFor, (done) => report('parts', done, parts.length));
+    const outputs = await runParts(stage, parts, options.concurrency ?? stage.queue?.concurrency ?? 4, controller, depsFor, (done) => report('parts', done, parts.length), options.storageRetryMs ?? 0);
     report('finish', parts.length, parts.length);
     const output = checkResult(stage.output, await stage.finish(input, outputs, depsFor()), stage.name, 'stage output');
     report('done', parts.length, parts.length);
@@ -91,6 +94,7 @@ async function runParts(
   controller: AbortController,
   depsFor: (part: PlannedPart, count: number, attempt: number) => StageDeps,
   onDone: (done: number) => void,
+  storageRetryMs: number,
 ): Promise<unknown[]> {
   const outputs = new Array<unknown>(parts.length);
   let next = 0;
@@ -99,7 +103,7 @@ async function runParts(
   const lane = async () => {
     while (next < parts.length && !controller.signal.aborted) {
       const part = parts[next++] as PlannedPart;
-      outputs[part.index] = await withAttempts(stage, (attempt) => runPart(stage, depsFor(part, parts.length, attempt), part));
+      outputs[part.index] = await withAttempts(stage, storageRetryMs, (attempt) => runPart(stage, depsFor(part, parts.length, attempt), part));
       onDone(++done);
     }
   };
@@ -118,13 +122,26 @@ async function runParts(
 }
 
 /** The stage's attempts and backoff, as BullMQ would apply them; permanent errors end at once. */
-async function withAttempts<T>(stage: AnyStage, work: (attempt: number) => Promise<T>): Promise<T> {
+async function withAttempts<T>(stage: AnyStage, storageRetryMs: number, work: (attempt: number) => Promise<T>): Promise<T> {
   const attempts = stage.queue?.attempts ?? defaultAttempts;
+  let outageSince: number | undefined;
+  let outageWaits = 0;
   for (let attempt = 1; ; attempt++) {
     try {
       return await work(attempt);
     } catch (error) {
       const permanent = HatError.isInstance(error) && !error.retryable;
+      if (!permanent && isStorageFault(error)) {
+        // As under BullMQ: a storage outage is waited out before it spends attempts.
+        outageSince ??= Date.now();
+        const left = storageRetryMs - (Date.now() - outageSince);
+        if (left > 0) {
+          outageWaits += 1;
+          attempt -= 1;
+          await sleep(Math.min(left, backoffDelay(outageWaits, 1_000, error), 30_000));
+          continue;
+        }
+      }
       if (permanent || attempt >= attempts) throw error;
       await sleep(backoffDelay(attempt, stage.queue?.backoffMs ?? defaultBackoffMs, error));
     }

@@ -99,6 +99,9 @@ export async function runPart(
       return recorded.data;
     }
   }
+  // A part that runs (again) first clears what a killed worker left half-written beside its outputs.
+  const swept = (await deps.store.sweepTemporary?.(deps.output.prefix)) ?? 0;
+  if (swept > 0) deps.logger.info({ part: part.id, swept }, 'removed temp files a killed writer left');
   const processor = stage.createProcessor(deps);
   const output = checkResult(stage.partOutput, await processor(part.input), stage.name, 'part output');
   const record: PartMarker = { inputHash: part.inputHash, output };

@@ -1,5 +1,7 @@
 import { DelayedError, RateLimitError, UnrecoverableError, WaitingChildrenError, WaitingError, type JobProgress, type JobsOptions } from 'bullmq';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
+import { isStorageFault } from '../shared/artifacts/storage-errors';
+import { redactUrlCredentials } from '../shared/config/url-credentials';
 import { BadInputError, HatError } from '../shared/errors';
 import type { Logger } from '../shared/log/logger';
 import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageProgress, StageServices } from './define-stage';
@@ -49,6 +51,7 @@ export interface StageJobHandle {
   updateProgress(value: JobProgress): Promise<void>;
   moveToWaitingChildren(token?: string): Promise<boolean>;
   moveToWait(token?: string): Promise<unknown>;
+  moveToDelayed(timestamp: number, token?: string): Promise<void>;
   getChildrenValues(): Promise<Record<string, unknown>>;
 }
 
@@ -73,6 +76,11 @@ export interface StageJobRuntime {
   addParts(stage: string, parts: PartJobSpec[]): Promise<void>;
   /** Whether `hat runs cancel` marked the run. */
   isRunCancelled(runId: string): Promise<boolean>;
+  /**
+   * How long a job waits out a storage fault (HAT_STORAGE_RETRY_MS) before it spends an attempt
+   * on it; 0 or unset: storage faults spend attempts like any transient fault.
+   */
+  storageRetry?: { budgetMs: number; maxDelayMs: number };
 }
 
 export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: AbortSignal) => Promise<StageJobResult | PartJobResult>;
@@ -80,16 +88,54 @@ export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: A
 /** Builds the processor a BullMQ Worker (or sandboxed child) runs for one stage's queue. */
 export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
   // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
+  const outages = new StorageOutages(runtime.storageRetry);
   return async (job: StageJobHandle, token?: string, signal?: AbortSignal) => {
     const jobSignal = signal ?? new AbortController().signal;
     try {
-      return await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
+      const result = await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
         job.name === 'part' ? processPartJob(stage, runtime, job, jobSignal) : processStageJob(stage, runtime, job, token, jobSignal),
       );
+      outages.end(job);
+      return result;
     } catch (error) {
+      const delayMs = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
+      if (delayMs !== undefined) {
+        // Waits without spending an attempt, so a storage outage of minutes delays the part
+        // instead of failing the run after a few quick attempts.
+        runtime.logger.warn({ jobId: job.id, err: error, delayMs }, 'storage fault; the job waits and tries again');
+        await job.moveToDelayed(runtime.clock.now() + delayMs, token);
+        throw new DelayedError();
+      }
+      outages.end(job);
       throw toWorkerError(error);
     }
   };
+}
+
+/**
+ * When each job's current storage outage began (in this process: a job that moves to another
+ * worker starts a new budget there, which only lengthens the wait by one budget per worker).
+ */
+class StorageOutages {
+  private readonly since = new Map<string, { at: number; waits: number }>();
+  constructor(private readonly policy: StageJobRuntime['storageRetry']) {}
+
+  /** The wait before the next try, or undefined when the error is no storage fault or the budget is spent. */
+  delayFor(job: StageJobHandle, error: unknown, now: number): number | undefined {
+    if (!this.policy || this.policy.budgetMs <= 0 || !isStorageFault(error)) return undefined;
+    const key = `${job.queueQualifiedName}:${job.id ?? ''}`;
+    const outage = this.since.get(key) ?? { at: now, waits: 0 };
+    const elapsed = now - outage.at;
+    if (elapsed >= this.policy.budgetMs) return undefined;
+    outage.waits += 1;
+    this.since.set(key, outage);
+    const exponential = Math.min(this.policy.maxDelayMs, 1_000 * 2 ** (outage.waits - 1));
+    return Math.min(Math.round(exponential * (0.5 + Math.random() * 0.5)), this.policy.budgetMs - elapsed);
+  }
+
+  end(job: StageJobHandle): void {
+    this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
+  }
 }
 
 /**
@@ -97,6 +143,11 @@ export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntim
  * BullMQ fails the job once; BullMQ's own control-flow errors pass through; the rest is retried.
  */
 export function toWorkerError(error: unknown): unknown {
+  // The message becomes the job's failedReason (stored in Redis, shown by the dashboard).
+  if (error instanceof Error) {
+    error.message = redactUrlCredentials(error.message);
+    if (error.stack) error.stack = redactUrlCredentials(error.stack);
+  }
   if (
     error instanceof WaitingChildrenError ||
     error instanceof WaitingError ||

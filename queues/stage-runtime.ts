@@ -1,5 +1,6 @@
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { createArtifactStore, openArtifactObject, type ArtifactStoreEnv } from '../shared/artifacts/create-artifact-store';
+import { withStorageRetries } from '../shared/artifacts/retrying-artifact-store';
 import type { Logger } from '../shared/log/logger';
 import { systemClock, type Clock, type StageServices } from './define-stage';
 import { isRunCancelled } from './run-control';
@@ -14,13 +15,19 @@ export interface StoreCache {
   close(): Promise<void>;
 }
 
+/**
+ * Stores of one process, each opened once. With HAT_STORAGE_RETRY_MS set (a parsed env has its
+ * default), every store waits out storage faults (see withStorageRetries).
+ */
 export function createStoreCache(env: ArtifactStoreEnv, open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env)): StoreCache {
   const stores = new Map<string, ArtifactStore>();
+  const policy = { budgetMs: env.HAT_STORAGE_RETRY_MS ?? 0, initialDelayMs: 500, maxDelayMs: env.HAT_STORAGE_RETRY_MAX_DELAY_MS ?? 30_000 };
+  const retrying = (store: ArtifactStore) => withStorageRetries(store, policy);
   const storeFor = (rootUri: string): ArtifactStore => {
     const root = rootUri.replace(/\/+$/, '');
     let store = stores.get(root);
     if (!store) {
-      store = open(root);
+      store = retrying(open(root));
       stores.set(root, store);
     }
     return store;
@@ -37,8 +44,9 @@ export function createStoreCache(env: ArtifactStoreEnv, open: (rootUri: string) 
         void opened.store.close();
         return { store: cached, key: opened.key };
       }
-      stores.set(opened.store.rootUri, opened.store);
-      return opened;
+      const store = retrying(opened.store);
+      stores.set(store.rootUri, store);
+      return { store, key: opened.key };
     },
     async close() {
       await Promise.allSettled([...stores.values()].map((store) => store.close()));
@@ -75,5 +83,6 @@ export function createStageJobRuntime(options: StageRuntimeOptions): StageJobRun
       }
     },
     isRunCancelled: (runId: string) => isRunCancelled(context, runId),
+    storageRetry: { budgetMs: context.env.HAT_STORAGE_RETRY_MS, maxDelayMs: context.env.HAT_STORAGE_RETRY_MAX_DELAY_MS },
   };
 }

@@ -1,3 +1,4 @@
+import { formatPercent } from '../shared/metrics/format-percent';
 import { z } from 'zod';
 import { findStage } from './stage-registry';
 
@@ -54,7 +55,7 @@ export function formatFigure(figure: Pick<StageFigure, 'value' | 'unit'>): strin
   if (typeof figure.value === 'string') return figure.value;
   switch (figure.unit) {
     case 'ratio':
-      return `${(figure.value * 100).toFixed(1)}%`;
+      return formatPercent(figure.value);
     case 'ms':
       return `${figure.value.toFixed(1)} ms`;
     case 'score':

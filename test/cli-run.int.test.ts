@@ -161,7 +161,7 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(reportUri).toMatch(/^s3:\/\/hat-demo\/demo\/runs\/run-\d{8}T\d{6}Z-[0-9a-f]{8}\/run-report\.html$/);
     const runId = reportUri.split('/')[5] ?? '';
     const localCopy = join(directory, '.hat', 'demo', runId, 'run-report.html');
-    expect(demo.stderr).toContain(`local copy:   ${localCopy}`);
+    expect(demo.stderr).toContain(`local copy:   ${localCopy} (with `);
     const report = await readFile(localCopy, 'utf8');
     for (const stage of ['collect', 'augment', 'shard']) expect(report).toContain(stage);
     // The key figures: collect's acceptance rate, augment's variant checks, shard's token counts.
@@ -169,7 +169,11 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(keyFigures).toMatch(/<td>acceptance rate<\/td><td class="n">\d+\.\d%<\/td>/);
     expect(keyFigures).toMatch(/<td>round_trip check passed<\/td><td class="n"[^>]*>\d+\.\d%<\/td>/);
     expect(keyFigures).toMatch(/<td>train tokens<\/td><td class="n">[1-9][\d,]*<\/td>/);
-    expect(keyFigures).toContain('dataset card: <code>s3://hat-demo/demo/runs/');
+    expect(keyFigures).toContain('<a href="shard/README.md">dataset card</a>: <code>s3://hat-demo/demo/runs/');
+    // Every stage report the run report links lies beside the local copy, so its links open offline.
+    const linked = [...keyFigures.matchAll(/<a href="([^"]+)">/g)].map((match) => match[1] ?? '');
+    expect(linked).toEqual(expect.arrayContaining(['collect/report.html', 'augment/report.html', 'shard/README.md']));
+    for (const href of linked) expect(existsSync(join(directory, '.hat', 'demo', runId, href))).toBe(true);
     // The S3 server's files stay behind for inspection.
     expect(existsSync(join(directory, '.hat', 'demo-s3', 'hat-demo'))).toBe(true);
   }, 180_000);

@@ -129,6 +129,8 @@ describe('distill stage with in-process ONNX student and teacher', () => {
       const length = record.response_length;
       expect(record.response_ids).toHaveLength(length);
       expect(record.loss_mask).toEqual(new Array(length).fill(1));
+      // Random-weight models: every row says so, not only the footer and stats.
+      expect(record.dummy_weights).toBe(true);
       expect(record.reverse_kl).toEqual(record.rollout_log_probs.map((value, index) => Math.fround(value - record.teacher_log_probs[index]!)));
       expect(record.teacher_top_ids).toHaveLength(length * 3);
       // The teacher scored exactly the student's token ids.

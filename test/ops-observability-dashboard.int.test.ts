@@ -1,5 +1,8 @@
 import { dashboardCookieName, startDashboard, type Dashboard } from '../cli/commands/dashboard';
 import { stageNames } from '../queues/stage-registry';
+import { enqueueRun } from '../queues/flows';
+import { planRun } from '../queues/run-config';
+import { watchRun } from '../queues/run-control';
 import { runHatInProcess } from './support/hat-in-process';
 import { freePort } from './support/free-port';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
@@ -77,5 +80,47 @@ describe('hat dashboard', () => {
     dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', insecureNoAuth: true });
     expect((await fetch(`${dashboard.url}api/queues`)).status).toBe(200);
   });
-});
 
+  it('listens on loopback by default and refuses a blank or whitespace token (issue #20)', async () => {
+    await expect(startDashboard({ env: kit.env, port: 0, token: ' '.repeat(16) })).rejects.toThrow(/\[DASHBOARD_TOKEN_MISSING\]/);
+    await expect(startDashboard({ env: kit.env, port: 0, token: `${token} ` })).rejects.toThrow(/\[DASHBOARD_TOKEN_WEAK\].*whitespace/);
+    dashboard = await startDashboard({ env: kit.env, port: 0, token });
+    expect(dashboard.url).toBe(`http://127.0.0.1:${dashboard.port}/`);
+    // Not reachable on another local address of this machine: it is bound to 127.0.0.1 only.
+    const { networkInterfaces } = await import('node:os');
+    const other = Object.values(networkInterfaces())
+      .flat()
+      .find((address) => address && address.family === 'IPv4' && !address.internal);
+    const loopbackAlias = await fetch(`http://127.0.0.2:${dashboard.port}/api/queues`, { headers: bearer }).then(
+      () => 'answered',
+      () => 'refused',
+    );
+    expect(loopbackAlias).toBe('refused');
+    if (other) {
+      const outside = await fetch(`http://${other.address}:${dashboard.port}/api/queues`, { headers: bearer }).then(
+        () => 'answered',
+        () => 'refused',
+      );
+      expect(outside).toBe('refused');
+    }
+    expect((await fetch(`${dashboard.url}api/queues`, { headers: bearer })).status).toBe(200);
+  });
+
+  it("serves a run's report and its stage objects behind the token (issue #20)", async () => {
+    await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
+    await enqueueRun(kit.context, planRun({ runId: 'served', stages: { 'fanout-demo': { parts: 2 } } }, { env: kit.env, now: new Date() }));
+    expect((await watchRun(kit.context, 'served', { intervalMs: 100 })).state).toBe('completed');
+    dashboard = await startDashboard({ env: kit.env, port: 0, token });
+
+    expect((await fetch(`${dashboard.url}runs/served/run-report.html`)).status).toBe(401);
+    const report = await fetch(`${dashboard.url}runs/served/run-report.html`, { headers: bearer });
+    expect(report.status).toBe(200);
+    expect(report.headers.get('content-type')).toContain('text/html');
+    expect(await report.text()).toContain('Run <code>served</code>');
+    const manifest = await fetch(`${dashboard.url}runs/served/fanout-demo/manifest.json`, { headers: bearer });
+    expect(manifest.status).toBe(200);
+    expect(((await manifest.json()) as { objects: unknown[] }).objects).toHaveLength(2);
+    expect((await fetch(`${dashboard.url}runs/served/no-such-report.html`, { headers: bearer })).status).toBe(404);
+    expect((await fetch(`${dashboard.url}runs/no-such-run/run-report.html`, { headers: bearer })).status).toBe(404);
+  });
+});

@@ -15,7 +15,7 @@ import { createQueueTestKit } from './support/queue-test-kit';
 
 const infraDirectory = join(__dirname, '..', 'infra');
 const k8sDirectory = join(infraDirectory, 'k8s');
-const pipelineQueues = ['collect', 'augment', 'shard', 'distill', 'rl', 'replay', 'runs'];
+const pipelineQueues = ['collect', 'augment', 'shard', 'distill', 'rl', 'replay', 'eval', 'gate', 'runs'];
 /** Seconds between the shutdown bound and SIGKILL (closing, flushing logs, the forced-exit timer). */
 const graceMarginSeconds = 15;
 

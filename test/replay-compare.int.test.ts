@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -27,7 +27,7 @@ afterAll(async () => {
   await rm(scratch, { recursive: true, force: true });
 });
 
-async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: number }, sessionsUri: string): Promise<string> {
+async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: number }, sessionsUri: string, servingLines: string[] = []): Promise<string> {
   const server = await OpenAiTestServer.start({ seed: name, timing: { ttftMs: { distribution: 'uniform', ...ttftMs }, tokenDelayMs: 1 } });
   servers.push(server);
   const config = join(scratch, `${name}.yaml`);
@@ -40,10 +40,13 @@ async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: numbe
       '  model: test-model',
       '  concurrency: 16',
       '  maxRetries: 0',
+      ...servingLines,
       'load: { kind: closed, concurrency: 8 }',
       'sessions: 40',
       'warmupSessions: 2',
       'percentiles: [50, 90]',
+      // The recorded 5 ms tool times stand: the tool latency model's draws would swamp the sessions' TTFT difference.
+      'toolLatency: { apply: none }',
       '',
     ].join('\n'),
   );
@@ -58,8 +61,8 @@ async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: numbe
 it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON', async () => {
   const store = new FileArtifactStore(scratch);
   const sessions = await writeJsonl(store, 'sessions.jsonl.gz', syntheticSessions({ count: 10, toolMs: 5 }));
-  const fast = await replayAgainst('fast', { minMs: 20, maxMs: 40 }, sessions.uri);
-  const slow = await replayAgainst('slow', { minMs: 60, maxMs: 80 }, sessions.uri);
+  const fast = await replayAgainst('fast', { minMs: 20, maxMs: 40 }, sessions.uri, ['  hardware: 1x NVIDIA H20 96 GB', '  serving: { speculative: mtp, numSpeculativeTokens: 1 }']);
+  const slow = await replayAgainst('slow', { minMs: 60, maxMs: 80 }, sessions.uri, ['  hardware: 1x NVIDIA H20 96 GB', '  serving: { speculative: none }']);
 
   const json = await hat('replay', 'compare', fast, slow, '--json', '--seed', '7', '--resamples', '400');
   expect(json.code).toBe(0);
@@ -73,6 +76,12 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
   expect(ttft?.percentiles[0]?.low).toBeGreaterThan(20);
   expect(comparison.significantMetrics).toContain('session_e2e_ms');
   expect(comparison.a.target).toMatch(/LOCAL TEST SERVER/);
+  // Same hardware, different serving flags: the comparison says so.
+  expect(comparison.warnings).toEqual(['serving.speculative differs: A mtp, B none', 'serving.numSpeculativeTokens differs: A 1, B (not set)']);
+  expect(json.stderr).toMatch(/warning: serving\.speculative differs: A mtp, B none/);
+  const fastReport = JSON.parse(await readFile(fast, 'utf8'));
+  expect(fastReport.target).toMatchObject({ hardware: '1x NVIDIA H20 96 GB', serving: { speculative: 'mtp', numSpeculativeTokens: 1 }, server: { engine: 'hat-test-server', models: [{ id: 'test-model' }] } });
+  expect(await readFile(join(scratch, 'fast', 'report.html'), 'utf8')).toMatch(/<b>hardware<\/b>: 1x NVIDIA H20 96 GB · <b>engine<\/b>: hat-test-server/);
   // The same seed gives the same intervals.
   expect(JSON.parse((await hat('replay', 'compare', fast, slow, '--json', '--seed', '7', '--resamples', '400')).stdout)).toEqual(comparison);
 
@@ -80,8 +89,10 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
   expect(same.code).toBe(0);
   expect(same.stdout).toMatch(/^ttft_ms\s+P50\s.*noise$/m);
   expect(same.stdout).toMatch(/no difference beyond run-to-run noise/);
+  expect(same.stdout).not.toMatch(/WARNING/);
   const text = await hat('replay', 'compare', fast, slow, '--resamples', '200', '--percentiles', '50');
   expect(text.stdout).toMatch(/^ttft_ms\s+P50\s.*higher$/m);
+  expect(text.stdout).toMatch(/^WARNING: serving\.speculative differs: A mtp, B none; the reports measured different serving setups$/m);
 });
 
 it('refuses a file that is not a replay report, naming it (exit 2)', async () => {

@@ -91,6 +91,8 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
       mode: 'live',
       live: { harness: sampleHarnessDirectory(), tasks: [taskFile.uri] },
       load: { kind: 'closed', concurrency: 4 },
+      // The recorded tool times stand here (the tool latency model would replace those of simulator sessions).
+      toolLatency: { apply: 'none' },
     },
     { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed: 'live' },
   );

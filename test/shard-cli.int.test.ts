@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -7,7 +7,11 @@ import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { readManifest } from '../shared/artifacts/manifest';
 import { decodeParquet } from '../shared/artifacts/parquet-codec';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
+import { Template } from '@huggingface/jinja';
+import { presetFiles, presetTokenizer } from '../shared/text/__fixtures__/preset-files';
+import { normalizeHookMessages } from '../shared/text/hook-messages';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
+import { trajectoryToTemplateInput } from '../shared/text/template-input';
 import { tokenizeConversation } from '../shared/text/tokenize-conversation';
 import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
 import type { ShardOutput } from '../workers/shard/shard-contract';
@@ -120,6 +124,75 @@ describe('hat stage shard', () => {
     expect(plain.code).toBe(0);
     expect(JSON.parse(plain.stdout) as ShardOutput).toMatchObject({ records: 120, duplicates: 0 });
   }, 300_000);
+
+  it('keeps every collected and augmented sample with Qwen3 and with the Qwen3.5 template in both thinking modes, ids equal to a direct render of the normalized conversation', async () => {
+    const originals = new Map<string, { messages: ChatMessage[]; tools: ToolSpec[] }>();
+    for (const name of ['collect', 'augment']) {
+      const store = new FileArtifactStore(join(directory, name));
+      for (const object of (await readManifest(store, 'manifest.json')).objects.filter((candidate) => (candidate.kind ?? 'trajectories') === 'trajectories' && candidate.key.endsWith('.jsonl.gz'))) {
+        for (const line of gunzipSync(await store.getBuffer(object.key)).toString('utf8').trim().split('\n')) {
+          const trajectory = JSON.parse(line) as { id: string; messages: ChatMessage[]; tools: ToolSpec[] };
+          originals.set(trajectory.id, trajectory);
+        }
+      }
+    }
+    // The set carries hook injections as system messages after the first turn: what Qwen3.5 refuses as they are.
+    const withHooks = [...originals.values()].filter((trajectory) => trajectory.messages.slice(1).some((message) => message.role === 'system'));
+    expect(withHooks.length).toBeGreaterThan(originals.size / 4);
+
+    const qwen35Path = join(__dirname, '..', 'shared', 'text', '__fixtures__', 'chat-templates', 'Qwen3.5-4B.jinja');
+    const qwen35 = await readFile(qwen35Path, 'utf8');
+    const qwen3 = presetFiles('qwen3').config.chat_template as string;
+    const own = presetTokenizer('qwen3');
+    const settings = [
+      { name: 'qwen3', yaml: '', template: qwen3, form: 'system-messages' as const, thinking: undefined },
+      { name: 'qwen3_5-thinking', yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\n`, template: qwen35, form: 'folded' as const, thinking: undefined },
+      { name: 'qwen3_5-no-thinking', yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\nenableThinking: false\n`, template: qwen35, form: 'folded' as const, thinking: false },
+    ];
+    for (const setting of settings) {
+      await writeFile(
+        join(directory, `${setting.name}.yaml`),
+        `inputs: ["${uri('collect')}/manifest.json", "${uri('augment')}/manifest.json"]\nvalidationFraction: 0\nsequenceLength: 32768\nrecordsPerPart: 200\n${setting.yaml}`,
+      );
+      const result = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, `${setting.name}.yaml`), '--out', uri(setting.name), '--seed', seed, '--json');
+      expect([setting.name, result.code, result.stderr.slice(-400)]).toEqual([setting.name, 0, expect.any(String)]);
+      const output = JSON.parse(result.stdout) as ShardOutput;
+      expect([setting.name, output.rejected, output.overLength]).toEqual([setting.name, {}, { dropped: 0, truncated: 0 }]);
+      expect(output.samples + output.duplicates).toBe(output.records);
+
+      const store = new FileArtifactStore(join(directory, setting.name));
+      const template = new Template(setting.template);
+      let checked = 0;
+      for (const object of (await readManifest(store, 'manifest.json')).objects.filter((candidate) => candidate.kind === 'packed')) {
+        const rows = (await decodeParquet(await store.getBuffer(object.key))) as Array<{ input_ids: number[]; cu_seqlens: number[]; source_ids: string[] }>;
+        for (const row of rows) {
+          for (const [index, sourceId] of row.source_ids.entries()) {
+            const original = originals.get(sourceId.replace(/@\d+$/, ''))!;
+            const normalized = normalizeHookMessages(original.messages, setting.form);
+            if (!normalized.ok) throw new Error(normalized.reason);
+            const input = trajectoryToTemplateInput(normalized.messages, original.tools);
+            const text = template.render({
+              messages: input.messages,
+              ...(input.tools.length > 0 ? { tools: input.tools } : {}),
+              add_generation_prompt: false,
+              ...(setting.thinking === undefined ? {} : { enable_thinking: setting.thinking }),
+            });
+            expect(row.input_ids.slice(row.cu_seqlens[index], row.cu_seqlens[index + 1])).toEqual(own.encode(text, { add_special_tokens: false }).ids);
+            checked++;
+          }
+        }
+      }
+      expect(checked).toBeGreaterThanOrEqual(output.samples);
+      // Which normalization applied is recorded: per entry (foldedHookMessages, mergedPromptChars) and summed in the stats.
+      const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as ShardStats;
+      expect(stats.template.hookMessages).toBe(setting.form);
+      if (setting.form === 'folded') expect(stats.template.samplesWithFoldedHooks).toBeGreaterThan(0);
+      else expect(stats.template.samplesWithFoldedHooks).toBe(0);
+      // Only thinking mode serves `<think>\n`, which the rendering merges into `\n\n`.
+      if (setting.name === 'qwen3_5-thinking') expect(stats.template.samplesWithMergedStart).toBe(output.samples);
+      else expect(stats.template.samplesWithMergedStart).toBe(0);
+    }
+  }, 600_000);
 
   it('refuses bad input with exit code 2 and a message that names the field', async () => {
     const missing = await runHatInProcess(environment(), 'stage', 'shard', '--in', uri('nothing.jsonl.gz'), '--out', uri('bad'));

@@ -7,6 +7,8 @@ import '../shared/simulator/policies/scripted-adapter';
 import { augmentStage } from './augment/processor';
 import { collectStage } from './collect/processor';
 import { distillStage } from './distill/processor';
+import { evalStage } from './eval/processor';
+import { gateStage } from './gate/processor';
 import { fanoutDemoStage } from './examples/fanout-demo/processor';
 import { hashDemoStage } from './examples/hash-demo/processor';
 import { noopStage } from './examples/noop/processor';
@@ -19,7 +21,7 @@ import { shardStage } from './shard/processor';
  * pipeline stage here when it lands. The example stages (noop, fanout-demo, hash-demo) exist for
  * framework tests, benchmarks and the demo; they are not part of the pipeline.
  */
-export const catalogStages: AnyStage[] = [noopStage, fanoutDemoStage, hashDemoStage, collectStage, augmentStage, shardStage, distillStage, rlStage, replayStage];
+export const catalogStages: AnyStage[] = [noopStage, fanoutDemoStage, hashDemoStage, collectStage, augmentStage, shardStage, distillStage, rlStage, replayStage, evalStage, gateStage];
 
 /** Registers the catalog (idempotent). */
 export function registerCatalogStages(): void {

@@ -5,6 +5,7 @@ import { createStoreCache } from '../../queues/stage-runtime';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import { describeCheckpoint } from './runs';
+import { registerPromotionCommands } from './checkpoint-promotion';
 import type { RegisterCommand } from './index';
 
 interface RegisterOptions {
@@ -96,4 +97,5 @@ export const registerCheckpointCommand: RegisterCommand = (program: Command, con
         }
       });
     });
+  registerPromotionCommands(checkpoint, context);
 };

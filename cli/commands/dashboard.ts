@@ -7,10 +7,12 @@ import { ExpressAdapter } from '@bull-board/express';
 import type { Command } from 'commander';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { HatEnv } from '../../shared/config/env';
-import { BadInputError } from '../../shared/errors';
+import { validateObjectKey } from '../../shared/artifacts/object-key';
+import { BadInputError, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { openQueueContext, type QueueContext } from '../../queues/queue-context';
 import { runsQueueName } from '../../queues/queue-names';
+import { createStoreCache, type StoreCache } from '../../queues/stage-runtime';
 import { stageNames } from '../../queues/stage-registry';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
@@ -57,14 +59,20 @@ export interface Dashboard {
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const token = options.token;
   if (!options.insecureNoAuth) {
-    if (token === undefined || token === '') {
+    if (token === undefined || token.trim() === '') {
       throw new BadInputError('DASHBOARD_TOKEN_MISSING', 'hat dashboard needs a token: give --token <t> or set HAT_DASHBOARD_TOKEN (e.g. `openssl rand -hex 32`); --insecure-no-auth serves it to anyone who can reach the port');
     }
     if (token.length < minimumTokenLength) {
       throw new BadInputError('DASHBOARD_TOKEN_WEAK', `--token must be at least ${minimumTokenLength} characters (e.g. \`openssl rand -hex 32\`)`);
     }
+    // A header's value is trimmed before it is compared, so such a token could never match; and
+    // blanks in a secret are usually a paste gone wrong.
+    if (/\s/.test(token)) {
+      throw new BadInputError('DASHBOARD_TOKEN_WEAK', '--token must not contain spaces or other whitespace (e.g. `openssl rand -hex 32`)');
+    }
   }
   registerCatalogStages();
+  const stores = createStoreCache(options.env);
   // A worker-role connection rides out Redis restarts: the dashboard is long-lived.
   const context = await openQueueContext(options.env, { role: 'worker', connectionName: 'hat-dashboard' });
   const queues = [...stageNames(), runsQueueName];
@@ -81,10 +89,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const app = express();
     app.disable('x-powered-by');
     if (!options.insecureNoAuth) app.use(requireToken(token as string));
+    app.get('/runs/:runId/{*path}', serveRunObject(context, options.env, stores));
     app.use('/', serverAdapter.getRouter());
-    const server = await listen(app, options.port, options.host ?? '0.0.0.0');
+    // Loopback unless told otherwise: a queue dashboard can retry and remove jobs.
+    const listenHost = options.host ?? '127.0.0.1';
+    const server = await listen(app, options.port, listenHost);
     const port = (server.address() as AddressInfo).port;
-    const host = options.host === undefined || options.host === '0.0.0.0' ? '127.0.0.1' : options.host;
+    const host = listenHost === '0.0.0.0' || listenHost === '::' ? '127.0.0.1' : listenHost.includes(':') ? `[${listenHost}]` : listenHost;
     return {
       port,
       url: `http://${host}:${port}/`,
@@ -95,12 +106,51 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
           server.close(() => resolve());
         });
         await context.close();
+        await stores.close();
       },
     };
   } catch (error) {
     await context.close();
     throw error;
   }
+}
+
+const contentTypes: Record<string, string> = {
+  html: 'text/html; charset=utf-8',
+  json: 'application/json',
+  svg: 'image/svg+xml',
+  csv: 'text/csv; charset=utf-8',
+  md: 'text/markdown; charset=utf-8',
+  txt: 'text/plain; charset=utf-8',
+  gz: 'application/gzip',
+  parquet: 'application/vnd.apache.parquet',
+};
+
+/**
+ * `GET /runs/<runId>/<key>`: an object of a run (its run report, each stage's report, stats,
+ * charts) from the run's own artifact root, behind the dashboard's token. The run report links its
+ * stage reports relative to its folder, so they open from here as they do from a local copy.
+ */
+function serveRunObject(context: QueueContext, env: HatEnv, stores: StoreCache) {
+  return async (request: Request, response: Response, next: NextFunction) => {
+    try {
+      const runId = String(request.params.runId);
+      const rest = (request.params as { path?: string | string[] }).path;
+      const path = Array.isArray(rest) ? rest.join('/') : (rest ?? '');
+      const run = await context.runsQueue.getJob(runId);
+      const root = (run?.data as { artifactsRoot?: string } | undefined)?.artifactsRoot ?? env.HAT_ARTIFACTS;
+      if (!run || !root) return void response.status(404).type('text/plain').send(`no run ${runId} in this prefix\n`);
+      const key = validateObjectKey(`runs/${runId}/${path || 'run-report.html'}`);
+      const store = stores.storeFor(root);
+      const body = await store.getBuffer(key).catch((error: unknown) => (errorCodeOf(error) === 'ARTIFACT_NOT_FOUND' ? undefined : Promise.reject(error)));
+      if (!body) return void response.status(404).type('text/plain').send(`${store.uriOf(key)} does not exist\n`);
+      const extension = key.slice(key.lastIndexOf('.') + 1);
+      response.type(contentTypes[extension] ?? 'application/octet-stream').send(body);
+    } catch (error) {
+      if (errorCodeOf(error) === 'BAD_OBJECT_KEY') return void response.status(400).type('text/plain').send(`${(error as Error).message}\n`);
+      next(error);
+    }
+  };
 }
 
 function listen(app: express.Express, port: number, host: string): Promise<Server> {
@@ -170,7 +220,7 @@ export const registerDashboardCommand: RegisterCommand = (program: Command, cont
     .command('dashboard')
     .description('queue dashboard (bull-board) over every stage queue and runs, behind a bearer token')
     .option('--port <port>', 'port to listen on', portNumber, 3000)
-    .option('--host <host>', 'address to listen on', '0.0.0.0')
+    .option('--host <host>', 'address to listen on (0.0.0.0: every interface, as in a container)', '127.0.0.1')
     .option('--token <token>', 'bearer token (default HAT_DASHBOARD_TOKEN); open /?token=<token> once in a browser')
     .option('--insecure-no-auth', 'serve without a token (only behind a proxy that authenticates)')
     .option('--read-only', 'hide retry, remove, clean and pause actions')

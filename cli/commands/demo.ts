@@ -2,21 +2,23 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { startLocalS3Server, type LocalS3Server } from '../../shared/artifacts/local-s3-server';
 import type { HatEnv } from '../../shared/config/env';
 import { HatError } from '../../shared/errors';
 import { createLogger } from '../../shared/log/logger';
+import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
 import { enqueueRun } from '../../queues/flows';
 import { planRun, readConfigFile } from '../../queues/run-config';
 import { watchRun } from '../../queues/run-control';
-import { runReportKeys } from '../../queues/run-layout';
+import { runManifestKey, runReportKeys } from '../../queues/run-layout';
 import { runsQueueName } from '../../queues/queue-names';
+import { relativeToRun } from '../../workers/run/run-report';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
 import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
-import { startSimulatedTrainer } from '../simulated-trainer';
 import type { RegisterCommand } from './index';
 
 /** The project root (where package.json is), from sources or from dist/. */
@@ -31,6 +33,51 @@ export function demoRunConfigFile(): string {
   return join(projectRoot(), 'examples', 'demo-run.yaml');
 }
 
+/** A model endpoint the demo serves itself: `baseUrl: hat-serve:<model spec>` (a model directory or a `dummy:` spec). */
+const servedPrefix = 'hat-serve:';
+
+/**
+ * Starts `hat serve` in this process for every model config of the run config whose `baseUrl`
+ * reads `hat-serve:<model spec>` (one server per spec and model name), and points the config at
+ * it: so the demo's distill student and rl policy are sampled over the same HTTP path (token-id
+ * prompts, sampled ids with logprobs) as a vLLM server in production. `dummyWeights` is set from
+ * the server, so random-weight models are labelled in every record and report.
+ */
+export async function startDemoModelServers(config: unknown, log: (line: string) => void): Promise<ServeServer[]> {
+  const servers = new Map<string, ServeServer>();
+  const visit = async (value: unknown): Promise<void> => {
+    if (Array.isArray(value)) {
+      for (const item of value) await visit(item);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const record = value as Record<string, unknown>;
+    if (typeof record.baseUrl === 'string' && record.baseUrl.startsWith(servedPrefix)) {
+      const spec = record.baseUrl.slice(servedPrefix.length);
+      const modelName = typeof record.model === 'string' ? record.model : 'demo-model';
+      const logprobsMode = record.logprobsMode === 'processed_logprobs' ? 'processed_logprobs' : 'raw_logprobs';
+      const key = JSON.stringify([spec, modelName, logprobsMode]);
+      let server = servers.get(key);
+      if (!server) {
+        server = await startServeServer({ model: spec, servedModelName: modelName, logprobsMode });
+        servers.set(key, server);
+        log(`started hat serve for ${modelName} (${spec}${server.dummyWeights ? ', dummy weights' : ''}) at ${server.baseUrl}`);
+      }
+      record.baseUrl = server.baseUrl;
+      record.dummyWeights = server.dummyWeights;
+      return;
+    }
+    for (const item of Object.values(record)) await visit(item);
+  };
+  try {
+    await visit(config);
+  } catch (error) {
+    await Promise.allSettled([...servers.values()].map((server) => server.close()));
+    throw error;
+  }
+  return [...servers.values()];
+}
+
 interface DemoOptions {
   out?: string;
   config?: string;
@@ -40,10 +87,8 @@ interface DemoOptions {
 /**
  * `hat demo [--out <uri>]`: the pipeline on embedded defaults. Starts a local S3-compatible
  * server unless an artifact root is given (`--out`, else HAT_ARTIFACTS), runs the demo run config
- * through real queues with workers in this process, answers its trainer handoffs with the
- * simulated trainer (cli/simulated-trainer.ts: re-seeded dummy models, labelled as simulated
- * training), shows progress and prints where the artifacts and the run report are. Redis is the
- * one prerequisite (REDIS_URL).
+ * through real queues with workers in this process, shows progress and prints where the
+ * artifacts and the run report are. Redis is the one prerequisite (REDIS_URL).
  */
 export const registerDemoCommand: RegisterCommand = (program: Command, context: CliContext) => {
   program
@@ -67,28 +112,23 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
         artifactsRoot = `s3://${server.bucket}/demo`;
         context.stderr.write(`started a local S3-compatible server at ${server.endpoint} (files in ${directory})\n`);
       }
-      const plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
-      const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
-      const pool = await startWorkerPool({ env, queues: [...new Set(plan.stages.map((stage) => stage.kind)), runsQueueName], logger });
-      const trainerStore = createArtifactStore(plan.artifactsRoot, env);
-      let trainer: { stop(): Promise<void> } | undefined;
+      const modelServers = await startDemoModelServers(source.value, (line) => context.stderr.write(`${line}\n`));
+      const stopModelServers = () => Promise.allSettled(modelServers.map((modelServer) => modelServer.close()));
+      let plan: ReturnType<typeof planRun>;
+      let pool: Awaited<ReturnType<typeof startWorkerPool>>;
+      try {
+        plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
+        const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
+        pool = await startWorkerPool({ env, queues: [...plan.stages.map((stage) => stage.name), runsQueueName], logger });
+      } catch (error) {
+        await stopModelServers();
+        await server?.stop();
+        throw error;
+      }
       try {
         await pool.waitUntilReady();
         await enqueueRun(pool.context, plan);
-        const order = [...plan.stages.filter((stage) => !stage.segment).map((stage) => stage.name)];
-        for (const handoff of plan.handoffs) order.push(`[handoff ${handoff.name}]`, ...plan.stages.filter((stage) => stage.segment === handoff.name).map((stage) => stage.name));
-        context.stderr.write(`run ${plan.runId}: ${order.join(' -> ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
-        if (plan.handoffs.length > 0) {
-          trainer = startSimulatedTrainer(pool.context, {
-            runId: plan.runId,
-            modelCacheDir: resolve('.hat', 'models'),
-            storeFor: () => trainerStore,
-            onRegistered: (event) =>
-              context.stderr.write(
-                `SIMULATED TRAINING (no training happens): handoff ${event.handoff} answered with a re-seeded dummy model${event.policyVersion !== undefined ? ` as policy v${event.policyVersion}` : ''}: ${event.modelDir}\n`,
-              ),
-          });
-        }
+        context.stderr.write(`run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
         const status = await waitForRunWithProgress((onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }), context.stderr);
         for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
         if (server) {
@@ -96,21 +136,43 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
           const local = resolve('.hat', 'demo', plan.runId, 'run-report.html');
           await mkdir(dirname(local), { recursive: true });
           const store = createArtifactStore(plan.artifactsRoot, env);
+          let copied = 0;
           try {
             await writeFile(local, await store.getBuffer(runReportKeys(plan.runId).html));
+            copied = await copyStageReports(store, plan.runId, dirname(local));
           } finally {
             await store.close();
           }
-          context.stderr.write(`  local copy:   ${local}\n`);
+          context.stderr.write(`  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`);
         }
         if (options.json) context.printJson(status);
         else context.print(status.reportHtmlUri);
         if (status.state !== 'completed') throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
       } finally {
-        await trainer?.stop();
-        await trainerStore.close();
         await pool.close();
         await server?.stop();
+        await stopModelServers();
       }
     });
 };
+
+/**
+ * Copies every stage report the run report links (objects under the run's folder) beside the
+ * local copy of the run report, at the same relative paths, so its links open in a browser after
+ * the demo's S3 server has stopped. Returns how many were copied.
+ */
+async function copyStageReports(store: ArtifactStore, runId: string, directory: string): Promise<number> {
+  const manifest = JSON.parse((await store.getBuffer(runManifestKey(runId))).toString('utf8')) as { stages: Array<{ links?: Array<{ uri: string }> }> };
+  const runRoot = `${store.rootUri}/runs/${runId}`;
+  let copied = 0;
+  for (const link of manifest.stages.flatMap((stage) => stage.links ?? [])) {
+    const relative = relativeToRun(link.uri, runRoot);
+    if (!relative || /^https?:/.test(relative)) continue;
+    const target = join(directory, ...relative.split('/').map(decodeURIComponent));
+    if (!target.startsWith(`${directory}/`)) continue;
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, await store.getBuffer(store.keyOf(link.uri)));
+    copied += 1;
+  }
+  return copied;
+}

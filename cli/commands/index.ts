@@ -9,6 +9,7 @@ import { registerDemoCommand } from './demo';
 import { registerRunCommand } from './run';
 import { registerRunsCommand } from './runs';
 import { registerScheduleCommand } from './schedule';
+import { registerServeCommand } from './serve';
 import { registerReplayCommand } from './replay';
 import { registerStageCommand } from './stage';
 import { registerTasksCommand } from './tasks';
@@ -28,6 +29,7 @@ export const commandModules: RegisterCommand[] = [
   registerRunCommand,
   registerRunsCommand,
   registerScheduleCommand,
+  registerServeCommand,
   registerReplayCommand,
   registerStageCommand,
   registerTasksCommand,

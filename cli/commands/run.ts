@@ -8,7 +8,7 @@ import { createStoreCache } from '../../queues/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
-import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
+import { describeRunOutcome, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
 import type { RegisterCommand } from './index';
 
 interface RunOptions {
@@ -61,15 +61,37 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
         const stages = plan.stages.map((stage) => stage.name);
         if (!options.wait) {
           if (options.json) context.printJson({ ...result, stages, ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}) });
-          else context.print(result.enqueued ? `enqueued run ${plan.runId} (stages: ${stages.join(', ')})` : `run ${plan.runId} already exists (${result.existingState}); nothing enqueued`);
+          else if (result.enqueued) context.print(`enqueued run ${plan.runId} (stages: ${stages.join(', ')})`);
+          else {
+            const next = result.existingState === 'failed' ? `; \`hat runs retry ${plan.runId}\` continues it (failed or cancelled), reusing finished parts` : '';
+            context.print(`run ${plan.runId} already exists (${result.existingState}); nothing enqueued${next}`);
+          }
           return;
         }
         context.stderr.write(`${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`);
-        const status = await waitForRunWithProgress((onStatus) => watchRun(queues, plan.runId, { onStatus }), context.stderr);
-        for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
-        if (options.json) context.printJson(status);
-        else context.print(status.reportHtmlUri);
-        if (status.state !== 'completed') throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
-      });
+        const status = await waitForRunWithProgress(
+          (onStatus) =>
+            watchRun(queues, plan.runId, {
+              onStatus,
+              redisUnavailableMs: context.env.HAT_WATCH_REDIS_TIMEOUT_MS,
+              onRedisUnavailable: (error) =>
+                context.stderr.write(
+                  error
+                    ? `\nRedis does not answer (${error.message}); still following run ${plan.runId}, for up to ${Math.round(context.env.HAT_WATCH_REDIS_TIMEOUT_MS / 1000)} s\n`
+                    : `Redis answers again; following run ${plan.runId}\n`,
+                ),
+            }),
+          context.stderr,
+        );
+        const outputs = createStoreCache(context.env);
+        const written = await writtenRunOutputs(status, outputs.openObject).finally(() => outputs.close());
+        for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
+        if (options.json) context.printJson({ ...status, written });
+        else if (written.report) context.print(status.reportHtmlUri);
+        if (status.state !== 'completed') {
+          const see = written.manifest ? `see ${status.runManifestUri}` : `its run manifest was not written; \`hat runs show ${plan.runId}\` shows each stage`;
+          throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; ${see}`);
+        }
+      }, options.wait ? { role: 'watcher' } : {});
     });
 };

@@ -75,7 +75,8 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
     .action(async (runId: string) => {
       await withQueues(context, async (queues) => {
         const result = await retryRun(queues, runId);
-        context.print(`retrying run ${runId}: ${result.retriedParts} failed part(s), stage(s) ${result.retriedStages.join(', ') || '(none)'}`);
+        if (result.resumed) context.print(`resuming cancelled run ${runId}: stages ${result.retriedStages.join(', ')} enqueued again; finished parts are reused`);
+        else context.print(`retrying run ${runId}: ${result.retriedParts} failed part(s), stage(s) ${result.retriedStages.join(', ') || '(none)'}`);
       });
     });
   runs

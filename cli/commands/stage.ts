@@ -1,10 +1,12 @@
 import type { Command } from 'commander';
+import { findUrlCredentials } from '../../shared/config/url-credentials';
 import { ProblemCollector } from '../../shared/errors';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { plainLocator, readConfigFile } from '../../queues/run-config';
 import { runStageLocally } from '../../queues/run-stage-locally';
 import { getStage } from '../../queues/stage-registry';
 import { createStoreCache } from '../../queues/stage-runtime';
+import { figureLines, summarizeStageOutput } from '../../queues/stage-summary';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { positiveInteger } from '../command-support';
@@ -48,9 +50,10 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
       const value = source.value ?? {};
       const config = options.in && options.in.length > 0 ? { ...(value as object), inputs: options.in } : value;
       const checked = stage.input.safeParse(config);
-      if (!checked.success) {
-        const problems = new ProblemCollector();
-        problems.addAll(source.locator.zodProblems(checked.error));
+      const problems = new ProblemCollector();
+      for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
+      if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));
+      if (!problems.ok) {
         problems.throwIfAny('STAGE_INPUT_INVALID', `the config of stage "${name}" is invalid; fix the fields named below`);
       }
       const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
@@ -64,6 +67,7 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           seed: options.seed,
           logger: context.logger,
           concurrency: options.concurrency,
+          storageRetryMs: context.env.HAT_STORAGE_RETRY_MS,
           onProgress: (progress) =>
             view.update([{ name: progress.stage, state: localStates[progress.phase], partsDone: progress.partsDone, partsTotal: progress.partsTotal }]),
         });
@@ -73,6 +77,9 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           const manifestUri = (result.output as { manifestUri?: unknown }).manifestUri;
           context.print(`stage ${name}: done${result.parts > 0 ? `, ${result.parts} parts` : ''}${typeof manifestUri === 'string' ? `; manifest ${manifestUri}` : ''}`);
         }
+        // Figures the run report shows amber or red are printed too (on stderr, so --json stays parseable).
+        const flagged = (summarizeStageOutput(name, result.output)?.figures ?? []).filter((figure) => figure.tone === 'warn' || figure.tone === 'fail');
+        for (const line of figureLines(flagged)) context.stderr.write(`warning: stage ${name}: ${line.replace(/^! /, '')}\n`);
       } finally {
         view.stop();
         await stores.close();

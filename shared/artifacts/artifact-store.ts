@@ -37,6 +37,11 @@ export interface ArtifactStore {
   /** All objects whose key starts with the prefix, in key order. */
   list(prefix: string): AsyncIterable<ObjectInfo>;
   delete(key: string): Promise<void>;
+  /**
+   * Removes what killed writers left beside the keys of `prefix` (a file store's temp files);
+   * stores whose writes leave nothing behind do not have it.
+   */
+  sweepTemporary?(prefix: string): Promise<number>;
   /** Releases clients and sockets. */
   close(): Promise<void>;
 }

@@ -32,15 +32,29 @@ export function parseArtifactUri(uri: string): ArtifactLocation {
     if (!bucketName.test(bucket)) badUri(uri, `has an invalid bucket name ${JSON.stringify(bucket)}`);
     return { scheme: 's3', bucket, key };
   }
-  if (uri.startsWith('file:')) {
-    let path: string;
-    try {
-      path = fileURLToPath(uri);
-    } catch (error) {
-      badUri(uri, `is not a valid file URL (${(error as Error).message})`);
-    }
-    if (!isAbsolute(path)) badUri(uri, 'is not an absolute path');
-    return { scheme: 'file', path };
-  }
+  if (uri.startsWith('file:')) return { scheme: 'file', path: fileUriToPath(uri) };
   return badUri(uri, 'has an unsupported scheme');
+}
+
+/**
+ * The local path of a `file:` URI; BadInputError `BAD_ARTIFACT_URI` for anything else. The usual
+ * slip, `file://tmp/x` (two slashes: "tmp" is read as a host name), gets the three-slash form.
+ */
+export function fileUriToPath(uri: string): string {
+  const host = /^file:\/\/([^/]*)/.exec(uri)?.[1];
+  if (host !== undefined && host !== '' && host !== 'localhost') {
+    const suggested = `file:///${uri.slice('file://'.length)}`;
+    throw new BadInputError(
+      'BAD_ARTIFACT_URI',
+      `artifact URI ${JSON.stringify(uri)} names the host ${JSON.stringify(host)} (two slashes after "file:"); a local path takes three: ${suggested} (use s3://bucket/prefix or file:///absolute/path)`,
+    );
+  }
+  let path: string;
+  try {
+    path = fileURLToPath(uri);
+  } catch (error) {
+    badUri(uri, `is not a valid file URL (${(error as Error).message})`);
+  }
+  if (!isAbsolute(path)) badUri(uri, 'is not an absolute path');
+  return path;
 }

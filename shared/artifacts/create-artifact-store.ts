@@ -9,7 +9,17 @@ import { S3ArtifactStore, type S3Settings } from './s3-artifact-store';
 
 /** The environment settings a store reads (a parsed `HatEnv` fits; every field is optional). */
 export type ArtifactStoreEnv = Partial<
-  Pick<HatEnv, 'S3_ENDPOINT' | 'S3_REGION' | 'S3_FORCE_PATH_STYLE' | 'AWS_ACCESS_KEY_ID' | 'AWS_SECRET_ACCESS_KEY' | 'AWS_SESSION_TOKEN'>
+  Pick<
+    HatEnv,
+    | 'S3_ENDPOINT'
+    | 'S3_REGION'
+    | 'S3_FORCE_PATH_STYLE'
+    | 'AWS_ACCESS_KEY_ID'
+    | 'AWS_SECRET_ACCESS_KEY'
+    | 'AWS_SESSION_TOKEN'
+    | 'HAT_STORAGE_RETRY_MS'
+    | 'HAT_STORAGE_RETRY_MAX_DELAY_MS'
+  >
 >;
 
 /** S3 settings from the environment variables of shared/config/env.ts. */

@@ -4,7 +4,9 @@ import { mkdir, open, readdir, readFile, rename, stat, unlink, type FileHandle }
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
+import { hostname } from 'node:os';
 import { BadInputError } from '../errors';
+import { diagnoseMissingDirectory, fileStorageError } from './storage-errors';
 import { sha256Hex } from '../hash/hash';
 import { artifactNotFound } from './artifact-errors';
 import type { ArtifactStore, ObjectInfo, PutOptions } from './artifact-store';
@@ -21,6 +23,21 @@ function hasCode(error: unknown, ...codes: string[]): boolean {
 /** A file system cannot hold both `a` and `a/b`, which S3 can: say so instead of a raw ENOTDIR. */
 function keyConflict(uri: string, cause: unknown): BadInputError {
   return new BadInputError('KEY_CONFLICT', `cannot write ${uri}: a file store cannot hold both a key and keys below it ("a" and "a/b"); choose keys that do not nest under each other`, { cause });
+}
+
+/** This machine in temp file names, so a sweep can tell its own dead writers from another host's. */
+const hostTag = createHash('sha256').update(hostname()).digest('hex').slice(0, 8);
+/** Temp files of another host (a shared volume) are swept only when this old: their writer cannot be asked. */
+const foreignTemporaryAgeMs = 60 * 60_000;
+
+/** Whether a process of this machine is gone (a killed worker's temp file is garbage). */
+function isDead(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return hasCode(error, 'ESRCH');
+  }
 }
 
 /** Whether a directory entry name could be a key segment (files others dropped there may not be). */
@@ -59,7 +76,15 @@ export class FileArtifactStore implements ArtifactStore {
     return validateObjectKey(path.split(sep).join('/'));
   }
 
-  async put(key: string, body: string | Uint8Array | Readable, _options: PutOptions = {}): Promise<ObjectInfo> {
+  async put(key: string, body: string | Uint8Array | Readable, options: PutOptions = {}): Promise<ObjectInfo> {
+    try {
+      return await this.putUnchecked(key, body, options);
+    } catch (error) {
+      throw fileStorageError(error, 'put', this.uriOf(key)) ?? error;
+    }
+  }
+
+  private async putUnchecked(key: string, body: string | Uint8Array | Readable, _options: PutOptions): Promise<ObjectInfo> {
     const path = this.pathOf(key);
     // A source that fails while the directory is being made must not crash the process as an
     // unhandled 'error': the failure is read from the stream when writing starts.
@@ -69,9 +94,10 @@ export class FileArtifactStore implements ArtifactStore {
       await mkdir(directory, { recursive: true });
     } catch (error) {
       if (hasCode(error, 'EEXIST', 'ENOTDIR')) throw keyConflict(this.uriOf(key), error);
+      if (hasCode(error, 'ENOENT')) throw await diagnoseMissingDirectory(path, 'put', this.uriOf(key), error);
       throw error;
     }
-    const temporaryPath = join(directory, `${temporarySegmentPrefix}${randomBytes(8).toString('hex')}`);
+    const temporaryPath = join(directory, `${temporarySegmentPrefix}${hostTag}-${process.pid}-${randomBytes(8).toString('hex')}`);
     const handle = await open(temporaryPath, 'wx');
     let written: { bytes: number; sha256: string };
     try {
@@ -123,7 +149,7 @@ export class FileArtifactStore implements ArtifactStore {
       return info.isFile() ? { key, uri: this.uriOf(key), bytes: info.size, lastModified: info.mtime } : undefined;
     } catch (error) {
       if (hasCode(error, 'ENOENT', 'ENOTDIR')) return undefined;
-      throw error;
+      throw fileStorageError(error, 'head', this.uriOf(key)) ?? error;
     }
   }
 
@@ -138,8 +164,36 @@ export class FileArtifactStore implements ArtifactStore {
       await unlink(this.pathOf(key));
     } catch (error) {
       // Deleting what is not there succeeds, as on S3, so retried cleanups stay idempotent.
-      if (!hasCode(error, 'ENOENT', 'ENOTDIR')) throw error;
+      if (!hasCode(error, 'ENOENT', 'ENOTDIR')) throw fileStorageError(error, 'delete', this.uriOf(key)) ?? error;
     }
+  }
+
+  /**
+   * Removes temp files that a killed writer left in the directory of `prefix`: those of a process
+   * of this machine that no longer runs, and those of another host older than an hour. Live
+   * writers' temp files are left alone. Returns how many were removed.
+   */
+  async sweepTemporary(prefix: string): Promise<number> {
+    validateKeyPrefix(prefix);
+    const directory = join(this.rootDirectory, prefix.slice(0, prefix.lastIndexOf('/') + 1));
+    let names: string[];
+    try {
+      names = await readdir(directory);
+    } catch {
+      return 0;
+    }
+    let removed = 0;
+    for (const name of names) {
+      if (!name.startsWith(temporarySegmentPrefix)) continue;
+      const [host, pid] = name.slice(temporarySegmentPrefix.length).split('-');
+      const path = join(directory, name);
+      const stale =
+        host === hostTag && pid !== undefined && /^\d+$/.test(pid)
+          ? isDead(Number(pid))
+          : Date.now() - ((await stat(path).catch(() => undefined))?.mtimeMs ?? Date.now()) > foreignTemporaryAgeMs;
+      if (stale && (await unlink(path).then(() => true, () => false))) removed += 1;
+    }
+    return removed;
   }
 
   async close(): Promise<void> {}
@@ -177,7 +231,7 @@ export class FileArtifactStore implements ArtifactStore {
   }
 
   private mapReadError(error: unknown, key: string): unknown {
-    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR') ? artifactNotFound(this.uriOf(key), error) : error;
+    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR') ? artifactNotFound(this.uriOf(key), error) : (fileStorageError(error, 'get', this.uriOf(key)) ?? error);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { pipeline } from 'node:stream';
-import { StringDecoder } from 'node:string_decoder';
+import { isUtf8 } from 'node:buffer';
+import { firstInvalidUtf8Byte } from './utf8';
 import { createGunzip } from 'node:zlib';
 import type { z } from 'zod';
 import { BadInputError } from '../errors';
@@ -25,13 +26,24 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
   const source = await store.getStream(key);
   const gunzip = isGzipKey(key) ? createGunzip() : undefined;
   const stream = gunzip ? pipeline(source, gunzip, () => undefined) : source;
-  const decoder = new StringDecoder('utf8');
-  let remainder = '';
+  let pending: Buffer[] = [];
   let lineNumber = 0;
+  let lineStart = 0;
 
-  const parse = (line: string): T | undefined => {
+  const parse = (bytes: Buffer): T | undefined => {
     lineNumber += 1;
-    const text = line.endsWith('\r') ? line.slice(0, -1) : line;
+    const offset = lineStart;
+    lineStart += bytes.length + 1;
+    if (!isUtf8(bytes)) {
+      const at = firstInvalidUtf8Byte(bytes);
+      throw new BadInputError(
+        'BAD_ENCODING',
+        `${uri}: line ${lineNumber}: byte ${at + 1} of the line (byte offset ${offset + at} of the file) is not valid UTF-8; ` +
+          'inputs must be UTF-8: convert the file (e.g. `iconv -f GBK -t UTF-8`) rather than let bytes be replaced',
+      );
+    }
+    const decoded = bytes.toString('utf8');
+    const text = decoded.endsWith('\r') ? decoded.slice(0, -1) : decoded;
     if (text.trim() === '') return undefined;
     let value: unknown;
     try {
@@ -48,16 +60,20 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
   try {
     try {
       for await (const chunk of stream) {
-        const text = remainder + decoder.write(chunk as Buffer);
+        // Lines are split on bytes and decoded whole, so a character split across chunks is
+        // never mistaken for a bad byte and a bad byte is never silently replaced.
+        const bytes = chunk as Buffer;
         let start = 0;
-        let newline = text.indexOf('\n', start);
+        let newline = bytes.indexOf(10, start);
         while (newline !== -1) {
-          const record = parse(text.slice(start, newline));
+          const line = pending.length === 0 ? bytes.subarray(start, newline) : Buffer.concat([...pending, bytes.subarray(start, newline)]);
+          pending = [];
+          const record = parse(line);
           if (record !== undefined) yield record;
           start = newline + 1;
-          newline = text.indexOf('\n', start);
+          newline = bytes.indexOf(10, start);
         }
-        remainder = text.slice(start);
+        if (start < bytes.length) pending.push(bytes.subarray(start));
       }
     } catch (error) {
       const code = (error as { code?: unknown }).code;
@@ -66,11 +82,13 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
       }
       throw error;
     }
-    remainder += decoder.end();
-    const record = remainder === '' ? undefined : parse(remainder);
+    const last = Buffer.concat(pending);
+    const record = last.length === 0 ? undefined : parse(last);
     if (record !== undefined) yield record;
   } finally {
     source.destroy();
     gunzip?.destroy();
   }
 }
+
+export { firstInvalidUtf8Byte } from './utf8';

@@ -48,6 +48,19 @@ export const envSchema = z.object({
   HAT_LOCK_DURATION_MS: positiveInt.optional(),
   /** How often workers look for stalled jobs and hand them back to the queue, ms. Default 30000. */
   HAT_STALLED_INTERVAL_MS: positiveInt.optional(),
+  /**
+   * How long `hat run --wait` keeps following a run while Redis does not answer, ms, before it
+   * stops with REDIS_UNAVAILABLE (the run itself goes on). Default 120000.
+   */
+  HAT_WATCH_REDIS_TIMEOUT_MS: positiveInt.default(120_000),
+  /**
+   * How long a worker (and `hat stage`) waits out a storage fault of one artifact operation, ms:
+   * S3 5xx after the SDK's own attempts, a read-only or full file system, a lost mount. 0 turns it
+   * off (the job's own attempts still apply). Default 300000.
+   */
+  HAT_STORAGE_RETRY_MS: z.coerce.number().int().min(0).default(300_000),
+  /** Longest wait between two storage retries, ms (exponential from 500 ms, with jitter). Default 30000. */
+  HAT_STORAGE_RETRY_MAX_DELAY_MS: positiveInt.default(30_000),
   HAT_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   /**
    * Bearer token of `hat dashboard` (`--token` beats it; at least 16 characters, checked when the

@@ -1,3 +1,4 @@
+import { decodeUtf8Strict } from '../artifacts/utf8';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative as relativePath, sep } from 'node:path';
 import { BadInputError } from '../errors';
@@ -57,7 +58,7 @@ export async function readHarnessFiles(directory: string): Promise<HarnessFiles>
     if (!entry.isFile()) continue;
     const relative = relativePath(directory, join(entry.parentPath, entry.name)).split(sep).join('/');
     if (!isHarnessPath(relative)) continue;
-    files[relative] = (await readFile(join(directory, relative), 'utf8')).replace(/\r\n/g, '\n');
+    files[relative] = decodeUtf8Strict(await readFile(join(directory, relative)), join(directory, relative)).replace(/\r\n/g, '\n');
   }
   return files;
 }

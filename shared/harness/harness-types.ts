@@ -81,8 +81,12 @@ export interface Skill {
 export const hookEvents = ['session_start', 'user_message', 'before_reply', 'after_tool_result'] as const;
 export type HookEvent = (typeof hookEvents)[number];
 
-/** Where a hook's text is injected. */
-export const hookPlacements = ['system_prompt', 'user_suffix', 'system_message'] as const;
+/**
+ * Where a hook's text is injected. `reminder_block`: appended to the user turn (or, after tool
+ * results, to the last result) inside a `<system-reminder>` block, the form a `system_message`
+ * hook takes for templates that accept system messages only first (shared/text/hook-messages.ts).
+ */
+export const hookPlacements = ['system_prompt', 'user_suffix', 'system_message', 'reminder_block'] as const;
 export type HookPlacement = (typeof hookPlacements)[number];
 
 /** Constraint kinds, in the order of the `HookConstraint` union. */

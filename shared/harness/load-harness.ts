@@ -279,6 +279,9 @@ function checkHook(hook: Located<HookDefinition>, problems: Problem[]): void {
   if (value.placement === 'user_suffix' && (value.event === 'session_start' || value.event === 'after_tool_result')) {
     problems.push(document.problem([...path, 'placement'], `placement user_suffix needs a user turn, which event ${value.event} does not have; use system_message or system_prompt`));
   }
+  if (value.placement === 'reminder_block' && value.event === 'session_start') {
+    problems.push(document.problem([...path, 'placement'], 'placement reminder_block follows a user turn or tool result, which event session_start does not have; use system_message or system_prompt'));
+  }
   const allowed = hookPlaceholders(value.constraint);
   for (const match of value.text.matchAll(/\{([A-Za-z_]+)\}/g)) {
     const name = match[1] as string;

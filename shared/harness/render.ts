@@ -1,3 +1,4 @@
+import { hookBlock } from '../text/hook-messages';
 import type { ToolSpec } from '../trajectory/messages';
 import type { Harness, HookCondition, HookConstraint, HookDefinition, HookEvent, PromptFormat, PromptSection, Skill } from './harness-types';
 
@@ -101,7 +102,7 @@ function hookTextInForce(hook: HookDefinition, context: RenderContext): string |
   return missing ? undefined : text;
 }
 
-/** Injections for one event: text appended to the user turn (placement user_suffix), extra system messages (placement system_message). system_prompt-placed hooks are part of renderHarness's constraints section. */
+/** Injections for one event: text appended to the user turn (placement user_suffix, and reminder_block as a marked block), extra system messages (placement system_message). system_prompt-placed hooks are part of renderHarness's constraints section. */
 export function renderHookInjections(harness: Harness, event: HookEvent, context: RenderContext): { userSuffix: string; systemMessages: string[] } {
   const suffixes: string[] = [];
   const systemMessages: string[] = [];
@@ -110,6 +111,7 @@ export function renderHookInjections(harness: Harness, event: HookEvent, context
     const text = hookTextInForce(hook, context);
     if (text === undefined) continue;
     if (hook.placement === 'user_suffix') suffixes.push(text);
+    else if (hook.placement === 'reminder_block') suffixes.push(hookBlock(text));
     else systemMessages.push(text);
   }
   // Ready to append to the user's text: empty, or starting on a new line.

@@ -1,4 +1,5 @@
 import pino, { type Logger } from 'pino';
+import { redactUrlCredentials } from '../config/url-credentials';
 
 export type { Logger };
 
@@ -26,6 +27,8 @@ export function createLogger(options: { level?: string; bindings?: Record<string
     {
       level: options.level ?? process.env.HAT_LOG_LEVEL ?? 'info',
       redact: { paths: redactedPaths, censor: '[redacted]' },
+      // Field redaction cannot see a URL's userinfo inside a message or an error text.
+      hooks: { streamWrite: redactUrlCredentials },
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
     },

@@ -24,6 +24,18 @@ export interface ChatRequest extends SamplingSettings {
    * `chat_template_kwargs`, `tool_choice`). Overrides the adapter config's `extraBody`.
    */
   extraBody?: Record<string, unknown>;
+  /**
+   * The same request serialized ahead of time by this client's `prepare` (a replay builds its
+   * forced-history bodies before the measured window). Ignored by a client that did not make it.
+   */
+  prepared?: PreparedChatRequest;
+}
+
+/** A request body a client serialized ahead of time (`ModelClient.prepare`); opaque to callers. */
+export interface PreparedChatRequest {
+  /** The client that made it: another client ignores it. */
+  readonly owner: object;
+  readonly body: Buffer;
 }
 
 export interface StreamChunkEvent {
@@ -49,6 +61,13 @@ export interface CallTimings {
   ttftMs: number;
   /** Time to the last choices-bearing chunk, ms (vLLM E2EL). */
   e2eMs: number;
+  /**
+   * Time to the first chunk carrying answer text (`delta.content`; not reasoning, not tool-call
+   * arguments), ms: when a voice could start speaking. Absent when the answer had no text.
+   */
+  firstContentMs?: number;
+  /** When the request had been written to the socket, ms after sending (HTTP clients that know it). */
+  writtenMs?: number;
   /** Gaps between consecutive choices-bearing chunks, ms (vLLM ITL). */
   itlMs?: number[];
   /** Time spent on failed attempts and retry waits before the attempt these timings describe, ms. */
@@ -95,5 +114,7 @@ export interface ModelClient {
   /** True for simulation policies and random-weight models (recorded as `model.simulated` in trajectories). */
   readonly simulated?: boolean;
   chat(request: ChatRequest): Promise<ChatResponse>;
+  /** Serializes a request ahead of time (HTTP clients), so that `chat` spends no CPU building it. */
+  prepare?(request: ChatRequest): PreparedChatRequest;
   close?(): Promise<void>;
 }

@@ -22,6 +22,20 @@ export interface CharSpan {
   messageIndex: number;
   start: number;
   end: number;
+  /**
+   * The served prompt the turn was generated after, and the lowest offset from which
+   * `text.slice(promptFrom, start)` is how that prompt ends: the text the start may move back over
+   * when it falls inside a token (see tokenizeConversation's merged-token boundary).
+   */
+  prompt: string;
+  promptFrom: number;
+}
+
+/** Where a turn's generated text starts, and the served prompt text that precedes it in the rendering. */
+interface GenerationStart {
+  start: number;
+  prompt: string;
+  promptFrom: number;
 }
 
 type Render = (messages: TemplateMessage[], options: RenderOptions) => string;
@@ -191,29 +205,32 @@ function servedPrompts(request: LocateRequest, index: number): ServedPrompt[] | 
  * the turn, absent from the prompt) are trained, while DeepSeek-V3's `<｜tool▁outputs▁end｜>`
  * (in the prompt too) is not.
  */
-function generationStart(text: string, prompts: ServedPrompt[], addedTokens: string[], lower: number, dataStart: number): number | undefined {
+function generationStart(text: string, prompts: ServedPrompt[], addedTokens: string[], lower: number, dataStart: number): GenerationStart | undefined {
   for (const { prompt, header } of prompts) {
     for (let start = dataStart; start - lower >= header.length; start--) {
       // An empty match would train the previous message's closing text; only allowed when there is none.
       if (start === lower && start !== dataStart) break;
-      if (prompt.endsWith(text.slice(lower, start))) return start;
+      if (prompt.endsWith(text.slice(lower, start))) return { start, prompt, promptFrom: lower };
     }
   }
-  return prefilledHeaderEnd(text, prompts.map((served) => served.header), addedTokens, lower, dataStart);
+  return prefilledHeaderEnd(text, prompts, addedTokens, lower, dataStart);
 }
 
 /**
  * Thinking templates prefill the served header with a block that opens with a control token
  * (`<|im_start|>assistant\n<think>\n`, or `...<think>\n\n</think>\n\n` with thinking off) but
  * render earlier turns without it. Such a turn opens with the header cut just before that control
- * token, ending right where its data starts. A header cut anywhere else (a dropped newline) is not
- * accepted.
+ * token: the last place between the previous message's data and this turn's data where the cut
+ * header stands. Template text between it and the turn's data is output the model generated (the
+ * `<tool_call>\n<function=` of a turn that holds only tool calls). A header cut anywhere else (a
+ * dropped newline) is not accepted.
  */
-function prefilledHeaderEnd(text: string, headers: string[], addedTokens: string[], lower: number, dataStart: number): number | undefined {
-  for (const header of headers) {
+function prefilledHeaderEnd(text: string, prompts: ServedPrompt[], addedTokens: string[], lower: number, dataStart: number): GenerationStart | undefined {
+  for (const { prompt, header } of prompts) {
     for (let cut = header.length - 1; cut > 0; cut--) {
       if (!addedTokens.some((token) => header.startsWith(token, cut))) continue;
-      if (dataStart - cut >= lower && text.startsWith(header.slice(0, cut), dataStart - cut)) return dataStart;
+      const found = dataStart - cut >= lower ? text.lastIndexOf(header.slice(0, cut), dataStart - cut) : -1;
+      if (found >= lower) return { start: found + cut, prompt: prompt.slice(0, prompt.length - header.length + cut), promptFrom: found };
     }
   }
   return undefined;
@@ -284,8 +301,8 @@ export function locateAssistantSpans(request: LocateRequest): { ok: true; spans:
 
     const prompts = servedPrompts(request, index);
     if (!Array.isArray(prompts)) return prompts;
-    const start = generationStart(text, prompts, request.addedTokens, lower, region.start);
-    if (start === undefined) {
+    const opening = generationStart(text, prompts, request.addedTokens, lower, region.start);
+    if (opening === undefined) {
       return rejection('HEADER_NOT_FOUND', `the generation header ${JSON.stringify(prompts[0].header)} does not open assistant message ${index} in the rendering; the template renders this turn unlike the prompt the model is served`, index);
     }
 
@@ -298,7 +315,8 @@ export function locateAssistantSpans(request: LocateRequest): { ok: true; spans:
       return rejection('NO_END_OF_TURN', `no end-of-turn token (${request.endOfTurnTokens.join(', ') || 'none known'}) follows assistant message ${index} in the rendering; the model would not learn to stop`, index);
     }
 
-    const span = { messageIndex: index, start, end };
+    const { start, prompt, promptFrom } = opening;
+    const span: CharSpan = { messageIndex: index, start, end, prompt, promptFrom };
     const overlapped = regions.findIndex((other, otherIndex) => (
       other !== null && otherIndex !== index && (
         (other.start < span.end && other.end > span.start) || (other.start === other.end && other.start > span.start && other.start < span.end)

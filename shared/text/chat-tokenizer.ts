@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ChatTemplate, type ChatTemplateSource, type RenderOptions } from './chat-template';
+import { hookMessageFormFor, probeSystemMessagePlacement, type HookMessageForm, type SystemMessagePlacement } from './hook-messages';
 import { SegmentedEncoder, type EncodedText } from './segmented-encoder';
 import { probeTemplateFeatures, type TemplateFeatures } from './template-features';
 import type { TemplateMessage } from './template-input';
@@ -42,6 +43,10 @@ export interface ChatTokenizer {
   endOfTurnTokens: string[];
   /** What the template does with tools (probed once at load). */
   templateFeatures: TemplateFeatures;
+  /** How hook system messages reach this template (probed at load unless configured); see normalizeHookMessages. */
+  hookMessages: HookMessageForm;
+  /** Where the template puts a system message that is not first (probed at load). */
+  systemMessagePlacement: SystemMessagePlacement;
   /** The text normalization `encode` applies first (NFC for Qwen); decoding returns normalized text. */
   normalize(text: string): string;
 }
@@ -122,10 +127,11 @@ export function createTokenizerCore(tokenizerJson: Record<string, unknown>, conf
 }
 
 /** Puts a tokenizer and a chat template together (probing what the template does with tools). */
-export function createChatTokenizer(name: string, core: TokenizerCore, chatTemplate: ChatTemplateSource): ChatTokenizer {
+export function createChatTokenizer(name: string, core: TokenizerCore, chatTemplate: ChatTemplateSource, hookMessages?: HookMessageForm): ChatTokenizer {
   const { tokenizer } = core;
   const template = new ChatTemplate(chatTemplate, specialTokenVariables(core.config));
   const render = (messages: TemplateMessage[], options: RenderOptions) => template.render(messages, options);
+  const systemMessagePlacement = probeSystemMessagePlacement(render);
   return {
     name,
     fingerprint: core.fingerprint,
@@ -142,6 +148,8 @@ export function createChatTokenizer(name: string, core: TokenizerCore, chatTempl
     addedTokens: core.addedTokens,
     endOfTurnTokens: core.endOfTurnTokens,
     templateFeatures: probeTemplateFeatures(render),
+    hookMessages: hookMessages ?? hookMessageFormFor(systemMessagePlacement),
+    systemMessagePlacement,
     normalize: (text) => (tokenizer.normalizer ? tokenizer.normalizer.normalize(text) : text),
   };
 }

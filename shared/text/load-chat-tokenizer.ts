@@ -3,6 +3,7 @@ import path from 'node:path';
 import { BadInputError } from '../errors';
 import { sha256Hex } from '../hash/hash';
 import type { ChatTemplateSource } from './chat-template';
+import type { HookMessageForm } from './hook-messages';
 import { createChatTokenizer, createTokenizerCore, type ChatTokenizer, type TokenizerCore } from './chat-tokenizer';
 
 /**
@@ -38,6 +39,8 @@ export interface ChatTokenizerSource {
   modelDir?: string;
   /** Chat template text that replaces the model's own (the contents of a `.jinja` file). */
   chatTemplate?: string;
+  /** How hook system messages reach the template; `auto` (default) tries the template (see normalizeHookMessages). */
+  hookMessages?: 'auto' | HookMessageForm;
 }
 
 function presetDirectory(preset: string): string {
@@ -128,7 +131,8 @@ async function load(source: ChatTokenizerSource, directory: string): Promise<Cha
   // The tokenizer is shared by every template override of the same directory.
   const core = await once(cores, directory, () => loadCore(directory));
   const chatTemplate = source.chatTemplate ?? (await modelTemplate(directory, core.config));
-  return createChatTokenizer(source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3'), core, chatTemplate);
+  const hookMessages = source.hookMessages === undefined || source.hookMessages === 'auto' ? undefined : source.hookMessages;
+  return createChatTokenizer(source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3'), core, chatTemplate, hookMessages);
 }
 
 /**
@@ -141,6 +145,6 @@ export async function loadChatTokenizer(source: ChatTokenizerSource = {}): Promi
     throw new BadInputError('TOKENIZER_SOURCE_AMBIGUOUS', 'give either a tokenizer preset or a model directory, not both');
   }
   const directory = source.modelDir !== undefined ? path.resolve(source.modelDir) : presetDirectory(source.preset ?? 'qwen3');
-  const key = JSON.stringify([directory, source.chatTemplate !== undefined ? sha256Hex(source.chatTemplate) : null]);
+  const key = JSON.stringify([directory, source.chatTemplate !== undefined ? sha256Hex(source.chatTemplate) : null, source.hookMessages ?? 'auto']);
   return once(loaded, key, () => load(source, directory));
 }

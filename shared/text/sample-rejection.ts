@@ -24,7 +24,11 @@ export type RejectionCode =
   /** A span boundary falls inside a token of the whole-text tokenization. */
   | 'TOKEN_BOUNDARY'
   /** The masked tokens do not decode back to the assistant turn's rendered text. */
-  | 'DECODE_MISMATCH';
+  | 'DECODE_MISMATCH'
+  /** The conversation ends with the assistant: no environment message follows to render (token-exact episodes). */
+  | 'NO_CONTINUATION'
+  /** A hook system message has no user turn or tool result beside it to fold into (templates that accept system messages only first). */
+  | 'HOOK_NOT_FOLDABLE';
 
 export interface SampleRejection {
   ok: false;

@@ -66,3 +66,26 @@ export function probeTemplateFeatures(render: Render): TemplateFeatures {
   }
   return { ...defaultTemplateConventions, rendersToolDefinitions, rendersToolCalls: false };
 }
+
+/**
+ * What a user should know about a target template before training on its renderings: it drops
+ * tool definitions (the model learns to call tools it was never shown), never renders tool calls,
+ * or moves system messages after the first to the top (DeepSeek-V3.1). One sentence each.
+ */
+export function templateWarnings(tokenizer: {
+  name: string;
+  templateFeatures: TemplateFeatures;
+  systemMessagePlacement: string;
+  hookMessages: string;
+}): string[] {
+  const warnings: string[] = [];
+  const name = `the chat template of ${tokenizer.name}`;
+  if (!tokenizer.templateFeatures.rendersToolDefinitions) warnings.push(`${name} drops tool definitions: samples with tools are trained without the tool list the model is served`);
+  if (!tokenizer.templateFeatures.rendersToolCalls) warnings.push(`${name} never renders tool calls: samples that train a tool-calling turn are refused`);
+  if (tokenizer.systemMessagePlacement === 'moved-to-start' || tokenizer.systemMessagePlacement === 'dropped') {
+    const what = tokenizer.systemMessagePlacement === 'moved-to-start' ? 'moves system messages after the first to the start' : 'drops system messages after the first';
+    const handled = tokenizer.hookMessages === 'folded' ? 'hook messages are folded into the neighbouring turns instead' : 'hook messages are rendered where the template puts them';
+    warnings.push(`${name} ${what}; ${handled}`);
+  }
+  return warnings;
+}

@@ -145,11 +145,16 @@ describe('rejections with reasons', () => {
     expect(result).toMatchObject({ ok: false, code: 'NO_END_OF_TURN', messageIndex: 2 });
   });
 
-  test('a header that ends in a space merges with the answer into one token and is caught at the token boundary', async () => {
+  test('a header that ends in a space merges with the answer into one token: the span starts at that token, as verl and TRL cut', async () => {
     // " 今" is no Llama token, so the Chinese answer (message 2) still cuts cleanly; " For" is one.
     const result = await withCorruptedTemplate('llama3_1', "<|end_header_id|>\n\n'", "<|end_header_id|>\n\n '", plainChat);
-    expect(result).toMatchObject({ ok: false, code: 'TOKEN_BOUNDARY', messageIndex: 4 });
-    expect(result.ok ? '' : result.reason).toContain('\\n\\n For dry skin") of assistant message 4 falls inside a token');
+    if (!result.ok) throw new Error(result.reason);
+    const [first, second] = result.sample.assistantSpans;
+    expect(first!.mergedPromptChars).toBeUndefined();
+    // The served prompt ends in the space; the first token on which it and the whole text disagree is " For".
+    expect(second!.mergedPromptChars).toBe(1);
+    expect(result.sample.text.slice(second!.start, second!.start + 13)).toBe(' For dry skin');
+    expect(result.sample.text.slice(second!.start - 2, second!.start)).toBe('\n\n');
   });
 
   test("DeepSeek-V3's template leaves a lone tool call without an end-of-turn token and later tool turns without a header", () => {

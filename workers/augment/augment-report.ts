@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { diffHarnesses, formatHarnessDiff } from '../../shared/harness/harness-diff';
 import type { Harness } from '../../shared/harness/harness-types';
 import { augmentChecks } from '../../shared/harness/hsa/augment-trajectory';
@@ -31,7 +32,7 @@ function escape(text: string): string {
 }
 
 function percent(part: number, whole: number): string {
-  return whole === 0 ? '–' : `${((100 * part) / whole).toFixed(1)}%`;
+  return whole === 0 ? '–' : formatPercent(part / whole);
 }
 
 function countsRow(label: string, counts: PairCounts): string {

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { shareOf, type StageFigure, type StageSummary } from '../../queues/stage-summary';
 import type { AugmentOutput } from './augment-contract';
 
@@ -15,7 +16,7 @@ export function summarizeAugment(output: AugmentOutput): StageSummary {
   return {
     figures: [
       { label: 'variant trajectories', value: output.trajectories, detail: `over ${output.variants} harness variants` },
-      { label: 'dropped by checks', value: output.dropped, detail: `${(shareOf(output.dropped, output.dropped + output.trajectories) * 100).toFixed(1)}% of generated pairs` },
+      { label: 'dropped by checks', value: output.dropped, detail: `${formatPercent(shareOf(output.dropped, output.dropped + output.trajectories))} of generated pairs` },
       ...checks,
       { label: 'relabel entries', value: output.relabel, detail: 'trajectories to collect again under a variant' },
     ],

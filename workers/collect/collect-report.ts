@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { escapeHtml } from '../replay/report-html';
 import { rejectionReasons, type ReviewEntry } from './collect-contract';
 import { deriveFigures, rejectedTotal, type CollectCounts } from './collect-stats';
@@ -33,7 +34,7 @@ export interface CollectStatsDocument {
 }
 
 function percent(share: number): string {
-  return `${(share * 100).toFixed(1)}%`;
+  return formatPercent(share);
 }
 
 function milliseconds(value: number): string {

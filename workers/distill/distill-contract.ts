@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
+import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
 import { summarizeDistill } from './distill-summary';
 
@@ -32,6 +33,8 @@ export const tokenizerSourceSchema = z
   .object({
     preset: z.enum(Object.keys(tokenizerPresets) as [keyof typeof tokenizerPresets]).optional(),
     modelDir: z.string().min(1).optional(),
+    /** How hook system messages reach the template: `auto` (default) tries it; see shared/text/hook-messages.ts. */
+    hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
   })
   .strict()
   .refine((value) => (value.preset === undefined) !== (value.modelDir === undefined), 'give exactly one of preset or modelDir');
@@ -91,7 +94,23 @@ export const remoteTeacherSchema = remoteScorerConfigSchema
   })
   .strict();
 
-export const studentModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema]);
+/**
+ * A student behind a vLLM or SGLang server (a student too large for Node), sampled token-exact:
+ * prompts rendered and tokenized locally with `tokenizer` (the served model's own tokenizer and
+ * chat template), sent as token ids, sampled ids and their logprobs read back. `logprobsMode`
+ * says what the server's logprobs are (vLLM default raw, SGLang default tempered); a mode whose
+ * logprobs are not at `logprobTemperature` over the whole vocabulary is refused.
+ */
+export const servedStudentSchema = servedSamplerFieldsSchema
+  .extend({
+    /** The served model's tokenizer and chat template (a preset or a model directory); checked against the server by a probe. */
+    tokenizer: tokenizerSourceSchema,
+  })
+  .strict()
+  .superRefine(checkLogprobsModeOfEngine);
+export type ServedStudentConfig = z.infer<typeof servedStudentSchema>;
+
+export const studentModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, servedStudentSchema]);
 export type StudentModelConfig = z.infer<typeof studentModelSchema>;
 export const teacherModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, remoteTeacherSchema]);
 export type TeacherModelConfig = z.infer<typeof teacherModelSchema>;
@@ -261,6 +280,8 @@ export const distillOutputSchema = z.object({
   meanReverseKl: z.number(),
   /** True when the student or the teacher has random weights. */
   dummyWeights: z.boolean(),
+  /** Where the student sampled (`onnx` in-process, `vllm`/`sglang` served): every record is token-exact either way. */
+  studentEngine: z.string().optional(),
 });
 export type DistillOutput = z.infer<typeof distillOutputSchema>;
 

@@ -9,9 +9,14 @@ import { createRemoteScorer } from '../../shared/models/scoring/create-remote-sc
 import { OnnxTokenScorer } from '../../shared/models/scoring/onnx-token-scorer';
 import { checkTokenizerAgreement, type TokenizerAgreement } from '../../shared/models/scoring/tokenizer-agreement';
 import type { TokenScorer } from '../../shared/models/scoring/token-scorer';
+import { InProcessTokenSampler } from '../../shared/models/token-exact/in-process-token-sampler';
+import { checkDistillLogprobs, type LogprobDistribution } from '../../shared/models/token-exact/logprob-distribution';
+import { logprobsModeOf, ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
+import { checkServedTokenizer } from '../../shared/models/token-exact/served-tokenizer-check';
+import type { TokenSampler } from '../../shared/models/token-exact/token-sampler';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
-import type { DistillInput, InProcessModelConfig, StudentModelConfig, TeacherModelConfig } from './distill-contract';
+import type { DistillInput, DistillSampling, InProcessModelConfig, ServedStudentConfig, StudentModelConfig, TeacherModelConfig } from './distill-contract';
 
 export { ensureDummyModel, type DummyModelOptions } from '../../shared/models/onnx/ensure-dummy-model';
 import { ensureDummyModel } from '../../shared/models/onnx/ensure-dummy-model';
@@ -59,9 +64,28 @@ export function checkLogprobTemperature(teacher: TeacherModelConfig, temperature
   );
 }
 
+/** Whether the student is served (vLLM or SGLang) rather than run in-process. */
+export function isServedStudent(student: StudentModelConfig): student is ServedStudentConfig {
+  return student.engine === 'vllm' || student.engine === 'sglang';
+}
+
+/**
+ * Refuses a served student whose sampled-token logprobs are not of the distribution the reverse
+ * KL compares with the teacher's (`logprobTemperature`, whole vocabulary): e.g. vLLM's default
+ * raw logprobs with logprobTemperature 0.7, or processed logprobs under top-p. In-process
+ * students report logprobs at the sampling temperature and at 1, and rescore any other.
+ */
+export function checkStudentLogprobs(student: StudentModelConfig, sampling: DistillSampling, temperature: number): LogprobDistribution | undefined {
+  if (!isServedStudent(student)) return undefined;
+  return checkDistillLogprobs('distill student', student.engine, logprobsModeOf(student), sampling, temperature);
+}
+
 /** The student, the teacher and what was checked about them, ready for a part. */
 export interface DistillModels {
-  student: OnnxTokenScorer;
+  /** In-process students: the ONNX model (sampling in batches, rescoring at other temperatures). */
+  student?: OnnxTokenScorer;
+  /** Every student: samples token ids with logprobs (served: vLLM /v1/completions or SGLang /generate). */
+  studentSampler: TokenSampler;
   /** The student's tokenizer and chat template (prompts are rendered and tokenized with it). */
   studentTokenizer: ChatTokenizer;
   teacher: TokenScorer;
@@ -102,9 +126,24 @@ export class DistillModelCache {
   }
 
   private async create(config: DistillModelsConfig, options: { logger?: Logger; signal?: AbortSignal }): Promise<DistillModels> {
-    const studentDir = modelDirectoryOf(config.student, config.modelCacheDir);
-    const student = this.inProcessScorer(config.student, studentDir);
-    const studentTokenizer = await loadChatTokenizer({ modelDir: studentDir });
+    let student: OnnxTokenScorer | undefined;
+    let studentSampler: TokenSampler;
+    let studentTokenizer: ChatTokenizer;
+    let studentLabel: string;
+    if (isServedStudent(config.student)) {
+      const { tokenizer, ...served } = config.student;
+      studentTokenizer = await loadChatTokenizer(tokenizer);
+      studentSampler = new ServedTokenSampler(served, { logger: options.logger, configPath: 'student' });
+      studentLabel = `student ${served.model} (${served.engine} at ${studentSampler.location})`;
+      // The student's ids go to the server as they are: it must read them as the local tokenizer does.
+      await checkServedTokenizer(served, studentTokenizer, { label: studentLabel, tokenizerLabel: `student.tokenizer ${studentTokenizer.name}`, logger: options.logger, configPath: 'student', signal: options.signal });
+    } else {
+      const studentDir = modelDirectoryOf(config.student, config.modelCacheDir);
+      student = this.inProcessScorer(config.student, studentDir);
+      studentSampler = new InProcessTokenSampler(student);
+      studentTokenizer = await loadChatTokenizer({ modelDir: studentDir });
+      studentLabel = `student ${student.modelId} (onnx, ${studentDir})`;
+    }
     let teacher: TokenScorer;
     let teacherFingerprint: string | undefined;
     let teacherLabel: string;
@@ -124,11 +163,11 @@ export class DistillModelCache {
       teacherLabel = `teacher ${teacher.modelId} (${teacher.engine} at ${teacher.location})`;
     }
     const agreement = await checkTokenizerAgreement({
-      student: { label: `student ${student.modelId} (onnx, ${studentDir})`, tokenizer: studentTokenizer },
+      student: { label: studentLabel, tokenizer: studentTokenizer },
       teacher: { label: teacherLabel, fingerprint: teacherFingerprint, scorer: teacher },
       signal: options.signal,
     });
-    return { student, studentTokenizer, teacher, agreement };
+    return { ...(student ? { student } : {}), studentSampler, studentTokenizer, teacher, agreement };
   }
 
   /** One scorer per model directory and settings: a teacher that is the student shares its session and queue. */

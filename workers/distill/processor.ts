@@ -20,9 +20,9 @@ import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/ma
 import { writeParquet } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { canonicalJson, hashValue, sha256Hex } from '../../shared/hash/hash';
-import type { GenerationResult } from '../../shared/models/onnx/onnx-decoder';
 import { logprobTemperatureOf } from '../../shared/models/onnx/token-sampler';
-import { trajectoryToTemplateInput } from '../../shared/text/template-input';
+import { stopTokenIdsOf } from '../../shared/models/token-exact/token-exact-episode';
+import { renderServedPrompt } from '../../shared/text/served-prompt';
 import {
   distillContract,
   type DistillInput,
@@ -32,7 +32,7 @@ import {
   type DistillPartOutput,
   type SourceTotals,
 } from './distill-contract';
-import { checkLogprobTemperature, processDistillModels, resolveLogprobTemperature, type DistillModelCache, type DistillModels } from './distill-models';
+import { checkLogprobTemperature, checkStudentLogprobs, processDistillModels, resolveLogprobTemperature, type DistillModelCache, type DistillModels } from './distill-models';
 import { DISTILL_PROMPTS_SCHEMA_VERSION, distillPromptSchema, loadPrompts, type DistillPrompt } from './prompt-sources';
 import { buildRolloutRecord, DISTILL_ROLLOUT_SCHEMA_VERSION, rolloutColumns, type RolloutRecord } from './rollout-records';
 import { addRecord, buildStats, emptyTotals, type DistillStats } from './rollout-stats';
@@ -62,6 +62,7 @@ function modelsOf(deps: StageDeps): DistillModelCache {
 export async function planDistill(input: DistillInput, deps: StageDeps): Promise<DistillPartInput[]> {
   const logprobTemperature = resolveLogprobTemperature(input);
   checkLogprobTemperature(input.teacher, logprobTemperature);
+  checkStudentLogprobs(input.student, input.sampling, logprobTemperature);
   // Before any part runs: a bad pair fails the stage once, with the reason.
   await modelsOf(deps).open({ student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir }, { logger: deps.logger, signal: deps.signal });
   const { prompts, lineage } = await loadPrompts(input, deps.openObject);
@@ -107,11 +108,11 @@ export function createDistillProcessor(deps: StageDeps) {
     const samples = await sampleRows(rows, part, models, deps, (done) => deps.progress({ done, total, message: 'sampling' }));
     const studentLogprobs = await studentLogprobsAt(rows, samples, part, models, deps.signal);
     deps.progress({ done: total, total, message: 'teacher scoring' });
-    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as GenerationResult).tokenIds }));
+    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as StudentSample).tokenIds }));
     const teacherScores = await models.teacher.score(requests, { temperature: part.logprobTemperature, topK: part.teacherTopK, signal: deps.signal });
     const summary = modelsSummary(models, part);
     const records = rows.map((row, index) => {
-      const sample = samples[index] as GenerationResult;
+      const sample = samples[index] as StudentSample;
       return buildRolloutRecord({
         source: row.prompt.source,
         promptId: row.prompt.id,
@@ -130,6 +131,8 @@ export function createDistillProcessor(deps: StageDeps) {
         studentModel: summary.student.modelId,
         teacherModel: summary.teacher.modelId,
         policyVersion: part.policyVersion ?? 1,
+        studentEngine: summary.student.engine,
+        dummyWeights: summary.student.dummyWeights || summary.teacher.dummyWeights,
       });
     });
     const sources: Record<string, SourceTotals> = {};
@@ -186,6 +189,7 @@ export async function finishDistill(input: DistillInput, parts: DistillPartOutpu
     rollouts: stats.global.samples,
     meanReverseKl: stats.global.meanReverseKl,
     dummyWeights: stats.dummyWeights,
+    studentEngine: models.student.engine,
   };
 }
 
@@ -209,8 +213,8 @@ async function readPromptSlice(part: DistillPartInput, deps: StageDeps): Promise
 function renderRows(prompts: DistillPrompt[], part: DistillPartInput, models: DistillModels): SampleRow[] {
   const tokenizer = models.studentTokenizer;
   return prompts.flatMap((prompt) => {
-    const input = trajectoryToTemplateInput(prompt.messages, prompt.tools ?? [], tokenizer.templateFeatures);
-    const text = tokenizer.render(input.messages, { tools: input.tools, addGenerationPrompt: true, enableThinking: part.enableThinking, now: renderMoment });
+    // Hook messages normalized for the student's template, as the shard and rl stages train it.
+    const { text } = renderServedPrompt(tokenizer, prompt.messages, prompt.tools ?? [], { enableThinking: part.enableThinking, now: renderMoment });
     const promptIds = tokenizer.encode(text);
     return Array.from({ length: part.samplesPerPrompt }, (_, sampleIndex) => ({
       prompt,
@@ -222,35 +226,76 @@ function renderRows(prompts: DistillPrompt[], part: DistillPartInput, models: Di
   });
 }
 
-/** Student samples with per-token logprobs, `batchSize` sequences per forward batch. */
-async function sampleRows(rows: SampleRow[], part: DistillPartInput, models: DistillModels, deps: StageDeps, onProgress: (done: number) => void): Promise<GenerationResult[]> {
-  const batchSize = part.student.batchSize;
-  const results: GenerationResult[] = [];
+/** A student sample: its ids, and logprobs at the sampling temperature's logprob temperature (and at 1 for in-process students). */
+interface StudentSample {
+  tokenIds: number[];
+  finishReason: 'stop' | 'length';
+  logprobs: number[];
+  rawLogprobs?: number[];
+}
+
+/** The integer seed a served student gets for a row's string seed (vLLM `seed`, SGLang `sampling_seed`: 31-bit). */
+function integerSeedOf(seed: string): number {
+  return Number.parseInt(sha256Hex(seed).slice(0, 8), 16) & 0x7fffffff;
+}
+
+/**
+ * Student samples with per-token logprobs: in-process, `batchSize` sequences per forward batch;
+ * served, one token-id request per sample (the endpoint's concurrency limit applies).
+ */
+async function sampleRows(rows: SampleRow[], part: DistillPartInput, models: DistillModels, deps: StageDeps, onProgress: (done: number) => void): Promise<StudentSample[]> {
+  const { sampling } = part;
+  const student = models.student;
+  if (!student) {
+    let done = 0;
+    const stopTokenIds = stopTokenIdsOf(models.studentTokenizer);
+    return Promise.all(
+      rows.map(async (row) => {
+        const sampled = await models.studentSampler.sample({
+          promptIds: row.promptIds,
+          sampling: { temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK },
+          maxTokens: sampling.maxNewTokens,
+          seed: integerSeedOf(row.seed),
+          stopTokenIds,
+          signal: deps.signal,
+        });
+        onProgress(++done);
+        return { tokenIds: sampled.tokenIds, finishReason: sampled.finishReason, logprobs: sampled.logprobs };
+      }),
+    );
+  }
+  const batchSize = (part.student as { batchSize: number }).batchSize;
+  const results: StudentSample[] = [];
   for (let start = 0; start < rows.length; start += batchSize) {
     const batch = rows.slice(start, start + batchSize);
-    const generated = await models.student.exclusive((decoder) =>
+    const generated = await student.exclusive((decoder) =>
       decoder.generateBatch(
         batch.map((row) => ({ promptIds: row.promptIds, seed: row.seed })),
-        { maxNewTokens: part.sampling.maxNewTokens, temperature: part.sampling.temperature, topP: part.sampling.topP, topK: part.sampling.topK, logprobs: true, signal: deps.signal },
+        { maxNewTokens: sampling.maxNewTokens, temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, logprobs: true, signal: deps.signal },
       ),
     );
-    results.push(...generated);
+    for (const result of generated) {
+      const tokens = result.tokens ?? [];
+      results.push({ tokenIds: result.tokenIds, finishReason: result.finishReason, logprobs: tokens.map((token) => token.logprob), rawLogprobs: tokens.map((token) => token.rawLogprob) });
+    }
     onProgress(results.length);
   }
   return results;
 }
 
 /**
- * The student's logprobs of its own tokens at the logprob temperature: sampling reports them
- * at the sampling temperature and at 1; any other temperature is scored again by the student.
+ * The student's logprobs of its own tokens at the logprob temperature: in-process sampling
+ * reports them at the sampling temperature and at 1; any other temperature is scored again by
+ * the student. A served student's logprobs were checked at plan to be at the logprob temperature.
  */
-async function studentLogprobsAt(rows: SampleRow[], samples: GenerationResult[], part: DistillPartInput, models: DistillModels, signal: AbortSignal): Promise<number[][]> {
+async function studentLogprobsAt(rows: SampleRow[], samples: StudentSample[], part: DistillPartInput, models: DistillModels, signal: AbortSignal): Promise<number[][]> {
   const temperature = part.logprobTemperature;
+  if (!models.student) return samples.map((sample) => sample.logprobs);
   const sampledAt = logprobTemperatureOf(part.sampling.temperature);
-  if (temperature === sampledAt) return samples.map((sample) => (sample.tokens ?? []).map((token) => token.logprob));
-  if (temperature === 1) return samples.map((sample) => (sample.tokens ?? []).map((token) => token.rawLogprob));
+  if (temperature === sampledAt) return samples.map((sample) => sample.logprobs);
+  if (temperature === 1) return samples.map((sample) => sample.rawLogprobs ?? []);
   const rescored = await models.student.score(
-    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as GenerationResult).tokenIds })),
+    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as StudentSample).tokenIds })),
     { temperature, topK: 0, signal },
   );
   return rescored.map((scores) => scores.logprobs);
@@ -258,7 +303,13 @@ async function studentLogprobsAt(rows: SampleRow[], samples: GenerationResult[],
 
 function modelsSummary(models: DistillModels, part: DistillPartInput): DistillModelsSummary {
   return {
-    student: { engine: 'onnx', modelId: models.student.modelId, location: models.student.location, dummyWeights: models.student.dummyWeights, logprobTemperature: part.logprobTemperature },
+    student: {
+      engine: models.studentSampler.engine,
+      modelId: models.studentSampler.modelId,
+      location: models.studentSampler.location,
+      dummyWeights: models.studentSampler.dummyWeights,
+      logprobTemperature: part.logprobTemperature,
+    },
     teacher: {
       engine: models.teacher.engine,
       modelId: models.teacher.modelId,

@@ -55,6 +55,10 @@ export interface RolloutRecord {
   teacher_model: string;
   /** Version of the student policy that sampled it (round k of an on-policy stage samples with version k; 1 otherwise). */
   policy_version: number;
+  /** Where the student sampled: `onnx` (in-process), `vllm` or `sglang` (served, token-id prompts). Always token-exact. */
+  student_engine: string;
+  /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
+  dummy_weights: boolean;
 }
 
 /** Parquet layout of rollout records: declared types, lists as three-level LISTs. */
@@ -83,6 +87,8 @@ export const rolloutColumns: ParquetColumn[] = [
   { name: 'student_model', type: 'STRING' },
   { name: 'teacher_model', type: 'STRING' },
   { name: 'policy_version', type: 'INT32' },
+  { name: 'student_engine', type: 'STRING' },
+  { name: 'dummy_weights', type: 'BOOLEAN' },
 ];
 
 export interface RolloutParts {
@@ -103,6 +109,8 @@ export interface RolloutParts {
   studentModel: string;
   teacherModel: string;
   policyVersion: number;
+  studentEngine: string;
+  dummyWeights: boolean;
 }
 
 /** Builds a record, rounding every per-token float to float32 first so every format holds the same value. */
@@ -152,5 +160,7 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
     student_model: parts.studentModel,
     teacher_model: parts.teacherModel,
     policy_version: parts.policyVersion,
+    student_engine: parts.studentEngine,
+    dummy_weights: parts.dummyWeights,
   };
 }

@@ -21,6 +21,8 @@ function parts(overrides: Partial<RolloutParts>): RolloutParts {
     studentModel: 'student',
     teacherModel: 'teacher',
     policyVersion: 1,
+    studentEngine: 'onnx',
+    dummyWeights: false,
     ...overrides,
   };
 }
@@ -41,6 +43,8 @@ describe('rollout records and stats', () => {
     expect(record.loss_mask).toEqual([1, 1]);
     expect(record.teacher_top_ids).toEqual([9, 4, 5, -1]);
     expect(record.teacher_top_log_probs).toEqual([Math.fround(-0.3), Math.fround(-1.1), Math.fround(-0.7), Math.fround(-1e30)]);
+    expect(record.dummy_weights).toBe(false);
+    expect(buildRolloutRecord(parts({ dummyWeights: true })).dummy_weights).toBe(true);
     expect(() => buildRolloutRecord(parts({ teacher: { logprobs: [-1] } }))).toThrow(/2 response tokens but 2 student and 1 teacher logprobs/);
   });
 

@@ -64,6 +64,7 @@ export function succeededCallRecord(placement: CallPlacement, response: ChatResp
     ttftFromIntendedMs: beforeSend + timings.ttftMs,
     e2elFromIntendedMs: beforeSend + timings.e2eMs,
     clientOverheadMs: scheduleLagMs + Math.max(0, ownTime),
+    ...(timings.writtenMs !== undefined ? { writeMs: timings.writtenMs } : {}),
     outputTokens: output.count,
     outputTokensSource: output.source,
     promptTokens: response.usage.promptTokens,

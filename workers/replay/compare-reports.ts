@@ -36,6 +36,8 @@ export interface ReportComparison {
   metrics: MetricComparison[];
   /** Metrics with at least one percentile difference beyond run-to-run noise. */
   significantMetrics: string[];
+  /** How the two reports' serving differs (hardware, engine, version, served model, flags): compare with care. */
+  warnings: string[];
 }
 
 export interface CompareOptions {
@@ -134,7 +136,29 @@ export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: s
     seed,
     metrics,
     significantMetrics: metrics.filter((metric) => metric.percentiles.some((difference) => difference.significant)).map((metric) => metric.metric),
+    warnings: servingDifferences(a, b),
   };
+}
+
+/** Serving facts that differ between the reports (a fact one of them lacks counts as differing). */
+export function servingDifferences(a: ReplayReport, b: ReplayReport): string[] {
+  const facts = (report: ReplayReport): Record<string, string> => {
+    const server = report.target.server;
+    const flags = { ...(server?.settings ?? {}), ...(report.target.serving ?? {}) };
+    return {
+      hardware: report.target.hardware ?? '(not recorded)',
+      engine: server?.engine ?? '(not recorded)',
+      'engine version': server?.version ?? '(not recorded)',
+      'served model': (server?.models ?? []).map((model) => `${model.id}${model.maxModelLen !== undefined ? `/${model.maxModelLen}` : ''}`).join(',') || '(not recorded)',
+      ...Object.fromEntries(Object.entries(flags).map(([key, value]) => [`serving.${key}`, String(value)])),
+    };
+  };
+  const left = facts(a);
+  const right = facts(b);
+  const keys = [...new Set([...Object.keys(left), ...Object.keys(right)])];
+  return keys
+    .filter((key) => (left[key] ?? '(not set)') !== (right[key] ?? '(not set)'))
+    .map((key) => `${key} differs: A ${left[key] ?? '(not set)'}, B ${right[key] ?? '(not set)'}`);
 }
 
 /** The comparison as a text table. */
@@ -147,6 +171,7 @@ export function formatComparison(comparison: ReportComparison): string {
   };
   describe('A', comparison.a);
   describe('B', comparison.b);
+  for (const warning of comparison.warnings) lines.push(`WARNING: ${warning}; the reports measured different serving setups`);
   lines.push(`B - A per percentile; ${Math.round(comparison.confidence * 100)}% bootstrap intervals (${comparison.resamples} resamples, seed ${comparison.seed}); "noise" when the interval contains 0`);
   const header = ['metric', 'pct', 'A', 'B', 'B - A', 'interval', 'change', 'verdict'];
   const rows: string[][] = [header];

@@ -7,6 +7,7 @@ import type { AssistantMessage, ChatMessage, ToolCall } from '../../shared/traje
 import type { ReplayCallPlan, ReplaySession, UnreplayableSession } from './recorded-session';
 import type { LiveDivergence, LiveSessionSummary } from './replay-records';
 import type { SessionDriver, SessionStep } from './session-driver';
+import type { ToolThinkTime } from './tool-latency-model';
 
 /** One recorded assistant step and what followed it before the next step. */
 interface RecordedStep {
@@ -69,6 +70,8 @@ export interface LiveDriverOptions {
   world: World;
   /** Model calls allowed per viewer turn before the session stops. Default 6. */
   maxStepsPerTurn?: number;
+  /** Tool latency model of simulator sessions: think time of every live tool step. */
+  toolThinkTime?: ToolThinkTime;
 }
 
 /**
@@ -77,8 +80,8 @@ export interface LiveDriverOptions {
  * through the harness and its result goes back under the model's own tool_call_id (recorded ids
  * are remapped to the live ones step by step). Each live step is compared with the recorded step
  * at the same position of the turn: tool names, their count, and arguments (as canonical JSON).
- * The think time after a step is the recorded one when the step matches the recording, else the
- * simulator's duration of the live calls.
+ * The think time after a step comes from the tool latency model when one applies, else it is the
+ * recorded one when the step matches the recording, else the simulator's duration of the live calls.
  */
 export function liveDriver(session: ReplaySession, options: LiveDriverOptions): SessionDriver {
   const turns = recordedTurns(session);
@@ -98,6 +101,7 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
       return {
         request: { messages: [...transcript], ...(session.tools.length > 0 ? { tools: session.tools } : {}) },
         messageIndex: transcript.length,
+        turnIndex,
         ...(recorded ? { recorded: recorded.plan } : {}),
       };
     },
@@ -124,8 +128,10 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
         transcript.push(...(recorded?.injections ?? []));
         stepInTurn++;
         if (stepInTurn >= maxSteps) finished = true;
-        const thinkMs = divergence.kind === 'none' && recorded ? recorded.plan.thinkMsAfter : slowestMs;
-        return { thinkMs, divergence };
+        const names = toolCalls.map((call) => call.function.name);
+        const thinkMs = options.toolThinkTime ? options.toolThinkTime(names, summary.steps - 1) : divergence.kind === 'none' && recorded ? recorded.plan.thinkMsAfter : slowestMs;
+        // A turn cut off at maxStepsPerTurn never got its answer: it ends no turn.
+        return { thinkMs, divergence, endsTurn: false };
       }
       // A final answer ends the turn, wherever the recording was: the next turn opens with its recorded inputs.
       turnIndex++;
@@ -133,7 +139,7 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
       const nextTurn = turns[turnIndex];
       if (nextTurn) transcript.push(...nextTurn.opening);
       else finished = true;
-      return { thinkMs: 0, divergence };
+      return { thinkMs: 0, divergence, endsTurn: true };
     },
     liveSummary: () => summary,
   };

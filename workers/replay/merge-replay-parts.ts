@@ -1,7 +1,7 @@
 import { SampleSet } from '../../shared/metrics/sample-set';
 import type { ClientHealth, CounterReading } from './replay-engine';
 import type { ReplayPartFile } from './replay-part-file';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 import type { UnreplayableSession } from './recorded-session';
 import type { TargetInfo } from './target-info';
 
@@ -14,6 +14,8 @@ export interface MergedReplay {
   warmup: { sessions: number; calls: number; failedCalls: number };
   /** Ordered by session index, then call index. */
   calls: ReplayCallRecord[];
+  /** Ordered by session index, then turn index. */
+  turns: ReplayTurnRecord[];
   sessions: ReplaySessionRecord[];
   samples: SampleSet;
   /** Earliest reading before and latest after, over all parts. */
@@ -52,6 +54,9 @@ export function mergeReplayParts(parts: ReadonlyArray<ReplayPartFile & { sampleS
       failedCalls: ordered.reduce((sum, part) => sum + part.warmup.failedCalls, 0),
     },
     calls: ordered.flatMap((part) => part.calls).sort(bySessionThenCall),
+    turns: ordered
+      .flatMap((part) => part.turns)
+      .sort((left, right) => left.sessionIndex - right.sessionIndex || left.turnIndex - right.turnIndex),
     sessions: ordered.flatMap((part) => part.sessions).sort(bySessionThenCall),
     samples: SampleSet.union(ordered.map((part) => part.sampleSet)),
     specDecode: {
@@ -64,6 +69,9 @@ export function mergeReplayParts(parts: ReadonlyArray<ReplayPartFile & { sampleS
       eventLoopDelayP99Ms: Math.max(...ordered.map((part) => part.client.eventLoopDelayP99Ms)),
       eventLoopDelayMaxMs: Math.max(...ordered.map((part) => part.client.eventLoopDelayMaxMs)),
       eventLoopUtilization: Math.max(...ordered.map((part) => part.client.eventLoopUtilization)),
+      ...(ordered.every((part) => part.client.bareLoopDelayP99Ms !== undefined)
+        ? { bareLoopDelayP99Ms: Math.max(...ordered.map((part) => part.client.bareLoopDelayP99Ms as number)) }
+        : {}),
     },
   };
 }

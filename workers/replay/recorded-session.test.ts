@@ -1,4 +1,4 @@
-import { syntheticSessions } from './testing/synthetic-sessions';
+import { multiTurnSessions, syntheticSessions } from './testing/synthetic-sessions';
 import { parseRecordedSession } from './recorded-session';
 
 describe('parseRecordedSession', () => {
@@ -9,8 +9,8 @@ describe('parseRecordedSession', () => {
     expect(parsed.ok).toBe(true);
     if (!parsed.ok) return;
     expect(parsed.session.calls).toEqual([
-      { messageIndex: 2, thinkMsAfter: 35, recordedOutputTokens: 9, recordedTtftMs: 120, recordedE2eMs: 300 },
-      { messageIndex: 4, thinkMsAfter: 0, recordedOutputTokens: 9, recordedTtftMs: 110, recordedE2eMs: 320 },
+      { messageIndex: 2, thinkMsAfter: 35, turnIndex: 0, endsTurn: false, toolNames: ['get_item_detail'], recordedOutputTokens: 9, recordedTtftMs: 120, recordedE2eMs: 300 },
+      { messageIndex: 4, thinkMsAfter: 0, turnIndex: 0, endsTurn: true, toolNames: [], recordedOutputTokens: 9, recordedTtftMs: 110, recordedE2eMs: 320 },
     ]);
     expect(parsed.session).toMatchObject({ id: 'session-0000', taskId: 'task-0', source: 'file:///s.jsonl: line 1' });
   });
@@ -19,6 +19,24 @@ describe('parseRecordedSession', () => {
     const trace = { id: 'prod-1', messages: trajectory!.messages, calls: [{ messageIndex: 2, toolMs: 80 }, { messageIndex: 4 }] };
     const parsed = parseRecordedSession(trace, 'trace');
     expect(parsed.ok && parsed.session.calls.map((call) => call.thinkMsAfter)).toEqual([80, 0]);
+    // No harness: not a simulator session, so its recorded tool times stand.
+    expect(parsed.ok && parsed.session.simulator).toBe(false);
+  });
+
+  it('splits a multi-turn session into viewer turns, each ending at its final answer', () => {
+    const [session] = multiTurnSessions({ count: 1 });
+    const parsed = parseRecordedSession(session, 'turns');
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    expect(parsed.session.simulator).toBe(true);
+    expect(parsed.session.calls.map((call) => [call.messageIndex, call.turnIndex, call.endsTurn, call.toolNames.join('+')])).toEqual([
+      [2, 0, false, 'get_item_detail'],
+      [4, 0, true, ''],
+      [6, 1, true, ''],
+      [8, 2, false, 'get_sku_stock+get_coupons'],
+      [11, 2, false, 'get_item_detail'],
+      [13, 2, true, ''],
+    ]);
   });
 
   it.each([

@@ -35,6 +35,12 @@ export interface ReplayCallPlan {
   messageIndex: number;
   /** Recorded think time after this call (its tool batch), ms. */
   thinkMsAfter: number;
+  /** Viewer turn of this call: a user message opens a turn, its model calls and tools answer it. */
+  turnIndex: number;
+  /** The turn's last call (its final answer): the next call, if any, answers a new viewer message. */
+  endsTurn: boolean;
+  /** Names of the tools this call asked for (their think time may come from the tool latency model). */
+  toolNames: string[];
   recordedOutputTokens?: number;
   recordedTtftMs?: number;
   recordedE2eMs?: number;
@@ -50,6 +56,12 @@ export interface ReplaySession {
   /** In message order; at least one. */
   calls: ReplayCallPlan[];
   taskId?: string;
+  /**
+   * Recorded in the simulator (a collect trajectory: it names the harness it ran under), whose
+   * tools answer in microseconds: the tool latency model supplies its think time. Production
+   * traces carry no harness and keep their recorded tool durations.
+   */
+  simulator: boolean;
 }
 
 /** Why a session was skipped. */
@@ -104,6 +116,9 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
   }
   const callsByIndex = new Map(record.calls.map((call) => [call.messageIndex, call]));
   const calls: ReplayCallPlan[] = [];
+  // Turn of each assistant message: the user messages before it, less one (a session that opens
+  // with an assistant message counts that as turn 0 too).
+  const turnOf = (messageIndex: number): number => Math.max(0, messages.slice(0, messageIndex).filter((message) => message.role === 'user').length - 1);
   for (const [position, messageIndex] of assistantIndexes.entries()) {
     const call = callsByIndex.get(messageIndex);
     if (!call) return skip('missing_timings', `assistant messages[${messageIndex}] has no calls[] record with messageIndex ${messageIndex}`);
@@ -113,9 +128,13 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
     if (asksTools && !last && call.toolMs === undefined) {
       return skip('missing_timings', `calls[] record of messages[${messageIndex}] has no toolMs: the think time before the next call is unknown`);
     }
+    const nextIndex = assistantIndexes[position + 1];
     calls.push({
       messageIndex,
       thinkMsAfter: call.toolMs ?? 0,
+      turnIndex: turnOf(messageIndex),
+      endsTurn: nextIndex === undefined || turnOf(nextIndex) !== turnOf(messageIndex),
+      toolNames: (message.tool_calls ?? []).map((toolCall) => toolCall.function.name),
       ...(call.completionTokens !== undefined ? { recordedOutputTokens: call.completionTokens } : {}),
       ...(call.ttftMs !== undefined ? { recordedTtftMs: call.ttftMs } : {}),
       ...(call.e2eMs !== undefined ? { recordedE2eMs: call.e2eMs } : {}),
@@ -135,6 +154,7 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
       tools: record.tools as ToolSpec[],
       calls,
       ...(record.taskId !== undefined ? { taskId: record.taskId } : {}),
+      simulator: typeof record.harness === 'object' && record.harness !== null,
     },
   };
 }

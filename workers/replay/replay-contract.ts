@@ -1,14 +1,42 @@
 import { z } from 'zod';
 import type { FanOutContract } from '../../queues/define-stage';
 import { defaultPercentiles } from '../../shared/metrics/metric-summary';
-import { modelConfigSchema } from '../../shared/models/model-registry';
+import { modelConfigProblems } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import { loadProfileSchema } from './load-profile';
 import { replayModes } from './replay-report';
 import { sloSchema } from './slo';
 import { summarizeReplay } from './replay-summary';
+import { sweepSchema } from './replay-sweep';
+import { servingFlagsSchema } from './target-info';
+import { toolLatencySchema } from './tool-latency-model';
 
 const artifactUri = z.string().regex(/^(s3|file):\/\/.+/, 'must be an artifact URI (s3://bucket/key or file:///path)');
+
+/**
+ * The model under test: any registered model config, plus what the server cannot tell about
+ * itself, recorded in every report (`hat replay compare` warns when two reports differ in them).
+ */
+export const replayTargetSchema = z
+  .looseObject({
+    adapter: z.string().min(1),
+    /** What serves the model, e.g. "1× NVIDIA H20 96 GB". */
+    hardware: z.string().min(1).max(200).optional(),
+    /** Engine flags, e.g. { engine: vllm, speculative: mtp, numSpeculativeTokens: 1, tensorParallel: 1 }. */
+    serving: servingFlagsSchema.optional(),
+  })
+  .superRefine((value, context) => {
+    for (const problem of modelConfigProblems(modelConfigOf(value), '')) {
+      const path = problem.path === '(root)' ? [] : (problem.path ?? '').split('.').filter(Boolean);
+      context.addIssue({ code: 'custom', message: problem.message, path });
+    }
+  });
+
+/** The model config without the replay's own fields (hardware, serving), for the model registry. */
+export function modelConfigOf(target: Record<string, unknown>): Record<string, unknown> & { adapter: string } {
+  const { hardware: _hardware, serving: _serving, ...model } = target;
+  return model as Record<string, unknown> & { adapter: string };
+}
 
 /**
  * Config of the `replay` stage: full-agent session replay against a served model with vLLM-exact
@@ -27,8 +55,8 @@ export const replayInputSchema = z
   .object({
     /** Recorded sessions: JSONL(.gz) objects of trajectories or production traces, or stage manifests listing them (objects of kind `trajectories`). */
     inputs: z.array(artifactUri).min(1),
-    /** The model under test: any registered model adapter (openai for vLLM/SGLang servers, onnx in-process). */
-    target: modelConfigSchema,
+    /** The model under test: any registered model adapter (openai for vLLM/SGLang servers, onnx in-process), with `hardware` and `serving`. */
+    target: replayTargetSchema,
     /** Headline of the target in reports. Default: provider, model and endpoint. */
     targetLabel: z.string().min(1).max(200).optional(),
     /**
@@ -62,7 +90,19 @@ export const replayInputSchema = z
     parts: z.number().int().min(1).max(1000).default(1),
     /** Percentiles reported, in (0, 100]. Default 50, 90, 95, 99. */
     percentiles: z.array(z.number().gt(0).max(100)).min(1).max(20).default([...defaultPercentiles]),
-    /** Objectives and goodput thresholds. Default: session P50 <= 3.407 s, P95 <= 8.114 s. */
+    /**
+     * Tool latency model: think time after tool calls for sessions recorded in the simulator
+     * (whose tools answered in microseconds); production traces keep their recorded durations.
+     * Default: every tool lognormal with p50 200 ms, p95 800 ms (an assumption; see README).
+     */
+    toolLatency: toolLatencySchema.prefault({}),
+    /**
+     * Capacity sweep: run the replay at each load of `ladder` (concurrencies, or rates for an open
+     * loop) in turn, each step an ordinary report under `step-NN/`, until a step breaks the SLO;
+     * `sweep.json`/`sweep.html` give the highest load holding it, its goodput, latency vs load and the knee.
+     */
+    sweep: sweepSchema.optional(),
+    /** Objectives and goodput thresholds. Default: viewer turn P50 <= 3.407 s, P95 <= 8.114 s (turn_response_from_intended_ms). */
     slo: sloSchema.prefault({}),
     /** Prometheus endpoint read before and after (spec-decode counters); false to skip. Default `<server root>/metrics` for openai targets. */
     metricsUrl: z.union([z.url({ protocol: /^https?$/ }), z.literal(false)]).optional(),
@@ -86,7 +126,9 @@ export const replayInputSchema = z
   .strict()
   .superRefine((input, context) => {
     if (input.mode === 'live' && !input.live) context.addIssue({ code: 'custom', path: ['live'], message: 'mode live needs live: { harness, tasks }' });
-    if (input.load.kind === 'closed' && input.parts > input.load.concurrency) {
+    if (input.sweep && input.load.kind === 'closed' && input.parts > Math.round(input.sweep.ladder[0] as number)) {
+      context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds the first sweep step's concurrency (${input.sweep.ladder[0]}); each part needs a session in flight` });
+    } else if (!input.sweep && input.load.kind === 'closed' && input.parts > input.load.concurrency) {
       context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds load.concurrency (${input.load.concurrency}); each part needs a session in flight` });
     }
   });
@@ -129,6 +171,25 @@ export const replayOutputSchema = z.object({
   unreplayable: z.number().int().nonnegative(),
   /** The target's label (with its warning when it is not a real model). */
   target: z.string(),
+  /** What a viewer waited per turn (from the viewer's message), and what the turns were made of. */
+  viewerTurns: z
+    .object({
+      turns: z.number().int().nonnegative(),
+      firstTokenP50Ms: z.number().nullable(),
+      firstTokenP95Ms: z.number().nullable(),
+      responseP50Ms: z.number().nullable(),
+      responseP95Ms: z.number().nullable(),
+      callsPerTurnMean: z.number().nullable(),
+      toolMsPerTurnMean: z.number().nullable(),
+      modelMsPerTurnMean: z.number().nullable(),
+    })
+    .optional(),
+  /** The serving setup in one line (hardware, engine and version, served model, flags). */
+  serving: z.string().optional(),
+  /** A sweep's outcome (reportUri and htmlUri are then sweep.json and sweep.html). */
+  sweep: z
+    .object({ steps: z.number().int().nonnegative(), capacity: z.number().nullable(), knee: z.number().nullable(), stoppedBecause: z.string() })
+    .optional(),
 });
 export type ReplayOutput = z.infer<typeof replayOutputSchema>;
 

@@ -1,23 +1,26 @@
 import { setMaxListeners } from 'node:events';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../shared/log/logger';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import { scrapePrometheus } from '../../shared/metrics/scrape-metrics';
 import { readSpecDecodeCounters, type SpecDecodeCounters } from '../../shared/metrics/spec-decode';
-import type { ChatRequest, ModelClient, SamplingSettings } from '../../shared/models/model-client';
+import type { ChatRequest, ModelClient, PreparedChatRequest, SamplingSettings } from '../../shared/models/model-client';
 import type { Rng } from '../../shared/random/rng';
 import { failedCallRecord, succeededCallRecord, type TokenCounter } from './call-measurement';
 import { arrivalOffsetsMs, type LoadProfile } from './load-profile';
 import type { ReplaySession } from './recorded-session';
-import { addCallSamples, addSessionSamples } from './replay-metrics';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import { addCallSamples, addSessionSamples, addTurnSamples } from './replay-metrics';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 import type { SessionDriver } from './session-driver';
 
 /** One reading of the server's spec-decode counters. */
 export interface CounterReading {
   atEpochMs: number;
   counters: SpecDecodeCounters;
+  /** Speculative-decoding series the server exposes (vLLM `vllm:spec_decode_*` counters, SGLang `sglang:spec_*` gauges). */
+  specDecodeNames?: string[];
 }
 
 /** A session of the replay order: which recorded session, at which position. */
@@ -60,6 +63,7 @@ export interface ReplayPartResult {
   load: LoadProfile;
   warmup: { sessions: number; calls: number; failedCalls: number };
   calls: ReplayCallRecord[];
+  turns: ReplayTurnRecord[];
   sessions: ReplaySessionRecord[];
   samples: SampleSet;
   specDecode: { before?: CounterReading; after?: CounterReading; error?: string };
@@ -76,6 +80,50 @@ export interface ClientHealth {
   eventLoopDelayMaxMs: number;
   /** Share of the phase the loop was busy, 0-1. */
   eventLoopUtilization: number;
+  /**
+   * Lateness (P99, ms) of a bare event loop (a worker thread doing nothing but wake up) over the
+   * same phase: what any loop on this machine suffered then. Absent when it could not run.
+   */
+  bareLoopDelayP99Ms?: number;
+}
+
+/**
+ * The lateness a bare loop suffers, measured in a worker thread (its own event loop, same process
+ * and machine) while the replay runs: the machine's share of the replay's own lateness.
+ */
+function startBareLoop(): { stop(): Promise<number | undefined> } {
+  let worker: Worker | undefined;
+  try {
+    worker = new Worker(
+      `const { parentPort } = require('node:worker_threads');
+       const { monitorEventLoopDelay } = require('node:perf_hooks');
+       const delay = monitorEventLoopDelay({ resolution: 5 });
+       delay.enable();
+       const keepAlive = setInterval(() => {}, 1000);
+       parentPort.once('message', () => {
+         delay.disable();
+         clearInterval(keepAlive);
+         parentPort.postMessage(delay.percentile(99));
+       });`,
+      { eval: true },
+    );
+    worker.unref();
+  } catch {
+    return { stop: async () => undefined };
+  }
+  const running = worker;
+  return {
+    stop: () =>
+      new Promise((resolve) => {
+        const done = (value: number | undefined) => {
+          void running.terminate();
+          resolve(value);
+        };
+        running.once('message', (nanoseconds: number) => done(Math.max(0, nanoseconds / 1e6 - 5)));
+        running.once('error', () => done(undefined));
+        running.postMessage('stop');
+      }),
+  };
 }
 
 /** Milliseconds since an origin on the monotonic clock. */
@@ -166,15 +214,44 @@ export async function runReplayPart(partOptions: ReplayPartOptions): Promise<Rep
   }
 }
 
+/** Key of a prepared body: the recorded session (repeats share it) and the message it replays. */
+function preparedKey(sessionId: string, messageIndex: number): string {
+  return `${sessionId.replace(/#\d+$/, '')}\u0000${messageIndex}`;
+}
+
+/**
+ * Serializes every request the measured sessions will send that is known up front (forced
+ * history), so that building bodies does not occupy the event loop while streams arrive.
+ */
+function prepareBodies(options: ReplayPartOptions): Map<string, PreparedChatRequest> {
+  const prepared = new Map<string, PreparedChatRequest>();
+  const prepare = options.client.prepare?.bind(options.client);
+  if (!prepare) return prepared;
+  for (const scheduled of options.sessions) {
+    const planned = options.driverFor(scheduled).plannedRequests?.();
+    if (!planned) return prepared;
+    for (const { messageIndex, ...request } of planned) {
+      const key = preparedKey(scheduled.session.id, messageIndex);
+      if (prepared.has(key)) continue;
+      const merged: ChatRequest = Object.assign({}, options.sampling, request, options.extraBody ? { extraBody: options.extraBody } : {});
+      prepared.set(key, prepare(merged));
+    }
+  }
+  return prepared;
+}
+
 async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartResult> {
-  const warmupResult = await runWarmup(options);
+  const { laneOffsetsMs, ...warmupResult } = await runWarmup(options);
+  const prepared = prepareBodies(options);
   const before = await readCounters(options);
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
   loopDelay.enable();
+  const bareLoop = startBareLoop();
   const busyBefore = performance.eventLoopUtilization();
   const clock = phaseClock();
   const startEpochMs = Date.now();
   const calls: ReplayCallRecord[] = [];
+  const turns: ReplayTurnRecord[] = [];
   const sessions: ReplaySessionRecord[] = [];
   const samples = new SampleSet();
   let done = 0;
@@ -183,13 +260,19 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     calls.push(...result.calls);
     sessions.push(result.session);
     for (const call of result.calls) addCallSamples(samples, call, result.itl.get(call.callIndex) ?? []);
+    for (const turn of result.turns) {
+      turns.push(turn);
+      addTurnSamples(samples, turn);
+    }
     addSessionSamples(samples, result.session);
     options.onProgress?.(++done, total);
   };
-  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true);
+  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
 
   if (options.load.kind === 'closed') {
-    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal);
+    // Each lane starts at the offset its warmup lane ended at: the warmup absorbed the start burst
+    // (every session sending in one tick) and the measured phase keeps the spread it left.
+    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal, { clock, laneStartsMs: laneOffsetsMs });
   } else {
     const offsets = arrivalOffsetsMs(options.sessions.length, options.load.rate, options.load.burstiness, options.rng.fork('arrivals'));
     const gate = options.load.maxConcurrency === undefined ? undefined : new SessionGate(options.load.maxConcurrency);
@@ -210,10 +293,12 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   loopDelay.disable();
   // The monitor's own timer period is part of every sample it takes; what is above it is lateness.
   const lateness = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - 5);
+  const bareLoopDelayP99Ms = await bareLoop.stop();
   const client: ClientHealth = {
     eventLoopDelayP99Ms: lateness(loopDelay.percentile(99)),
     eventLoopDelayMaxMs: lateness(loopDelay.max),
     eventLoopUtilization: performance.eventLoopUtilization(busyBefore).utilization,
+    ...(bareLoopDelayP99Ms !== undefined ? { bareLoopDelayP99Ms } : {}),
   };
   const after = await readCounters(options);
   const specDecode: ReplayPartResult['specDecode'] = {};
@@ -227,6 +312,7 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     load: options.load,
     warmup: warmupResult,
     calls,
+    turns,
     sessions,
     samples,
     specDecode,
@@ -234,12 +320,16 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   };
 }
 
-async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup']> {
+/**
+ * Warmup sessions, closed loop, discarded. Also returns when each lane ended, as offsets from the
+ * first (ascending): the closed loop's measured lanes start at them.
+ */
+async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup'] & { laneOffsetsMs: number[] }> {
   const warmup = { sessions: options.warmup.length, calls: 0, failedCalls: 0 };
-  if (options.warmup.length === 0) return warmup;
+  if (options.warmup.length === 0) return { ...warmup, laneOffsetsMs: [] };
   const concurrency = options.load.kind === 'closed' ? options.load.concurrency : (options.load.maxConcurrency ?? options.warmup.length);
   const clock = phaseClock();
-  await runClosedLoop(
+  const laneEnds = await runClosedLoop(
     options.warmup,
     Math.min(concurrency, options.warmup.length),
     async (scheduled) => {
@@ -248,18 +338,32 @@ async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['
       warmup.failedCalls += result.calls.filter((call) => call.status === 'failed').length;
     },
     options.signal,
+    { clock },
   );
   options.logger?.debug({ part: options.part.index, ...warmup }, 'replay warmup done');
-  return warmup;
+  const first = Math.min(...laneEnds);
+  return { ...warmup, laneOffsetsMs: laneEnds.map((end) => end - first).sort((left, right) => left - right) };
 }
 
-/** `concurrency` lanes, each taking the next session when its previous one ends. */
-async function runClosedLoop(sessions: ScheduledSession[], concurrency: number, runOne: (scheduled: ScheduledSession) => Promise<void>, signal?: AbortSignal): Promise<void> {
+/**
+ * `concurrency` lanes, each taking the next session when its previous one ends; lane i starts at
+ * `laneStartsMs[i]` of `clock` (at once when absent). Resolves to each lane's end time on `clock`.
+ */
+async function runClosedLoop(
+  sessions: ScheduledSession[],
+  concurrency: number,
+  runOne: (scheduled: ScheduledSession) => Promise<void>,
+  signal?: AbortSignal,
+  timing: { clock?: PhaseClock; laneStartsMs?: readonly number[] } = {},
+): Promise<number[]> {
   let next = 0;
-  const lane = async () => {
+  const lane = async (_: unknown, index: number): Promise<number> => {
+    const startMs = timing.laneStartsMs?.[index];
+    if (timing.clock && startMs !== undefined && startMs > 0) await timing.clock.until(startMs, signal);
     while (next < sessions.length && !signal?.aborted) await runOne(sessions[next++] as ScheduledSession);
+    return timing.clock?.now() ?? 0;
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));
+  return Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));
 }
 
 /** Caps sessions in flight in open-loop mode; waiters are served in arrival order. */
@@ -283,6 +387,7 @@ class SessionGate {
 
 interface SessionResult {
   calls: ReplayCallRecord[];
+  turns: ReplayTurnRecord[];
   session: ReplaySessionRecord;
   /** ITL gaps by call index (kept out of the records: pooled straight into samples). */
   itl: Map<number, number[]>;
@@ -293,12 +398,22 @@ interface SessionResult {
  * previous call's end plus its think time after that); measured calls carry both the vLLM
  * clock (from the actual send) and the intended-time clock.
  */
-async function replaySession(scheduled: ScheduledSession, intendedStartMs: number, clock: PhaseClock, options: ReplayPartOptions, withThinkTime: boolean): Promise<SessionResult> {
+async function replaySession(
+  scheduled: ScheduledSession,
+  intendedStartMs: number,
+  clock: PhaseClock,
+  options: ReplayPartOptions,
+  withThinkTime: boolean,
+  prepared?: ReadonlyMap<string, PreparedChatRequest>,
+): Promise<SessionResult> {
   const { session, sessionIndex } = scheduled;
   const driver = options.driverFor(scheduled);
   const calls: ReplayCallRecord[] = [];
+  const turns: ReplayTurnRecord[] = [];
   const itl = new Map<number, number[]>();
   let intendedMs = intendedStartMs;
+  // The viewer turn in progress: opened by the first call after the previous turn's final answer.
+  let turn: ReplayTurnRecord | undefined;
   let startMs: number | undefined;
   let failure: string | undefined;
   let modelMs = 0;
@@ -311,12 +426,14 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
     startMs ??= dispatchMs;
     // Object.assign onto a fresh object, not `{ ...options.sampling, ...step.request }`: on Node 20
     // every property added after a leading non-empty spread costs about 2 µs.
+    const preparedBody = prepared?.get(preparedKey(session.id, step.messageIndex));
     const request: ChatRequest = Object.assign(
       {},
       options.sampling,
       step.request,
       options.extraBody ? { extraBody: options.extraBody } : {},
       options.signal ? { signal: options.signal } : {},
+      preparedBody ? { prepared: preparedBody } : {},
     );
     const placement = {
       sessionId: session.id,
@@ -332,6 +449,19 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
       ...(step.recorded?.recordedE2eMs !== undefined ? { recordedE2eMs: step.recorded.recordedE2eMs } : {}),
       ...(step.recorded?.recordedOutputTokens !== undefined ? { recordedOutputTokens: step.recorded.recordedOutputTokens } : {}),
     };
+    turn ??= {
+      sessionId: session.id,
+      sessionIndex,
+      turnIndex: step.turnIndex,
+      part: options.part.index,
+      status: 'failed',
+      calls: 0,
+      intendedStartMs: intendedMs,
+      startMs: dispatchMs,
+      toolMs: 0,
+      modelMs: 0,
+    };
+    turn.calls++;
     let response;
     try {
       response = await options.client.chat(request);
@@ -352,7 +482,29 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
     lastFirstTokenMs = (call.sentMs as number) + response.timings.ttftMs;
     intendedMs = endMs + thinkMs;
     toolMs += thinkMs;
+    turn.modelMs = (turn.modelMs as number) + response.timings.e2eMs;
+    if (outcome.endsTurn) {
+      // Speech can start at the answer's first text; an answer without text counts from its first chunk.
+      const firstTokenAtMs = (call.sentMs as number) + (response.timings.firstContentMs ?? response.timings.ttftMs);
+      const answerEndMs = (call.sentMs as number) + response.timings.e2eMs;
+      turns.push(
+        Object.assign(turn, {
+          status: 'ok' as const,
+          firstTokenAtMs,
+          endMs: answerEndMs,
+          firstTokenMs: firstTokenAtMs - turn.startMs,
+          firstTokenFromIntendedMs: firstTokenAtMs - turn.intendedStartMs,
+          responseMs: answerEndMs - turn.startMs,
+          responseFromIntendedMs: answerEndMs - turn.intendedStartMs,
+        }),
+      );
+      turn = undefined;
+    } else {
+      turn.toolMs = (turn.toolMs as number) + thinkMs;
+    }
   }
+  // A turn cut off by a failed call or by the session's end never reached the viewer.
+  if (turn) turns.push(turn);
   const lastThink = calls.at(-1)?.thinkMs ?? 0;
   // The think time after the last call is never waited: the session is over.
   if (failure === undefined) toolMs -= lastThink;
@@ -380,14 +532,15 @@ async function replaySession(scheduled: ScheduledSession, intendedStartMs: numbe
       : {}),
     ...(driver.liveSummary ? { live: driver.liveSummary() } : {}),
   };
-  return { calls, session: record, itl };
+  return { calls, turns, session: record, itl };
 }
 
 async function readCounters(options: ReplayPartOptions): Promise<{ reading: CounterReading } | { error: string } | { skipped: true }> {
   if (!options.metricsUrl) return { skipped: true };
   try {
     const samples = await scrapePrometheus(options.metricsUrl);
-    return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples) } };
+    const specDecodeNames = [...new Set(samples.map((sample) => sample.name).filter((name) => /^(vllm:spec_decode|sglang:spec_)/.test(name)))].sort();
+    return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples), specDecodeNames } };
   } catch (error) {
     options.logger?.warn({ url: options.metricsUrl, error: (error as Error).message }, 'could not read the server metrics; spec-decode figures will be missing');
     return { error: (error as Error).message };

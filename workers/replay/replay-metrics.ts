@@ -1,11 +1,11 @@
 import type { SampleSet } from '../../shared/metrics/sample-set';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 
 /** A metric of the replay report. */
 export interface ReplayMetricDefinition {
   name: string;
-  scope: 'call' | 'session';
-  unit: 'ms' | 'tokens';
+  scope: 'call' | 'turn' | 'session';
+  unit: 'ms' | 'tokens' | 'calls';
   /** One line for reports. */
   description: string;
 }
@@ -26,7 +26,15 @@ export const replayMetrics: readonly ReplayMetricDefinition[] = [
   { name: 'e2el_from_intended_ms', scope: 'call', unit: 'ms', description: 'E2EL measured from the intended send time' },
   { name: 'queue_ms', scope: 'call', unit: 'ms', description: "wait at the model client's concurrency/rate gate before sending" },
   { name: 'schedule_lag_ms', scope: 'call', unit: 'ms', description: 'actual dispatch - intended send time (timers, busy event loop, session cap)' },
+  { name: 'request_write_ms', scope: 'call', unit: 'ms', description: "send to the request's last byte handed to the socket: its spread shows a start burst (the vLLM clock has started, the server has not the request yet)" },
   { name: 'client_overhead_ms', scope: 'call', unit: 'ms', description: "the replay client's own time per call: schedule lag, request building, response assembly" },
+  { name: 'turn_first_token_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the turn's first dispatch to the first answer text of its final answer (when speech can start)" },
+  { name: 'turn_first_token_from_intended_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the viewer's message (intended send of the turn's first call) to the first answer text" },
+  { name: 'turn_response_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the turn's first dispatch to the last token of its final answer" },
+  { name: 'turn_response_from_intended_ms', scope: 'turn', unit: 'ms', description: "viewer turn: the viewer's message to the last token of the final answer (the default SLO)" },
+  { name: 'turn_calls', scope: 'turn', unit: 'calls', description: 'model calls per viewer turn (tool steps plus the final answer)' },
+  { name: 'turn_tool_ms', scope: 'turn', unit: 'ms', description: "think time replayed within the turn (its tools: recorded, or the tool latency model's)" },
+  { name: 'turn_model_ms', scope: 'turn', unit: 'ms', description: "sum of E2EL over the turn's calls" },
   { name: 'session_e2e_ms', scope: 'session', unit: 'ms', description: 'session start (first dispatch) to the end of its last call' },
   { name: 'session_e2e_from_intended_ms', scope: 'session', unit: 'ms', description: 'intended session start to the end of its last call' },
   { name: 'final_answer_ttft_ms', scope: 'session', unit: 'ms', description: 'session start to the first token of the last assistant turn' },
@@ -53,6 +61,7 @@ const callFields: Partial<Record<string, keyof ReplayCallRecord>> = {
   queue_ms: 'queueMs',
   schedule_lag_ms: 'scheduleLagMs',
   client_overhead_ms: 'clientOverheadMs',
+  request_write_ms: 'writeMs',
 };
 const sessionFields: Partial<Record<string, keyof ReplaySessionRecord>> = {
   session_e2e_ms: 'e2eMs',
@@ -62,6 +71,16 @@ const sessionFields: Partial<Record<string, keyof ReplaySessionRecord>> = {
   session_model_ms: 'modelMs',
   session_tool_ms: 'toolMs',
   session_overhead_ms: 'overheadMs',
+};
+
+const turnFields: Partial<Record<string, keyof ReplayTurnRecord>> = {
+  turn_first_token_ms: 'firstTokenMs',
+  turn_first_token_from_intended_ms: 'firstTokenFromIntendedMs',
+  turn_response_ms: 'responseMs',
+  turn_response_from_intended_ms: 'responseFromIntendedMs',
+  turn_calls: 'calls',
+  turn_tool_ms: 'toolMs',
+  turn_model_ms: 'modelMs',
 };
 
 /** A call's value of a metric, undefined when the call has none (TPOT of a one-token answer). */
@@ -75,9 +94,26 @@ export function sessionValue(session: ReplaySessionRecord, metric: string): numb
   return field === undefined ? undefined : (session[field] as number | undefined);
 }
 
-/** Samples of one successful call; ITL gaps are pooled, one sample per gap. */
+export function turnValue(turn: ReplayTurnRecord, metric: string): number | undefined {
+  const field = turnFields[metric];
+  return field === undefined ? undefined : (turn[field] as number | undefined);
+}
+
+export function addTurnSamples(samples: SampleSet, turn: ReplayTurnRecord): void {
+  if (turn.status !== 'ok') return;
+  for (const metric of Object.keys(turnFields)) {
+    const value = turnValue(turn, metric);
+    if (value !== undefined) samples.add(metric, value);
+  }
+}
+
+/**
+ * Samples of one successful call; ITL gaps are pooled, one sample per gap. A call that succeeded
+ * only after retries gives none: its figures describe its last attempt, not the call (vLLM's
+ * benchmark never retries; the report counts its failed attempts as failures instead).
+ */
 export function addCallSamples(samples: SampleSet, call: ReplayCallRecord, itlMs: readonly number[]): void {
-  if (call.status !== 'ok') return;
+  if (call.status !== 'ok' || (call.attempts ?? 1) > 1) return;
   for (const metric of Object.keys(callFields)) {
     const value = callValue(call, metric);
     if (value !== undefined) samples.add(metric, value);

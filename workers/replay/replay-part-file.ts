@@ -8,7 +8,7 @@ import { SampleSet, serializedSampleSetSchema } from '../../shared/metrics/sampl
 import { loadProfileSchema } from './load-profile';
 import { unreplayableSessionSchema } from './recorded-session';
 import type { ReplayPartResult } from './replay-engine';
-import { replayCallRecordSchema, replaySessionRecordSchema } from './replay-records';
+import { replayCallRecordSchema, replaySessionRecordSchema, replayTurnRecordSchema } from './replay-records';
 import { targetInfoSchema } from './target-info';
 
 export const REPLAY_PART_SCHEMA_VERSION = 1;
@@ -22,12 +22,14 @@ const counterReadingSchema = z.object({
     acceptedPerPosition: z.array(z.number()),
     present: z.boolean(),
   }),
+  specDecodeNames: z.array(z.string()).optional(),
 });
 
 export const clientHealthSchema = z.object({
   eventLoopDelayP99Ms: z.number().nonnegative(),
   eventLoopDelayMaxMs: z.number().nonnegative(),
   eventLoopUtilization: z.number().min(0).max(1),
+  bareLoopDelayP99Ms: z.number().nonnegative().optional(),
 });
 
 /**
@@ -43,6 +45,8 @@ export const replayPartFileSchema = z.object({
   warmup: z.object({ sessions: z.number().int().nonnegative(), calls: z.number().int().nonnegative(), failedCalls: z.number().int().nonnegative() }),
   target: targetInfoSchema,
   calls: z.array(replayCallRecordSchema),
+  /** Viewer turns (absent from parts written before turns were measured). */
+  turns: z.array(replayTurnRecordSchema).default([]),
   sessions: z.array(replaySessionRecordSchema),
   samples: serializedSampleSetSchema,
   specDecode: z.object({ before: counterReadingSchema.optional(), after: counterReadingSchema.optional(), error: z.string().optional() }),
@@ -60,6 +64,7 @@ export function partFileOf(result: ReplayPartResult, extra: Pick<ReplayPartFile,
     warmup: result.warmup,
     target: extra.target,
     calls: result.calls,
+    turns: result.turns,
     sessions: result.sessions,
     samples: result.samples.toJSON(),
     specDecode: result.specDecode,

@@ -45,6 +45,8 @@ export const replayCallRecordSchema = z.object({
   /** Latency from the intended send time (coordinated-omission safe): lag + retries + gate + TTFT. */
   ttftFromIntendedMs: z.number().optional(),
   e2elFromIntendedMs: z.number().optional(),
+  /** Send to the request's last byte handed to the socket (a start burst shows here), ms. */
+  writeMs: z.number().optional(),
   /** The replay client's own time: schedule lag plus everything outside gate, retries and send-to-last-chunk. */
   clientOverheadMs: z.number().optional(),
   outputTokens: z.number().int().nonnegative().optional(),
@@ -101,3 +103,36 @@ export const replaySessionRecordSchema = z.object({
   live: liveSessionSummarySchema.optional(),
 });
 export type ReplaySessionRecord = z.infer<typeof replaySessionRecordSchema>;
+
+/**
+ * One viewer turn: a viewer message, the agent's model calls and tool calls, the final answer.
+ * The viewer's message arrives at the intended time of the turn's first call; `startMs` is when
+ * that call was dispatched. Times are ms of the part's measured phase, like the calls'.
+ */
+export const replayTurnRecordSchema = z.object({
+  sessionId: z.string(),
+  sessionIndex: z.number().int().nonnegative(),
+  turnIndex: z.number().int().nonnegative(),
+  part: z.number().int().nonnegative(),
+  /** failed: a call of the turn failed, or the session stopped before the turn's final answer. */
+  status: z.enum(['ok', 'failed']),
+  /** Model calls of the turn. */
+  calls: z.number().int().nonnegative(),
+  /** When the viewer's message arrived (intended time of the turn's first call). */
+  intendedStartMs: z.number(),
+  /** Dispatch of the turn's first call. */
+  startMs: z.number(),
+  /** First answer text of the final answer (its first chunk when it carried no text). */
+  firstTokenAtMs: z.number().optional(),
+  /** End of the final answer (its last chunk). */
+  endMs: z.number().optional(),
+  firstTokenMs: z.number().optional(),
+  firstTokenFromIntendedMs: z.number().optional(),
+  responseMs: z.number().optional(),
+  responseFromIntendedMs: z.number().optional(),
+  /** Think time replayed between the turn's calls (its tools). */
+  toolMs: z.number().nonnegative().optional(),
+  /** Sum of E2EL of the turn's calls. */
+  modelMs: z.number().nonnegative().optional(),
+});
+export type ReplayTurnRecord = z.infer<typeof replayTurnRecordSchema>;

@@ -1,9 +1,9 @@
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 
 const callColumns = [
   'sessionId', 'sessionIndex', 'callIndex', 'messageIndex', 'part', 'status', 'errorCode',
   'intendedMs', 'dispatchMs', 'sentMs', 'endMs', 'scheduleLagMs', 'queueMs', 'retryMs',
-  'ttftMs', 'tpotMs', 'e2elMs', 'ttftFromIntendedMs', 'e2elFromIntendedMs', 'clientOverheadMs',
+  'ttftMs', 'tpotMs', 'e2elMs', 'ttftFromIntendedMs', 'e2elFromIntendedMs', 'clientOverheadMs', 'writeMs',
   'outputTokens', 'outputTokensSource', 'promptTokens', 'cachedPromptTokens', 'chunkCount', 'finishReason', 'attempts',
   'thinkMs', 'recordedTtftMs', 'recordedE2eMs', 'recordedOutputTokens', 'divergence', 'error',
 ] as const;
@@ -13,6 +13,16 @@ const sessionColumns = [
   'e2eMs', 'e2eFromIntendedMs', 'finalAnswerTtftMs', 'finalAnswerTtftFromIntendedMs', 'modelMs', 'toolMs', 'overheadMs',
   'liveSteps', 'liveDivergedSteps', 'error',
 ] as const;
+
+const turnColumns = [
+  'sessionId', 'sessionIndex', 'turnIndex', 'part', 'status', 'calls', 'intendedStartMs', 'startMs', 'firstTokenAtMs', 'endMs',
+  'firstTokenMs', 'firstTokenFromIntendedMs', 'responseMs', 'responseFromIntendedMs', 'toolMs', 'modelMs',
+] as const;
+
+/** One row per viewer turn (`turns.csv`). */
+export function turnsCsv(turns: readonly ReplayTurnRecord[]): string {
+  return toCsv(turnColumns, turns.map((turn) => turnColumns.map((column) => turn[column])));
+}
 
 /** One row per model call (`requests.csv`): every figure of the call, blank where it has none. */
 export function callsCsv(calls: readonly ReplayCallRecord[]): string {

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { percentileOfSorted, sortedSamples } from '../../shared/metrics/percentile';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import type { ReplayReport } from './replay-report';
@@ -13,8 +14,9 @@ export function renderReplayHtml(report: ReplayReport): string {
   const sections: string[] = [];
   sections.push(`<header><h1>Replay report</h1><p class="target">${escapeHtml(target.label)}</p>${
     target.warning ? `<p class="warning">⚠ ${escapeHtml(target.warning)}. These figures measure the pipeline, not a model.</p>` : ''
-  }<p class="meta">run ${escapeHtml(report.runId)} · ${escapeHtml(report.mode)} · ${escapeHtml(loadText(report))} · ${report.parts} part(s) · started ${escapeHtml(report.window.startedAt)} · ${(report.window.durationMs / 1000).toFixed(2)} s · warmup ${report.warmup.sessions} session(s)</p></header>`);
+  }${servingLine(report)}<p class="meta">run ${escapeHtml(report.runId)} · ${escapeHtml(report.mode)} · ${escapeHtml(loadText(report))} · ${report.parts} part(s) · started ${escapeHtml(report.window.startedAt)} · ${(report.window.durationMs / 1000).toFixed(2)} s · warmup ${report.warmup.sessions} session(s)</p></header>`);
   sections.push(sloSection(report));
+  sections.push(viewerTurnSection(report));
   sections.push(countsSection(report));
   sections.push(summaryTable(report));
   sections.push(specDecodeSection(report));
@@ -56,6 +58,24 @@ ${sections.join('\n')}
 `;
 }
 
+/** Hardware, engine, version, context length and serving flags: what two reports must share to compare. */
+export function servingFacts(target: ReplayReport['target']): Array<[string, string]> {
+  const server = target.server;
+  const facts: Array<[string, string]> = [['hardware', target.hardware ?? 'not recorded (set target.hardware)']];
+  if (server?.engine !== undefined) facts.push(['engine', `${server.engine}${server.version !== undefined ? ` ${server.version}` : ''}`]);
+  const models = server?.models ?? [];
+  if (models.length > 0) facts.push(['served model', models.map((model) => `${model.id}${model.maxModelLen !== undefined ? ` (max_model_len ${model.maxModelLen})` : ''}`).join(', ')]);
+  const flags = { ...(server?.settings ?? {}), ...(target.serving ?? {}) };
+  facts.push(['serving', Object.keys(flags).length > 0 ? Object.entries(flags).map(([key, value]) => `${key}=${String(value)}`).join(', ') : 'not recorded (set target.serving)']);
+  if ((server?.specDecodeMetrics ?? []).length > 0) facts.push(['spec-decode metrics', (server?.specDecodeMetrics ?? []).join(', ')]);
+  if ((server?.unreadable ?? []).length > 0) facts.push(['not readable', (server?.unreadable ?? []).join('; ')]);
+  return facts;
+}
+
+function servingLine(report: ReplayReport): string {
+  return `<p class="meta">${servingFacts(report.target).map(([key, value]) => `<b>${escapeHtml(key)}</b>: ${escapeHtml(value)}`).join(' · ')}</p>`;
+}
+
 function loadText(report: ReplayReport): string {
   const load = report.load;
   if (load.kind === 'closed') return `closed loop, ${load.concurrency} concurrent session(s)`;
@@ -71,7 +91,7 @@ function sloSection(report: ReplayReport): string {
         `<tr><td>${escapeHtml(objective.metric)}</td><td>P${objective.percentile}</td><td>${numberText(objective.maxMs)}</td><td>${objective.observed === null ? '–' : numberText(objective.observed)}</td><td class="${objective.pass === null ? 'nodata' : objective.pass ? 'pass' : 'fail'}">${objective.pass === null ? 'no data' : objective.pass ? 'pass' : 'fail'}</td></tr>`,
     )
     .join('');
-  const goodput = (['requests', 'sessions'] as const)
+  const goodput = (['requests', 'turns', 'sessions'] as const)
     .flatMap((scope) => {
       const figure = slo.goodput[scope];
       if (!figure) return [];
@@ -84,6 +104,27 @@ function sloSection(report: ReplayReport): string {
   return `<section><h2>SLO verdict: <span class="${verdictClass}">${slo.verdict.toUpperCase()}</span></h2><table><tr><th>metric</th><th>percentile</th><th>limit</th><th>observed</th><th>verdict</th></tr>${rows}</table>${
     goodput ? `<table><tr><th>goodput</th><th>thresholds</th><th>good</th><th>share</th><th>rate</th></tr>${goodput}</table>` : ''
   }</section>`;
+}
+
+/** What a viewer waits per question, with the turn's tool time beside its model time. */
+function viewerTurnSection(report: ReplayReport): string {
+  const rows = [
+    ['first answer text (speech can start), from the viewer message', 'turn_first_token_from_intended_ms'],
+    ['whole answer, from the viewer message', 'turn_response_from_intended_ms'],
+    ['first answer text, from the first dispatch', 'turn_first_token_ms'],
+    ['whole answer, from the first dispatch', 'turn_response_ms'],
+    ['model calls per turn', 'turn_calls'],
+    ['tool time per turn', 'turn_tool_ms'],
+    ['model time per turn (sum of E2EL)', 'turn_model_ms'],
+  ].flatMap(([label, name]) => {
+    const metric = report.metrics[name as string];
+    if (!metric || metric.summary.count === 0) return [];
+    const p = metric.summary.percentiles;
+    return [`<tr><td>${escapeHtml(label as string)}</td><td>${escapeHtml(name as string)}</td><td>${optionalNumber(metric.summary.mean)}</td><td>${optionalNumber(p.p50 ?? null)}</td><td>${optionalNumber(p.p95 ?? null)}</td><td>${optionalNumber(p.p99 ?? null)}</td></tr>`];
+  });
+  if (rows.length === 0) return '<section><h2>Viewer turns</h2><p>No viewer turn was answered.</p></section>';
+  const counts = report.counts;
+  return `<section><h2>Viewer turns</h2><p>${counts.turns ?? 0} turn(s) answered${counts.turnsFailed ? `, ${counts.turnsFailed} cut off` : ''}. A turn: a viewer message, the agent's model and tool calls, the final answer.</p><table><tr><th>what the viewer waits</th><th>metric</th><th>mean</th><th>P50</th><th>P95</th><th>P99</th></tr>${rows.join('')}</table></section>`;
 }
 
 function countsSection(report: ReplayReport): string {
@@ -189,7 +230,7 @@ function optionalNumber(value: number | null): string {
 }
 
 function percentText(share: number): string {
-  return `${(share * 100).toFixed(1)}%`;
+  return formatPercent(share);
 }
 
 export function escapeHtml(text: string): string {

@@ -1,5 +1,5 @@
 import { SampleSet } from '../../shared/metrics/sample-set';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 import { evaluateSlo, sloSchema } from './slo';
 
 const session = (index: number, e2eMs: number, status: 'ok' | 'failed' = 'ok'): ReplaySessionRecord => ({
@@ -12,6 +12,18 @@ const session = (index: number, e2eMs: number, status: 'ok' | 'failed' = 'ok'): 
   startMs: 0,
   endMs: e2eMs,
   ...(status === 'ok' ? { e2eMs, e2eFromIntendedMs: e2eMs } : {}),
+});
+
+const turn = (index: number, responseMs: number, status: 'ok' | 'failed' = 'ok'): ReplayTurnRecord => ({
+  sessionId: `s${index}`,
+  sessionIndex: index,
+  turnIndex: 0,
+  part: 0,
+  status,
+  calls: 2,
+  intendedStartMs: 0,
+  startMs: 0,
+  ...(status === 'ok' ? { endMs: responseMs, responseMs, responseFromIntendedMs: responseMs } : {}),
 });
 
 const call = (index: number, ttftMs: number, tpotMs?: number): ReplayCallRecord => ({
@@ -33,21 +45,29 @@ const call = (index: number, ttftMs: number, tpotMs?: number): ReplayCallRecord 
 });
 
 describe('evaluateSlo', () => {
-  it('defaults to the headline session objectives (P50 <= 3.407 s, P95 <= 8.114 s) and session goodput within 8.114 s', () => {
+  it('defaults to the viewer turn (P50 <= 3.407 s, P95 <= 8.114 s from the viewer message) and turn goodput within 8.114 s; session goodput still counts', () => {
     const slo = sloSchema.parse({});
     const samples = new SampleSet();
-    const sessions = [1000, 2000, 3000, 4000, 9000].map((ms, index) => session(index, ms));
-    sessions.push(session(5, 0, 'failed'));
-    for (const item of sessions) if (item.e2eFromIntendedMs !== undefined) samples.add('session_e2e_from_intended_ms', item.e2eFromIntendedMs);
-    const report = evaluateSlo(slo, samples, { calls: [], sessions }, 2000);
+    const turns = [1000, 2000, 3000, 4000, 9000].map((ms, index) => turn(index, ms));
+    turns.push(turn(5, 0, 'failed'));
+    for (const item of turns) if (item.responseFromIntendedMs !== undefined) samples.add('turn_response_from_intended_ms', item.responseFromIntendedMs);
+    const report = evaluateSlo(slo, samples, { calls: [], turns, sessions: [] }, 2000);
     expect(report.objectives).toEqual([
-      { metric: 'session_e2e_from_intended_ms', percentile: 50, maxMs: 3407, observed: 3000, pass: true },
+      { metric: 'turn_response_from_intended_ms', percentile: 50, maxMs: 3407, observed: 3000, pass: true },
       // numpy.percentile gives the same 7999.999999999999.
-      { metric: 'session_e2e_from_intended_ms', percentile: 95, maxMs: 8114, observed: 7999.999999999999, pass: true },
+      { metric: 'turn_response_from_intended_ms', percentile: 95, maxMs: 8114, observed: 7999.999999999999, pass: true },
     ]);
     expect(report.verdict).toBe('pass');
-    expect(report.goodput.sessions).toEqual({ thresholds: { session_e2e_from_intended_ms: 8114 }, good: 4, total: 5, perSecond: 2, share: 4 / 6 });
+    expect(report.goodput.turns).toEqual({ thresholds: { turn_response_from_intended_ms: 8114 }, good: 4, total: 5, perSecond: 2, share: 4 / 6 });
     expect(report.goodput.requests).toBeNull();
+    expect(report.goodput.sessions).toBeNull();
+
+    const sessionSlo = sloSchema.parse({ objectives: [{ metric: 'session_e2e_from_intended_ms', percentile: 50, maxMs: 3407 }], goodput: { session_e2e_from_intended_ms: 8114 } });
+    const sessions = [1000, 9000].map((ms, index) => session(index, ms));
+    for (const item of sessions) samples.add('session_e2e_from_intended_ms', item.e2eFromIntendedMs as number);
+    const sessionReport = evaluateSlo(sessionSlo, samples, { calls: [], turns, sessions }, 2000);
+    expect(sessionReport.objectives[0]).toMatchObject({ observed: 5000, pass: false });
+    expect(sessionReport.goodput.sessions).toMatchObject({ good: 1, total: 2 });
   });
 
   it('fails on any objective missed, says no-data without samples, and counts request goodput as vLLM does (no TPOT counts as met)', () => {
@@ -55,11 +75,11 @@ describe('evaluateSlo', () => {
     const calls = [call(0, 100, 10), call(1, 120), call(2, 200, 10), call(3, 90, 30)];
     const samples = new SampleSet();
     for (const item of calls) samples.add('ttft_ms', item.ttftMs as number);
-    const report = evaluateSlo(slo, samples, { calls, sessions: [] }, 1000);
+    const report = evaluateSlo(slo, samples, { calls, turns: [], sessions: [] }, 1000);
     expect(report.verdict).toBe('fail');
     expect(report.objectives.map((objective) => objective.pass)).toEqual([false, null]);
     expect(report.goodput.requests).toMatchObject({ good: 2, total: 4, perSecond: 2 });
-    expect(evaluateSlo(sloSchema.parse({ objectives: [{ metric: 'tpot_ms', percentile: 50, maxMs: 20 }] }), samples, { calls, sessions: [] }, 1000).verdict).toBe('no-data');
+    expect(evaluateSlo(sloSchema.parse({ objectives: [{ metric: 'tpot_ms', percentile: 50, maxMs: 20 }] }), samples, { calls, turns: [], sessions: [] }, 1000).verdict).toBe('no-data');
   });
 
   it('refuses goodput on ITL (per chunk, not per request) and unknown metrics, naming them', () => {

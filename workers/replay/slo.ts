@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { percentileOfSorted, sortedSamples } from '../../shared/metrics/percentile';
 import type { SampleSet } from '../../shared/metrics/sample-set';
-import { callValue, findReplayMetric, replayMetricNames, sessionValue } from './replay-metrics';
-import type { ReplayCallRecord, ReplaySessionRecord } from './replay-records';
+import { callValue, findReplayMetric, replayMetricNames, sessionValue, turnValue } from './replay-metrics';
+import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 
 const metricName = z.enum(replayMetricNames as [string, ...string[]]);
 
@@ -14,9 +14,19 @@ const goodputMetricNames = replayMetricNames.filter((name) => name !== 'itl_ms')
  * - objectives: "percentile p of metric <= maxMs", each with a verdict.
  * - goodput: per-item thresholds (vLLM's `--goodput`): a call or session is good when it meets
  *   every threshold of its scope; goodput = good items per second of the measured phase.
- * Default: the report's headline figures (one H20 with MTP): session P50 <= 3.407 s and
- * P95 <= 8.114 s, measured from intended start times; goodput counts sessions within 8.114 s.
+ * Default: our reading of the report's headline figures (P50 3.407 s, P95 8.114 s in a
+ * controlled full-agent replay on one H20 with MTP) as what a viewer waits between asking and
+ * hearing the whole answer: the viewer turn's response time, from the viewer's message (the
+ * intended send of the turn's first call, so a late client cannot hide a wait) to the last
+ * token of the final answer. The report does not spell its metric out; this is an
+ * interpretation, not a quote. Goodput counts turns within 8.114 s.
  */
+export const defaultSloObjectives = [
+  { metric: 'turn_response_from_intended_ms', percentile: 50, maxMs: 3407 },
+  { metric: 'turn_response_from_intended_ms', percentile: 95, maxMs: 8114 },
+];
+export const defaultGoodput = { turn_response_from_intended_ms: 8114 };
+
 export const sloSchema = z
   .object({
     objectives: z
@@ -31,10 +41,7 @@ export const sloSchema = z
           })
           .strict(),
       )
-      .default([
-        { metric: 'session_e2e_from_intended_ms', percentile: 50, maxMs: 3407 },
-        { metric: 'session_e2e_from_intended_ms', percentile: 95, maxMs: 8114 },
-      ]),
+      .default(defaultSloObjectives),
     goodput: z
       .record(z.string(), z.number().positive())
       .superRefine((thresholds, context) => {
@@ -44,7 +51,7 @@ export const sloSchema = z
           }
         }
       })
-      .default({ session_e2e_from_intended_ms: 8114 }),
+      .default(defaultGoodput),
   })
   .strict();
 export type SloConfig = z.infer<typeof sloSchema>;
@@ -72,14 +79,14 @@ export interface GoodputFigure {
 export interface SloReport {
   verdict: 'pass' | 'fail' | 'no-data';
   objectives: ObjectiveVerdict[];
-  goodput: { requests: GoodputFigure | null; sessions: GoodputFigure | null };
+  goodput: { requests: GoodputFigure | null; turns?: GoodputFigure | null; sessions: GoodputFigure | null };
 }
 
 /** Judges the objectives on the merged samples and counts goodput over the records. */
 export function evaluateSlo(
   slo: SloConfig,
   samples: SampleSet,
-  records: { calls: readonly ReplayCallRecord[]; sessions: readonly ReplaySessionRecord[] },
+  records: { calls: readonly ReplayCallRecord[]; turns: readonly ReplayTurnRecord[]; sessions: readonly ReplaySessionRecord[] },
   durationMs: number,
 ): SloReport {
   const sortedByMetric = new Map<string, Float64Array>();
@@ -99,17 +106,19 @@ export function evaluateSlo(
   const verdict = objectives.some((objective) => objective.pass === false) ? 'fail' : objectives.some((objective) => objective.pass === null) ? 'no-data' : 'pass';
   const callThresholds = thresholdsOf(slo.goodput, 'call');
   const sessionThresholds = thresholdsOf(slo.goodput, 'session');
+  const turnThresholds = thresholdsOf(slo.goodput, 'turn');
   return {
     verdict,
     objectives,
     goodput: {
       requests: callThresholds ? goodputOf(records.calls, callThresholds, durationMs, callValue) : null,
+      turns: turnThresholds ? goodputOf(records.turns, turnThresholds, durationMs, turnValue) : null,
       sessions: sessionThresholds ? goodputOf(records.sessions, sessionThresholds, durationMs, sessionValue) : null,
     },
   };
 }
 
-function thresholdsOf(goodput: Record<string, number>, scope: 'call' | 'session'): Record<string, number> | undefined {
+function thresholdsOf(goodput: Record<string, number>, scope: 'call' | 'turn' | 'session'): Record<string, number> | undefined {
   const entries = Object.entries(goodput).filter(([name]) => findReplayMetric(name)?.scope === scope);
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
 }

@@ -1,4 +1,5 @@
 import type { ParquetColumn } from '../../shared/artifacts/parquet-codec';
+import type { TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { tokenizeConversation } from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
@@ -64,7 +65,21 @@ export interface EpisodeRecord {
   /** Version of the policy that played it (round k of an on-policy stage plays with version k; 1 otherwise). */
   policy_version: number;
   metadata: Record<string, unknown>;
+  /**
+   * Model policies only: true when `tokens` are the ids as sampled from a served policy
+   * (token-exact), false when they are the conversation re-tokenized (chat endpoints).
+   */
+  token_exact?: boolean;
+  /**
+   * Token-exact policies only, aligned with the response part of `tokens` (like `loss_mask`): the
+   * rollout logprob of each sampled id (of `metadata.token_exact.logprob_distribution`), 0 on
+   * environment tokens.
+   */
+  rollout_log_probs?: number[];
 }
+
+/** How a policy's records are built: scripted simulation, a chat endpoint (re-tokenized), or served token-exact. */
+export type PolicyKind = 'scripted' | 'chat' | 'token-exact';
 
 export const episodeColumns: ParquetColumn[] = [
   { name: 'group_index', type: 'INT32' },
@@ -93,14 +108,32 @@ export const episodeColumns: ParquetColumn[] = [
   { name: 'metadata', type: 'JSON' },
 ];
 
+/** The columns of a policy kind's records: existing layouts unchanged, model policies say whether they are token-exact. */
+export function episodeColumnsFor(kind: PolicyKind): ParquetColumn[] {
+  if (kind === 'scripted') return episodeColumns;
+  if (kind === 'chat') return [...episodeColumns, { name: 'token_exact', type: 'BOOLEAN' }];
+  return [...episodeColumns, { name: 'token_exact', type: 'BOOLEAN' }, { name: 'rollout_log_probs', type: { list: 'FLOAT' } }];
+}
+
 /**
  * Templates that print the date (Llama's `strftime_now`) get this fixed moment, so the same
  * episode always gives the same token ids.
  */
-const renderMoment = new Date('2025-01-01T00:00:00Z');
+export const renderMoment = new Date('2025-01-01T00:00:00Z');
 
 export type TokenView =
-  | { ok: true; tokens: number[]; promptLength: number; lossMask: number[]; response: string; trained: number }
+  | {
+      ok: true;
+      tokens: number[];
+      promptLength: number;
+      lossMask: number[];
+      response: string;
+      trained: number;
+      /** Hook system messages folded into turns for this template (normalizeHookMessages). */
+      foldedHookMessages: number;
+      /** Served-prompt characters trained in merged first tokens (thinking templates). */
+      mergedPromptChars: number;
+    }
   | { ok: false; code: string; reason: string };
 
 /**
@@ -120,6 +153,29 @@ export function episodeTokenView(tokenizer: ChatTokenizer, trajectory: Pick<Traj
     lossMask: sample.lossMask.slice(first.tokenStart),
     response: sample.text.slice(first.start),
     trained: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
+    foldedHookMessages: sample.hookMessages.folded,
+    mergedPromptChars: sample.assistantSpans.reduce((sum, span) => sum + (span.mergedPromptChars ?? 0), 0),
+  };
+}
+
+/**
+ * The token view of a token-exact episode: the ids as sampled (prompt + sampled ids +
+ * environment ids), the mask over sampled ids only. Never re-rendered: where a fresh render
+ * differs, the drift is counted and these ids are kept, because they are what the policy saw and
+ * produced.
+ */
+export function sampledTokenView(tokenizer: ChatTokenizer, sampled: TokenExactEpisodeView): TokenView {
+  const { tokens, promptLength, lossMask } = sampled;
+  return {
+    ok: true,
+    tokens,
+    promptLength,
+    lossMask: lossMask.slice(promptLength),
+    response: tokenizer.decode(tokens.slice(promptLength)),
+    trained: lossMask.reduce((sum, bit) => sum + bit, 0),
+    // Merge of main's hook folding: these ids are not re-rendered here, so no folding is counted for them.
+    foldedHookMessages: 0,
+    mergedPromptChars: 0,
   };
 }
 
@@ -146,6 +202,12 @@ export interface EpisodeRecordInput {
   group: { mean: number; std: number; scored: number; zeroVariance: boolean };
   tokenizerFingerprint: string;
   policyVersion: number;
+  /** Default `scripted` (the original layout). */
+  policyKind?: PolicyKind;
+  /** Token-exact policies: the episode as sampled. */
+  sampled?: TokenExactEpisodeView;
+  /** Token-exact policies: the tool-call parser that read the turns. */
+  toolCallParser?: string;
 }
 
 export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
@@ -155,6 +217,7 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
   const statusReason = status === 'mask_failed' && !view.ok ? `[${view.code}] ${view.reason}` : (trajectory.statusReason ?? null);
   const tokens = view.ok ? view.tokens : [];
   const lossMask = view.ok ? (scored ? view.lossMask : view.lossMask.map(() => 0)) : [];
+  const sampled = input.sampled;
   const issueKinds: Record<string, number> = {};
   for (const issue of trajectory.issues) issueKinds[issue.kind] = (issueKinds[issue.kind] ?? 0) + 1;
   return {
@@ -189,7 +252,14 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
       reward: trajectory.reward,
       episode_status: trajectory.status,
       ...(trajectory.statusReason !== undefined ? { episode_status_reason: trajectory.statusReason } : {}),
-      token_view: view.ok ? { ok: true, trained_tokens: view.trained } : { ok: false, code: view.code, reason: view.reason },
+      token_view: view.ok
+        ? {
+            ok: true,
+            trained_tokens: view.trained,
+            ...(view.foldedHookMessages > 0 ? { folded_hook_messages: view.foldedHookMessages } : {}),
+            ...(view.mergedPromptChars > 0 ? { merged_prompt_chars: view.mergedPromptChars } : {}),
+          }
+        : { ok: false, code: view.code, reason: view.reason },
       tokenizer_fingerprint: input.tokenizerFingerprint,
       seed: trajectory.seed ?? null,
       sampling_seed: input.samplingSeed,
@@ -198,6 +268,33 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
       tool_call_issues: issueKinds,
       group: input.group,
       ...(trajectory.meta.viewer !== undefined ? { viewer: trajectory.meta.viewer } : {}),
+      ...(sampled ? { token_exact: tokenExactMetadata(sampled, input.toolCallParser) } : {}),
     },
+    ...(input.policyKind === 'chat' ? { token_exact: false } : {}),
+    ...(input.policyKind === 'token-exact'
+      ? { token_exact: sampled !== undefined, rollout_log_probs: sampled ? sampled.rolloutLogprobs.slice(sampled.promptLength).map((value) => Math.fround(value)) : [] }
+      : {}),
+  };
+}
+
+/**
+ * Per assistant turn as sampled: `prompt_length` (its prompt ids are `tokens[0 : prompt_length]`,
+ * the sequence only grows), sampled ids, rollout logprobs, finish reason, seed, tool calls read and
+ * malformed tool-call text; plus the logprobs' distribution and the drift against a fresh render.
+ */
+function tokenExactMetadata(sampled: TokenExactEpisodeView, toolCallParser: string | undefined): Record<string, unknown> {
+  return {
+    logprob_distribution: sampled.distribution,
+    tool_call_parser: toolCallParser ?? null,
+    drift: { checked: sampled.drift.checked, drifted: sampled.drift.drifted, first_difference: sampled.drift.firstDifference, tokens: sampled.drift.tokens, ...(sampled.drift.reason ? { reason: sampled.drift.reason } : {}) },
+    turns: sampled.turns.map((turn) => ({
+      prompt_length: turn.promptLength,
+      sampled_ids: turn.sampledIds,
+      rollout_log_probs: turn.logprobs.map((value) => Math.fround(value)),
+      finish_reason: turn.finishReason,
+      seed: turn.seed,
+      tool_calls: turn.toolCalls,
+      malformed: turn.malformed,
+    })),
   };
 }

@@ -174,9 +174,10 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
     const all = await records(store);
     const failed = all.filter((record) => record.status === 'mask_failed');
     expect(failed.length).toBeGreaterThan(0);
+    // Scored episodes only (ok or step_limit: which of them occur depends on the harness variants drawn).
     for (const record of failed) {
       expect(record.status_reason).toMatch(/^\[TOOL_CALLS_NOT_RENDERED\] assistant message \d+ has tool calls/);
-      expect(record).toMatchObject({ tokens: [], loss_mask: [], response_length: 0, metadata: { episode_status: 'ok', token_view: { ok: false, code: 'TOOL_CALLS_NOT_RENDERED' } } });
+      expect(record).toMatchObject({ tokens: [], loss_mask: [], response_length: 0, metadata: { episode_status: expect.stringMatching(/^(ok|step_limit)$/), token_view: { ok: false, code: 'TOOL_CALLS_NOT_RENDERED' } } });
     }
     const stats = await statsOf(store);
     expect(stats.counts.episodes.tokenViewFailures).toEqual({ TOOL_CALLS_NOT_RENDERED: failed.length });

@@ -25,13 +25,14 @@ import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/ma
 import { HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
+import { checkServedTokenizer } from '../../shared/models/token-exact/served-tokenizer-check';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
 import { loadRlTasks, planGroups, rlGroupSchema, RL_GROUPS_SCHEMA_VERSION } from './group-plan';
-import { rlContract, type RlInput, type RlOutput, type RlPartInput, type RlPartOutput, type RlPartTiming } from './rl-contract';
-import { harnessUriOf, runRlPart } from './rl-part';
+import { isServedPolicy, rlContract, type RlInput, type RlOutput, type RlPartInput, type RlPartOutput, type RlPartTiming } from './rl-contract';
+import { checkServedPolicy, harnessUriOf, runRlPart } from './rl-part';
 import { rlReportHtml } from './rl-report';
 import { buildRlStats, type RlTotals } from './rl-stats';
 
@@ -60,7 +61,18 @@ export async function planRl(input: RlInput, deps: StageDeps): Promise<RlPartInp
   const canonical = await loadHarnessFromUri(harnessUri, deps.openObject);
   const hash = harnessHash(canonical);
   // Fail once, before any part runs: an unknown tokenizer, or family weights that cannot change this harness.
-  await loadChatTokenizer(input.tokenizer);
+  const tokenizer = await loadChatTokenizer(input.tokenizer);
+  if (isServedPolicy(input.policy)) {
+    // A served policy: its logprobs must be of the sampling distribution, and it must read our ids as our text.
+    checkServedPolicy(input);
+    await checkServedTokenizer(input.policy, tokenizer, {
+      label: `rl.policy ${input.policy.model} (${input.policy.engine} at ${input.policy.baseUrl})`,
+      tokenizerLabel: `rl.tokenizer ${tokenizer.name}`,
+      logger: deps.logger,
+      configPath: 'rl.policy',
+      signal: deps.signal,
+    });
+  }
   if (input.canonicalShare < 1) groupVariant(canonical, 0, seed, input.families);
   const { tasks, lineage } = await loadRlTasks(input, deps.openObject);
   const { groups, curriculum } = await planGroups(input, tasks, seed, deps.openObject);
@@ -171,6 +183,9 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
     meanReward: stats.reward.all.mean ?? 0,
     canonicalVariantGap: stats.canonicalVariantGap.gap,
     simulatedPolicy: stats.policy.simulated,
+    ...(stats.policy.tokenExact !== undefined
+      ? { tokenExact: { exact: stats.policy.tokenExact, engine: stats.policy.provider, episodes: stats.tokenExact?.episodes ?? 0, drifted: stats.tokenExact?.drifted ?? 0 } }
+      : {}),
     timing,
   };
 }

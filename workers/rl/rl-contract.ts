@@ -3,6 +3,7 @@ import type { FanOutContract } from '../../queues/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
+import { servedSamplerConfigSchema, type ServedSamplerConfig } from '../../shared/models/token-exact/served-token-sampler';
 // Registers the `scripted` adapter, so `policy: { adapter: scripted }` validates.
 import '../../shared/simulator/policies/scripted-adapter';
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
@@ -87,6 +88,19 @@ export type RlCurriculum = z.infer<typeof rlCurriculumSchema>;
 
 export const defaultRlPolicy = { adapter: 'scripted', policy: 'stochastic' } as const;
 
+/**
+ * The policy: a served checkpoint sampled token-exact (`{ engine: vllm | sglang, baseUrl, model,
+ * logprobsMode? }`: token-id prompts, sampled ids and rollout logprobs recorded), or any
+ * registered model adapter (`{ adapter: openai | scripted | onnx, ... }`: chat messages, records
+ * marked `token_exact: false`).
+ */
+export const rlPolicySchema = z.union([servedSamplerConfigSchema, modelConfigSchema]);
+
+/** Whether the policy is sampled token-exact from a vLLM or SGLang server. */
+export function isServedPolicy(policy: RlInput['policy']): policy is ServedSamplerConfig {
+  return 'engine' in policy && !('adapter' in policy);
+}
+
 export const rlInputSchema = z
   .object({
     /** Task sets (gzip JSONL of `hat tasks generate`, or stage manifests listing them): artifact URIs or local paths. */
@@ -107,7 +121,7 @@ export const rlInputSchema = z
      * The policy: any registered model adapter; `openai` for the endpoint serving the current
      * checkpoint. Default: the stochastic scripted policy (a simulation, labelled as such).
      */
-    policy: modelConfigSchema.default({ ...defaultRlPolicy }),
+    policy: rlPolicySchema.default({ ...defaultRlPolicy }),
     /** Sampling settings of every policy call; each episode also gets its own `seed`. Default temperature 1. */
     sampling: samplingSettingsSchema.default({ temperature: 1 }),
     /** Episodes per group (G). Default 8. */
@@ -202,7 +216,15 @@ export const rlPartOutputSchema = z.object({
   jsonl: objectRef,
   /** Mergeable totals of this part (RlTotals). */
   totals: z.record(z.string(), z.unknown()),
-  policy: z.object({ provider: z.string(), modelId: z.string(), simulated: z.boolean() }),
+  policy: z.object({
+    provider: z.string(),
+    modelId: z.string(),
+    simulated: z.boolean(),
+    /** Set for model policies: whether records carry the ids as sampled (served token-exact) or re-tokenized messages (chat endpoints). */
+    tokenExact: z.boolean().optional(),
+    /** Token-exact policies: what the rollout logprobs are of. */
+    logprobDistribution: z.object({ kind: z.string(), temperature: z.number(), topP: z.number(), topK: z.number(), engine: z.string() }).optional(),
+  }),
   tokenizer: z.object({ name: z.string(), fingerprint: z.string(), templateHash: z.string() }),
   timing: rlPartTimingSchema,
 });
@@ -220,8 +242,12 @@ export const rlOutputSchema = z.object({
   meanReward: z.number(),
   /** Mean reward under the canonical harness minus under variants (null without both). */
   canonicalVariantGap: z.number().nullable(),
-  /** True when the policy is a simulation (the stochastic scripted policy). */
+  /** True when the policy is a simulation (the stochastic scripted policy) or has random weights. */
   simulatedPolicy: z.boolean(),
+  /** Model policies: whether records hold the ids as sampled (served token-exact) or re-tokenized chat messages. */
+  tokenExact: z
+    .object({ exact: z.boolean(), engine: z.string(), episodes: z.number().int().nonnegative(), drifted: z.number().int().nonnegative() })
+    .optional(),
   /** Summed part timings (wall time; for benchmarks and logs). */
   timing: rlPartTimingSchema,
 });

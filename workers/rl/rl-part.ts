@@ -8,6 +8,10 @@ import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import type { ModelClient } from '../../shared/models/model-client';
 import { createModelClient } from '../../shared/models/model-registry';
+import { checkRolloutLogprobs, type LogprobDistribution, type SamplingOfTurn } from '../../shared/models/token-exact/logprob-distribution';
+import { ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
+import { TokenExactEpisode, type TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
+import { turnTextParserFor } from '../../shared/models/token-exact/turn-text-parser';
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
 import { createModelViewer, createScriptedViewer, type Viewer } from '../../shared/simulator/viewer/viewer';
@@ -15,12 +19,23 @@ import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-inputs';
 import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
-import { buildEpisodeRecord, episodeColumns, episodeTokenView, isScored, RL_EPISODE_SCHEMA_VERSION, type EpisodeRecord } from './episode-records';
+import {
+  buildEpisodeRecord,
+  episodeColumnsFor,
+  episodeTokenView,
+  isScored,
+  renderMoment,
+  RL_EPISODE_SCHEMA_VERSION,
+  sampledTokenView,
+  type EpisodeRecord,
+  type PolicyKind,
+  type TokenView,
+} from './episode-records';
 import { groupAdvantages } from './group-advantages';
 import { groupVariant, type GroupHarness } from './group-harness';
 import { rlGroupSchema, type RlGroup } from './group-plan';
-import type { RlInput, RlPartInput, RlPartOutput, RlPartTiming } from './rl-contract';
-import { addPassAtK, addToBucket, emptyBucket, emptyTotals, type RlTotals } from './rl-stats';
+import { isServedPolicy, type RlInput, type RlPartInput, type RlPartOutput, type RlPartTiming } from './rl-contract';
+import { addPassAtK, addToBucket, addTokenExact, emptyBucket, emptyTotals, type RlTotals } from './rl-stats';
 
 /** The canonical harness a config names (default: the sample live-host harness). */
 export function harnessUriOf(config: Pick<RlInput, 'harness'>): string {
@@ -37,6 +52,18 @@ export function samplingSeedOf(episodeSeed: string): number {
   return Number.parseInt(sha256Hex(episodeSeed).slice(0, 8), 16) & 0x7fffffff;
 }
 
+/** The sampling of every token-exact turn: the config's settings, engine defaults for the rest (temperature 1, no truncation). */
+export function samplingOfTurn(settings: RlInput['sampling']): SamplingOfTurn {
+  return { temperature: settings.temperature ?? 1, topP: settings.topP ?? 1, topK: settings.topK !== undefined && settings.topK > 0 ? settings.topK : 0 };
+}
+
+/** A served policy's logprobs must be of the distribution tokens are drawn from (importance ratios); refused otherwise. */
+export function checkServedPolicy(config: RlInput): LogprobDistribution | undefined {
+  if (!isServedPolicy(config.policy)) return undefined;
+  const sampler = { engine: config.policy.engine, logprobsMode: config.policy.logprobsMode };
+  return checkRolloutLogprobs('rl.policy', sampler.engine, sampler.logprobsMode ?? (sampler.engine === 'vllm' ? 'raw_logprobs' : 'tempered_logprobs'), samplingOfTurn(config.sampling));
+}
+
 /** The harness of each group: the canonical one, or the group's own fresh variant. */
 export function groupHarnesses(groups: readonly RlGroup[], canonical: Harness, canonicalHash: string, part: Pick<RlPartInput, 'seed' | 'config'>): GroupHarness[] {
   return groups.map((group) => (group.canonical ? { harness: canonical, hash: canonicalHash, canonical: true } : groupVariant(canonical, group.groupIndex, part.seed, part.config.families)));
@@ -51,7 +78,7 @@ export function groupHarnesses(groups: readonly RlGroup[], canonical: Harness, c
  */
 function policiesByHarness(config: RlInput, groups: readonly RlGroup[], harnesses: readonly GroupHarness[], create: (tasks: RlGroup['task'][], harness: Harness) => ModelClient): Map<string, ModelClient> {
   const policies = new Map<string, ModelClient>();
-  if (config.policy.adapter !== 'scripted') {
+  if (!('adapter' in config.policy) || config.policy.adapter !== 'scripted') {
     const shared = create([], harnesses[0]!.harness);
     for (const entry of harnesses) policies.set(entry.hash, shared);
     return policies;
@@ -116,6 +143,8 @@ interface PlayedGroup {
   harness: GroupHarness;
   trajectories: Trajectory[];
   samplingSeeds: number[];
+  /** Token-exact policies: each episode's ids as sampled. */
+  sampled: TokenExactEpisodeView[];
 }
 
 /**
@@ -144,9 +173,14 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
     // The scripted policies play simulator tasks only: they are handed the tasks and harnesses they play.
     services: { ...deps.services, [scriptedServiceKeys.tasks]: tasks, [scriptedServiceKeys.harnesses]: simulatorHarnesses },
   });
-  const policies = policiesByHarness(config, groups, harnesses, (tasks, harness) => timedPolicy(createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness])), timing));
+  const servedPolicy = isServedPolicy(config.policy) ? config.policy : undefined;
+  const distribution = checkServedPolicy(config);
+  const sampler = servedPolicy ? new ServedTokenSampler(servedPolicy, { logger: deps.logger, random: () => deps.rng.next(), configPath: 'rl.policy' }) : undefined;
+  const turnParser = servedPolicy ? turnTextParserFor(tokenizer, servedPolicy.toolCallParser) : undefined;
+  // A served policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
+  const policies = sampler ? new Map<string, ModelClient>() : policiesByHarness(config, groups, harnesses, (tasks, harness) => timedPolicy(createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness])), timing));
   const viewerClient = config.viewer.kind === 'model' ? createModelClient(config.viewer.model, clientDependencies('rl.viewer.model', [], [])) : undefined;
-  const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position]!, trajectories: [], samplingSeeds: [] }));
+  const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position]!, trajectories: [], samplingSeeds: [], sampled: [] }));
   try {
     const viewerFor = (groupIndex: number, sampleIndex: number): Viewer | undefined => {
       const viewer = config.viewer;
@@ -165,10 +199,22 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
       const deadline = new AbortController();
       const timer = setTimeout(() => deadline.abort(new HatError('RL_EPISODE_TIMEOUT', `episode over episodeTimeoutMs (${config.episodeTimeoutMs} ms)`)), config.episodeTimeoutMs);
       const viewer = viewerFor(entry.group.groupIndex, sampleIndex);
+      const episode = sampler
+        ? new TokenExactEpisode({
+            sampler,
+            tokenizer,
+            parse: turnParser!.parse,
+            sampling: samplingOfTurn(config.sampling),
+            ...(config.sampling.maxTokens !== undefined ? { maxTokens: config.sampling.maxTokens } : {}),
+            seed: samplingSeed,
+            ...(config.enableThinking !== undefined ? { enableThinking: config.enableThinking } : {}),
+            now: renderMoment,
+          })
+        : undefined;
       const episodeStarted = performance.now();
       try {
         entry.trajectories[sampleIndex] = await runEpisode({
-          policy: policies.get(entry.harness.hash)!,
+          policy: episode ? timedPolicy(episode, timing) : policies.get(entry.harness.hash)!,
           harness: entry.harness.harness,
           harnessHash: entry.harness.hash,
           ...(entry.harness.variant ? { variant: entry.harness.variant } : {}),
@@ -190,6 +236,12 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
       // A job handed back (shutdown, cancel) is not an episode timeout: stop, the part reruns.
       if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('RL_ABORTED', 'the rl part was stopped (job cancelled or worker shutting down)');
       entry.samplingSeeds[sampleIndex] = samplingSeed;
+      if (episode) {
+        const trajectory = entry.trajectories[sampleIndex]!;
+        const viewStarted = performance.now();
+        entry.sampled[sampleIndex] = episode.view(trajectory.messages, trajectory.tools);
+        timing.tokenViewMs += performance.now() - viewStarted;
+      }
       timing.episodes += 1;
       deps.progress({ done: timing.episodes, total, message: 'playing episodes' });
       // Scripted policies answer without I/O: yield so the job lock can be renewed between episodes.
@@ -203,18 +255,22 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
 
   const totals = emptyTotals(config.groupSize);
   const records: EpisodeRecord[] = [];
-  const viewOf = (trajectory: Trajectory) => {
+  const viewOf = (trajectory: Trajectory, sampled: TokenExactEpisodeView | undefined): TokenView => {
+    if (sampled) return sampledTokenView(tokenizer, sampled);
     const viewStarted = performance.now();
     const view = episodeTokenView(tokenizer, trajectory, config.enableThinking);
     timing.tokenViewMs += performance.now() - viewStarted;
     return view;
   };
-  for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf));
+  const policyKind: PolicyKind = sampler ? 'token-exact' : 'adapter' in config.policy && config.policy.adapter === 'scripted' ? 'scripted' : 'chat';
+  for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name));
 
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
-  const first = policies.values().next().value as ModelClient;
-  const policyInfo = { provider: first.provider, modelId: first.modelId, simulated: first.simulated ?? false };
-  const parquet = await writeParquet(deps.store, deps.output.key(`${name}.parquet`), episodeColumns, records as unknown as Record<string, unknown>[], {
+  const first = policies.values().next().value as ModelClient | undefined;
+  const policyInfo: RlPartOutput['policy'] = sampler
+    ? { provider: sampler.engine, modelId: sampler.modelId, simulated: sampler.dummyWeights, tokenExact: true, ...(distribution ? { logprobDistribution: distribution } : {}) }
+    : { provider: first!.provider, modelId: first!.modelId, simulated: first!.simulated ?? false, ...(policyKind === 'chat' ? { tokenExact: false } : {}) };
+  const parquet = await writeParquet(deps.store, deps.output.key(`${name}.parquet`), episodeColumnsFor(policyKind), records as unknown as Record<string, unknown>[], {
     metadata: {
       schema_version: String(RL_EPISODE_SCHEMA_VERSION),
       tokenizer_fingerprint: tokenizer.fingerprint,
@@ -255,7 +311,15 @@ function checkPolicyErrors(played: readonly PlayedGroup[], config: RlInput): voi
  * it is zero-variance or has a failed episode and the config drops such groups; it is counted
  * either way, and its scored rewards always enter the reward statistics.
  */
-function scoreGroup(entry: PlayedGroup, config: RlInput, totals: RlTotals, tokenizerFingerprint: string, viewOf: (trajectory: Trajectory) => ReturnType<typeof episodeTokenView>): EpisodeRecord[] {
+function scoreGroup(
+  entry: PlayedGroup,
+  config: RlInput,
+  totals: RlTotals,
+  tokenizerFingerprint: string,
+  viewOf: (trajectory: Trajectory, sampled: TokenExactEpisodeView | undefined) => TokenView,
+  policyKind: PolicyKind,
+  toolCallParser: string | undefined,
+): EpisodeRecord[] {
   const { trajectories, harness } = entry;
   const kind = harness.canonical ? 'canonical' : 'variant';
   const rewards = trajectories.map((trajectory) => trajectory.reward.total);
@@ -263,9 +327,14 @@ function scoreGroup(entry: PlayedGroup, config: RlInput, totals: RlTotals, token
   const advantage = groupAdvantages(rewards, scored, config.advantage);
   const group = { mean: advantage.mean, std: advantage.std, scored: advantage.scored, zeroVariance: advantage.zeroVariance };
   const records = trajectories.map((trajectory, sampleIndex) => {
-    const view = viewOf(trajectory);
+    const sampled = entry.sampled[sampleIndex];
+    const view = viewOf(trajectory, sampled);
     if (!view.ok) totals.episodes.tokenViewFailures[view.code] = (totals.episodes.tokenViewFailures[view.code] ?? 0) + 1;
+    if (sampled) addTokenExact(totals, sampled);
     return buildEpisodeRecord({
+      policyKind,
+      ...(sampled ? { sampled } : {}),
+      ...(toolCallParser !== undefined ? { toolCallParser } : {}),
       trajectory,
       view,
       groupIndex: entry.group.groupIndex,

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import { escapeHtml } from '../replay/report-html';
 import type { PassAtKEntry, RewardSummary, RlStats } from './rl-stats';
 
@@ -8,7 +9,7 @@ import type { PassAtKEntry, RewardSummary, RlStats } from './rl-stats';
  */
 
 const number = (value: number | null | undefined, digits = 3): string => (value === null || value === undefined ? '–' : value.toFixed(digits));
-const percent = (value: number | null | undefined): string => (value === null || value === undefined ? '–' : `${(100 * value).toFixed(1)}%`);
+const percent = (value: number | null | undefined): string => (value === null || value === undefined ? '–' : formatPercent(value));
 
 /** A horizontal bar for a value in [0, 1]. */
 function bar(value: number | null): string {
@@ -47,9 +48,19 @@ export function rlReportHtml(input: RlReportInput): string {
   const components = Object.keys(stats.reward.all.components);
   const gap = stats.canonicalVariantGap;
   const settings = stats.settings;
-  const simulated = stats.policy.simulated
-    ? '<p class="warning">The policy is a simulation (the stochastic scripted policy): these figures test the pipeline, not a model.</p>'
-    : '';
+  const simulated = !stats.policy.simulated
+    ? ''
+    : stats.policy.provider === 'scripted'
+      ? '<p class="warning">The policy is a simulation (the stochastic scripted policy): these figures test the pipeline, not a model.</p>'
+      : '<p class="warning">The policy model has random (dummy) weights: these figures test the pipeline, not a model.</p>';
+  const exact = stats.tokenExact;
+  const tokenExact = exact
+    ? `<h2>Token-exact sampling</h2>
+<p class="meta">records hold the ids as sampled from ${escapeHtml(stats.policy.provider)} (rollout logprobs: ${escapeHtml(JSON.stringify(stats.policy.logprobDistribution ?? null))}); drift = a fresh render of the conversation differs from the as-sampled ids (the as-sampled ids are kept)</p>
+${countsTable({ episodes: exact.episodes, turns: exact.turns, 'sampled tokens': exact.sampledTokens, drifted: exact.drifted, 'drift tokens': exact.driftTokens, unchecked: exact.unchecked, 'turns with malformed tool calls': exact.malformedTurns, 'turns cut by maxTokens': exact.truncatedTurns })}`
+    : stats.policy.tokenExact === false
+      ? '<p class="meta">token_exact: false — the policy is a chat endpoint; tokens are the conversation re-tokenized, not the ids it sampled.</p>'
+      : '';
   const categoryRows = Object.entries(stats.byCategory).map(([category, summaries]) => `<tr><th>${escapeHtml(category)}</th>${summaryCells(summaries.all, components)}<td>${number(summaries.canonical.mean)}</td><td>${number(summaries.variant.mean)}</td></tr>`);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>RL episode groups · ${escapeHtml(input.runId)}</title>
@@ -62,6 +73,7 @@ table{border-collapse:collapse;margin:8px 0 24px}th,td{border:1px solid #ccc;pad
 <h1>RL episode groups</h1>
 <p class="meta">run ${escapeHtml(input.runId)} · policy ${escapeHtml(stats.policy.modelId)} (${escapeHtml(stats.policy.provider)}) · tokenizer ${escapeHtml(stats.tokenizer.name)} (${escapeHtml(stats.tokenizer.fingerprint.slice(0, 12))}) · G = ${escapeHtml(String(settings.groupSize))} · seed ${escapeHtml(String(settings.seed))} · pass threshold ${escapeHtml(String(settings.passThreshold))} · advantage ${escapeHtml(JSON.stringify(settings.advantage))} (sample std)</p>
 ${simulated}
+${tokenExact}
 <h2>Canonical vs variant harness</h2>
 <p class="gap">gap (canonical − variant mean reward): <b>${number(gap.gap)}</b> ± ${number(gap.standardError)} (standard error)</p>
 <table><tr><th></th><th>groups</th><th>episodes</th><th>mean reward</th><th>pass@1</th></tr>

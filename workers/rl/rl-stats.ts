@@ -1,5 +1,6 @@
 import { hsaFamilies, type HsaFamily } from '../../shared/harness/hsa/variant-mapping';
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
+import type { TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import { passAtK } from './pass-at-k';
 
 /**
@@ -65,6 +66,41 @@ export interface RlTotals {
   passAtK: Record<HarnessKind, PassAtKTotals>;
   /** Over written scored episodes. */
   advantage: { count: number; absSum: number; zero: number };
+  /** Token-exact policies only: episodes as sampled, and how many a fresh render would change. */
+  tokenExact?: TokenExactTotals;
+}
+
+export interface TokenExactTotals {
+  episodes: number;
+  turns: number;
+  sampledTokens: number;
+  /** Episodes whose as-sampled ids differ from a fresh render of the conversation (the as-sampled ids are kept). */
+  drifted: number;
+  /** Tokens after the first difference, summed over drifted episodes. */
+  driftTokens: number;
+  /** Episodes whose fresh render failed (no comparison made). */
+  unchecked: number;
+  /** Turns with tool-call text the template's parser could not read (recorded, penalized by the verifier). */
+  malformedTurns: number;
+  /** Turns cut by the token limit. */
+  truncatedTurns: number;
+}
+
+/** Adds one token-exact episode to the totals. */
+export function addTokenExact(totals: RlTotals, view: TokenExactEpisodeView): void {
+  const into = (totals.tokenExact ??= { episodes: 0, turns: 0, sampledTokens: 0, drifted: 0, driftTokens: 0, unchecked: 0, malformedTurns: 0, truncatedTurns: 0 });
+  into.episodes += 1;
+  into.turns += view.turns.length;
+  for (const turn of view.turns) {
+    into.sampledTokens += turn.sampledIds.length;
+    if (turn.malformed.length > 0) into.malformedTurns += 1;
+    if (turn.finishReason === 'length') into.truncatedTurns += 1;
+  }
+  if (!view.drift.checked) into.unchecked += 1;
+  if (view.drift.drifted) {
+    into.drifted += 1;
+    into.driftTokens += view.drift.tokens;
+  }
 }
 
 export function emptyBucket(): RewardBucket {
@@ -137,7 +173,7 @@ export interface PassAtKEntry {
 
 export interface RlStats {
   schemaVersion: typeof RL_STATS_SCHEMA_VERSION;
-  policy: { provider: string; modelId: string; simulated: boolean };
+  policy: { provider: string; modelId: string; simulated: boolean; tokenExact?: boolean; logprobDistribution?: Record<string, unknown> };
   tokenizer: { name: string; fingerprint: string; templateHash: string };
   settings: Record<string, unknown>;
   counts: Pick<RlTotals, 'groups' | 'episodes' | 'steps' | 'tokens'>;
@@ -166,6 +202,8 @@ export interface RlStats {
     variantGroups: number;
   };
   advantage: { written: number; meanAbs: number | null; zeroShare: number | null };
+  /** Token-exact policies only (see TokenExactTotals); `driftRate` = drifted / episodes. */
+  tokenExact?: TokenExactTotals & { driftRate: number | null };
 }
 
 const round = (value: number): number => Math.round(value * 1e6) / 1e6;
@@ -268,6 +306,7 @@ export function buildRlStats(parts: readonly RlTotals[], context: RlStatsContext
     passAtK: { all: passEntries(passAll), canonical: passEntries(totals.passAtK.canonical), variant: passEntries(totals.passAtK.variant) },
     canonicalVariantGap: gapOf(totals),
     advantage: { written: totals.advantage.count, meanAbs: ratio(totals.advantage.absSum, totals.advantage.count), zeroShare: ratio(totals.advantage.zero, totals.advantage.count) },
+    ...(totals.tokenExact ? { tokenExact: { ...totals.tokenExact, driftRate: ratio(totals.tokenExact.drifted, totals.tokenExact.episodes) } } : {}),
   };
 }
 

@@ -15,7 +15,20 @@ export function summarizeRl(output: RlOutput): StageSummary {
         ...(output.canonicalVariantGap !== null ? { unit: 'score' as const } : {}),
         detail: output.canonicalVariantGap === null ? 'needs episodes under both the canonical harness and variants' : 'what harness-aware training exists to shrink',
       },
-      ...(output.simulatedPolicy ? [{ label: 'policy', value: 'simulated', tone: 'warn' as const, detail: 'the stochastic scripted policy, not a model' }] : []),
+      ...(output.simulatedPolicy
+        ? [{ label: 'policy', value: 'simulated', tone: 'warn' as const, detail: output.tokenExact ? 'a model with random (dummy) weights' : 'the stochastic scripted policy, not a model' }]
+        : []),
+      ...(output.tokenExact
+        ? [
+            output.tokenExact.exact
+              ? {
+                  label: 'records',
+                  value: 'token-exact',
+                  detail: `${output.tokenExact.episodes} episodes as sampled from ${output.tokenExact.engine} (token ids, rollout logprobs); ${output.tokenExact.drifted} differ from a fresh render (as-sampled ids kept)`,
+                }
+              : { label: 'records', value: 'not token-exact', tone: 'warn' as const, detail: 'a chat endpoint: tokens are the conversation re-tokenized, not the ids sampled' },
+          ]
+        : []),
     ],
     links: [
       { label: 'rl report', uri: output.reportUri },

@@ -18,7 +18,7 @@ import { UnrecoverableError, WaitingChildrenError, type FlowJob, type Job } from
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import type { HatEnv } from '../../shared/config/env';
-import { ProblemCollector, errorCodeOf } from '../../shared/errors';
+import { HatError, ProblemCollector, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import type { Clock } from '../../queues/define-stage';
@@ -35,6 +35,7 @@ import type { StageSummary } from '../../queues/stage-summary';
 import { processHandoff, type HandoffRuntime } from './handoff-processor';
 import { RUN_MANIFEST_SCHEMA_VERSION, type HandoffOutcome, type RunManifest, type StageOutcome } from './run-manifest';
 import { buildRunReport, renderRunReportHtml } from './run-report';
+import { applyGateOutcome, stageCountsAsDone } from './gate-outcome';
 
 export interface RunJobRuntime extends HandoffRuntime {
   /** The key figures of a completed stage from its output (the stage contract's `summarize`); undefined when it has none. */
@@ -72,9 +73,21 @@ export function createRunJobProcessor(runtime: RunJobRuntime) {
       if (job.name === 'handoff') return await processHandoff(runtime, job, token ?? '');
       return await processRun(runtime, job, token ?? '');
     } catch (error) {
-      throw toWorkerError(error);
+      throw toWorkerError(withRunErrorCode(error, job.name));
     }
   };
+}
+
+/**
+ * Errors without a `[CODE]` (a raw Node or SDK error from a store) get one, so the run's failure
+ * reads like every other failure (`hat runs show`, the dashboard, `hat run --wait`).
+ */
+function withRunErrorCode(error: unknown, jobName: string): unknown {
+  if (!(error instanceof Error) || HatError.isInstance(error) || /^\[[A-Z0-9_]+\]/.test(error.message)) return error;
+  // BullMQ's control-flow errors pass as they are.
+  if (['UnrecoverableError', 'WaitingChildrenError', 'WaitingError', 'DelayedError', 'RateLimitError'].includes(error.name)) return error;
+  const what = jobName === 'run' ? "write the run's report and manifest" : `process the ${jobName} job`;
+  return new HatError('RUN_JOB_FAILED', `cannot ${what}: ${error.message}`, { cause: error, retryable: true });
 }
 
 async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<KickoffResult> {
@@ -106,17 +119,20 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
   const handoffs: HandoffOutcome[] = [];
   for (const entry of data.handoffs ?? []) handoffs.push(await handoffOutcome(runtime, data, entry, results.get(handoffNodeName(entry.name)) as StageJobResult<HandoffOutput> | undefined));
-  const stages: StageOutcome[] = [];
+  const outcomes: StageOutcome[] = [];
   for (const entry of data.stages) {
     const segment = entry.afterHandoff ? (entry.handoff ?? handoffs[0]?.name) : undefined;
-    stages.push(await stageOutcome(runtime, data, entry, results.get(entry.name), handoffs.find((handoff) => handoff.name === segment)));
+    const result = results.get(entry.name) ?? (await completedBelowFailure(runtime, entry));
+    outcomes.push(await stageOutcome(runtime, data, entry, result, handoffs.find((handoff) => handoff.name === segment)));
   }
+  const store = runtime.storeFor(data.artifactsRoot);
+  // A gate that held its candidate made a decision; the stages it held back did not fail.
+  const { stages, gate } = await applyGateOutcome(store, data.runId, outcomes);
 
   const status: RunManifest['status'] =
-    data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stage.status === 'completed') ? 'completed' : 'failed';
+    data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stageCountsAsDone(stage, gate)) ? 'completed' : 'failed';
   const finishedAt = runtime.clock.now();
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const store = runtime.storeFor(data.artifactsRoot);
   const base = {
     schemaVersion: RUN_MANIFEST_SCHEMA_VERSION,
     runId: data.runId,
@@ -132,11 +148,12 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     stages,
     ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
     ...(handoffs.length > 0 ? { handoffs } : {}),
+    ...(gate ? { gate } : {}),
   } as const;
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
   const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, { contentType: 'application/json' });
-  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri }), { contentType: 'text/html; charset=utf-8' });
+  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri, runRootUri: `${layout.root}/runs/${data.runId}` }), { contentType: 'text/html; charset=utf-8' });
   const manifest: RunManifest = { ...base, stages: [...stages], reportJsonUri: jsonInfo.uri, reportHtmlUri: htmlInfo.uri };
   const manifestInfo = await store.put(runManifestKey(data.runId), `${JSON.stringify(manifest, null, 2)}\n`, { contentType: 'application/json' });
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
@@ -145,7 +162,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const timedOut = handoffs.find((handoff) => handoff.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT');
   if (status === 'failed' && timedOut) throw new UnrecoverableError(`${timedOut.error}; run manifest: ${manifestInfo.uri}`);
   if (status === 'failed') {
-    const unfinished = stages.filter((stage) => stage.status !== 'completed');
+    const unfinished = stages.filter((stage) => !stageCountsAsDone(stage, gate));
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
     throw new UnrecoverableError(
       `[RUN_FAILED] run ${data.runId}: ${unfinished.length} of ${stages.length} stage(s) did not complete` +
@@ -208,6 +225,10 @@ async function stageOutcome(
     ...(handoff ? { handoff: handoff.name } : {}),
     ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
   };
+  // A stage's own job is the source of truth: results reach the run only through its direct
+  // children, so an upstream stage whose downstream failed or was cancelled is read from its job.
+  const job = await runtime.getJob(kind, entry.jobId);
+  if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, kind, result.output);
@@ -223,7 +244,6 @@ async function stageOutcome(
       ...(summary ? { figures: summary.figures, links: summary.links } : {}),
     };
   }
-  const job = await runtime.getJob(kind, entry.jobId);
   const partCount = (job?.data as { partCount?: number } | undefined)?.partCount ?? 0;
   const timing =
     job?.processedOn && job.finishedOn
@@ -242,6 +262,16 @@ async function stageOutcome(
   const error = await failureDetail(runtime.getJob, kind, entry.jobId);
   const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
+}
+
+/**
+ * The result of a stage that completed although a stage above it failed (results normally travel
+ * up the tree; a gate that held its candidate fails above the eval it read).
+ */
+async function completedBelowFailure(runtime: RunJobRuntime, entry: RunJobData['stages'][number]): Promise<StageJobResult | undefined> {
+  const job = await runtime.getJob(stageKindOf(entry), entry.jobId);
+  if (!job?.finishedOn || job.failedReason || !isStageJobResult(job.returnvalue)) return undefined;
+  return job.returnvalue;
 }
 
 /** The stage's key figures; a summary that throws (an output from another code version) is logged, not fatal. */

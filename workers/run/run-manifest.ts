@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { resolvedInputSchema } from '../../queues/latest-inputs';
 import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-summary';
+import { gateOutcomeSchema } from './gate-outcome';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
 
@@ -93,6 +94,10 @@ export const runManifestSchema = z.object({
   resolvedInputs: z.array(resolvedInputSchema).optional(),
   /** The trainer handoffs in chain order, when the run has any. */
   handoffs: z.array(handoffOutcomeSchema).optional(),
+  /** The trainer handoff, when the run has one. */
+  handoff: handoffOutcomeSchema.optional(),
+  /** The promotion gate's decision, when the run has a gate that decided (workers/run/gate-outcome.ts). */
+  gate: gateOutcomeSchema.optional(),
   reportJsonUri: z.string(),
   reportHtmlUri: z.string(),
 });

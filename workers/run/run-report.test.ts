@@ -49,13 +49,14 @@ describe('run report', () => {
       },
       { name: 'replay', status: 'completed', jobId: 'r.replay.1', parts: 1, dependsOn: [], figures: [{ label: 'latency SLO', value: 'fail', tone: 'fail' }, { label: 'P99 ttft_ms', value: 812.25, unit: 'ms', tone: 'fail' }] },
     ];
-    const html = renderRunReportHtml(buildRunReport({ ...manifest, stages: withFigures }), { manifestUri: 's3://b/runs/r/run-manifest.json' });
+    const html = renderRunReportHtml(buildRunReport({ ...manifest, stages: withFigures }), { manifestUri: 's3://b/runs/r/run-manifest.json', runRootUri: 's3://b/runs/r' });
     const keyFigures = html.slice(html.indexOf('<h2>Key figures</h2>'));
     expect(keyFigures).toContain('<td>acceptance rate</td><td class="n">87.5%</td><td class="detail">tasks with an accepted trajectory</td>');
     expect(keyFigures).toContain('<td class="n" style="color:#b26a00;font-weight:600">1,234</td>');
     expect(keyFigures).toContain('<td class="n" style="color:#c62828;font-weight:600">fail</td>');
     expect(keyFigures).toContain('812.3 ms');
-    expect(keyFigures).toContain('collect report: <code>s3://b/runs/r/collect/report.html</code>');
+    // Linked relative to the run's folder, where the run report lies, so a browser can open it.
+    expect(keyFigures).toContain('<a href="collect/report.html">collect report</a>: <code>s3://b/runs/r/collect/report.html</code>');
     // One rate bar: 87.5% of the 360-pixel scale.
     expect(html).toContain('<h2>Rates</h2>');
     expect(html).toContain('width="315" height="16" fill="#1565c0"');

@@ -16,6 +16,8 @@ export interface RunReport {
   handoffs?: RunManifest['handoffs'];
   /** What `latest` inputs resolved to. */
   resolvedInputs?: RunManifest['resolvedInputs'];
+  /** The promotion gate's decision. */
+  gate?: RunManifest['gate'];
 }
 
 export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 'reportHtmlUri'>): RunReport {
@@ -38,6 +40,7 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
     stages: manifest.stages,
     ...(manifest.handoffs ? { handoffs: manifest.handoffs } : {}),
     ...(manifest.resolvedInputs ? { resolvedInputs: manifest.resolvedInputs } : {}),
+    ...(manifest.gate ? { gate: manifest.gate } : {}),
   };
 }
 
@@ -53,14 +56,33 @@ function runContextHtml(report: RunReport): string {
         `${handoff.requestUri ? ` Training request: <code>${escapeHtml(handoff.requestUri)}</code>.` : ''}${handoff.error ? `<div class="error">${escapeHtml(handoff.error)}</div>` : ''}</p>`,
     );
   }
+  const gate = report.gate;
+  if (gate) {
+    parts.push(
+      `<p class="gate-${gate.decision}">Promotion gate: <b>${gate.decision === 'promote' ? 'promoted' : 'held'} ${escapeHtml(gate.candidate)}</b>` +
+        `${gate.decision === 'promote' ? (gate.promoted ? '; it is now the promoted checkpoint (what latestCheckpoint resolves to next)' : ' (pointer not written: promote: false)') : '; the promoted checkpoint did not move'}` +
+        `${gate.skipped.length > 0 ? `; not run: ${escapeHtml(gate.skipped.join(', '))}` : ''}.</p><ul>${gate.reasons.map((reason) => `<li>${escapeHtml(reason)}</li>`).join('')}</ul>`,
+    );
+  }
   for (const input of report.resolvedInputs ?? []) parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
   return parts.join('\n');
 }
 
 const toneColors: Record<NonNullable<StageFigure['tone']>, string> = { pass: '#2e7d32', warn: '#b26a00', fail: '#c62828' };
 
+/**
+ * The link to a stage report from the run report, relative to the run's folder
+ * (`runs/<runId>/`, where the run report lies): a browser opens it from a local copy, from
+ * `hat dashboard`, or from a bucket served over HTTP. Undefined for anything outside the run.
+ */
+export function relativeToRun(uri: string, runRootUri: string | undefined): string | undefined {
+  if (/^https?:\/\//.test(uri)) return uri;
+  if (!runRootUri || !uri.startsWith(`${runRootUri}/`)) return undefined;
+  return uri.slice(runRootUri.length + 1).split('/').map(encodeURIComponent).join('/');
+}
+
 /** Per completed stage: its key figures (value colored by tone) and links to its own reports. */
-function keyFiguresHtml(stages: StageOutcome[]): string {
+function keyFiguresHtml(stages: StageOutcome[], runRootUri: string | undefined): string {
   const sections = stages
     .filter((stage) => (stage.figures?.length ?? 0) > 0 || (stage.links?.length ?? 0) > 0)
     .map((stage) => {
@@ -70,7 +92,12 @@ function keyFiguresHtml(stages: StageOutcome[]): string {
           return `<tr><td>${escapeHtml(figure.label)}</td><td class="n"${color}>${escapeHtml(formatFigure(figure))}</td><td class="detail">${escapeHtml(figure.detail ?? '')}</td></tr>`;
         })
         .join('\n');
-      const links = (stage.links ?? []).map((link) => `<li>${escapeHtml(link.label)}: <code>${escapeHtml(link.uri)}</code></li>`).join('');
+      const links = (stage.links ?? [])
+        .map((link) => {
+          const href = relativeToRun(link.uri, runRootUri);
+          return `<li>${href ? `<a href="${escapeHtml(href)}">${escapeHtml(link.label)}</a>` : escapeHtml(link.label)}: <code>${escapeHtml(link.uri)}</code></li>`;
+        })
+        .join('');
       return `<section><h3>${escapeHtml(stage.name)}</h3>${rows ? `<table class="figures"><tbody>\n${rows}\n</tbody></table>` : ''}${links ? `<ul>${links}</ul>` : ''}</section>`;
     });
   return sections.length > 0 ? `<h2>Key figures</h2>\n${sections.join('\n')}` : '';
@@ -135,7 +162,7 @@ function durationChart(stages: StageOutcome[]): string {
 }
 
 /** A self-contained HTML page (no external assets): summary, stage table, duration chart. */
-export function renderRunReportHtml(report: RunReport, links: { manifestUri: string }): string {
+export function renderRunReportHtml(report: RunReport, links: { manifestUri: string; runRootUri?: string }): string {
   const rows = report.stages
     .map(
       (stage) =>
@@ -168,7 +195,7 @@ ${runOrderHtml(report)}
 <tbody>
 ${rows}
 </tbody></table>
-${keyFiguresHtml(report.stages)}
+${keyFiguresHtml(report.stages, links.runRootUri)}
 ${ratesChart(report.stages)}
 <h2>Stage durations</h2>
 ${durationChart(report.stages)}

@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import type { ExportFormat, ShardSplit } from './shard-contract';
 import { shardSplits } from './shard-contract';
 import type { ShardStats } from './shard-stats';
@@ -11,7 +12,7 @@ export interface CardFiles {
 }
 
 const number = (value: number) => value.toLocaleString('en-US');
-const percent = (value: number) => `${(value * 100).toFixed(1)}%`;
+const percent = (value: number) => formatPercent(value);
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function table(header: string[], rows: string[][]): string {
@@ -36,6 +37,14 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
       `Packed into sequences of ${number(settings.sequenceLength)} tokens${settings.packing ? ' (best-fit decreasing)' : ' (one sample per sequence)'}, padded with \`${tokenizer.padToken}\` (id ${tokenizer.padTokenId}), padding never trained.`,
     '',
   );
+
+  const { template } = stats;
+  lines.push(
+    `Hook system messages: ${template.hookMessages === 'folded' ? `folded into \`<system-reminder>\` blocks in the neighbouring user turn or tool result (the template's system messages: ${template.systemMessages}); ${number(template.samplesWithFoldedHooks)} samples had hooks folded` : 'kept as system turns'}.` +
+      (template.samplesWithMergedStart > 0 ? ` ${number(template.samplesWithMergedStart)} samples start a trained span at a token that merges the served prompt's last characters (thinking template).` : ''),
+    '',
+  );
+  for (const warning of template.warnings) lines.push(`> **Warning:** ${warning}.`, '');
 
   lines.push('## Mix', '');
   lines.push('Weight = expected copies of each sample in the train split (validation and held-out splits take every sample once).', '');

@@ -40,6 +40,10 @@ export const partEntrySchema = z.object({
   droppedMessages: z.number().int().positive().optional(),
   /** Tokens of the conversation before truncation. */
   originalTokens: z.number().int().positive().optional(),
+  /** Hook system messages folded into neighbouring turns for the template (absent: none were). */
+  foldedHookMessages: z.number().int().positive().optional(),
+  /** Served-prompt characters trained as part of a merged first token (thinking templates; absent: none). */
+  mergedPromptChars: z.number().int().positive().optional(),
 });
 export type PartEntry = z.infer<typeof partEntrySchema>;
 

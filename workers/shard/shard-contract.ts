@@ -50,6 +50,12 @@ export const shardTokenizerSchema = z
     modelDir: z.string().min(1).optional(),
     /** Chat template that replaces the model's own: a `.jinja` file as a path, `file://` or `s3://` URI. */
     chatTemplate: z.string().min(1).optional(),
+    /**
+     * How hook system messages after the first turn reach the template: `auto` (default) tries the
+     * template, `system-messages` keeps them, `folded` folds them into the neighbouring user turn or
+     * tool result as a `<system-reminder>` block (shared/text/hook-messages.ts).
+     */
+    hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
   })
   .strict()
   .refine((source) => source.preset === undefined || source.modelDir === undefined, { error: 'give either preset or modelDir, not both' });
@@ -113,6 +119,11 @@ export const shardInputSchema = z
      * encodes by remembered segments; see shared/text/segmented-encoder.ts). 0 never. Default 64.
      */
     verifyEncodingEvery: z.number().int().min(0).max(1_000_000).default(64),
+    /**
+     * Share of unique records the stage may refuse before it warns (CLI and amber in the run
+     * report, with the top reasons). A shard that keeps no sample fails whatever this is. Default 0.05.
+     */
+    warnRefusedShare: z.number().min(0).max(1).default(0.05),
   })
   .strict();
 export type ShardInput = z.infer<typeof shardInputSchema>;
@@ -124,6 +135,7 @@ export const shardTextSettingsSchema = z.object({
   tokenizer: z.object({ preset: z.string().optional(), modelDir: z.string().optional() }),
   /** The template override and the sha256 of its text as `plan` read it. */
   chatTemplate: z.object({ uri: z.string(), sha256: z.string() }).optional(),
+  hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
   enableThinking: z.boolean().optional(),
   trainOn: z.enum(['all', 'last']),
   sequenceLength: z.number().int().positive(),
@@ -179,6 +191,12 @@ export const shardOutputSchema = z.object({
   samples: z.number().int().nonnegative(),
   duplicates: z.number().int().nonnegative(),
   rejected: z.record(z.string(), z.number().int().nonnegative()),
+  /** Refused records / unique records. */
+  refusedShare: z.number().min(0).max(1).default(0),
+  /** The share above which the stage warns (input `warnRefusedShare`). */
+  warnRefusedShare: z.number().min(0).max(1).default(0.05),
+  /** What a user should know about the template: it drops tool definitions, never renders calls, or moves system messages. */
+  templateWarnings: z.array(z.string()).default([]),
   overLength: z.object({ dropped: z.number().int().nonnegative(), truncated: z.number().int().nonnegative() }),
   splits: z.record(z.string(), splitFiguresSchema),
 });

@@ -13,6 +13,7 @@ import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
 import { readConversations, readEntries, readTokens, type PartEntry } from './part-files';
 import { exportFormats, shardSplits, type ExportFormat, type ShardInput, type ShardOutput, type ShardPartOutput, type ShardSplit } from './shard-contract';
+import { templateWarnings } from '../../shared/text/template-features';
 import { lengthHistogram, type InputSetStats, type ShardStats, type SplitStats } from './shard-stats';
 import { loadShardTokenizer } from './shard-tokenizer';
 import { assignSplits } from './split-assignment';
@@ -99,6 +100,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const rejected: Record<string, number> = {};
   const rejectionExamples: ShardStats['rejectionExamples'] = [];
   const overLength = { dropped: 0, truncated: 0 };
+  const templateFigures = { samplesWithFoldedHooks: 0, samplesWithMergedStart: 0 };
   let duplicates = 0;
   let records = 0;
   for (const [partIndex, part] of parts.entries()) {
@@ -124,10 +126,16 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
         continue;
       }
       if (entry.droppedMessages !== undefined) overLength.truncated++;
+      if (entry.foldedHookMessages !== undefined) templateFigures.samplesWithFoldedHooks++;
+      if (entry.mergedPromptChars !== undefined) templateFigures.samplesWithMergedStart++;
       setFigures.accepted++;
       samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
     }
   }
+  const refusals = refusalCheck({ records, duplicates, samples: samples.length, rejected, rejectionExamples, warnShare: input.warnRefusedShare });
+  if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
+  const warnings = templateWarnings(tokenizer);
+  for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])]) deps.logger.warn({ stage: 'shard' }, warning);
   const splits = assignSplits(samples.map((sample) => sample.entry), { seed, validationFraction: input.validationFraction, heldOut: input.heldOut });
   for (const [index, sample] of samples.entries()) {
     sample.split = splits[index];
@@ -257,6 +265,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     rejected,
     rejectionExamples,
     overLength,
+    template: { hookMessages: tokenizer.hookMessages, systemMessages: tokenizer.systemMessagePlacement, ...templateFigures, warnings },
     inputs: setStats,
     splits: splitStats,
     exports: exportFigures,
@@ -274,6 +283,9 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     samples: samples.length,
     duplicates,
     rejected,
+    refusedShare: refusals.share,
+    warnRefusedShare: input.warnRefusedShare,
+    templateWarnings: warnings,
     overLength,
     splits: Object.fromEntries(
       Object.entries(splitStats).map(([split, figures]) => [split, { samples: figures.samples, sequences: figures.sequences, tokens: figures.tokens, trainedTokens: figures.trainedTokens, fill: figures.fill }]),
@@ -282,6 +294,45 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
   await writeStageManifest(deps, { objects, lineage: { inputs, configHash }, stats: { ...stats, output } });
   return output;
+}
+
+/** Top refusal codes, most frequent first, each with its count and one example reason. */
+function topRefusals(rejected: Record<string, number>, examples: ShardStats['rejectionExamples'], limit = 3): string {
+  return Object.entries(rejected)
+    .sort(([codeA, countA], [codeB, countB]) => countB - countA || (codeA < codeB ? -1 : 1))
+    .slice(0, limit)
+    .map(([code, count]) => {
+      const example = examples.find((candidate) => candidate.code === code);
+      return `${code} ×${count}${example ? ` (e.g. ${example.id}: ${example.reason.slice(0, 160)})` : ''}`;
+    })
+    .join('; ');
+}
+
+/**
+ * Whether the shard refused too much: a shard that keeps no sample is a failure (the reasons
+ * would otherwise sit unseen in stats.json behind a `done`), one that refuses more than
+ * `warnShare` of its unique records warns with the top reasons.
+ */
+export function refusalCheck(figures: {
+  records: number;
+  duplicates: number;
+  samples: number;
+  rejected: Record<string, number>;
+  rejectionExamples: ShardStats['rejectionExamples'];
+  warnShare: number;
+}): { share: number; empty?: string; warning?: string } {
+  const refused = Object.values(figures.rejected).reduce((sum, count) => sum + count, 0);
+  const unique = figures.records - figures.duplicates;
+  const share = unique > 0 ? refused / unique : 0;
+  const reasons = topRefusals(figures.rejected, figures.rejectionExamples);
+  if (figures.samples === 0) {
+    const why = figures.records === 0 ? 'the inputs hold no record' : `all ${refused} unique records were refused: ${reasons}`;
+    return { share, empty: `the shard kept no sample: ${why}; fix the cause (see shared/text README for what each code means) or choose another template` };
+  }
+  if (share > figures.warnShare) {
+    return { share, warning: `refused ${refused} of ${unique} unique records (${(share * 100).toFixed(1)}%, more than ${(figures.warnShare * 100).toFixed(1)}%): ${reasons}` };
+  }
+  return { share };
 }
 
 /**

@@ -33,12 +33,17 @@ function tokenizeForShard(tokenizer: ChatTokenizer, messages: ChatMessage[], too
   const result = tokenizeConversation(tokenizer, messages, tools, options);
   if (!result.ok) return { code: result.code, reason: result.reason };
   const length = result.sample.inputIds.length;
-  if (length <= settings.sequenceLength) return { sample: result.sample, messages };
+  if (length <= settings.sequenceLength) return { sample: result.sample, messages: result.sample.messages };
   const overLength = { code: 'OVER_LENGTH', reason: `${length} tokens, more than the sequence length ${settings.sequenceLength}` };
   if (settings.overLength === 'drop') return overLength;
   const truncation = truncateToFit(tokenizer, messages, tools, options, settings.sequenceLength);
   if (!truncation) return { ...overLength, reason: `${overLength.reason}, and no prefix ending with an assistant turn fits` };
-  return { sample: truncation.sample, messages: truncation.messages, droppedMessages: truncation.droppedMessages, originalTokens: length };
+  return { sample: truncation.sample, messages: truncation.sample.messages, droppedMessages: truncation.droppedMessages, originalTokens: length };
+}
+
+function mergedPrompt(sample: TokenizedSample): { mergedPromptChars?: number } {
+  const chars = sample.assistantSpans.reduce((sum, span) => sum + (span.mergedPromptChars ?? 0), 0);
+  return chars > 0 ? { mergedPromptChars: chars } : {};
 }
 
 /**
@@ -96,6 +101,8 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
       trainedTokens: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
       spans: sample.assistantSpans.map((span) => [span.tokenStart, span.tokenEnd] as [number, number]),
       ...(outcome.droppedMessages !== undefined ? { droppedMessages: outcome.droppedMessages, originalTokens: outcome.originalTokens } : {}),
+      ...(sample.hookMessages.folded > 0 ? { foldedHookMessages: sample.hookMessages.folded } : {}),
+      ...mergedPrompt(sample),
     });
     conversations.push({ messages: outcome.messages, tools: trajectory.tools });
     tokenChunks.push(sample.inputIds);

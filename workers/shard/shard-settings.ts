@@ -16,10 +16,11 @@ export function shardInputSets(input: ShardInput): ResolvedInputSet[] {
 
 /** The settings every part tokenizes with; a template override is read once here to pin its sha256. */
 export async function shardTextSettings(input: ShardInput, deps: Pick<StageDeps, 'openObject'>): Promise<ShardTextSettings> {
-  const { preset, modelDir, chatTemplate } = input.tokenizer;
+  const { preset, modelDir, chatTemplate, hookMessages } = input.tokenizer;
   return {
     tokenizer: modelDir !== undefined ? { modelDir } : { preset: preset ?? 'qwen3' },
     ...(chatTemplate !== undefined ? { chatTemplate: { uri: chatTemplate, sha256: sha256Hex(await readChatTemplate(chatTemplate, deps.openObject)) } } : {}),
+    ...(hookMessages !== undefined ? { hookMessages } : {}),
     ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
     trainOn: input.trainOn,
     sequenceLength: input.sequenceLength,

@@ -78,6 +78,12 @@ export interface ShardStats {
   /** A few rejections per code, for people to look at. */
   rejectionExamples: Array<{ code: string; id: string; reason: string }>;
   overLength: { dropped: number; truncated: number };
+  /**
+   * How the template was met: the hook-message form, samples whose hook system messages were
+   * folded into turns, samples whose span starts at a merged first token (thinking templates),
+   * and what the template does that a user should know.
+   */
+  template: { hookMessages: string; systemMessages: string; samplesWithFoldedHooks: number; samplesWithMergedStart: number; warnings: string[] };
   inputs: InputSetStats[];
   splits: Partial<Record<ShardSplit, SplitStats>>;
   exports: Record<ExportFormat, { records: number; skipped: number; foldedSystemMessages: number; droppedCallText: number }>;

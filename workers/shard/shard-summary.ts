@@ -1,3 +1,4 @@
+import { formatPercent } from '../../shared/metrics/format-percent';
 import type { StageFigure, StageSummary } from '../../queues/stage-summary';
 import type { ShardOutput } from './shard-contract';
 
@@ -12,13 +13,20 @@ export function summarizeShard(output: ShardOutput): StageSummary {
     ([split, figures]): StageFigure => ({
       label: `${split} tokens`,
       value: figures.tokens,
-      detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${(figures.fill * 100).toFixed(1)}%`,
+      detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${formatPercent(figures.fill)}`,
     }),
   );
   return {
     figures: [
       { label: 'samples', value: output.samples, detail: `${output.duplicates} duplicates removed` },
-      { label: 'rejected records', value: rejected, ...(rejected > 0 ? { tone: 'warn' as const, detail: reasons } : {}) },
+      {
+        label: 'rejected records',
+        value: rejected,
+        // Amber only past the configured share: a few refusals are normal, many mean a template or data problem.
+        ...(output.refusedShare > output.warnRefusedShare ? { tone: 'warn' as const } : {}),
+        ...(rejected > 0 ? { detail: `${(output.refusedShare * 100).toFixed(1)}% of unique records: ${reasons}` } : {}),
+      },
+      ...output.templateWarnings.map((warning): StageFigure => ({ label: 'template', value: 'check', tone: 'warn', detail: warning })),
       {
         label: 'over length',
         value: output.overLength.dropped + output.overLength.truncated,

@@ -40,5 +40,6 @@ export async function loadShardTokenizer(settings: ShardTextSettings, openObject
   return loadChatTokenizer({
     ...(settings.tokenizer.modelDir !== undefined ? { modelDir: settings.tokenizer.modelDir } : { preset: (settings.tokenizer.preset ?? 'qwen3') as TokenizerPreset }),
     ...(chatTemplate !== undefined ? { chatTemplate } : {}),
+    ...(settings.hookMessages !== undefined ? { hookMessages: settings.hookMessages } : {}),
   });
 }

@@ -2,7 +2,8 @@ import { Rng } from '../../random/rng';
 import { toCanonicalArguments } from '../../simulator/tools/tool-binding';
 import type { Harness } from '../harness-types';
 import { loadHarness, validateHarness } from '../load-harness';
-import { renderHarness, type RenderContext } from '../render';
+import { normalizeHookMessages, hookBlock } from '../../text/hook-messages';
+import { renderHarness, renderHookInjections, type RenderContext } from '../render';
 import { sampleHarnessDirectory } from '../sample-harness';
 import { paraphraseChinese } from './chinese-lexicon';
 import { generateVariant } from './generate-variant';
@@ -189,6 +190,30 @@ describe('prompt_structure', () => {
 });
 
 describe('hooks', () => {
+  it('places some hooks as reminder blocks, the exact text normalizeHookMessages folds a system-message hook into', () => {
+    const made = variants(['hooks'], 24);
+    const moved = made.flatMap((variant) => variant.harness.hooks.filter((hook) => hook.placement === 'reminder_block').map((hook) => ({ variant, hook })));
+    expect(moved.length).toBeGreaterThan(0);
+    let exact = 0;
+    for (const { variant, hook } of moved) {
+      expect(validateHarness(variant.harness)).toEqual([]);
+      const asBlock = renderHookInjections(variant.harness, hook.event, context);
+      const asSystem = renderHookInjections({ ...variant.harness, hooks: variant.harness.hooks.map((other) => (other === hook ? { ...other, placement: 'system_message' as const } : other)) }, hook.event, context);
+      const text = asSystem.systemMessages.find((message) => !asBlock.systemMessages.includes(message));
+      if (text === undefined) continue; // not in force in this room
+      // The turn a served Qwen3.5 sees after folding equals the turn this variant writes.
+      const turn = hook.event === 'after_tool_result' ? ({ role: 'tool', tool_call_id: 'call00001', content: 'result' } as const) : ({ role: 'user', content: 'question' } as const);
+      const folded = normalizeHookMessages([{ role: 'system', content: 'prompt' }, turn, { role: 'system', content: text }, { role: 'assistant', content: 'answer' }], 'folded');
+      if (!folded.ok) throw new Error(folded.reason);
+      expect(asBlock.userSuffix).toContain(`\n${hookBlock(text)}`);
+      if (asBlock.userSuffix === `\n${hookBlock(text)}`) {
+        expect(folded.messages[1]!.content).toBe(`${turn.content}${asBlock.userSuffix}`);
+        exact++;
+      }
+    }
+    expect(exact).toBeGreaterThan(0);
+  });
+
   it('moves constraints to valid places and keeps every constraint in force', () => {
     const made = variants(['hooks'], 16);
     expect(made.some((variant) => Object.values(variant.mapping.hooks).some((entry) => entry.before.placement !== entry.after.placement || entry.before.event !== entry.after.event))).toBe(true);

@@ -23,6 +23,9 @@ const constraintSlots: readonly Slot[] = [
   { event: 'user_message', placement: 'system_message' },
   { event: 'before_reply', placement: 'user_suffix' },
   { event: 'before_reply', placement: 'system_message' },
+  // The form system messages take for templates that accept them only first (Qwen3.5): training sees what serving sends.
+  { event: 'user_message', placement: 'reminder_block' },
+  { event: 'before_reply', placement: 'reminder_block' },
 ];
 
 /** Same-meaning wordings per constraint type; placeholders as the renderer fills them. */
@@ -86,8 +89,13 @@ export function applyHooks(builder: VariantBuilder): void {
 
 /** Moves a hook to another slot it may take; returns whether it moved. */
 function moveHook(hook: HookDefinition, hooks: HookDefinition[], hasConstraintsSection: boolean, constraintsContent: string, rng: VariantBuilder['rng']): boolean {
-  // An after_tool_result hook speaks about tool results: it stays where results arrive.
-  if (hook.event === 'after_tool_result') return false;
+  // An after_tool_result hook speaks about tool results: it stays where results arrive, as a
+  // system message after them or a reminder block at the end of the last one.
+  if (hook.event === 'after_tool_result') {
+    if (hook.placement === 'system_prompt') return false;
+    hook.placement = hook.placement === 'reminder_block' ? 'system_message' : 'reminder_block';
+    return true;
+  }
   const promptHooks = hooks.filter((other) => other.placement === 'system_prompt');
   // The constraints section must keep something to show, or the harness would fail validation.
   const lastInSection = hook.placement === 'system_prompt' && promptHooks.length === 1 && constraintsContent === '';

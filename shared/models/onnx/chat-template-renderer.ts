@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { BadInputError } from '../../errors';
 import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
+import { hookMessageFormFor, normalizeHookMessages, probeSystemMessagePlacement } from '../../text/hook-messages';
 import { specialTokenContent } from './tokenizer-source';
 
 /** Renders a conversation to the prompt text the model was trained on. */
@@ -20,14 +21,20 @@ export function createChatTemplateRenderer(directory: string, tokenizerConfig: R
   const template = new Template(chatTemplateSource(directory, tokenizerConfig));
   const tokenString = (field: string): string | undefined => specialTokenContent(tokenizerConfig, field);
   const specialTokens = { bos_token: tokenString('bos_token'), eos_token: tokenString('eos_token'), pad_token: tokenString('pad_token'), unk_token: tokenString('unk_token') };
+  const renderAsIs = (messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }) =>
+    template.render({
+      ...specialTokens,
+      messages: messages.map(templateMessage),
+      tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
+      add_generation_prompt: options.addGenerationPrompt,
+    });
+  // Hook system messages reach the template as shard and rl train them (shared/text/hook-messages.ts).
+  const form = hookMessageFormFor(probeSystemMessagePlacement((messages) => renderAsIs(messages as ChatMessage[], { addGenerationPrompt: false })));
   return {
     render(messages, options) {
-      return template.render({
-        ...specialTokens,
-        messages: messages.map(templateMessage),
-        tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
-        add_generation_prompt: options.addGenerationPrompt,
-      });
+      const normalized = normalizeHookMessages(messages, form);
+      if (!normalized.ok) throw new BadInputError('HOOK_NOT_FOLDABLE', normalized.reason);
+      return renderAsIs(normalized.messages, options);
     },
   };
 }

@@ -64,7 +64,7 @@ describe('makeDummyDecoder', () => {
     const directory = join(workDirectory, 'positions');
     const { config } = makeDummyDecoder({ outDir: directory, tokenizer: 'bytes', hidden: 16, layers: 1 });
     const session = await ort.InferenceSession.create(join(directory, 'model.onnx'), { intraOpNumThreads: 1 });
-    const run = async (positions: number[]): Promise<Float32Array> => {
+    const run = async (positions: number[], logitsToKeep = 0): Promise<Float32Array> => {
       const empty = new ort.Tensor('float32', new Float32Array(0), [1, config.num_key_value_heads, 0, config.head_dim]);
       const outputs = await session.run({
         input_ids: new ort.Tensor('int64', BigInt64Array.from([65n, 66n, 67n]), [1, 3]),
@@ -72,11 +72,17 @@ describe('makeDummyDecoder', () => {
         position_ids: new ort.Tensor('int64', BigInt64Array.from(positions.map(BigInt)), [1, 3]),
         'past_key_values.0.key': empty,
         'past_key_values.0.value': empty,
+        logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(BigInt(logitsToKeep)), []),
       });
       return (outputs.logits as ort.Tensor).data as Float32Array;
     };
     try {
       const base = await run([0, 1, 2]);
+      // logits_to_keep 0 gives every position (transformers' semantics), n the last n.
+      expect(base.length).toBe(3 * config.vocab_size);
+      const lastTwo = await run([0, 1, 2], 2);
+      expect(lastTwo.length).toBe(2 * config.vocab_size);
+      expect(Math.max(...lastTwo.map((value, index) => Math.abs(value - (base[config.vocab_size + index] as number))))).toBeLessThan(1e-5);
       const shifted = await run([5, 6, 7]);
       const swapped = await run([0, 2, 1]);
       // Rotary attention depends on relative positions only: a uniform shift keeps the logits...

@@ -25,6 +25,11 @@ export interface DummyDecoderOptions {
   intermediate?: number;
   /** Weight seed: the same seed and shape give a byte-identical model.onnx. Default 0. */
   seed?: string | number;
+  /**
+   * Give the model the `logits_to_keep` input. Default true; false makes a model that returns
+   * logits for every position, like an export without it (to measure what that costs).
+   */
+  logitsToKeep?: boolean;
 }
 
 /** config.json of a dummy decoder (Hugging Face field names). */
@@ -63,13 +68,18 @@ export interface DummyDecoderResult {
 }
 
 const opsetVersion = 17;
+/** Optional input of the decoder: how many trailing positions get logits (0: all), as transformers' `logits_to_keep`. */
+export const logitsToKeepInput = 'logits_to_keep';
+/** Bumped when the graph changes, so cached dummy models made by an older graph are made again. */
+export const dummyGraphVersion = 2;
 const ropeTheta = 10000;
 const layerNormEpsilon = 1e-5;
 
 /**
  * Writes a small random-weight decoder-only model in Hugging Face Optimum's ONNX layout
  * (`input_ids`, `attention_mask`, `position_ids`, `past_key_values.N.key|value` -> `logits`,
- * `present.N.key|value`) for a tokenizer's vocabulary, plus config.json and the tokenizer files.
+ * `present.N.key|value`; plus a scalar `logits_to_keep`) for a tokenizer's vocabulary, plus
+ * config.json and the tokenizer files.
  *
  * Architecture: tied token embedding (input and LM head share one matrix, halving the file),
  * pre-norm layers with LayerNormalization, rotary position embedding driven by `position_ids`,
@@ -113,7 +123,7 @@ export function makeDummyDecoder(options: DummyDecoderOptions): DummyDecoderResu
     hat_dummy_tokenizer: tokenizerFiles.source,
   };
 
-  const chunks = buildDummyGraph(config, new Rng(`hat-dummy-decoder/${seed}`)).encode({
+  const chunks = buildDummyGraph(config, new Rng(`hat-dummy-decoder/${seed}`), options.logitsToKeep ?? true).encode({
     opsetVersion,
     producerName: 'hat-pipeline',
     producerVersion: version,
@@ -181,7 +191,7 @@ function normalWeights(rng: Rng, count: number, std: number): Float32Array {
   return values;
 }
 
-function buildDummyGraph(config: DummyDecoderConfig, rng: Rng): OnnxGraphBuilder {
+function buildDummyGraph(config: DummyDecoderConfig, rng: Rng, withLogitsToKeep: boolean): OnnxGraphBuilder {
   const { num_hidden_layers: layers, hidden_size: hidden, num_attention_heads: heads, num_key_value_heads: kvHeads, head_dim: headDim, intermediate_size: intermediate, vocab_size: vocabularySize } = config;
   const group = heads / kvHeads;
   const graph = new OnnxGraphBuilder('hat_dummy_decoder');
@@ -194,6 +204,9 @@ function buildDummyGraph(config: DummyDecoderConfig, rng: Rng): OnnxGraphBuilder
   const inputIds = graph.input('input_ids', 'int64', ['batch_size', 'sequence_length']);
   const attentionMask = graph.input('attention_mask', 'int64', ['batch_size', 'total_sequence_length']);
   const positionIds = graph.input('position_ids', 'int64', ['batch_size', 'sequence_length']);
+  // A required input, as every input of an Optimum export is (an initializer default would make
+  // onnxruntime hide it from the input list and warn on every load); 0 feeds every position.
+  const logitsToKeep = withLogitsToKeep ? graph.input(logitsToKeepInput, 'int64', []) : graph.int64Constant('keep_all', [], [0]);
   const past = Array.from({ length: layers }, (_, layer) => ({
     key: graph.input(`past_key_values.${layer}.key`, 'float', ['batch_size', kvHeads, 'past_sequence_length', headDim]),
     value: graph.input(`past_key_values.${layer}.value`, 'float', ['batch_size', kvHeads, 'past_sequence_length', headDim]),
@@ -272,10 +285,15 @@ function buildDummyGraph(config: DummyDecoderConfig, rng: Rng): OnnxGraphBuilder
     hiddenStates = graph.op('Add', [hiddenStates, graph.op('MatMul', [activated, matrix(`${prefix}.mlp.down_proj.weight`, intermediate, hidden)])]);
   }
 
-  const finalNormed = graph.op('LayerNormalization', [hiddenStates, ones('model.norm.weight', hidden)], { axis: -1, epsilon: floatAttribute(layerNormEpsilon) });
+  // Only the last `logits_to_keep` positions reach the LM head (transformers' semantics: 0 keeps
+  // all). A prefill needs one row, scoring the completion's rows: the [positions × vocabulary]
+  // head is most of a small decoder's prefill cost (760 M floats for 5,000 Qwen3 tokens).
+  const keepStart = graph.op('Unsqueeze', [graph.op('Neg', [logitsToKeep]), axes('axes_0', [0])]);
+  const keptStates = graph.op('Slice', [hiddenStates, keepStart, graph.int64Constant('slice_end', [1], [Number.MAX_SAFE_INTEGER]), axes('axes_1', [1])]);
+  const finalNormed = graph.op('LayerNormalization', [keptStates, ones('model.norm.weight', hidden)], { axis: -1, epsilon: floatAttribute(layerNormEpsilon) });
   // LM head tied to the embedding: Gemm with transB reads the [vocab, hidden] matrix as is.
   const flatLogits = graph.op('Gemm', [graph.op('Reshape', [finalNormed, graph.int64Constant('shape_flat', [2], [-1, hidden])]), embedding], { transB: 1 });
-  const logitsShape = graph.op('Concat', [graph.op('Shape', [inputIds]), graph.int64Constant('vocab_dim', [1], [vocabularySize])], { axis: 0 });
-  graph.output(graph.op('Reshape', [flatLogits, logitsShape]), 'logits', 'float', ['batch_size', 'sequence_length', vocabularySize]);
+  const logitsShape = graph.op('Concat', [graph.op('Shape', [keptStates], { end: 2 }), graph.int64Constant('vocab_dim', [1], [vocabularySize])], { axis: 0 });
+  graph.output(graph.op('Reshape', [flatLogits, logitsShape]), 'logits', 'float', ['batch_size', 'kept_length', vocabularySize]);
   return graph;
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { shortHash } from '../../hash/hash';
-import { makeDummyDecoder } from './dummy-decoder';
+import { dummyGraphVersion, makeDummyDecoder } from './dummy-decoder';
 
 /** Shape of a random-weight decoder made by `ensureDummyModel`. */
 export interface DummyModelOptions {
@@ -24,7 +24,9 @@ export interface DummyModelOptions {
 export function ensureDummyModel(cacheDir: string, options: DummyModelOptions): string {
   const tokenizer = /^[a-z0-9_]+$/.test(options.tokenizer) ? options.tokenizer : resolve(options.tokenizer);
   const shape = { ...options, tokenizer };
-  const name = `dummy-${basename(tokenizer).replace(/[^A-Za-z0-9_-]/g, '')}-l${shape.layers}-h${shape.hidden}-${shortHash(shape, 10)}`;
+  // The graph version is part of the name: a model cached by an older graph is made again.
+  const hashed = { ...shape, graph: dummyGraphVersion };
+  const name = `dummy-${basename(tokenizer).replace(/[^A-Za-z0-9_-]/g, '')}-l${shape.layers}-h${shape.hidden}-${shortHash(hashed, 10)}`;
   const directory = join(resolve(cacheDir), name);
   if (existsSync(directory)) return directory;
   mkdirSync(resolve(cacheDir), { recursive: true });

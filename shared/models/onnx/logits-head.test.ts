@@ -30,6 +30,10 @@ describe('LogitsHead', () => {
       const plain = await head.run(Float32Array.from(rows[0]!), 1, { probabilities: false });
       expect(plain.logprobs).toBe(plain.rawLogprobs);
       expect(plain.probabilities).toBeUndefined();
+      // Probabilities alone (sampling without logprobs) are the same ones, without the log-softmaxes.
+      const only = await head.run(Float32Array.from(rows.flat()), 0.5, { probabilities: true, logprobs: false });
+      expect(Array.from(only.probabilities!)).toEqual(Array.from(outputs.probabilities!));
+      expect(only.logprobs).toHaveLength(0);
     } finally {
       await head.close();
     }

@@ -33,6 +33,8 @@ export const onnxModelConfigSchema = z
     intraOpThreads: z.number().int().positive().optional(),
     /** Most logits floats one forward call returns (prompts are fed in chunks). Default 16M. */
     maxLogitsFloats: z.number().int().positive().optional(),
+    /** Prompt KV caches kept for prompts that extend them (a serving engine's prefix cache); 0 turns it off. Default 8. */
+    prefixCacheEntries: z.number().int().min(0).max(1024).optional(),
     /** Sampling defaults for every request (maxTokens default 256, temperature default 1). */
     sampling: samplingSettingsSchema.default({}),
   })

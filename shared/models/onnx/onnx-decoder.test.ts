@@ -133,6 +133,63 @@ describe('OnnxDecoder', () => {
     }
   });
 
+  it('computes only the logits it needs with logits_to_keep, giving what a model returning every position gives', async () => {
+    // The same weights without the input: the model returns logits for every fed position.
+    makeDummyDecoder({ outDir: join(workDirectory, 'all-positions'), tokenizer: 'bytes', hidden: 32, heads: 4, kvHeads: 2, layers: 2, seed: 7, logitsToKeep: false });
+    const allPositions = await OnnxDecoder.load(join(workDirectory, 'all-positions'), { intraOpThreads: 1, maxLogitsFloats: 282 * 5 });
+    // Chunks of 4 prompt tokens and at most 3 logits rows per call: scored positions span chunks.
+    const keeping = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxLogitsFloats: 282 * 3, maxPrefillChunkTokens: 4 });
+    try {
+      expect(decoder.info.logitsToKeepInput).toBe('logits_to_keep');
+      expect(allPositions.info.logitsToKeepInput).toBeUndefined();
+      const longPrompt = Array.from({ length: 23 }, (_, index) => (index * 41) % 256);
+      const options = { maxNewTokens: 7, temperature: 0.8, seed: 11, topLogprobs: 3 };
+      const kept = await keeping.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
+      const full = await allPositions.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
+      for (const [index, result] of kept.entries()) {
+        expect(result.tokenIds).toEqual(full[index]!.tokenIds);
+        expect(maxAbsoluteDifference(result.tokens!.map((token) => token.logprob), full[index]!.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+      }
+      const pairs = [
+        { promptIds: longPrompt, completionIds: kept[0]!.tokenIds },
+        { promptIds: [5, 6], completionIds: [7, 8, 9, 10, 11, 12, 13, 14, 15] },
+      ];
+      const scoredKept = await keeping.scoreBatch(pairs, { topLogprobs: 2 });
+      const scoredFull = await allPositions.scoreBatch(pairs, { topLogprobs: 2 });
+      for (const [index, pair] of pairs.entries()) {
+        expect(scoredKept[index]!.tokens.map((token) => token.tokenId)).toEqual(pair.completionIds);
+        expect(maxAbsoluteDifference(scoredKept[index]!.tokens.map((token) => token.logprob), scoredFull[index]!.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
+      }
+      // Every position's logits are still there for whoever asks for them.
+      expect(maxAbsoluteDifference(await keeping.logits(longPrompt), await allPositions.logits(longPrompt))).toBeLessThan(1e-4);
+    } finally {
+      await Promise.all([allPositions.close(), keeping.close()]);
+    }
+  });
+
+  it('resumes a prompt that extends a kept one from its cache, with the same tokens and logprobs as a fresh prefill', async () => {
+    const reusing = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxPrefillChunkTokens: 16 });
+    const fresh = await OnnxDecoder.load(join(workDirectory, 'model'), { intraOpThreads: 1, maxPrefillChunkTokens: 16, prefixCacheEntries: 0 });
+    try {
+      const context = Array.from({ length: 60 }, (_, index) => (index * 29 + 3) % 256);
+      const options = { maxNewTokens: 6, temperature: 0.9, seed: 'agent', topLogprobs: 2 };
+      await reusing.generate(context, options);
+      // The next call of an agent: the previous context, its answer and a tool result.
+      const next = [...context, 7, 8, 9, 10, 11, 12, 13];
+      const resumed = await reusing.generate(next, options);
+      expect(reusing.prefixStats).toEqual({ reusedTokens: 60, fedTokens: 60 + 7 });
+      const whole = await fresh.generate(next, options);
+      expect(resumed.tokenIds).toEqual(whole.tokenIds);
+      expect(maxAbsoluteDifference(resumed.tokens!.map((token) => token.logprob), whole.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+      // A prompt that diverges early shares too little to reuse: fed whole.
+      await reusing.generate([1, 2, 3, ...context], options);
+      expect(reusing.prefixStats.reusedTokens).toBe(60);
+      expect(fresh.prefixStats).toEqual({ reusedTokens: 0, fedTokens: 0 });
+    } finally {
+      await Promise.all([reusing.close(), fresh.close()]);
+    }
+  });
+
   it('refuses token ids outside the vocabulary and empty prompts', async () => {
     await expect(decoder.generate([1, 99999])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds holds token id 99999/);
     await expect(decoder.score([], [1])).rejects.toThrow(/\[ONNX_BAD_TOKENS\] requests\[0\]\.promptIds is empty/);

@@ -18,6 +18,18 @@ export interface OnnxDecoderOptions {
    * the KV cache so a 150k vocabulary does not need gigabytes per prompt. Default 16M (64 MiB).
    */
   maxLogitsFloats?: number;
+  /**
+   * Most prompt tokens one forward call feeds when the model returns only the logits asked for
+   * (`logits_to_keep`): bounds the attention scores' memory, not the logits'. Default 512.
+   */
+  maxPrefillChunkTokens?: number;
+  /**
+   * Prompts whose KV cache is kept for reuse (single-sequence generation): a prompt that starts
+   * with a kept one feeds only the rest, as a serving engine's prefix cache does (an agent's next
+   * call extends its previous context). 0 turns it off. Default 8, within 32M floats (128 MiB)
+   * of kept caches all together.
+   */
+  prefixCacheEntries?: number;
 }
 
 /** What was loaded, for reports and manifests. */
@@ -35,6 +47,11 @@ export interface OnnxModelInfo {
   padTokenId: number;
   /** Random weights (a `hat models make-dummy` model): reports using it must say so. */
   dummyWeights: boolean;
+  /**
+   * The model's input that limits logits to the last positions (`logits_to_keep` or
+   * `num_logits_to_keep`), when it has one; without it every prompt position gets logits.
+   */
+  logitsToKeepInput?: string;
 }
 
 /** Log-probabilities of one token. */
@@ -67,8 +84,8 @@ export interface GenerateOptions {
   topLogprobs?: number;
   /** Ends sequence `index` after its latest token when true (stop strings). */
   shouldStop?: (index: number, tokenIds: readonly number[]) => boolean;
-  /** Called for every token as it is chosen. */
-  onToken?: (event: { index: number; tokenId: number; atMs: number }) => void;
+  /** Called for every token as it is chosen (`score`: its logprobs, when `logprobs` is on). */
+  onToken?: (event: { index: number; tokenId: number; atMs: number; score?: TokenScore }) => void;
   signal?: AbortSignal;
 }
 
@@ -131,6 +148,17 @@ interface KeyValueCache {
   tensors: Record<string, ort.Tensor>;
 }
 
+/** A prompt's KV cache kept for a later prompt that starts with it. */
+interface PrefixEntry {
+  tokenIds: readonly number[];
+  cache: KeyValueCache;
+}
+
+/** Shortest shared prefix worth reusing: below it a fresh prefill costs no more than the copy. */
+const minimumReusedPrefix = 32;
+/** Floats all kept prefix caches may hold together (128 MiB). */
+const prefixCacheFloats = 32 * 1024 * 1024;
+
 interface ForwardBatch {
   batchSize: number;
   /** Token ids of this call, [batch, length]. */
@@ -152,8 +180,17 @@ export class OnnxDecoder {
     private readonly head: LogitsHead,
     readonly info: OnnxModelInfo,
     private readonly maxLogitsFloats: number,
+    private readonly maxPrefillChunkTokens: number,
     private readonly usesCacheBranch: boolean,
+    /** Shape of the logits_to_keep input: a scalar or [1]. */
+    private readonly logitsToKeepDims: number[],
+    private readonly prefixCacheEntries: number,
   ) {}
+
+  /** Kept prompt caches, most recently used first. */
+  private readonly prefixes: PrefixEntry[] = [];
+  /** Prompt tokens served from kept caches and fed, since load (for tests and reports). */
+  readonly prefixStats = { reusedTokens: 0, fedTokens: 0 };
 
   /** Loads `model.onnx` (or `onnx/model.onnx`) and `config.json` and checks the model's inputs and outputs. */
   static async load(directory: string, options: OnnxDecoderOptions = {}): Promise<OnnxDecoder> {
@@ -177,7 +214,7 @@ export class OnnxDecoder {
     } catch (error) {
       throw new BadInputError('ONNX_MODEL_INVALID', `onnxruntime cannot load ${modelFile}: ${(error as Error).message}`, { cause: error });
     }
-    const usesCacheBranch = checkNaming(session, modelFile, shape.layers);
+    const { usesCacheBranch, logitsToKeep } = checkNaming(session, modelFile, shape.layers);
     const eosTokenIds = [...new Set([...idList(config.eos_token_id), ...idList(generationConfig.eos_token_id)])];
     const padTokenId = idList(config.pad_token_id)[0] ?? idList(generationConfig.pad_token_id)[0] ?? eosTokenIds[0] ?? 0;
     const info: OnnxModelInfo = {
@@ -188,9 +225,19 @@ export class OnnxDecoder {
       eosTokenIds,
       padTokenId,
       dummyWeights: config.hat_dummy_weights === true,
+      ...(logitsToKeep ? { logitsToKeepInput: logitsToKeep.name } : {}),
     };
     const head = await LogitsHead.create(info.vocabularySize, options.intraOpThreads);
-    return new OnnxDecoder(session, head, info, options.maxLogitsFloats ?? 16 * 1024 * 1024, usesCacheBranch);
+    return new OnnxDecoder(
+      session,
+      head,
+      info,
+      options.maxLogitsFloats ?? 16 * 1024 * 1024,
+      options.maxPrefillChunkTokens ?? 512,
+      usesCacheBranch,
+      logitsToKeep?.dims ?? [],
+      options.prefixCacheEntries ?? 8,
+    );
   }
 
   async close(): Promise<void> {
@@ -230,7 +277,7 @@ export class OnnxDecoder {
     // Left padding: every prompt ends at the same column, so one step serves every row.
     const promptLength = Math.max(...requests.map((request) => request.promptIds.length));
     const padded = this.leftPad(requests.map((request) => request.promptIds), promptLength);
-    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal);
+    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal, batchSize === 1 ? requests[0]!.promptIds : undefined);
     const prefillMs = performance.now() - started;
     const attentionMask = padded.attentionMask;
     const maskColumns: number[][] = Array.from({ length: batchSize }, (_, row) => Array.from(attentionMask.subarray(row * promptLength, (row + 1) * promptLength), Number));
@@ -239,7 +286,7 @@ export class OnnxDecoder {
     for (let step = 0; step < maxNewTokens; step++) {
       const nextIds = new BigInt64Array(batchSize);
       const nextPositions = new BigInt64Array(batchSize);
-      const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0 }) : undefined;
+      const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0, logprobs: wantLogprobs }) : undefined;
       for (let row = 0; row < batchSize; row++) {
         const state = rows[row]!;
         if (state.finishReason) {
@@ -254,7 +301,7 @@ export class OnnxDecoder {
         const atMs = performance.now() - started;
         state.tokenIds.push(tokenId);
         state.tokenTimes.push(atMs);
-        options.onToken?.({ index: row, tokenId, atMs });
+        options.onToken?.({ index: row, tokenId, atMs, score: state.tokens?.[state.tokens.length - 1] });
         if (stopTokenIds.has(tokenId) || options.shouldStop?.(row, state.tokenIds)) state.finishReason = 'stop';
         else if (state.tokenIds.length >= maxNewTokens) state.finishReason = 'length';
         nextIds[row] = BigInt(tokenId);
@@ -304,16 +351,19 @@ export class OnnxDecoder {
     const results: ScoreResult[] = requests.map(() => ({ tokens: [], logprobTemperature }));
     const padded = this.leftPad(sequences, length);
     const vocabularySize = this.info.vocabularySize;
-    await this.feed(padded, length, options.signal, async (logits, start, chunkLength) => {
+    // Left padding ends every row at the last column, so the scored positions are the last
+    // (longest completion) columns: only they need logits.
+    const scoredColumns = Math.max(...requests.map((request) => request.completionIds.length));
+    await this.feed(padded, length, options.signal, length - scoredColumns, async (logits, firstColumn, rows) => {
       // Only positions that predict a completion token are normalized, gathered into one block.
       const wanted: Array<{ row: number; tokenId: number; offset: number }> = [];
       requests.forEach((request, row) => {
         const padding = length - (sequences[row] as number[]).length;
-        for (let offset = 0; offset < chunkLength; offset++) {
+        for (let offset = 0; offset < rows; offset++) {
           // Column c holds sequence token c - padding, which predicts token c - padding + 1.
-          const completionIndex = start + offset - padding + 1 - request.promptIds.length;
+          const completionIndex = firstColumn + offset - padding + 1 - request.promptIds.length;
           if (completionIndex < 0 || completionIndex >= request.completionIds.length) continue;
-          wanted.push({ row, tokenId: request.completionIds[completionIndex] as number, offset: (row * chunkLength + offset) * vocabularySize });
+          wanted.push({ row, tokenId: request.completionIds[completionIndex] as number, offset: (row * rows + offset) * vocabularySize });
         }
       });
       if (wanted.length === 0) return;
@@ -336,7 +386,7 @@ export class OnnxDecoder {
     this.checkTokenIds(tokenIds, 'tokenIds', true);
     const vocabularySize = this.info.vocabularySize;
     const all = new Float32Array(tokenIds.length * vocabularySize);
-    await this.feed(this.leftPad([tokenIds], tokenIds.length), tokenIds.length, undefined, (logits, start) => all.set(logits, start * vocabularySize), options.chunkTokens);
+    await this.feed(this.leftPad([tokenIds], tokenIds.length), tokenIds.length, undefined, 0, (logits, firstColumn) => all.set(logits, firstColumn * vocabularySize), options.chunkTokens);
     return all;
   }
 
@@ -364,47 +414,129 @@ export class OnnxDecoder {
   }
 
   /** Feeds a whole padded batch and returns the cache and the last column's logits, [batch × vocabulary]. */
-  private async prefill(padded: ForwardBatch, length: number, signal: AbortSignal | undefined): Promise<{ cache: KeyValueCache; lastLogits: Float32Array }> {
+  /**
+   * Feeds a whole padded batch and returns the cache and the last column's logits. A single
+   * prompt (`single`) that starts with a kept prompt resumes from that prompt's cache, cut to the
+   * shared prefix, and its own cache is kept in turn.
+   */
+  private async prefill(
+    padded: ForwardBatch,
+    length: number,
+    signal: AbortSignal | undefined,
+    single?: readonly number[],
+  ): Promise<{ cache: KeyValueCache; lastLogits: Float32Array }> {
     const vocabularySize = this.info.vocabularySize;
     const lastLogits = new Float32Array(padded.batchSize * vocabularySize);
-    const cache = await this.feed(padded, length, signal, (logits, start, chunkLength) => {
-      if (start + chunkLength !== length) return;
-      for (let row = 0; row < padded.batchSize; row++) {
-        const base = (row * chunkLength + chunkLength - 1) * vocabularySize;
-        lastLogits.set(logits.subarray(base, base + vocabularySize), row * vocabularySize);
-      }
-    });
+    const resume = single ? this.longestPrefix(single) : undefined;
+    const cache = await this.feed(
+      padded,
+      length,
+      signal,
+      length - 1,
+      (logits, firstColumn, rows) => {
+        if (firstColumn + rows !== length) return;
+        for (let row = 0; row < padded.batchSize; row++) {
+          const base = (row * rows + rows - 1) * vocabularySize;
+          lastLogits.set(logits.subarray(base, base + vocabularySize), row * vocabularySize);
+        }
+      },
+      undefined,
+      resume,
+    );
+    if (single && this.prefixCacheEntries > 0) {
+      this.prefixStats.reusedTokens += resume?.start ?? 0;
+      this.prefixStats.fedTokens += length - (resume?.start ?? 0);
+      this.prefixes.unshift({ tokenIds: [...single], cache });
+      // At most the configured count, and within the memory budget (the newest always stays).
+      const perToken = this.info.layers * 2 * this.info.keyValueHeads * this.info.headDim;
+      let floats = 0;
+      const kept = this.prefixes.findIndex((entry, index) => {
+        floats += entry.tokenIds.length * perToken;
+        return index >= this.prefixCacheEntries || (index > 0 && floats > prefixCacheFloats);
+      });
+      if (kept >= 0) this.prefixes.length = kept;
+    }
     return { cache, lastLogits };
   }
 
   /**
-   * Runs a padded batch through the model in column chunks (bounded by maxLogitsFloats, or
-   * `chunkTokens`), handing each chunk's logits [batch, chunk, vocabulary] to `onLogits`.
+   * The kept cache sharing the longest prefix with `tokenIds` (at least one token is left to feed,
+   * for its logits), cut to that prefix; undefined when none shares `minimumReusedPrefix` tokens.
+   */
+  private longestPrefix(tokenIds: readonly number[]): { start: number; cache: KeyValueCache } | undefined {
+    let best: { entry: PrefixEntry; length: number } | undefined;
+    for (const entry of this.prefixes) {
+      const limit = Math.min(entry.tokenIds.length, tokenIds.length - 1);
+      let shared = 0;
+      while (shared < limit && entry.tokenIds[shared] === tokenIds[shared]) shared++;
+      if (shared >= minimumReusedPrefix && (!best || shared > best.length)) best = { entry, length: shared };
+    }
+    if (!best) return undefined;
+    // Most recently used first: an agent's sessions keep their own prefixes warm.
+    this.prefixes.splice(this.prefixes.indexOf(best.entry), 1);
+    this.prefixes.unshift(best.entry);
+    return { start: best.length, cache: this.cutCache(best.entry.cache, best.length) };
+  }
+
+  /** The first `length` positions of a batch-1 cache ([1, kv_heads, total, head_dim] per tensor), copied. */
+  private cutCache(cache: KeyValueCache, length: number): KeyValueCache {
+    const { keyValueHeads, headDim } = this.info;
+    const tensors: Record<string, ort.Tensor> = {};
+    for (const [name, tensor] of Object.entries(cache.tensors)) {
+      const total = tensor.dims[2] as number;
+      const data = tensor.data as Float32Array;
+      const cut = new Float32Array(keyValueHeads * length * headDim);
+      for (let head = 0; head < keyValueHeads; head++) cut.set(data.subarray(head * total * headDim, (head * total + length) * headDim), head * length * headDim);
+      tensors[name] = new ort.Tensor('float32', cut, [1, keyValueHeads, length, headDim]);
+    }
+    return { tensors };
+  }
+
+  /**
+   * Runs a padded batch through the model in column chunks, handing each chunk's logits
+   * [batch, rows, vocabulary] to `onLogits` with the column of its first row. Columns from
+   * `neededFrom` on need logits. A model with `logits_to_keep` returns only those rows (at
+   * least one per call), so chunks before them are bounded by maxPrefillChunkTokens and chunks
+   * with them by maxLogitsFloats; a model without it returns every row of every chunk, so every
+   * chunk is bounded by maxLogitsFloats. `chunkTokens` fixes the chunk size instead.
    */
   private async feed(
     padded: ForwardBatch,
     length: number,
     signal: AbortSignal | undefined,
-    onLogits: (logits: Float32Array, start: number, chunkLength: number) => void | Promise<void>,
+    neededFrom: number,
+    onLogits: (logits: Float32Array, firstColumn: number, rows: number) => void | Promise<void>,
     chunkTokens?: number,
+    resume?: { start: number; cache: KeyValueCache },
   ): Promise<KeyValueCache> {
     const { batchSize } = padded;
-    const chunkSize = Math.max(1, chunkTokens ?? Math.floor(this.maxLogitsFloats / (batchSize * this.info.vocabularySize)));
-    let cache = this.emptyCache(batchSize);
-    for (let start = 0; start < length; start += chunkSize) {
+    const vocabularySize = this.info.vocabularySize;
+    const logitsRows = Math.max(1, Math.floor(this.maxLogitsFloats / (batchSize * vocabularySize)));
+    const keeps = this.info.logitsToKeepInput !== undefined;
+    const chunkEnd = (start: number): number => {
+      if (chunkTokens !== undefined) return Math.min(length, start + Math.max(1, chunkTokens));
+      if (!keeps) return Math.min(length, start + logitsRows);
+      return Math.min(length, start + this.maxPrefillChunkTokens, Math.max(start, neededFrom) + logitsRows);
+    };
+    let cache = resume?.cache ?? this.emptyCache(batchSize);
+    const first = resume?.start ?? 0;
+    for (let start = first, end = chunkEnd(first); start < length; start = end, end = chunkEnd(start)) {
       if (signal?.aborted) throw abortedError(signal);
-      const end = Math.min(length, start + chunkSize);
       const columns = (source: BigInt64Array, from: number, to: number): BigInt64Array => {
         const out = new BigInt64Array(batchSize * (to - from));
         for (let row = 0; row < batchSize; row++) out.set(source.subarray(row * length + from, row * length + to), row * (to - from));
         return out;
       };
+      // transformers' semantics: 0 would keep every row, so a chunk needing none keeps one.
+      const keep = Math.max(1, end - Math.max(start, neededFrom));
       const output = await this.forward(
         { batchSize, inputIds: columns(padded.inputIds, start, end), positionIds: columns(padded.positionIds, start, end), attentionMask: columns(padded.attentionMask, 0, end) },
         cache,
+        keep,
       );
       cache = output.cache;
-      await onLogits(output.logits, start, end - start);
+      const rows = output.logits.length / (batchSize * vocabularySize);
+      if (end > neededFrom) await onLogits(output.logits, end - rows, rows);
     }
     return cache;
   }
@@ -420,7 +552,7 @@ export class OnnxDecoder {
   }
 
   /** One session run; `present.*` come back as the next call's `past_key_values.*` without copying. */
-  private async forward(batch: ForwardBatch, cache: KeyValueCache): Promise<{ logits: Float32Array; cache: KeyValueCache }> {
+  private async forward(batch: ForwardBatch, cache: KeyValueCache, logitsToKeep = 1): Promise<{ logits: Float32Array; cache: KeyValueCache }> {
     const length = batch.inputIds.length / batch.batchSize;
     const total = batch.attentionMask.length / batch.batchSize;
     const feeds: Record<string, ort.Tensor> = {
@@ -430,6 +562,7 @@ export class OnnxDecoder {
       ...cache.tensors,
     };
     if (this.usesCacheBranch) feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(total > length ? 1 : 0), [1]);
+    if (this.info.logitsToKeepInput !== undefined) feeds[this.info.logitsToKeepInput] = new ort.Tensor('int64', BigInt64Array.of(BigInt(logitsToKeep)), this.logitsToKeepDims);
     const outputs = await this.session.run(feeds);
     const tensors: Record<string, ort.Tensor> = {};
     for (let layer = 0; layer < this.info.layers; layer++) {
@@ -478,8 +611,14 @@ function modelShape(config: Record<string, unknown>, file: string): Pick<OnnxMod
   };
 }
 
-/** Checks the session against Optimum's naming; returns whether it has a merged-decoder `use_cache_branch` input. */
-function checkNaming(session: ort.InferenceSession, modelFile: string, layers: number): boolean {
+/** Inputs that limit the logits to the last positions, as exports name them (transformers' `logits_to_keep`, formerly `num_logits_to_keep`). */
+const logitsToKeepNames = ['logits_to_keep', 'num_logits_to_keep'];
+
+/**
+ * Checks the session against Optimum's naming; returns whether it has a merged-decoder
+ * `use_cache_branch` input and a `logits_to_keep` input (with its shape: a scalar or [1]).
+ */
+function checkNaming(session: ort.InferenceSession, modelFile: string, layers: number): { usesCacheBranch: boolean; logitsToKeep?: { name: string; dims: number[] } } {
   const problems: string[] = [];
   const inputTypes = new Map(session.inputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']));
   const outputTypes = new Map(session.outputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']));
@@ -495,7 +634,7 @@ function checkNaming(session: ort.InferenceSession, modelFile: string, layers: n
   };
   for (const name of ['input_ids', 'attention_mask', 'position_ids']) expectInput(name, 'int64');
   expectOutput('logits', 'float32');
-  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch']);
+  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...logitsToKeepNames]);
   for (let layer = 0; layer < layers; layer++) {
     for (const part of ['key', 'value']) {
       expectInput(`past_key_values.${layer}.${part}`, 'float32');
@@ -509,5 +648,14 @@ function checkNaming(session: ort.InferenceSession, modelFile: string, layers: n
   if (problems.length > 0) {
     throw new BadInputError('ONNX_MODEL_MISMATCH', `${modelFile} ${problems.join('; ')}; ${expectedNaming}`, { details: { modelFile, problems } });
   }
-  return inputTypes.has('use_cache_branch');
+  const keepMeta = session.inputMetadata.find((meta) => logitsToKeepNames.includes(meta.name));
+  let logitsToKeep: { name: string; dims: number[] } | undefined;
+  if (keepMeta) {
+    const shape = keepMeta.isTensor ? keepMeta.shape : [];
+    if (inputTypes.get(keepMeta.name) !== 'int64' || shape.length > 1) {
+      throw new BadInputError('ONNX_MODEL_MISMATCH', `${modelFile} input "${keepMeta.name}" must be an int64 scalar or [1] (got ${inputTypes.get(keepMeta.name)} [${shape.join(', ')}]); ${expectedNaming}`);
+    }
+    logitsToKeep = { name: keepMeta.name, dims: shape.length === 0 ? [] : [1] };
+  }
+  return { usesCacheBranch: inputTypes.has('use_cache_branch'), ...(logitsToKeep ? { logitsToKeep } : {}) };
 }

@@ -105,6 +105,7 @@ export class OnnxModelClient implements ModelClient {
       const stopTokenIds = new Set(model.decoder.info.eosTokenIds);
       const generatedIds: number[] = [];
       const tokenTimes: number[] = [];
+      let firstContentMs: number | undefined;
       let text = '';
       let emitted = '';
       let stopAt = -1;
@@ -135,6 +136,7 @@ export class OnnxModelClient implements ModelClient {
           const visible = stopAt >= 0 ? text.slice(0, stopAt) : text.endsWith('\uFFFD') && !last ? emitted : text;
           const delta = visible.startsWith(emitted) ? visible.slice(emitted.length) : '';
           emitted = visible;
+          if (delta !== '') firstContentMs ??= atMs;
           request.onChunk?.({ atMs, contentDelta: delta === '' ? undefined : delta });
         },
         shouldStop: () => stopAt >= 0,
@@ -151,6 +153,7 @@ export class OnnxModelClient implements ModelClient {
           e2eMs: tokenTimes[tokenTimes.length - 1] ?? performance.now() - sent,
           itlMs: tokenTimes.slice(1).map((time, index) => time - (tokenTimes[index] as number)),
           chunkCount: tokenTimes.length,
+          ...(firstContentMs !== undefined ? { firstContentMs } : {}),
         },
         model: this.modelId,
         attempts: 1,

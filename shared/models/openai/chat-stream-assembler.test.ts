@@ -126,3 +126,20 @@ describe('ChatStreamAssembler', () => {
     expect([result.ttftMs, result.e2eMs, result.chunkCount]).toEqual([12, 12, 1]);
   });
 });
+
+describe('first answer text', () => {
+  it('times the first content chunk, after reasoning and role chunks; absent when only tools were called', () => {
+    const reasoned = new ChatStreamAssembler(context);
+    const feed = (assembler: ChatStreamAssembler, data: string, atMs: number) => assembler.feed(`data: ${data}\n\n`, atMs);
+    feed(reasoned, chunk({ role: 'assistant', content: '' }), 10);
+    feed(reasoned, chunk({ reasoning_content: 'the viewer asks the price' }), 25);
+    feed(reasoned, chunk({ content: 'It is 299 yuan.' }), 40);
+    feed(reasoned, chunk({}, { finish_reason: 'stop' }), 41);
+    feed(reasoned, '[DONE]', 42);
+    expect(reasoned.complete()).toMatchObject({ ttftMs: 10, firstContentMs: 40, e2eMs: 41 });
+    const toolsOnly = new ChatStreamAssembler(context);
+    feed(toolsOnly, chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'item_detail', arguments: '{}' } }] }), 5);
+    feed(toolsOnly, '[DONE]', 6);
+    expect(toolsOnly.complete().firstContentMs).toBeUndefined();
+  });
+});

@@ -18,6 +18,8 @@ export interface AssembledChat {
   itlMs: number[];
   /** Choices-bearing chunks received. */
   chunkCount: number;
+  /** First chunk with answer text (delta.content), ms after sending; absent without text. */
+  firstContentMs?: number;
 }
 
 interface ToolCallDraft {
@@ -89,6 +91,7 @@ export class ChatStreamAssembler {
   private responseId = '';
   private firstAt?: number;
   private lastAt?: number;
+  private firstContentAt?: number;
   private readonly itl: number[] = [];
   private chunkCount = 0;
   private contentChunks = 0;
@@ -126,6 +129,7 @@ export class ChatStreamAssembler {
     this.noteChunk(body, atMs);
     const message = choice.message;
     this.content = message.content ?? '';
+    if (this.content !== '') this.firstContentAt = atMs;
     this.reasoning = message.reasoning_content ?? message.reasoning ?? '';
     (message.tool_calls ?? []).forEach((call, index) => {
       this.toolCalls.set(index, {
@@ -168,6 +172,7 @@ export class ChatStreamAssembler {
       e2eMs: this.lastAt,
       itlMs: this.itl,
       chunkCount: this.chunkCount,
+      ...(this.firstContentAt !== undefined ? { firstContentMs: this.firstContentAt } : {}),
     };
   }
 
@@ -201,6 +206,7 @@ export class ChatStreamAssembler {
     let delta = '';
     const text = choice.delta?.content;
     if (typeof text === 'string' && text !== '') {
+      this.firstContentAt ??= this.currentAt;
       this.content += text;
       delta += text;
     }

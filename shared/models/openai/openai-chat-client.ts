@@ -5,10 +5,11 @@ import type { Logger } from '../../log/logger';
 import type { ModelClientDependencies } from '../model-registry';
 import { loadApiKey, type ApiKey } from '../api-key';
 import { endpointLimiterFor, type EndpointLimiter } from '../endpoint-limiter';
-import type { ChatRequest, ChatResponse, ModelClient, SamplingSettings } from '../model-client';
+import type { ChatRequest, ChatResponse, ModelClient, PreparedChatRequest, SamplingSettings } from '../model-client';
 import { abortedError, systemClock, type ModelClock } from '../model-clock';
 import { modelErrorCodes, unavailableError, type EndpointContext } from '../model-errors';
 import { RetryPolicy } from '../retry-policy';
+import { normalizeHookMessages } from '../../text/hook-messages';
 import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './chat-completion-attempt';
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
@@ -77,7 +78,7 @@ export class OpenAiChatClient implements ModelClient {
   async chat(request: ChatRequest): Promise<ChatResponse> {
     if (this.#closed) throw new HatError(modelErrorCodes.clientClosed, `the model client for ${this.#context.url} was used after close()`);
     const maxTokens = request.maxTokens ?? this.sampling.maxTokens;
-    const body = Buffer.from(JSON.stringify(this.requestBody(request)));
+    const body = request.prepared?.owner === this ? request.prepared.body : Buffer.from(JSON.stringify(this.requestBody(request)));
     const estimatedTokens = Math.ceil(body.length / bytesPerToken) + (maxTokens ?? 0);
     const headers: http.OutgoingHttpHeaders = {
       'content-type': 'application/json',
@@ -116,6 +117,8 @@ export class OpenAiChatClient implements ModelClient {
             itlMs: result.itlMs,
             retryMs: attemptQueuedAt - callStartedAt,
             chunkCount: result.chunkCount,
+            ...(result.firstContentMs !== undefined ? { firstContentMs: result.firstContentMs } : {}),
+            ...(result.writtenMs !== undefined ? { writtenMs: result.writtenMs } : {}),
           },
           ...(result.logprobs ? { logprobs: result.logprobs } : {}),
           model: result.model || this.modelId,
@@ -126,6 +129,11 @@ export class OpenAiChatClient implements ModelClient {
         await this.waitBeforeRetry(error, attempt, request.signal);
       }
     }
+  }
+
+  /** The request's body built now, for a later `chat({ ...request, prepared })`. */
+  prepare(request: ChatRequest): PreparedChatRequest {
+    return { owner: this, body: Buffer.from(JSON.stringify(this.requestBody(request))) };
   }
 
   /** Throws when `error` ends the call; otherwise waits out the retry delay. */
@@ -143,13 +151,21 @@ export class OpenAiChatClient implements ModelClient {
     await this.#clock.sleep(decision.delayMs, signal);
   }
 
+  /** The conversation as this server's template accepts it (see the config's `hookMessages`). */
+  #messagesFor(request: ChatRequest): ChatRequest['messages'] {
+    if (this.#config.hookMessages !== 'folded') return request.messages;
+    const normalized = normalizeHookMessages(request.messages as Parameters<typeof normalizeHookMessages>[0], 'folded');
+    if (!normalized.ok) throw new HatError(normalized.code, `${this.#context.url}: cannot send this conversation with hookMessages: folded: ${normalized.reason}`);
+    return normalized.messages as ChatRequest['messages'];
+  }
+
   /** Fields left undefined are left out by JSON.stringify, which is all this body is for. */
   private requestBody(request: ChatRequest): Record<string, unknown> {
     const sampling = this.sampling;
     const logprobs = request.logprobs ?? false;
     return {
       model: this.modelId,
-      messages: request.messages,
+      messages: this.#messagesFor(request),
       tools: request.tools && request.tools.length > 0 ? request.tools : undefined,
       stream: true,
       stream_options: { include_usage: true },

@@ -60,6 +60,14 @@ export const openAiModelConfigSchema = z
     tokensPerMinute: z.number().positive().optional(),
     /** Sampling defaults for every request. */
     sampling: samplingSettingsSchema.default({}),
+    /**
+     * How hook messages (system messages in the middle of a conversation) are sent. `folded`: for
+     * servers whose chat template accepts a system message only at the start (Qwen3.5 and
+     * Qwen3-Coder raise "System message must be at the beginning"): each is folded into the
+     * neighbouring user turn or tool result in a marked block, exactly as shard and rl render them
+     * for training (shared/text/hook-messages.ts). Default `system-messages` (sent as they are).
+     */
+    hookMessages: z.enum(['system-messages', 'folded']).default('system-messages'),
     /** Extra request-body fields for every request (e.g. `chat_template_kwargs`, `repetition_penalty`). */
     extraBody: z.record(z.string(), z.unknown()).optional(),
   })

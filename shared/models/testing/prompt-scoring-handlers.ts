@@ -63,6 +63,7 @@ async function generateGreedy(
   topK: number,
   temperature: number,
   promptScores?: PromptScores,
+  stopTokenIds: readonly number[] = [],
 ): Promise<GeneratedToken[]> {
   const generated: GeneratedToken[] = [];
   const sequence = [...prompt];
@@ -73,8 +74,21 @@ async function generateGreedy(
     if (!best) break;
     generated.push({ tokenId: best.tokenId, logprob: best.logprob, top: (scores.next ?? []).slice(0, topK) });
     sequence.push(best.tokenId);
+    // As vLLM and SGLang: a stop token ends the sequence and stays its last token.
+    if (stopTokenIds.includes(best.tokenId)) break;
   }
   return generated;
+}
+
+/** `stop_token_ids` of a request, when it is a list of token ids. */
+function stopTokenIdsOf(value: unknown): number[] {
+  return isTokenIds(value) ? value : [];
+}
+
+/** vLLM and SGLang: `stop` when the last generated token is a stop token, else `length`. */
+function finishOf(generated: readonly GeneratedToken[], stopTokenIds: readonly number[]): 'stop' | 'length' {
+  const last = generated[generated.length - 1];
+  return last !== undefined && stopTokenIds.includes(last.tokenId) ? 'stop' : 'length';
 }
 
 function decodeWith(scorer: PromptScorer): (tokenId: number) => string {
@@ -126,13 +140,17 @@ export async function handleVllmCompletion(
   if ((promptLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
   if ((sampleLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested sample logprobs of ${sampleLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
   const returnTokenIds = body.return_token_ids === true;
-  const decode = decodeWith(scorer);
+  const stopTokenIds = stopTokenIdsOf(body.stop_token_ids);
+  const decodeText = decodeWith(scorer);
+  // vLLM's `return_tokens_as_token_ids`: logprob tokens (and top-logprob keys) read `token_id:<id>`.
+  const asTokenIds = body.return_tokens_as_token_ids === true;
+  const decode = asTokenIds ? (tokenId: number) => `token_id:${tokenId}` : decodeText;
   const topK = Math.max(promptLogprobs ?? 0, sampleLogprobs ?? 0);
   // Raw logprobs (vLLM's default logprobs mode): the request's temperature does not change them.
   const scores = await scorer.score(prompt, { topK, temperature: 1 });
-  const generated = await generateGreedy(scorer, prompt, maxTokens, sampleLogprobs ?? 0, 1, scores);
-  const promptText = echo ? prompt.map((tokenId) => decode(tokenId)).join('') : '';
-  const text = promptText + generated.map((token) => decode(token.tokenId)).join('');
+  const generated = await generateGreedy(scorer, prompt, maxTokens, sampleLogprobs ?? 0, 1, scores, stopTokenIds);
+  const promptText = echo ? prompt.map((tokenId) => decodeText(tokenId)).join('') : '';
+  const text = promptText + generated.map((token) => decodeText(token.tokenId)).join('');
   const promptLogprobEntries =
     promptLogprobs === undefined
       ? null
@@ -140,10 +158,10 @@ export async function handleVllmCompletion(
           const score = scores.positions[position];
           if (!score) return null;
           const entries: Record<string, { logprob: number; rank: number; decoded_token: string }> = {
-            [String(tokenId)]: { logprob: score.logprob, rank: score.rank, decoded_token: decode(tokenId) },
+            [String(tokenId)]: { logprob: score.logprob, rank: score.rank, decoded_token: decodeText(tokenId) },
           };
           score.top.slice(0, promptLogprobs).forEach((candidate, index) => {
-            entries[String(candidate.tokenId)] ??= { logprob: candidate.logprob, rank: index + 1, decoded_token: decode(candidate.tokenId) };
+            entries[String(candidate.tokenId)] ??= { logprob: candidate.logprob, rank: index + 1, decoded_token: decodeText(candidate.tokenId) };
           });
           return entries;
         });
@@ -164,7 +182,7 @@ export async function handleVllmCompletion(
           ),
           text_offset: logprobTokens.map((token) => {
             const at = offset;
-            offset += decode(token.tokenId).length;
+            offset += decodeText(token.tokenId).length;
             return at;
           }),
         };
@@ -180,8 +198,8 @@ export async function handleVllmCompletion(
           index: 0,
           text,
           logprobs,
-          finish_reason: 'length',
-          stop_reason: null,
+          finish_reason: finishOf(generated, stopTokenIds),
+          stop_reason: finishOf(generated, stopTokenIds) === 'stop' ? generated[generated.length - 1]!.tokenId : null,
           prompt_logprobs: promptLogprobEntries,
           prompt_token_ids: returnTokenIds ? prompt : null,
           token_ids: returnTokenIds ? generated.map((token) => token.tokenId) : null,
@@ -212,7 +230,7 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
   for (const [index, prompt] of (prompts as number[][]).entries()) {
     // Input logprobs are log-softmax of the raw logits: sampling temperature does not reach them.
     const scores = await scorer.score(prompt, { topK: topNumber, temperature: 1 });
-    const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature);
+    const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature, undefined, stopTokenIdsOf(sampling.stop_token_ids));
     const start = startLength < 0 ? prompt.length : Math.min(startLength, prompt.length);
     const metaLogprobs = returnLogprob
       ? {
@@ -230,7 +248,10 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
       output_ids: generated.map((token) => token.tokenId),
       meta_info: {
         id: batch ? `${requestId}-${index}` : requestId,
-        finish_reason: { type: 'length', length: generated.length },
+        finish_reason:
+          finishOf(generated, stopTokenIdsOf(sampling.stop_token_ids)) === 'stop'
+            ? { type: 'stop', matched: generated[generated.length - 1]!.tokenId }
+            : { type: 'length', length: generated.length },
         prompt_tokens: prompt.length,
         completion_tokens: generated.length,
         cached_tokens: 0,

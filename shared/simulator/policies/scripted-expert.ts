@@ -1,3 +1,4 @@
+import { withoutHookBlocks } from '../../text/hook-messages';
 import { BadInputError } from '../../errors';
 import type { Harness, ToolCapability } from '../../harness/harness-types';
 import { activeConstraints } from '../../harness/render';
@@ -172,7 +173,8 @@ export class ScriptedExpert implements ModelClient {
         if (origin === undefined) return;
         let parsed: unknown;
         try {
-          parsed = JSON.parse(message.content);
+          // An after_tool_result hook placed as a reminder block follows the result's JSON.
+          parsed = JSON.parse(withoutHookBlocks(message.content));
         } catch {
           return;
         }

@@ -37,6 +37,10 @@ export interface InjectedAnswer {
   tokenDelayMs: number;
   /** Completion tokens (usage) of the answer; the stream has tokens + 1 chunks after the first. */
   tokens: number;
+  /** The answer carried text (its first text chunk came one token delay after the TTFT), not tool calls. */
+  content: boolean;
+  /** Which request this answered: the system message and the message count (unique per call of a session). */
+  requestKey: string;
 }
 
 type ParentMessage = { type: 'start'; scenario: ReplayServerScenario } | { type: 'injected' } | { type: 'close' };
@@ -99,6 +103,11 @@ export async function startReplayServerProcess(scenario: ReplayServerScenario): 
   };
 }
 
+/** Identifies a forced-history request: its system message and how many messages it sends. */
+export function replayRequestKey(messages: ReadonlyArray<{ content?: unknown }>): string {
+  return `${String(messages[0]?.content ?? '')}#${messages.length}`;
+}
+
 async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> {
   const rng = new Rng(scenario.seed);
   const answers: InjectedAnswer[] = [];
@@ -128,7 +137,15 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
         stalledMs = held;
         await new Promise((resolve) => setTimeout(resolve, held));
       }
-      answers.push({ receivedAtEpochMs: request.receivedAt, stalledMs, ttftMs: timing.ttftMs, tokenDelayMs: timing.tokenDelayMs, tokens: completionTokensOf(script) });
+      answers.push({
+        receivedAtEpochMs: request.receivedAt,
+        stalledMs,
+        ttftMs: timing.ttftMs,
+        tokenDelayMs: timing.tokenDelayMs,
+        tokens: completionTokensOf(script),
+        content: script.content !== undefined,
+        requestKey: replayRequestKey((request.body?.messages ?? []) as Array<{ content?: unknown }>),
+      });
     }
     const spec = scenario.specDecodePerAnswer;
     if (spec && server) {

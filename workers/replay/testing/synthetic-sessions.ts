@@ -49,3 +49,61 @@ export function syntheticSessions(options: SyntheticSessionOptions): Trajectory[
     };
   });
 }
+
+/**
+ * Multi-turn sessions for viewer-turn tests: per session three viewer turns. Turn 0: one tool
+ * step, then the answer; turn 1: a direct answer; turn 2: two tool steps (one asking for two tools
+ * at once), then the answer. Six model calls, three final answers. `production: true` leaves out
+ * the harness, as a production trace would (its recorded tool times stand).
+ */
+export function multiTurnSessions(options: { count: number; toolMs?: number; prefix?: string; production?: boolean }): Trajectory[] {
+  const toolMs = options.toolMs ?? 50;
+  return Array.from({ length: options.count }, (_, index) => {
+    const id = `${options.prefix ?? 'turns'}-${String(index).padStart(4, '0')}`;
+    const call = (suffix: string, name: string) => ({ id: `call_${id}_${suffix}`, type: 'function' as const, function: { name, arguments: JSON.stringify({ item_id: `item-${index}` }) } });
+    const detail = call('a', 'get_item_detail');
+    const stock = call('b', 'get_sku_stock');
+    const coupon = call('c', 'get_coupons');
+    const detailAgain = call('d', 'get_item_detail');
+    const tools = ['get_item_detail', 'get_sku_stock', 'get_coupons'].map((name) => ({
+      type: 'function' as const,
+      function: { name, description: name, parameters: { type: 'object', properties: { item_id: { type: 'string' } }, required: ['item_id'] } },
+    }));
+    const timing = (messageIndex: number, stepToolMs: number) => ({
+      messageIndex, startedAt: 0, queueMs: 0, ttftMs: 100, e2eMs: 300, promptTokens: 60, completionTokens: 16, finishReason: 'stop', attempts: 1, toolMs: stepToolMs,
+    });
+    const trajectory: Trajectory = {
+      schemaVersion: TRAJECTORY_SCHEMA_VERSION,
+      id,
+      taskId: `task-${index}`,
+      category: 'price',
+      messages: [
+        { role: 'system', content: `You are the host of live room ${id}. Use tools for prices.` },
+        { role: 'user', content: `How much is item ${index}?` },
+        { role: 'assistant', content: null, tool_calls: [detail] },
+        { role: 'tool', tool_call_id: detail.id, content: '{"price": 100}' },
+        { role: 'assistant', content: `Item ${index} is 100 yuan.` },
+        { role: 'user', content: 'Does it come in blue?' },
+        { role: 'assistant', content: 'Yes, in blue and grey.' },
+        { role: 'user', content: 'Any coupon for size M?' },
+        { role: 'assistant', content: null, tool_calls: [stock, coupon] },
+        { role: 'tool', tool_call_id: stock.id, content: '{"M": 3}' },
+        { role: 'tool', tool_call_id: coupon.id, content: '{"coupon": 20}' },
+        { role: 'assistant', content: null, tool_calls: [detailAgain] },
+        { role: 'tool', tool_call_id: detailAgain.id, content: '{"price": 100}' },
+        { role: 'assistant', content: 'Size M is in stock and a 20 yuan coupon applies.' },
+      ],
+      tools,
+      harness: { id: 'synthetic', version: '1', hash: 'synthetic' },
+      model: { provider: 'scripted', id: 'expert', sampling: {}, simulated: true },
+      calls: [timing(2, toolMs), timing(4, 0), timing(6, 0), timing(8, toolMs), timing(11, toolMs), timing(13, 0)],
+      issues: [],
+      status: 'ok',
+      reward: { total: 1, components: {}, notes: [] },
+      sampleIndex: 0,
+      meta: {},
+    };
+    if (options.production) delete (trajectory as Partial<Trajectory>).harness;
+    return trajectory;
+  });
+}

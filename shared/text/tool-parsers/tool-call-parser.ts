@@ -1,0 +1,75 @@
+import { shortHash } from '../../hash/hash';
+import type { ToolCall, ToolSpec } from '../../trajectory/messages';
+
+/** Output the parser could not turn into a tool call: kept verbatim (it stays in `content` too) with why. */
+export interface MalformedToolCall {
+  /** The raw text of the attempted call. */
+  text: string;
+  reason: string;
+  /** The output ended inside the call (length limit): a partial call, not a wrong one. */
+  truncated: boolean;
+}
+
+/** A model output split into text and tool calls. */
+export interface ToolCallParseResult {
+  /** Everything that did not become a tool call (malformed calls included, verbatim); null when empty. See contentAround. */
+  content: string | null;
+  /** OpenAI shape; `arguments` is a JSON string of an object. */
+  toolCalls: ToolCall[];
+  malformed: MalformedToolCall[];
+}
+
+export interface ToolCallParseOptions {
+  /** The request's tools: the XML format types parameter values by their JSON schema. */
+  tools?: readonly ToolSpec[];
+  /** Tool call ids are `<prefix><index>`. Default: `call_<hash of the text>_`, stable for the same output. */
+  idPrefix?: string;
+}
+
+/** One template family's tool-call format. */
+export interface ToolCallParser {
+  /** vLLM's `--tool-call-parser` name of the same format. */
+  readonly name: string;
+  /** Text that opens a tool call in this format; streaming holds back content from the first one on. */
+  readonly startMarkers: readonly string[];
+  /** Calls only count when the reply starts with a marker (Llama JSON); otherwise a marker anywhere opens one. */
+  readonly callsOnlyAtStart?: boolean;
+  parse(text: string, options?: ToolCallParseOptions): ToolCallParseResult;
+}
+
+/** The id of the index-th call of an output. */
+export function toolCallId(text: string, index: number, options: ToolCallParseOptions | undefined): string {
+  return `${options?.idPrefix ?? `call_${shortHash(text, 10)}_`}${index}`;
+}
+
+/**
+ * The content of an output: with tool calls, the text around them joined and trimmed (the
+ * newlines that separate calls are markup); without any, the text exactly as generated, so
+ * streamed and non-streamed replies agree. Whitespace-only content is none.
+ */
+export function contentAround(text: string, pieces: string[], toolCallCount: number): string | null {
+  if (toolCallCount === 0) return text.trim() === '' ? null : text;
+  const content = pieces.join('').trim();
+  return content === '' ? null : content;
+}
+
+/** An object's JSON text, or why the value cannot be tool-call arguments. */
+export function argumentsJson(value: unknown): { json: string } | { error: string } {
+  if (typeof value === 'string') {
+    // Some models write the arguments as a JSON string of the object.
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (isPlainObject(parsed)) return { json: value };
+    } catch {
+      // reported below
+    }
+    return { error: 'arguments is a string that does not hold a JSON object' };
+  }
+  if (value === undefined) return { json: '{}' };
+  if (!isPlainObject(value)) return { error: `arguments must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}` };
+  return { json: JSON.stringify(value) };
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}

@@ -1,0 +1,215 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Template } from '@huggingface/jinja';
+import type { ToolSpec } from '../../trajectory/messages';
+import { detectToolCallParser, hermesToolParser, llama3JsonToolParser, qwen3CoderToolParser, selectToolCallParser, type ToolCallParser } from './index';
+
+const templateText = (file: string): string => readFileSync(join(__dirname, '__fixtures__', 'templates', file), 'utf8');
+
+const weatherTool: ToolSpec = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Weather for a city',
+    parameters: {
+      type: 'object',
+      properties: {
+        city: { type: 'string' },
+        days: { type: 'integer' },
+        metric: { type: 'boolean' },
+        threshold: { type: 'number' },
+        tags: { type: 'array', items: { type: 'string' } },
+        options: { type: 'object' },
+        note: { type: ['string', 'null'] },
+      },
+      required: ['city'],
+    },
+  },
+};
+
+/** The assistant turn as the real template renders it (conversation with the turn minus the prompt before it). */
+function renderedAssistantTurn(file: string, toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>, content = ''): string {
+  const template = new Template(templateText(file));
+  const user = { role: 'user', content: 'What is the weather in Paris?' };
+  const common = { tools: [weatherTool], bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>' };
+  const prompt = template.render({ ...common, messages: [user], add_generation_prompt: true });
+  const full = template.render({
+    ...common,
+    messages: [user, { role: 'assistant', content, tool_calls: toolCalls.map((call) => ({ type: 'function', function: call })) }],
+    add_generation_prompt: false,
+  });
+  expect(full.startsWith(prompt)).toBe(true);
+  // The end-of-turn token is a special token: decoding with skip_special_tokens drops it.
+  return full.slice(prompt.length).replace(/<\|im_end\|>\n?$|<\|eot_id\|>$|<\|eom_id\|>$/, '');
+}
+
+describe('choosing the parser from the chat template', () => {
+  it.each([
+    ['Qwen-Qwen3-0.6B.jinja', 'hermes'],
+    ['NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja', 'hermes'],
+    ['Qwen3.5-4B.jinja', 'qwen3_coder'],
+    ['Qwen3-Coder.original.jinja', 'qwen3_coder'],
+    ['meta-llama-Llama-3.1-8B-Instruct.jinja', 'llama3_json'],
+  ])('%s uses %s', (file, expected) => {
+    expect(detectToolCallParser(templateText(file))?.name).toBe(expected);
+    expect(selectToolCallParser('auto', templateText(file))?.name).toBe(expected);
+  });
+
+  it('finds no parser for a template of another format, and refuses an unknown name', () => {
+    expect(selectToolCallParser('auto', templateText('mistralai-Mistral-Nemo-Instruct-2407.jinja'))).toBeNull();
+    expect(selectToolCallParser('hermes', '')?.name).toBe('hermes');
+    expect(() => selectToolCallParser('nope', '')).toThrow(/TOOL_PARSER_UNKNOWN.*hermes/);
+  });
+});
+
+describe('round trip through the real templates', () => {
+  it.each<[string, ToolCallParser]>([
+    ['Qwen-Qwen3-0.6B.jinja', hermesToolParser],
+    ['Qwen3.5-4B.jinja', qwen3CoderToolParser],
+    ['Qwen3-Coder.original.jinja', qwen3CoderToolParser],
+    ['meta-llama-Llama-3.1-8B-Instruct.jinja', llama3JsonToolParser],
+  ])('%s: the calls a template renders parse back to the same calls', (file, parser) => {
+    const args = { city: 'Paris', days: 3, metric: true, threshold: 0.5, tags: ['a', 'b'], options: { unit: 'C' } };
+    const text = renderedAssistantTurn(file, [{ name: 'get_weather', arguments: args }]);
+    const result = parser.parse(text, { tools: [weatherTool] });
+    expect(result.malformed).toEqual([]);
+    expect(result.toolCalls).toHaveLength(1);
+    expect(result.toolCalls[0]!.function.name).toBe('get_weather');
+    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual(args);
+  });
+
+  it('Qwen3.5: two calls after some text keep the text as content', () => {
+    const text = renderedAssistantTurn('Qwen3.5-4B.jinja', [
+      { name: 'get_weather', arguments: { city: 'Paris' } },
+      { name: 'get_weather', arguments: { city: 'Rome', days: 2 } },
+    ], 'Let me check both.');
+    const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
+    // The template closes the (empty) thinking block the generation prompt opened: that is content too (no reasoning parser here).
+    expect(result.content).toMatch(/^<\/think>\s+Let me check both\.$/);
+    expect(result.toolCalls.map((call) => JSON.parse(call.function.arguments))).toEqual([{ city: 'Paris' }, { city: 'Rome', days: 2 }]);
+    expect(new Set(result.toolCalls.map((call) => call.id)).size).toBe(2);
+  });
+});
+
+describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
+  it('splits content and several calls; arguments become JSON strings', () => {
+    const text = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>';
+    const result = hermesToolParser.parse(text);
+    expect(result.content).toBe('Checking.');
+    expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
+      ['get_weather', '{"city":"Paris"}'],
+      ['get_time', '{}'],
+    ]);
+    expect(result.toolCalls[0]).toMatchObject({ type: 'function', id: expect.stringMatching(/^call_/) });
+    expect(hermesToolParser.parse(text).toolCalls[0]!.id).toBe(result.toolCalls[0]!.id);
+  });
+
+  it('plain text is content only', () => {
+    expect(hermesToolParser.parse('Just an answer.')).toEqual({ content: 'Just an answer.', toolCalls: [], malformed: [] });
+  });
+
+  it('records invalid JSON, a missing name and non-object arguments as malformed, keeping their text in content', () => {
+    const bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"</tool_call>';
+    const noName = '<tool_call>{"arguments": {}}</tool_call>';
+    const listArgs = '<tool_call>{"name": "x", "arguments": [1]}</tool_call>';
+    const good = '<tool_call>{"name": "ok", "arguments": {"a": 1}}</tool_call>';
+    const result = hermesToolParser.parse(`${bad}\n${noName}\n${listArgs}\n${good}`);
+    expect(result.toolCalls.map((call) => call.function.name)).toEqual(['ok']);
+    expect(result.malformed.map((entry) => entry.text)).toEqual([bad, noName, listArgs]);
+    expect(result.malformed[0]!.reason).toMatch(/not valid JSON/);
+    expect(result.malformed[1]!.reason).toMatch(/no "name"/);
+    expect(result.malformed[2]!.reason).toMatch(/must be a JSON object, got an array/);
+    expect(result.malformed.every((entry) => !entry.truncated)).toBe(true);
+    expect(result.content).toContain(bad);
+  });
+
+  it('an output cut inside a call is a truncated (partial) malformed call', () => {
+    const result = hermesToolParser.parse('Sure.\n<tool_call>\n{"name": "get_weather", "argum');
+    expect(result.toolCalls).toEqual([]);
+    expect(result.malformed).toEqual([expect.objectContaining({ truncated: true, reason: expect.stringMatching(/ends inside a tool call/) })]);
+    expect(result.content).toBe('Sure.\n<tool_call>\n{"name": "get_weather", "argum');
+  });
+});
+
+describe('Qwen3-Coder / Qwen3.5 XML', () => {
+  const call = (parameters: string, name = 'get_weather'): string => `<tool_call>\n<function=${name}>\n${parameters}</function>\n</tool_call>`;
+
+  it('types parameter values by the tool schema as vLLM does', () => {
+    const text = call(
+      '<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n7\n</parameter>\n<parameter=metric>\nFalse\n</parameter>\n' +
+        '<parameter=threshold>\n2.0\n</parameter>\n<parameter=tags>\n["x", "y"]\n</parameter>\n<parameter=note>\nnull\n</parameter>\n<parameter=extra>\n42\n</parameter>\n',
+    );
+    const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
+    expect(result.malformed).toEqual([]);
+    // `extra` is not in the schema: it stays text, as vLLM keeps unknown parameters as strings.
+    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'New York', days: 7, metric: false, threshold: 2, tags: ['x', 'y'], note: null, extra: '42' });
+  });
+
+  it('keeps multi-line string values and inner newlines', () => {
+    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nline one\nline two\n</parameter>\n'), { tools: [weatherTool] });
+    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'line one\nline two' });
+  });
+
+  it('without tools every value is text', () => {
+    const result = qwen3CoderToolParser.parse(call('<parameter=days>\n7\n</parameter>\n'));
+    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ days: '7' });
+  });
+
+  it('lists a value that does not fit its type as malformed but still returns the call', () => {
+    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nParis\n</parameter>\n<parameter=days>\nthree\n</parameter>\n'), { tools: [weatherTool] });
+    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'Paris', days: 'three' });
+    expect(result.malformed).toEqual([expect.objectContaining({ reason: 'parameter "days" of "get_weather": "three" is not an integer', truncated: false })]);
+  });
+
+  it('records a block without <function=…> as malformed', () => {
+    const text = 'Hmm <tool_call>\n{"name": "get_weather"}\n</tool_call>';
+    const result = qwen3CoderToolParser.parse(text);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.malformed[0]).toMatchObject({ reason: 'tool call has no <function=NAME> block', truncated: false });
+    expect(result.content).toBe(text);
+  });
+
+  it.each([
+    ['inside a parameter', '<tool_call>\n<function=get_weather>\n<parameter=city>\nPar', /no <\/function>/],
+    ['before </tool_call>', '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n', /no <\/tool_call>/],
+    ['before the function name', '<tool_call>\n<func', /before <function=NAME>/],
+  ])('an output cut %s is a truncated call', (_, text, reason) => {
+    const result = qwen3CoderToolParser.parse(`I will check.\n\n${text}`, { tools: [weatherTool] });
+    expect(result.toolCalls).toEqual([]);
+    expect(result.malformed).toEqual([expect.objectContaining({ truncated: true, reason: expect.stringMatching(reason) })]);
+    expect(result.content).toContain('I will check.');
+  });
+});
+
+describe('Llama 3.1 JSON', () => {
+  it('parses a reply that is a JSON call with "parameters", with or without <|python_tag|>', () => {
+    for (const prefix of ['', '<|python_tag|>']) {
+      const result = llama3JsonToolParser.parse(`${prefix}{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}`);
+      expect(result).toMatchObject({ content: null, malformed: [] });
+      expect(result.toolCalls.map((call) => [call.function.name, JSON.parse(call.function.arguments)])).toEqual([['get_weather', { city: 'Paris', days: 2 }]]);
+    }
+  });
+
+  it('parses several calls separated by ";" and accepts "arguments"', () => {
+    const result = llama3JsonToolParser.parse('{"name": "a", "parameters": {"x": "}"}}; {"name": "b", "arguments": {}}');
+    expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
+      ['a', '{"x":"}"}'],
+      ['b', '{}'],
+    ]);
+  });
+
+  it('a reply that does not start with a call is content, even if it mentions JSON later', () => {
+    expect(llama3JsonToolParser.parse('The format is {"name": …}.')).toEqual({ content: 'The format is {"name": …}.', toolCalls: [], malformed: [] });
+  });
+
+  it('records a cut-off call as truncated, and bad calls and trailing text as malformed', () => {
+    const cut = llama3JsonToolParser.parse('{"name": "get_weather", "parameters": {"city": "Pa');
+    expect(cut.malformed).toEqual([expect.objectContaining({ truncated: true })]);
+    expect(cut.content).toBe('{"name": "get_weather", "parameters": {"city": "Pa');
+    const bad = llama3JsonToolParser.parse('{"nam": "x"} trailing words');
+    expect(bad.toolCalls).toEqual([]);
+    expect(bad.malformed.map((entry) => entry.reason)).toEqual(['tool call has no "name" string', 'text after the JSON tool calls']);
+    const builtin = llama3JsonToolParser.parse('<|python_tag|>brave_search.call(query="x")');
+    expect(builtin.malformed[0]!.reason).toMatch(/built-in tool call syntax/);
+  });
+});

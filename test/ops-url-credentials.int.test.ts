@@ -1,0 +1,70 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { toWorkerError } from '../queues/stage-job-processor';
+import { HatError } from '../shared/errors';
+import { runHatInProcess } from './support/hat-in-process';
+import { loggerInto } from './support/captured-logger';
+import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
+
+const secret = 'sk-live-0123456789abcdef';
+
+/** Issue #20: a key inside a URL is refused at the edge and never reaches a log line or Redis. */
+describe('credentials in URLs', () => {
+  let kit: QueueTestKit;
+  let directory: string;
+  beforeEach(async () => {
+    kit = await createQueueTestKit();
+    directory = await mkdtemp(join(tmpdir(), 'hat-url-credentials-'));
+  });
+  afterEach(async () => {
+    await kit.cleanup();
+    await rm(directory, { recursive: true, force: true });
+  });
+
+  const environment = (): NodeJS.ProcessEnv => ({ ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' });
+  const teacherYaml = [
+    'stages:',
+    '  collect:',
+    '    generate: { count: 2, seed: 1 }',
+    '    teacher:',
+    '      adapter: openai',
+    `      baseUrl: http://user:${secret}@127.0.0.1:9/v1`,
+    '      model: teacher',
+    '',
+  ].join('\n');
+
+  it('hat run refuses a config whose URL carries credentials (exit 2, field and line named, key not echoed) and enqueues nothing', async () => {
+    const file = join(directory, 'run.yaml');
+    await writeFile(file, teacherYaml);
+    const result = await runHatInProcess(environment(), 'run', file);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('[BAD_RUN_CONFIG]');
+    expect(result.stderr).toContain(`${file}: line 6: stages.collect.teacher.baseUrl: holds credentials in a URL`);
+    expect(result.stderr).not.toContain(secret);
+    expect(await kit.context.runsQueue.count()).toBe(0);
+  });
+
+  it('hat stage refuses the same stage config (exit 2) and writes nothing', async () => {
+    const file = join(directory, 'collect.yaml');
+    await writeFile(file, teacherYaml.split('\n').slice(2).map((line) => line.slice(4)).join('\n'));
+    const out = join(directory, 'out');
+    const result = await runHatInProcess(environment(), 'stage', 'collect', '--config', file, '--out', `file://${out}`);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('teacher.baseUrl: holds credentials in a URL');
+    expect(result.stderr).not.toContain(secret);
+  });
+
+  it('redacts userinfo from log lines and from the failure text stored as a job failedReason', () => {
+    let logged = '';
+    const logger = loggerInto((text) => (logged += text));
+    logger.warn({ err: new Error(`request to http://u:${secret}@host/v1 failed`), target: `https://${secret}@h/v1` }, `retrying http://u:${secret}@host/v1`);
+    logger.flush();
+    expect(logged).toContain('http://[redacted]@host/v1');
+    expect(logged).not.toContain(secret);
+
+    const stored = toWorkerError(new HatError('MODEL_UNAVAILABLE', `server http://u:${secret}@host/v1 answered 503`, { retryable: true })) as Error;
+    expect(stored.message).toBe('[MODEL_UNAVAILABLE] server http://[redacted]@host/v1 answered 503');
+    expect(stored.stack).not.toContain(secret);
+  });
+});

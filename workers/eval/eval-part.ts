@@ -1,0 +1,310 @@
+import { z } from 'zod';
+import type { StageDeps } from '../../queues/define-stage';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { readRecordRange } from '../../queues/stage-inputs';
+import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
+import { checkIfevalResponse, checkInstruction } from '../../shared/eval/ifeval';
+import { HatError, TransientError, errorCodeOf } from '../../shared/errors';
+import { sha256Hex } from '../../shared/hash/hash';
+import { harnessHash } from '../../shared/harness/harness-hash';
+import type { Harness } from '../../shared/harness/harness-types';
+import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
+import type { ModelClient } from '../../shared/models/model-client';
+import { createModelClient } from '../../shared/models/model-registry';
+import { runEpisode } from '../../shared/simulator/agent-loop';
+import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
+import type { Task } from '../../shared/simulator/tasks/task-schema';
+import type { Trajectory } from '../../shared/trajectory/trajectory';
+import type { EvalInput, EvalPartInput, EvalPartOutput } from './eval-contract';
+import { evalItemSchema, rebuildVariant, promptTextOf, type EvalItem } from './eval-items';
+import { defaultJudgeRubric, judgeResponse, rubricHash, type JudgeVerdict } from './judge';
+
+export const EVAL_RESULT_SCHEMA_VERSION = 1;
+
+const checkOutcomeSchema = z.object({ name: z.string(), strict: z.boolean(), loose: z.boolean() });
+
+/** One model's answer to one item, every check's outcome, its score, latency and usage (`results/*.jsonl.gz`). */
+export const evalResultSchema = z.object({
+  schemaVersion: z.literal(EVAL_RESULT_SCHEMA_VERSION),
+  suite: z.string(),
+  itemId: z.string(),
+  /** The model's label. */
+  model: z.string(),
+  category: z.string().optional(),
+  /** live_stream_qa: a held-out generated task or imported production Q&A. */
+  origin: z.enum(['generated', 'imported']).optional(),
+  /** harness_variant_qa: which harness the item ran under. */
+  harness: z
+    .object({ kind: z.enum(['canonical', 'variant']), hash: z.string().optional(), families: z.array(z.string()).optional(), heldOutVariant: z.boolean().optional(), heldOutOperator: z.boolean().optional() })
+    .optional(),
+  prompt: z.string(),
+  /** The model's final reply (episodes: the replies of every turn, one per line). */
+  response: z.string(),
+  status: z.enum(['ok', 'step_limit', 'model_error', 'timeout']),
+  error: z.string().optional(),
+  /** The rule score, 0–100: the verifier's reward × 100 (episodes) or 100 when every check passed (strict). Null: judge-only item. */
+  score: z.number().nullable(),
+  /** Episodes: the verifier's components, 0–1. */
+  components: z.record(z.string(), z.number()).optional(),
+  /** ifeval and custom: each instruction check, strict and loose. */
+  checks: z.array(checkOutcomeSchema).default([]),
+  followedStrict: z.boolean().optional(),
+  followedLoose: z.boolean().optional(),
+  /** Summed end-to-end latency of the model calls, ms (wall time: not deterministic). */
+  latencyMs: z.number().nonnegative(),
+  calls: z.number().int().nonnegative(),
+  usage: z.object({ promptTokens: z.number().int().nonnegative(), completionTokens: z.number().int().nonnegative() }),
+  judge: z
+    .object({ score: z.number().nullable(), rating: z.number().optional(), reason: z.string().optional(), missing: z.boolean(), error: z.string().optional(), rubricHash: z.string() })
+    .optional(),
+});
+export type EvalResult = z.infer<typeof evalResultSchema>;
+
+/** The canonical harness a config names (default: the sample live-host harness). */
+export function harnessUriOf(config: Pick<EvalInput, 'harness'>): string {
+  return config.harness ?? sampleHarnessDirectory();
+}
+
+/** Runs `work` over `items`, at most `limit` at once; the first failure stops new starts and is thrown. */
+async function forEachConcurrently<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < items.length) {
+      const index = next++;
+      try {
+        await work(items[index] as T, index);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+}
+
+/** The integer sampling seed of an item (OpenAI `seed`: 31 bits), the same on every attempt. */
+function samplingSeedOf(seed: string, label: string, itemId: string): number {
+  return Number.parseInt(sha256Hex(`${seed}/eval/${label}/${itemId}`).slice(0, 8), 16) & 0x7fffffff;
+}
+
+function finalReplies(trajectory: Trajectory): string {
+  const replies: string[] = [];
+  for (const message of trajectory.messages) {
+    if (message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0 && message.content) replies.push(message.content);
+  }
+  return replies.join('\n');
+}
+
+interface PreparedHarness {
+  harness: Harness;
+  hash: string;
+  variant?: { hash: string; families: string[] };
+}
+
+/**
+ * One part: one model on a slice of one suite's items. Plays episodes (live_stream_qa,
+ * harness_variant_qa) or asks single prompts (ifeval, custom), checks and scores every answer,
+ * asks the judge where configured, and writes the results as gzip JSONL. A model error on an
+ * item is recorded on it (score 0); a part where most items hit endpoint errors is retried.
+ */
+export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise<EvalPartOutput> {
+  const config = part.config;
+  const { records: items, sha256 } = await readRecordRange(deps.openObject, part.items.uri, evalItemSchema, part.items.start, part.items.start + part.items.count);
+  if (sha256 !== part.items.sha256) throw new HatError('EVAL_PLAN_CHANGED', `${part.items.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`);
+  const episodic = part.suite === 'live_stream_qa' || part.suite === 'harness_variant_qa';
+  const canonical = episodic ? await loadHarnessFromUri(harnessUriOf(config), deps.openObject) : undefined;
+  if (canonical && harnessHash(canonical) !== part.harnessHash) {
+    throw new HatError('EVAL_HARNESS_CHANGED', `the harness at ${harnessUriOf(config)} changed after the stage was planned; rerun the whole stage`);
+  }
+  const canonicalPrepared: PreparedHarness | undefined = canonical ? { harness: canonical, hash: part.harnessHash } : undefined;
+  const harnesses = items.map((item): PreparedHarness | undefined => {
+    if (item.suite === 'live_stream_qa') return canonicalPrepared;
+    if (item.suite !== 'harness_variant_qa') return undefined;
+    if (item.harness.kind === 'canonical') return canonicalPrepared;
+    const variant = rebuildVariant(canonical as Harness, item.harness.seed, item.harness.weights);
+    if (variant.hash !== item.harness.hash) throw new HatError('EVAL_VARIANT_CHANGED', `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`);
+    return { harness: variant.harness, hash: harnessHash(variant.harness), variant: { hash: variant.hash, families: variant.families } };
+  });
+
+  const clientDependencies = (configPath: string, tasks: readonly Task[], simulatorHarnesses: readonly Harness[]) => ({
+    logger: deps.logger,
+    random: () => deps.rng.next(),
+    configPath,
+    // The scripted policies answer simulator tasks only: they are handed the tasks and harnesses they play.
+    services: { ...deps.services, [scriptedServiceKeys.tasks]: tasks, [scriptedServiceKeys.harnesses]: simulatorHarnesses },
+  });
+  const clients = new Map<string, ModelClient>();
+  const clientFor = (index: number): ModelClient => {
+    const prepared = harnesses[index];
+    // The scripted expert tells harnesses apart by their tool names: one client per harness.
+    const key = part.model.model.adapter === 'scripted' && prepared ? prepared.hash : 'shared';
+    let client = clients.get(key);
+    if (!client) {
+      const tasks = items.filter((_, position) => harnesses[position]?.hash === prepared?.hash).flatMap((item) => ('task' in item ? [item.task] : []));
+      client = createModelClient(part.model.model, clientDependencies(`eval.models.${part.model.label}.model`, tasks, prepared ? [prepared.harness] : []));
+      clients.set(key, client);
+    }
+    return client;
+  };
+  const judgeConfig = config.judge && config.judge.suites.includes(part.suite) ? config.judge : undefined;
+  const judgeClient = judgeConfig ? createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], [])) : undefined;
+  const rubric = judgeConfig?.rubric ?? defaultJudgeRubric;
+  const results: EvalResult[] = new Array(items.length);
+  const inProcess = part.model.model.adapter !== 'openai';
+  let done = 0;
+  deps.progress({ done: 0, total: items.length, message: `${part.model.label}: ${part.suite}` });
+  try {
+    await forEachConcurrently(items, config.itemConcurrency, async (item, index) => {
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(new HatError('EVAL_ITEM_TIMEOUT', `item over itemTimeoutMs (${config.itemTimeoutMs} ms)`)), config.itemTimeoutMs);
+      const signal = AbortSignal.any([deps.signal, deadline.signal]);
+      try {
+        const result = await evaluateItem(item, clientFor(index), harnesses[index], part, signal);
+        if (judgeClient && result.status !== 'model_error' && result.status !== 'timeout') {
+          const verdict: JudgeVerdict = await judgeResponse({
+            client: judgeClient,
+            rubric,
+            prompt: result.prompt,
+            response: result.response,
+            ...(item.suite === 'custom' && item.rubric ? { itemRubric: item.rubric } : {}),
+            sampling: judgeConfig!.sampling,
+            signal,
+          });
+          result.judge = { ...verdict, rubricHash: rubricHash(rubric) };
+        } else if (judgeClient) {
+          result.judge = { score: null, missing: true, error: 'the model gave no answer to judge', rubricHash: rubricHash(rubric) };
+        }
+        results[index] = result;
+      } finally {
+        clearTimeout(timer);
+      }
+      // A job handed back (shutdown, cancel) is not an item timeout: stop, the part reruns.
+      if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('EVAL_ABORTED', 'the eval part was stopped (job cancelled or worker shutting down)');
+      done += 1;
+      deps.progress({ done, total: items.length, message: `${part.model.label}: ${part.suite}` });
+      // In-process models answer without I/O: yield so the job lock can be renewed between items.
+      if (inProcess) await new Promise((resolve) => setImmediate(resolve));
+    });
+  } finally {
+    for (const client of clients.values()) await client.close?.();
+    await judgeClient?.close?.();
+  }
+  const modelErrors = results.filter((result) => result.status === 'model_error' || result.status === 'timeout');
+  if (modelErrors.length > 0 && modelErrors.length / results.length > config.maxModelErrorShare) {
+    throw new TransientError(
+      'EVAL_MODEL_UNAVAILABLE',
+      `${modelErrors.length} of ${results.length} items of model ${part.model.label} on ${part.suite} failed with endpoint errors (more than maxModelErrorShare ${config.maxModelErrorShare}); first: ${modelErrors[0]!.error ?? modelErrors[0]!.status}. Check the endpoint; the part is retried`,
+    );
+  }
+  const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
+  const written = await writeJsonl(deps.store, deps.output.key(`results/${name}.jsonl.gz`), results, { schema: evalResultSchema });
+  const first = clients.values().next().value as ModelClient | undefined;
+  // A generated random-weight ONNX model is a dummy whatever its client reports.
+  const simulated = part.model.dummyWeights || (first?.simulated ?? false) || 'dummy' in part.model.model;
+  return {
+    index: part.index,
+    label: part.model.label,
+    suite: part.suite,
+    results: { key: written.key, uri: written.uri, sha256: written.sha256, bytes: written.bytes, records: written.records },
+    items: results.length,
+    modelErrors: modelErrors.length,
+    judgeMissing: results.filter((result) => result.judge?.missing).length,
+    model: { provider: first?.provider ?? part.model.model.adapter, modelId: first?.modelId ?? '', simulated },
+  };
+}
+
+async function evaluateItem(item: EvalItem, client: ModelClient, prepared: PreparedHarness | undefined, part: EvalPartInput, signal: AbortSignal): Promise<EvalResult> {
+  const base = { schemaVersion: EVAL_RESULT_SCHEMA_VERSION, suite: item.suite, itemId: item.id, model: part.model.label, prompt: promptTextOf(item) } as const;
+  const samplingSeed = samplingSeedOf(part.seed, part.model.label, item.id);
+  if (item.suite === 'live_stream_qa' || item.suite === 'harness_variant_qa') {
+    const harness = prepared as PreparedHarness;
+    const trajectory = await runEpisode({
+      policy: client,
+      harness: harness.harness,
+      harnessHash: harness.hash,
+      ...(harness.variant ? { variant: harness.variant } : {}),
+      task: item.task,
+      maxSteps: part.config.maxStepsPerTurn,
+      sampling: { ...part.model.sampling, seed: samplingSeed },
+      seed: `${part.seed}/eval/${part.model.label}/${item.id}`,
+      signal,
+    });
+    const failed = trajectory.status === 'model_error' || trajectory.status === 'timeout';
+    return {
+      ...base,
+      category: item.category,
+      ...(item.suite === 'live_stream_qa' ? { origin: item.origin } : {}),
+      ...(item.suite === 'harness_variant_qa'
+        ? {
+            harness:
+              item.harness.kind === 'canonical'
+                ? { kind: 'canonical' as const }
+                : { kind: 'variant' as const, hash: item.harness.hash, families: item.harness.families, heldOutVariant: item.harness.heldOutVariant, heldOutOperator: item.harness.heldOutOperator },
+          }
+        : {}),
+      response: finalReplies(trajectory),
+      status: trajectory.status,
+      ...(trajectory.statusReason ? { error: trajectory.statusReason } : {}),
+      // An episode the endpoint broke scores 0: the model under test did not answer.
+      score: failed ? 0 : trajectory.reward.total * 100,
+      components: failed ? Object.fromEntries(Object.keys(trajectory.reward.components).map((key) => [key, 0])) : { ...trajectory.reward.components },
+      checks: [],
+      latencyMs: trajectory.calls.reduce((sum, call) => sum + call.e2eMs, 0),
+      calls: trajectory.calls.length,
+      usage: {
+        promptTokens: trajectory.calls.reduce((sum, call) => sum + call.promptTokens, 0),
+        completionTokens: trajectory.calls.reduce((sum, call) => sum + call.completionTokens, 0),
+      },
+    };
+  }
+  const maxTokens = item.suite === 'ifeval' ? part.config.suites.ifeval?.maxTokens : part.config.suites.custom?.maxTokens;
+  let response = '';
+  let latencyMs = 0;
+  let usage = { promptTokens: 0, completionTokens: 0 };
+  try {
+    const answer = await client.chat({ messages: [{ role: 'user', content: item.prompt }], ...part.model.sampling, ...(maxTokens ? { maxTokens } : {}), seed: samplingSeed, signal });
+    response = answer.message.content ?? '';
+    latencyMs = answer.timings.e2eMs;
+    usage = { promptTokens: answer.usage.promptTokens, completionTokens: answer.usage.completionTokens };
+  } catch (error) {
+    // Bad config is the operator's to fix, not a model error to score.
+    if (HatError.isInstance(error) && !error.retryable && errorCodeOf(error) === 'MODEL_BAD_CONFIG') throw error;
+    // An aborted job rethrows after this item (see the part loop); an item deadline is a timeout.
+    const status = signal.aborted ? 'timeout' : 'model_error';
+    return { ...base, response: '', status, error: (error as Error).message, score: item.suite === 'custom' && item.checks.length === 0 ? null : 0, checks: [], latencyMs: 0, calls: 1, usage };
+  }
+  if (item.suite === 'ifeval') {
+    const outcome = checkIfevalResponse({ key: item.key, prompt: item.prompt, instructionIds: item.instructionIds, kwargs: item.kwargs }, response);
+    return {
+      ...base,
+      response,
+      status: 'ok',
+      score: outcome.followedStrict ? 100 : 0,
+      checks: item.instructionIds.map((name, index) => ({ name, strict: outcome.strict[index] ?? false, loose: outcome.loose[index] ?? false })),
+      followedStrict: outcome.followedStrict,
+      followedLoose: outcome.followedLoose,
+      latencyMs,
+      calls: 1,
+      usage,
+    };
+  }
+  const checks = item.checks.map((check) => ({
+    name: check.instruction,
+    strict: checkInstruction(check.instruction, check.kwargs, item.prompt, response, 'strict'),
+    loose: checkInstruction(check.instruction, check.kwargs, item.prompt, response, 'loose'),
+  }));
+  const followedStrict = checks.every((check) => check.strict);
+  const followedLoose = checks.every((check) => check.loose);
+  return {
+    ...base,
+    response,
+    status: 'ok',
+    score: checks.length === 0 ? null : followedStrict ? 100 : 0,
+    checks,
+    ...(checks.length > 0 ? { followedStrict, followedLoose } : {}),
+    latencyMs,
+    calls: 1,
+    usage,
+  };
+}

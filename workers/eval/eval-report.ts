@@ -1,0 +1,152 @@
+import type { Interval } from './bootstrap-interval';
+import type { EvalScores } from './eval-scores';
+
+/**
+ * The eval stage's HTML report: one self-contained page (inline CSS and SVG, no scripts) with
+ * the leaderboard (models × suites, each score with its bootstrap 95% interval drawn as a bar
+ * and whisker), breakdowns per task category and per HSA family, the four IFEval figures, the
+ * judge's scores apart from rule scores, paired comparisons and the contamination check.
+ */
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (character) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[character] as string);
+}
+
+const fixed = (value: number | null | undefined, digits = 1): string => (value === null || value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits));
+
+/** A 0–100 score as a bar with its interval as a whisker. */
+function intervalBar(cell: Interval | null | undefined): string {
+  if (!cell) return '';
+  const x = (value: number) => Math.round(Math.max(0, Math.min(100, value)) * 1.4);
+  return (
+    `<svg width="144" height="14" role="img" aria-label="${fixed(cell.score)} [${fixed(cell.low)}, ${fixed(cell.high)}]">` +
+    `<rect x="0" y="2" width="140" height="10" fill="#eee"/><rect x="0" y="2" width="${x(cell.score)}" height="10" fill="#3b7dd8"/>` +
+    `<line x1="${x(cell.low)}" x2="${x(cell.high)}" y1="7" y2="7" stroke="#111" stroke-width="1.5"/>` +
+    `<line x1="${x(cell.low)}" x2="${x(cell.low)}" y1="3" y2="11" stroke="#111"/><line x1="${x(cell.high)}" x2="${x(cell.high)}" y1="3" y2="11" stroke="#111"/></svg>`
+  );
+}
+
+function cellHtml(cell: Interval | null | undefined): string {
+  if (!cell) return '<td>–</td>';
+  return `<td title="${cell.items} items"><b>${fixed(cell.score)}</b> <span class="ci">[${fixed(cell.low)}, ${fixed(cell.high)}]</span><br>${intervalBar(cell)}</td>`;
+}
+
+/** A table of rows (labels) × columns, each cell an interval. */
+function intervalTable(columns: string[], rows: Array<[string, Array<Interval | null | undefined>]>): string {
+  return `<table><tr><th></th>${columns.map((column) => `<th>${escapeHtml(column)}</th>`).join('')}</tr>${rows
+    .map(([label, cells]) => `<tr><th>${escapeHtml(label)}</th>${cells.map(cellHtml).join('')}</tr>`)
+    .join('')}</table>`;
+}
+
+const suiteTitles: Record<string, string> = { live_stream_qa: 'Live-Stream QA', harness_variant_qa: 'Harness-Variant QA', ifeval: 'IFEval (prompt strict)', custom: 'Custom (rules)' };
+
+export function evalReportHtml(scores: EvalScores): string {
+  const labels = scores.models.map((model) => model.label);
+  const suites = Object.keys(scores.suites);
+  const modelName = (label: string) => {
+    const model = scores.models.find((entry) => entry.label === label);
+    return model?.simulated ? `${label} (dummy weights)` : label;
+  };
+  const simulated = scores.models.filter((model) => model.simulated);
+  const sections: string[] = [];
+  sections.push(
+    `<h2>Leaderboard</h2><p class="meta">Scores 0–100; brackets and whiskers: bootstrap 95% intervals over items (${escapeHtml(scores.seed)}).</p>` +
+      intervalTable(
+        suites.map((suite) => suiteTitles[suite] ?? suite),
+        labels.map((label) => [modelName(label), suites.map((suite) => scores.leaderboard[label]?.[suite])]),
+      ),
+  );
+  if (simulated.length > 0) {
+    sections.push(`<p class="warning">${simulated.map((model) => escapeHtml(model.label)).join(', ')}: random-weight or simulated models. Their numbers show the pipeline works, not model quality.</p>`);
+  }
+  if (scores.comparisons.length > 0) {
+    sections.push(
+      `<h2>Paired comparisons</h2><p class="meta">Mean difference a − b on the items both answered, paired-bootstrap 95% interval; an interval that excludes 0 is a difference the items support.</p><table><tr><th>a − b</th><th>suite</th><th>items</th><th>difference</th><th>95% interval</th></tr>${scores.comparisons
+        .map((comparison) => {
+          const { difference } = comparison;
+          const clear = difference.low > 0 || difference.high < 0;
+          return `<tr><th>${escapeHtml(comparison.a)} − ${escapeHtml(comparison.b)}</th><td>${escapeHtml(suiteTitles[comparison.suite] ?? comparison.suite)}</td><td>${difference.items}</td><td class="${clear ? (difference.score > 0 ? 'up' : 'down') : ''}">${difference.score >= 0 ? '+' : ''}${fixed(difference.score, 2)}</td><td>[${fixed(difference.low, 2)}, ${fixed(difference.high, 2)}]</td></tr>`;
+        })
+        .join('')}</table>`,
+    );
+  }
+  if (suites.includes('live_stream_qa')) {
+    const categories = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.byCategory ?? {})))].sort();
+    sections.push(`<h2>Live-Stream QA by category</h2>${intervalTable(labels.map(modelName), categories.map((category) => [category, labels.map((label) => scores.scores[label]?.live_stream_qa?.byCategory[category])]))}`);
+    const components = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.components ?? {})))];
+    sections.push(
+      `<h3>Verifier components (mean × 100)</h3><table><tr><th></th>${components.map((name) => `<th>${escapeHtml(name)}</th>`).join('')}</tr>${labels
+        .map((label) => `<tr><th>${escapeHtml(modelName(label))}</th>${components.map((name) => `<td>${fixed(scores.scores[label]?.live_stream_qa?.components[name])}</td>`).join('')}</tr>`)
+        .join('')}</table>`,
+    );
+  }
+  if (suites.includes('harness_variant_qa')) {
+    const rows: Array<[string, Array<Interval | null | undefined>]> = labels.map((label) => {
+      const breakdown = scores.scores[label]?.harness_variant_qa;
+      return [modelName(label), [breakdown?.canonical, breakdown?.variant, breakdown?.gap, breakdown?.heldOutVariants, breakdown?.heldOutOperators]];
+    });
+    const share = labels.map((label) => scores.scores[label]?.harness_variant_qa?.heldOutVariantShare).find((value) => value !== undefined);
+    sections.push(
+      `<h2>Harness-Variant QA</h2><p class="meta">Canonical harness vs HSA variants of the same tasks; gap = canonical − variant (interval over tasks). Held-out variants: hashes in no training manifest given (${fixed((share ?? 0) * 100)}% of variants). Held-out operators: variants applying only families excluded from training augmentation.</p>` +
+        intervalTable(['canonical', 'variant', 'gap', 'held-out variants', 'held-out operators'], rows),
+    );
+    const families = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.harness_variant_qa?.byFamily ?? {})))].sort();
+    sections.push(`<h3>By HSA family</h3>${intervalTable(labels.map(modelName), families.map((family) => [family, labels.map((label) => scores.scores[label]?.harness_variant_qa?.byFamily[family])]))}`);
+  }
+  if (suites.includes('ifeval')) {
+    sections.push(
+      `<h2>IFEval</h2><table><tr><th></th><th>prompts</th><th>prompt strict</th><th>instruction strict</th><th>prompt loose</th><th>instruction loose</th></tr>${labels
+        .map((label) => {
+          const ifeval = scores.scores[label]?.ifeval;
+          return `<tr><th>${escapeHtml(modelName(label))}</th><td>${ifeval?.count ?? 0}</td><td>${fixed(ifeval?.promptStrict)}</td><td>${fixed(ifeval?.instructionStrict)}</td><td>${fixed(ifeval?.promptLoose)}</td><td>${fixed(ifeval?.instructionLoose)}</td></tr>`;
+        })
+        .join('')}</table>`,
+    );
+  }
+  if (suites.includes('custom')) {
+    sections.push(
+      `<h2>Custom prompts (rule checks)</h2><table><tr><th></th><th>prompt strict</th><th>instruction strict</th><th>prompt loose</th><th>instruction loose</th></tr>${labels
+        .map((label) => {
+          const custom = scores.scores[label]?.custom;
+          return `<tr><th>${escapeHtml(modelName(label))}</th><td>${fixed(custom?.overall?.score)}</td><td>${fixed(custom?.instructionStrict)}</td><td>${fixed(custom?.promptLoose)}</td><td>${fixed(custom?.instructionLoose)}</td></tr>`;
+        })
+        .join('')}</table>`,
+    );
+  }
+  if (scores.judge) {
+    const judged = scores.judge.suites.filter((suite) => suites.includes(suite));
+    sections.push(
+      `<h2>Judge scores (apart from rule scores)</h2><p class="meta">judge ${escapeHtml(scores.judge.model)} · rubric ${escapeHtml(scores.judge.rubricVersion)} (${escapeHtml(scores.judge.rubricHash.slice(0, 12))}) · pointwise rating 1–5 mapped to 0–100 · ${scores.judge.missing} verdicts missing</p>` +
+        intervalTable(judged.map((suite) => suiteTitles[suite] ?? suite), labels.map((label) => [modelName(label), judged.map((suite) => scores.scores[label]?.judge?.[suite]?.overall)])) +
+        (scores.judge.missing > 0 ? `<p class="warning">${scores.judge.missing} items have no judge verdict (judge unavailable or unparsable); their rule scores are unaffected.</p>` : ''),
+    );
+  }
+  const contamination = scores.contamination;
+  sections.push(
+    `<h2>Contamination</h2><p class="meta">${contamination.manifests.length} training manifests, ${contamination.checked} objects read; items compared by task id and normalized prompt text.</p>` +
+      (contamination.overlapping.length === 0
+        ? '<p>No eval item appears in the training data given.</p>'
+        : `<p class="warning">${contamination.overlapping.length} eval items appear in training data (allowOverlap: true): ${contamination.overlapping
+            .slice(0, 50)
+            .map((overlap) => `${escapeHtml(overlap.suite)}/${escapeHtml(overlap.itemId)} (${overlap.matchedBy})`)
+            .join(', ')}${contamination.overlapping.length > 50 ? ', …' : ''}</p>`),
+  );
+  sections.push(
+    `<h2>Models</h2><table><tr><th>label</th><th>provider</th><th>model</th><th>model errors</th></tr>${scores.models
+      .map((model) => `<tr><th>${escapeHtml(modelName(model.label))}</th><td>${escapeHtml(model.provider)}</td><td>${escapeHtml(model.modelId)}</td><td>${scores.scores[model.label]?.modelErrors ?? 0}</td></tr>`)
+      .join('')}</table>`,
+  );
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Evaluation · ${escapeHtml(scores.runId)}</title>
+<style>
+body{font-family:system-ui,-apple-system,"PingFang SC","Noto Sans CJK SC",sans-serif;margin:24px;color:#1b1b1b;max-width:1400px}
+table{border-collapse:collapse;margin:8px 0 24px}th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;font-size:13px;vertical-align:top}th{background:#f4f4f4}tr th:first-child{text-align:left}
+.meta{color:#666;font-size:12px}.ci{color:#666;font-size:11px}.warning{background:#fff4d6;border:1px solid #e0b400;padding:8px;border-radius:4px}
+.up{color:#16803c;font-weight:bold}.down{color:#b3261e;font-weight:bold}
+</style></head><body>
+<h1>Evaluation</h1>
+<p class="meta">run ${escapeHtml(scores.runId)} · ${suites.map((suite) => `${escapeHtml(suite)}: ${scores.suites[suite]?.items ?? 0} items`).join(' · ')}</p>
+${sections.join('\n')}
+</body></html>
+`;
+}

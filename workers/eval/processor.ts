@@ -1,0 +1,196 @@
+/**
+ * eval stage. Input: models under test (each a model config with a label), suites with sizes and
+ * seeds (live_stream_qa, harness_variant_qa, ifeval, custom), an optional judge, optional
+ * training manifests to check contamination against, the canonical harness.
+ * Plan: loads the harness, reads what training saw, builds every suite's items (held-out tasks
+ * in every category, their HSA variants, IFEval prompts, custom prompts), refuses items that
+ * overlap training data (exit 2, unless allowOverlap), writes `items/<suite>.jsonl.gz` and
+ * `plan.json`, and cuts (model × suite) into parts.
+ * Part: one model on a slice of one suite: episodes under the canonical harness or a variant,
+ * or single prompts with rule checks; the judge where configured; `results/<part>.jsonl.gz`.
+ * Finish: `scores.json` (leaderboard, breakdowns, bootstrap intervals, paired comparisons),
+ * `report.html`, then `manifest.json` last.
+ * Idempotency: object keys come from the part index; items and bootstrap draws are seeded, so
+ * with deterministic models a retried part writes identical results (latency aside).
+ * Retried: transient faults (store; a part where most items hit endpoint errors). Never: bad
+ * config, contaminated items, an unknown instruction in a custom check.
+ */
+import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { writeStageManifest } from '../../queues/stage-manifest';
+import { readRecordRange } from '../../queues/stage-inputs';
+import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
+import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
+import { BadInputError, HatError } from '../../shared/errors';
+import { hashValue, sha256Hex } from '../../shared/hash/hash';
+import { harnessHash } from '../../shared/harness/harness-hash';
+import { findOverlaps, readTrainingFootprint, type Overlap } from './contamination';
+import { evalContract, suiteNames, type EvalInput, type EvalOutput, type EvalPartInput, type EvalPartOutput, type SuiteName } from './eval-contract';
+import { asArtifactUri, buildSuiteItems, evalItemSchema, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
+import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart, type EvalResult } from './eval-part';
+import { evalReportHtml } from './eval-report';
+import { buildEvalScores, type ScoredModel } from './eval-scores';
+import { defaultJudgeRubric, rubricHash } from './judge';
+
+const planObject = 'plan.json';
+const scoresObject = 'scores.json';
+const reportObject = 'report.html';
+
+/** What plan records for finish. */
+interface EvalPlanRecord {
+  seed: string;
+  harness: { uri: string; hash: string } | null;
+  suites: SuiteName[];
+  itemCounts: Record<string, number>;
+  items: Array<{ suite: SuiteName; key: string; uri: string; sha256: string; records: number }>;
+  overlapping: Overlap[];
+  training: { manifests: string[]; objects: Array<{ uri: string; sha256: string }> };
+  lineage: Array<{ uri: string; sha256: string }>;
+}
+
+function seedOf(input: EvalInput, deps: Pick<StageDeps, 'run'>): string {
+  return input.seed ?? deps.run.seed;
+}
+
+function plannedSuites(input: EvalInput): SuiteName[] {
+  return suiteNames.filter((suite) => input.suites[suite] !== undefined);
+}
+
+/** Builds and checks every suite's items, refuses contaminated ones, and cuts (model × suite × items) into parts. */
+export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalPartInput[]> {
+  const seed = seedOf(input, deps);
+  const suites = plannedSuites(input);
+  const episodic = suites.includes('live_stream_qa') || suites.includes('harness_variant_qa');
+  const harnessUri = harnessUriOf(input);
+  const canonical = episodic ? await loadHarnessFromUri(harnessUri, deps.openObject) : undefined;
+  const hash = canonical ? harnessHash(canonical) : '';
+  deps.progress({ message: 'reading training manifests' });
+  const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
+  deps.progress({ message: 'building eval items' });
+  const built = await buildSuiteItems(input, canonical, footprint.variantHashes, deps.openObject);
+  const overlapping = input.trainingManifests.length > 0 ? findOverlaps(built.flatMap((suite) => suite.items), footprint) : [];
+  if (overlapping.length > 0 && !input.allowOverlap) {
+    const listed = overlapping.slice(0, 20).map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlap.matchedBy.replace('_', ' ')})`);
+    throw new BadInputError(
+      'EVAL_CONTAMINATED',
+      `${overlapping.length} eval item(s) appear in the training data of trainingManifests: ${listed.join(', ')}${overlapping.length > 20 ? ', …' : ''}; ` +
+        'use held-out seeds or prompts, drop those manifests, or set allowOverlap: true to evaluate anyway (the report lists them)',
+    );
+  }
+  const items: EvalPlanRecord['items'] = [];
+  for (const suite of built) {
+    if (suite.items.length === 0) throw new BadInputError('EVAL_EMPTY_SUITE', `suites.${suite.suite} has no items; give it a size or inputs`);
+    const written = await writeJsonl(deps.store, deps.output.key(`items/${suite.suite}.jsonl.gz`), suite.items, { schema: evalItemSchema });
+    items.push({ suite: suite.suite, key: written.key, uri: written.uri, sha256: written.sha256, records: written.records });
+  }
+  const record: EvalPlanRecord = {
+    seed,
+    harness: canonical ? { uri: harnessUri, hash } : null,
+    suites,
+    itemCounts: Object.fromEntries(built.map((suite) => [suite.suite, suite.items.length])),
+    items,
+    overlapping,
+    training: { manifests: input.trainingManifests, objects: footprint.objects },
+    lineage: built.flatMap((suite) => suite.lineage),
+  };
+  await deps.store.put(deps.output.key(planObject), `${JSON.stringify(record, null, 2)}\n`, { contentType: 'application/json' });
+  const parts: EvalPartInput[] = [];
+  for (const model of input.models) {
+    for (const suite of items) {
+      if (model.suites && !model.suites.includes(suite.suite)) continue;
+      for (let start = 0; start < suite.records; start += input.itemsPerPart) {
+        parts.push({
+          index: parts.length,
+          model,
+          suite: suite.suite,
+          items: { uri: suite.uri, sha256: suite.sha256, start, count: Math.min(input.itemsPerPart, suite.records - start) },
+          config: input,
+          seed,
+          harnessHash: hash,
+        });
+      }
+    }
+  }
+  return parts;
+}
+
+export function createEvalProcessor(deps: StageDeps) {
+  return (part: EvalPartInput): Promise<EvalPartOutput> => runEvalPart(part, deps);
+}
+
+/** Reads every part's results, writes `scores.json` and `report.html`, then the manifest last. */
+export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps: StageDeps): Promise<EvalOutput> {
+  if (parts.length === 0) throw new HatError('EVAL_NO_PARTS', 'eval finished without parts; plan always makes at least one, so this is a bug');
+  const planKey = deps.output.key(planObject);
+  const plan = JSON.parse((await deps.store.getBuffer(planKey)).toString('utf8')) as EvalPlanRecord;
+  const results: EvalResult[] = [];
+  for (const part of parts) {
+    const { records, sha256 } = await readRecordRange(deps.openObject, part.results.uri, evalResultSchema);
+    if (sha256 !== part.results.sha256) throw new HatError('EVAL_RESULTS_CHANGED', `${part.results.uri} changed after its part completed; rerun the stage`);
+    results.push(...records);
+  }
+  const models: ScoredModel[] = input.models.map((model) => {
+    const first = parts.find((part) => part.label === model.label);
+    return {
+      label: model.label,
+      provider: first?.model.provider ?? String(model.model.adapter),
+      modelId: first?.model.modelId ?? '',
+      config: { ...model.model },
+      simulated: parts.some((part) => part.label === model.label && part.model.simulated),
+    };
+  });
+  const judgeMissing = parts.reduce((sum, part) => sum + part.judgeMissing, 0);
+  const rubric = input.judge?.rubric ?? defaultJudgeRubric;
+  const judgeModel = input.judge?.model as { adapter: string; model?: unknown; modelDir?: unknown } | undefined;
+  const scores = buildEvalScores(results, {
+    runId: deps.run.id,
+    seed: plan.seed,
+    models,
+    suites: plan.suites,
+    itemCounts: plan.itemCounts,
+    compare: input.compare ?? input.models.slice(1).map((model) => [input.models[0]!.label, model.label] as [string, string]),
+    bootstrapSamples: input.bootstrapSamples,
+    ...(input.judge && judgeModel
+      ? { judge: { model: String(judgeModel.model ?? judgeModel.modelDir ?? judgeModel.adapter), rubricVersion: rubric.version, rubricHash: rubricHash(rubric), suites: input.judge.suites, missing: judgeMissing } }
+      : {}),
+    contamination: { manifests: plan.training.manifests, checked: plan.training.objects.length, overlapping: plan.overlapping, allowOverlap: input.allowOverlap },
+  });
+  const scoresInfo = await deps.store.put(deps.output.key(scoresObject), `${JSON.stringify(scores, null, 2)}\n`, { contentType: 'application/json' });
+  const reportInfo = await deps.store.put(deps.output.key(reportObject), evalReportHtml(scores), { contentType: 'text/html; charset=utf-8' });
+  const stored = async (key: string, details: { schemaVersion: number; format: string; records?: number; kind: string }): Promise<ManifestObject> => {
+    const bytes = await deps.store.getBuffer(key);
+    return manifestObjectOf({ key, uri: deps.store.uriOf(key), sha256: sha256Hex(bytes), bytes: bytes.length }, details);
+  };
+  const objects: ManifestObject[] = [
+    ...parts.map((part) => ({ ...part.results, schemaVersion: EVAL_RESULT_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'results' })),
+    ...(await Promise.all(plan.items.map((entry) => stored(entry.key, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'jsonl.gz', records: entry.records, kind: 'items' })))),
+    await stored(planKey, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'json', kind: 'plan' }),
+    manifestObjectOf(scoresInfo, { schemaVersion: scores.schemaVersion, format: 'json', kind: 'scores' }),
+    manifestObjectOf(reportInfo, { schemaVersion: scores.schemaVersion, format: 'html', kind: 'report' }),
+  ];
+  const { info } = await writeStageManifest(deps, {
+    objects,
+    lineage: {
+      inputs: [...(plan.harness ? [{ uri: plan.harness.uri, sha256: plan.harness.hash }] : []), ...plan.lineage, ...plan.training.objects],
+      configHash: hashValue(input),
+    },
+    stats: { leaderboard: scores.leaderboard, metrics: Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics])) },
+  });
+  return {
+    manifestUri: info.uri,
+    scoresUri: scoresInfo.uri,
+    reportUri: reportInfo.uri,
+    items: results.length,
+    leaderboard: scores.leaderboard,
+    simulatedModels: models.filter((model) => model.simulated).map((model) => model.label),
+    overlapping: plan.overlapping.length,
+    judgeMissing,
+  };
+}
+
+export const evalStage = defineStage({
+  ...evalContract,
+  plan: planEval,
+  createProcessor: createEvalProcessor,
+  finish: finishEval,
+});

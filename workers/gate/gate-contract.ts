@@ -1,0 +1,64 @@
+import { z } from 'zod';
+import type { StageContract } from '../../queues/define-stage';
+import type { StageSummary } from '../../queues/stage-summary';
+
+/**
+ * Config of the `gate` stage. A run's `gate:` section plans it (queues/run-gate.ts); it can also
+ * run alone: `hat stage gate --config gate.yaml --out <uri>`.
+ *
+ * ```yaml
+ * scores: s3://hat/runs/nightly-1/eval/manifest.json   # an eval manifest or its scores.json
+ * candidate: new
+ * rules: ["live_stream_qa >= promoted - 0.5", "ifeval.prompt_strict >= base - 1.0"]
+ * pointerRoot: s3://hat/                               # where checkpoints/promoted.json lives
+ * ```
+ */
+export const gateInputSchema = z
+  .object({
+    /** The eval stage's manifest.json (or its scores.json). */
+    scores: z.string().min(1),
+    /** The label of the checkpoint to decide about. */
+    candidate: z.string().min(1),
+    /** Gate rules (queues/run-gate.ts); all must hold to promote. */
+    rules: z.array(z.string().min(1)).min(1),
+    /** Write the promoted-checkpoint pointer on a promotion. Default true. */
+    promote: z.boolean().default(true),
+    /** The artifact root holding `checkpoints/promoted.json`. */
+    pointerRoot: z.string().regex(/^(s3|file):\/\/.+/, 'must be an s3://bucket/prefix or file:///dir artifact root'),
+    /** Fail the job with `[GATE_HOLD]` on a hold, so the stages after the gate do not run. Default false. */
+    stopOnHold: z.boolean().default(false),
+  })
+  .strict();
+export type GateInput = z.infer<typeof gateInputSchema>;
+
+export const gateOutputSchema = z.object({
+  manifestUri: z.string(),
+  decisionUri: z.string(),
+  decision: z.enum(['promote', 'hold']),
+  candidate: z.string(),
+  reasons: z.array(z.string()),
+  /** True when the pointer now names the candidate. */
+  promoted: z.boolean(),
+  pointerUri: z.string().optional(),
+});
+export type GateOutput = z.infer<typeof gateOutputSchema>;
+
+export function summarizeGate(output: GateOutput): StageSummary {
+  return {
+    figures: [
+      { label: 'gate decision', value: `${output.decision} ${output.candidate}`, tone: output.decision === 'promote' ? 'pass' : 'warn', detail: output.reasons.join('; ') },
+      ...(output.promoted ? [{ label: 'promoted checkpoint', value: output.candidate, detail: `what latestCheckpoint resolves to from the next run on (${output.pointerUri ?? ''})` }] : []),
+    ],
+    links: [{ label: 'gate decision', uri: output.decisionUri }],
+  };
+}
+
+export const gateContract: StageContract<GateInput, GateOutput> = {
+  name: 'gate',
+  description: 'Promotion gate: applies thresholds to eval scores and promotes or holds the candidate checkpoint',
+  input: gateInputSchema as z.ZodType<GateInput>,
+  output: gateOutputSchema,
+  summarize: summarizeGate,
+  // Reads one small JSON and writes two: nothing to retry beyond store faults.
+  queue: { attempts: 3, backoffMs: 1000 },
+};

@@ -1,0 +1,101 @@
+/**
+ * gate stage. Input: an eval manifest (or its scores.json), the candidate label, the rules, the
+ * artifact root of the promoted-checkpoint pointer. Reads every model's metrics, applies the
+ * rules (queues/run-gate.ts), writes `decision.json` (decision, each rule's values and reason,
+ * the pointer before), moves the pointer on a promotion (history first, pointer last), then
+ * `manifest.json`. On a hold with `stopOnHold` it fails with `[GATE_HOLD] <reasons>` after
+ * writing all of that, so the stages after the gate do not run; the run records the hold.
+ * Idempotent: a retried gate decides the same from the same scores and rewrites its own objects
+ * and its own history entry.
+ */
+import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { pointerLocationOf, readPromotedCheckpoint, writePromotion } from '../../queues/promoted-checkpoint';
+import { evaluateGate, gateDecisionObject, GATE_DECISION_SCHEMA_VERSION, type GateDecisionRecord } from '../../queues/run-gate';
+import { writeStageManifest } from '../../queues/stage-manifest';
+import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
+import { BadInputError, HatError } from '../../shared/errors';
+import { hashValue, sha256Hex } from '../../shared/hash/hash';
+import { gateContract, type GateInput, type GateOutput } from './gate-contract';
+
+interface ScoresFile {
+  models: Array<{ label: string; config: Record<string, unknown> }>;
+  scores: Record<string, { metrics: Record<string, number> }>;
+}
+
+async function readScores(uri: string, deps: StageDeps): Promise<{ scores: ScoresFile; uri: string; sha256: string }> {
+  const { store, key } = deps.openObject(uri);
+  if (!(await store.head(key))) throw new BadInputError('MISSING_INPUT', `scores: ${uri} does not exist; run the eval stage first or fix the URI`);
+  let scoresUri = uri;
+  let scoresKey = key;
+  let scoresStore = store;
+  if (key.endsWith('manifest.json')) {
+    const manifest = await readManifest(store, key);
+    const object = manifest.objects.find((entry) => entry.kind === 'scores');
+    if (manifest.stage !== 'eval' || !object) throw new BadInputError('GATE_BAD_SCORES', `scores: ${uri} is a ${manifest.stage} manifest without scores; give the eval stage's manifest.json`);
+    ({ store: scoresStore, key: scoresKey } = deps.openObject(object.uri));
+    scoresUri = object.uri;
+  }
+  const bytes = await scoresStore.getBuffer(scoresKey);
+  const scores = JSON.parse(bytes.toString('utf8')) as ScoresFile;
+  if (!scores.scores || !Array.isArray(scores.models)) throw new BadInputError('GATE_BAD_SCORES', `scores: ${scoresUri} is not an eval scores.json (no models/scores); give the eval stage's manifest.json`);
+  return { scores, uri: scoresUri, sha256: sha256Hex(bytes) };
+}
+
+/** How the pointer names a model: its endpoint and model id (in-process adapters: by adapter and directory or policy). */
+function checkpointOf(config: Record<string, unknown>): { endpoint: string; model: string } {
+  const adapter = String(config.adapter ?? 'unknown');
+  const endpoint = typeof config.baseUrl === 'string' ? config.baseUrl : `${adapter}:${String(config.modelDir ?? config.policy ?? '')}`;
+  const model = typeof config.model === 'string' ? config.model : String(config.modelDir ?? config.policy ?? adapter);
+  return { endpoint, model };
+}
+
+export function createGateProcessor(deps: StageDeps) {
+  return async (input: GateInput): Promise<GateOutput> => {
+    const { scores, uri: scoresUri, sha256 } = await readScores(input.scores, deps);
+    const model = scores.models.find((entry) => entry.label === input.candidate);
+    if (!model) throw new BadInputError('GATE_UNKNOWN_CANDIDATE', `candidate: "${input.candidate}" is not a model of ${scoresUri} (labels: ${scores.models.map((entry) => entry.label).join(', ')}); name an evaluated label`);
+    const metrics = Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics]));
+    const decision = evaluateGate(input.rules, input.candidate, metrics);
+    const pointerStore = pointerLocationOf(input.pointerRoot, deps.openObject);
+    const previous = await readPromotedCheckpoint(pointerStore);
+    const checkpoint = checkpointOf(model.config);
+    const promote = decision.decision === 'promote' && input.promote;
+    let pointerUri: string | undefined;
+    if (promote) {
+      ({ pointerUri } = await writePromotion(pointerStore, {
+        schemaVersion: 1,
+        ...checkpoint,
+        label: input.candidate,
+        runId: deps.run.id,
+        promotedBy: 'gate',
+        promotedAt: new Date(deps.clock.now()).toISOString(),
+        reasons: decision.reasons,
+        metrics: metrics[input.candidate] ?? {},
+        scoresUri,
+      }));
+    }
+    const record: GateDecisionRecord = {
+      schemaVersion: GATE_DECISION_SCHEMA_VERSION,
+      runId: deps.run.id,
+      scoresUri,
+      ...decision,
+      checkpoint,
+      ...(previous ? { previous: { endpoint: previous.endpoint, model: previous.model, ...(previous.runId ? { runId: previous.runId } : {}), promotedAt: previous.promotedAt } } : {}),
+      promoted: promote,
+      ...(pointerUri ? { pointerUri } : {}),
+    };
+    const decisionInfo = await deps.store.put(deps.output.key(gateDecisionObject), `${JSON.stringify(record, null, 2)}\n`, { contentType: 'application/json' });
+    const { info } = await writeStageManifest(deps, {
+      objects: [manifestObjectOf(decisionInfo, { schemaVersion: GATE_DECISION_SCHEMA_VERSION, format: 'json', kind: 'decision' })],
+      lineage: { inputs: [{ uri: scoresUri, sha256 }], configHash: hashValue(input) },
+      stats: { decision: decision.decision, candidate: input.candidate, reasons: decision.reasons },
+    });
+    deps.logger.info({ decision: decision.decision, candidate: input.candidate, reasons: decision.reasons }, 'gate decided');
+    if (decision.decision === 'hold' && input.stopOnHold) {
+      throw new HatError('GATE_HOLD', `held ${input.candidate}: ${decision.reasons.join('; ')}; decision: ${decisionInfo.uri}`, { retryable: false });
+    }
+    return { manifestUri: info.uri, decisionUri: decisionInfo.uri, decision: decision.decision, candidate: input.candidate, reasons: decision.reasons, promoted: promote, ...(pointerUri ? { pointerUri } : {}) };
+  };
+}
+
+export const gateStage = defineStage({ ...gateContract, createProcessor: createGateProcessor });
