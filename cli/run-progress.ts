@@ -124,8 +124,8 @@ function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressVie
 /** The progress lines of a run status. */
 export function progressLines(status: RunStatus): StageProgressLine[] {
   const lines: StageProgressLine[] = status.stages.map((stage: StageStatus) => ({ name: stage.name, state: stage.state, partsDone: stage.partsDone, partsTotal: stage.partsTotal }));
-  // The trainer handoff shows as one more line: its state says whether a checkpoint is awaited.
-  if (status.handoff) lines.push({ name: 'train (handoff)', state: status.handoff.state, partsDone: 0, partsTotal: 0 });
+  // Each trainer handoff shows as one more line: its state says whether a checkpoint is awaited.
+  for (const handoff of status.handoffs ?? []) lines.push({ name: `${handoff.name} (handoff)`, state: handoff.state, partsDone: 0, partsTotal: 0 });
   return lines;
 }
 

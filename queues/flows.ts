@@ -6,7 +6,7 @@ import { checkJobDataSize, runJobOptions, stageJobOptions } from './job-options'
 import { runsQueueName } from './queue-names';
 import type { QueueContext } from './queue-context';
 import type { PlannedStage, RunPlan } from './run-config';
-import { handoffFlowJob, handoffStageName } from './run-handoff';
+import { handoffFlowJob, handoffJobData, handoffNodeName } from './run-handoff';
 import { getStage } from './stage-registry';
 
 /**
@@ -92,15 +92,33 @@ export function runJobData(plan: RunPlan): RunJobData {
     seed: plan.seed,
     createdAt: plan.createdAt,
     source: plan.source,
-    stages: plan.stages.map((stage) => ({ name: stage.name, jobId: stage.jobId, dependsOn: stage.dependsOn, ...(stage.afterHandoff ? { afterHandoff: true } : {}) })),
-    ...(plan.handoff ? { handoff: { jobId: plan.handoff.jobId, after: plan.handoff.after, before: plan.handoff.before } } : {}),
+    stages: plan.stages.map((stage) => ({
+      name: stage.name,
+      ...(stage.kind !== stage.name ? { kind: stage.kind } : {}),
+      jobId: stage.jobId,
+      dependsOn: stage.dependsOn,
+      ...(stage.afterHandoff ? { afterHandoff: true } : {}),
+      ...(stage.segment ? { handoff: stage.segment } : {}),
+      ...(stage.round ? { policyVersion: stage.round.policyVersion } : {}),
+    })),
+    ...(plan.handoffs.length > 0
+      ? {
+          handoffs: plan.handoffs.map((handoff) => ({
+            name: handoff.name,
+            jobId: handoff.jobId,
+            after: handoff.after,
+            before: handoff.before,
+            ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+          })),
+        }
+      : {}),
     ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}),
     plan,
   };
 }
 
 /** A stage as its flow node needs it. */
-export type FlowStage = Pick<PlannedStage, 'name' | 'jobId' | 'input' | 'inputHash' | 'outputPrefix' | 'dependsOn'>;
+export type FlowStage = Pick<PlannedStage, 'name' | 'jobId' | 'input' | 'inputHash' | 'outputPrefix' | 'dependsOn'> & { kind?: string };
 
 /** What every stage node of one run shares. */
 export interface StageForestContext {
@@ -126,7 +144,7 @@ export interface ExtraFlowNode {
  * handoff, always runs and records the failure); stages below another stage fail it.
  */
 export function buildStageForest(stages: readonly FlowStage[], context: StageForestContext, extra?: ExtraFlowNode): FlowJob[] {
-  const defaults = context.stageDefaults ?? ((name: string) => getStage(name).queue ?? {});
+  const defaults = context.stageDefaults ?? ((kind: string) => getStage(kind).queue ?? {});
   const nodes: Array<Pick<PlannedStage, 'name' | 'dependsOn'>> = extra ? [...stages, { name: extra.name, dependsOn: extra.dependsOn }] : [...stages];
   const parents = treeParents(nodes);
   const childrenOf = (parent: string | undefined) => nodes.filter((node) => parents.get(node.name) === parent);
@@ -135,10 +153,12 @@ export function buildStageForest(stages: readonly FlowStage[], context: StageFor
     const children = childrenOf(name).map((child) => node(child.name, false));
     if (extra && name === extra.name) return extra.build(children, isRoot);
     const stage = stages.find((item) => item.name === name) as FlowStage;
+    const kind = stage.kind ?? stage.name;
     const data: StageJobData = {
       v: 1,
       runId: context.runId,
       stage: stage.name,
+      ...(kind !== stage.name ? { kind } : {}),
       seed: context.seed,
       artifactsRoot: context.artifactsRoot,
       outputPrefix: stage.outputPrefix,
@@ -149,11 +169,11 @@ export function buildStageForest(stages: readonly FlowStage[], context: StageFor
     };
     checkJobDataSize(data, context.jobDataLimit, { stage: stage.name, jobId: stage.jobId });
     const opts: JobsOptions = {
-      ...stageJobOptions(defaults(stage.name), context.jobDataLimit),
+      ...stageJobOptions(defaults(kind), context.jobDataLimit),
       jobId: stage.jobId,
       ...(isRoot ? { ignoreDependencyOnFailure: true } : { failParentOnFailure: true }),
     };
-    const flowNode: FlowJob = { name: 'stage', queueName: stage.name, data, opts };
+    const flowNode: FlowJob = { name: 'stage', queueName: kind, data, opts };
     return children.length > 0 ? { ...flowNode, children } : flowNode;
   };
   return childrenOf(undefined).map((root) => node(root.name, true));
@@ -161,12 +181,13 @@ export function buildStageForest(stages: readonly FlowStage[], context: StageFor
 
 /**
  * Builds the flow tree of a planned run (pure; checks every job's data size). Stages held back by
- * a trainer handoff are not in it: the handoff job adds them once a checkpoint is registered.
+ * a trainer handoff are not in it: the first handoff's job carries them (and the handoffs after
+ * it, nested) and adds them once its checkpoint is registered.
  */
 export function buildRunFlow(plan: RunPlan, options: RunFlowOptions): FlowJob {
-  const handoff = plan.handoff;
+  const handoff = plan.handoffs[0];
   const extra: ExtraFlowNode | undefined = handoff
-    ? { name: handoffStageName, dependsOn: handoff.after, build: (children, isRoot) => handoffFlowJob(plan, children, isRoot, options.jobDataLimit) }
+    ? { name: handoffNodeName(handoff.name), dependsOn: handoff.after, build: (children, isRoot) => handoffFlowJob(handoffJobData(plan, handoff, []), children, isRoot, options.jobDataLimit) }
     : undefined;
   const children = buildStageForest(
     plan.stages.filter((stage) => !stage.afterHandoff),

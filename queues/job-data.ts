@@ -14,7 +14,10 @@ const common = {
   /** Job data format version. */
   v: z.literal(1),
   runId: z.string().min(1),
+  /** The stage's name in the run (its objects go under `runs/<runId>/<stage>/`). */
   stage: z.string().min(1),
+  /** The registered stage it runs (its queue) when the run names it differently (`sft_data: { stage: shard }`). */
+  kind: z.string().min(1).optional(),
   /** The run's seed (every random draw derives from it). */
   seed: z.string(),
   /** Root URI of the run's artifact store. */
@@ -53,12 +56,23 @@ export type PartJobData = z.infer<typeof partJobDataSchema>;
 /** One stage of a run, as the run's parent job records it. */
 export const runStageEntrySchema = z.object({
   name: z.string().min(1),
+  /** The registered stage (queue) when it differs from the name. */
+  kind: z.string().min(1).optional(),
   jobId: z.string().min(1),
   /** Stages this one reads from (its `${stages.<name>...}` references). */
   dependsOn: z.array(z.string()).default([]),
-  /** Enqueued by the trainer handoff once a checkpoint is registered (absent: part of the first flow). */
+  /** Enqueued by a trainer handoff once a checkpoint is registered (absent: part of the first flow). */
   afterHandoff: z.boolean().optional(),
+  /** The handoff that enqueues it (absent with `afterHandoff`: the single handoff, `train`). */
+  handoff: z.string().optional(),
+  /** For a round of an on-policy stage: the policy version it samples with. */
+  policyVersion: z.number().int().positive().optional(),
 });
+
+/** The queue of a stage entry or job: its kind, else its name. */
+export function stageKindOf(entry: { name?: string; stage?: string; kind?: string }): string {
+  return entry.kind ?? entry.name ?? entry.stage ?? '';
+}
 export type RunStageEntry = z.infer<typeof runStageEntrySchema>;
 
 /** The run's parent job (queue `runs`, name `run`, id = run id). */
@@ -75,8 +89,8 @@ export const runJobDataSchema = z.object({
   stages: z.array(runStageEntrySchema),
   /** Set by `hat runs cancel`. */
   cancelledAt: z.number().optional(),
-  /** The trainer handoff, when the run has one (queues/run-handoff.ts). */
-  handoff: runHandoffEntrySchema.optional(),
+  /** The trainer handoffs in chain order, when the run has any (queues/run-handoff.ts). */
+  handoffs: z.array(runHandoffEntrySchema).optional(),
   /** What the config's `latest` inputs resolved to when the run was created. */
   resolvedInputs: z.array(resolvedInputSchema).optional(),
   /**

@@ -15,6 +15,7 @@ describe('planRun', () => {
     expect(plan.stages).toEqual([
       {
         name: 'fanout-demo',
+        kind: 'fanout-demo',
         input: { parts: 3, recordsPerPart: 4, partDelayMs: 0, faults: { transientOnFirstAttempt: [], badInput: [] } },
         inputHash: expect.stringMatching(/^[0-9a-f]{64}$/),
         jobId: expect.stringMatching(new RegExp(`^${plan.runId}\\.fanout-demo\\.[0-9a-f]{12}$`)),

@@ -13,14 +13,15 @@ import { findStage, stageNames } from './stage-registry';
 import { isLatestSpecValue, findLatestSpecs, latestPlaceholder, type ResolvedInput } from './latest-inputs';
 import {
   checkpointFields,
-  checkpointPlaceholders,
   checkpointReferencePattern,
-  fillCheckpointReferences,
+  fillCheckpointPlaceholders,
   handoffConfigSchema,
   handoffJobId,
-  handoffStageName,
+  handoffNodeName,
+  namedHandoffConfigSchema,
   type PlannedHandoff,
 } from './run-handoff';
+import { runInstances, type StageInstance } from './run-stage-instances';
 import { gateConfigSchema, gateStageConfig, gateStageName } from './run-gate';
 
 /**
@@ -37,10 +38,14 @@ import { gateConfigSchema, gateStageConfig, gateStageName } from './run-gate';
  *   noop:
  *     inputs: ["${stages.fanout-demo.manifestUri}"]   # runs after fanout-demo
  * ```
- * References: `${stages.<name>.manifestUri}` (the stage's `manifest.json`),
- * `${stages.<name>.outputUri}` (its output folder), `${run.id}`, `${run.seed}`, `${run.artifacts}`,
- * and in the stages a trainer handoff holds back, `${checkpoint.endpoint}` / `${checkpoint.model}`
- * (queues/run-handoff.ts). A stage that references another runs after it. A value may also be a
+ * A stage entry may name its kind (`sft_data: { stage: shard, ... }`; default: the entry's name),
+ * so a run can hold several stages of one kind; on-policy kinds may run `rounds: N`
+ * (queues/run-stage-instances.ts). References: `${stages.<name>.manifestUri}` (the stage's
+ * `manifest.json`), `${stages.<name>.outputUri}` (its output folder), `${run.id}`, `${run.seed}`,
+ * `${run.artifacts}`, and `${checkpoints.<handoff>.<field>}` (endpoint, model, modelDir,
+ * checkpointUri, policyVersion) of a trainer handoff, in any field: the stage then waits for that
+ * checkpoint (queues/run-handoff.ts; `${checkpoint.<field>}` with a single `handoff:`). A stage
+ * that references another runs after it. A value may also be a
  * `latest` input (`{ latest: s3://..., partition: dt=YYYY-MM-DD }`, `{ latestHarness: s3://... }`,
  * queues/latest-inputs.ts), resolved when the run is created and passed in as `resolvedInputs`.
  */
@@ -59,8 +64,10 @@ export const runConfigSchema = z
     stages: z
       .record(z.string(), z.record(z.string(), z.unknown()).nullish())
       .refine((stages) => Object.keys(stages).length > 0, 'name at least one stage'),
-    /** A trainer handoff between stages (queues/run-handoff.ts). Default: none. */
+    /** A trainer handoff between stages, named `train` (queues/run-handoff.ts). Default: none. */
     handoff: handoffConfigSchema.optional(),
+    /** Several trainer handoffs by name; they form a chain (each after a stage that waits for the one before). */
+    handoffs: z.record(z.string(), namedHandoffConfigSchema).optional(),
     /** A promotion gate after an eval stage (queues/run-gate.ts). Default: none. */
     gate: gateConfigSchema.optional(),
   })
@@ -70,6 +77,8 @@ export type RunConfig = z.infer<typeof runConfigSchema>;
 /** One stage of a planned run. */
 export interface PlannedStage {
   name: string;
+  /** The registered stage it runs (its queue); the name unless the config says `stage: <kind>`. */
+  kind: string;
   /** The stage config with references resolved and defaults applied (the job's input). */
   input: unknown;
   inputHash: string;
@@ -78,13 +87,17 @@ export interface PlannedStage {
   outputPrefix: string;
   /** Stages it references (it runs after them). */
   dependsOn: string[];
-  /** Held back by the trainer handoff until a checkpoint is registered. */
+  /** Held back by a trainer handoff until a checkpoint is registered. */
   afterHandoff?: true;
+  /** The handoff that adds it once its checkpoint is registered (the last one it waits for). */
+  segment?: string;
   /**
-   * For a stage held back by the handoff: its config with every reference resolved but
-   * `${checkpoint.*}` (`input` was validated with placeholders in their place).
+   * For a stage held back by a handoff: its config with every reference resolved but
+   * `${checkpoints.*}` (`input` was validated with placeholders in their place).
    */
   template?: unknown;
+  /** For a round of an on-policy stage: which round, and the policy version it samples with. */
+  round?: { index: number; of: number; stage: string; policyVersion: number };
 }
 
 /** A validated run, ready to become a flow. */
@@ -99,8 +112,8 @@ export interface RunPlan {
   source: string;
   /** In config order. */
   stages: PlannedStage[];
-  /** The trainer handoff, when the config has one. */
-  handoff?: PlannedHandoff;
+  /** The trainer handoffs in chain order (empty without any). */
+  handoffs: PlannedHandoff[];
   /** What the config's `latest` inputs resolved to (absent when it has none). */
   resolvedInputs?: ResolvedInput[];
 }
@@ -163,7 +176,7 @@ export interface PlanRunOptions {
 }
 
 const referencePattern = /\$\{([^}]*)\}/g;
-const stageReferencePattern = /^stages\.([a-z0-9-]+)\.(manifestUri|outputUri)$/;
+const stageReferencePattern = /^stages\.([A-Za-z0-9_-]+)\.(manifestUri|outputUri)$/;
 const runReferencePattern = /^run\.(id|seed|artifacts)$/;
 
 /** Validates a run config and plans the run; throws one ValidationError listing every problem. */
@@ -177,13 +190,16 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   if (!parsed.success) problems.addAll(locator.zodProblems(parsed.error));
   if (!parsed.success || !problems.ok) problems.throwIfAny('BAD_RUN_CONFIG', summary);
   const config = parsed.data as RunConfig;
-  const stageConfigs = Object.entries(config.stages).map(([name, stageConfig]) => ({ name, config: stageConfig ?? {} }));
+  const instances = runInstances(config);
+  for (const problem of instances.problems) problems.add(locator.problem(problem.path, problem.message));
+  const stageConfigs: StageInstance[] = instances.stages;
   // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
   if (config.gate) {
     if (config.stages[gateStageName] !== undefined) problems.add(locator.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`));
     else {
       const after = stageConfigs.findIndex((stage) => stage.name === config.gate?.eval);
-      stageConfigs.splice(after < 0 ? stageConfigs.length : after + 1, 0, { name: gateStageName, config: gateStageConfig(config.gate) });
+      const gateInstance: StageInstance = { name: gateStageName, kind: gateStageName, config: gateStageConfig(config.gate), path: ['gate'] };
+      stageConfigs.splice(after < 0 ? stageConfigs.length : after + 1, 0, gateInstance);
     }
   }
 
@@ -196,8 +212,10 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   } else if (hasDotSegment(rootSetting)) {
     problems.add(locator.problem(['artifacts'], `"${rootSetting}" has a "." or ".." segment; give the artifact root as a plain s3://bucket/prefix or file:///absolute/path`));
   }
-  for (const { name } of stageConfigs) {
-    if (!findStage(name)) problems.add(locator.problem(['stages', name], `unknown stage "${name}"; registered stages: ${stageNames().join(', ')}`));
+  for (const stage of stageConfigs) {
+    if (findStage(stage.kind)) continue;
+    const where = stage.kind === stage.name ? stage.path : [...stage.path, 'stage'];
+    problems.add(locator.problem(where, `unknown stage ${stage.kind === stage.name ? '' : 'kind '}"${stage.kind}"; registered stages: ${stageNames().join(', ')}`));
   }
 
   if (options.runId !== undefined && !runIdPattern.test(options.runId)) {
@@ -206,11 +224,11 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   }
   // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
   // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
-  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, ...(config.gate ? { gate: config.gate } : {}) });
+  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs, ...(config.gate ? { gate: config.gate } : {}) });
   const runId = options.runId ?? config.runId ?? deriveRunId(configHash, options.now);
   const names = new Set(stageConfigs.map((stage) => stage.name));
-  // A gate after an eval that waits for the checkpoint waits with it.
-  const handoff = config.handoff && config.gate?.eval && config.handoff.before.includes(config.gate.eval) ? { ...config.handoff, before: [...config.handoff.before, gateStageName] } : config.handoff;
+  const handoffs = instances.handoffs;
+  const handoffNames = new Set(handoffs.map((handoff) => handoff.name));
   if (config.gate) {
     const gate = config.gate;
     if (!names.has(gate.eval)) problems.add(locator.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`));
@@ -219,19 +237,20 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
       else if (name === gate.eval) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`));
     });
   }
-  const heldBack = new Set(handoff?.before ?? []);
-  if (handoff) {
-    if (names.has(handoffStageName)) problems.add(locator.problem(['stages', handoffStageName], `"${handoffStageName}" is the trainer handoff's name; a run with a handoff cannot also have a stage of that name`));
+  // Direct edges: a stage -> the stages it reads and the handoffs whose checkpoint it waits for; a handoff -> its `after` stages.
+  const dependsOn = new Map<string, Set<string>>();
+  const waitsFor = new Map<string, Set<string>>(stageConfigs.map((stage) => [stage.name, new Set<string>()]));
+  for (const handoff of handoffs) {
     for (const field of ['after', 'before'] as const) {
-      handoff[field].forEach((name, index) => {
-        if (!names.has(name)) problems.add(locator.problem(['handoff', field, index], `stage "${name}" is not in this run; name a stage listed under stages`));
+      handoff.config[field].forEach((name, index) => {
+        if (!names.has(name)) problems.add(locator.problem([...handoff.path, field, index], `stage "${name}" is not in this run; name a stage listed under stages`));
+        else if (field === 'before') waitsFor.get(name)?.add(handoff.name);
       });
     }
-    handoff.before.forEach((name, index) => {
-      if (handoff.after.includes(name)) problems.add(locator.problem(['handoff', 'before', index], `stage "${name}" is in both after and before; a stage runs either before the training or after it`));
+    handoff.config.before.forEach((name, index) => {
+      if (handoff.config.after.includes(name)) problems.add(locator.problem([...handoff.path, 'before', index], `stage "${name}" is in both after and before; a stage runs either before the training or after it`));
     });
   }
-  const dependsOn = new Map<string, Set<string>>();
   const latest = findLatestSpecs(config.stages);
   for (const problem of latest.problems) problems.add(locator.problem(problem.path, problem.message));
   const resolvedByPath = new Map((options.resolvedInputs ?? []).map((input) => [input.path, input.resolved]));
@@ -243,12 +262,15 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const resolve = (stage: string, reference: string, path: PathSegment[]): string | undefined => {
     const checkpointMatch = checkpointReferencePattern.exec(reference);
     if (checkpointMatch) {
-      if (!(checkpointFields as readonly string[]).includes(checkpointMatch[1] as string)) {
-        problems.add(locator.problem(path, `unknown reference \${${reference}}; the checkpoint offers ${checkpointFields.map((field) => `\${checkpoint.${field}}`).join(' and ')}`));
-      } else if (!handoff) {
-        problems.add(locator.problem(path, `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config`));
-      } else if (!heldBack.has(stage)) {
-        problems.add(locator.problem(path, `\${${reference}}: stage "${stage}" does not wait for the checkpoint; add it to handoff.before`));
+      const [, handoff, field] = checkpointMatch as unknown as [string, string | undefined, string];
+      if (!(checkpointFields as readonly string[]).includes(field)) {
+        problems.add(locator.problem(path, `unknown reference \${${reference}}; a checkpoint offers ${checkpointFields.join(', ')}`));
+      } else if (handoff === undefined) {
+        problems.add(locator.problem(path, `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config (or handoffs: { <name>: ... } and \${checkpoints.<name>.${field}})`));
+      } else if (!handoffNames.has(handoff)) {
+        problems.add(locator.problem(path, `\${${reference}} names handoff "${handoff}", which this run does not have; handoffs: ${[...handoffNames].join(', ') || 'none (add handoffs: { <name>: { after: [...] } })'}`));
+      } else {
+        waitsFor.get(stage)?.add(handoff);
       }
       // Kept as written: filled in when the checkpoint is registered.
       return `\${${reference}}`;
@@ -275,68 +297,119 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
       locator.problem(
         path,
         `unknown reference \${${reference}}; use \${stages.<name>.manifestUri}, \${stages.<name>.outputUri}, \${run.id}, \${run.seed}, \${run.artifacts}` +
-          ' (or \${checkpoint.endpoint} / \${checkpoint.model} in a stage held back by a trainer handoff)',
+          ' or \${checkpoints.<handoff>.<field>}',
       ),
     );
     return undefined;
   };
 
-  const resolved = stageConfigs.map(({ name, config: stageConfig }) => {
-    dependsOn.set(name, new Set());
-    const value = substitute(stageConfig, ['stages', name], (reference, path) => resolve(name, reference, path), resolveLatest) as Record<string, unknown>;
-    for (const problem of outputEscapes(value, ['stages', name])) problems.add(locator.problem(problem.path, problem.message));
+  const resolved = stageConfigs.map((instance) => {
+    dependsOn.set(instance.name, new Set());
+    const value = substitute(instance.config, instance.path, (reference, path) => resolve(instance.name, reference, path), resolveLatest) as Record<string, unknown>;
+    for (const problem of outputEscapes(value, instance.path)) problems.add(locator.problem(problem.path, problem.message));
     // Reported above; the stage schema need not call them unknown keys as well.
-    return { name, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
+    return { instance, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
   });
   // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
   for (const name of config.gate?.before ?? []) if (name !== config.gate?.eval) dependsOn.get(name)?.add(gateStageName);
-  for (const cycle of findCycles(dependsOn)) {
-    problems.add(locator.problem(['stages', cycle[0] as string], `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`));
+  // Handoffs are `handoff:<name>` in the graph: a handoff may share its name with a stage.
+  const node = handoffNodeName;
+  const isHandoffNode = (name: string) => name.startsWith(node(''));
+  const graph = new Map<string, Set<string>>([...dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(waitsFor.get(name) ?? [])].map(node)])]));
+  for (const handoff of handoffs) graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => names.has(name))));
+  const cycles = findCycles(graph);
+  for (const cycle of cycles) {
+    const first = cycle[0] as string;
+    const path = isHandoffNode(first) ? (handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
+    const message = cycle.some(isHandoffNode)
+      ? `stages and handoffs wait for each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages and checkpoints that come before it`
+      : `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`;
+    problems.add(locator.problem(path, message));
   }
-  if (handoff) {
-    // What the handoff waits for: the `after` stages and everything they read, transitively.
-    const awaited = new Set<string>();
-    const pending = [...handoff.after];
-    while (pending.length > 0) {
-      const name = pending.pop() as string;
-      if (awaited.has(name)) continue;
-      awaited.add(name);
-      pending.push(...(dependsOn.get(name) ?? []));
+
+  // Everything each node waits for, transitively (stages and handoffs).
+  const ancestors = new Map<string, Set<string>>();
+  const ancestorsOf = (name: string, seen = new Set<string>()): Set<string> => {
+    const known = ancestors.get(name);
+    if (known) return known;
+    const found = new Set<string>();
+    if (seen.has(name)) return found;
+    seen.add(name);
+    for (const next of graph.get(name) ?? []) {
+      found.add(next);
+      for (const item of ancestorsOf(next, seen)) found.add(item);
     }
-    for (const [name, targets] of dependsOn) {
+    ancestors.set(name, found);
+    return found;
+  };
+  // Handoffs form a chain: each waits (through its after stages) for the one before it.
+  const handoffCount = (name: string) => [...ancestorsOf(node(name))].filter(isHandoffNode).length;
+  const chain = cycles.length > 0 ? [] : [...handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
+  for (let index = 1; index < chain.length; index++) {
+    const previous = chain[index - 1] as (typeof handoffs)[number];
+    const current = chain[index] as (typeof handoffs)[number];
+    if (!ancestorsOf(node(current.name)).has(node(previous.name))) {
+      problems.add(
+        locator.problem(
+          [...current.path, 'after'],
+          `handoffs "${previous.name}" and "${current.name}" do not wait for each other; a run's handoffs follow one another (the method's order), so list a stage that waits for ${previous.name}'s checkpoint in ${current.name}'s after`,
+        ),
+      );
+    }
+  }
+  const order = new Map(chain.map((handoff, index) => [handoff.name, index]));
+  const segmentOf = (name: string): string | undefined => {
+    let found: string | undefined;
+    for (const item of ancestorsOf(name)) {
+      const handoff = isHandoffNode(item) ? item.slice(node('').length) : undefined;
+      if (handoff !== undefined && order.has(handoff) && (found === undefined || (order.get(handoff) as number) > (order.get(found) as number))) found = handoff;
+    }
+    return found;
+  };
+  if (problems.ok) {
+    // A stage added by handoff H may read a stage added earlier only when H waited for it.
+    const check = (name: string, path: PathSegment[], targets: Iterable<string>, what: string) => {
+      const segment = segmentOf(name);
+      if (segment === undefined) return;
+      const owner = isHandoffNode(name) ? chain[(order.get(name.slice(node('').length)) as number) - 1]?.name : segment;
+      if (owner === undefined) return;
       for (const target of targets) {
-        if (!heldBack.has(name) && heldBack.has(target)) {
-          problems.add(locator.problem(['stages', name], `reads stage "${target}", which waits for the checkpoint; add "${name}" to handoff.before too (or stop reading ${target})`));
-        } else if (heldBack.has(name) && !heldBack.has(target) && !awaited.has(target)) {
-          problems.add(locator.problem(['stages', name], `reads stage "${target}", which the handoff does not wait for; add "${target}" to handoff.after`));
-        }
+        if (!names.has(target) || segmentOf(target) === owner || ancestorsOf(node(owner)).has(target)) continue;
+        problems.add(locator.problem(path, `${what} stage "${target}", which handoff ${owner} does not wait for; add "${target}" to ${owner === 'train' && config.handoff ? 'handoff' : `handoffs.${owner}`}.after`));
       }
-    }
+    };
+    for (const stage of stageConfigs) check(stage.name, stage.path, dependsOn.get(stage.name) ?? [], 'reads');
+    for (const handoff of handoffs) if ((order.get(handoff.name) ?? 0) > 0) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
   }
 
   const stages: PlannedStage[] = [];
-  for (const { name, value: stageValue } of resolved) {
-    const stage = findStage(name);
+  for (const { instance, value: stageValue } of resolved) {
+    const stage = findStage(instance.kind);
     if (!stage) continue;
-    const held = heldBack.has(name);
+    const segment = problems.ok ? segmentOf(instance.name) : undefined;
+    const held = [...ancestorsOf(instance.name)].some(isHandoffNode);
     // A held-back stage is validated with placeholders for the checkpoint it will get.
-    const result = stage.input.safeParse(held ? fillCheckpointReferences(stageValue, checkpointPlaceholders) : stageValue);
+    const result = stage.input.safeParse(held ? fillCheckpointPlaceholders(stageValue) : stageValue);
     if (!result.success) {
-      problems.addAll(locator.zodProblems(result.error, ['stages', name]));
+      problems.addAll(locator.zodProblems(result.error, instance.path));
       continue;
     }
     const inputHash = hashValue(result.data);
+    const policyVersion = (stageValue as { policyVersion?: unknown }).policyVersion;
     stages.push({
-      name,
+      name: instance.name,
+      kind: instance.kind,
       input: result.data,
       inputHash,
-      jobId: stageJobId(runId, name, inputHash),
-      outputPrefix: stagePrefix(runId, name),
-      dependsOn: [...(dependsOn.get(name) ?? [])],
-      ...(held ? { afterHandoff: true as const, template: stageValue } : {}),
+      jobId: stageJobId(runId, instance.name, inputHash),
+      outputPrefix: stagePrefix(runId, instance.name),
+      dependsOn: [...(dependsOn.get(instance.name) ?? [])],
+      ...(held ? { afterHandoff: true as const, template: stageValue, ...(segment ? { segment } : {}) } : {}),
+      ...(instance.round ? { round: { ...instance.round, policyVersion: typeof policyVersion === 'number' ? policyVersion : instance.round.index } } : {}),
     });
   }
   problems.throwIfAny('BAD_RUN_CONFIG', summary);
+  const waiting = (handoff: string) => stageConfigs.filter((stage) => ancestorsOf(stage.name).has(node(handoff))).map((stage) => stage.name);
   return {
     runId,
     configHash,
@@ -345,18 +418,17 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
     createdAt: options.now.getTime(),
     source: options.source ?? 'cli',
     stages,
-    ...(handoff
-      ? {
-          handoff: {
-            jobId: handoffJobId(runId),
-            after: handoff.after,
-            before: handoff.before,
-            timeoutMs: Math.round(handoff.timeoutMinutes * 60_000),
-            pollIntervalMs: handoff.pollSeconds * 1_000,
-            hyperparameters: handoff.hyperparameters,
-          },
-        }
-      : {}),
+    handoffs: chain.map((handoff, index) => ({
+      name: handoff.name,
+      jobId: handoffJobId(runId, handoff.name),
+      after: handoff.config.after,
+      before: waiting(handoff.name),
+      timeoutMs: Math.round(handoff.config.timeoutMinutes * 60_000),
+      pollIntervalMs: handoff.config.pollSeconds * 1_000,
+      hyperparameters: handoff.config.hyperparameters,
+      ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+      order: index,
+    })),
     ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),
   };
 }

@@ -4,11 +4,11 @@ import { z } from 'zod';
 import { enqueueRun, treeParents } from './flows';
 import type { RunPlan } from './run-config';
 import { parseJobKey } from './job-ids';
-import { parseJobData, runJobDataSchema, stageJobDataSchema, type RunJobData, type StageJobResult } from './job-data';
+import { parseJobData, runJobDataSchema, stageJobDataSchema, stageKindOf, type RunJobData, type StageJobResult } from './job-data';
 import type { QueueContext } from './queue-context';
 import { runsQueueName } from './queue-names';
 import { runLayout } from './run-layout';
-import { checkpointMarkerKey, handoffJobDataSchema, handoffStageName, registerCommandOf, trainingRequestKey } from './run-handoff';
+import { checkpointMarkerKey, handoffJobDataSchema, handoffNodeName, registerCommandOf, trainingRequestKey, type HandoffJobData } from './run-handoff';
 import type { StageJobProgress } from './stage-job-processor';
 import { summarizeStageOutput, type StageFigure } from './stage-summary';
 
@@ -22,7 +22,13 @@ export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'fai
 
 export interface StageStatus {
   name: string;
+  /** The registered stage it runs, when it differs from the name. */
+  kind?: string;
   jobId: string;
+  /** The handoff whose checkpoint adds it (absent: it starts with the run). */
+  handoff?: string;
+  /** For a round of an on-policy stage: the policy version it samples with. */
+  policyVersion?: number;
   state: StageState;
   /** Where a running fanned-out stage is. */
   phase?: StageJobProgress['phase'];
@@ -46,7 +52,11 @@ export interface HandoffStatus {
    * out; `running`: the checkpoint is registered and the `before` stages run.
    */
   state: 'waiting-for-stages' | 'waiting-for-checkpoint' | 'running' | 'completed' | 'failed' | 'removed';
+  /** Its name (`train` for a run config's single `handoff:`). */
+  name: string;
   jobId: string;
+  /** The policy version its checkpoint is (handoffs after an on-policy stage's rounds). */
+  policyVersion?: number;
   after: string[];
   before: string[];
   requestUri: string;
@@ -54,7 +64,7 @@ export interface HandoffStatus {
   requestedAt?: string;
   /** No checkpoint by then fails the run with CHECKPOINT_TIMEOUT. */
   deadline?: string;
-  checkpoint?: { endpoint: string; model: string };
+  checkpoint?: { endpoint?: string; model?: string; modelDir?: string; policyVersion?: number; simulated?: boolean };
   /** How to register the checkpoint. */
   registerCommand: string;
   error?: string;
@@ -73,8 +83,8 @@ export interface RunStatus {
   reportHtmlUri: string;
   error?: string;
   stages: StageStatus[];
-  /** The trainer handoff, when the run has one. */
-  handoff?: HandoffStatus;
+  /** The trainer handoffs in chain order, when the run has any. */
+  handoffs?: HandoffStatus[];
   /** What the config's `latest` inputs resolved to. */
   resolvedInputs?: RunJobData['resolvedInputs'];
 }
@@ -140,10 +150,17 @@ export async function getRunStatus(context: QueueContext, runId: string): Promis
   const jobState = await job.getState();
   const finishedRun = jobState === 'completed' || jobState === 'failed';
   // A stage the handoff holds back has no job until a checkpoint is registered: waiting, or never to run once the run ended.
-  const stages = await Promise.all(data.stages.map((entry) => stageStatus(context, entry.name, entry.jobId, entry.afterHandoff === true && !finishedRun)));
+  const stages = await Promise.all(
+    data.stages.map(async (entry) => ({
+      ...(await stageStatus(context, entry.name, entry.jobId, entry.afterHandoff === true && !finishedRun, stageKindOf(entry))),
+      ...(entry.kind ? { kind: entry.kind } : {}),
+      ...(entry.afterHandoff ? { handoff: entry.handoff ?? data.handoffs?.[0]?.name } : {}),
+      ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
+    })),
+  );
   const state = runStateOf(jobState, job.failedReason, stages.some((stage) => stage.state !== 'waiting'));
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const handoff = data.handoff ? await handoffStatus(context, data, layout.root) : undefined;
+  const handoffs = data.handoffs ? await Promise.all(data.handoffs.map((entry) => handoffStatus(context, data, entry, layout.root))) : undefined;
   const finished = state === 'completed' || state === 'failed' || state === 'cancelled';
   return {
     runId: data.runId,
@@ -156,41 +173,54 @@ export async function getRunStatus(context: QueueContext, runId: string): Promis
     reportHtmlUri: layout.reportHtmlUri,
     ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}),
     stages,
-    ...(handoff ? { handoff } : {}),
+    ...(handoffs ? { handoffs } : {}),
     ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
   };
 }
 
-async function handoffStatus(context: QueueContext, run: RunJobData, root: string): Promise<HandoffStatus> {
-  const entry = run.handoff as NonNullable<RunJobData['handoff']>;
+async function handoffStatus(context: QueueContext, run: RunJobData, entry: NonNullable<RunJobData['handoffs']>[number], root: string): Promise<HandoffStatus> {
   const base = {
+    name: entry.name,
     jobId: entry.jobId,
     after: entry.after,
     before: entry.before,
-    requestUri: `${root}/${trainingRequestKey(run.runId)}`,
-    checkpointUri: `${root}/${checkpointMarkerKey(run.runId)}`,
-    registerCommand: registerCommandOf(run.runId),
+    ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
+    requestUri: `${root}/${trainingRequestKey(run.runId, entry.name)}`,
+    checkpointUri: `${root}/${checkpointMarkerKey(run.runId, entry.name)}`,
+    registerCommand: registerCommandOf(run.runId, entry.name),
   };
   const job = await context.runsQueue.getJob(entry.jobId);
-  if (!job) return { ...base, state: 'removed' };
+  // A later handoff of the chain has no job until the one before it is past its checkpoint.
+  if (!job) return { ...base, state: 'waiting-for-stages' };
   const data = handoffJobDataSchema.safeParse(job.data);
-  const step = data.success ? data.data : undefined;
+  const step: HandoffJobData | undefined = data.success ? data.data : undefined;
   const jobState = await job.getState();
   const state: HandoffStatus['state'] =
     jobState === 'failed' ? 'failed' : jobState === 'completed' ? 'completed' : step?.step === 'post' ? 'running' : step?.step === 'wait-checkpoint' ? 'waiting-for-checkpoint' : 'waiting-for-stages';
+  const checkpoint = step?.checkpoint;
   return {
     ...base,
     state,
     ...(step?.requestedAt ? { requestedAt: new Date(step.requestedAt).toISOString() } : {}),
     ...(step?.deadline && state === 'waiting-for-checkpoint' ? { deadline: new Date(step.deadline).toISOString() } : {}),
-    ...(step?.checkpoint ? { checkpoint: { endpoint: step.checkpoint.endpoint, model: step.checkpoint.model } } : {}),
+    ...(checkpoint
+      ? {
+          checkpoint: {
+            ...(checkpoint.endpoint ? { endpoint: checkpoint.endpoint } : {}),
+            ...(checkpoint.model ? { model: checkpoint.model } : {}),
+            ...(checkpoint.modelDir ? { modelDir: checkpoint.modelDir } : {}),
+            ...(checkpoint.policyVersion !== undefined ? { policyVersion: checkpoint.policyVersion } : {}),
+            ...(checkpoint.simulated ? { simulated: true } : {}),
+          },
+        }
+      : {}),
     ...(jobState === 'failed' && job.failedReason ? { error: job.failedReason } : {}),
   };
 }
 
-async function stageStatus(context: QueueContext, name: string, jobId: string, awaitingHandoff = false): Promise<StageStatus> {
+async function stageStatus(context: QueueContext, name: string, jobId: string, awaitingHandoff = false, kind = name): Promise<StageStatus> {
   const base = { name, jobId, partsTotal: 0, partsDone: 0, partsFailed: 0, attempts: 0 };
-  const job = await context.queue(name).getJob(jobId);
+  const job = await context.queue(kind).getJob(jobId);
   if (!job) return { ...base, state: awaitingHandoff ? 'waiting' : 'removed' };
   const data = stageJobDataSchema.safeParse(job.data);
   const partsTotal = data.success ? (data.data.partCount ?? 0) : 0;
@@ -204,7 +234,7 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
   const common = { ...base, partsTotal, attempts: job.attemptsMade, ...(progress.phase ? { phase: progress.phase } : {}), ...timing };
   if (jobState === 'completed') {
     const result = job.returnvalue as StageJobResult | undefined;
-    const figures = figuresOf(name, result?.output);
+    const figures = figuresOf(kind, result?.output);
     return {
       ...common,
       state: 'completed',
@@ -230,7 +260,7 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
         : jobState === 'delayed' || job.attemptsMade > 0
           ? 'retrying'
           : 'waiting';
-  const error = jobState === 'failed' ? await stageFailure(context, name, job) : undefined;
+  const error = jobState === 'failed' ? await stageFailure(context, kind, job) : undefined;
   return { ...common, state, partsDone, partsFailed, ...(error ? { error } : {}) };
 }
 
@@ -329,12 +359,13 @@ export async function retryRun(
   const retriedStages: string[] = [];
   const retryStage = async (name: string): Promise<boolean> => {
     const entry = data.stages.find((stage) => stage.name === name);
-    const stageJob = entry ? await context.queue(name).getJob(entry.jobId) : undefined;
+    const queue = entry ? stageKindOf(entry) : name;
+    const stageJob = entry ? await context.queue(queue).getJob(entry.jobId) : undefined;
     if (!stageJob || (await stageJob.getState()) !== 'failed') return false;
     for (const key of await failedChildren(stageJob)) {
       const child = parseJobKey(key);
-      if (!child || child.queue !== name) continue;
-      const part = await context.queue(name).getJob(child.id);
+      if (!child || child.queue !== queue) continue;
+      const part = await context.queue(queue).getJob(child.id);
       if (part && (await part.getState()) === 'failed') {
         await part.retry('failed', reset);
         retriedParts++;
@@ -344,29 +375,40 @@ export async function retryRun(
     retriedStages.push(name);
     return true;
   };
-  const retryHandoff = async (handoff: NonNullable<RunJobData['handoff']>) => {
-    const held = data.stages.filter((stage) => stage.afterHandoff).map((stage) => ({ name: stage.name, dependsOn: stage.dependsOn.filter((name) => handoff.before.includes(name)) }));
-    let retriedHeld = false;
-    for (const name of bottomUp(held)) retriedHeld = (await retryStage(name)) || retriedHeld;
+  const handoffs = data.handoffs ?? [];
+  const segmentOf = (stage: RunJobData['stages'][number]) => (stage.afterHandoff ? (stage.handoff ?? handoffs[0]?.name) : undefined);
+  // One group: the stages a handoff adds (or the first flow's), and the next handoff above the ones it waits for.
+  const retryGroup = async (segment: string | undefined): Promise<boolean> => {
+    const members = data.stages.filter((stage) => segmentOf(stage) === segment);
+    const within = (name: string) => members.some((stage) => stage.name === name);
+    const next = handoffs[segment === undefined ? 0 : handoffs.findIndex((handoff) => handoff.name === segment) + 1];
+    const nodes = [
+      ...members.map((stage) => ({ name: stage.name, dependsOn: stage.dependsOn.filter(within) })),
+      ...(next ? [{ name: handoffNodeName(next.name), dependsOn: next.after.filter(within) }] : []),
+    ];
+    let retried = false;
+    for (const name of bottomUp(nodes)) retried = (next && name === handoffNodeName(next.name) ? await retryHandoff(next) : await retryStage(name)) || retried;
+    return retried;
+  };
+  const retryHandoff = async (handoff: NonNullable<RunJobData['handoffs']>[number]): Promise<boolean> => {
+    const retriedHeld = await retryGroup(handoff.name);
     const handoffJob = await context.runsQueue.getJob(handoff.jobId);
     const handoffState = handoffJob ? await handoffJob.getState() : undefined;
     if (handoffJob && handoffState === 'failed') {
       const { deadline: _deadline, ...rest } = handoffJob.data as Record<string, unknown>;
       await handoffJob.updateData(rest);
       await handoffJob.retry('failed', reset);
-      retriedStages.push(handoffStageName);
-    } else if (handoffJob && handoffState === 'completed' && retriedHeld) {
+      retriedStages.push(handoff.name);
+      return true;
+    }
+    if (handoffJob && handoffState === 'completed' && retriedHeld) {
       // It waits for the stages it added again, then hands their results up.
       await handoffJob.retry('completed', reset);
+      return true;
     }
+    return retriedHeld;
   };
-
-  const firstFlow = data.stages.filter((stage) => !stage.afterHandoff);
-  const nodes = data.handoff ? [...firstFlow, { name: handoffStageName, dependsOn: data.handoff.after }] : firstFlow;
-  for (const name of bottomUp(nodes)) {
-    if (data.handoff && name === handoffStageName) await retryHandoff(data.handoff);
-    else await retryStage(name);
-  }
+  await retryGroup(undefined);
   await job.retry('failed', reset);
   return { runId, retriedParts, retriedStages };
 }

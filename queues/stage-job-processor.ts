@@ -201,12 +201,13 @@ function jobDeps(
   stageName: string,
   runtime: StageJobRuntime,
   job: StageJobHandle,
-  data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage'>,
+  data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
   signal: AbortSignal,
   report: (progress: StageProgress) => Promise<unknown>,
   part?: StageDeps['part'],
 ): StageDeps {
-  if (data.stage !== stageName) throw new BadInputError('BAD_JOB_DATA', `job ${jobLabel(job)} is for stage "${data.stage}" but sits in the queue of stage "${stageName}"`);
+  const kind = data.kind ?? data.stage;
+  if (kind !== stageName) throw new BadInputError('BAD_JOB_DATA', `job ${jobLabel(job)} is for stage "${kind}" but sits in the queue of stage "${stageName}"`);
   return buildStageDeps({
     store: runtime.storeFor(data.artifactsRoot),
     outputPrefix: data.outputPrefix,
@@ -249,7 +250,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
     const processor = stage.createProcessor(deps);
     const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
     const upstream = data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
-    return stageResult(stage.name, job, output, 0, startedAt, runtime.clock.now(), upstream);
+    return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream);
   }
 
   for (let round = 0; ; round++) {
@@ -268,7 +269,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
       const finished = await stage.finish(input, parts.map((part) => part.output), deps);
       const output = checkResult(stage.output, finished, stage.name, 'stage output');
       await sendProgress({ phase: 'done', partsTotal: expected });
-      return stageResult(stage.name, job, output, expected, startedAt, runtime.clock.now(), upstream);
+      return stageResult(data.stage, job, output, expected, startedAt, runtime.clock.now(), upstream);
     }
     // Fewer results than parts: some were removed (cancel, retention). Cancelled runs stop here;
     // otherwise plan again, which re-adds only the missing parts (ids are deterministic).
@@ -297,7 +298,8 @@ async function addParts(
     const partData = {
       v: 1 as const,
       runId: data.runId,
-      stage: stage.name,
+      stage: data.stage,
+      ...(data.kind ? { kind: data.kind } : {}),
       seed: data.seed,
       artifactsRoot: data.artifactsRoot,
       outputPrefix: data.outputPrefix,
@@ -306,7 +308,8 @@ async function addParts(
       input: part.input,
       inputHash: part.inputHash,
     };
-    const jobId = partJobId(data.runId, stage.name, part.index, part.inputHash);
+    // The stage's name in the run, not its kind: two instances of one kind never share part ids.
+    const jobId = partJobId(data.runId, data.stage, part.index, part.inputHash);
     checkJobDataSize(partData, runtime.jobDataLimit, { stage: stage.name, jobId });
     return { name: 'part', data: partData, opts: { ...options, jobId } };
   });

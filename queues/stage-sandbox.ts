@@ -30,7 +30,9 @@ function sandboxRuntime(): Promise<StageJobRuntime> {
 
 export default async function processSandboxedJob(job: StageJobHandle, token?: string, signal?: AbortSignal): Promise<unknown> {
   const runtime = await sandboxRuntime();
-  const stageName = (job.data as { stage?: unknown }).stage;
+  // The kind when the run names the stage differently (`sft_data: { stage: shard }`), else the name.
+  const data = job.data as { stage?: unknown; kind?: unknown };
+  const stageName = typeof data.kind === 'string' ? data.kind : data.stage;
   const stage = getStage(typeof stageName === 'string' ? stageName : '');
   return createStageJobProcessor(stage, runtime)(job, token, signal);
 }

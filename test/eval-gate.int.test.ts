@@ -99,7 +99,7 @@ describe('promotion gate in a nightly run', () => {
     expect(run.code).toBe(0);
     // What the promoted label resolved to is said at once (and kept in the run manifest).
     expect(run.stderr).toMatch(/^latest: stages\.eval\.models\[1\]\.model\.baseUrl -> ckpt-promoted@\S+\nlatest: stages\.eval\.models\[1\]\.model\.model -> ckpt-promoted@\S+\n$/);
-    await waitFor(async () => ((await status(runId)).handoff?.state === 'waiting-for-checkpoint' ? true : undefined));
+    await waitFor(async () => ((await status(runId)).handoffs?.[0]?.state === 'waiting-for-checkpoint' ? true : undefined));
     const registered = await hat('checkpoint', 'register', runId, '--endpoint', server.baseUrl, '--model', checkpoint);
     expect([registered.code, registered.stderr]).toEqual([0, '']);
     await waitFor(async () => {

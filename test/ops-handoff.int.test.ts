@@ -73,18 +73,18 @@ describe('trainer handoff', () => {
 
     const waiting = await waitFor(async () => {
       const current = await status('handoff-ok');
-      return current.handoff?.state === 'waiting-for-checkpoint' ? current : undefined;
+      return current.handoffs?.[0]?.state === 'waiting-for-checkpoint' ? current : undefined;
     });
     expect(waiting.state).toBe('running');
     expect(waiting.stages.map((stage) => [stage.name, stage.state])).toEqual([
       ['collect', 'completed'],
       ['replay', 'waiting'],
     ]);
-    expect(Date.parse(waiting.handoff?.deadline ?? '') - Date.parse(waiting.handoff?.requestedAt ?? '')).toBe(600_000);
+    expect(Date.parse(waiting.handoffs?.[0]?.deadline ?? '') - Date.parse(waiting.handoffs?.[0]?.requestedAt ?? '')).toBe(600_000);
     const shown = await hat('runs', 'show', 'handoff-ok');
     expect(shown.stdout).toContain('train (handoff after collect, before replay): waiting-for-checkpoint');
     expect(shown.stdout).toContain(`training request: ${kit.artifactsRoot}/runs/handoff-ok/train/request.json`);
-    expect(shown.stdout).toContain('register with:    hat checkpoint register handoff-ok --endpoint <url> --model <name>');
+    expect(shown.stdout).toContain('register with:    hat checkpoint register handoff-ok --endpoint <url> --model <name> (or --model-dir <dir>)');
 
     const request = JSON.parse((await kit.store.getBuffer('runs/handoff-ok/train/request.json')).toString()) as TrainingRequest;
     const collectManifest = await readManifest(kit.store, 'runs/handoff-ok/collect/manifest.json');
@@ -108,12 +108,12 @@ describe('trainer handoff', () => {
 
     const registered = await hat('checkpoint', 'register', 'handoff-ok', '--endpoint', server.baseUrl, '--model', 'ckpt-1');
     expect(registered.stderr).toBe('');
-    expect(registered.stdout).toContain(`registered checkpoint ckpt-1 at ${server.baseUrl} for run handoff-ok`);
+    expect(registered.stdout).toContain(`registered checkpoint ckpt-1 at ${server.baseUrl} for handoff train of run handoff-ok`);
     expect(registered.code).toBe(0);
 
     const done = await finished('handoff-ok');
     expect([done.state, done.error]).toEqual(['completed', undefined]);
-    expect(done.handoff).toMatchObject({ state: 'completed', checkpoint: { endpoint: server.baseUrl, model: 'ckpt-1' } });
+    expect(done.handoffs?.[0]).toMatchObject({ state: 'completed', checkpoint: { endpoint: server.baseUrl, model: 'ckpt-1' } });
     // Replay ran the recorded sessions against the registered checkpoint.
     expect(server.chatRequests.length).toBeGreaterThan(0);
     expect(server.chatRequests.every((request) => request.body.model === 'ckpt-1')).toBe(true);
@@ -123,7 +123,7 @@ describe('trainer handoff', () => {
       ['collect', 'completed'],
       ['replay', 'completed'],
     ]);
-    expect(manifest.handoff).toMatchObject({
+    expect(manifest.handoffs?.[0]).toMatchObject({
       status: 'completed',
       after: ['collect'],
       before: ['replay'],
@@ -132,7 +132,7 @@ describe('trainer handoff', () => {
     });
     expect(await kit.store.head('runs/handoff-ok/replay/manifest.json')).toBeDefined();
     const report = (await kit.store.getBuffer('runs/handoff-ok/run-report.html')).toString();
-    expect(report).toContain(`Trainer handoff after collect: <b>completed</b>; replay ran on checkpoint <code>ckpt-1</code> at <code>${server.baseUrl}</code>`);
+    expect(report).toContain(`Trainer handoff train after collect: <b>completed</b>; replay ran on checkpoint <code>ckpt-1</code> at <code>${server.baseUrl}</code>`);
     // The latency SLO verdict of the replay, as its own manifest records it, with each objective.
     const replayStats = (await readManifest(kit.store, 'runs/handoff-ok/replay/manifest.json')).stats as { verdict: string };
     const replayFigures = manifest.stages[1]?.figures ?? [];
@@ -150,7 +150,7 @@ describe('trainer handoff', () => {
 
     const again = await hat('checkpoint', 'register', 'handoff-ok', '--endpoint', server.baseUrl, '--model', 'ckpt-1');
     expect(again.code).toBe(2);
-    expect(again.stderr).toContain(`[CHECKPOINT_ALREADY_USED] run handoff-ok already runs replay on ckpt-1 at ${server.baseUrl}`);
+    expect(again.stderr).toContain('[CHECKPOINT_ALREADY_USED] handoff train of run handoff-ok already gave replay the checkpoint ckpt-1');
   });
 
   it('picks up a marker the trainer writes itself, filling ${checkpoint.model} into the stage that waits', async () => {
@@ -166,7 +166,7 @@ describe('trainer handoff', () => {
       ].join('\n'),
     );
     expect((await hat('run', config)).code).toBe(0);
-    await waitFor(async () => (await status('handoff-poll')).handoff?.state === 'waiting-for-checkpoint');
+    await waitFor(async () => (await status('handoff-poll')).handoffs?.[0]?.state === 'waiting-for-checkpoint');
     await kit.store.put('runs/handoff-poll/train/checkpoint.json', JSON.stringify({ endpoint: 'http://trainer-serve:8000/v1', model: 'nightly-42' }));
     const done = await finished('handoff-poll');
     expect(done.state).toBe('completed');
@@ -190,11 +190,11 @@ describe('trainer handoff', () => {
     const failed: RunStatus = await finished('handoff-late');
     expect(failed.state).toBe('failed');
     expect(failed.error).toMatch(
-      /^\[CHECKPOINT_TIMEOUT\] run handoff-late: no checkpoint was registered within 1 s of the training request .*request\.json; train on it, then `hat checkpoint register handoff-late --endpoint <url> --model <name>` .* and `hat runs retry handoff-late` to wait again/,
+      /^\[CHECKPOINT_TIMEOUT\] run handoff-late: no checkpoint was registered for handoff train within 1 s of the training request .*request\.json; train on it, then `hat checkpoint register handoff-late --endpoint <url> --model <name> \(or --model-dir <dir>\)` .* and `hat runs retry handoff-late` to wait again/,
     );
-    expect(failed.handoff?.state).toBe('failed');
+    expect(failed.handoffs?.[0]?.state).toBe('failed');
     const manifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer('runs/handoff-late/run-manifest.json')).toString()));
-    expect(manifest.stages.find((stage) => stage.name === 'noop')).toMatchObject({ status: 'not-run', error: expect.stringMatching(/^waits for the trainer handoff, which failed: \[CHECKPOINT_TIMEOUT\]/) });
+    expect(manifest.stages.find((stage) => stage.name === 'noop')).toMatchObject({ status: 'not-run', error: expect.stringMatching(/^waits for the trainer handoff train, which failed: \[CHECKPOINT_TIMEOUT\]/) });
 
     // Registering against a failed handoff works; the retry then finds the checkpoint.
     const registered = await hat('checkpoint', 'register', 'handoff-late', '--endpoint', server.baseUrl, '--model', 'ckpt-1', '--json');
@@ -215,7 +215,7 @@ describe('trainer handoff', () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
     const config = await writeConfig(['runId: handoff-cancel', 'handoff: { after: [fanout-demo], before: [noop] }', 'stages:', '  fanout-demo: { parts: 1 }', '  noop: { label: "${checkpoint.model}" }', ''].join('\n'));
     expect((await hat('run', config)).code).toBe(0);
-    await waitFor(async () => (await status('handoff-cancel')).handoff?.state === 'waiting-for-checkpoint');
+    await waitFor(async () => (await status('handoff-cancel')).handoffs?.[0]?.state === 'waiting-for-checkpoint');
     const cancelled = await hat('runs', 'cancel', 'handoff-cancel');
     expect(cancelled.code).toBe(0);
     const done = await waitFor(async () => {
@@ -227,6 +227,6 @@ describe('trainer handoff', () => {
       ['noop', 'removed'],
     ]);
     const manifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer('runs/handoff-cancel/run-manifest.json')).toString()));
-    expect([manifest.status, manifest.handoff?.status, manifest.stages[1]?.status]).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect([manifest.status, manifest.handoffs?.[0]?.status, manifest.stages[1]?.status]).toEqual(['cancelled', 'cancelled', 'cancelled']);
   });
 });

@@ -5,15 +5,22 @@ import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';
 
-/** The handoff's lines of `hat runs show`: what it waits for and what to do. */
+/** A checkpoint as one line: where it is served or stored, its policy version, whether it is simulated. */
+export function describeCheckpoint(checkpoint: NonNullable<HandoffStatus['checkpoint']>): string {
+  const where = checkpoint.endpoint ? `${checkpoint.model ?? '?'} at ${checkpoint.endpoint}` : `model dir ${checkpoint.modelDir ?? '?'}`;
+  return `${where}${checkpoint.policyVersion !== undefined ? `, policy v${checkpoint.policyVersion}` : ''}${checkpoint.simulated ? ' (SIMULATED TRAINING: a re-seeded dummy model)' : ''}`;
+}
+
+/** A handoff's lines of `hat runs show`: what it waits for and what to do. */
 function describeHandoff(handoff: HandoffStatus): string {
-  const lines = [`  train (handoff after ${handoff.after.join(', ')}, before ${handoff.before.join(', ')}): ${handoff.state}`];
+  const version = handoff.policyVersion !== undefined ? `, policy v${handoff.policyVersion}` : '';
+  const lines = [`  ${handoff.name} (handoff after ${handoff.after.join(', ')}, before ${handoff.before.join(', ')}${version}): ${handoff.state}`];
   if (handoff.state === 'waiting-for-checkpoint') {
     lines.push(`    waiting for a checkpoint since ${handoff.requestedAt ?? '?'}, deadline ${handoff.deadline ?? '?'}`);
     lines.push(`    training request: ${handoff.requestUri}`);
     lines.push(`    register with:    ${handoff.registerCommand}`);
   }
-  if (handoff.checkpoint) lines.push(`    checkpoint: ${handoff.checkpoint.model} at ${handoff.checkpoint.endpoint}`);
+  if (handoff.checkpoint) lines.push(`    checkpoint: ${describeCheckpoint(handoff.checkpoint)}`);
   if (handoff.error) lines.push(`    ${handoff.error}`);
   return lines.join('\n');
 }
@@ -23,10 +30,11 @@ function printStatus(context: CliContext, status: RunStatus): void {
   if (status.error) context.print(`  error: ${status.error}`);
   for (const stage of status.stages) {
     const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
-    context.print(`  ${stage.name}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
+    const label = `${stage.name}${stage.kind ? ` (${stage.kind})` : ''}${stage.policyVersion !== undefined ? ` [policy v${stage.policyVersion}]` : ''}`;
+    context.print(`  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
     for (const line of figureLines(stage.figures ?? [])) context.print(`    ${line}`);
   }
-  if (status.handoff) context.print(describeHandoff(status.handoff));
+  for (const handoff of status.handoffs ?? []) context.print(describeHandoff(handoff));
   for (const input of status.resolvedInputs ?? []) context.print(`  latest ${input.path}: ${input.partition}`);
   context.print(`  report:       ${status.reportHtmlUri}`);
   context.print(`  run manifest: ${status.runManifestUri}`);

@@ -194,6 +194,11 @@ export const distillInputSchema = z
     seed: seedValue.optional(),
     /** Where `engine: dummy` models are generated. Default `.hat/models`. */
     modelCacheDir: z.string().min(1).default('.hat/models'),
+    /**
+     * Version of the student policy (round k of an on-policy stage samples with version k; the run
+     * sets it). Every record carries it as `policy_version`. Default 1.
+     */
+    policyVersion: z.number().int().positive().optional(),
   })
   .strict();
 export type DistillInput = z.infer<typeof distillInputSchema>;
@@ -244,7 +249,7 @@ export const distillModelsSummarySchema = z.object({
 export type DistillModelsSummary = z.infer<typeof distillModelsSummarySchema>;
 
 export const distillPartInputSchema = distillInputSchema
-  .pick({ student: true, teacher: true, samplesPerPrompt: true, sampling: true, teacherTopK: true, enableThinking: true, modelCacheDir: true })
+  .pick({ student: true, teacher: true, samplesPerPrompt: true, sampling: true, teacherTopK: true, enableThinking: true, modelCacheDir: true, policyVersion: true })
   .extend({
     index: z.number().int().nonnegative(),
     /** The prompt snapshot `plan` wrote, and this part's slice of it. */

@@ -82,6 +82,7 @@ export async function planDistill(input: DistillInput, deps: StageDeps): Promise
       logprobTemperature,
       teacherTopK: input.teacherTopK,
       ...(input.enableThinking === undefined ? {} : { enableThinking: input.enableThinking }),
+      ...(input.policyVersion === undefined ? {} : { policyVersion: input.policyVersion }),
       seed: input.seed ?? deps.run.seed,
       modelCacheDir: input.modelCacheDir,
     });
@@ -129,6 +130,7 @@ export function createDistillProcessor(deps: StageDeps) {
         tokenizerFingerprint: summary.tokenizer.fingerprint,
         studentModel: summary.student.modelId,
         teacherModel: summary.teacher.modelId,
+        policyVersion: part.policyVersion ?? 1,
         studentEngine: summary.student.engine,
         dummyWeights: summary.student.dummyWeights || summary.teacher.dummyWeights,
       });
@@ -176,7 +178,9 @@ export async function finishDistill(input: DistillInput, parts: DistillPartOutpu
     { key: sourcesKey, uri: deps.store.uriOf(sourcesKey), sha256: sha256Hex(sourcesBytes), bytes: sourcesBytes.length, schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION, format: 'json' },
     manifestObjectOf(statsInfo, { schemaVersion: stats.schemaVersion, format: 'json' }),
   ];
-  const { info } = await writeStageManifest(deps, { objects, lineage: { inputs: lineage, configHash: hashValue(input) }, stats: stats as unknown as Record<string, unknown> });
+  // The policy version in the stats lets a trainer handoff say which version each dataset came from.
+  const manifestStats = { ...(stats as unknown as Record<string, unknown>), policyVersion: input.policyVersion ?? 1 };
+  const { info } = await writeStageManifest(deps, { objects, lineage: { inputs: lineage, configHash: hashValue(input) }, stats: manifestStats });
   return {
     manifestUri: info.uri,
     statsUri: statsInfo.uri,

@@ -53,6 +53,8 @@ export interface RolloutRecord {
   tokenizer_fingerprint: string;
   student_model: string;
   teacher_model: string;
+  /** Version of the student policy that sampled it (round k of an on-policy stage samples with version k; 1 otherwise). */
+  policy_version: number;
   /** Where the student sampled: `onnx` (in-process), `vllm` or `sglang` (served, token-id prompts). Always token-exact. */
   student_engine: string;
   /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
@@ -84,6 +86,7 @@ export const rolloutColumns: ParquetColumn[] = [
   { name: 'tokenizer_fingerprint', type: 'STRING' },
   { name: 'student_model', type: 'STRING' },
   { name: 'teacher_model', type: 'STRING' },
+  { name: 'policy_version', type: 'INT32' },
   { name: 'student_engine', type: 'STRING' },
   { name: 'dummy_weights', type: 'BOOLEAN' },
 ];
@@ -105,6 +108,7 @@ export interface RolloutParts {
   tokenizerFingerprint: string;
   studentModel: string;
   teacherModel: string;
+  policyVersion: number;
   studentEngine: string;
   dummyWeights: boolean;
 }
@@ -155,6 +159,7 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
     tokenizer_fingerprint: parts.tokenizerFingerprint,
     student_model: parts.studentModel,
     teacher_model: parts.teacherModel,
+    policy_version: parts.policyVersion,
     student_engine: parts.studentEngine,
     dummy_weights: parts.dummyWeights,
   };

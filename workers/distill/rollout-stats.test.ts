@@ -20,6 +20,7 @@ function parts(overrides: Partial<RolloutParts>): RolloutParts {
     tokenizerFingerprint: 'f',
     studentModel: 'student',
     teacherModel: 'teacher',
+    policyVersion: 1,
     studentEngine: 'onnx',
     dummyWeights: false,
     ...overrides,

@@ -62,6 +62,8 @@ export interface EpisodeRecord {
   canonical_harness: boolean;
   /** The verifier's named components, each in [0, 1]. */
   reward_components: Record<string, number>;
+  /** Version of the policy that played it (round k of an on-policy stage plays with version k; 1 otherwise). */
+  policy_version: number;
   metadata: Record<string, unknown>;
   /**
    * Model policies only: true when `tokens` are the ids as sampled from a served policy
@@ -102,6 +104,7 @@ export const episodeColumns: ParquetColumn[] = [
   { name: 'harness_families', type: { list: 'STRING' } },
   { name: 'canonical_harness', type: 'BOOLEAN' },
   { name: 'reward_components', type: 'JSON' },
+  { name: 'policy_version', type: 'INT32' },
   { name: 'metadata', type: 'JSON' },
 ];
 
@@ -198,6 +201,7 @@ export interface EpisodeRecordInput {
   samplingSeed: number;
   group: { mean: number; std: number; scored: number; zeroVariance: boolean };
   tokenizerFingerprint: string;
+  policyVersion: number;
   /** Default `scripted` (the original layout). */
   policyKind?: PolicyKind;
   /** Token-exact policies: the episode as sampled. */
@@ -239,6 +243,7 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
     harness_families: groupHarness.variant?.families ?? [],
     canonical_harness: groupHarness.canonical,
     reward_components: trajectory.reward.components,
+    policy_version: input.policyVersion,
     metadata: {
       trajectory_id: trajectory.id,
       task_id: trajectory.taskId,

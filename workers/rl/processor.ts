@@ -156,7 +156,8 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
   const { info } = await writeStageManifest(deps, {
     objects,
     lineage: { inputs: [{ uri: plan.harness.uri, sha256: plan.harness.hash }, ...plan.lineage], configHash: hashValue(input) },
-    stats: stats as unknown as Record<string, unknown>,
+    // The policy version in the stats lets a trainer handoff say which version each dataset came from.
+    stats: { ...(stats as unknown as Record<string, unknown>), policyVersion: input.policyVersion ?? 1 },
   });
   const timing = parts.reduce<RlPartTiming>(
     (sum, part) => ({

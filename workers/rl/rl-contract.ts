@@ -162,6 +162,11 @@ export const rlInputSchema = z
     maxPolicyErrorShare: z.number().min(0).max(1).default(0.5),
     /** Seed of every draw (tasks, variants, sampling seeds, viewer). Default: the run's seed. */
     seed: seedValue.optional(),
+    /**
+     * Version of the policy (round k of an on-policy stage plays with version k; the run sets it).
+     * Every episode record carries it as `policy_version`. Default 1.
+     */
+    policyVersion: z.number().int().positive().optional(),
   })
   .strict()
   .superRefine((input, context) => {

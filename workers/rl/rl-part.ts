@@ -344,6 +344,7 @@ function scoreGroup(
       samplingSeed: entry.samplingSeeds[sampleIndex]!,
       group,
       tokenizerFingerprint,
+      policyVersion: config.policyVersion ?? 1,
     });
   });
   const withFailures = records.some((record) => record.status !== 'ok');

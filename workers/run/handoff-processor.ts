@@ -1,13 +1,13 @@
 /**
- * The trainer handoff job (queue `runs`, name `handoff`, id `<runId>.train.handoff`); the design
+ * A trainer handoff job (queue `runs`, name `handoff`, id `<runId>.<handoff>.handoff`); the design
  * is in queues/run-handoff.ts. Steps, recorded in the job data so a retry resumes where it was:
  * - `wait-stages`: waits for its children (the `after` stages), then writes
- *   `runs/<runId>/train/request.json` and sets the deadline.
- * - `wait-checkpoint`: looks for `runs/<runId>/train/checkpoint.json`; while it is missing the
+ *   `runs/<runId>/<handoff>/request.json` and sets the deadline.
+ * - `wait-checkpoint`: looks for `runs/<runId>/<handoff>/checkpoint.json`; while it is missing the
  *   job moves itself to delayed for `pollSeconds` (`hat checkpoint register` promotes it at once)
  *   and fails with `[CHECKPOINT_TIMEOUT]` past the deadline. Found: the `before` stages are added
- *   as its children with the checkpoint filled in, under the job ids planned with the run, so a
- *   retry adds nothing twice.
+ *   as its children with the checkpoint filled in (and the next handoff of the chain above the
+ *   stages it waits for), under the job ids planned with the run, so a retry adds nothing twice.
  * - `post`: waits for them, then returns a stage result (`train`) carrying every stage result
  *   below it, so the run job sees the whole tree.
  * Idempotency key: the run id (job id, object keys). Retried: store and Redis faults. Never: a
@@ -23,16 +23,18 @@ import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import { zodProblems } from '../../shared/config/zod-problems';
 import type { Clock } from '../../queues/define-stage';
-import { buildStageForest, type FlowStage } from '../../queues/flows';
+import { buildStageForest, type ExtraFlowNode, type FlowStage } from '../../queues/flows';
 import { flattenStageResults, isStageJobResult, parseJobData, type StageJobResult } from '../../queues/job-data';
 import { runLayout } from '../../queues/run-layout';
 import {
   TRAINING_REQUEST_SCHEMA_VERSION,
   checkpointMarkerKey,
   checkpointMarkerSchema,
+  checkpointValuesOf,
   fillCheckpointReferences,
+  handoffFlowJob,
   handoffJobDataSchema,
-  handoffStageName,
+  handoffNodeName,
   registerCommandOf,
   trainingRequestKey,
   type CheckpointMarker,
@@ -59,58 +61,63 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
   let data = parseJobData(handoffJobDataSchema, job.data, `runs:${job.id}`);
   const store = runtime.storeFor(data.artifactsRoot);
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const requestUri = `${layout.root}/${trainingRequestKey(data.runId)}`;
-  const checkpointUri = `${layout.root}/${checkpointMarkerKey(data.runId)}`;
+  const requestUri = `${layout.root}/${trainingRequestKey(data.runId, data.name)}`;
+  const checkpointUri = `${layout.root}/${checkpointMarkerKey(data.runId, data.name)}`;
 
   if (data.step === 'wait-stages') {
     if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
     const upstream = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
     const requestedAt = runtime.clock.now();
     const request = await trainingRequest(runtime, data, upstream, requestedAt, checkpointUri);
-    await store.put(trainingRequestKey(data.runId), `${JSON.stringify(request, null, 2)}\n`, { contentType: 'application/json' });
+    await store.put(trainingRequestKey(data.runId, data.name), `${JSON.stringify(request, null, 2)}\n`, { contentType: 'application/json' });
     data = { ...data, step: 'wait-checkpoint', requestedAt, deadline: requestedAt + data.timeoutMs };
     await job.updateData(data);
-    runtime.logger.info({ runId: data.runId, request: requestUri, deadline: new Date(data.deadline as number).toISOString() }, 'training request written; waiting for a checkpoint');
+    runtime.logger.info({ runId: data.runId, handoff: data.name, request: requestUri, deadline: new Date(data.deadline as number).toISOString() }, 'training request written; waiting for a checkpoint');
   }
 
   if (data.step === 'wait-checkpoint') {
-    if (await runtime.isRunCancelled(data.runId)) throw new HatError('RUN_CANCELLED', `run ${data.runId} was cancelled while waiting for a checkpoint`);
+    if (await runtime.isRunCancelled(data.runId)) throw new HatError('RUN_CANCELLED', `run ${data.runId} was cancelled while waiting for the ${data.name} checkpoint`);
     const now = runtime.clock.now();
     if (data.deadline === undefined) {
       // `hat runs retry` after a timeout clears the deadline: a fresh wait starts now.
       data = { ...data, deadline: now + data.timeoutMs };
       await job.updateData(data);
     }
-    const marker = await readCheckpointMarker(store, data.runId, checkpointUri);
+    const found = await readCheckpointMarker(store, data.runId, checkpointUri, data.name);
+    const marker = found && found.policyVersion === undefined && data.policyVersion !== undefined ? { ...found, policyVersion: data.policyVersion } : found;
     if (!marker) {
       const deadline = data.deadline as number;
       if (now >= deadline) {
         throw new HatError(
           'CHECKPOINT_TIMEOUT',
-          `run ${data.runId}: no checkpoint was registered within ${formatMinutes(data.timeoutMs)} of the training request ${requestUri}; ` +
-            `train on it, then \`${registerCommandOf(data.runId)}\` (or write ${checkpointUri}) and \`hat runs retry ${data.runId}\` to wait again`,
+          `run ${data.runId}: no checkpoint was registered for handoff ${data.name} within ${formatMinutes(data.timeoutMs)} of the training request ${requestUri}; ` +
+            `train on it, then \`${registerCommandOf(data.runId, data.name)}\` (or write ${checkpointUri}) and \`hat runs retry ${data.runId}\` to wait again`,
         );
       }
       await job.moveToDelayed(Math.min(deadline, now + data.pollIntervalMs), token);
       throw new DelayedError();
     }
-    await checkTokenizer(store, data.runId, marker, requestUri);
+    await checkTokenizer(store, data.runId, data.name, marker, requestUri);
     await runtime.addFlows(postStageFlows(data, marker, job, runtime.jobDataLimit));
     data = { ...data, step: 'post', checkpoint: marker, checkpointAt: now };
     await job.updateData(data);
-    runtime.logger.info({ runId: data.runId, endpoint: marker.endpoint, model: marker.model, stages: data.before }, 'checkpoint registered; stages after the handoff enqueued');
+    runtime.logger.info(
+      { runId: data.runId, handoff: data.name, endpoint: marker.endpoint, model: marker.model, modelDir: marker.modelDir, policyVersion: marker.policyVersion, stages: data.post.map((stage) => stage.name) },
+      'checkpoint registered; the stages that wait for it are enqueued',
+    );
   }
 
   if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
   const upstream = Object.values(await job.getChildrenValues()).filter(isStageJobResult);
   const output: HandoffOutput = {
+    handoff: data.name,
     requestUri,
     checkpointUri,
     checkpoint: data.checkpoint as CheckpointMarker,
     requestedAt: data.requestedAt ?? 0,
     checkpointAt: data.checkpointAt ?? 0,
   };
-  return { kind: 'stage', stage: handoffStageName, jobId: job.id ?? '', output, parts: 0, startedAt: output.requestedAt, finishedAt: output.checkpointAt, upstream };
+  return { kind: 'stage', stage: handoffNodeName(data.name), jobId: job.id ?? '', output, parts: 0, startedAt: output.requestedAt, finishedAt: output.checkpointAt, upstream };
 }
 
 function formatMinutes(ms: number): string {
@@ -119,32 +126,35 @@ function formatMinutes(ms: number): string {
 }
 
 /** The marker when it exists; BadInputError for one that is not a checkpoint of this run. */
-export async function readCheckpointMarker(store: ArtifactStore, runId: string, uri: string): Promise<CheckpointMarker | undefined> {
-  const key = checkpointMarkerKey(runId);
+export async function readCheckpointMarker(store: ArtifactStore, runId: string, uri: string, handoff?: string): Promise<CheckpointMarker | undefined> {
+  const key = checkpointMarkerKey(runId, handoff);
   if (!(await store.head(key))) return undefined;
   let value: unknown;
   try {
     value = JSON.parse((await store.getBuffer(key)).toString('utf8'));
   } catch (error) {
-    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} is not valid JSON (${(error as Error).message}); rewrite it with \`${registerCommandOf(runId)}\``);
+    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} is not valid JSON (${(error as Error).message}); rewrite it with \`${registerCommandOf(runId, handoff)}\``);
   }
   const parsed = checkpointMarkerSchema.safeParse(value);
   if (!parsed.success) {
     const problems = new ProblemCollector();
     problems.addAll(zodProblems(parsed.error, uri));
-    problems.throwIfAny('BAD_CHECKPOINT_MARKER', `${uri} is not a checkpoint marker ({"endpoint": "<url>", "model": "<name>"}); rewrite it with \`${registerCommandOf(runId)}\``);
+    problems.throwIfAny('BAD_CHECKPOINT_MARKER', `${uri} is not a checkpoint marker ({"endpoint": "<url>", "model": "<name>"} or {"modelDir": "<dir>"}); rewrite it with \`${registerCommandOf(runId, handoff)}\``);
   }
   const marker = parsed.data as CheckpointMarker;
   if (marker.runId !== undefined && marker.runId !== runId) {
-    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} names run ${marker.runId}, not ${runId}; it was copied from another run. Register this run's checkpoint with \`${registerCommandOf(runId)}\``);
+    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} names run ${marker.runId}, not ${runId}; it was copied from another run. Register this run's checkpoint with \`${registerCommandOf(runId, handoff)}\``);
+  }
+  if (handoff !== undefined && marker.handoff !== undefined && marker.handoff !== handoff) {
+    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} names handoff ${marker.handoff}, not ${handoff}; register the ${handoff} checkpoint with \`${registerCommandOf(runId, handoff)}\``);
   }
   return marker;
 }
 
 /** A checkpoint that says which tokenizer it has must have the one the data was tokenized with. */
-async function checkTokenizer(store: ArtifactStore, runId: string, marker: CheckpointMarker, requestUri: string): Promise<void> {
+async function checkTokenizer(store: ArtifactStore, runId: string, handoff: string, marker: CheckpointMarker, requestUri: string): Promise<void> {
   if (marker.tokenizerFingerprint === undefined) return;
-  const request = JSON.parse((await store.getBuffer(trainingRequestKey(runId))).toString('utf8')) as Partial<TrainingRequest>;
+  const request = JSON.parse((await store.getBuffer(trainingRequestKey(runId, handoff))).toString('utf8')) as Partial<TrainingRequest>;
   const expected = request.tokenizer?.fingerprint;
   if (expected !== undefined && expected !== marker.tokenizerFingerprint) {
     throw new BadInputError(
@@ -166,12 +176,16 @@ async function trainingRequest(
   const datasets: TrainingRequest['datasets'] = [];
   let tokenizer: TrainingRequest['tokenizer'];
   for (const name of data.after) {
-    const manifestUri = upstream.get(name)?.manifestUri;
+    // An `after` stage added before an earlier handoff is not below this job; its manifest key is deterministic.
+    const manifestUri = upstream.get(name)?.manifestUri ?? (upstream.has(name) ? undefined : runLayout(data.artifactsRoot, data.runId).stageManifestUri(name));
     if (!manifestUri) continue;
     const { store, key } = runtime.openObject(manifestUri);
+    if (!upstream.has(name) && !(await store.head(key))) continue;
     const manifest = await readManifest(store, key);
+    const policyVersion = (manifest.stats as { policyVersion?: unknown }).policyVersion;
     datasets.push({
       stage: name,
+      ...(typeof policyVersion === 'number' ? { policyVersion } : {}),
       manifestUri,
       objects: manifest.objects
         .filter((object) => !['html', 'md', 'svg'].includes(object.format))
@@ -189,32 +203,58 @@ async function trainingRequest(
   return {
     schemaVersion: TRAINING_REQUEST_SCHEMA_VERSION,
     runId: data.runId,
+    handoff: data.name,
     requestedAt: new Date(requestedAt).toISOString(),
     deadline: new Date(requestedAt + data.timeoutMs).toISOString(),
     codeVersion,
     datasets,
     ...(tokenizer ? { tokenizer } : {}),
     hyperparameters: data.hyperparameters,
-    checkpoint: { markerUri: checkpointUri, registerCommand: registerCommandOf(data.runId), required: ['endpoint', 'model'] },
+    ...(data.policyVersion !== undefined ? { policyVersion: data.policyVersion } : {}),
+    checkpoint: { markerUri: checkpointUri, registerCommand: registerCommandOf(data.runId, data.name), required: requiredCheckpointFields(data) },
     then: data.before,
   };
 }
 
-/** The `before` stages as flows under the handoff job, their configs given the checkpoint. */
+/** The checkpoint fields the stages that wait for this handoff reference (endpoint and model when they name none). */
+function requiredCheckpointFields(data: HandoffJobData): string[] {
+  const text = JSON.stringify([data.post, data.next ?? null]);
+  const fields = new Set<string>();
+  for (const match of text.matchAll(/\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.([A-Za-z]+)\s*\}/g)) if (match[1] === data.name) fields.add(match[2] as string);
+  return fields.size > 0 ? [...fields] : ['endpoint', 'model'];
+}
+
+/**
+ * The stages that wait for this checkpoint as flows under the handoff job, their configs given
+ * it, with the next handoff of the chain (its own waiting stages given it too) above the stages it
+ * waits for.
+ */
 function postStageFlows(data: HandoffJobData, marker: CheckpointMarker, job: Job, jobDataLimit: number): FlowJob[] {
   const problems = new ProblemCollector();
+  const values = checkpointValuesOf(marker);
   const stages: FlowStage[] = [];
   for (const post of data.post) {
-    const stage = getStage(post.name);
-    const result = stage.input.safeParse(fillCheckpointReferences(post.template, marker));
+    const missing = new Set<string>();
+    const filled = fillCheckpointReferences(post.template, data.name, values, missing);
+    if (missing.size > 0) {
+      problems.add({ path: `stages.${post.name}`, message: `references ${[...missing].map((field) => `\${checkpoints.${data.name}.${field}}`).join(', ')}, which the registered checkpoint does not have; register it again with them` });
+      continue;
+    }
+    const stage = getStage(post.kind ?? post.name);
+    const result = stage.input.safeParse(filled);
     if (!result.success) {
       problems.addAll(zodProblems(result.error, undefined, `stages.${post.name}`));
       continue;
     }
-    stages.push({ name: post.name, jobId: post.jobId, input: result.data, inputHash: hashValue(result.data), outputPrefix: post.outputPrefix, dependsOn: post.dependsOn });
+    stages.push({ name: post.name, ...(post.kind ? { kind: post.kind } : {}), jobId: post.jobId, input: result.data, inputHash: hashValue(result.data), outputPrefix: post.outputPrefix, dependsOn: post.dependsOn });
   }
-  problems.throwIfAny('CHECKPOINT_CONFIG_INVALID', `the checkpoint registered for run ${data.runId} (${marker.endpoint}, model ${marker.model}) makes stage configs invalid; register a valid endpoint and model`);
-  const roots = buildStageForest(stages, { runId: data.runId, seed: data.seed, artifactsRoot: data.artifactsRoot, jobDataLimit });
+  const where = marker.endpoint ? `${marker.endpoint}, model ${marker.model}` : `model dir ${marker.modelDir}`;
+  problems.throwIfAny('CHECKPOINT_CONFIG_INVALID', `the checkpoint registered for handoff ${data.name} of run ${data.runId} (${where}) makes stage configs invalid; register a valid checkpoint`);
+  const next = data.next ? (fillCheckpointReferences(data.next, data.name, values) as HandoffJobData) : undefined;
+  const extra: ExtraFlowNode | undefined = next
+    ? { name: handoffNodeName(next.name), dependsOn: next.after.filter((name) => stages.some((stage) => stage.name === name)), build: (children, isRoot) => handoffFlowJob(next, children, isRoot, jobDataLimit) }
+    : undefined;
+  const roots = buildStageForest(stages, { runId: data.runId, seed: data.seed, artifactsRoot: data.artifactsRoot, jobDataLimit }, extra);
   const parent = { id: job.id as string, queue: job.queueQualifiedName };
   return roots.map((root) => ({ ...root, opts: { ...root.opts, parent } }));
 }

@@ -23,11 +23,11 @@ import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import type { Clock } from '../../queues/define-stage';
 import type { EnqueueRunResult } from '../../queues/flows';
-import { flattenStageResults, isStageJobResult, kickoffJobDataSchema, parseJobData, runJobDataSchema, type RunJobData, type StageJobResult } from '../../queues/job-data';
+import { flattenStageResults, isStageJobResult, kickoffJobDataSchema, parseJobData, runJobDataSchema, stageKindOf, type RunJobData, type StageJobResult } from '../../queues/job-data';
 import { scheduledAtOf, scheduledRunId } from '../../queues/job-scheduler';
 import { resolveLatestInputs } from '../../queues/latest-inputs';
 import { plainLocator, planRun, type RunPlan } from '../../queues/run-config';
-import { handoffStageName, type HandoffOutput } from '../../queues/run-handoff';
+import { handoffNodeName, type HandoffOutput } from '../../queues/run-handoff';
 import { failedChildKey, failureDetail } from '../../queues/run-control';
 import { runLayout, runManifestKey, runReportKeys } from '../../queues/run-layout';
 import { toWorkerError } from '../../queues/stage-job-processor';
@@ -117,9 +117,14 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
   const data = parseJobData(runJobDataSchema, job.data, `runs:${job.id}`);
   const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
-  const handoff = data.handoff ? await handoffOutcome(runtime, data, results.get(handoffStageName) as StageJobResult<HandoffOutput> | undefined) : undefined;
+  const handoffs: HandoffOutcome[] = [];
+  for (const entry of data.handoffs ?? []) handoffs.push(await handoffOutcome(runtime, data, entry, results.get(handoffNodeName(entry.name)) as StageJobResult<HandoffOutput> | undefined));
   const outcomes: StageOutcome[] = [];
-  for (const entry of data.stages) outcomes.push(await stageOutcome(runtime, data, entry, results.get(entry.name) ?? (await completedBelowFailure(runtime, entry)), handoff));
+  for (const entry of data.stages) {
+    const segment = entry.afterHandoff ? (entry.handoff ?? handoffs[0]?.name) : undefined;
+    const result = results.get(entry.name) ?? (await completedBelowFailure(runtime, entry));
+    outcomes.push(await stageOutcome(runtime, data, entry, result, handoffs.find((handoff) => handoff.name === segment)));
+  }
   const store = runtime.storeFor(data.artifactsRoot);
   // A gate that held its candidate made a decision; the stages it held back did not fail.
   const { stages, gate } = await applyGateOutcome(store, data.runId, outcomes);
@@ -142,7 +147,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     durationMs: Math.max(0, finishedAt - data.createdAt),
     stages,
     ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
-    ...(handoff ? { handoff } : {}),
+    ...(handoffs.length > 0 ? { handoffs } : {}),
     ...(gate ? { gate } : {}),
   } as const;
   const report = buildRunReport(base);
@@ -154,9 +159,8 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
 
   if (status === 'cancelled') throw new UnrecoverableError(`[RUN_CANCELLED] run ${data.runId} was cancelled; run manifest: ${manifestInfo.uri}`);
-  if (status === 'failed' && handoff?.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT') {
-    throw new UnrecoverableError(`${handoff.error}; run manifest: ${manifestInfo.uri}`);
-  }
+  const timedOut = handoffs.find((handoff) => handoff.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT');
+  if (status === 'failed' && timedOut) throw new UnrecoverableError(`${timedOut.error}; run manifest: ${manifestInfo.uri}`);
   if (status === 'failed') {
     const unfinished = stages.filter((stage) => !stageCountsAsDone(stage, gate));
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
@@ -168,10 +172,14 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   return { kind: 'run', runId: data.runId, status, runManifestUri: manifestInfo.uri, reportHtmlUri: htmlInfo.uri };
 }
 
-/** How the trainer handoff ended, from its result or its job. */
-async function handoffOutcome(runtime: RunJobRuntime, run: RunJobData, result: StageJobResult<HandoffOutput> | undefined): Promise<HandoffOutcome> {
-  const entry = run.handoff as NonNullable<RunJobData['handoff']>;
-  const base = { jobId: entry.jobId, after: entry.after, before: entry.before };
+/** How a trainer handoff ended, from its result or its job. */
+async function handoffOutcome(
+  runtime: RunJobRuntime,
+  run: RunJobData,
+  entry: NonNullable<RunJobData['handoffs']>[number],
+  result: StageJobResult<HandoffOutput> | undefined,
+): Promise<HandoffOutcome> {
+  const base = { name: entry.name, jobId: entry.jobId, after: entry.after, before: entry.before, ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}) };
   if (result) {
     const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt } = result.output;
     return {
@@ -179,7 +187,14 @@ async function handoffOutcome(runtime: RunJobRuntime, run: RunJobData, result: S
       status: 'completed',
       requestUri,
       checkpointUri,
-      checkpoint: { endpoint: checkpoint.endpoint, model: checkpoint.model, ...(checkpoint.registeredBy ? { registeredBy: checkpoint.registeredBy } : {}) },
+      checkpoint: {
+        ...(checkpoint.endpoint ? { endpoint: checkpoint.endpoint } : {}),
+        ...(checkpoint.model ? { model: checkpoint.model } : {}),
+        ...(checkpoint.modelDir ? { modelDir: checkpoint.modelDir } : {}),
+        ...(checkpoint.policyVersion !== undefined ? { policyVersion: checkpoint.policyVersion } : {}),
+        ...(checkpoint.simulated ? { simulated: true } : {}),
+        ...(checkpoint.registeredBy ? { registeredBy: checkpoint.registeredBy } : {}),
+      },
       requestedAt: new Date(requestedAt).toISOString(),
       checkpointAt: new Date(checkpointAt).toISOString(),
       waitedMs: Math.max(0, checkpointAt - requestedAt),
@@ -190,7 +205,7 @@ async function handoffOutcome(runtime: RunJobRuntime, run: RunJobData, result: S
   const timing = requestedAt ? { requestedAt: new Date(requestedAt).toISOString() } : {};
   if (!job?.failedReason) return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', ...timing };
   const upstreamFailure = failedChildKey(job.failedReason);
-  if (upstreamFailure) return { ...base, status: 'not-run', ...timing, error: `stage ${upstreamFailure.queue} it waits for failed` };
+  if (upstreamFailure) return { ...base, status: 'not-run', ...timing, error: `${upstreamFailure.queue === 'runs' ? 'the handoff' : 'stage'} ${upstreamFailure.queue === 'runs' ? upstreamFailure.id : upstreamFailure.queue} it waits for failed` };
   return { ...base, status: errorCodeOf(job.failedReason) === 'RUN_CANCELLED' ? 'cancelled' : 'failed', ...timing, error: job.failedReason };
 }
 
@@ -201,14 +216,22 @@ async function stageOutcome(
   result: StageJobResult | undefined,
   handoff: HandoffOutcome | undefined,
 ): Promise<StageOutcome> {
-  const base = { name: entry.name, jobId: entry.jobId, dependsOn: entry.dependsOn };
+  const kind = stageKindOf(entry);
+  const base = {
+    name: entry.name,
+    ...(entry.kind ? { kind: entry.kind } : {}),
+    jobId: entry.jobId,
+    dependsOn: entry.dependsOn,
+    ...(handoff ? { handoff: handoff.name } : {}),
+    ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
+  };
   // A stage's own job is the source of truth: results reach the run only through its direct
   // children, so an upstream stage whose downstream failed or was cancelled is read from its job.
-  const job = await runtime.getJob(entry.name, entry.jobId);
+  const job = await runtime.getJob(kind, entry.jobId);
   if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
-    const summary = summarizeStage(runtime, entry.name, result.output);
+    const summary = summarizeStage(runtime, kind, result.output);
     return {
       ...base,
       status: 'completed',
@@ -227,16 +250,16 @@ async function stageOutcome(
       ? { startedAt: new Date(job.processedOn).toISOString(), finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - job.processedOn) }
       : {};
   if (!job && entry.afterHandoff && handoff && handoff.status !== 'completed') {
-    return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: 0, error: `waits for the trainer handoff, which ${handoff.error ? `failed: ${handoff.error}` : `is ${handoff.status}`}` };
+    return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: 0, error: `waits for the trainer handoff ${handoff.name}, which ${handoff.error ? `failed: ${handoff.error}` : `is ${handoff.status}`}` };
   }
   if (!job || !job.failedReason) {
     return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: partCount };
   }
   const upstreamFailure = failedChildKey(job.failedReason);
-  if (upstreamFailure && upstreamFailure.queue !== entry.name && run.stages.some((stage) => stage.name === upstreamFailure.queue)) {
+  if (upstreamFailure && upstreamFailure.queue !== kind && run.stages.some((stage) => stageKindOf(stage) === upstreamFailure.queue)) {
     return { ...base, status: 'not-run', parts: partCount, error: `upstream stage ${upstreamFailure.queue} failed` };
   }
-  const error = await failureDetail(runtime.getJob, entry.name, entry.jobId);
+  const error = await failureDetail(runtime.getJob, kind, entry.jobId);
   const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
 }
@@ -246,7 +269,7 @@ async function stageOutcome(
  * up the tree; a gate that held its candidate fails above the eval it read).
  */
 async function completedBelowFailure(runtime: RunJobRuntime, entry: RunJobData['stages'][number]): Promise<StageJobResult | undefined> {
-  const job = await runtime.getJob(entry.name, entry.jobId);
+  const job = await runtime.getJob(stageKindOf(entry), entry.jobId);
   if (!job?.finishedOn || job.failedReason || !isStageJobResult(job.returnvalue)) return undefined;
   return job.returnvalue;
 }

@@ -12,6 +12,12 @@ export type StageOutcomeStatus = z.infer<typeof stageOutcomeStatus>;
 /** One stage in the run manifest. */
 export const stageOutcomeSchema = z.object({
   name: z.string(),
+  /** The registered stage it ran, when it differs from the name. */
+  kind: z.string().optional(),
+  /** The trainer handoff whose checkpoint it ran on (absent: it started with the run). */
+  handoff: z.string().optional(),
+  /** For a round of an on-policy stage: the policy version it sampled with (its records carry it). */
+  policyVersion: z.number().int().positive().optional(),
   status: stageOutcomeStatus,
   jobId: z.string(),
   /** The stage's manifest (completed stages that write one). */
@@ -39,15 +45,29 @@ export type StageOutcome = z.infer<typeof stageOutcomeSchema>;
 export const handoffOutcomeSchema = z.object({
   /** `not-run`: a stage it waits for failed first. `failed`: e.g. `[CHECKPOINT_TIMEOUT]`. */
   status: z.enum(['completed', 'failed', 'cancelled', 'not-run']),
+  /** Its name (`train` for a run config's single `handoff:`). */
+  name: z.string().default('train'),
   jobId: z.string(),
+  /** The policy version its checkpoint is (handoffs after an on-policy stage's rounds). */
+  policyVersion: z.number().int().positive().optional(),
   after: z.array(z.string()),
   before: z.array(z.string()),
-  /** `runs/<runId>/train/request.json` (written once the `after` stages completed). */
+  /** `runs/<runId>/<handoff>/request.json` (written once the `after` stages completed). */
   requestUri: z.string().optional(),
-  /** `runs/<runId>/train/checkpoint.json`. */
+  /** `runs/<runId>/<handoff>/checkpoint.json`. */
   checkpointUri: z.string().optional(),
   /** The checkpoint the `before` stages ran on. */
-  checkpoint: z.object({ endpoint: z.string(), model: z.string(), registeredBy: z.string().optional() }).optional(),
+  checkpoint: z
+    .object({
+      endpoint: z.string().optional(),
+      model: z.string().optional(),
+      modelDir: z.string().optional(),
+      policyVersion: z.number().int().positive().optional(),
+      /** No training happened: the demo's simulated trainer registered a re-seeded dummy model. */
+      simulated: z.boolean().optional(),
+      registeredBy: z.string().optional(),
+    })
+    .optional(),
   requestedAt: z.string().optional(),
   checkpointAt: z.string().optional(),
   /** Time from the request to the checkpoint, ms. */
@@ -72,6 +92,8 @@ export const runManifestSchema = z.object({
   stages: z.array(stageOutcomeSchema),
   /** What the config's `latest` inputs resolved to when the run was created. */
   resolvedInputs: z.array(resolvedInputSchema).optional(),
+  /** The trainer handoffs in chain order, when the run has any. */
+  handoffs: z.array(handoffOutcomeSchema).optional(),
   /** The trainer handoff, when the run has one. */
   handoff: handoffOutcomeSchema.optional(),
   /** The promotion gate's decision, when the run has a gate that decided (workers/run/gate-outcome.ts). */

@@ -1,5 +1,6 @@
 import { formatFigure, type StageFigure } from '../../queues/stage-summary';
 import type { RunManifest, StageOutcome } from './run-manifest';
+import { runOrderHtml } from './run-order-html';
 
 /** The run report: what people read first; each completed stage carries its key figures and report links. */
 export interface RunReport {
@@ -11,8 +12,8 @@ export interface RunReport {
   durationMs: number;
   totals: { stages: number; completed: number; failed: number; parts: number; objects: number; records: number };
   stages: StageOutcome[];
-  /** The trainer handoff, when the run had one. */
-  handoff?: RunManifest['handoff'];
+  /** The trainer handoffs in chain order, when the run had any. */
+  handoffs?: RunManifest['handoffs'];
   /** What `latest` inputs resolved to. */
   resolvedInputs?: RunManifest['resolvedInputs'];
   /** The promotion gate's decision. */
@@ -37,21 +38,21 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
       records: sum((stage) => stage.records),
     },
     stages: manifest.stages,
-    ...(manifest.handoff ? { handoff: manifest.handoff } : {}),
+    ...(manifest.handoffs ? { handoffs: manifest.handoffs } : {}),
     ...(manifest.resolvedInputs ? { resolvedInputs: manifest.resolvedInputs } : {}),
     ...(manifest.gate ? { gate: manifest.gate } : {}),
   };
 }
 
-/** Paragraphs on the trainer handoff and the resolved `latest` inputs (empty without them). */
+/** Paragraphs on the trainer handoffs and the resolved `latest` inputs (empty without them). */
 function runContextHtml(report: RunReport): string {
   const parts: string[] = [];
-  const handoff = report.handoff;
-  if (handoff) {
-    const checkpoint = handoff.checkpoint ? ` on checkpoint <code>${escapeHtml(handoff.checkpoint.model)}</code> at <code>${escapeHtml(handoff.checkpoint.endpoint)}</code>` : '';
+  for (const handoff of report.handoffs ?? []) {
+    const served = handoff.checkpoint?.endpoint ? ` at <code>${escapeHtml(handoff.checkpoint.endpoint)}</code>` : handoff.checkpoint?.modelDir ? ` from <code>${escapeHtml(handoff.checkpoint.modelDir)}</code>` : '';
+    const checkpoint = handoff.checkpoint ? ` on checkpoint <code>${escapeHtml(handoff.checkpoint.model ?? handoff.checkpoint.modelDir ?? '')}</code>${served}` : '';
     const waited = handoff.waitedMs !== undefined ? `, after waiting ${escapeHtml(formatDuration(handoff.waitedMs))} for it` : '';
     parts.push(
-      `<p>Trainer handoff after ${escapeHtml(handoff.after.join(', '))}: <b>${escapeHtml(handoff.status)}</b>; ${escapeHtml(handoff.before.join(', '))} ${handoff.status === 'completed' ? `ran${checkpoint}${waited}` : 'did not run'}.` +
+      `<p>Trainer handoff ${escapeHtml(handoff.name)} after ${escapeHtml(handoff.after.join(', '))}: <b>${escapeHtml(handoff.status)}</b>; ${escapeHtml(handoff.before.join(', '))} ${handoff.status === 'completed' ? `ran${checkpoint}${waited}` : 'did not run'}.` +
         `${handoff.requestUri ? ` Training request: <code>${escapeHtml(handoff.requestUri)}</code>.` : ''}${handoff.error ? `<div class="error">${escapeHtml(handoff.error)}</div>` : ''}</p>`,
     );
   }
@@ -189,6 +190,7 @@ code{font-size:.85em}
 ${report.totals.completed}/${report.totals.stages} stages completed, ${report.totals.parts} parts, ${report.totals.objects} objects, ${report.totals.records} records.
 Run manifest: <code>${escapeHtml(links.manifestUri)}</code></p>
 ${runContextHtml(report)}
+${runOrderHtml(report)}
 <table><thead><tr><th>stage</th><th>status</th><th>parts</th><th>objects</th><th>records</th><th>duration</th><th>manifest / error</th></tr></thead>
 <tbody>
 ${rows}

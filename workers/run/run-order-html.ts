@@ -1,0 +1,86 @@
+import type { HandoffOutcome, RunManifest, StageOutcome } from './run-manifest';
+
+/**
+ * The run in the method's order for the run report: the stages that start with the run, then
+ * each trainer handoff (what it waited for, the checkpoint and policy version it got, whether
+ * the training was simulated) followed by the stages that ran on its checkpoint; and a timeline
+ * chart of stages and handoff waits on one time axis.
+ */
+
+type OrderInput = Pick<RunManifest, 'stages' | 'handoffs'>;
+
+/** Groups in run order: the first group has no handoff; each next one follows a handoff. */
+export function runOrderGroups(report: OrderInput): Array<{ handoff?: HandoffOutcome; stages: StageOutcome[] }> {
+  const handoffs = report.handoffs ?? [];
+  return [
+    { stages: report.stages.filter((stage) => stage.handoff === undefined) },
+    ...handoffs.map((handoff) => ({ handoff, stages: report.stages.filter((stage) => stage.handoff === handoff.name) })),
+  ];
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
+}
+
+function stageLabel(stage: StageOutcome): string {
+  const kind = stage.kind ? ` (${stage.kind})` : '';
+  const version = stage.policyVersion !== undefined ? `, policy v${stage.policyVersion}` : '';
+  return `${stage.name}${kind}${version}: ${stage.status}`;
+}
+
+function checkpointLabel(handoff: HandoffOutcome): string {
+  const checkpoint = handoff.checkpoint;
+  if (!checkpoint) return handoff.status === 'completed' ? 'checkpoint registered' : `no checkpoint (${handoff.status})`;
+  const where = checkpoint.endpoint ? `${checkpoint.model ?? ''} at ${checkpoint.endpoint}` : (checkpoint.modelDir ?? '');
+  const version = checkpoint.policyVersion ?? handoff.policyVersion;
+  return `${checkpoint.simulated ? 'SIMULATED TRAINING (no training happened): ' : ''}checkpoint ${where}${version !== undefined ? `, policy v${version}` : ''}${checkpoint.registeredBy ? `, registered by ${checkpoint.registeredBy}` : ''}`;
+}
+
+/** The ordered list (empty for a run without handoffs: the stage table says it all). */
+export function runOrderHtml(report: OrderInput): string {
+  if ((report.handoffs ?? []).length === 0) return '';
+  const items = runOrderGroups(report).flatMap((group) => [
+    ...(group.handoff
+      ? [
+          `<li class="handoff"><b>handoff ${escapeHtml(group.handoff.name)}</b> after ${escapeHtml(group.handoff.after.join(', '))}: ${escapeHtml(group.handoff.status)}; ` +
+            `${escapeHtml(checkpointLabel(group.handoff))}${group.handoff.requestUri ? ` <span class="detail">request <code>${escapeHtml(group.handoff.requestUri)}</code></span>` : ''}` +
+            `${group.handoff.error ? `<div class="error">${escapeHtml(group.handoff.error)}</div>` : ''}</li>`,
+        ]
+      : []),
+    ...group.stages.map((stage) => `<li>${escapeHtml(stageLabel(stage))}</li>`),
+  ]);
+  const simulated = (report.handoffs ?? []).some((handoff) => handoff.checkpoint?.simulated);
+  return (
+    `<h2>Order of the run</h2>\n${simulated ? '<p class="error"><b>Simulated training:</b> the checkpoints below are re-seeded dummy models registered by the demo\'s simulated trainer; no model was trained.</p>\n' : ''}` +
+    `<ol class="order">\n${items.join('\n')}\n</ol>\n${timelineSvg(report)}`
+  );
+}
+
+/** Stages and handoff waits as bars on one time axis (start to finish). */
+function timelineSvg(report: OrderInput): string {
+  const rows: Array<{ label: string; start: number; end: number; color: string }> = [];
+  for (const group of runOrderGroups(report)) {
+    const handoff = group.handoff;
+    if (handoff?.requestedAt) {
+      const start = Date.parse(handoff.requestedAt);
+      rows.push({ label: `handoff ${handoff.name} (waiting for the trainer)`, start, end: handoff.checkpointAt ? Date.parse(handoff.checkpointAt) : start, color: '#b26a00' });
+    }
+    for (const stage of group.stages) {
+      if (!stage.startedAt || !stage.finishedAt) continue;
+      rows.push({ label: `${stage.name}${stage.policyVersion !== undefined ? ` (v${stage.policyVersion})` : ''}`, start: Date.parse(stage.startedAt), end: Date.parse(stage.finishedAt), color: stage.status === 'completed' ? '#2e7d32' : '#c62828' });
+    }
+  }
+  if (rows.length === 0) return '';
+  const first = Math.min(...rows.map((row) => row.start));
+  const span = Math.max(1, Math.max(...rows.map((row) => row.end)) - first);
+  const rowHeight = 22;
+  const labelWidth = 280;
+  const width = 480;
+  const bars = rows.map((row, index) => {
+    const y = index * rowHeight;
+    const x = labelWidth + Math.round(((row.start - first) / span) * width);
+    const barWidth = Math.max(2, Math.round(((row.end - row.start) / span) * width));
+    return `<text x="0" y="${y + 15}" font-size="12">${escapeHtml(row.label)}</text><rect x="${x}" y="${y + 4}" width="${barWidth}" height="14" fill="${row.color}"/>`;
+  });
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + width + 20}" height="${rows.length * rowHeight}" role="img" aria-label="run timeline">${bars.join('')}</svg>`;
+}
