@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Redis } from 'ioredis';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { readManifest, type Manifest } from '../shared/artifacts/manifest';
 import { loadEnv } from '../shared/config/env';
@@ -19,6 +18,7 @@ import { createStoreCache } from '../queues/stage-runtime';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { startWorkerPool, type WorkerPool } from '../workers/worker-pool';
 import { freePort } from './support/free-port';
+import { shutdownPrivateRedis, startPrivateRedis } from './support/private-redis';
 import { startHat, type HatProcess } from './support/hat-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
@@ -99,17 +99,6 @@ describe('worker and Redis faults', () => {
     let pool: WorkerPool | undefined;
     let context: QueueContext | undefined;
 
-    const startRedis = async (port: number, dataDirectory: string): Promise<ChildProcess> => {
-      const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dataDirectory, '--appendonly', 'yes', '--save', '', '--protected-mode', 'no'], { stdio: 'ignore' });
-      const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
-      probe.on('error', () => undefined);
-      try {
-        await waitFor(async () => (await probe.connect().then(() => probe.ping(), () => undefined)) === 'PONG', 10_000, 50);
-      } finally {
-        probe.disconnect();
-      }
-      return child;
-    };
     afterEach(async () => {
       await pool?.close(5_000);
       await context?.close();
@@ -124,7 +113,7 @@ describe('worker and Redis faults', () => {
       const port = await freePort();
       const dataDirectory = join(directory, 'redis');
       await mkdir(dataDirectory, { recursive: true });
-      redis = await startRedis(port, dataDirectory);
+      redis = await startPrivateRedis(port, dataDirectory);
       const artifacts = join(directory, 'artifacts');
       const env = loadEnv({ REDIS_URL: `redis://127.0.0.1:${port}`, HAT_REDIS_PREFIX: `test-${randomUUID()}`, HAT_ARTIFACTS: pathToFileURL(artifacts).href, HAT_LOG_LEVEL: 'silent' });
       const runId = 'redis-restart';
@@ -143,13 +132,8 @@ describe('worker and Redis faults', () => {
       expect(before.state).toBe('running');
       expect(before.stages[0]?.partsDone).toBeLessThan(16);
 
-      const admin = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => null });
-      admin.on('error', () => undefined);
-      const stopped = new Promise((resolve) => redis?.once('exit', resolve));
-      await admin.call('SHUTDOWN').catch(() => undefined);
-      admin.disconnect();
-      await stopped;
-      redis = await startRedis(port, dataDirectory);
+      await shutdownPrivateRedis(port, redis);
+      redis = await startPrivateRedis(port, dataDirectory);
 
       const status = await watchRun(context, runId, { intervalMs: 200 });
       expect([status.state, status.error]).toEqual(['completed', undefined]);

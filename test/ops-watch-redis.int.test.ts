@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { Redis } from 'ioredis';
 import { getRunStatus } from '../queues/run-control';
 import { openQueueContext, type QueueContext } from '../queues/queue-context';
 import { loadEnv } from '../shared/config/env';
@@ -12,6 +11,7 @@ import { silentLogger } from '../shared/log/logger';
 import { startWorkerPool, type WorkerPool } from '../workers/worker-pool';
 import { freePort } from './support/free-port';
 import { runHatInProcess } from './support/hat-in-process';
+import { shutdownPrivateRedis, startPrivateRedis } from './support/private-redis';
 import { waitFor } from './support/queue-test-kit';
 
 /** Issue #20: `hat run --wait` rides out a Redis restart, and says what to do when Redis stays away. */
@@ -20,26 +20,6 @@ describe('hat run --wait while Redis restarts', () => {
   let redis: ChildProcess | undefined;
   let pool: WorkerPool | undefined;
   let observer: QueueContext | undefined;
-
-  const startRedis = async (port: number, dataDirectory: string): Promise<ChildProcess> => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dataDirectory, '--appendonly', 'yes', '--save', '', '--protected-mode', 'no'], { stdio: 'ignore' });
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
-    probe.on('error', () => undefined);
-    try {
-      await waitFor(async () => (await probe.connect().then(() => probe.ping(), () => undefined)) === 'PONG', 10_000, 50);
-    } finally {
-      probe.disconnect();
-    }
-    return child;
-  };
-  const shutdownRedis = async (port: number): Promise<void> => {
-    const admin = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => null });
-    admin.on('error', () => undefined);
-    const stopped = new Promise((resolve) => redis?.once('exit', resolve));
-    await admin.call('SHUTDOWN').catch(() => undefined);
-    admin.disconnect();
-    await stopped;
-  };
 
   beforeEach(async () => {
     directory = await mkdtemp(join(tmpdir(), 'hat-watch-redis-'));
@@ -59,7 +39,7 @@ describe('hat run --wait while Redis restarts', () => {
     const port = await freePort();
     const dataDirectory = join(directory, 'redis');
     await mkdir(dataDirectory, { recursive: true });
-    redis = await startRedis(port, dataDirectory);
+    redis = await startPrivateRedis(port, dataDirectory);
     const variables = {
       REDIS_URL: `redis://127.0.0.1:${port}`,
       HAT_REDIS_PREFIX: `test-${randomUUID()}`,
@@ -83,9 +63,9 @@ describe('hat run --wait while Redis restarts', () => {
       const status = await getRunStatus(observer as QueueContext, 'watched').catch(() => undefined);
       return (status?.stages[0]?.partsDone ?? 0) >= 1;
     }, 20_000, 50);
-    await shutdownRedis(port);
+    await shutdownPrivateRedis(port, redis as ChildProcess);
     await new Promise((resolve) => setTimeout(resolve, 2_000));
-    redis = await startRedis(port, dataDirectory);
+    redis = await startPrivateRedis(port, dataDirectory);
 
     const result = await watching;
     expect(result.stderr).toContain('Redis does not answer');
@@ -102,7 +82,7 @@ describe('hat run --wait while Redis restarts', () => {
     await waitFor(async () => (await observer?.runsQueue.count()) === 1, 10_000, 50);
     await observer?.close();
     observer = undefined;
-    await shutdownRedis(port);
+    await shutdownPrivateRedis(port, redis as ChildProcess);
     const result = await watching;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('[REDIS_UNAVAILABLE]');
