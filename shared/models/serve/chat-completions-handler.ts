@@ -4,7 +4,7 @@ import { chatMessageSchema } from '../../trajectory/messages';
 import type { ToolCallParser, ToolCallParseResult } from '../../text/tool-parsers';
 import { chatPromptIds } from './chat-prompt';
 import { checkModelName, usageOf } from './completions-handler';
-import { parseBody, samplingFieldsSchema, stopList } from './request-fields';
+import { parseBody, samplingFieldsSchema, samplingSettingsOf } from './request-fields';
 import { minimumLogprob, runGeneration, type ServeContext, type ServedToken } from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 import type { SseWriter } from './sse-writer';
@@ -94,16 +94,8 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
   const generation = await runGeneration(context, {
     promptIds,
     maxTokens,
-    temperature: request.temperature ?? context.served.samplingDefaults.temperature ?? 1,
-    topP: request.top_p ?? context.served.samplingDefaults.topP ?? 1,
-    topK: request.top_k ?? context.served.samplingDefaults.topK ?? 0,
-    seed: request.seed ?? undefined,
+    ...samplingSettingsOf(context, request),
     topLogprobs,
-    stop: stopList(request.stop),
-    stopTokenIds: request.stop_token_ids ?? [],
-    ignoreEos: request.ignore_eos === true,
-    includeStopStringInOutput: request.include_stop_str_in_output === true,
-    keepSpecialTokens: request.skip_special_tokens === false,
     signal,
     onToken: stream
       ? ({ delta, token }) => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseBody, samplingFieldsSchema, stopList } from './request-fields';
+import { parseBody, samplingFieldsSchema, samplingSettingsOf } from './request-fields';
 import { minimumLogprob, runGeneration, type ServeContext, type ServeGeneration, type ServedToken } from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 import type { SseWriter } from './sse-writer';
@@ -147,16 +147,8 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
   const settings = (promptIds: number[], onToken?: Parameters<typeof runGeneration>[1]['onToken']): Parameters<typeof runGeneration>[1] => ({
     promptIds,
     maxTokens,
-    temperature: request.temperature ?? context.served.samplingDefaults.temperature ?? 1,
-    topP: request.top_p ?? context.served.samplingDefaults.topP ?? 1,
-    topK: request.top_k ?? context.served.samplingDefaults.topK ?? 0,
-    seed: request.seed ?? undefined,
+    ...samplingSettingsOf(context, request),
     topLogprobs,
-    stop: stopList(request.stop),
-    stopTokenIds: request.stop_token_ids ?? [],
-    ignoreEos: request.ignore_eos === true,
-    includeStopStringInOutput: request.include_stop_str_in_output === true,
-    keepSpecialTokens: request.skip_special_tokens === false,
     onToken,
     signal,
   });

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ServeContext, ServeGenerationRequest } from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 
 /** Sampling fields shared by `/v1/completions` and `/v1/chat/completions` (vLLM's names; extra fields are ignored, as vLLM does). */
@@ -20,6 +21,25 @@ export const samplingFieldsSchema = z.object({
   /** vLLM: false keeps special tokens (e.g. `<|im_end|>`) in the text. Default true. */
   skip_special_tokens: z.boolean().nullish(),
 });
+
+/** The sampling settings of a request (either endpoint), with the model's generation defaults for what it leaves out, as vLLM does. */
+export function samplingSettingsOf(
+  context: ServeContext,
+  request: z.infer<typeof samplingFieldsSchema>,
+): Pick<ServeGenerationRequest, 'temperature' | 'topP' | 'topK' | 'seed' | 'stop' | 'stopTokenIds' | 'ignoreEos' | 'includeStopStringInOutput' | 'keepSpecialTokens'> {
+  const defaults = context.served.samplingDefaults;
+  return {
+    temperature: request.temperature ?? defaults.temperature ?? 1,
+    topP: request.top_p ?? defaults.topP ?? 1,
+    topK: request.top_k ?? defaults.topK ?? 0,
+    seed: request.seed ?? undefined,
+    stop: stopList(request.stop),
+    stopTokenIds: request.stop_token_ids ?? [],
+    ignoreEos: request.ignore_eos === true,
+    includeStopStringInOutput: request.include_stop_str_in_output === true,
+    keepSpecialTokens: request.skip_special_tokens === false,
+  };
+}
 
 /** Parses a request body, answering 400 with the field that is wrong (vLLM's validation error shape). */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
