@@ -1,5 +1,4 @@
-import { argumentsJson, isPlainObject, contentAround, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
-import type { ToolCall } from '../../trajectory/messages';
+import { argumentsJson, isPlainObject, parseTaggedCalls, type ToolCallParser } from './tool-call-parser';
 
 const open = '<tool_call>';
 const close = '</tool_call>';
@@ -14,36 +13,11 @@ export const hermesToolParser: ToolCallParser = {
   name: 'hermes',
   startMarkers: [open],
   parse(text, options) {
-    const pieces: string[] = [];
-    const toolCalls: ToolCall[] = [];
-    const malformed: MalformedToolCall[] = [];
-    let cursor = 0;
-    for (;;) {
-      const start = text.indexOf(open, cursor);
-      if (start < 0) {
-        pieces.push(text.slice(cursor));
-        break;
-      }
-      pieces.push(text.slice(cursor, start));
-      const end = text.indexOf(close, start + open.length);
-      if (end < 0) {
-        const raw = text.slice(start);
-        malformed.push({ text: raw, reason: `the output ends inside a tool call: no ${close} after ${open}`, truncated: true });
-        pieces.push(raw);
-        break;
-      }
-      const raw = text.slice(start, end + close.length);
-      const body = text.slice(start + open.length, end).trim();
-      const call = parseJsonCall(body);
-      if ('error' in call) {
-        malformed.push({ text: raw, reason: call.error, truncated: false });
-        pieces.push(raw);
-      } else {
-        toolCalls.push({ id: toolCallId(text, toolCalls.length, options), type: 'function', function: call });
-      }
-      cursor = end + close.length;
-    }
-    return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
+    return parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
+      if (unclosed) return { error: `the output ends inside a tool call: no ${close} after ${open}`, truncated: true };
+      const call = parseJsonCall(body.trim());
+      return 'error' in call ? { error: call.error, truncated: false } : { call };
+    });
   },
 };
 

@@ -1,5 +1,5 @@
-import type { ToolCall, ToolSpec } from '../../trajectory/messages';
-import { isPlainObject, contentAround, toolCallId, type MalformedToolCall, type ToolCallParser } from './tool-call-parser';
+import type { ToolSpec } from '../../trajectory/messages';
+import { isPlainObject, parseTaggedCalls, type ToolCallParser } from './tool-call-parser';
 
 const open = '<tool_call>';
 const close = '</tool_call>';
@@ -26,32 +26,10 @@ export const qwen3CoderToolParser: ToolCallParser = {
   name: 'qwen3_coder',
   startMarkers: [open],
   parse(text, options) {
-    const pieces: string[] = [];
-    const toolCalls: ToolCall[] = [];
-    const malformed: MalformedToolCall[] = [];
-    let cursor = 0;
-    for (;;) {
-      const start = text.indexOf(open, cursor);
-      if (start < 0) {
-        pieces.push(text.slice(cursor));
-        break;
-      }
-      pieces.push(text.slice(cursor, start));
-      const end = text.indexOf(close, start + open.length);
-      const raw = end < 0 ? text.slice(start) : text.slice(start, end + close.length);
-      const body = end < 0 ? text.slice(start + open.length) : text.slice(start + open.length, end);
-      const parsed = parseFunctionBlock(body, end < 0, options?.tools);
-      if ('error' in parsed) {
-        malformed.push({ text: raw, reason: parsed.error, truncated: parsed.truncated });
-        pieces.push(raw);
-      } else {
-        toolCalls.push({ id: toolCallId(text, toolCalls.length, options), type: 'function', function: { name: parsed.name, arguments: JSON.stringify(parsed.arguments) } });
-        for (const problem of parsed.problems) malformed.push({ text: raw, reason: problem, truncated: false });
-      }
-      if (end < 0) break;
-      cursor = end + close.length;
-    }
-    return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
+    return parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
+      const parsed = parseFunctionBlock(body, unclosed, options?.tools);
+      return 'error' in parsed ? parsed : { call: { name: parsed.name, arguments: JSON.stringify(parsed.arguments) }, problems: parsed.problems };
+    });
   },
 };
 

@@ -53,6 +53,48 @@ export function contentAround(text: string, pieces: string[], toolCallCount: num
   return content === '' ? null : content;
 }
 
+/** What a format's block parser makes of one `<open>…<close>` block. */
+export type TaggedCallBlock = { call: ToolCall['function']; problems?: readonly string[] } | { error: string; truncated: boolean };
+
+/**
+ * Splits an output on `open`…`close` blocks and parses each with `parseBlock` (`unclosed`: the
+ * output ended inside the block). Text around the blocks, and blocks that fail, stay in the
+ * content; a block's problems beside a call are listed as malformed with its text.
+ */
+export function parseTaggedCalls(
+  text: string,
+  tags: { open: string; close: string },
+  options: ToolCallParseOptions | undefined,
+  parseBlock: (body: string, unclosed: boolean) => TaggedCallBlock,
+): ToolCallParseResult {
+  const { open, close } = tags;
+  const pieces: string[] = [];
+  const toolCalls: ToolCall[] = [];
+  const malformed: MalformedToolCall[] = [];
+  let cursor = 0;
+  for (;;) {
+    const start = text.indexOf(open, cursor);
+    if (start < 0) {
+      pieces.push(text.slice(cursor));
+      break;
+    }
+    pieces.push(text.slice(cursor, start));
+    const end = text.indexOf(close, start + open.length);
+    const raw = end < 0 ? text.slice(start) : text.slice(start, end + close.length);
+    const parsed = parseBlock(end < 0 ? text.slice(start + open.length) : text.slice(start + open.length, end), end < 0);
+    if ('error' in parsed) {
+      malformed.push({ text: raw, reason: parsed.error, truncated: parsed.truncated });
+      pieces.push(raw);
+    } else {
+      toolCalls.push({ id: toolCallId(text, toolCalls.length, options), type: 'function', function: parsed.call });
+      for (const problem of parsed.problems ?? []) malformed.push({ text: raw, reason: problem, truncated: false });
+    }
+    if (end < 0) break;
+    cursor = end + close.length;
+  }
+  return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
+}
+
 /** An object's JSON text, or why the value cannot be tool-call arguments. */
 export function argumentsJson(value: unknown): { json: string } | { error: string } {
   if (typeof value === 'string') {
