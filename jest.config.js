@@ -12,4 +12,6 @@ module.exports = {
   testTimeout: 60000,
   // Builds dist/ when stale: CLI tests spawn the compiled CLI, sandboxed processors load compiled files.
   globalSetup: '<rootDir>/test/global-setup.ts',
+  // Start-up registrations every hat process makes (model adapters).
+  setupFiles: ['<rootDir>/test/setup-start-up.ts'],
 };

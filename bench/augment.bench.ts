@@ -27,13 +27,16 @@ import { renderContextOf } from '../shared/simulator/room-context';
 import type { Task } from '../shared/simulator/tasks/task-schema';
 import { createWorld } from '../shared/simulator/world/world';
 import type { Trajectory } from '../shared/trajectory/trajectory';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { augmentChecks } from '../shared/harness/hsa/augment-trajectory';
 import { assignVariants } from '../workers/augment/augment-part';
 import { droppedTotal, type AugmentStats } from '../workers/augment/augment-stats';
 import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
 import { replayCheck, scoreRecorded, scoredTurns } from '../workers/augment/replay-check';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 interface BenchOptions {
   tasks: number;

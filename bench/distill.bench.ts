@@ -24,6 +24,9 @@ import type { TokenScoreRequest, TokenScorer } from '../shared/models/scoring/to
 import { VllmTokenScorer } from '../shared/models/scoring/vllm-prompt-logprobs';
 import { createOnnxPromptScorer } from '../shared/models/testing/onnx-prompt-scorer';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 function option(argv: string[], flag: string, fallback: string): string {
   const index = argv.indexOf(flag);

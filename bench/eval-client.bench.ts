@@ -18,13 +18,16 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { MemoryArtifactStore } from '../shared/artifacts/memory-artifact-store';
 import { loadIfevalItems } from '../shared/eval/ifeval';
 import { silentLogger } from '../shared/log/logger';
 import { OpenAiTestServer, type StreamTiming } from '../shared/models/testing/openai-test-server';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { evalStage } from '../workers/eval/processor';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 const answer = 'Thank you for asking. The jacket is lined with down and ships today. Returns are free for thirty days and the coupon applies at checkout.';
 

@@ -18,6 +18,9 @@ import { performance } from 'node:perf_hooks';
 import * as ort from 'onnxruntime-node';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 interface BenchOptions {
   model?: string;

@@ -19,6 +19,9 @@ import http from 'node:http';
 import type { ChatRequest } from '../shared/models/model-client';
 import { createModelClient } from '../shared/models/model-registry';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 const answer = {
   content: 'The coat comes in navy, black and fog blue; fog blue runs small.',

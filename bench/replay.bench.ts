@@ -33,6 +33,9 @@ import { forcedHistoryDriver } from '../workers/replay/session-driver';
 import { startReplayServerProcess } from '../workers/replay/testing/replay-test-server-process';
 import { syntheticSessions } from '../workers/replay/testing/synthetic-sessions';
 import { bareHttpCall, type Call } from './openai-client.bench';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 /**
  * The baseline of the restated goal: the same closed-loop sessions driven by bare node:http calls.

@@ -15,12 +15,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { silentLogger } from '../shared/log/logger';
 import { rlStage } from '../workers/rl/processor';
 import type { RlOutput } from '../workers/rl/rl-contract';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 function argument(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);

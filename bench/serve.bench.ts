@@ -20,6 +20,9 @@ import { performance } from 'node:perf_hooks';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { startServeServer } from '../shared/models/serve/serve-server';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 interface BenchOptions {
   model?: string;

@@ -23,6 +23,9 @@ import { ServedTokenSampler, servedSamplerConfigSchema, vllmSamplingRequest } fr
 import { stopTokenIdsOf } from '../shared/models/token-exact/token-exact-episode';
 import type { SampleRequest, TokenSampler } from '../shared/models/token-exact/token-sampler';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);

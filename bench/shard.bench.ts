@@ -18,8 +18,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { createStoreCache } from '../queues/stage-runtime';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { loadHarness } from '../shared/harness/load-harness';
@@ -35,6 +35,9 @@ import type { Trajectory } from '../shared/trajectory/trajectory';
 import { fillUpperBound, packBestFitDecreasing } from '../workers/shard/pack-sequences';
 import { shardStage } from '../workers/shard/processor';
 import type { ShardOutput } from '../workers/shard/shard-contract';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 function argument(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);

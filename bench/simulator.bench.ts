@@ -27,6 +27,9 @@ import { verifyEpisode } from '../shared/simulator/verifier/verify-episode';
 import { generateWorld } from '../shared/simulator/world/generate-world';
 import { createWorld, type World } from '../shared/simulator/world/world';
 import type { ChatMessage, ToolCall } from '../shared/trajectory/messages';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 
 function argument(name: string, fallback: number): number {
   const index = process.argv.indexOf(`--${name}`);

@@ -2,13 +2,15 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { silentLogger } from '../shared/log/logger';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
-import '../shared/models/onnx/onnx-adapter';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
+
+registerModelAdapters();
 import type { ReplayReport } from '../workers/replay/replay-report';
 import { replayStage } from '../workers/replay/processor';
 import { syntheticSessions } from '../workers/replay/testing/synthetic-sessions';

@@ -1,9 +1,6 @@
-import type { AnyStage } from '../queues/define-stage';
-import { registerStage } from '../queues/stage-registry';
-// Model adapters beyond the built-in `openai` register on import: every process that loads the
-// catalog (CLI, workers, sandboxed processors) can then build `scripted` and `onnx` clients.
-import '../shared/models/onnx';
-import '../shared/simulator/policies/scripted-adapter';
+import type { AnyStage } from '../queues/stage-kit/define-stage';
+import { registerStage } from '../queues/stage-kit/stage-registry';
+import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { augmentStage } from './augment/processor';
 import { collectStage } from './collect/processor';
 import { distillStage } from './distill/processor';
@@ -23,7 +20,11 @@ import { shardStage } from './shard/processor';
  */
 export const catalogStages: AnyStage[] = [noopStage, fanoutDemoStage, hashDemoStage, collectStage, augmentStage, shardStage, distillStage, rlStage, replayStage, evalStage, gateStage];
 
-/** Registers the catalog (idempotent). */
+/**
+ * What every process does at start-up (CLI, workers, sandboxed processors): registers the model
+ * adapters, then the catalog's stages. Idempotent.
+ */
 export function registerCatalogStages(): void {
+  registerModelAdapters();
   for (const stage of catalogStages) registerStage(stage);
 }

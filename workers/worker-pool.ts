@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Worker } from 'bullmq';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import type { HatEnv } from '../shared/config/env';
@@ -6,15 +8,24 @@ import { BadInputError } from '../shared/errors';
 import { createLogger, type Logger } from '../shared/log/logger';
 import { declaresCounters } from '../shared/metrics/prometheus-stage-counters';
 import { createWorkerMetrics, queueDepthStates, type WorkerMetrics, type WorkerMetricsOptions } from '../shared/metrics/prometheus-worker-metrics';
-import { systemClock, type Clock, type StageServices } from '../queues/define-stage';
-import { openQueueContext, type QueueContext } from '../queues/queue-context';
-import { runsQueueName } from '../queues/queue-names';
-import { closeRedisConnection, createRedisConnection } from '../queues/redis-connection';
-import { findStage, listStages, stageNames } from '../queues/stage-registry';
-import { createStageJobRuntime, createStoreCache, type StoreCache } from '../queues/stage-runtime';
-import { closeWorkersWithin, createStageWorker } from '../queues/worker-factory';
+import { systemClock, type Clock, type StageServices } from '../queues/stage-kit/define-stage';
+import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
+import { runsQueueName } from '../queues/stage-kit/stage-names';
+import { closeRedisConnection, createRedisConnection } from '../queues/bullmq/redis-connection';
+import { findStage, listStages, stageNames } from '../queues/stage-kit/stage-registry';
+import { createStageJobRuntime, createStoreCache, type StoreCache } from '../queues/bullmq/stage-runtime';
+import { closeWorkersWithin, createStageWorker } from '../queues/bullmq/worker-factory';
 import { createRunJobRuntime, createRunWorker } from './run/worker';
 import { registerCatalogStages } from './stage-catalog';
+
+/**
+ * Where the compiled sandbox entry (workers/stage-sandbox.ts) lives: beside this file when running
+ * compiled code, else in `dist/` (sources run by jest). Undefined when it has not been built.
+ */
+export function sandboxEntryFile(): string | undefined {
+  const file = __filename.endsWith('.js') ? join(__dirname, 'stage-sandbox.js') : join(__dirname, '..', 'dist', 'workers', 'stage-sandbox.js');
+  return existsSync(file) ? file : undefined;
+}
 
 /** Workers for some or all queues in one process: what `hat worker` and `hat demo` run. */
 export interface WorkerPoolOptions {
@@ -92,7 +103,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     const stage = listStages().find((item) => item.name === name);
     if (!stage) continue;
     const concurrency = options.concurrency ?? stage.queue?.concurrency ?? env.HAT_WORKER_CONCURRENCY;
-    const created = createStageWorker(stage, stageRuntime, { ...common, concurrency, env, sandbox: options.sandbox });
+    const created = createStageWorker(stage, stageRuntime, { ...common, concurrency, env, sandbox: options.sandbox, sandboxEntry: sandboxEntryFile() });
     workers.push(created.worker);
     if (created.sandboxed) sandboxed.push(name);
   }

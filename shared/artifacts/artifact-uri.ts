@@ -1,5 +1,5 @@
-import { isAbsolute } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { isAbsolute, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { BadInputError } from '../errors';
 
 /** An artifact location split into its parts. */
@@ -57,4 +57,9 @@ export function fileUriToPath(uri: string): string {
   }
   if (!isAbsolute(path)) badUri(uri, 'is not an absolute path');
   return path;
+}
+
+/** A local path becomes a file URI; URIs stay as they are. */
+export function asArtifactUri(target: string): string {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(target) ? target : pathToFileURL(resolve(target)).href;
 }

@@ -5,7 +5,6 @@ import type { Logger } from '../log/logger';
 import type { ModelClient } from './model-client';
 import type { ModelClock } from './model-clock';
 import { modelErrorCodes } from './model-errors';
-import { openAiAdapter } from './openai/openai-adapter';
 
 /** What every adapter may use besides its config; adapters ignore what they do not need. */
 export interface ModelClientDependencies {
@@ -107,6 +106,3 @@ export function createModelClient(config: unknown, dependencies: ModelClientDepe
   const factory = adapters.get(record.adapter) as ModelAdapterFactory;
   return factory.create(factory.configSchema.parse(record), { ...dependencies, configPath: path });
 }
-
-/** Built-in adapters; `scripted` and `onnx` join through registerModelAdapter from their modules. */
-registerModelAdapter('openai', openAiAdapter);

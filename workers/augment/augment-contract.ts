@@ -1,8 +1,10 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
-import { hsaFamilies } from '../../shared/harness/hsa/variant-mapping';
+import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weights';
 import { summarizeAugment } from './augment-summary';
+
+export { relabelEntrySchema, type RelabelEntry } from '../../shared/trajectory/relabel-entry';
 
 /**
  * Config of the `augment` stage: HSA variants of the canonical harness, every input trajectory
@@ -21,11 +23,6 @@ import { summarizeAugment } from './augment-summary';
  */
 
 const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1)).min(1)]);
-
-export const augmentFamilyWeightsSchema = z
-  .object(Object.fromEntries(hsaFamilies.map((family) => [family, z.number().min(0).max(1).optional()])) as Record<(typeof hsaFamilies)[number], z.ZodOptional<z.ZodNumber>>)
-  .strict()
-  .refine((weights) => Object.values(weights).some((weight) => (weight ?? 0) > 0), { error: 'at least one family needs a weight above 0' });
 
 export const augmentInputSchema = z
   .object({
@@ -94,22 +91,6 @@ export const augmentPartOutputSchema = z.object({
   inputs: z.array(z.object({ uri: z.string(), sha256: z.string() })),
 });
 export type AugmentPartOutput = z.infer<typeof augmentPartOutputSchema>;
-
-/**
- * One entry of the relabel list (`relabel.jsonl.gz`): this task needs a new reply under this
- * variant (a changed constraint the recorded reply does not meet). collect's `relabel` input
- * plays these tasks again under `variants/<variantHash>/`.
- */
-export const relabelEntrySchema = z.object({
-  taskId: z.string(),
-  /** The recorded (source) trajectory. */
-  trajectoryId: z.string(),
-  reason: z.string(),
-  /** Hash of the variant (its directory under variants/). */
-  variantHash: z.string(),
-  detail: z.string(),
-});
-export type RelabelEntry = z.infer<typeof relabelEntrySchema>;
 
 export const augmentOutputSchema = z.object({
   manifestUri: z.string(),

@@ -1,11 +1,14 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import { maxWorldItems } from '../../shared/simulator/world/generate-world';
 import { collectCountsSchema } from './collect-stats';
 import { summarizeCollect } from './collect-summary';
+import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
+
+export { taskGeneratorSchema, type TaskGenerator } from '../../shared/simulator/tasks/task-generator';
 
 /**
  * Config of the `collect` stage: a teacher (any model adapter: an OpenAI-compatible server, or
@@ -42,18 +45,6 @@ export const collectSelectionSchema = z
   })
   .strict();
 export type CollectSelection = z.infer<typeof collectSelectionSchema>;
-
-export const taskGeneratorSchema = z
-  .object({
-    count: z.number().int().min(1).max(100_000),
-    seed: seedValue,
-    /** Catalog size the rooms are drawn from. Default 2000 (as `hat tasks generate`). */
-    itemCount: z.number().int().min(50).max(maxWorldItems).optional(),
-    /** Relative category weights; missing categories keep their default, 0 leaves one out. */
-    categoryWeights: z.partialRecord(z.enum(taskCategories), z.number().min(0)).optional(),
-  })
-  .strict();
-export type TaskGenerator = z.infer<typeof taskGeneratorSchema>;
 
 export const collectInputSchema = z
   .object({

@@ -1,5 +1,5 @@
 import { formatPercent } from '../../shared/metrics/format-percent';
-import { escapeHtml } from '../replay/report-html';
+import { escapeHtml } from '../../shared/report/html';
 import { rejectionReasons, type ReviewEntry } from './collect-contract';
 import { deriveFigures, rejectedTotal, type CollectCounts } from './collect-stats';
 

@@ -1,10 +1,10 @@
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-inputs';
-import { readTaskSets } from '../../queues/task-inputs';
-import { asArtifactUri } from '../distill/prompt-sources';
+import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-kit/stage-inputs';
+import { readTaskSets } from '../../queues/stage-kit/task-inputs';
+import { asArtifactUri } from '../../shared/artifacts/artifact-uri';
 import type { CollectInput } from './collect-contract';
 
 /** The tasks a collect stage plays, in order, and the inputs they were read from. */

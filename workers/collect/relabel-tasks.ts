@@ -1,12 +1,12 @@
-import type { StageDeps } from '../../queues/define-stage';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
-import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
+import { expandInputs, readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { BadInputError } from '../../shared/errors';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
-import { relabelEntrySchema } from '../augment/augment-contract';
-import { asArtifactUri } from '../distill/prompt-sources';
+import { relabelEntrySchema } from '../../shared/trajectory/relabel-entry';
+import { asArtifactUri } from '../../shared/artifacts/artifact-uri';
 
 /** The tasks of augment's relabel list that name one variant, with that variant's harness. */
 export interface RelabelGroup {

@@ -1,10 +1,13 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
 import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
 import { summarizeDistill } from './distill-summary';
+import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
+
+export { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 
 /**
  * Config of the `distill` stage: on-policy distillation rollouts. The student samples
@@ -27,17 +30,6 @@ const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sh
 const sourceName = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'use lower-case letters, digits, ".", "_" and "-" (at most 64)');
 const limit = z.number().int().positive().max(1_000_000).optional();
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
-
-/** A tokenizer to load locally: a registry preset or a model directory. */
-export const tokenizerSourceSchema = z
-  .object({
-    preset: z.enum(Object.keys(tokenizerPresets) as [keyof typeof tokenizerPresets]).optional(),
-    modelDir: z.string().min(1).optional(),
-    /** How hook system messages reach the template: `auto` (default) tries it; see shared/text/hook-messages.ts. */
-    hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
-  })
-  .strict()
-  .refine((value) => (value.preset === undefined) !== (value.modelDir === undefined), 'give exactly one of preset or modelDir');
 
 /** Settings every in-process model takes. */
 const inProcessFields = {

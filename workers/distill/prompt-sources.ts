@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { asArtifactUri } from '../../shared/artifacts/artifact-uri';
 import { z } from 'zod';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
@@ -57,11 +58,6 @@ export const promptRecordSchema = z
 export function builtinPromptsDirectory(): string {
   const candidates = ['../..', '../../..'].map((up) => join(__dirname, up, 'examples', 'prompts'));
   return candidates.find((candidate) => existsSync(join(candidate, 'general-instructions.jsonl'))) ?? (candidates[0] as string);
-}
-
-/** A local path becomes a file URI; URIs stay as they are. */
-export function asArtifactUri(target: string): string {
-  return /^[a-z][a-z0-9+.-]*:\/\//i.test(target) ? target : pathToFileURL(resolve(target)).href;
 }
 
 export interface LoadedPrompts {

@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { hsaFamilies, hsaFamilySchema } from '../../shared/harness/hsa/variant-mapping';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 // Registers the `scripted` adapter, so `model: { adapter: scripted }` validates.
-import '../../shared/simulator/policies/scripted-adapter';
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import { evalPartCounters, summarizeEval } from './eval-summary';
 

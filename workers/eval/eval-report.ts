@@ -1,5 +1,6 @@
 import type { Interval } from './bootstrap-interval';
 import type { EvalScores } from './eval-scores';
+import { escapeHtml } from '../../shared/report/html';
 
 /**
  * The eval stage's HTML report: one self-contained page (inline CSS and SVG, no scripts) with
@@ -8,9 +9,6 @@ import type { EvalScores } from './eval-scores';
  * judge's scores apart from rule scores, paired comparisons and the contamination check.
  */
 
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (character) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[character] as string);
-}
 
 const fixed = (value: number | null | undefined, digits = 1): string => (value === null || value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits));
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { LoadProfile } from './load-profile';
 import type { ReplayReport } from './replay-report';
-import { escapeHtml } from './report-html';
+import { escapeHtml } from '../../shared/report/html';
 
 export const SWEEP_SCHEMA_VERSION = 1;
 

@@ -2,6 +2,7 @@ import { formatPercent } from '../../shared/metrics/format-percent';
 import { percentileOfSorted, sortedSamples } from '../../shared/metrics/percentile';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import type { ReplayReport } from './replay-report';
+import { escapeHtml } from '../../shared/report/html';
 
 /**
  * The replay report as one self-contained HTML page: no scripts, styles or fonts from the
@@ -233,6 +234,3 @@ function percentText(share: number): string {
   return formatPercent(share);
 }
 
-export function escapeHtml(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-}

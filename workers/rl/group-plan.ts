@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { Rng } from '../../shared/random/rng';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs } from '../../queues/stage-inputs';
-import { readTaskSets } from '../../queues/task-inputs';
-import { asArtifactUri } from '../distill/prompt-sources';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
+import { readTaskSets } from '../../queues/stage-kit/task-inputs';
+import { asArtifactUri } from '../../shared/artifacts/artifact-uri';
 import { readCurriculum, type CurriculumWeights } from './curriculum';
-import type { TaskGenerator } from '../collect/collect-contract';
+import type { TaskGenerator } from '../../shared/simulator/tasks/task-generator';
 import type { RlInput } from './rl-contract';
 
 /** One planned group: the task its G episodes play and whether they play it under the canonical harness. */

@@ -1,15 +1,14 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import { servedSamplerConfigSchema, type ServedSamplerConfig } from '../../shared/models/token-exact/served-token-sampler';
 // Registers the `scripted` adapter, so `policy: { adapter: scripted }` validates.
-import '../../shared/simulator/policies/scripted-adapter';
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
-import { augmentFamilyWeightsSchema } from '../augment/augment-contract';
-import { taskGeneratorSchema } from '../collect/collect-contract';
-import { tokenizerSourceSchema } from '../distill/distill-contract';
+import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weights';
+import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
+import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 import { rlPartCounters, summarizeRl } from './rl-summary';
 
 /**

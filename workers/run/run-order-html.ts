@@ -1,4 +1,5 @@
 import type { HandoffOutcome, RunManifest, StageOutcome } from './run-manifest';
+import { escapeHtml } from '../../shared/report/html';
 
 /**
  * The run in the method's order for the run report: the stages that start with the run, then
@@ -18,9 +19,6 @@ export function runOrderGroups(report: OrderInput): Array<{ handoff?: HandoffOut
   ];
 }
 
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
-}
 
 function stageLabel(stage: StageOutcome): string {
   const kind = stage.kind ? ` (${stage.kind})` : '';

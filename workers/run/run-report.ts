@@ -1,6 +1,7 @@
-import { formatFigure, type StageFigure } from '../../queues/stage-summary';
+import { formatFigure, type StageFigure } from '../../queues/stage-kit/stage-summary';
 import type { RunManifest, StageOutcome } from './run-manifest';
 import { runOrderHtml } from './run-order-html';
+import { escapeHtml } from '../../shared/report/html';
 
 /** The run report: what people read first; each completed stage carries its key figures and report links. */
 export interface RunReport {
@@ -131,9 +132,6 @@ const statusColors: Record<StageOutcome['status'], string> = {
   'not-run': '#9e9e9e',
 };
 
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
-}
 
 function formatDuration(ms: number | undefined): string {
   if (ms === undefined) return '';

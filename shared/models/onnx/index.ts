@@ -1,4 +1,4 @@
-/** The in-process ONNX backend; importing it registers the `onnx` model adapter. */
+/** The in-process ONNX backend (its `onnx` adapter is registered by registerModelAdapters()). */
 export * from './onnx-adapter';
 export * from './onnx-model-client';
 export * from './onnx-decoder';

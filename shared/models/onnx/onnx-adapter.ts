@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { registerModelAdapter, type ModelAdapterFactory } from '../model-registry';
+import type { ModelAdapterFactory } from '../model-registry';
 import { samplingSettingsSchema } from '../openai/openai-model-config';
 import { OnnxModelClient } from './onnx-model-client';
 import { ensureDummyModel } from './ensure-dummy-model';
@@ -55,4 +55,3 @@ export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
   },
 };
 
-registerModelAdapter('onnx', onnxAdapter);

@@ -6,7 +6,9 @@ import { createModelClient } from '../model-registry';
 import type { ChatMessage } from '../../trajectory/messages';
 import { makeDummyDecoder } from './dummy-decoder';
 import { OnnxModelClient } from './onnx-model-client';
-import './onnx-adapter';
+import { registerModelAdapters } from '../register-model-adapters';
+
+registerModelAdapters();
 
 let workDirectory: string;
 let modelDir: string;

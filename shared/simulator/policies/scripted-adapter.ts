@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BadInputError } from '../../errors';
 import type { Harness } from '../../harness/harness-types';
-import { registerModelAdapter, type ModelAdapterFactory, type ModelClientDependencies } from '../../models/model-registry';
+import type { ModelAdapterFactory, ModelClientDependencies } from '../../models/model-registry';
 import type { Task } from '../tasks/task-schema';
 import { ScriptedExpert } from './scripted-expert';
 import { StochasticPolicy } from './stochastic-policy';
@@ -62,4 +62,3 @@ export const scriptedAdapter: ModelAdapterFactory<ScriptedModelConfig> = {
   },
 };
 
-registerModelAdapter('scripted', scriptedAdapter);

@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+// Lists the imports between the code's layers and between stage folders, and fails (exit 1) on any
+// import the layer rules forbid. Run by `make test` (and so by CI); `--table` prints the full listing.
+//
+// Layers, lowest first (a file may import its own layer and the ones listed as allowed):
+//   shared            shared/                      -> (nothing of ours)
+//   stage-kit         queues/stage-kit/            -> shared
+//   stage:<name>      workers/<stage>/             -> shared, stage-kit            (never another stage)
+//   bullmq            queues/bullmq/               -> shared, stage-kit
+//   runs              queues/runs/                 -> shared, stage-kit, bullmq
+//   run-stage:<name>  workers/run/, workers/gate/  -> shared, stage-kit, bullmq, runs
+//   wiring            workers/*.ts                 -> everything above except cli
+//   cli               cli/                         -> everything except bench and test
+// Tests (*.test.ts, test/) and bench/ may import anything; nothing may import them.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+const root = resolve(dirname(new URL(import.meta.url).pathname), '..', '..');
+const runStages = new Set(['run', 'gate']);
+
+/** The layer of a repository-relative path, or undefined for files outside the checked folders. */
+function layerOf(path) {
+  const parts = path.split('/');
+  if (parts[0] === 'shared') return 'shared';
+  if (parts[0] === 'queues') return ['stage-kit', 'bullmq', 'runs'].includes(parts[1]) ? parts[1] : 'queues-root';
+  if (parts[0] === 'workers') {
+    if (parts.length === 2) return 'wiring';
+    if (parts[1] === 'examples') return `stage:examples/${parts[2]}`;
+    return runStages.has(parts[1]) ? `run-stage:${parts[1]}` : `stage:${parts[1]}`;
+  }
+  if (parts[0] === 'cli') return 'cli';
+  if (parts[0] === 'bench') return 'bench';
+  if (parts[0] === 'test') return 'test';
+  return undefined;
+}
+
+const allowed = {
+  shared: [],
+  'stage-kit': ['shared'],
+  stage: ['shared', 'stage-kit'],
+  bullmq: ['shared', 'stage-kit'],
+  runs: ['shared', 'stage-kit', 'bullmq'],
+  'run-stage': ['shared', 'stage-kit', 'bullmq', 'runs'],
+  wiring: ['shared', 'stage-kit', 'stage', 'bullmq', 'runs', 'run-stage', 'wiring'],
+  cli: ['shared', 'stage-kit', 'stage', 'bullmq', 'runs', 'run-stage', 'wiring', 'cli'],
+};
+const kindOf = (layer) => layer.split(':')[0];
+
+function isAllowed(fromLayer, toLayer, isTest) {
+  if (fromLayer === toLayer) return true;
+  if (isTest || fromLayer === 'bench' || fromLayer === 'test') return toLayer !== 'queues-root';
+  if (toLayer === 'bench' || toLayer === 'test' || toLayer === 'queues-root') return false;
+  const rule = allowed[kindOf(fromLayer)];
+  return rule !== undefined && rule.includes(kindOf(toLayer));
+}
+
+function* sourceFiles(dir) {
+  for (const name of readdirSync(dir)) {
+    if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) yield* sourceFiles(path);
+    else if (/\.(ts|mts|js)$/.test(name) && !name.endsWith('.d.ts')) yield path;
+  }
+}
+
+const specifierPattern = /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|\bjest\.(?:mock|requireActual)\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm;
+const counts = new Map();
+const violations = [];
+for (const top of ['shared', 'queues', 'workers', 'cli', 'bench', 'test']) {
+  for (const file of sourceFiles(join(root, top))) {
+    const from = relative(root, file);
+    const fromLayer = layerOf(from);
+    const isTest = /\.test\.ts$/.test(from);
+    const text = readFileSync(file, 'utf8');
+    for (const match of text.matchAll(specifierPattern)) {
+      const to = relative(root, resolve(dirname(file), match[1]));
+      const toLayer = layerOf(to);
+      if (toLayer === undefined || fromLayer === undefined) continue;
+      const key = `${fromLayer}${isTest ? ' (tests)' : ''} -> ${toLayer}`;
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+      if (fromLayer === 'queues-root' || !isAllowed(fromLayer, toLayer, isTest)) {
+        const line = text.slice(0, match.index).split('\n').length;
+        violations.push(`${from}:${line}: ${fromLayer} must not import ${toLayer} (${match[1]})`);
+      }
+    }
+  }
+}
+
+if (process.argv.includes('--table')) {
+  console.log('imports between layers (importer -> imported: count); same-layer imports included');
+  for (const [key, count] of [...counts].sort(([a], [b]) => a.localeCompare(b))) console.log(`  ${key}: ${count}`);
+}
+if (violations.length > 0) {
+  console.error(`layer-imports: ${violations.length} forbidden import(s):`);
+  for (const v of violations) console.error(`  ${v}`);
+  console.error('Move the helper both sides need down a layer (shared/ for code several stages use).');
+  process.exit(1);
+}
+console.log(`layer-imports: no forbidden imports (${[...counts.values()].reduce((a, b) => a + b, 0)} imports checked)`);

@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import { zodProblems } from '../../shared/config/zod-problems';
+import { ProblemCollector } from '../../shared/errors';
+
+/**
+ * What Redis carries for each kind of job: URIs, hashes and small parameters (see
+ * HAT_JOB_DATA_LIMIT). Workers parse job data with these schemas, so a job written by another
+ * version or by hand fails once with `BAD_JOB_DATA` instead of misbehaving.
+ */
+
+const common = {
+  /** Job data format version. */
+  v: z.literal(1),
+  runId: z.string().min(1),
+  /** The stage's name in the run (its objects go under `runs/<runId>/<stage>/`). */
+  stage: z.string().min(1),
+  /** The registered stage it runs (its queue) when the run names it differently (`sft_data: { stage: shard }`). */
+  kind: z.string().min(1).optional(),
+  /** The run's seed (every random draw derives from it). */
+  seed: z.string(),
+  /** Root URI of the run's artifact store. */
+  artifactsRoot: z.string().min(1),
+  /** Key prefix of the stage's output inside that store: `runs/<runId>/<stage>/`. */
+  outputPrefix: z.string(),
+};
+
+/** A stage job: the stage config, and where it is in its plan / fan-in cycle. */
+export const stageJobDataSchema = z.object({
+  ...common,
+  /** The stage config, references already resolved; validated against the stage's input schema. */
+  input: z.unknown(),
+  inputHash: z.string().min(1),
+  /** Stages whose jobs are this job's children (they finish before it starts). */
+  upstream: z.array(z.string()).default([]),
+  /** `plan` until the part jobs are added, then `fan-in`. */
+  step: z.enum(['plan', 'fan-in']).default('plan'),
+  /** Parts added by the plan step. */
+  partCount: z.number().int().nonnegative().optional(),
+  /** When the plan step started, epoch ms (stage duration is measured from here). */
+  startedAt: z.number().optional(),
+});
+export type StageJobData = z.infer<typeof stageJobDataSchema>;
+
+/** One part of a fanned-out stage. */
+export const partJobDataSchema = z.object({
+  ...common,
+  index: z.number().int().nonnegative(),
+  count: z.number().int().positive(),
+  input: z.unknown(),
+  inputHash: z.string().min(1),
+});
+export type PartJobData = z.infer<typeof partJobDataSchema>;
+
+/** What a part job returns (kept by BullMQ in its parent's processed set). */
+export interface PartJobResult<PartOutput = unknown> {
+  kind: 'part';
+  index: number;
+  output: PartOutput;
+}
+
+/** What a stage job returns; carries its upstream stages' results so the run sees the whole tree. */
+export interface StageJobResult<Output = unknown> {
+  kind: 'stage';
+  stage: string;
+  jobId: string;
+  output: Output;
+  /** The stage manifest, when its output names one. */
+  manifestUri?: string;
+  /** Parts it fanned out into (0 for a single-job stage). */
+  parts: number;
+  startedAt: number;
+  finishedAt: number;
+  upstream: StageJobResult[];
+}
+
+export function isPartJobResult(value: unknown): value is PartJobResult {
+  return typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'part';
+}
+
+export function isStageJobResult(value: unknown): value is StageJobResult {
+  return typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'stage';
+}
+
+/** Stage results by stage name, including the upstream results each one carries (the whole tree below a job). */
+export function flattenStageResults(results: Iterable<StageJobResult>, into = new Map<string, StageJobResult>()): Map<string, StageJobResult> {
+  for (const result of results) {
+    into.set(result.stage, result);
+    flattenStageResults(result.upstream ?? [], into);
+  }
+  return into;
+}
+
+/** Parses job data; BadInputError `BAD_JOB_DATA` naming the job and every problem. */
+export function parseJobData<T>(schema: z.ZodType<T>, data: unknown, jobLabel: string): T {
+  const result = schema.safeParse(data);
+  if (result.success) return result.data;
+  const problems = new ProblemCollector();
+  problems.addAll(zodProblems(result.error, jobLabel));
+  problems.throwIfAny('BAD_JOB_DATA', `job ${jobLabel} has data this worker cannot read; enqueue it with \`hat run\``);
+  throw new Error('unreachable');
+}
