@@ -3,12 +3,16 @@
 SHELL := /bin/bash
 export ONNXRUNTIME_NODE_INSTALL := skip
 
-.PHONY: setup build typecheck test test-unit demo bench clean
+.PHONY: check-node setup build typecheck lint format test test-unit demo bench clean
+
+# Before anything is installed: a clear message when this Node.js is outside the supported range.
+check-node:
+	@node infra/scripts/check-node.mjs
 
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-setup: node_modules/.package-lock.json
+setup: check-node node_modules/.package-lock.json
 
 build: setup
 	npx tsc -p tsconfig.build.json
@@ -16,7 +20,17 @@ build: setup
 typecheck: setup
 	npx tsc -p tsconfig.json --noEmit
 
-test: build typecheck
+# Formatting (Prettier), lint rules (ESLint, typescript-eslint) and the layer rules (which folder may import which).
+lint: setup
+	npx prettier --check --log-level warn .
+	npx eslint --max-warnings 0 .
+	node infra/scripts/layer-imports.mjs
+
+format: setup
+	npx prettier --write --log-level warn .
+	npx eslint --fix .
+
+test: build typecheck lint
 	bash infra/scripts/ensure-redis.sh
 	npx jest --runInBand
 

@@ -101,7 +101,7 @@ async function storeRound(store: ArtifactStore, records: unknown[], round: numbe
 
 function median(values: number[]): number {
   const sorted = [...values].sort((left, right) => left - right);
-  return sorted[Math.floor(sorted.length / 2)] as number;
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function summarize(timings: Timing[]): Timing {

@@ -55,7 +55,7 @@ function parseArguments(argv: string[]): BenchOptions {
 
 function median(values: number[]): number {
   const sorted = [...values].sort((left, right) => left - right);
-  return sorted[Math.floor(sorted.length / 2)] as number;
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /**
@@ -69,10 +69,10 @@ function measure(repeats: number, passes: Array<() => number>): Array<{ perSecon
     passes.forEach((pass, index) => {
       const started = performance.now();
       written[index] = pass();
-      rates[index]?.push((written[index] as number) / ((performance.now() - started) / 1000));
+      rates[index]?.push((written[index]) / ((performance.now() - started) / 1000));
     });
   }
-  return passes.map((_, index) => ({ perSecond: median(rates[index] as number[]), written: written[index] as number }));
+  return passes.map((_, index) => ({ perSecond: median(rates[index]), written: written[index] }));
 }
 
 async function main(): Promise<void> {
@@ -116,7 +116,7 @@ async function main(): Promise<void> {
       if (!parsed.ok) continue;
       const recorded = replay ? scoreRecorded(task, world, harness, trajectory) : undefined;
       for (const index of assignVariants('augment-bench', trajectory.id, prepared.length, options.variants)) {
-        const variant = prepared[index] as PreparedVariant;
+        const variant = prepared[index];
         const outcome = augmentTrajectory(trajectory, parsed.timeline, context, variant);
         if (!outcome.ok) continue;
         if (replay) {

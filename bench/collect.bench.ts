@@ -123,7 +123,7 @@ async function main(): Promise<void> {
 
   // The client alone, 64 concurrent requests: a real first turn of a task (system prompt, tools) answered by the expert.
   const harness = await loadHarness(sampleHarnessDirectory());
-  const firstTurn = taskFirstTurn(generateTasks({ count: 1, seed: taskSeed, world: { itemCount } })[0]!, harness);
+  const firstTurn = taskFirstTurn(generateTasks({ count: 1, seed: taskSeed, world: { itemCount } })[0], harness);
   const client = createModelClient(teacher);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const modes: Array<[string, Call]> = [

@@ -30,12 +30,12 @@ registerModelAdapters();
 
 function option(argv: string[], flag: string, fallback: string): string {
   const index = argv.indexOf(flag);
-  return index >= 0 && argv[index + 1] !== undefined ? (argv[index + 1] as string) : fallback;
+  return index >= 0 && argv[index + 1] !== undefined ? (argv[index + 1]) : fallback;
 }
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 async function timed(repeats: number, work: () => Promise<unknown>): Promise<number> {

@@ -34,7 +34,7 @@ const answer = 'Thank you for asking. The jacket is lined with down and ships to
 function median(values: number[]): number {
   const sorted = [...values].sort((left, right) => left - right);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  return sorted.length % 2 === 1 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
 }
 
 function flag(name: string, fallback: number): number {
@@ -69,7 +69,7 @@ async function bareLoop(url: string, prompts: string[], concurrency: number): Pr
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < prompts.length) {
-        const prompt = prompts[next++] as string;
+        const prompt = prompts[next++];
         const body = Buffer.from(JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content: prompt }], temperature: 0, stream: true, stream_options: { include_usage: true } }));
         await new Promise<void>((resolve, reject) => {
           const outgoing = http.request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {

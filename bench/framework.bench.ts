@@ -128,12 +128,12 @@ async function main(): Promise<void> {
   const median = (values: number[]) => {
     const sorted = [...values].sort((left, right) => left - right);
     const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+    return sorted.length % 2 === 1 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
   };
   const rawRate = median(raw.map(perSecond));
   const stageRate = median(stage.map(perSecond));
   // Each round's pair ran back to back; the median of their ratios resists a noisy round.
-  const ratio = median(raw.map((rawMs, index) => rawMs / (stage[index] as number)));
+  const ratio = median(raw.map((rawMs, index) => rawMs / (stage[index])));
   process.stdout.write(
     [
       `framework overhead: ${jobs} no-op jobs, ${rounds} measured rounds (+1 warm-up), concurrency ${concurrency}`,

@@ -67,7 +67,7 @@ function main(): void {
     for (const line of lines) {
       const record = parse(line);
       const item = items.get(record.key)!;
-      item.instructionIds.forEach((id, index) => checkInstruction(id, item.kwargs[index]!, item.prompt, record.response, 'strict'));
+      item.instructionIds.forEach((id, index) => checkInstruction(id, item.kwargs[index], item.prompt, record.response, 'strict'));
     }
     return lines.length;
   }, seconds);

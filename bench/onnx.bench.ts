@@ -49,7 +49,7 @@ function parseArguments(argv: string[]): BenchOptions {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  return sorted.length % 2 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
 }
 
 /**
@@ -78,15 +78,15 @@ async function bareGreedyLoop(
       ...(shape.logitsToKeepInput ? { [shape.logitsToKeepInput]: new ort.Tensor('int64', BigInt64Array.of(1n), []) } : {}),
       ...past,
     });
-    const logits = (outputs.logits as ort.Tensor).data as Float32Array;
+    const logits = (outputs.logits).data as Float32Array;
     const offset = logits.length - shape.vocabularySize;
     let best = 0;
-    for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++) if ((logits[offset + tokenId] as number) > (logits[offset + best] as number)) best = tokenId;
+    for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++) if ((logits[offset + tokenId]) > (logits[offset + best])) best = tokenId;
     generated.push(best);
     past = {};
     for (let layer = 0; layer < shape.layers; layer++) {
-      past[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`] as ort.Tensor;
-      past[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`] as ort.Tensor;
+      past[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`];
+      past[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`];
     }
     inputIds = BigInt64Array.of(BigInt(best));
     positionIds = BigInt64Array.of(BigInt(total));

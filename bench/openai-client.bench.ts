@@ -56,7 +56,7 @@ export function percentile(sorted: number[], share: number): number {
   const position = (sorted.length - 1) * share;
   const lower = Math.floor(position);
   const upper = Math.ceil(position);
-  return (sorted[lower] as number) + ((sorted[upper] as number) - (sorted[lower] as number)) * (position - lower);
+  return (sorted[lower]) + ((sorted[upper]) - (sorted[lower])) * (position - lower);
 }
 
 function mean(values: number[]): number {

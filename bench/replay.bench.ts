@@ -64,7 +64,7 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (next < sessions.length) {
-        const { session } = sessions[next++] as ScheduledSession;
+        const { session } = sessions[next++];
         let intended = now();
         for (const plan of session.calls) {
           const wait = intended - now();
@@ -109,7 +109,7 @@ async function main(): Promise<void> {
   const rows: Array<Record<string, string | number>> = [];
   let sustained: number | undefined;
   let broken = false;
-  const scheduledSessions = (count: number) => Array.from({ length: count }, (_, index) => ({ session: recorded[index % recorded.length] as ReplaySession, sessionIndex: index }));
+  const scheduledSessions = (count: number) => Array.from({ length: count }, (_, index) => ({ session: recorded[index % recorded.length], sessionIndex: index }));
   const replay = (sessions: ScheduledSession[], concurrency: number) =>
     runReplayPart({
       sessions,

@@ -37,7 +37,7 @@ const rounds = argument('rounds', 3);
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 interface Round {
@@ -70,7 +70,7 @@ async function main(): Promise<void> {
   const measured: Round[] = [];
   for (let index = 0; index < rounds; index++) measured.push(await round(`bench-${index}`));
   const pick = (value: (entry: Round) => number) => median(measured.map(value));
-  const { episodes } = measured[0]!.output;
+  const { episodes } = measured[0].output;
   const steps = pick((entry) => entry.output.timing.steps);
   const wallMs = pick((entry) => entry.wallMs);
   const cpuMs = pick((entry) => entry.cpuMs);

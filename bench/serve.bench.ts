@@ -51,7 +51,7 @@ function parseArguments(argv: string[]): BenchOptions {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  return sorted.length % 2 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
 }
 
 async function main(): Promise<void> {
@@ -74,20 +74,20 @@ async function main(): Promise<void> {
         body: JSON.stringify({ prompt: promptIds, max_tokens: options.tokens, temperature: 1, seed, logprobs: 1, return_tokens_as_token_ids: true, ignore_eos: true }),
       });
       const body = (await response.json()) as { choices: Array<{ logprobs: { tokens: string[] } }> };
-      return body.choices[0]!.logprobs.tokens.map((token) => Number(token.slice('token_id:'.length)));
+      return body.choices[0].logprobs.tokens.map((token) => Number(token.slice('token_id:'.length)));
     };
-    await local(prompts[0]!, 0);
-    await served(prompts[0]!, 0);
+    await local(prompts[0], 0);
+    await served(prompts[0], 0);
 
     const single = { local: [] as number[], served: [] as number[] };
     const many = { local: [] as number[], served: [] as number[] };
     let mismatches = 0;
     for (let repeat = 0; repeat < options.repeats; repeat++) {
       let started = performance.now();
-      const localIds = await local(prompts[0]!, repeat);
+      const localIds = await local(prompts[0], repeat);
       single.local.push(localIds.length / ((performance.now() - started) / 1000));
       started = performance.now();
-      const servedIds = await served(prompts[0]!, repeat);
+      const servedIds = await served(prompts[0], repeat);
       single.served.push(servedIds.length / ((performance.now() - started) / 1000));
       if (JSON.stringify(localIds) !== JSON.stringify(servedIds)) mismatches++;
 

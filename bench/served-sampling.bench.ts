@@ -60,7 +60,7 @@ async function main(): Promise<void> {
       for (let index = 0; index < calls; index++) {
         const response = await fetch(`${serve.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(vllmSamplingRequest('policy', request(index, 4))) });
         const body = (await response.json()) as { choices: Array<{ logprobs: { tokens: string[] } }> };
-        tokens += body.choices[0]!.logprobs.tokens.length;
+        tokens += body.choices[0].logprobs.tokens.length;
       }
       return tokens;
     };
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
       ratios.push(baseline.seconds / client.seconds);
       console.log(`round ${round + 1}: bare fetch ${(calls / baseline.seconds).toFixed(1)} calls/s, ServedTokenSampler ${(calls / client.seconds).toFixed(1)} calls/s, ratio ${(baseline.seconds / client.seconds).toFixed(3)}`);
     }
-    console.log(`client overhead: ratio bare/client median ${ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)]!.toFixed(3)} (goal >= 0.9) over ${calls} calls x ${rounds} rounds`);
+    console.log(`client overhead: ratio bare/client median ${ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)].toFixed(3)} (goal >= 0.9) over ${calls} calls x ${rounds} rounds`);
 
     // 2. Rollout tokens per second: 32-token samples, served vs in-process, same seeds.
     const rollouts = Math.max(8, Math.floor(calls / 8));
@@ -90,7 +90,7 @@ async function main(): Promise<void> {
       console.log(`round ${round + 1}: served ${(overHttp.tokens / overHttp.seconds).toFixed(1)} tokens/s, in-process ${(inProcess.tokens / inProcess.seconds).toFixed(1)} tokens/s`);
     }
     const ratio = rates.map((rate) => rate.served / rate.local).sort((a, b) => a - b);
-    console.log(`rollout tokens/s served / in-process: median ${ratio[Math.floor(ratio.length / 2)]!.toFixed(3)} over ${rollouts} samples x ${rounds} rounds`);
+    console.log(`rollout tokens/s served / in-process: median ${ratio[Math.floor(ratio.length / 2)].toFixed(3)} over ${rollouts} samples x ${rounds} rounds`);
   } finally {
     await serve.close();
     await model.close();

@@ -42,7 +42,7 @@ const rounds = argument('rounds', 5);
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /** Hands back recorded responses in order: the cheapest policy a loop can have. */
@@ -57,7 +57,7 @@ class ReplayPolicy implements ModelClient {
     this.next = 0;
   }
   chat(_request: ChatRequest): Promise<ChatResponse> {
-    return Promise.resolve(this.responses[this.next++]!);
+    return Promise.resolve(this.responses[this.next++]);
   }
 }
 
@@ -96,7 +96,7 @@ async function main(): Promise<void> {
       attempts: 1,
     }));
     const calls = trajectory.messages.flatMap((message) => (message.role === 'assistant' ? (message.tool_calls ?? []) : []));
-    recorded.push({ task, world: worlds[index]!, responses, messages: trajectory.messages, calls, steps: trajectory.calls.length });
+    recorded.push({ task, world: worlds[index], responses, messages: trajectory.messages, calls, steps: trajectory.calls.length });
   }
   const steps = recorded.reduce((sum, entry) => sum + entry.steps, 0);
   const toolCalls = recorded.reduce((sum, entry) => sum + entry.calls.length, 0);

@@ -80,7 +80,7 @@ export function createProgressView(stream: NodeJS.WritableStream, options: { tty
 function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressView {
   const multibar = new MultiBar(
     {
-      stream: stream as NodeJS.WriteStream,
+      stream: stream,
       format: '{stage} |{bar}| {value}/{total} parts | {state} | {rate} | ETA {eta_text}',
       hideCursor: true,
       clearOnComplete: false,

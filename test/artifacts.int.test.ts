@@ -282,7 +282,7 @@ describe('S3 artifact store against s3rver', () => {
     await Promise.all(
       Array.from({ length: 24 }, async () => {
         while (next < keys.length) {
-          const key = keys[next++]!;
+          const key = keys[next++];
           await store.put(key, '{}');
         }
       }),

@@ -71,7 +71,7 @@ describe('augment stage under BullMQ with S3 inputs', () => {
     expect(manifest.lineage.inputs.map((input) => input.uri)).toEqual([inputs.uriOf('collect/trajectories.jsonl.gz'), inputs.uriOf('collect/tasks.jsonl.gz'), inputs.uriOf('harness/live-host')]);
 
     const emitted: Trajectory[] = [];
-    for await (const record of readJsonl(kit.store, 'runs/hsa/augment/trajectories/part-00000.jsonl.gz', { schema: trajectorySchema })) emitted.push(record as Trajectory);
+    for await (const record of readJsonl(kit.store, 'runs/hsa/augment/trajectories/part-00000.jsonl.gz', { schema: trajectorySchema })) emitted.push(record);
     const stats = JSON.parse((await kit.store.getBuffer('runs/hsa/augment/stats.json')).toString('utf8')) as AugmentStats;
     expect(stats.pairs.generated).toBe(trajectories.length * 3);
     expect(emitted).toHaveLength(stats.pairs.kept);

@@ -158,7 +158,7 @@ describe('collect stage (hat stage collect, hat run)', () => {
 
       const duplicate = join(directory, 'duplicate.jsonl');
       await writeFile(duplicate, `${JSON.stringify(first)}\n${JSON.stringify(first)}\n`);
-      expect(await refused(`tasks: ${duplicate}\n`)).toContain(`[DUPLICATE_TASK_ID] ${pathToFileURL(duplicate).href}: record 2: id: task id "${first!.id}" already appears`);
+      expect(await refused(`tasks: ${duplicate}\n`)).toContain(`[DUPLICATE_TASK_ID] ${pathToFileURL(duplicate).href}: record 2: id: task id "${first.id}" already appears`);
     });
 
     it('a bad harness, a bad teacher config, a missing API key, no tasks at all', async () => {

@@ -137,7 +137,7 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect(served.map((trajectory) => trajectory.reward)).toEqual(expected.map((trajectory) => trajectory.reward));
     const parallel = served.flatMap((trajectory) => trajectory.messages).filter((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) >= 2);
     expect(parallel.length).toBeGreaterThan(0);
-    expect(served[0]!.model).toEqual({ provider: 'openai', id: 'teacher-test', sampling: {}, simulated: false });
+    expect(served[0].model).toEqual({ provider: 'openai', id: 'teacher-test', sampling: {}, simulated: false });
     expect(served.every((trajectory) => trajectory.calls.every((call) => call.completionTokens > 0 && call.attempts === 1))).toBe(true);
     expect(server.chatRequests.every((request) => request.headers.authorization === `Bearer ${apiKey}`)).toBe(true);
   });
@@ -151,9 +151,9 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect(output).toMatchObject({ tasks: 12, accepted: 12, review: 0 });
     const requests = server.chatRequests;
     // The second request waited out the 429's Retry-After.
-    expect(requests[1]!.receivedAt - requests[0]!.receivedAt).toBeGreaterThanOrEqual(990);
+    expect(requests[1].receivedAt - requests[0].receivedAt).toBeGreaterThanOrEqual(990);
     const served = await records<Trajectory>(outDirectory, 'trajectories');
-    expect(served[0]!.calls[0]!.attempts).toBe(5);
+    expect(served[0].calls[0].attempts).toBe(5);
     expect(served.flatMap((trajectory) => trajectory.calls).filter((call) => call.attempts > 1)).toHaveLength(1);
     const expected = await records<Trajectory>(join(directory, 'scripted'), 'trajectories');
     expect(served.map((trajectory) => trajectory.messages)).toEqual(expected.map((trajectory) => trajectory.messages));
@@ -168,15 +168,15 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     const review = await records<ReviewEntry>(outDirectory, 'review');
     expect(review).toEqual([
       {
-        taskId: tasks[0]!.id,
-        category: tasks[0]!.category,
+        taskId: tasks[0].id,
+        category: tasks[0].category,
         attempts: 1,
         reasons: [expect.objectContaining({ sampleIndex: 0, status: 'model_error', reason: 'model_error', detail: expect.stringMatching(/^\[MODEL_UNAVAILABLE\] .* failed 3 attempts; last: \[MODEL_SERVER_ERROR\] .*engine overloaded/) })],
       },
     ]);
     const rejected = await records<Trajectory>(outDirectory, 'rejected');
-    expect(rejected.map((trajectory) => [trajectory.taskId, trajectory.status, (trajectory.meta.rejection as { reason: string }).reason])).toEqual([[tasks[0]!.id, 'model_error', 'model_error']]);
-    expect(await readFile(join(outDirectory, 'report.html'), 'utf8')).toContain(tasks[0]!.id);
+    expect(rejected.map((trajectory) => [trajectory.taskId, trajectory.status, trajectory.meta.rejection?.reason])).toEqual([[tasks[0].id, 'model_error', 'model_error']]);
+    expect(await readFile(join(outDirectory, 'report.html'), 'utf8')).toContain(tasks[0].id);
   });
 
   it('ends an episode over episodeTimeoutMs with status timeout and lists its task for review', async () => {
@@ -185,14 +185,14 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     const { output, outDirectory } = await collect('episode-timeout', { teacher: teacher(), episodeTimeoutMs: 500, concurrency: 1, tasksPerPart: 12 });
     expect(output).toMatchObject({ tasks: 12, accepted: 11, review: 1 });
     const [entry] = await records<ReviewEntry>(outDirectory, 'review');
-    expect(entry).toMatchObject({ taskId: tasks[0]!.id, reasons: [{ status: 'timeout', reason: 'timeout' }] });
+    expect(entry).toMatchObject({ taskId: tasks[0].id, reasons: [{ status: 'timeout', reason: 'timeout' }] });
   });
 
   it('fails a part whose teacher is down (retryable, with its Retry-After), stops early, and the retried part succeeds once the server is back', async () => {
     server.setResponder(() => ({ fault: { kind: 'status', status: 503, retryAfter: '2', message: 'no replicas' } }));
     const config = collectStage.input.parse({ tasks: tasksUri, tasksPerPart: 12, concurrency: 1, teacher: teacher({ maxRetries: 0 }) });
     const [planned] = await planParts(anyCollectStage, config, stageDeps('down'));
-    const failure = await collectStage.createProcessor(stageDeps('down', planned))(planned!.input as CollectPartInput).catch((error: unknown) => error);
+    const failure = await collectStage.createProcessor(stageDeps('down', planned))(planned.input as CollectPartInput).catch((error: unknown) => error);
     expect(HatError.isInstance(failure)).toBe(true);
     expect(failure).toMatchObject({ code: 'TEACHER_UNAVAILABLE', retryable: true, retryAfterMs: 2000 });
     expect((failure as Error).message).toMatch(/every one of the 4 episodes played failed to reach the teacher \(the rest were not started\)/);

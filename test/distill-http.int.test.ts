@@ -76,10 +76,10 @@ async function scoringRequests(): Promise<TokenScoreRequest[]> {
 function expectSameScores(actual: CompletionScores[], expected: CompletionScores[]): void {
   expect(actual).toHaveLength(expected.length);
   actual.forEach((scores, index) => {
-    const reference = expected[index]!;
-    expect(Math.max(...scores.logprobs.map((value, position) => Math.abs(value - reference.logprobs[position]!)))).toBeLessThan(1e-4);
+    const reference = expected[index];
+    expect(Math.max(...scores.logprobs.map((value, position) => Math.abs(value - reference.logprobs[position])))).toBeLessThan(1e-4);
     expect(scores.top?.map((candidates) => candidates.map((candidate) => candidate.tokenId))).toEqual(reference.top?.map((candidates) => candidates.map((candidate) => candidate.tokenId)));
-    const topDifferences = (scores.top ?? []).flatMap((candidates, position) => candidates.map((candidate, rank) => Math.abs(candidate.logprob - reference.top![position]![rank]!.logprob)));
+    const topDifferences = (scores.top ?? []).flatMap((candidates, position) => candidates.map((candidate, rank) => Math.abs(candidate.logprob - reference.top![position][rank].logprob)));
     expect(Math.max(0, ...topDifferences)).toBeLessThan(1e-4);
   });
 }
@@ -97,13 +97,13 @@ describe('teacher scoring over HTTP', () => {
     expectSameScores(await new VllmTokenScorer(remote('vllm', { echoWithoutGeneration: true })).score(requests, { temperature: 1, topK: 3 }), inProcess);
     expectSameScores(await new SglangTokenScorer(remote('sglang')).score(requests, { temperature: 1, topK: 3 }), inProcess);
     const sent = server.requests.filter((request) => request.path !== '/v1/chat/completions').map((request) => request.body);
-    expect(sent[0]).toMatchObject({ model: 'teacher', prompt: [...requests[0]!.promptIds, ...requests[0]!.completionIds], max_tokens: 1, prompt_logprobs: 3 });
+    expect(sent[0]).toMatchObject({ model: 'teacher', prompt: [...requests[0].promptIds, ...requests[0].completionIds], max_tokens: 1, prompt_logprobs: 3 });
     expect(sent.at(-1)).toMatchObject({ sampling_params: { max_new_tokens: 0 }, return_logprob: true, logprob_start_len: 0, top_logprobs_num: 3 });
   });
 
   it('answers in vLLM\'s shapes: raw prompt logprobs whatever the temperature, echo without generation, refused limits', async () => {
     const [request] = await scoringRequests();
-    const prompt = [...request!.promptIds.slice(0, 6)];
+    const prompt = [...request.promptIds.slice(0, 6)];
     const cold = await postJson(`${server.baseUrl}/completions`, { model: 'teacher', prompt, max_tokens: 1, prompt_logprobs: 2, temperature: 0.3 });
     expect(cold.status).toBe(200);
     const choice = cold.body.choices[0];
@@ -115,7 +115,7 @@ describe('teacher scoring over HTTP', () => {
       expect(own).toEqual({ logprob: expect.any(Number), rank: expect.any(Number), decoded_token: expect.any(String) });
       const ranks = Object.values(entries).map((entry) => entry.rank).sort((a, b) => a - b);
       expect(ranks.slice(0, 2)).toEqual([1, 2]);
-      expect(Object.keys(entries).length).toBe(own!.rank <= 2 ? 2 : 3);
+      expect(Object.keys(entries).length).toBe(own.rank <= 2 ? 2 : 3);
     }
     const warm = await postJson(`${server.baseUrl}/completions`, { model: 'teacher', prompt, max_tokens: 1, prompt_logprobs: 2, temperature: 1 });
     expect(warm.body.choices[0].prompt_logprobs).toEqual(choice.prompt_logprobs);
@@ -132,7 +132,7 @@ describe('teacher scoring over HTTP', () => {
 
   it('answers in SGLang\'s shape: [logprob, id, text] triples from the first input token, temperature-free', async () => {
     const [request] = await scoringRequests();
-    const inputIds = request!.promptIds.slice(0, 5);
+    const inputIds = request.promptIds.slice(0, 5);
     const body = (temperature: number) => ({ input_ids: inputIds, sampling_params: { max_new_tokens: 0, temperature }, return_logprob: true, logprob_start_len: 0, top_logprobs_num: 2, return_text_in_logprobs: true });
     const cold = await postJson(`${server.url}/generate`, body(0.2));
     expect(cold.status).toBe(200);
@@ -156,7 +156,7 @@ describe('teacher scoring over HTTP', () => {
     const served = await client.chat(request);
     expect(served.message.content).toBe(local.message.content);
     expect(served.logprobs?.map((entry) => entry.tokenId)).toEqual(local.logprobs?.map((entry) => entry.tokenId));
-    expect(Math.max(...served.logprobs!.map((entry, index) => Math.abs(entry.logprob - local.logprobs![index]!.logprob)))).toBeLessThan(1e-4);
+    expect(Math.max(...served.logprobs!.map((entry, index) => Math.abs(entry.logprob - local.logprobs![index].logprob)))).toBeLessThan(1e-4);
     expect(served.logprobs?.[0]?.top?.map((entry) => entry.tokenId)).toEqual(local.logprobs?.[0]?.top?.map((entry) => entry.tokenId));
   });
 });
@@ -180,8 +180,8 @@ describe('distill stage with a server teacher', () => {
     const served = await runDistill({ engine, baseUrl: server.baseUrl, model: 'teacher', dummyWeights: true, maxRetries: 0 }, `served-${engine}`);
     expect(served.records.map((record) => record.response_ids)).toEqual(local.records.map((record) => record.response_ids));
     served.records.forEach((record, index) => {
-      const reference = local.records[index]!;
-      expect(Math.max(...record.teacher_log_probs.map((value, position) => Math.abs(value - reference.teacher_log_probs[position]!)))).toBeLessThan(1e-4);
+      const reference = local.records[index];
+      expect(Math.max(...record.teacher_log_probs.map((value, position) => Math.abs(value - reference.teacher_log_probs[position])))).toBeLessThan(1e-4);
       expect(record.teacher_top_ids).toEqual(reference.teacher_top_ids);
       expect(record.teacher_model).toBe('teacher');
     });

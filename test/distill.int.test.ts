@@ -86,7 +86,7 @@ function baseConfig(extra: Record<string, unknown> = {}): Record<string, unknown
 
 function expectClose(actual: readonly number[], expected: readonly number[], tolerance = 1e-4): void {
   expect(actual).toHaveLength(expected.length);
-  const worst = Math.max(0, ...actual.map((value, index) => Math.abs(value - (expected[index] as number))));
+  const worst = Math.max(0, ...actual.map((value, index) => Math.abs(value - (expected[index]))));
   expect(worst).toBeLessThan(tolerance);
 }
 
@@ -131,7 +131,7 @@ describe('distill stage with in-process ONNX student and teacher', () => {
       expect(record.loss_mask).toEqual(new Array(length).fill(1));
       // Random-weight models: every row says so, not only the footer and stats.
       expect(record.dummy_weights).toBe(true);
-      expect(record.reverse_kl).toEqual(record.rollout_log_probs.map((value, index) => Math.fround(value - record.teacher_log_probs[index]!)));
+      expect(record.reverse_kl).toEqual(record.rollout_log_probs.map((value, index) => Math.fround(value - record.teacher_log_probs[index])));
       expect(record.teacher_top_ids).toHaveLength(length * 3);
       // The teacher scored exactly the student's token ids.
       const teacher = await teacherDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1, topLogprobs: 3 });
@@ -160,8 +160,8 @@ describe('distill stage with in-process ONNX student and teacher', () => {
       connection.closeSync();
     }
     const footer = await parquetMetadataOf(await store.getBuffer('part-00000.parquet'));
-    expect(footer).toMatchObject({ schema_version: '1', dummy_weights: 'true', tokenizer_fingerprint: records[0]!.tokenizer_fingerprint });
-    expect(JSON.parse(footer.teacher!)).toMatchObject({ engine: 'onnx', modelId: 'teacher', logprobTemperature: 1 });
+    expect(footer).toMatchObject({ schema_version: '1', dummy_weights: 'true', tokenizer_fingerprint: records[0].tokenizer_fingerprint });
+    expect(JSON.parse(footer.teacher)).toMatchObject({ engine: 'onnx', modelId: 'teacher', logprobTemperature: 1 });
   });
 
   it('is deterministic under the seed, independent of parts and batches, and reruns idempotently', async () => {
@@ -171,7 +171,7 @@ describe('distill stage with in-process ONNX student and teacher', () => {
     const firstRecords = [...(await recordsOf(first.store, 'part-00000.jsonl.gz')), ...(await recordsOf(first.store, 'part-00001.jsonl.gz'))];
     const secondRecords = await recordsOf(second.store, 'part-00000.jsonl.gz');
     expect(secondRecords.map((record) => record.response_ids)).toEqual(firstRecords.map((record) => record.response_ids));
-    for (const [index, record] of secondRecords.entries()) expectClose(record.teacher_log_probs, firstRecords[index]!.teacher_log_probs, 1e-5);
+    for (const [index, record] of secondRecords.entries()) expectClose(record.teacher_log_probs, firstRecords[index].teacher_log_probs, 1e-5);
 
     // Same config and seed: byte-identical objects; a rerun in place reuses every finished part.
     const again = await runDistill(config, { out: join(root, 'again') });
@@ -191,10 +191,10 @@ describe('distill stage with in-process ONNX student and teacher', () => {
     const { store } = await runDistill(baseConfig({ prompts: [{ kind: 'builtin', limit: 1 }], sampling: { temperature: 0.7, maxNewTokens: 8 }, logprobTemperature: 1.3, teacherTopK: 0 }));
     const [record] = await recordsOf(store, 'part-00000.jsonl.gz');
     expect(record).toMatchObject({ student_logprob_temperature: 1.3, teacher_logprob_temperature: 1.3, teacher_top_k: 0, teacher_top_ids: [] });
-    const student = await studentDecoder.score(record!.prompt_ids, record!.response_ids, { temperature: 1.3 });
-    const teacher = await teacherDecoder.score(record!.prompt_ids, record!.response_ids, { temperature: 1.3 });
-    expectClose(record!.rollout_log_probs, student.tokens.map((token) => token.logprob));
-    expectClose(record!.teacher_log_probs, teacher.tokens.map((token) => token.logprob));
+    const student = await studentDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1.3 });
+    const teacher = await teacherDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1.3 });
+    expectClose(record.rollout_log_probs, student.tokens.map((token) => token.logprob));
+    expectClose(record.teacher_log_probs, teacher.tokens.map((token) => token.logprob));
     const parquet = await readParquet(store, 'part-00000.parquet');
     expect(parquet[0]).toMatchObject({ student_logprob_temperature: 1.3, teacher_logprob_temperature: 1.3 });
   });

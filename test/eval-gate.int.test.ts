@@ -50,8 +50,8 @@ describe('promotion gate in a nightly run', () => {
       responder: (request) => {
         const messages = request.body.messages as ChatMessage[];
         const table = answers[request.body.model as string];
-        const index = customPrompts.findIndex((prompt) => messages.length === 1 && messages[0]!.content === prompt.prompt);
-        if (table && index >= 0) return { content: table[index]! };
+        const index = customPrompts.findIndex((prompt) => messages.length === 1 && messages[0].content === prompt.prompt);
+        if (table && index >= 0) return { content: table[index] };
         // IFEval 1001 (no commas) and replayed sessions: a plain reply without commas.
         return { content: itinerary };
       },

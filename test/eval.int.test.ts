@@ -131,9 +131,9 @@ async function startFixture(): Promise<Fixture> {
   const items = suites.flatMap((suite) => suite.items);
   const live = items.filter((item): item is Extract<EvalItem, { suite: 'live_stream_qa' }> => item.suite === 'live_stream_qa');
   const variants = items.filter((item): item is Extract<EvalItem, { suite: 'harness_variant_qa' }> => item.suite === 'harness_variant_qa');
-  const canonicalOf = (index: number) => variants.filter((item) => item.harness.kind === 'canonical')[index]!;
-  const plainVariantOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && !item.harness.heldOutOperator)[index]!;
-  const heldOutOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && item.harness.heldOutOperator)[index]!;
+  const canonicalOf = (index: number) => variants.filter((item) => item.harness.kind === 'canonical')[index];
+  const plainVariantOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && !item.harness.heldOutOperator)[index];
+  const heldOutOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && item.harness.heldOutOperator)[index];
   // good knows 8 of the 11 live tasks, both canonical tasks and one plain variant; weak knows 4 live tasks and one canonical task.
   const answered: Record<string, Set<string>> = {
     good: new Set([...live.slice(0, 8).map((item) => item.id), canonicalOf(0).id, canonicalOf(1).id, plainVariantOf(0).id]),
@@ -158,10 +158,10 @@ async function startFixture(): Promise<Fixture> {
         const reply = user.slice(user.indexOf('Reply to rate:\n') + 'Reply to rate:\n'.length);
         return { content: `{"score": ${ratings.get(reply) ?? 3}, "reason": "table"}` };
       }
-      if (messages.length === 1 && messages[0]!.role === 'user') {
-        const prompt = messages[0]!.content as string;
+      if (messages.length === 1 && messages[0].role === 'user') {
+        const prompt = messages[0].content;
         const key = Object.keys(prompts[model] ?? {}).find((name) => (/^\d+$/.test(name) ? prompt === ifevalPrompt(items, Number(name)) : prompt === customPrompts.find((entry) => entry.id === name)?.prompt));
-        if (key !== undefined) return { content: prompts[model]![key]! };
+        if (key !== undefined) return { content: prompts[model][key] };
       }
       const answer = table.get(conversationKey(model, messages));
       return answer ?? { fault: { kind: 'status', status: 400, message: 'not in the table' } };
@@ -188,8 +188,8 @@ function ifevalPrompt(items: EvalItem[], key: number): string | undefined {
 
 /** The scores the table implies, computed by hand. */
 function expectHandComputedScores(scores: EvalScores): void {
-  const good = scores.scores.good!;
-  const weak = scores.scores.weak!;
+  const good = scores.scores.good;
+  const weak = scores.scores.weak;
   // Live-Stream QA: 11 tasks (one per category); good answers 8, weak 4, each answered one scores 100.
   expect(good.metrics.live_stream_qa).toBeCloseTo(800 / 11, 10);
   expect(weak.metrics.live_stream_qa).toBeCloseTo(400 / 11, 10);
@@ -213,7 +213,7 @@ function expectHandComputedScores(scores: EvalScores): void {
   expect(live).toMatchObject({ a: 'good', b: 'weak' });
   expect(live.difference.score).toBeCloseTo(400 / 11, 10);
   expect(live.difference.low).toBeLessThanOrEqual(live.difference.score);
-  expect(scores.leaderboard.good!.ifeval!.score).toBeCloseTo(200 / 3, 10);
+  expect(scores.leaderboard.good.ifeval.score).toBeCloseTo(200 / 3, 10);
 }
 
 /** scores.json without what legitimately differs between two runs of the same config (run id, endpoints). */
@@ -256,7 +256,7 @@ describe('eval stage against a table-driven OpenAI-compatible server', () => {
     const comma = results.find((result) => result.model === 'weak' && result.itemId === `ifeval-${noComma}`)!;
     expect(comma).toMatchObject({ response: english.commas, score: 0, checks: [{ name: 'punctuation:no_comma', strict: false, loose: false }], followedStrict: false });
     expect(comma.usage.completionTokens).toBeGreaterThan(0);
-    const unknown = results.find((result) => result.model === 'good' && result.suite === 'live_stream_qa' && !fixture.answered.good!.has(result.itemId))!;
+    const unknown = results.find((result) => result.model === 'good' && result.suite === 'live_stream_qa' && !fixture.answered.good.has(result.itemId))!;
     expect(unknown).toMatchObject({ status: 'model_error', score: 0 });
     // The run report shows the leaderboard.
     const runReport = (await kit.store.getBuffer('runs/eval-q/run-report.html')).toString('utf8');
@@ -284,10 +284,10 @@ describe('eval stage against a table-driven OpenAI-compatible server', () => {
     const cli = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'stage', 'eval', '--config', configFile, '--out', pathToFileURL(out).href, '--seed', 'int');
     expect(cli.code).toBe(0);
     const scores = JSON.parse((await new FileArtifactStore(out).getBuffer('scores.json')).toString('utf8')) as EvalScores;
-    expect(scores.scores.good!.custom!.overall).toMatchObject({ score: 100, items: 2 });
-    expect(scores.scores.weak!.custom!.overall).toMatchObject({ score: 50, items: 2 });
-    expect(scores.scores.good!.judge!.custom).toEqual({ overall: null, missing: 3 });
-    expect(scores.scores.good!.metrics['judge.custom']).toBeUndefined();
+    expect(scores.scores.good.custom!.overall).toMatchObject({ score: 100, items: 2 });
+    expect(scores.scores.weak.custom!.overall).toMatchObject({ score: 50, items: 2 });
+    expect(scores.scores.good.judge!.custom).toEqual({ overall: null, missing: 3 });
+    expect(scores.scores.good.metrics['judge.custom']).toBeUndefined();
     expect(scores.judge!.missing).toBe(6);
     expect((await new FileArtifactStore(out).getBuffer('report.html')).toString('utf8')).toContain('6 items have no judge verdict');
   }, 120_000);
@@ -314,7 +314,7 @@ describe('eval stage: an endpoint that is down for a while', () => {
           refused += 1;
           return { fault: { kind: 'status', status: 503, message: 'warming up' } };
         }
-        const prompt = (request.body.messages as ChatMessage[])[0]!.content as string;
+        const prompt = (request.body.messages as ChatMessage[])[0].content as string;
         return { content: prompt.includes('commas') || prompt.includes('Japan') ? english.noCommas : english.capitals };
       },
     });
@@ -330,8 +330,8 @@ describe('eval stage: an endpoint that is down for a while', () => {
     expect(refused).toBe(3);
     const scores = JSON.parse((await kit.store.getBuffer('runs/eval-flaky/eval/scores.json')).toString('utf8')) as EvalScores;
     // 1001 (no commas) followed, 1051 (lowercase) broken by capitals, 1566 (capitals) followed.
-    expect(scores.scores.flaky!.ifeval).toMatchObject({ count: 3, promptStrict: 200 / 3 });
-    expect(scores.scores.flaky!.modelErrors).toBe(0);
+    expect(scores.scores.flaky.ifeval).toMatchObject({ count: 3, promptStrict: 200 / 3 });
+    expect(scores.scores.flaky.modelErrors).toBe(0);
     const manifest = await readManifest(kit.store, 'runs/eval-flaky/eval/manifest.json');
     const results: EvalResult[] = [];
     for (const object of manifest.objects.filter((entry) => entry.kind === 'results')) for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);

@@ -61,7 +61,7 @@ describe('hat dashboard', () => {
     expect(setCookie).toContain('HttpOnly');
     expect(setCookie).toContain('SameSite=Strict');
     expect(setCookie).not.toContain(token);
-    const cookie = setCookie.split(';')[0] as string;
+    const cookie = setCookie.split(';')[0];
 
     expect((await fetch(dashboard.url, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${dashboard.url}api/queues`, { headers: { cookie } })).status).toBe(200);

@@ -62,8 +62,8 @@ describe('infra manifests', () => {
   beforeAll(() => registerCatalogStages());
 
   it('runs compose with a metrics port on every worker service, Prometheus scraping each of them, and a token-gated dashboard', () => {
-    const compose = parseAllDocuments(readFileSync(join(infraDirectory, 'compose.yaml'), 'utf8'), { merge: true })[0]!.toJS() as Manifest;
-    const prometheus = byFile.get('../prometheus.yml')![0]!;
+    const compose = parseAllDocuments(readFileSync(join(infraDirectory, 'compose.yaml'), 'utf8'), { merge: true })[0].toJS() as Manifest;
+    const prometheus = byFile.get('../prometheus.yml')![0];
     const scraped = prometheus.scrape_configs[0].dns_sd_configs[0];
     const workerServices = Object.entries(compose.services as Record<string, Manifest>).filter(([name]) => name.startsWith('worker-'));
     expect(workerServices.map(([, service]) => argAfter(service.command, '--stages')).sort()).toEqual([...pipelineQueues].sort());
@@ -84,7 +84,7 @@ describe('infra manifests', () => {
   });
 
   it('lists every manifest in the kustomization, except the example Secret and the optional ServiceMonitor', () => {
-    const kustomization = byFile.get('kustomization.yaml')![0]!;
+    const kustomization = byFile.get('kustomization.yaml')![0];
     const listed = (kustomization.resources as string[]).sort();
     const present = [...byFile.keys()].filter((file) => !file.startsWith('..') && !['kustomization.yaml', 'secret.example.yaml', 'servicemonitor.yaml'].includes(file)).sort();
     expect(listed).toEqual(present);
@@ -105,9 +105,9 @@ describe('infra manifests', () => {
         ['redis', `${config.HAT_REDIS_PREFIX}:${queue}:wait`, 'hat-redis'],
         ['redis', `${config.HAT_REDIS_PREFIX}:${queue}:active`, 'hat-redis'],
       ]);
-      expect(Number(triggers[0]!.metadata.listLength)).toBeGreaterThan(0);
+      expect(Number(triggers[0].metadata.listLength)).toBeGreaterThan(0);
       // A replica holds up to --concurrency active jobs.
-      expect(triggers[1]!.metadata.listLength).toBe(argAfter(container.args, '--concurrency'));
+      expect(triggers[1].metadata.listLength).toBe(argAfter(container.args, '--concurrency'));
       expect(object.spec.maxReplicaCount).toBeGreaterThanOrEqual(Math.max(1, object.spec.minReplicaCount));
       // Delayed kickoffs are promoted only by a running worker: runs never scales to zero.
       if (queue === 'runs') expect(object.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
@@ -160,11 +160,11 @@ describe('infra manifests', () => {
 
   it('reads Redis and S3 settings from the Secret, whose example names every key with placeholders', () => {
     const [secret] = byFile.get('secret.example.yaml')!;
-    const keys = Object.keys(secret!.stringData as Record<string, string>);
-    for (const value of Object.values(secret!.stringData as Record<string, string>)) expect(value).toMatch(/<[a-z-]+>/);
+    const keys = Object.keys(secret.stringData as Record<string, string>);
+    for (const value of Object.values(secret.stringData as Record<string, string>)) expect(value).toMatch(/<[a-z-]+>/);
     expect(keys).toEqual(expect.arrayContaining(['REDIS_URL', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'HAT_DASHBOARD_TOKEN']));
-    const auth = ofKind('TriggerAuthentication')[0]!;
-    for (const reference of auth.spec.secretTargetRef) expect([reference.name, keys.includes(reference.key)]).toEqual([secret!.metadata.name, true]);
+    const auth = ofKind('TriggerAuthentication')[0];
+    for (const reference of auth.spec.secretTargetRef) expect([reference.name, keys.includes(reference.key)]).toEqual([secret.metadata.name, true]);
     for (const deployment of deployments) {
       expect(deployment.spec.template.spec.containers[0].envFrom).toEqual([{ configMapRef: { name: 'hat-config' } }, { secretRef: { name: 'hat-secrets' } }]);
     }
@@ -181,10 +181,10 @@ describe('infra manifests', () => {
     const worker = new Worker('collect', null, { connection, prefix: kit.prefix, autorun: false });
     try {
       await kit.context.queue('collect').add('probe', {}, { jobId: 'probe' });
-      expect([await kit.context.connection.type(waitList!), await kit.context.connection.llen(waitList!)]).toEqual(['list', 1]);
+      expect([await kit.context.connection.type(waitList), await kit.context.connection.llen(waitList)]).toEqual(['list', 1]);
       const job = await worker.getNextJob('probe-token');
       expect(job?.id).toBe('probe');
-      expect([await kit.context.connection.llen(waitList!), await kit.context.connection.type(activeList!), await kit.context.connection.llen(activeList!)]).toEqual([0, 'list', 1]);
+      expect([await kit.context.connection.llen(waitList), await kit.context.connection.type(activeList), await kit.context.connection.llen(activeList)]).toEqual([0, 'list', 1]);
     } finally {
       await worker.close(true);
       await closeRedisConnection(connection);

@@ -21,7 +21,7 @@ import { scanKeyBatches } from '../queues/bullmq/redis-connection';
 const redisServer = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
 const haveRedisServer = redisServer.status === 0 && spawnSync('redis-cli', ['--version']).status === 0;
 if (!haveRedisServer) {
-  // eslint-disable-next-line no-console
+   
   console.warn('test/redis-cluster.int.test.ts skipped: redis-server / redis-cli are not installed (apt-get install redis-server)');
 }
 const describeWithRedis = haveRedisServer ? describe : describe.skip;

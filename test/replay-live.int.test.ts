@@ -62,7 +62,7 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
       const recorded = recordedByConversation.get(conversationKey(messages)) as Trajectory;
       const step = answered.get(recorded.id) ?? 0;
       answered.set(recorded.id, step + 1);
-      const message = assistants(recorded)[step] as AssistantMessage;
+      const message = assistants(recorded)[step];
       if (!message.tool_calls?.length) return { content: message.content ?? '' };
       return {
         toolCalls: message.tool_calls.map((call) => {
@@ -74,10 +74,10 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
   });
 
   // Two sessions the live mode cannot replay: a tool the harness lacks, and a task it was not given.
-  const unknownTool = structuredClone(withTools[withTools.length - 1] as Trajectory);
+  const unknownTool = structuredClone(withTools[withTools.length - 1]);
   unknownTool.id = 'unknown-tool-session';
-  unknownTool.tools[0]!.function.name = 'teleport_item';
-  const unknownTask = structuredClone(withTools[withTools.length - 1] as Trajectory);
+  unknownTool.tools[0].function.name = 'teleport_item';
+  const unknownTask = structuredClone(withTools[withTools.length - 1]);
   unknownTask.id = 'unknown-task-session';
   unknownTask.taskId = 'task-nobody-generated';
   const sessions = await writeJsonl(store, 'trajectories.jsonl.gz', [...trajectories, unknownTool, unknownTask]);

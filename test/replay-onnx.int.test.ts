@@ -32,8 +32,8 @@ it('replays against an in-process dummy-weight ONNX model and labels it as such 
     expect(report.target).toMatchObject({ provider: 'onnx', dummyWeights: true, simulated: true, warning: expect.stringContaining('DUMMY-WEIGHT MODEL') });
     expect(report.counts).toMatchObject({ sessions: 3, calls: 6, callsFailed: 0 });
     // Output capped at the recorded length (6 tokens), counted by the model itself.
-    expect(report.metrics.output_tokens!.summary.max).toBeLessThanOrEqual(6);
-    expect(report.metrics.ttft_ms!.summary.count).toBe(6);
+    expect(report.metrics.output_tokens.summary.max).toBeLessThanOrEqual(6);
+    expect(report.metrics.ttft_ms.summary.count).toBe(6);
     expect(report.specDecode).toMatchObject({ available: false, note: expect.stringContaining('no metrics endpoint') });
     const html = (await store.getBuffer('report.html')).toString('utf8');
     expect(html.indexOf('DUMMY-WEIGHT MODEL')).toBeLessThan(html.indexOf('<h2>'));

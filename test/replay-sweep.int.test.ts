@@ -86,7 +86,7 @@ it('finds the known capacity step, stops at the first step that breaks the SLO, 
   expect(sweep.stoppedBecause).toMatch(/step 3 \(load 8\) broke the SLO; the steps above it were not run/);
   // Latency grows with load as the server was told to make it.
   const p50s = sweep.steps.map((step) => step.latency.turn_response_from_intended_ms?.p50 as number);
-  for (let index = 1; index < p50s.length; index++) expect(p50s[index]).toBeGreaterThan(p50s[index - 1] as number);
+  for (let index = 1; index < p50s.length; index++) expect(p50s[index]).toBeGreaterThan(p50s[index - 1]);
   expect(p50s[2]).toBeGreaterThan(200);
   expect(p50s[2]).toBeLessThan(400);
   expect(existsSync(join(out, 'step-04'))).toBe(false);

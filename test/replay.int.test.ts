@@ -85,7 +85,7 @@ describe('replay against the local streaming test server', () => {
         .filter((call) => call.callIndex === 0)
         .map((call) => call.dispatchMs)
         .sort((left, right) => left - right);
-      expect((firstDispatches[31] as number) - (firstDispatches[0] as number)).toBeGreaterThan(20);
+      expect((firstDispatches[31]) - (firstDispatches[0])).toBeGreaterThan(20);
       expect(report.counts).toMatchObject({ sessions: 192, sessionsFailed: 0, calls: 384, callsFailed: 0, unreplayable: 0, outputTokensEstimated: 0 });
       expect(injected).toHaveLength(384);
       // What the server did, in vLLM's definitions: the role chunk after the TTFT delay, then
@@ -99,9 +99,9 @@ describe('replay against the local streaming test server', () => {
       const errors: Record<string, number[]> = {};
       for (const [metric, values] of Object.entries(expected)) {
         const wanted = percentilesOf(values, [50, 90, 95, 99]);
-        const got = report.metrics[metric]!.summary.percentiles;
-        errors[metric] = [got.p50, got.p90, got.p95, got.p99].map((value, index) => relativeError(value, wanted[index] as number));
-        expect(report.metrics[metric]!.summary.count).toBe(values.length);
+        const got = report.metrics[metric].summary.percentiles;
+        errors[metric] = [got.p50, got.p90, got.p95, got.p99].map((value, index) => relativeError(value, wanted[index]));
+        expect(report.metrics[metric].summary.count).toBe(values.length);
       }
       // A 2% claim needs timestamps taken on time: when the replay's loop runs late beyond a bare
       // loop's (measured beside it) by more than 2 ms, the report must say its figures are doubtful;
@@ -160,8 +160,8 @@ describe('replay against the local streaming test server', () => {
       const server = await serverProcess.injected();
       const byKey = new Map(server.answers.map((answer) => [answer.requestKey, answer]));
       expect(report.counts).toMatchObject({ sessions: 48, sessionsFailed: 0, calls: 288, turns: 144, turnsFailed: 0 });
-      expect(report.metrics.turn_calls!.summary.percentiles).toMatchObject({ p50: 2 });
-      expect(report.metrics.turn_calls!.summary.max).toBe(3);
+      expect(report.metrics.turn_calls.summary.percentiles).toMatchObject({ p50: 2 });
+      expect(report.metrics.turn_calls.summary.max).toBe(3);
 
       // Think times: production traces keep their recorded 700 ms; simulator sessions draw from the model.
       const sessions = new Map([...simulated, ...production].map((session) => [session.id, session]));
@@ -198,9 +198,9 @@ describe('replay against the local streaming test server', () => {
       const errors: Record<string, number[]> = {};
       for (const [metric, values] of [['turn_response_from_intended_ms', truth.response], ['turn_first_token_from_intended_ms', truth.firstToken]] as const) {
         const wanted = percentilesOf(values, [50, 90, 95]);
-        const got = report.metrics[metric]!.summary.percentiles;
-        errors[metric] = [got.p50, got.p90, got.p95].map((value, index) => relativeError(value, wanted[index] as number));
-        expect(report.metrics[metric]!.summary.count).toBe(144);
+        const got = report.metrics[metric].summary.percentiles;
+        errors[metric] = [got.p50, got.p90, got.p95].map((value, index) => relativeError(value, wanted[index]));
+        expect(report.metrics[metric].summary.count).toBe(144);
       }
       const clientLate = report.client.timestampsDoubtful;
       if (!clientLate && server.eventLoopDelayP99Ms <= 2) {
@@ -264,11 +264,11 @@ describe('replay against the local streaming test server', () => {
       // Most of them queued at the client gate and were sent after the stall: the vLLM clock (from the actual send) does not see it.
       const hidden = duringStall.filter((call) => (call.ttftMs as number) < (stallEnd - (part.window.startEpochMs + call.intendedMs)) / 2);
       expect(hidden.length).toBeGreaterThan(duringStall.length / 2);
-      const ttft = report.metrics.ttft_ms!.summary.percentiles;
-      const fromIntended = report.metrics.ttft_from_intended_ms!.summary.percentiles;
+      const ttft = report.metrics.ttft_ms.summary.percentiles;
+      const fromIntended = report.metrics.ttft_from_intended_ms.summary.percentiles;
       expect(fromIntended.p99 as number).toBeGreaterThan(700);
       expect(fromIntended.p90 as number).toBeGreaterThan(2 * (ttft.p90 as number));
-      expect(report.metrics.queue_ms!.summary.max as number).toBeGreaterThan(500);
+      expect(report.metrics.queue_ms.summary.max as number).toBeGreaterThan(500);
       expect(report.notes.join(' ')).toMatch(/waited at the model client's gate/);
     } finally {
       await serverProcess.close();
@@ -279,9 +279,9 @@ describe('replay against the local streaming test server', () => {
     server = await OpenAiTestServer.start({ timing: { ttftMs: 2, tokenDelayMs: 1 } });
     const good = syntheticSessions({ count: 12, toolMs: 5 });
     const noCalls = { ...syntheticSessions({ count: 1, prefix: 'no-calls' })[0], calls: [] };
-    const orphanTool = syntheticSessions({ count: 1, prefix: 'orphan' })[0]!;
+    const orphanTool = syntheticSessions({ count: 1, prefix: 'orphan' })[0];
     (orphanTool.messages[3] as { tool_call_id: string }).tool_call_id = 'call_nobody_made';
-    const missingToolMs = syntheticSessions({ count: 1, prefix: 'no-tool-ms' })[0]!;
+    const missingToolMs = syntheticSessions({ count: 1, prefix: 'no-tool-ms' })[0];
     delete (missingToolMs.calls[0] as { toolMs?: number }).toolMs;
     const lines = [...good.slice(0, 6), noCalls, { hello: 'not a session' }, orphanTool, good[0], missingToolMs, ...good.slice(6)].map((record) => JSON.stringify(record));
     lines.splice(3, 0, '{ this is not json');
@@ -311,10 +311,10 @@ describe('replay against the local streaming test server', () => {
     for (const metric of ['ttft_ms', 'itl_ms', 'session_e2e_from_intended_ms']) {
       const union = parts.flatMap((part) => Array.from(part.sampleSet.get(metric)));
       const [p50, p90, p99, p999] = percentilesOf(union, [50, 90, 99, 99.9]);
-      expect(report.metrics[metric]!.summary.percentiles).toEqual({ p50, p90, p99, 'p99.9': p999 });
+      expect(report.metrics[metric].summary.percentiles).toEqual({ p50, p90, p99, 'p99.9': p999 });
     }
     const ttftFromCalls = parts.flatMap((part) => part.calls.map((call) => call.ttftMs as number));
-    expect(report.metrics.ttft_ms!.summary.percentiles.p90).toBe(percentilesOf(ttftFromCalls, [90])[0]);
+    expect(report.metrics.ttft_ms.summary.percentiles.p90).toBe(percentilesOf(ttftFromCalls, [90])[0]);
 
     const csv = (await store.getBuffer('requests.csv')).toString('utf8').trim().split('\n');
     expect(csv).toHaveLength(25);
@@ -342,8 +342,8 @@ describe('replay against the local streaming test server', () => {
     const { report } = await runReplay({ inputs, target, load: { kind: 'closed', concurrency: 1 } });
     expect(report.counts).toMatchObject({ sessions: 20, sessionsFailed: 3, calls: 37, callsFailed: 3 });
     expect(report.failures).toEqual([{ code: 'MODEL_UNAVAILABLE', count: 3, example: expect.stringContaining('engine overloaded') }]);
-    expect(report.metrics.ttft_ms!.summary.count).toBe(34);
-    expect(report.metrics.session_e2e_ms!.summary.count).toBe(17);
+    expect(report.metrics.ttft_ms.summary.count).toBe(34);
+    expect(report.metrics.session_e2e_ms.summary.count).toBe(17);
     expect(report.notes.join(' ')).toMatch(/3 call\(s\) failed and are excluded/);
 
     server.setResponder(() => ({ fault: { kind: 'status', status: 404, message: 'The model `test-model` does not exist.' } }));

@@ -58,7 +58,7 @@ async function startPolicyServer(locate: () => { store: ArtifactStore; key: stri
     const harnesses = groupHarnesses(groups, canonical, harnessHash(canonical), { seed: input.seed!, config: input });
     const bySeed = new Map<number, ModelClient>();
     for (const [position, group] of groups.entries()) {
-      const policy = new StochasticPolicy({ seed: 'served', tasks: [group.task], harnesses: [harnesses[position]!.harness] });
+      const policy = new StochasticPolicy({ seed: 'served', tasks: [group.task], harnesses: [harnesses[position].harness] });
       for (let sample = 0; sample < input.groupSize; sample++) bySeed.set(samplingSeedOf(episodeSeedOf(input.seed!, group.groupIndex, sample)), policy);
     }
     return bySeed;
@@ -247,7 +247,7 @@ describe('rl stage: policy errors mid-episode', () => {
     });
     const input = rlInputSchema.parse({ generate: { count: 2, seed: 'down' }, groups: 2, groupSize: 2, policy: { adapter: 'openai', baseUrl: server.baseUrl, model: 'm', maxRetries: 0 } });
     const [part] = await planRl(input, deps);
-    const failure = runRlPart(part!, deps);
+    const failure = runRlPart(part, deps);
     await expect(failure).rejects.toThrow(/^\[RL_POLICY_UNAVAILABLE\] 4 of 4 episodes .*HTTP 503.*overloaded/);
     await expect(failure).rejects.toMatchObject({ retryable: true });
     expect(await deps.store.head('part-00000.parquet')).toBeUndefined();

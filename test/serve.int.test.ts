@@ -62,10 +62,10 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(choice.token_ids).toEqual(expected.tokenIds);
     expect(choice.prompt_token_ids).toEqual(promptIds);
     // raw_logprobs: temperature 1 over the whole vocabulary, whatever the sampling temperature.
-    choice.logprobs.token_logprobs.forEach((logprob: number, index: number) => expect(logprob).toBeCloseTo(expected.tokens![index]!.rawLogprob, 4));
+    choice.logprobs.token_logprobs.forEach((logprob: number, index: number) => expect(logprob).toBeCloseTo(expected.tokens![index].rawLogprob, 4));
     // top_logprobs: the sampled token, then the 3 most likely (raw), keyed token_id:<id>.
     const firstTop = choice.logprobs.top_logprobs[0] as Record<string, number>;
-    for (const alternative of expected.tokens![0]!.top!) expect(Object.keys(firstTop)).toContain(`token_id:${alternative.tokenId}`);
+    for (const alternative of expected.tokens![0].top!) expect(Object.keys(firstTop)).toContain(`token_id:${alternative.tokenId}`);
     expect(body.usage).toMatchObject({ prompt_tokens: promptIds.length, completion_tokens: expected.tokenIds.length });
     expect(choice.finish_reason).toBe(expected.finishReason);
   });
@@ -88,7 +88,7 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     const scored = await inProcess.score(promptIds.slice(0, 1), promptIds.slice(1), { temperature: 1 });
     promptIds.slice(1).forEach((tokenId, offset) => {
       const own = entries[offset + 1][String(tokenId)];
-      expect(own.logprob).toBeCloseTo(scored.tokens[offset]!.logprob, 4);
+      expect(own.logprob).toBeCloseTo(scored.tokens[offset].logprob, 4);
       expect(own.rank).toBeGreaterThanOrEqual(1);
       expect(Object.keys(entries[offset + 1]).length).toBeGreaterThanOrEqual(2);
     });
@@ -127,7 +127,7 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(choice.token_ids).toEqual(expected.tokenIds);
     expect(choice.logprobs.content).toHaveLength(expected.tokenIds.length);
     choice.logprobs.content.forEach((entry: any, index: number) => {
-      expect(entry.logprob).toBeCloseTo(expected.tokens![index]!.rawLogprob, 4);
+      expect(entry.logprob).toBeCloseTo(expected.tokens![index].rawLogprob, 4);
       expect(entry.top_logprobs).toHaveLength(2);
       expect(Buffer.from(entry.bytes).toString('utf8')).toBe(entry.token);
     });

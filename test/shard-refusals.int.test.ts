@@ -36,7 +36,7 @@ function trajectory(index: number, messages: Trajectory['messages'], tools: Traj
 
 /** A conversation Qwen3 accepts, made unique by its question. */
 function accepted(index: number): Trajectory {
-  const conversation = sampleConversations[index % sampleConversations.length]!;
+  const conversation = sampleConversations[index % sampleConversations.length];
   const messages = conversation.messages.map((message, position) => (position === 1 && message.role === 'user' ? { ...message, content: `${message.content} (#${index})` } : message));
   return trajectory(index, messages, conversation.tools);
 }

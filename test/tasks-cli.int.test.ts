@@ -29,7 +29,7 @@ describe('hat tasks against an S3-compatible store', () => {
 
   it('imports gzip logs from an s3:// URI', async () => {
     const root = s3.freshUri();
-    const room = generateTasks({ count: 1, seed: 's3-logs', world: { itemCount: 100 } })[0]!.room;
+    const room = generateTasks({ count: 1, seed: 's3-logs', world: { itemCount: 100 } })[0].room;
     const lines = ['这个多少钱', '这个包邮吗', '收件人张三 13900001111 这个能开发票吗'].map((message) => JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message }));
     const { store, key } = openArtifactObject(`${root}/logs/day.jsonl.gz`, s3.env);
     await store.put(key, gzipSync(`${lines.join('\n')}\n`));
@@ -39,6 +39,6 @@ describe('hat tasks against an S3-compatible store', () => {
     expect(result.code).toBe(0);
     const tasks = await readTasks(out);
     expect(tasks.map((task) => task.category)).toEqual(['price', 'shipping_after_sales', 'shipping_after_sales']);
-    expect(tasks[2]!.turns[0]!.message).toBe('收件人[NAME] [PHONE] 这个能开发票吗');
+    expect(tasks[2].turns[0].message).toBe('收件人[NAME] [PHONE] 这个能开发票吗');
   });
 });

@@ -44,7 +44,7 @@ describe('hat harness variants', () => {
       expect(mapping.sourceHash).toBe(original);
       expect(directory).toMatch(/^variant-0\d-[0-9a-f]{8}$/);
     }
-    const diff = await hat('harness', 'diff', sample, join(out, directories[0] as string));
+    const diff = await hat('harness', 'diff', sample, join(out, directories[0]));
     expect(diff.code).toBe(0);
     expect(diff.stdout).toMatch(/^--- live-host 1\.0\.0 \([0-9a-f]{12}\)\n\+\+\+ live-host 1\.0\.0\+hsa\.[0-9a-f]{8}/);
   });
@@ -54,7 +54,7 @@ describe('hat harness variants', () => {
     await hat('harness', 'variants', sample, '--n', '2', '--seed', 's', '--out', join(scratch, 'b2'), '--families', 'tool_schemas,hooks');
     const first = await tree(join(scratch, 'b1'));
     expect(await tree(join(scratch, 'b2'))).toEqual(first);
-    const summary = JSON.parse(first['/variants.json'] as string) as { variants: Array<{ families: string[] }> };
+    const summary = JSON.parse(first['/variants.json']) as { variants: Array<{ families: string[] }> };
     expect(summary.variants.map((variant) => variant.families)).toEqual([
       ['tool_schemas', 'hooks'],
       ['tool_schemas', 'hooks'],

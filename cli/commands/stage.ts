@@ -48,7 +48,7 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
       const stage = getStage(name);
       const source = options.config ? await readConfigFile(options.config, 'stage config') : { value: {}, locator: plainLocator() };
       const value = source.value ?? {};
-      const config = options.in && options.in.length > 0 ? { ...(value as object), inputs: options.in } : value;
+      const config = options.in && options.in.length > 0 ? { ...(value), inputs: options.in } : value;
       const checked = stage.input.safeParse(config);
       const problems = new ProblemCollector();
       for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));

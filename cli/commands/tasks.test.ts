@@ -57,7 +57,7 @@ describe('hat tasks import', () => {
   }
 
   it('imports good lines, skips and reports bad ones, and exits 2 with --on-bad-line fail', async () => {
-    const room = generateTasks({ count: 1, seed: 'cli-logs', world: { itemCount: 100 } })[0]!.room;
+    const room = generateTasks({ count: 1, seed: 'cli-logs', world: { itemCount: 100 } })[0].room;
     const entry = (message: string) => JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message });
     const logs = await writeLogs([entry('这个多少钱？电话13812345678'), 'oops', entry('主播晚上好'), entry('这个包邮吗')]);
     const out = join(scratch, 'imported.jsonl.gz');
@@ -69,7 +69,7 @@ describe('hat tasks import', () => {
     expect(result.stdout).toContain('redacted: phone 1');
     const tasks = await readTasks(out);
     expect(tasks.map((task) => task.category)).toEqual(['price', 'chit_chat', 'shipping_after_sales']);
-    expect(tasks[0]!.turns[0]!.message).toBe('这个多少钱？电话[PHONE]');
+    expect(tasks[0].turns[0].message).toBe('这个多少钱？电话[PHONE]');
 
     const failed = await hat('tasks', 'import', logs, '--out', join(scratch, 'never.jsonl.gz'), '--on-bad-line', 'fail');
     expect(failed.code).toBe(2);

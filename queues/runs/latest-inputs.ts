@@ -200,7 +200,7 @@ function partitionMatcher(pattern: string): { segments: number; order(name: stri
     order(name) {
       const match = regex.exec(name);
       if (!match) return undefined;
-      const values = new Map(fields.map((field, index) => [field, match[index + 1] as string]));
+      const values = new Map(fields.map((field, index) => [field, match[index + 1]]));
       return partitionFields.map((field) => values.get(field) ?? (field === 'YYYY' ? '0000' : '00')).join('');
     },
   };

@@ -297,7 +297,7 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
       locator.problem(
         path,
         `unknown reference \${${reference}}; use \${stages.<name>.manifestUri}, \${stages.<name>.outputUri}, \${run.id}, \${run.seed}, \${run.artifacts}` +
-          ' or \${checkpoints.<handoff>.<field>}',
+          ' or ${checkpoints.<handoff>.<field>}',
       ),
     );
     return undefined;
@@ -319,7 +319,7 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   for (const handoff of handoffs) graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => names.has(name))));
   const cycles = findCycles(graph);
   for (const cycle of cycles) {
-    const first = cycle[0] as string;
+    const first = cycle[0];
     const path = isHandoffNode(first) ? (handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
     const message = cycle.some(isHandoffNode)
       ? `stages and handoffs wait for each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages and checkpoints that come before it`
@@ -346,8 +346,8 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const handoffCount = (name: string) => [...ancestorsOf(node(name))].filter(isHandoffNode).length;
   const chain = cycles.length > 0 ? [] : [...handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
   for (let index = 1; index < chain.length; index++) {
-    const previous = chain[index - 1] as (typeof handoffs)[number];
-    const current = chain[index] as (typeof handoffs)[number];
+    const previous = chain[index - 1];
+    const current = chain[index];
     if (!ancestorsOf(node(current.name)).has(node(previous.name))) {
       problems.add(
         locator.problem(

@@ -114,7 +114,7 @@ function runStateOf(jobState: string, failedReason: string | undefined, anyStage
 /** `child <prefix>:<queue>:<id> failed` (BullMQ's reason for a parent failed by a child). */
 export function failedChildKey(reason: string): { queue: string; id: string } | undefined {
   const match = /^child (\S+) failed$/.exec(reason.trim());
-  return match ? parseJobKey(match[1] as string) : undefined;
+  return match ? parseJobKey(match[1]) : undefined;
 }
 
 /** The failure of a job, followed down through "child ... failed" to the job that really failed (a part names itself). */

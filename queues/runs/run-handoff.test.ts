@@ -60,7 +60,7 @@ describe('runs with a trainer handoff', () => {
       ['hash-demo', 'stage', true],
       ['runs', 'handoff', true],
     ]);
-    const handoff = children[1] as FlowJob;
+    const handoff = children[1];
     expect(handoff.opts?.jobId).toBe('h1.train.handoff');
     expect((handoff.children as FlowJob[]).map((child) => [child.queueName, child.opts?.failParentOnFailure])).toEqual([['fanout-demo', true]]);
     const data = handoff.data as HandoffJobData;

@@ -164,7 +164,7 @@ export function fillCheckpointReferences(value: unknown, handoff: string, checkp
 
 /** Every handoff whose checkpoint a value names. */
 export function checkpointsNamedIn(value: unknown, into = new Set<string>()): Set<string> {
-  if (typeof value === 'string') for (const match of value.matchAll(checkpointReferenceInText)) into.add(match[1] as string);
+  if (typeof value === 'string') for (const match of value.matchAll(checkpointReferenceInText)) into.add(match[1]);
   else if (Array.isArray(value)) value.forEach((item) => checkpointsNamedIn(item, into));
   else if (value !== null && typeof value === 'object') Object.values(value).forEach((item) => checkpointsNamedIn(item, into));
   return into;
@@ -315,7 +315,7 @@ const handoffJobDataShape = {
 export type HandoffJobData = z.infer<z.ZodObject<typeof handoffJobDataShape>> & { next?: HandoffJobData };
 export const handoffJobDataSchema: z.ZodType<HandoffJobData> = z.lazy(() =>
   z.object({ ...handoffJobDataShape, next: handoffJobDataSchema.optional() }),
-) as unknown as z.ZodType<HandoffJobData>;
+);
 
 /** A handoff as a planned run carries it. */
 export interface PlannedHandoff {

@@ -221,7 +221,7 @@ async function fingerprintOf(config: unknown): Promise<{ fingerprint?: string; l
   }
   if (model.engine === 'vllm' || model.engine === 'sglang') {
     if (typeof model.tokenizerFingerprint === 'string') return { fingerprint: model.tokenizerFingerprint, label: `${model.engine} teacher (tokenizerFingerprint)` };
-    if (typeof model.tokenizer === 'object' && model.tokenizer !== null) return { fingerprint: await load(model.tokenizer as ChatTokenizerSource), label: `${model.engine} teacher (tokenizer)` };
+    if (typeof model.tokenizer === 'object' && model.tokenizer !== null) return { fingerprint: await load(model.tokenizer), label: `${model.engine} teacher (tokenizer)` };
     return { label: `${model.engine} teacher ${String(model.baseUrl)}` };
   }
   return { label: String(model.engine ?? 'model') };

@@ -64,7 +64,7 @@ describe('stage instances, handoff chains and rounds', () => {
 
   it('nests each later handoff, with the stages it releases, in the job data of the one before', () => {
     const flow = buildRunFlow(planRun(config, { env, now }), { jobDataLimit: 64 * 1024 });
-    const sft = (flow.children as FlowJob[])[1] as FlowJob;
+    const sft = (flow.children as FlowJob[])[1];
     const chain: string[] = [];
     for (let data: HandoffJobData | undefined = sft.data as HandoffJobData; data; data = data.next) chain.push(`${data.name}: ${data.post.map((stage) => stage.name).join(', ')}`);
     expect(chain).toEqual(['sft: rollouts-round-1', 'opd-round-1: rollouts-round-2', 'opd-round-2: rollouts-round-3', 'opd: served']);

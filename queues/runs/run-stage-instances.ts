@@ -108,7 +108,7 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
     const rounded = stages.find((stage) => stage.name === roundedName) as StageInstance;
     const unrolled = unrollRounds(rounded, handoffs, problems);
     if (!unrolled) continue;
-    const last = unrolled.stages[unrolled.stages.length - 1] as StageInstance;
+    const last = unrolled.stages[unrolled.stages.length - 1];
     const renameStage = (name: string) => (name === rounded.name ? last.name : name);
     stages = stages.flatMap((stage) => (stage.name === rounded.name ? unrolled.stages : [stage]));
     stages = stages.map((stage) => ({
@@ -117,7 +117,7 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
     }));
     const renamed = handoffs.map((handoff) => ({ ...handoff, config: { ...handoff.config, after: handoff.config.after.map(renameStage), before: handoff.config.before.map(renameStage) } }));
     const at = renamed.findIndex((handoff) => handoff.name === unrolled.handoff);
-    renamed.splice(at, 1, ...unrolled.handoffs.map((handoff) => (handoff.name === unrolled.handoff ? { ...handoff, config: { ...(renamed[at] as HandoffInstance).config } } : handoff)));
+    renamed.splice(at, 1, ...unrolled.handoffs.map((handoff) => (handoff.name === unrolled.handoff ? { ...handoff, config: { ...(renamed[at]).config } } : handoff)));
     handoffs.splice(0, handoffs.length, ...renamed);
   }
   for (const stage of stages) if (stage.round && stage.round.index === 0) delete stage.round;
@@ -135,7 +135,7 @@ function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problem
     });
     return undefined;
   }
-  const owner = owners[0] as HandoffInstance;
+  const owner = owners[0];
   const starts = [...checkpointsNamedIn(stage.config)];
   if (starts.length !== 1) {
     problems.push({
@@ -144,7 +144,7 @@ function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problem
     });
     return undefined;
   }
-  const start = starts[0] as string;
+  const start = starts[0];
   const roundHandoff = (index: number) => (index === rounds ? owner.name : `${owner.name}-round-${index}`);
   const stages: StageInstance[] = [];
   const between: HandoffInstance[] = [];

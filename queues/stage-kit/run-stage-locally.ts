@@ -102,7 +102,7 @@ async function runParts(
   onDone(0);
   const lane = async () => {
     while (next < parts.length && !controller.signal.aborted) {
-      const part = parts[next++] as PlannedPart;
+      const part = parts[next++];
       outputs[part.index] = await withAttempts(stage, storageRetryMs, (attempt) => runPart(stage, depsFor(part, parts.length, attempt), part));
       onDone(++done);
     }

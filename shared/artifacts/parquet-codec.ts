@@ -79,13 +79,14 @@ let readerModule: typeof import('hyparquet') | undefined;
 
 /** Encodes rows into a Parquet file (bytes). */
 export function encodeParquet(columns: readonly ParquetColumn[], rows: readonly Record<string, unknown>[], options: ParquetEncodeOptions = {}): Uint8Array {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
   const columnData = columns.map((column) => ({
     name: column.name,
     data: rows.map((row, index) => columnValue(column, row[column.name], index)),
   }));
   const buffer = writerModule.parquetWriteBuffer({
-    columnData: columnData as never,
+    columnData: columnData,
     schema: schemaOf(columns) as never,
     rowGroupSize: options.rowGroupSize ?? 10_000,
     statistics: false,
@@ -99,6 +100,7 @@ export function encodeParquet(columns: readonly ParquetColumn[], rows: readonly 
 
 /** Decodes every row of a Parquet file; INT64 values come back as bigint. */
 export async function decodeParquet(bytes: Uint8Array): Promise<Record<string, unknown>[]> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   readerModule ??= require('hyparquet') as typeof import('hyparquet');
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   return (await readerModule.parquetReadObjects({ file })) as Record<string, unknown>[];
@@ -106,6 +108,7 @@ export async function decodeParquet(bytes: Uint8Array): Promise<Record<string, u
 
 /** The footer's key-value metadata. */
 export async function parquetMetadataOf(bytes: Uint8Array): Promise<Record<string, string>> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   readerModule ??= require('hyparquet') as typeof import('hyparquet');
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   const metadata = readerModule.parquetMetadata(file);
@@ -219,7 +222,9 @@ function rowPage(column: ParquetColumn, data: readonly unknown[], start: number,
  * and list columns given per row are accepted too.
  */
 export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Readonly<Record<string, ParquetColumnData>>, options: ParquetEncodeOptions = {}): Uint8Array {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   const { writeColumn } = require('hyparquet-writer/src/column.js') as typeof import('hyparquet-writer/src/column.js');
   const rowCounts = columns.map((column) => {
     const values = data[column.name];
@@ -290,6 +295,6 @@ export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Re
     writer.row_groups.push({ columns: chunks, total_byte_size: totalBytes, num_rows: BigInt(end - start), total_compressed_size: BigInt(byteWriter.offset - groupOffset) });
     writer.num_rows += BigInt(end - start);
   }
-  writer.finish();
+  void writer.finish();
   return new Uint8Array(byteWriter.getBuffer());
 }

@@ -157,7 +157,7 @@ describe('diffHarnesses', () => {
 
   it('reports the prompt format, section order, renamed sections and changed titles', () => {
     const sections = [...sample.prompt.sections];
-    [sections[0], sections[1]] = [sections[1]!, sections[0]!];
+    [sections[0], sections[1]] = [sections[1], sections[0]];
     const after: Harness = {
       ...sample,
       prompt: {

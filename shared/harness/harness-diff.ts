@@ -124,7 +124,7 @@ function pairEntries<T>(before: T[], after: T[], key: (item: T) => string, simil
     if (usedBefore.has(i) || usedAfter.has(j)) continue;
     usedBefore.add(i);
     usedAfter.add(j);
-    pairs.push({ before: leftBefore[i] as T, after: leftAfter[j] as T });
+    pairs.push({ before: leftBefore[i], after: leftAfter[j] });
   }
   return {
     pairs,
@@ -189,7 +189,7 @@ function boundParameters(tool: ToolDefinition): BoundParameter[] {
 function toolArguments(tool: ToolDefinition): Set<string> {
   const mapped = new Set(Object.values(tool.binding.arguments ?? {}));
   const paths = Object.keys(tool.binding.arguments ?? {});
-  for (const name of Object.keys((tool.parameters.properties ?? {}) as Record<string, unknown>)) {
+  for (const name of Object.keys((tool.parameters.properties ?? {}))) {
     if (!paths.some((path) => path === name || path.startsWith(`${name}.`) || path.startsWith(`${name}[]`))) mapped.add(name);
   }
   return mapped;

@@ -134,7 +134,7 @@ describe('each kind of problem names its file and path', () => {
     ],
     [
       'empty section',
-      () => edited({ 'harness.yaml': (text) => text.replace(/title: 基本规则\n      content: \|\n(        .*\n)+/, 'title: 基本规则\n      content: "  "\n') }),
+      () => edited({ 'harness.yaml': (text) => text.replace(/title: 基本规则\n {6}content: \|\n( {8}.*\n)+/, 'title: 基本规则\n      content: "  "\n') }),
       /^harness\.yaml: line \d+: prompt\.sections\[1\]\.content: section "rules" is empty/,
     ],
     ['empty skill body', () => edited({ 'skills/compliance.md': (text) => text.replace(/\n---\n[\s\S]*$/, '\n---\n\n') }), /^skills\/compliance\.md: line \d+: \(body\): the skill instructions .* are empty/],
@@ -182,7 +182,7 @@ describe('each kind of problem names its file and path', () => {
     ],
     [
       'system_prompt hook without a constraints section',
-      () => edited({ 'harness.yaml': (text) => text.replace(/    - id: constraints\n(      .*\n)+?(?=    - id: room_context)/, '') }),
+      () => edited({ 'harness.yaml': (text) => text.replace(/ {4}- id: constraints\n( {6}.*\n)+?(?= {4}- id: room_context)/, '') }),
       /^harness\.yaml: line \d+: hooks\[2\]\.placement: hook is placed in system_prompt but the prompt has no constraints section/,
     ],
     ['skill order that lists a missing skill', () => edited({ 'harness.yaml': replaceOnce('skills: [product_qa, price_calculation, promotion_push', 'skills: [product_faq, product_qa, price_calculation, promotion_push') }), /^harness\.yaml: line \d+: order\.skills\[0\]: "product_faq" is listed but skills\/ has no such file/],
@@ -196,7 +196,7 @@ describe('each kind of problem names its file and path', () => {
 
   it('points at the line of the offending value', () => {
     const files = edited({ 'harness.yaml': replaceOnce('event: before_reply', 'event: on_reply') });
-    const line = lineOf(files['harness.yaml'] as string, 'event: on_reply');
+    const line = lineOf(files['harness.yaml'], 'event: on_reply');
     expect(problemLines(files)).toContain(`harness.yaml: line ${line}: hooks[0].event: unknown hook event "on_reply"; expected one of: session_start, user_message, before_reply, after_tool_result`);
   });
 });
@@ -241,7 +241,7 @@ describe('one pass reports every problem', () => {
     const harness = await loadHarness(sampleHarnessDirectory());
     const broken = {
       ...harness,
-      skills: [...harness.skills, { ...(harness.skills[0] as (typeof harness.skills)[number]) }],
+      skills: [...harness.skills, { ...(harness.skills[0]) }],
       hooks: harness.hooks.map((hook, index) => (index === 0 ? { ...hook, skills: ['nope'] } : hook)),
     };
     const lines = validateHarness(broken).map(formatProblem);

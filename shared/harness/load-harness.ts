@@ -77,13 +77,13 @@ export function parseHarnessFiles(files: HarnessFiles): { harness?: Harness; pro
   const unparsedSkills: string[] = [];
   const unparsedTools: string[] = [];
   const skills = paths.filter((path) => path.startsWith(`${SKILLS_DIR}/`)).flatMap((path) => {
-    const parsed = parseSkillFile(path, files[path] as string, problems);
+    const parsed = parseSkillFile(path, files[path], problems);
     const stem = stemOf(path, SKILLS_DIR, '.md');
     if (parsed.length === 0 && stem !== undefined) unparsedSkills.push(stem);
     return parsed;
   });
   const tools = paths.filter((path) => path.startsWith(`${TOOLS_DIR}/`)).flatMap((path) => {
-    const parsed = parseToolFile(path, files[path] as string, problems);
+    const parsed = parseToolFile(path, files[path], problems);
     const stem = stemOf(path, TOOLS_DIR, '.json');
     if (parsed.length === 0 && stem !== undefined) unparsedTools.push(stem);
     return parsed;
@@ -284,7 +284,7 @@ function checkHook(hook: Located<HookDefinition>, problems: Problem[]): void {
   }
   const allowed = hookPlaceholders(value.constraint);
   for (const match of value.text.matchAll(/\{([A-Za-z_]+)\}/g)) {
-    const name = match[1] as string;
+    const name = match[1];
     if (!allowed.includes(name)) {
       problems.push(document.problem([...path, 'text'], `unknown placeholder {${name}} for a ${value.constraint.type} constraint; use ${allowed.map((item) => `{${item}}`).join(', ')}`));
     }

@@ -171,7 +171,7 @@ function sectionBody(section: PromptSection, harness: Harness, context: RenderCo
 }
 
 function firstLine(text: string): string {
-  return text.trim().split('\n')[0] as string;
+  return text.trim().split('\n')[0];
 }
 
 function toolList(skill: Skill): string {

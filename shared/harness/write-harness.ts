@@ -6,7 +6,7 @@ import type { Harness, HookDefinition } from './harness-types';
 const yamlOptions = { lineWidth: 0, indent: 2 } as const;
 
 function isSorted(names: string[]): boolean {
-  return names.every((name, index) => index === 0 || (names[index - 1] as string) < name);
+  return names.every((name, index) => index === 0 || (names[index - 1]) < name);
 }
 
 function hookToYaml(hook: HookDefinition): Record<string, unknown> {

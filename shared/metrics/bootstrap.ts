@@ -80,7 +80,7 @@ function resampledPercentile(sorted: Float64Array, counts: Uint32Array, percenti
   const count = sorted.length;
   counts.fill(0);
   // One 32-bit draw per index (not Rng.next's two): the resample loop is nothing but draws.
-  for (let draw = 0; draw < count; draw++) counts[Math.floor((rng.nextUint32() / 4294967296) * count)]! += 1;
+  for (let draw = 0; draw < count; draw++) counts[Math.floor((rng.nextUint32() / 4294967296) * count)] += 1;
   const index = (percentile / 100) * (count - 1);
   const lowerRank = Math.floor(index);
   const upperRank = Math.min(lowerRank + 1, count - 1);
@@ -88,11 +88,11 @@ function resampledPercentile(sorted: Float64Array, counts: Uint32Array, percenti
   let seen = 0;
   let lower = Number.NaN;
   for (let position = 0; position < count; position++) {
-    seen += counts[position] as number;
-    if (Number.isNaN(lower) && seen > lowerRank) lower = sorted[position] as number;
-    if (seen > upperRank) return interpolate(lower, sorted[position] as number, index - lowerRank);
+    seen += counts[position];
+    if (Number.isNaN(lower) && seen > lowerRank) lower = sorted[position];
+    if (seen > upperRank) return interpolate(lower, sorted[position], index - lowerRank);
   }
-  return sorted[count - 1] as number;
+  return sorted[count - 1];
 }
 
 /**
@@ -108,8 +108,8 @@ function orderStatisticInterval(sortedA: Float64Array, sortedB: Float64Array, pe
     const q = percentile / 100;
     const spread = z * Math.sqrt(count * q * (1 - q));
     const rank = q * (count - 1);
-    const lower = sorted[Math.max(0, Math.floor(rank - spread))] as number;
-    const upper = sorted[Math.min(count - 1, Math.ceil(rank + spread))] as number;
+    const lower = sorted[Math.max(0, Math.floor(rank - spread))];
+    const upper = sorted[Math.min(count - 1, Math.ceil(rank + spread))];
     return (upper - lower) / (2 * z);
   };
   const halfWidth = z * Math.hypot(standardError(sortedA), standardError(sortedB));

@@ -20,16 +20,16 @@ export function summarizeSamples(values: ArrayLike<number>, percentiles: readonl
   const count = sorted.length;
   const finite = (value: number): number | null => (Number.isFinite(value) ? value : null);
   let sum = 0;
-  for (let index = 0; index < count; index++) sum += sorted[index] as number;
+  for (let index = 0; index < count; index++) sum += sorted[index];
   const mean = count > 0 ? sum / count : Number.NaN;
   let squares = 0;
-  for (let index = 0; index < count; index++) squares += ((sorted[index] as number) - mean) ** 2;
+  for (let index = 0; index < count; index++) squares += ((sorted[index]) - mean) ** 2;
   return {
     count,
     mean: finite(mean),
     std: count > 1 ? Math.sqrt(squares / (count - 1)) : null,
-    min: count > 0 ? (sorted[0] as number) : null,
-    max: count > 0 ? (sorted[count - 1] as number) : null,
+    min: count > 0 ? (sorted[0]) : null,
+    max: count > 0 ? (sorted[count - 1]) : null,
     percentiles: Object.fromEntries(percentiles.map((p) => [percentileKey(p), finite(percentileOfSorted(sorted, p))])),
   };
 }

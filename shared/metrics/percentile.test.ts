@@ -43,7 +43,7 @@ describe('SampleSet', () => {
         const union = parts.flat();
         const expected = percentilesOf(union, [p])[0];
         const actual = percentilesOf(merged.get('ttft_ms'), [p])[0];
-        if (union.length === 0) return Number.isNaN(actual as number);
+        if (union.length === 0) return Number.isNaN(actual);
         return Object.is(actual, expected);
       }),
     );

@@ -12,7 +12,7 @@ export function percentileOfSorted(sorted: ArrayLike<number>, p: number): number
   const index = (p / 100) * (count - 1);
   const lower = Math.floor(index);
   const upper = Math.min(lower + 1, count - 1);
-  return interpolate(sorted[lower] as number, sorted[upper] as number, index - lower);
+  return interpolate(sorted[lower], sorted[upper], index - lower);
 }
 
 /**
@@ -26,7 +26,7 @@ export function interpolate(lower: number, upper: number, t: number): number {
 
 /** A sorted copy of the samples (typed-array sort: numeric, and fast for millions of values). */
 export function sortedSamples(values: ArrayLike<number>): Float64Array {
-  const copy = Float64Array.from(values as ArrayLike<number>);
+  const copy = Float64Array.from(values);
   copy.sort();
   return copy;
 }

@@ -23,7 +23,7 @@ export function parsePrometheusText(text: string, source = 'metrics'): Prometheu
   const samples: PrometheusSample[] = [];
   const lines = text.split('\n');
   for (let lineIndex = 0; lineIndex < lines.length; lineIndex++) {
-    const line = (lines[lineIndex] as string).replace(/\r$/, '').trim();
+    const line = (lines[lineIndex]).replace(/\r$/, '').trim();
     if (line === '' || line.startsWith('#')) continue;
     samples.push(parseSampleLine(line, () => new BadInputError('BAD_METRICS_TEXT', `${source}: line ${lineIndex + 1} is not a Prometheus sample: ${line.slice(0, 160)}`)));
   }
@@ -51,7 +51,7 @@ function parseSampleLine(line: string, fail: () => Error): PrometheusSample {
       let value = '';
       let closed = false;
       for (let index = 0; index < rest.length; index++) {
-        const character = rest[index] as string;
+        const character = rest[index];
         if (character === '\\') {
           const next = rest[++index];
           value += next === 'n' ? '\n' : (next ?? '');
@@ -72,7 +72,7 @@ function parseSampleLine(line: string, fail: () => Error): PrometheusSample {
   }
   const fields = rest.trim().split(/\s+/);
   if (fields.length < 1 || fields.length > 2 || fields[0] === '') throw fail();
-  const value = parseValue(fields[0] as string);
+  const value = parseValue(fields[0]);
   if (value === undefined) throw fail();
   const timestamp = fields[1] === undefined ? undefined : Number(fields[1]);
   if (timestamp !== undefined && !Number.isFinite(timestamp)) throw fail();

@@ -78,6 +78,7 @@ export class WorkerMetrics {
     this.#failures = new Counter({ name: 'hat_job_failures_total', help: 'Jobs that failed for good, by error code', labelNames: ['queue', 'code'], registers });
     this.#stageCounters = new Counter({ name: 'hat_stage_counter_total', help: 'Work reported by stages (trajectories, variants, tokens, episodes, ...)', labelNames: ['stage', 'counter'], registers });
     this.#depthErrors = new Counter({ name: 'hat_queue_depth_errors_total', help: 'Scrapes that could not read queue depths from Redis', registers });
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect() with the gauge as `this`
     const metrics = this;
     new Gauge({
       name: 'hat_queue_jobs',

@@ -54,7 +54,7 @@ export class SampleSet {
   merge(other: SampleSet): this {
     for (const metric of other.metrics()) {
       const values = other.get(metric);
-      for (let index = 0; index < values.length; index++) this.add(metric, values[index] as number);
+      for (let index = 0; index < values.length; index++) this.add(metric, values[index]);
     }
     return this;
   }
@@ -68,7 +68,7 @@ export class SampleSet {
     const set = new SampleSet();
     for (const [metric, text] of Object.entries(serialized)) {
       const values = decodeFloat64(text, `${where}.${metric}`);
-      for (let index = 0; index < values.length; index++) set.add(metric, values[index] as number);
+      for (let index = 0; index < values.length; index++) set.add(metric, values[index]);
     }
     return set;
   }
@@ -86,7 +86,7 @@ export type SerializedSampleSet = z.infer<typeof serializedSampleSetSchema>;
 
 export function encodeFloat64(values: ArrayLike<number>): string {
   const buffer = Buffer.alloc(values.length * 8);
-  for (let index = 0; index < values.length; index++) buffer.writeDoubleLE(values[index] as number, index * 8);
+  for (let index = 0; index < values.length; index++) buffer.writeDoubleLE(values[index], index * 8);
   return buffer.toString('base64');
 }
 

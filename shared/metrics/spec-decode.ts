@@ -41,7 +41,7 @@ export function readSpecDecodeCounters(samples: readonly PrometheusSample[]): Sp
         const position = Number(sample.labels.position);
         if (!Number.isInteger(position) || position < 0) break;
         while (counters.acceptedPerPosition.length <= position) counters.acceptedPerPosition.push(0);
-        counters.acceptedPerPosition[position]! += sample.value;
+        counters.acceptedPerPosition[position] += sample.value;
         counters.present = true;
         break;
       }

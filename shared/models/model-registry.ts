@@ -41,7 +41,7 @@ export function registerModelAdapter<Config extends { adapter: string }>(name: s
   if (existing && existing !== (factory as unknown as ModelAdapterFactory)) {
     throw new Error(`model adapter "${name}" is already registered`);
   }
-  adapters.set(name, factory as unknown as ModelAdapterFactory);
+  adapters.set(name, factory);
 }
 
 /** Names of the registered adapters, sorted. */

@@ -55,7 +55,7 @@ export class Rng {
 
   pick<T>(items: readonly T[]): T {
     if (items.length === 0) throw new RangeError('Rng.pick: empty list');
-    return items[Math.floor(this.next() * items.length)] as T;
+    return items[Math.floor(this.next() * items.length)];
   }
 
   /** Picks by non-negative weights. */
@@ -65,9 +65,9 @@ export class Rng {
     let roll = this.next() * total;
     for (let i = 0; i < items.length; i++) {
       roll -= Math.max(0, weights[i] ?? 0);
-      if (roll < 0) return items[i] as T;
+      if (roll < 0) return items[i];
     }
-    return items[items.length - 1] as T;
+    return items[items.length - 1];
   }
 
   /** Returns a shuffled copy (Fisher-Yates). */
@@ -75,7 +75,7 @@ export class Rng {
     const copy = items.slice();
     for (let i = copy.length - 1; i > 0; i--) {
       const j = Math.floor(this.next() * (i + 1));
-      [copy[i], copy[j]] = [copy[j] as T, copy[i] as T];
+      [copy[i], copy[j]] = [copy[j], copy[i]];
     }
     return copy;
   }

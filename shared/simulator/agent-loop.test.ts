@@ -21,7 +21,7 @@ class ReplayPolicy implements ModelClient {
   constructor(private readonly script: Array<AssistantMessage | Error>) {}
   async chat(request: ChatRequest): Promise<ChatResponse> {
     this.requests.push({ ...request, messages: [...request.messages] });
-    const next = this.script[Math.min(this.requests.length - 1, this.script.length - 1)]!;
+    const next = this.script[Math.min(this.requests.length - 1, this.script.length - 1)];
     if (next instanceof Error) throw next;
     return { message: next, finishReason: next.tool_calls ? 'tool_calls' : 'stop', usage: { promptTokens: 100, completionTokens: 10 }, timings: { startedAt: 0, queueMs: 2, ttftMs: 40, e2eMs: 90 }, model: 'replay', attempts: 1 };
   }
@@ -36,7 +36,7 @@ let priceTask: Task;
 beforeAll(async () => {
   harness = await loadHarness(sampleHarnessDirectory());
   tasks = generateTasks({ count: 80, seed: 'loop', world: { itemCount: 500 } });
-  priceTask = tasks.find((task) => task.category === 'price' && task.turns[0]!.intent.kind === 'price' && task.turns[0]!.intent.ref.kind === 'featured' && createWorld(task.room).activeCoupon !== undefined)!;
+  priceTask = tasks.find((task) => task.category === 'price' && task.turns[0].intent.kind === 'price' && task.turns[0].intent.ref.kind === 'featured' && createWorld(task.room).activeCoupon !== undefined)!;
 });
 
 describe('runEpisode', () => {
@@ -49,20 +49,20 @@ describe('runEpisode', () => {
     const trajectory = await runEpisode({ policy, harness, task: priceTask });
     expect(trajectorySchema.parse(trajectory)).toEqual(trajectory);
     const [system, ...rest] = trajectory.messages;
-    expect(system!.role).toBe('system');
-    expect(system!.content).toContain('## 必须遵守的约束');
+    expect(system.role).toBe('system');
+    expect(system.content).toContain('## 必须遵守的约束');
     expect(rest[0]).toMatchObject({ role: 'system', content: expect.stringContaining('本场主推款') });
-    expect(rest[1]).toMatchObject({ role: 'user', content: `${priceTask.turns[0]!.message}\n（提示：直播节奏快，本条回复不超过60个字。）` });
+    expect(rest[1]).toMatchObject({ role: 'user', content: `${priceTask.turns[0].message}\n（提示：直播节奏快，本条回复不超过60个字。）` });
     expect(rest[2]).toMatchObject({ role: 'system', content: expect.stringContaining('活动进行中') });
     expect(trajectory.messages.filter((message) => message.role === 'tool').map((message) => (message as { tool_call_id: string }).tool_call_id)).toEqual(['a', 'b']);
     // The after_tool_result hook follows the batch of tool results.
     const lastTool = trajectory.messages.map((message) => message.role).lastIndexOf('tool');
     expect(trajectory.messages[lastTool + 1]).toMatchObject({ role: 'system', content: expect.stringContaining('工具结果已返回') });
     expect(trajectory.calls).toHaveLength(2);
-    expect(trajectory.calls[0]!.toolMs).toBeGreaterThan(0);
+    expect(trajectory.calls[0].toolMs).toBeGreaterThan(0);
     expect(trajectory.issues).toEqual([]);
     expect(trajectory.tools.map((tool) => tool.function.name)).toEqual(harness.tools.map((tool) => tool.name));
-    expect(policy.requests[0]!.tools).toEqual(trajectory.tools);
+    expect(policy.requests[0].tools).toEqual(trajectory.tools);
     // The reply omitted the price and the coupon: the verifier says so.
     expect(trajectory.reward.components.facts).toBe(0);
     expect(trajectory.reward.notes.join('\n')).toContain('coupon_mention');
@@ -117,7 +117,7 @@ describe('runEpisode', () => {
     expect(first.meta.viewer).toEqual({ kind: 'scripted', sources: task.turns.slice(1).map(() => 'scripted') });
     expect(first.reward.total).toBeGreaterThanOrEqual(0.95);
     expect(first.model).toEqual({ provider: 'scripted', id: 'scripted-expert', sampling: {}, simulated: true });
-    const session = first.meta.session as { startedAt: number; endedAt: number; modelMs: number; toolMs: number };
+    const session = first.meta.session!;
     expect(session.endedAt - session.startedAt).toBe(session.modelMs + session.toolMs);
     const oneTurn = await runEpisode({ policy: expert, harness, task, maxTurns: 1 });
     expect(oneTurn.messages.filter((message) => message.role === 'user')).toHaveLength(1);

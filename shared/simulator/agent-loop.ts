@@ -153,7 +153,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
   let toolMs = 0;
 
   turns: for (let turnIndex = 0; turnIndex < turnCount; turnIndex++) {
-    let text = task.turns[turnIndex]!.message;
+    let text = task.turns[turnIndex].message;
     if (turnIndex > 0) {
       const said = await viewer.nextMessage({ task, turnIndex, messages, world });
       text = said.text;

@@ -43,12 +43,12 @@ describe('importProductionLogs', () => {
     expect(tasks.map((task) => task.category)).toEqual(['price', 'shipping_after_sales', 'stock_size', 'coupon_math', 'chit_chat', 'out_of_catalog', 'compliance_trap', 'multi_question']);
     expect(report).toMatchObject({ lines: 8, duplicates: 0, unclassified: [], badLines: [] });
     expect(report.redactions).toEqual({ name: 1, phone: 2 });
-    const first = tasks[0]!;
-    expect(first.turns[0]!.message).toBe('我叫[NAME]，电话[PHONE]，这个多少钱');
+    const first = tasks[0];
+    expect(first.turns[0].message).toBe('我叫[NAME]，电话[PHONE]，这个多少钱');
     expect(first.source).toMatchObject({ kind: 'production_log', file: 'prod.jsonl', line: 1, roomId: room.roomId, referenceReply: '王小明你好，到手价见购物车，有问题打[PHONE]' });
     expect(JSON.stringify(tasks)).not.toContain('13812345678');
     expect(JSON.stringify(tasks)).not.toContain('u-991');
-    const size = tasks[2]!.turns[0]!.intent;
+    const size = tasks[2].turns[0].intent;
     expect(size).toMatchObject({ kind: 'size', heightCm: 165, weightKg: 55, weightUnit: 'jin' });
     for (const task of tasks) expect(taskSchema.parse(task)).toEqual(task);
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
@@ -86,7 +86,7 @@ describe('importProductionLogs', () => {
 describe('LOG_FORMAT.md', () => {
   it('documents an example line that imports as a task', async () => {
     const doc = readFileSync(join(__dirname, 'LOG_FORMAT.md'), 'utf8');
-    const example = /```json\n([\s\S]*?)\n```/.exec(doc)![1]!;
+    const example = /```json\n([\s\S]*?)\n```/.exec(doc)![1];
     const { tasks, report } = await importProductionLogs([JSON.stringify(JSON.parse(example))], { onBadLine: 'fail' });
     expect(report.badLines).toEqual([]);
     expect(tasks.map((task) => task.category)).toEqual(['price']);

@@ -68,7 +68,7 @@ export function normalizeHookMessages(
     folded += blocks.length;
     pending = [];
     const content = message.content ?? '';
-    return { ...message, content: where === 'after' ? appendBlocks(content, blocks) : appendBlocks(blocks.join('\n'), [content]) } as ChatMessage;
+    return { ...message, content: where === 'after' ? appendBlocks(content, blocks) : appendBlocks(blocks.join('\n'), [content]) };
   };
   for (const [index, message] of messages.entries()) {
     const atStart = index === 0 && message.role === 'system';
@@ -82,13 +82,13 @@ export function normalizeHookMessages(
       else if (message.role === 'user') {
         result.push(flushInto(message, 'before'));
         continue;
-      } else return notFoldable(pending[0]!.index);
+      } else return notFoldable(pending[0].index);
     }
     result.push(message);
   }
   if (pending.length > 0) {
     const previous = result.at(-1);
-    if (!previous || (previous.role !== 'user' && previous.role !== 'tool')) return notFoldable(pending[0]!.index);
+    if (!previous || (previous.role !== 'user' && previous.role !== 'tool')) return notFoldable(pending[0].index);
     result[result.length - 1] = flushInto(previous, 'after');
   }
   return { ok: true, messages: result, normalization: { form, folded } };

@@ -36,7 +36,7 @@ export function renderContinuation(tokenizer: ChatTokenizer, messages: ChatMessa
     return rejection('HOOK_NOT_FOLDABLE', (error as Error).message);
   }
   let last = input.messages.length - 1;
-  while (last >= 0 && input.messages[last]!.role !== 'assistant') last--;
+  while (last >= 0 && input.messages[last].role !== 'assistant') last--;
   if (last < 0) return rejection('NO_ASSISTANT_TURN', 'the conversation has no assistant turn to continue from');
   if (last === input.messages.length - 1) return rejection('NO_CONTINUATION', 'the conversation ends with the assistant turn: there is no environment message to render', last);
   const renderOptions: RenderOptions = { tools: input.tools, addGenerationPrompt: true, ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }), ...(options.now ? { now: options.now } : {}) };
@@ -57,6 +57,6 @@ export function renderContinuation(tokenizer: ChatTokenizer, messages: ChatMessa
     addedTokens: tokenizer.addedTokens,
   });
   if (!located.ok) return located;
-  const text = fullText.slice(located.spans[0]!.end);
+  const text = fullText.slice(located.spans[0].end);
   return { ok: true, continuation: { text, ids: tokenizer.encode(text), fullText } };
 }

@@ -150,11 +150,11 @@ describe('rejections with reasons', () => {
     const result = await withCorruptedTemplate('llama3_1', "<|end_header_id|>\n\n'", "<|end_header_id|>\n\n '", plainChat);
     if (!result.ok) throw new Error(result.reason);
     const [first, second] = result.sample.assistantSpans;
-    expect(first!.mergedPromptChars).toBeUndefined();
+    expect(first.mergedPromptChars).toBeUndefined();
     // The served prompt ends in the space; the first token on which it and the whole text disagree is " For".
-    expect(second!.mergedPromptChars).toBe(1);
-    expect(result.sample.text.slice(second!.start, second!.start + 13)).toBe(' For dry skin');
-    expect(result.sample.text.slice(second!.start - 2, second!.start)).toBe('\n\n');
+    expect(second.mergedPromptChars).toBe(1);
+    expect(result.sample.text.slice(second.start, second.start + 13)).toBe(' For dry skin');
+    expect(result.sample.text.slice(second.start - 2, second.start)).toBe('\n\n');
   });
 
   test("DeepSeek-V3's template leaves a lone tool call without an end-of-turn token and later tool turns without a header", () => {

@@ -232,7 +232,7 @@ function mergedTokenStarts(
   if (candidates.length === 0) return starts;
   const unique = [...new Set(candidates)].sort((a, b) => a - b);
   const { tokenIndex: found } = tokenizer.encodeAt(text, unique);
-  const tokenAt = new Map(unique.map((offset, position) => [offset, found[position]!] as const));
+  const tokenAt = new Map(unique.map((offset, position) => [offset, found[position]] as const));
   for (const span of spans) {
     let start: number | undefined;
     for (let offset = span.start - 1; offset >= Math.max(span.promptFrom, span.start - mergedTokenReach); offset--) {
@@ -243,7 +243,7 @@ function mergedTokenStarts(
     }
     if (start === undefined) continue;
     const promptCut = span.prompt.length - (span.start - start);
-    if (tokenizer.encodeAt(span.prompt, [promptCut]).tokenIndex[0]! < 0) continue;
+    if (tokenizer.encodeAt(span.prompt, [promptCut]).tokenIndex[0] < 0) continue;
     tokenIndex.set(start, tokenAt.get(start)!);
     starts.set(span.start, { start, mergedPromptChars: span.start - start });
   }

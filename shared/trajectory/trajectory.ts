@@ -37,6 +37,40 @@ export const toolCallIssueSchema = z.object({
   detail: z.string(),
 });
 
+/**
+ * What the stages write under `meta` (each key optional; other keys, e.g. from imported production
+ * logs, are kept as they are).
+ */
+export const trajectoryMetaSchema = z.looseObject({
+  /** The agent loop's timing of the episode (simulator sessions). */
+  session: z
+    .looseObject({
+      startedAt: z.number(),
+      endedAt: z.number(),
+      /** Time spent in model calls, ms. */
+      modelMs: z.number(),
+      /** Time spent in tool calls, ms. */
+      toolMs: z.number(),
+      /** Viewer turns played. */
+      turns: z.number(),
+    })
+    .optional(),
+  /** Where viewer follow-ups came from (simulated viewer model). */
+  viewer: z.looseObject({ kind: z.string(), sources: z.array(z.string()) }).optional(),
+  /** collect: why a sample was not kept (rejected trajectories only). */
+  rejection: z.looseObject({ reason: z.string(), detail: z.string().optional() }).optional(),
+  /** augment: the variant the trajectory was rewritten into. */
+  augment: z.looseObject({ variantHash: z.string(), families: z.array(z.string()), replayChecked: z.boolean() }).optional(),
+  /** augment: the trajectory this one was rewritten from, and that trajectory's harness hash. */
+  sourceTrajectoryId: z.string().optional(),
+  sourceHarnessHash: z.string().optional(),
+  /** rl: the episode group. */
+  groupIndex: z.number().int().optional(),
+  /** Room state the system prompt was rendered with (imported logs); augment re-renders with it. */
+  renderContext: z.unknown().optional(),
+});
+export type TrajectoryMeta = z.infer<typeof trajectoryMetaSchema>;
+
 export const trajectorySchema = z.object({
   schemaVersion: z.literal(TRAJECTORY_SCHEMA_VERSION),
   /** Deterministic id: hash of (task id, harness hash, sample index, seed). */
@@ -69,7 +103,7 @@ export const trajectorySchema = z.object({
   reward: rewardSchema,
   sampleIndex: z.number().int().nonnegative().default(0),
   seed: z.string().optional(),
-  /** Free-form lineage (source trajectory id for augmented records, etc.). */
-  meta: z.record(z.string(), z.unknown()).default({}),
+  /** Lineage and per-stage details (trajectoryMetaSchema). */
+  meta: trajectoryMetaSchema.default({}),
 });
 export type Trajectory = z.infer<typeof trajectorySchema>;

@@ -141,7 +141,7 @@ export class S3FaultProxy {
       });
       return;
     }
-    const window: PutWindow | undefined = method === 'PUT' ? { path: url.split('?')[0] as string, startedAt: Date.now() } : undefined;
+    const window: PutWindow | undefined = method === 'PUT' ? { path: url.split('?')[0], startedAt: Date.now() } : undefined;
     if (window) this.puts.push(window);
     const upstream = http.request(
       { host: this.target.hostname, port: this.target.port, method, path: url, headers: request.headers },

@@ -112,7 +112,7 @@ export type AugmentOutput = z.infer<typeof augmentOutputSchema>;
 export const augmentContract: FanOutContract<AugmentInput, AugmentOutput, AugmentPartInput, AugmentPartOutput> = {
   name: 'augment',
   description: 'HSA: rewrite teacher trajectories into harness variants, verified by round trip, schema, leak and replay checks',
-  input: augmentInputSchema as z.ZodType<AugmentInput>,
+  input: augmentInputSchema,
   output: augmentOutputSchema,
   partInput: augmentPartInputSchema,
   partOutput: augmentPartOutputSchema,

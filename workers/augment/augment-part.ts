@@ -59,7 +59,7 @@ export async function augmentEnvironment(part: Pick<AugmentPartInput, 'harness' 
   const key = hashValue({ harness: canonicalHash, seed: part.seed, families: part.families, size: part.variantPool });
   let environment = environments.get(key);
   if (environment === undefined) {
-    const pool = generateVariantPool(canonical, { size: part.variantPool, seed: part.seed, weights: part.families as FamilyWeights });
+    const pool = generateVariantPool(canonical, { size: part.variantPool, seed: part.seed, weights: part.families });
     environment = { canonical, canonicalHash, pool, prepared: pool.variants.map((variant) => prepareVariant(canonical, variant)) };
     if (environments.size >= ENVIRONMENT_CACHE_LIMIT) environments.delete(environments.keys().next().value as string);
     environments.set(key, environment);
@@ -119,8 +119,8 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
     for (const [position, trajectory] of trajectories.entries()) {
       if (deps.signal.aborted) throw deps.signal.reason ?? new Error('aborted');
       stats.trajectories.read++;
-      const chosen = assignVariants(part.seed, trajectory.id, prepared.length, count).map((index) => prepared[index] as PreparedVariant);
-      const task = tasks.get(trajectory.taskId) as Task | undefined;
+      const chosen = assignVariants(part.seed, trajectory.id, prepared.length, count).map((index) => prepared[index]);
+      const task = tasks.get(trajectory.taskId);
       const world = task === undefined ? undefined : createWorld(task.room);
       const recordedContext = renderContextSchema.safeParse(trajectory.meta.renderContext);
       const context: RenderContext | undefined = recordedContext.success ? recordedContext.data : world === undefined ? undefined : renderContextOf(world);

@@ -96,7 +96,7 @@ describe('augment stage', () => {
       for await (const object of store.list(prefix)) files[object.key.slice(prefix.length)] = (await store.getBuffer(object.key)).toString('utf8');
       const variant = loadHarnessFromFiles(files, prefix);
       expect(harnessHash(variant)).toBe(augmented.harness.hash);
-      expect(variantMappingSchema.parse(JSON.parse(files['mapping.json'] as string)).families).toEqual(augmented.harness.families);
+      expect(variantMappingSchema.parse(JSON.parse(files['mapping.json'])).families).toEqual(augmented.harness.families);
       const rendered = renderHarness(variant, renderContextOf(createWorld((tasksById.get(augmented.taskId) as Task).room)));
       expect(augmented.messages[0]).toEqual({ role: 'system', content: rendered.systemPrompt });
       expect(augmented.tools).toEqual(rendered.tools);

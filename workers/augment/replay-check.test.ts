@@ -22,8 +22,8 @@ beforeAll(async () => {
   canonical = await loadHarness(sampleHarnessDirectory());
   const { tasks, trajectories } = await expertTrajectories(canonical, { count: 60, seed: 'replay-check' });
   const index = trajectories.findIndex((candidate) => candidate.messages.some((message) => message.role === 'assistant' && message.tool_calls?.some((call) => call.function.name === 'recommend_size')));
-  task = tasks[index] as Task;
-  trajectory = trajectories[index] as Trajectory;
+  task = tasks[index];
+  trajectory = trajectories[index];
   // A variant that renamed recommend_size's height parameter (found by seed, so the test reads the real family's output).
   for (let seed = 0; ; seed++) {
     const candidate = generateVariant(canonical, { families: ['tool_schemas'], rng: new Rng(`replay-check/${seed}`) });
@@ -64,10 +64,10 @@ describe('replay check', () => {
 
   it('catches a binding that sends a renamed parameter to the wrong canonical argument, which every other check passes', () => {
     const broken = structuredClone(variant);
-    const entry = broken.mapping.tools.recommend_size!;
+    const entry = broken.mapping.tools.recommend_size;
     const tool = broken.harness.tools.find((candidate) => candidate.name === entry.name)!;
     // Height goes where weight should, and back: the mapping (and so the round trip) still agrees with itself.
-    tool.binding.arguments = { [entry.parameters.item_id!]: 'item_id', [entry.parameters.height_cm!]: 'weight_kg', [entry.parameters.weight_kg!]: 'height_cm' };
+    tool.binding.arguments = { [entry.parameters.item_id]: 'item_id', [entry.parameters.height_cm]: 'weight_kg', [entry.parameters.weight_kg]: 'height_cm' };
     const { outcome, replay } = run(broken);
     expect(outcome.passed).toEqual(['timeline', 'calls', 'constraints', 'round_trip', 'schema', 'no_leakage']);
     expect(replay).toMatchObject({ ok: false, reason: 'replay_result' });

@@ -20,8 +20,8 @@ export type ReplayOutcome = { ok: true; reward: Reward } | { ok: false; reason: 
 
 /** Viewer turns the episode was scored on: the agent loop's record, else the user messages. */
 export function scoredTurns(trajectory: Trajectory, task: Task): number {
-  const session = trajectory.meta.session as { turns?: unknown } | undefined;
-  const recorded = typeof session?.turns === 'number' ? session.turns : trajectory.messages.filter((message) => message.role === 'user').length;
+  const turns = trajectory.meta.session?.turns;
+  const recorded = typeof turns === 'number' ? turns : trajectory.messages.filter((message) => message.role === 'user').length;
   return Math.max(1, Math.min(recorded, task.turns.length));
 }
 

@@ -192,7 +192,7 @@ export type ReviewEntry = z.infer<typeof reviewEntrySchema>;
 export const collectContract: FanOutContract<CollectInput, CollectOutput, CollectPartInput, CollectPartOutput> = {
   name: 'collect',
   description: 'teacher trajectories: a model (OpenAI-compatible server or the scripted expert) plays simulator tasks, best-of-N by verifier reward',
-  input: collectInputSchema as z.ZodType<CollectInput>,
+  input: collectInputSchema,
   output: collectOutputSchema,
   summarize: summarizeCollect,
   partCounters: (part) => ({ tasks: part.tasks.records, trajectories: part.accepted.records, rejected: part.rejected.records, review: part.review.records }),

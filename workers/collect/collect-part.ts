@@ -97,7 +97,7 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
       const slot = next++;
       const taskIndex = Math.floor(slot / part.samplesPerTask);
       const sampleIndex = slot % part.samplesPerTask;
-      const task = tasks[taskIndex] as Task;
+      const task = tasks[taskIndex];
       const teacher = new EpisodeTeacher(context.teacher);
       // A signal of its own per episode: the client listens on it per call, and many lanes listening on the job's one signal would pile up listeners.
       const signal = AbortSignal.any(part.episodeTimeoutMs === undefined ? [deps.signal] : [deps.signal, AbortSignal.timeout(part.episodeTimeoutMs)]);
@@ -116,7 +116,7 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
       });
       // A job being cancelled or handed back is not an episode outcome: stop, record nothing.
       if (deps.signal.aborted) throw abortedError(deps);
-      (results[taskIndex] as EpisodeResult[])[sampleIndex] = { trajectory, ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}) };
+      (results[taskIndex])[sampleIndex] = { trajectory, ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}) };
       if (trajectory.status === 'model_error' && isRetryable(teacher.failure)) {
         failedInARow++;
         if (answered === 0 && failedInARow >= breakerThreshold) stopped = true;
@@ -124,7 +124,7 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
         failedInARow = 0;
         answered++;
       }
-      if (--(remaining[taskIndex] as number) === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
+      if (--(remaining[taskIndex]) === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
       // Scripted teachers answer without real I/O: let timers (lock renewal, progress) run.
       await yieldToEventLoop();
     }
@@ -190,7 +190,7 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   try {
     for (const [taskIndex, task] of tasks.entries()) {
       const decisions = selectSamples(
-        (played.results[taskIndex] as EpisodeResult[]).map((result) => result.trajectory),
+        (played.results[taskIndex]).map((result) => result.trajectory),
         part.selection,
       );
       const counts = (stats[task.category] ??= emptyCounts());

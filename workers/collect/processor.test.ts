@@ -43,8 +43,8 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     expect(accepted.length + rejected.length).toBe(72);
     // The stochastic teacher makes enough mistakes that some tasks fail every sample and some pass more than one.
     expect(review.length).toBeGreaterThan(0);
-    expect(rejected.some((trajectory) => (trajectory.meta.rejection as { reason: string }).reason === 'not_selected')).toBe(true);
-    expect(rejected.some((trajectory) => (trajectory.meta.rejection as { reason: string }).reason === 'below_threshold')).toBe(true);
+    expect(rejected.some((trajectory) => trajectory.meta.rejection?.reason === 'not_selected')).toBe(true);
+    expect(rejected.some((trajectory) => trajectory.meta.rejection?.reason === 'below_threshold')).toBe(true);
 
     const samplesByTask = new Map<string, Trajectory[]>();
     for (const trajectory of [...accepted, ...rejected]) samplesByTask.set(trajectory.taskId, [...(samplesByTask.get(trajectory.taskId) ?? []), trajectory]);
@@ -60,9 +60,9 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
       }
       const best = Math.max(...passing.map((sample) => sample.reward.total));
       expect(kept).toHaveLength(1);
-      expect(kept[0]!.reward.total).toBe(best);
-      expect(kept[0]!.sampleIndex).toBe(Math.min(...passing.filter((sample) => sample.reward.total === best).map((sample) => sample.sampleIndex)));
-      expect(kept[0]!.meta.rejection).toBeUndefined();
+      expect(kept[0].reward.total).toBe(best);
+      expect(kept[0].sampleIndex).toBe(Math.min(...passing.filter((sample) => sample.reward.total === best).map((sample) => sample.sampleIndex)));
+      expect(kept[0].meta.rejection).toBeUndefined();
     }
     // The samples of a task differ: each sends its own request seed to the teacher.
     expect(new Set(accepted.concat(rejected).map((trajectory) => trajectory.model.sampling.seed))).toEqual(new Set([0, 1, 2]));
@@ -84,7 +84,7 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     const all = new MemoryArtifactStore('all');
     const output = await run(all, { ...config, selection: { mode: 'all', minReward: 0.95 } });
     const rejected = await recordsOf<Trajectory>(all, 'rejected');
-    expect(rejected.every((trajectory) => (trajectory.meta.rejection as { reason: string }).reason !== 'not_selected')).toBe(true);
+    expect(rejected.every((trajectory) => trajectory.meta.rejection?.reason !== 'not_selected')).toBe(true);
     expect(output.accepted).toBeGreaterThan(output.tasks - output.review);
   });
 });

@@ -280,7 +280,7 @@ export type DistillOutput = z.infer<typeof distillOutputSchema>;
 export const distillContract: FanOutContract<DistillInput, DistillOutput, DistillPartInput, DistillPartOutput> = {
   name: 'distill',
   description: 'on-policy distillation rollouts: student samples with token logprobs, teacher logprobs of the same token ids, per-token reverse KL',
-  input: distillInputSchema as z.ZodType<DistillInput>,
+  input: distillInputSchema,
   output: distillOutputSchema,
   summarize: summarizeDistill,
   partCounters: (part) => {

@@ -108,11 +108,11 @@ export function createDistillProcessor(deps: StageDeps) {
     const samples = await sampleRows(rows, part, models, deps, (done) => deps.progress({ done, total, message: 'sampling' }));
     const studentLogprobs = await studentLogprobsAt(rows, samples, part, models, deps.signal);
     deps.progress({ done: total, total, message: 'teacher scoring' });
-    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as StudentSample).tokenIds }));
+    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index]).tokenIds }));
     const teacherScores = await models.teacher.score(requests, { temperature: part.logprobTemperature, topK: part.teacherTopK, signal: deps.signal });
     const summary = modelsSummary(models, part);
     const records = rows.map((row, index) => {
-      const sample = samples[index] as StudentSample;
+      const sample = samples[index];
       return buildRolloutRecord({
         source: row.prompt.source,
         promptId: row.prompt.id,
@@ -121,8 +121,8 @@ export function createDistillProcessor(deps: StageDeps) {
         promptIds: row.promptIds,
         responseIds: sample.tokenIds,
         finishReason: sample.finishReason,
-        studentLogprobs: studentLogprobs[index] as number[],
-        teacher: teacherScores[index]!,
+        studentLogprobs: studentLogprobs[index],
+        teacher: teacherScores[index],
         teacherTopK: part.teacherTopK,
         responseText: models.studentTokenizer.decode(sample.tokenIds),
         studentLogprobTemperature: summary.student.logprobTemperature,
@@ -295,7 +295,7 @@ async function studentLogprobsAt(rows: SampleRow[], samples: StudentSample[], pa
   if (temperature === sampledAt) return samples.map((sample) => sample.logprobs);
   if (temperature === 1) return samples.map((sample) => sample.rawLogprobs ?? []);
   const rescored = await models.student.score(
-    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index] as StudentSample).tokenIds })),
+    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index]).tokenIds })),
     { temperature, topK: 0, signal },
   );
   return rescored.map((scores) => scores.logprobs);

@@ -29,8 +29,8 @@ describe('distill prompt sources', () => {
     expect(users.filter((text) => /[\u4e00-\u9fff]/.test(text ?? '')).length).toBeGreaterThanOrEqual(20);
     expect(users.filter((text) => /^[\x00-\x7f]*$/.test(text ?? '')).length).toBeGreaterThanOrEqual(20);
     expect(users.some((text) => /exactly 3 bullet points/.test(text ?? ''))).toBe(true);
-    expect(prompts.some((prompt) => prompt.messages[0]!.role === 'system')).toBe(true);
-    expect(lineage[0]!.uri).toMatch(/examples\/prompts\/general-instructions\.jsonl$/);
+    expect(prompts.some((prompt) => prompt.messages[0].role === 'system')).toBe(true);
+    expect(lineage[0].uri).toMatch(/examples\/prompts\/general-instructions\.jsonl$/);
   });
 
   it('reads {id, prompt, system} and {id, messages, tools}, applies limits, and names the file after itself', async () => {
@@ -60,12 +60,12 @@ describe('distill prompt sources', () => {
     expect(prompts).toHaveLength(3);
     for (const prompt of prompts) {
       expect(prompt.source).toBe('tasks');
-      expect(prompt.messages[0]!.role).toBe('system');
-      expect(prompt.messages[0]!.content).toContain('直播间ID');
+      expect(prompt.messages[0].role).toBe('system');
+      expect(prompt.messages[0].content).toContain('直播间ID');
       expect(prompt.messages.some((message) => message.role === 'user')).toBe(true);
       expect(prompt.tools!.map((tool) => tool.function.name)).toContain('get_item_detail');
     }
-    expect(lineage[0]!.uri).toMatch(/examples\/harness\/live-host$/);
+    expect(lineage[0].uri).toMatch(/examples\/harness\/live-host$/);
     const again = await loadPrompts({ prompts: [{ kind: 'tasks', generate: { count: 3, seed: '5' } }], inputs: [] }, open);
     expect(again.prompts).toEqual(prompts);
   });

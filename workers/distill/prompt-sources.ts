@@ -57,7 +57,7 @@ export const promptRecordSchema = z
 /** Where the shipped prompt sets live, from sources and from compiled code alike. */
 export function builtinPromptsDirectory(): string {
   const candidates = ['../..', '../../..'].map((up) => join(__dirname, up, 'examples', 'prompts'));
-  return candidates.find((candidate) => existsSync(join(candidate, 'general-instructions.jsonl'))) ?? (candidates[0] as string);
+  return candidates.find((candidate) => existsSync(join(candidate, 'general-instructions.jsonl'))) ?? (candidates[0]);
 }
 
 export interface LoadedPrompts {

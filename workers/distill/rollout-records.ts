@@ -121,7 +121,7 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
   if (student.length !== length || teacher.length !== length) {
     throw new Error(`rollout ${parts.source}/${parts.promptId}#${parts.sampleIndex}: ${length} response tokens but ${student.length} student and ${teacher.length} teacher logprobs`);
   }
-  const reverseKl = student.map((value, index) => Math.fround(value - (teacher[index] as number)));
+  const reverseKl = student.map((value, index) => Math.fround(value - (teacher[index])));
   const topIds: number[] = [];
   const topLogprobs: number[] = [];
   if (parts.teacherTopK > 0) {

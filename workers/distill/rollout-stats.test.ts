@@ -51,10 +51,10 @@ describe('rollout records and stats', () => {
   it('weights the mean KL by tokens and keeps the per-sequence mean apart, per source and overall', () => {
     const first: Record<string, SourceTotals> = { a: emptyTotals() };
     // KL 0.5 over 2 tokens, then 0 over 6 tokens from another sample of the same prompt.
-    addRecord(first.a!, buildRolloutRecord(parts({ studentLogprobs: [-0.5, -0.5], teacher: { logprobs: [-1, -1] } })));
-    addRecord(first.a!, buildRolloutRecord(parts({ sampleIndex: 1, responseIds: [1, 1, 1, 1, 1, 1], studentLogprobs: new Array(6).fill(-1), teacher: { logprobs: new Array(6).fill(-1) }, finishReason: 'length' })));
+    addRecord(first.a, buildRolloutRecord(parts({ studentLogprobs: [-0.5, -0.5], teacher: { logprobs: [-1, -1] } })));
+    addRecord(first.a, buildRolloutRecord(parts({ sampleIndex: 1, responseIds: [1, 1, 1, 1, 1, 1], studentLogprobs: new Array(6).fill(-1), teacher: { logprobs: new Array(6).fill(-1) }, finishReason: 'length' })));
     const second: Record<string, SourceTotals> = { b: emptyTotals() };
-    addRecord(second.b!, buildRolloutRecord(parts({ source: 'b', studentLogprobs: [-0.25, -0.25], teacher: { logprobs: [-0.5, -0.5] } })));
+    addRecord(second.b, buildRolloutRecord(parts({ source: 'b', studentLogprobs: [-0.25, -0.25], teacher: { logprobs: [-0.5, -0.5] } })));
     const stats = buildStats([first, second], { models, sampling: { temperature: 1, topP: 1, topK: 0, maxNewTokens: 8, samplesPerPrompt: 2, seed: '0' }, teacherTopK: 0 });
     expect(stats.dummyWeights).toBe(true);
     expect(Object.keys(stats.sources)).toEqual(['a', 'b']);

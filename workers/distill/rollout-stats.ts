@@ -26,9 +26,9 @@ export function addRecord(totals: SourceTotals, record: RolloutRecord): void {
   totals.promptTokens += record.prompt_length;
   totals.responseTokens += record.response_length;
   for (let index = 0; index < record.response_length; index++) {
-    totals.reverseKlSum += record.reverse_kl[index] as number;
-    totals.studentLogprobSum += record.rollout_log_probs[index] as number;
-    totals.teacherLogprobSum += record.teacher_log_probs[index] as number;
+    totals.reverseKlSum += record.reverse_kl[index];
+    totals.studentLogprobSum += record.rollout_log_probs[index];
+    totals.teacherLogprobSum += record.teacher_log_probs[index];
   }
   totals.sequenceReverseKlSum += record.mean_reverse_kl;
   if (record.finish_reason === 'stop') totals.finishedByStop++;

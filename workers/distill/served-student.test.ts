@@ -58,10 +58,10 @@ describe('distill with a student served by hat serve (vLLM /v1/completions, toke
       expect(record.response_ids.length).toBeGreaterThan(0);
       // vLLM's raw logprobs at temperature 1 are the student's own logprobs of the ids it sampled.
       const scored = await studentDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1 });
-      record.rollout_log_probs.forEach((logprob, index) => expect(logprob).toBeCloseTo(scored.tokens[index]!.logprob, 3));
+      record.rollout_log_probs.forEach((logprob, index) => expect(logprob).toBeCloseTo(scored.tokens[index].logprob, 3));
     }
     // Samples differ by seed.
-    expect(records[0]!.response_ids).not.toEqual(records[1]!.response_ids);
+    expect(records[0].response_ids).not.toEqual(records[1].response_ids);
     const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as DistillStats;
     expect(stats.models.student).toMatchObject({ engine: 'vllm', modelId: 'student', dummyWeights: true });
     const rows = await readParquet(store, 'part-00000.parquet');

@@ -17,7 +17,7 @@ export function taskFirstTurn(task: Task, harness: Harness): { messages: ChatMes
   const sessionStart = renderHookInjections(harness, 'session_start', context);
   const userMessage = renderHookInjections(harness, 'user_message', context);
   const beforeReply = renderHookInjections(harness, 'before_reply', context);
-  const text = task.turns[0]!.message;
+  const text = task.turns[0].message;
   const suffix = sessionStart.userSuffix + userMessage.userSuffix + beforeReply.userSuffix;
   const messages: ChatMessage[] = [
     { role: 'system', content: rendered.systemPrompt },

@@ -18,7 +18,7 @@ export function percentileOfSorted(sorted: readonly number[], fraction: number):
   const position = (sorted.length - 1) * fraction;
   const below = Math.floor(position);
   const above = Math.min(sorted.length - 1, below + 1);
-  return (sorted[below] as number) + ((sorted[above] as number) - (sorted[below] as number)) * (position - below);
+  return (sorted[below]) + ((sorted[above]) - (sorted[below])) * (position - below);
 }
 
 /**
@@ -43,7 +43,7 @@ export function bootstrapStatistic(units: number, statistic: (indices: readonly 
 export function bootstrapMean(values: readonly number[], samples: number, seed: string): Interval {
   const { low, high } = bootstrapStatistic(values.length, (indices) => {
     let sum = 0;
-    for (const index of indices) sum += values[index] as number;
+    for (const index of indices) sum += values[index];
     return sum / indices.length;
   }, samples, seed);
   return { score: mean(values), low, high, items: values.length };
@@ -55,5 +55,5 @@ export function bootstrapMean(values: readonly number[], samples: number, seed: 
  */
 export function pairedDifference(a: readonly number[], b: readonly number[], samples: number, seed: string): Interval {
   if (a.length !== b.length) throw new Error(`paired comparison needs equal lengths (${a.length} vs ${b.length})`);
-  return bootstrapMean(a.map((value, index) => value - (b[index] as number)), samples, seed);
+  return bootstrapMean(a.map((value, index) => value - (b[index])), samples, seed);
 }

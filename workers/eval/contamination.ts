@@ -35,7 +35,7 @@ const jsonlKey = /\.jsonl(\.gz)?$/;
 function addRecord(footprint: TrainingFootprint, record: unknown): void {
   if (record === null || typeof record !== 'object') return;
   const value = record as Record<string, unknown>;
-  for (const field of ['taskId', 'task_id']) if (typeof value[field] === 'string') footprint.taskIds.add(value[field] as string);
+  for (const field of ['taskId', 'task_id']) if (typeof value[field] === 'string') footprint.taskIds.add(value[field]);
   // A task record itself (`hat tasks generate|import`): its id is the task id.
   if (typeof value.id === 'string' && Array.isArray(value.turns) && typeof value.room === 'object') footprint.taskIds.add(value.id);
   if (typeof value.prompt === 'string') footprint.promptTexts.add(normalizePromptText(value.prompt));
@@ -68,7 +68,7 @@ export async function readTrainingFootprint(uris: readonly string[], openObject:
       const manifest = await readManifest(store, key);
       for (const object of manifest.objects) {
         const match = variantKey.exec(object.key);
-        if (match) footprint.variantHashes.add(match[1] as string);
+        if (match) footprint.variantHashes.add(match[1]);
         if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field);
       }
       if (depth < 3) for (const input of manifest.lineage.inputs) if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri)) await visit(input.uri, depth + 1, field);

@@ -219,11 +219,11 @@ export type EvalOutput = z.infer<typeof evalOutputSchema>;
 export const evalContract: FanOutContract<EvalInput, EvalOutput, EvalPartInput, EvalPartOutput> = {
   name: 'eval',
   description: 'Evaluation: models under test side by side on Live-Stream QA, Harness-Variant QA, IFEval and custom prompts, with intervals',
-  input: evalInputSchema as z.ZodType<EvalInput>,
+  input: evalInputSchema,
   output: evalOutputSchema,
   summarize: summarizeEval,
   partCounters: evalPartCounters,
-  partInput: evalPartInputSchema as z.ZodType<EvalPartInput>,
+  partInput: evalPartInputSchema,
   partOutput: evalPartOutputSchema,
   // Model-bound: a few parts at once; items within a part run concurrently too.
   queue: { attempts: 4, backoffMs: 2000, concurrency: 2, lockDurationMs: 120_000 },

@@ -68,7 +68,7 @@ export function asArtifactUri(target: string): string {
 export function heldOutTasks(count: number, seed: string, categories: readonly TaskCategory[] = taskCategories): Task[] {
   const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
   return Array.from({ length: count }, (_, index) => {
-    const category = categories[index % categories.length] as TaskCategory;
+    const category = categories[index % categories.length];
     return generateTask(catalog, category, new Rng(`eval-tasks/${seed}/${index}`), { kind: 'generated', seed, index });
   });
 }

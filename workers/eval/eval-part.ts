@@ -73,7 +73,7 @@ async function forEachConcurrently<T>(items: readonly T[], limit: number, work: 
     while (!failed && next < items.length) {
       const index = next++;
       try {
-        await work(items[index] as T, index);
+        await work(items[index], index);
       } catch (error) {
         failed = true;
         throw error;
@@ -194,12 +194,12 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   if (modelErrors.length > 0 && modelErrors.length / results.length > config.maxModelErrorShare) {
     throw new TransientError(
       'EVAL_MODEL_UNAVAILABLE',
-      `${modelErrors.length} of ${results.length} items of model ${part.model.label} on ${part.suite} failed with endpoint errors (more than maxModelErrorShare ${config.maxModelErrorShare}); first: ${modelErrors[0]!.error ?? modelErrors[0]!.status}. Check the endpoint; the part is retried`,
+      `${modelErrors.length} of ${results.length} items of model ${part.model.label} on ${part.suite} failed with endpoint errors (more than maxModelErrorShare ${config.maxModelErrorShare}); first: ${modelErrors[0].error ?? modelErrors[0].status}. Check the endpoint; the part is retried`,
     );
   }
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
   const written = await writeJsonl(deps.store, deps.output.key(`results/${name}.jsonl.gz`), results, { schema: evalResultSchema });
-  const first = clients.values().next().value as ModelClient | undefined;
+  const first = clients.values().next().value;
   // A generated random-weight ONNX model is a dummy whatever its client reports.
   const simulated = part.model.dummyWeights || (first?.simulated ?? false) || 'dummy' in part.model.model;
   return {

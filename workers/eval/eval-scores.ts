@@ -114,7 +114,7 @@ function scoreVariants(results: EvalResult[], samples: number, seed: string): Ha
     variant: list.filter((result) => result.harness?.kind === 'variant').map(scoreOf),
   }));
   const gapOf = (indices: readonly number[]) => {
-    const chosen = indices.map((index) => tasks[index]!);
+    const chosen = indices.map((index) => tasks[index]);
     return mean(chosen.flatMap((task) => task.canonical)) - mean(chosen.flatMap((task) => task.variant));
   };
   const gapBounds = bootstrapStatistic(tasks.length, gapOf, samples, `${seed}/gap`);

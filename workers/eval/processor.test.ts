@@ -56,11 +56,11 @@ describe('eval stage with simulator policies (in-process)', () => {
       bootstrapSamples: 200,
     });
     const scores = await scoresOf(store);
-    const expert = scores.scores.expert!;
+    const expert = scores.scores.expert;
     expect(expert.live_stream_qa!.overall).toMatchObject({ score: 100, low: 100, high: 100, items: 22 });
     expect(Object.keys(expert.live_stream_qa!.byCategory)).toHaveLength(11);
     expect(Object.values(expert.live_stream_qa!.byCategory).every((cell) => cell.score === 100 && cell.items === 2)).toBe(true);
-    const noisy = scores.scores.noisy!.live_stream_qa!.overall;
+    const noisy = scores.scores.noisy.live_stream_qa!.overall;
     expect(noisy.score).toBeLessThan(100);
     expect(noisy.low).toBeLessThanOrEqual(noisy.score);
     expect(noisy.high).toBeGreaterThanOrEqual(noisy.score);
@@ -74,7 +74,7 @@ describe('eval stage with simulator policies (in-process)', () => {
     expect(variants.heldOutVariantShare).toBe(1);
     expect(variants.gap.score).toBeCloseTo(variants.canonical.score - variants.variant.score, 9);
     expect(Object.keys(variants.byFamily)).toContain('hooks');
-    expect(output.leaderboard.expert!.live_stream_qa!.score).toBe(100);
+    expect(output.leaderboard.expert.live_stream_qa.score).toBe(100);
     expect(output.simulatedModels).toEqual(['expert', 'noisy']);
     // The default comparison: the first model against each other, paired on the same items.
     const paired = scores.comparisons.find((comparison) => comparison.suite === 'live_stream_qa')!;
@@ -95,7 +95,7 @@ describe('eval stage with simulator policies (in-process)', () => {
     directories.push(directory);
     await writeJsonl(new FileArtifactStore(directory), 'imported.jsonl.gz', generateTasks({ count: 3, seed: 'production' }), { schema: taskSchema });
     const { store } = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { live_stream_qa: { size: 11, tasks: join(directory, 'imported.jsonl.gz') } }, bootstrapSamples: 100 });
-    const live = (await scoresOf(store)).scores.expert!.live_stream_qa!;
+    const live = (await scoresOf(store)).scores.expert.live_stream_qa!;
     expect(live.overall.items).toBe(14);
     expect(Object.fromEntries(Object.entries(live.byOrigin).map(([origin, cell]) => [origin, cell.items]))).toEqual({ generated: 11, imported: 3 });
   }, 60_000);
@@ -120,8 +120,8 @@ describe('eval stage: contamination', () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-eval-train-'));
     directories.push(directory);
     const [task] = heldOutTasks(1, 'eval/live_stream_qa');
-    const ifevalPrompt = loadIfevalItems().find((item) => item.key === 1000)?.prompt ?? loadIfevalItems()[0]!.prompt;
-    const training = await trainingSet(directory, [task!.id], [`  ${ifevalPrompt.toUpperCase()}!! `]);
+    const ifevalPrompt = loadIfevalItems().find((item) => item.key === 1000)?.prompt ?? loadIfevalItems()[0].prompt;
+    const training = await trainingSet(directory, [task.id], [`  ${ifevalPrompt.toUpperCase()}!! `]);
     const config: EvalInputConfig = {
       models: [{ label: 'expert', model: { adapter: 'scripted' } }],
       suites: { live_stream_qa: { size: 3 }, ifeval: { keys: [loadIfevalItems().find((item) => item.prompt === ifevalPrompt)!.key] } },
@@ -130,7 +130,7 @@ describe('eval stage: contamination', () => {
     const error = await runEval(config).catch((caught: unknown) => caught);
     expect(exitCodeOf(error)).toBe(2);
     expect(String((error as Error).message)).toMatch(/^\[EVAL_CONTAMINATED\] 2 eval item/);
-    expect((error as Error).message).toContain(`live_stream_qa/${task!.id} (task id)`);
+    expect((error as Error).message).toContain(`live_stream_qa/${task.id} (task id)`);
     expect((error as Error).message).toMatch(/ifeval\/ifeval-\d+ \(prompt text\)/);
   }, 60_000);
 
@@ -138,12 +138,12 @@ describe('eval stage: contamination', () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-eval-train-'));
     directories.push(directory);
     const [task] = heldOutTasks(1, 'eval/live_stream_qa');
-    const training = await trainingSet(directory, [task!.id], []);
+    const training = await trainingSet(directory, [task.id], []);
     const { store, output } = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { live_stream_qa: { size: 2 } }, trainingManifests: [training], allowOverlap: true, bootstrapSamples: 100 });
     expect(output.overlapping).toBe(1);
     const scores = await scoresOf(store);
-    expect(scores.contamination.overlapping).toEqual([{ suite: 'live_stream_qa', itemId: task!.id, matchedBy: 'task_id' }]);
-    expect((await store.getBuffer('report.html')).toString('utf8')).toContain(task!.id);
+    expect(scores.contamination.overlapping).toEqual([{ suite: 'live_stream_qa', itemId: task.id, matchedBy: 'task_id' }]);
+    expect((await store.getBuffer('report.html')).toString('utf8')).toContain(task.id);
   }, 60_000);
 
   it('the shipped distillation prompts share no prompt with IFEval', async () => {
@@ -170,7 +170,7 @@ describe('eval stage: custom prompts', () => {
       judge: { model: { adapter: 'scripted' }, suites: ['custom'] },
     });
     const [suite] = await buildSuiteItems(input, undefined, new Set(), (uri) => openArtifactObject(uri));
-    expect(suite!.items.map((item) => item.id)).toEqual(['host-intro-lowercase', 'coupon-no-commas', 'care-tips-ps', 'size-advice-short', 'warm-pitch']);
+    expect(suite.items.map((item) => item.id)).toEqual(['host-intro-lowercase', 'coupon-no-commas', 'care-tips-ps', 'size-advice-short', 'warm-pitch']);
   });
 
   it('refuses a custom check the IFEval vocabulary does not have (exit 2, file and record named)', async () => {

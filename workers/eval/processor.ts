@@ -148,7 +148,7 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     models,
     suites: plan.suites,
     itemCounts: plan.itemCounts,
-    compare: input.compare ?? input.models.slice(1).map((model) => [input.models[0]!.label, model.label] as [string, string]),
+    compare: input.compare ?? input.models.slice(1).map((model) => [input.models[0].label, model.label] as [string, string]),
     bootstrapSamples: input.bootstrapSamples,
     ...(input.judge && judgeModel
       ? { judge: { model: String(judgeModel.model ?? judgeModel.modelDir ?? judgeModel.adapter), rubricVersion: rubric.version, rubricHash: rubricHash(rubric), suites: input.judge.suites, missing: judgeMissing } }

@@ -56,7 +56,7 @@ export function summarizeGate(output: GateOutput): StageSummary {
 export const gateContract: StageContract<GateInput, GateOutput> = {
   name: 'gate',
   description: 'Promotion gate: applies thresholds to eval scores and promotes or holds the candidate checkpoint',
-  input: gateInputSchema as z.ZodType<GateInput>,
+  input: gateInputSchema,
   output: gateOutputSchema,
   summarize: summarizeGate,
   // Reads one small JSON and writes two: nothing to retry beyond store faults.

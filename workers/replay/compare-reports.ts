@@ -107,7 +107,7 @@ export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: s
     const valuesA = samplesA.get(name);
     const valuesB = samplesB.get(name);
     if (valuesA.length === 0 || valuesB.length === 0) continue;
-    const metric = a.metrics[name]!;
+    const metric = a.metrics[name];
     metrics.push({
       metric: name,
       unit: metric.unit,
@@ -189,8 +189,8 @@ export function formatComparison(comparison: ReportComparison): string {
       ]);
     }
   }
-  const widths = header.map((_, column) => Math.max(...rows.map((row) => (row[column] as string).length)));
-  for (const row of rows) lines.push(row.map((cell, column) => (column < 2 || column === 7 ? cell.padEnd(widths[column] as number) : cell.padStart(widths[column] as number))).join('  ').trimEnd());
+  const widths = header.map((_, column) => Math.max(...rows.map((row) => (row[column]).length)));
+  for (const row of rows) lines.push(row.map((cell, column) => (column < 2 || column === 7 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  ').trimEnd());
   lines.push(comparison.significantMetrics.length > 0 ? `beyond noise: ${comparison.significantMetrics.join(', ')}` : 'no difference beyond run-to-run noise');
   return `${lines.join('\n')}\n`;
 }

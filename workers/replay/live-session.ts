@@ -92,7 +92,7 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
   let turnIndex = 0;
   let stepInTurn = 0;
   let finished = turns.length === 0;
-  if (!finished) transcript.push(...(turns[0] as RecordedTurn).opening);
+  if (!finished) transcript.push(...(turns[0]).opening);
 
   return {
     next(): SessionStep | undefined {
@@ -106,7 +106,7 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
       };
     },
     accept(_step, response) {
-      const turn = turns[turnIndex] as RecordedTurn;
+      const turn = turns[turnIndex];
       const recorded = turn.steps[stepInTurn];
       const toolCalls = uniqueIds(response.message.tool_calls ?? [], usedIds, transcript.length);
       const divergence = compareStep(recorded?.message, toolCalls);
@@ -163,11 +163,11 @@ function compareStep(recorded: AssistantMessage | undefined, live: ToolCall[]): 
   }
   if (recordedCalls.length !== live.length) return { kind: 'tool_count', detail: `recorded ${recordedCalls.length} tool call(s), live ${live.length}` };
   for (const [position, call] of live.entries()) {
-    const expected = recordedCalls[position] as ToolCall;
+    const expected = recordedCalls[position];
     if (expected.function.name !== call.function.name) return { kind: 'tool_name', detail: `call ${position}: recorded ${expected.function.name}, live ${call.function.name}` };
   }
   for (const [position, call] of live.entries()) {
-    const expected = recordedCalls[position] as ToolCall;
+    const expected = recordedCalls[position];
     if (argumentKey(expected.function.arguments) !== argumentKey(call.function.arguments)) {
       return { kind: 'arguments', detail: `call ${position} (${call.function.name}): recorded ${expected.function.arguments.slice(0, 200)}, live ${call.function.arguments.slice(0, 200)}` };
     }

@@ -68,7 +68,7 @@ export async function loadReplaySessions(input: ReplayInput, openObject: OpenObj
     const tasks = new Map<string, Task>();
     for (const { uri } of await expandInputs(input.live.tasks, openObject, 'replay.live.tasks', 'tasks')) {
       const { store, key } = openObject(uri);
-      for await (const task of readJsonl(store, key, { schema: taskSchema })) tasks.set(task.id, task as Task);
+      for await (const task of readJsonl(store, key, { schema: taskSchema })) tasks.set(task.id, task);
     }
     const worlds = new Map<string, World>();
     sessions = sessions.filter((session) => {
@@ -94,7 +94,7 @@ export function scheduleSessions(sessions: readonly ReplaySession[], total: numb
   const scheduled: ScheduledSession[] = [];
   if (sessions.length === 0) return scheduled;
   for (let position = index; position < total; position += count) {
-    const session = sessions[position % sessions.length] as ReplaySession;
+    const session = sessions[position % sessions.length];
     const round = Math.floor(position / sessions.length);
     scheduled.push({ session: round === 0 ? session : { ...session, id: `${session.id}#${round}` }, sessionIndex: position });
   }
@@ -143,7 +143,7 @@ export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?
   if (input.sweep) return runSweep(input, input.sweep, deps, client);
   const loaded = await loadReplaySessions(input, deps.openObject);
   const schedule = scheduleSessions(loaded.sessions, input.sessions ?? loaded.sessions.length, part.index, part.count);
-  const warmup = schedule.length === 0 ? [] : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length] as ScheduledSession);
+  const warmup = schedule.length === 0 ? [] : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length]);
   const target =
     client ??
     createModelClient(replayModelConfig(input.target), {
@@ -216,7 +216,7 @@ export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?
  */
 function failIfTargetNeverAnswered(calls: readonly ReplayCallRecord[], target: string): void {
   if (calls.length === 0 || calls.some((call) => call.status === 'ok')) return;
-  const first = calls[0] as ReplayCallRecord;
+  const first = calls[0];
   const detail = `all ${calls.length} calls to ${target} failed; first: ${first.error ?? first.errorCode}`;
   if (calls.every((call) => call.errorCode === modelErrorCodes.badRequest)) {
     throw new BadInputError('REPLAY_TARGET_REFUSED', `${detail}; check target (baseUrl, model) and the recorded requests`);
@@ -288,7 +288,7 @@ async function runSweep(input: ReplayInput, sweep: SweepConfig, deps: StageDeps,
 
 /** A sweep's finish: the manifest over sweep.json and sweep.html (each step wrote its own). */
 async function finishSweep(input: ReplayInput, parts: ReplayPartOutput[], deps: StageDeps): Promise<ReplayOutput> {
-  const part = parts[0] as ReplayPartOutput;
+  const part = parts[0];
   const sweep = JSON.parse((await deps.store.getBuffer(part.key)).toString('utf8')) as SweepReport;
   // Rewritten from sweep.json (same bytes as the part wrote): its put gives the sha256 the manifest needs.
   const htmlInfo = await deps.store.put(deps.output.key('sweep.html'), renderSweepHtml(sweep), { contentType: 'text/html' });

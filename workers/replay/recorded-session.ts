@@ -100,10 +100,10 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
     return skip('malformed_record', `not a recorded session (OpenAI messages with per-call timings): ${problems.join('; ')}`);
   }
   const record = parsed.data;
-  const messages = record.messages as ChatMessage[];
+  const messages = record.messages;
   const answered = new Set<string>();
   for (let index = 0; index < messages.length; index++) {
-    const message = messages[index] as ChatMessage;
+    const message = messages[index];
     if (message.role === 'assistant') for (const call of message.tool_calls ?? []) answered.add(call.id);
     if (message.role === 'tool' && !answered.has(message.tool_call_id)) {
       return skip('malformed_record', `messages[${index}] answers tool_call_id "${message.tool_call_id}", which no earlier assistant message issued`);
@@ -151,7 +151,7 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
       id: record.id,
       source,
       messages,
-      tools: record.tools as ToolSpec[],
+      tools: record.tools,
       calls,
       ...(record.taskId !== undefined ? { taskId: record.taskId } : {}),
       simulator: typeof record.harness === 'object' && record.harness !== null,

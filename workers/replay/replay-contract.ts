@@ -126,7 +126,7 @@ export const replayInputSchema = z
   .strict()
   .superRefine((input, context) => {
     if (input.mode === 'live' && !input.live) context.addIssue({ code: 'custom', path: ['live'], message: 'mode live needs live: { harness, tasks }' });
-    if (input.sweep && input.load.kind === 'closed' && input.parts > Math.round(input.sweep.ladder[0] as number)) {
+    if (input.sweep && input.load.kind === 'closed' && input.parts > Math.round(input.sweep.ladder[0])) {
       context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds the first sweep step's concurrency (${input.sweep.ladder[0]}); each part needs a session in flight` });
     } else if (!input.sweep && input.load.kind === 'closed' && input.parts > input.load.concurrency) {
       context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds load.concurrency (${input.load.concurrency}); each part needs a session in flight` });

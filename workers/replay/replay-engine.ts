@@ -278,7 +278,7 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     const gate = options.load.maxConcurrency === undefined ? undefined : new SessionGate(options.load.maxConcurrency);
     const running: Promise<void>[] = [];
     for (const [position, scheduled] of options.sessions.entries()) {
-      const intended = offsets[position] as number;
+      const intended = offsets[position];
       await clock.until(intended, options.signal);
       if (gate) await gate.acquire();
       running.push(
@@ -360,7 +360,7 @@ async function runClosedLoop(
   const lane = async (_: unknown, index: number): Promise<number> => {
     const startMs = timing.laneStartsMs?.[index];
     if (timing.clock && startMs !== undefined && startMs > 0) await timing.clock.until(startMs, signal);
-    while (next < sessions.length && !signal?.aborted) await runOne(sessions[next++] as ScheduledSession);
+    while (next < sessions.length && !signal?.aborted) await runOne(sessions[next++]);
     return timing.clock?.now() ?? 0;
   };
   return Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, sessions.length)) }, lane));

@@ -153,7 +153,7 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
   if (retried.length > 0) {
     failures.set('RETRIED_ATTEMPT', {
       count: retried.reduce((sum, call) => sum + (call.attempts as number) - 1, 0),
-      example: `call ${retried[0]!.callIndex} of ${retried[0]!.sessionId} succeeded on attempt ${retried[0]!.attempts}`,
+      example: `call ${retried[0].callIndex} of ${retried[0].sessionId} succeeded on attempt ${retried[0].attempts}`,
     });
   }
   const specDecode: SpecDecodeReport =

@@ -18,7 +18,7 @@ export const sweepSchema = z
       .array(z.number().positive())
       .min(1)
       .max(64)
-      .refine((ladder) => ladder.every((value, index) => index === 0 || value > (ladder[index - 1] as number)), { message: 'ladder must be strictly ascending' }),
+      .refine((ladder) => ladder.every((value, index) => index === 0 || value > (ladder[index - 1])), { message: 'ladder must be strictly ascending' }),
     /** Sessions each step replays (measured). Default: the config's `sessions`, else each recorded session once. */
     sessionsPerStep: z.number().int().min(1).max(1_000_000).optional(),
     /** Stop at the first step that breaks the SLO. Default true (false runs the whole ladder). */
@@ -119,8 +119,8 @@ function kneeOf(steps: readonly SweepStep[], metric: string): SweepReport['knee'
     return value === null || value === undefined ? [] : [{ load: step.load, value }];
   });
   if (points.length < 3) return null;
-  const first = points[0] as { load: number; value: number };
-  const last = points[points.length - 1] as { load: number; value: number };
+  const first = points[0];
+  const last = points[points.length - 1];
   const loadSpan = last.load - first.load || 1;
   const valueSpan = last.value - first.value;
   if (valueSpan <= 0) return null;

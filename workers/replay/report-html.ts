@@ -118,10 +118,10 @@ function viewerTurnSection(report: ReplayReport): string {
     ['tool time per turn', 'turn_tool_ms'],
     ['model time per turn (sum of E2EL)', 'turn_model_ms'],
   ].flatMap(([label, name]) => {
-    const metric = report.metrics[name as string];
+    const metric = report.metrics[name];
     if (!metric || metric.summary.count === 0) return [];
     const p = metric.summary.percentiles;
-    return [`<tr><td>${escapeHtml(label as string)}</td><td>${escapeHtml(name as string)}</td><td>${optionalNumber(metric.summary.mean)}</td><td>${optionalNumber(p.p50 ?? null)}</td><td>${optionalNumber(p.p95 ?? null)}</td><td>${optionalNumber(p.p99 ?? null)}</td></tr>`];
+    return [`<tr><td>${escapeHtml(label)}</td><td>${escapeHtml(name)}</td><td>${optionalNumber(metric.summary.mean)}</td><td>${optionalNumber(p.p50 ?? null)}</td><td>${optionalNumber(p.p95 ?? null)}</td><td>${optionalNumber(p.p99 ?? null)}</td></tr>`];
   });
   if (rows.length === 0) return '<section><h2>Viewer turns</h2><p>No viewer turn was answered.</p></section>';
   const counts = report.counts;
@@ -162,8 +162,8 @@ const plotHeight = height - margin.top - margin.bottom;
 
 /** 40 bins from the minimum; a heavy tail beyond 3x P99 is folded into the last bin (labelled). */
 function histogramSvg(sorted: Float64Array, unit: string): string {
-  const low = sorted[0] as number;
-  const max = sorted[sorted.length - 1] as number;
+  const low = sorted[0];
+  const max = sorted[sorted.length - 1];
   const p99 = percentileOfSorted(sorted, 99);
   const high = max > 3 * p99 && p99 > low ? p99 * 1.5 : max;
   const binCount = 40;
@@ -172,7 +172,7 @@ function histogramSvg(sorted: Float64Array, unit: string): string {
   let folded = 0;
   for (const value of sorted) {
     if (value > high) folded++;
-    bins[Math.min(binCount - 1, Math.floor(((Math.min(value, high) - low) / span) * binCount))]! += 1;
+    bins[Math.min(binCount - 1, Math.floor(((Math.min(value, high) - low) / span) * binCount))] += 1;
   }
   const tallest = Math.max(...bins);
   const barWidth = plotWidth / binCount;
@@ -188,14 +188,14 @@ function histogramSvg(sorted: Float64Array, unit: string): string {
 
 /** Empirical CDF, at most 400 points (evenly spaced ranks). */
 function cdfSvg(sorted: Float64Array, unit: string): string {
-  const low = sorted[0] as number;
-  const high = sorted[sorted.length - 1] as number;
+  const low = sorted[0];
+  const high = sorted[sorted.length - 1];
   const span = high - low || 1;
   const points: string[] = [];
   const steps = Math.min(400, sorted.length);
   for (let step = 0; step < steps; step++) {
     const rank = steps === 1 ? sorted.length - 1 : Math.round((step / (steps - 1)) * (sorted.length - 1));
-    const x = margin.left + (((sorted[rank] as number) - low) / span) * plotWidth;
+    const x = margin.left + (((sorted[rank]) - low) / span) * plotWidth;
     const y = margin.top + plotHeight - ((rank + 1) / sorted.length) * plotHeight;
     points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
   }

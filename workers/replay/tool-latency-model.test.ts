@@ -9,11 +9,11 @@ describe('tool latency model', () => {
     expect(think).toBeDefined();
     const draws = Array.from({ length: 20_000 }, (_, index) => think!(['get_item_detail'], index));
     const [p50, p95] = percentilesOf(draws, [50, 95]);
-    expect(Math.abs((p50 as number) / 300 - 1)).toBeLessThan(0.03);
-    expect(Math.abs((p95 as number) / 900 - 1)).toBeLessThan(0.05);
+    expect(Math.abs((p50) / 300 - 1)).toBeLessThan(0.03);
+    expect(Math.abs((p95) / 900 - 1)).toBeLessThan(0.05);
     // Unnamed tools follow the documented default (p50 200 ms, p95 800 ms).
     const [defaultP50] = percentilesOf(Array.from({ length: 20_000 }, (_, index) => think!(['get_coupons'], index)), [50]);
-    expect(Math.abs((defaultP50 as number) / 200 - 1)).toBeLessThan(0.03);
+    expect(Math.abs((defaultP50) / 200 - 1)).toBeLessThan(0.03);
     // Tools of one call run side by side: the call waits for the slowest, never less than each alone.
     for (let index = 0; index < 200; index++) expect(think!(['get_item_detail', 'get_coupons'], index)).toBeGreaterThanOrEqual(think!(['get_item_detail'], index));
     expect(toolThinkTimeFor(config, { simulator: true }, new Rng('tools'))!(['get_item_detail'], 7)).toBe(draws[7]);

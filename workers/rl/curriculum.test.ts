@@ -34,7 +34,7 @@ it('weighs categories by (floor + 1 - previous mean reward) ^ power; unscored ca
 });
 
 it('samples the categories the previous run did worst on more often', async () => {
-  const weak = categories[0]!;
+  const weak = categories[0];
   const byCategory = Object.fromEntries(categories.map((category) => [category, { all: { mean: category === weak ? 0.2 : 0.98 } }]));
   await store.put('previous/stats.json', JSON.stringify({ byCategory }));
   const base = { groups: 400, canonicalShare: 0 };

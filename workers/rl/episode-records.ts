@@ -145,7 +145,7 @@ export function episodeTokenView(tokenizer: ChatTokenizer, trajectory: Pick<Traj
   const result = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, { trainOn: 'all', now: renderMoment, ...(enableThinking === undefined ? {} : { enableThinking }) });
   if (!result.ok) return { ok: false, code: result.code, reason: result.reason };
   const { sample } = result;
-  const first = sample.assistantSpans[0]!;
+  const first = sample.assistantSpans[0];
   return {
     ok: true,
     tokens: sample.inputIds,

@@ -85,17 +85,17 @@ export async function planGroups(input: RlInput, tasks: readonly Task[], seed: s
     const orders = new Map(categories.map((category) => [category, root.fork(`order/${category}`).shuffle(byCategory.get(category)!)]));
     const used = new Map<string, number>();
     const draws = root.fork('categories');
-    const weights = categories.map((category) => curriculum!.weights[category]!);
+    const weights = categories.map((category) => curriculum!.weights[category]);
     for (let index = 0; index < count; index++) {
       const category = draws.weighted(categories, weights);
       const order = orders.get(category)!;
       const position = used.get(category) ?? 0;
       used.set(category, position + 1);
-      assigned.push(order[position % order.length]!);
+      assigned.push(order[position % order.length]);
     }
   } else {
     const order = root.fork('order').shuffle(tasks);
-    for (let index = 0; index < count; index++) assigned.push(order[index % order.length]!);
+    for (let index = 0; index < count; index++) assigned.push(order[index % order.length]);
   }
   const canonicalCount = Math.round(input.canonicalShare * count);
   const indices = Array.from({ length: count }, (_, index) => index);

@@ -89,12 +89,12 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
       const runs: number[][] = [];
       record.loss_mask.forEach((bit, position) => {
         if (bit === 1 && (position === 0 || record.loss_mask[position - 1] === 0)) runs.push([]);
-        if (bit === 1) runs[runs.length - 1]!.push(response[position]!);
+        if (bit === 1) runs[runs.length - 1].push(response[position]);
       });
       const messages = JSON.parse(record.messages) as ChatMessage[];
       const assistants = messages.filter((message): message is AssistantMessage => message.role === 'assistant');
       expect(runs).toHaveLength(assistants.length);
-      runs.forEach((run, turn) => expect(stripTemplate(tokenizer.decode(run))).toEqual(expectedTurn(assistants[turn]!)));
+      runs.forEach((run, turn) => expect(stripTemplate(tokenizer.decode(run))).toEqual(expectedTurn(assistants[turn])));
       // Every environment token is masked: unmasked tokens hold each tool result and viewer message.
       const unmasked = tokenizer.decode(response.filter((_, position) => record.loss_mask[position] === 0));
       for (const message of messages.slice(messages.findIndex((entry) => entry.role === 'assistant'))) {
@@ -120,9 +120,9 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
       if (Math.max(...rewards) === Math.min(...rewards)) expect(group.every((record) => record.advantage === 0)).toBe(true);
       else expect(Math.max(...group.map((record) => Math.abs(record.advantage)))).toBeGreaterThan(0.8);
       const [head] = group;
-      if (head!.canonical_harness) expect(head).toMatchObject({ variant_hash: null, harness_families: [] });
-      else expect(head!.harness_families.length).toBeGreaterThan(0);
-      expect(head!.metadata).toMatchObject({ policy: { provider: 'scripted', simulated: true }, task_category: head!.task_category });
+      if (head.canonical_harness) expect(head).toMatchObject({ variant_hash: null, harness_families: [] });
+      else expect(head.harness_families.length).toBeGreaterThan(0);
+      expect(head.metadata).toMatchObject({ policy: { provider: 'scripted', simulated: true }, task_category: head.task_category });
     }
     expect(stats.counts.groups).toMatchObject({ played: 6, canonical: 2, variant: 4, kept: 6 });
     expect(stats.policy).toEqual({ provider: 'scripted', modelId: 'scripted-stochastic (simulation policy)', simulated: true });

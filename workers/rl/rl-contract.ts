@@ -255,11 +255,11 @@ export type RlOutput = z.infer<typeof rlOutputSchema>;
 export const rlContract: FanOutContract<RlInput, RlOutput, RlPartInput, RlPartOutput> = {
   name: 'rl',
   description: 'RL episode groups: HSA-randomized simulator episodes of the policy with rewards, GRPO advantages and loss-masked token views',
-  input: rlInputSchema as z.ZodType<RlInput>,
+  input: rlInputSchema,
   output: rlOutputSchema,
   summarize: summarizeRl,
   partCounters: rlPartCounters,
-  partInput: rlPartInputSchema as z.ZodType<RlPartInput>,
+  partInput: rlPartInputSchema,
   partOutput: rlPartOutputSchema,
   // Model-bound: a few parts at once keep the endpoint busy; episodes within a part run concurrently too.
   queue: { attempts: 4, backoffMs: 2000, concurrency: 2, lockDurationMs: 120_000 },

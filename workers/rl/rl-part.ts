@@ -79,13 +79,13 @@ export function groupHarnesses(groups: readonly RlGroup[], canonical: Harness, c
 function policiesByHarness(config: RlInput, groups: readonly RlGroup[], harnesses: readonly GroupHarness[], create: (tasks: RlGroup['task'][], harness: Harness) => ModelClient): Map<string, ModelClient> {
   const policies = new Map<string, ModelClient>();
   if (!('adapter' in config.policy) || config.policy.adapter !== 'scripted') {
-    const shared = create([], harnesses[0]!.harness);
+    const shared = create([], harnesses[0].harness);
     for (const entry of harnesses) policies.set(entry.hash, shared);
     return policies;
   }
   for (const entry of harnesses) {
     if (policies.has(entry.hash)) continue;
-    const tasks = groups.filter((_, index) => harnesses[index]!.hash === entry.hash).map((group) => group.task);
+    const tasks = groups.filter((_, index) => harnesses[index].hash === entry.hash).map((group) => group.task);
     policies.set(entry.hash, create(tasks, entry.harness));
   }
   return policies;
@@ -118,7 +118,7 @@ async function forEachConcurrently<T>(items: readonly T[], limit: number, work: 
   let failed = false;
   const lane = async (): Promise<void> => {
     while (!failed && next < items.length) {
-      const item = items[next++] as T;
+      const item = items[next++];
       try {
         await work(item);
       } catch (error) {
@@ -180,7 +180,7 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
   // A served policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
   const policies = sampler ? new Map<string, ModelClient>() : policiesByHarness(config, groups, harnesses, (tasks, harness) => timedPolicy(createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness])), timing));
   const viewerClient = config.viewer.kind === 'model' ? createModelClient(config.viewer.model, clientDependencies('rl.viewer.model', [], [])) : undefined;
-  const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position]!, trajectories: [], samplingSeeds: [], sampled: [] }));
+  const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position], trajectories: [], samplingSeeds: [], sampled: [] }));
   try {
     const viewerFor = (groupIndex: number, sampleIndex: number): Viewer | undefined => {
       const viewer = config.viewer;
@@ -237,7 +237,7 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
       if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('RL_ABORTED', 'the rl part was stopped (job cancelled or worker shutting down)');
       entry.samplingSeeds[sampleIndex] = samplingSeed;
       if (episode) {
-        const trajectory = entry.trajectories[sampleIndex]!;
+        const trajectory = entry.trajectories[sampleIndex];
         const viewStarted = performance.now();
         entry.sampled[sampleIndex] = episode.view(trajectory.messages, trajectory.tools);
         timing.tokenViewMs += performance.now() - viewStarted;
@@ -266,7 +266,7 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
   for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name));
 
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
-  const first = policies.values().next().value as ModelClient | undefined;
+  const first = policies.values().next().value;
   const policyInfo: RlPartOutput['policy'] = sampler
     ? { provider: sampler.engine, modelId: sampler.modelId, simulated: sampler.dummyWeights, tokenExact: true, ...(distribution ? { logprobDistribution: distribution } : {}) }
     : { provider: first!.provider, modelId: first!.modelId, simulated: first!.simulated ?? false, ...(policyKind === 'chat' ? { tokenExact: false } : {}) };
@@ -301,7 +301,7 @@ function checkPolicyErrors(played: readonly PlayedGroup[], config: RlInput): voi
   if (failed.length > 0 && failed.length / trajectories.length > config.maxPolicyErrorShare) {
     throw new TransientError(
       'RL_POLICY_UNAVAILABLE',
-      `${failed.length} of ${trajectories.length} episodes of this part ended in model_error or timeout (more than maxPolicyErrorShare ${config.maxPolicyErrorShare}); first: ${failed[0]!.statusReason ?? failed[0]!.status}. Check the policy endpoint; the part is retried`,
+      `${failed.length} of ${trajectories.length} episodes of this part ended in model_error or timeout (more than maxPolicyErrorShare ${config.maxPolicyErrorShare}); first: ${failed[0].statusReason ?? failed[0].status}. Check the policy endpoint; the part is retried`,
     );
   }
 }
@@ -340,8 +340,8 @@ function scoreGroup(
       groupIndex: entry.group.groupIndex,
       groupSize: config.groupSize,
       groupHarness: harness,
-      advantage: advantage.advantages[sampleIndex]!,
-      samplingSeed: entry.samplingSeeds[sampleIndex]!,
+      advantage: advantage.advantages[sampleIndex],
+      samplingSeed: entry.samplingSeeds[sampleIndex],
       group,
       tokenizerFingerprint,
       policyVersion: config.policyVersion ?? 1,
@@ -361,7 +361,7 @@ function scoreGroup(
   if (kept) totals.groups.kept += 1;
   let passed = 0;
   for (const [sampleIndex, trajectory] of trajectories.entries()) {
-    const record = records[sampleIndex]!;
+    const record = records[sampleIndex];
     totals.episodes.played += 1;
     totals.episodes.byStatus[record.status] = (totals.episodes.byStatus[record.status] ?? 0) + 1;
     totals.steps += trajectory.calls.length;

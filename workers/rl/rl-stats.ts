@@ -132,8 +132,8 @@ export function addToBucket(bucket: RewardBucket, reward: number, components: Re
 /** Adds a group's pass@k for every k its scored episodes allow. */
 export function addPassAtK(totals: PassAtKTotals, scored: number, passed: number): void {
   for (let k = 1; k <= Math.min(scored, totals.groups.length); k++) {
-    totals.groups[k - 1]! += 1;
-    totals.sums[k - 1]! += passAtK(scored, passed, k);
+    totals.groups[k - 1] += 1;
+    totals.sums[k - 1] += passAtK(scored, passed, k);
   }
 }
 
@@ -229,7 +229,7 @@ export function summarize(bucket: RewardBucket): RewardSummary {
 }
 
 function passEntries(totals: PassAtKTotals): PassAtKEntry[] {
-  return totals.groups.map((groups, index) => ({ k: index + 1, value: ratio(totals.sums[index]!, groups), groups }));
+  return totals.groups.map((groups, index) => ({ k: index + 1, value: ratio(totals.sums[index], groups), groups }));
 }
 
 function gapOf(totals: RlTotals): RlStats['canonicalVariantGap'] {
@@ -278,7 +278,7 @@ export interface RlStatsContext {
 
 /** Merges the parts' totals (in part order) and derives the figures of `stats.json`. */
 export function buildRlStats(parts: readonly RlTotals[], context: RlStatsContext): RlStats {
-  const totals = parts.slice(1).reduce((merged, part) => addInto(merged, part), structuredClone(parts[0]!));
+  const totals = parts.slice(1).reduce((merged, part) => addInto(merged, part), structuredClone(parts[0]));
   const kinds: HarnessKind[] = ['canonical', 'variant'];
   const categories = [...new Set(kinds.flatMap((kind) => Object.keys(totals.reward[kind])))].sort();
   const byKind = (kind: HarnessKind) => mergeBuckets(Object.values(totals.reward[kind]));

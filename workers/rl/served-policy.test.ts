@@ -104,7 +104,7 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
       // The first prompt is the template's rendering of the messages before the first assistant turn.
       const prompt = tokenizer.encode(tokenizer.render(messages.slice(0, assistants[0]), { tools: JSON.parse(record.tools), addGenerationPrompt: true, now: new Date('2025-01-01T00:00:00Z') }));
       expect(record.tokens.slice(0, record.prompt_length)).toEqual(prompt);
-      expect(exact.turns[0]!.prompt_length).toBe(record.prompt_length);
+      expect(exact.turns[0].prompt_length).toBe(record.prompt_length);
 
       const mask = [...new Array<number>(record.prompt_length).fill(0), ...record.loss_mask];
       const logprobs = [...new Array<number>(record.prompt_length).fill(0), ...record.rollout_log_probs!];
@@ -122,13 +122,13 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
         // Between turns: only environment ids, unmasked, exactly the template's rendering of what the environment said.
         expect(mask.slice(end, next.prompt_length).every((bit) => bit === 0)).toBe(true);
         const closing = turn.finish_reason === 'length' ? '<|im_end|>' : '';
-        expect(tokenizer.decode(record.tokens.slice(end, next.prompt_length))).toBe(closing + environmentText(messages.slice(assistants[index]! + 1, assistants[index + 1])));
+        expect(tokenizer.decode(record.tokens.slice(end, next.prompt_length))).toBe(closing + environmentText(messages.slice(assistants[index] + 1, assistants[index + 1])));
       });
       expect(mask.reduce((sum, bit) => sum + bit, 0)).toBe(exact.turns.reduce((sum, turn) => sum + turn.sampled_ids.length, 0));
       expect(exact.drift.checked || typeof (exact.drift as { reason?: string }).reason === 'string').toBe(true);
     }
     // Different seeds, different samples.
-    expect(records[0]!.tokens).not.toEqual(records[1]!.tokens);
+    expect(records[0].tokens).not.toEqual(records[1].tokens);
 
     const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as RlStats;
     expect(stats.policy).toMatchObject({ provider: 'vllm', modelId: 'policy', simulated: true, tokenExact: true });

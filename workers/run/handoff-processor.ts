@@ -220,7 +220,7 @@ async function trainingRequest(
 function requiredCheckpointFields(data: HandoffJobData): string[] {
   const text = JSON.stringify([data.post, data.next ?? null]);
   const fields = new Set<string>();
-  for (const match of text.matchAll(/\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.([A-Za-z]+)\s*\}/g)) if (match[1] === data.name) fields.add(match[2] as string);
+  for (const match of text.matchAll(/\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.([A-Za-z]+)\s*\}/g)) if (match[1] === data.name) fields.add(match[2]);
   return fields.size > 0 ? [...fields] : ['endpoint', 'model'];
 }
 

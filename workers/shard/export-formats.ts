@@ -134,7 +134,7 @@ function llamaFactoryRecord(conversation: ExportConversation, notes: ExportNotes
   const turns: Turn[] = [];
   for (const message of conversation.messages) {
     if (message.role === 'assistant') {
-      const calls = (message as AssistantMessage).tool_calls ?? [];
+      const calls = (message).tool_calls ?? [];
       if (calls.length === 0) {
         turns.push({ role: 'assistant', content: message.content ?? '' });
         continue;

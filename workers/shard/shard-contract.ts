@@ -205,7 +205,7 @@ export type ShardOutput = z.infer<typeof shardOutputSchema>;
 export const shardContract: FanOutContract<ShardInput, ShardOutput, ShardPartInput, ShardPartOutput> = {
   name: 'shard',
   description: 'SFT shards: trajectories rendered by the target chat template, tokenized, loss-masked, deduplicated, split by task, packed into Parquet',
-  input: shardInputSchema as z.ZodType<ShardInput>,
+  input: shardInputSchema,
   output: shardOutputSchema,
   summarize: summarizeShard,
   partCounters: (part) => ({ records: part.records, samples: part.accepted, tokens: part.tokens.tokens }),

@@ -225,7 +225,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
       const name = `${split}/${shardName('packed', figures.shards++)}`;
       const info = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
       objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: chunk.length, kind: 'packed' }));
-      files.packed[split]!.push(name);
+      files.packed[split].push(name);
       deps.progress({ message: `packed ${split} shard ${figures.shards}` });
     }
     figures.paddingTokens = figures.sequences * input.sequenceLength - figures.tokens;

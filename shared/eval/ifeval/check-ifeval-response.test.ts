@@ -10,8 +10,8 @@ function oneItemPerInstruction(): IfevalItem[] {
   for (const item of loadIfevalItems()) {
     const index = item.instructionIds.findIndex((id) => !seen.has(id));
     if (index === -1) continue;
-    seen.add(item.instructionIds[index]!);
-    chosen.push({ ...item, instructionIds: [item.instructionIds[index]!], kwargs: [item.kwargs[index]!] });
+    seen.add(item.instructionIds[index]);
+    chosen.push({ ...item, instructionIds: [item.instructionIds[index]], kwargs: [item.kwargs[index]] });
   }
   return chosen;
 }

@@ -7,7 +7,7 @@ export function checkIfevalResponse(item: IfevalItem, response: string): IfevalI
   const strict = item.instructionIds.map((id, index) => checkInstructionOnVariants(id, item.kwargs[index] ?? {}, [response]));
   // The first loose variant is the response itself: a strict pass is a loose pass.
   const loose = item.instructionIds.map(
-    (id, index) => strict[index]! || checkInstructionOnVariants(id, item.kwargs[index] ?? {}, variants.slice(1)),
+    (id, index) => strict[index] || checkInstructionOnVariants(id, item.kwargs[index] ?? {}, variants.slice(1)),
   );
   return {
     key: item.key,

@@ -155,9 +155,9 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
       const count = paragraphs.filter((paragraph) => pyStrip(paragraph) !== '').length;
       const nth = kwargs.nth_paragraph as number;
       if (nth > count) return false;
-      const paragraph = pyStrip(paragraphs[nth - 1]!);
+      const paragraph = pyStrip(paragraphs[nth - 1]);
       if (paragraph === '') return false;
-      const word = pyStripChars(pyStripChars(pySplitWhitespace(paragraph)[0]!, "'", 'left'), '"', 'left');
+      const word = pyStripChars(pyStripChars(pySplitWhitespace(paragraph)[0], "'", 'left'), '"', 'left');
       let firstWord = '';
       for (const letter of word) {
         if (paragraphFirstWordStops.has(letter)) break;
@@ -241,7 +241,7 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
           valid.push(piece);
         }
       }
-      return valid.length === 2 && pyStrip(valid[0]!) !== pyStrip(valid[1]!);
+      return valid.length === 2 && pyStrip(valid[0]) !== pyStrip(valid[1]);
     },
   },
   'combination:repeat_prompt': {

@@ -43,7 +43,7 @@ function overlaps(prompt: string): string | undefined {
 
 describe('shipped distillation prompts vs IFEval', () => {
   it('finds a lightly edited IFEval prompt (the check can fail)', () => {
-    const ifevalPrompt = loadIfevalItems()[0]!.prompt;
+    const ifevalPrompt = loadIfevalItems()[0].prompt;
     expect(overlaps(ifevalPrompt.toUpperCase().replace(/,/g, ' ;'))).toBeDefined();
     expect(overlaps(`Please answer: ${ifevalPrompt.slice(0, 80)}`)).toBeDefined();
   });

@@ -55,7 +55,7 @@ describe('faithfulness to the reference implementation on GPT-4 responses', () =
   it('gives every instruction the reference outcome, strict and loose, except the documented one', () => {
     const differences: string[] = [];
     results.forEach((result, index) => {
-      const record = records[index]!;
+      const record = records[index];
       result.instructionIds.forEach((id, position) => {
         const label = `${record.key}:${id}`;
         if (knownDifferences.has(label)) return;
@@ -74,7 +74,7 @@ describe('faithfulness to the reference implementation on GPT-4 responses', () =
     expect(scores.instructionStrict).toBeCloseTo((100 * 697) / 832, 10);
     expect(scores.promptLoose).toBeCloseTo((100 * 431) / 540, 10);
     expect(scores.instructionLoose).toBeCloseTo((100 * 713) / 832, 10);
-    const referenceResults = records.map((record, index) => ({ ...results[index]!, strict: record.referenceStrict, loose: record.referenceLoose }));
+    const referenceResults = records.map((record, index) => ({ ...results[index], strict: record.referenceStrict, loose: record.referenceLoose }));
     const reference = scoreIfeval(
       referenceResults.map((result) => ({ ...result, followedStrict: result.strict.every(Boolean), followedLoose: result.loose.every(Boolean) })),
     );

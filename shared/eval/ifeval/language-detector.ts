@@ -58,22 +58,22 @@ function loadModel(): LoadedModel {
   // One contiguous table (row per n-gram, column per language) instead of ~90k small arrays.
   const rows = new Map<string, number>();
   for (const language of data.languages) {
-    for (const gram of Object.keys(data.profiles[language]!.freq)) if (!rows.has(gram)) rows.set(gram, rows.size);
+    for (const gram of Object.keys(data.profiles[language].freq)) if (!rows.has(gram)) rows.set(gram, rows.size);
   }
   const count = data.languages.length;
   const table = new Float64Array(rows.size * count);
   data.languages.forEach((language, index) => {
-    const profile = data.profiles[language]!;
+    const profile = data.profiles[language];
     for (const [gram, frequency] of Object.entries(profile.freq)) {
       const length = [...gram].length;
       if (length < 1 || length > 3) continue;
-      table[rows.get(gram)! * count + index] = frequency / profile.nWords[length - 1]!;
+      table[rows.get(gram)! * count + index] = frequency / profile.nWords[length - 1];
     }
   });
   const cjkRepresentative = new Map<string, string>();
   for (const members of data.cjkClasses) {
     const chars = [...members];
-    for (const char of chars) cjkRepresentative.set(char, chars[0]!);
+    for (const char of chars) cjkRepresentative.set(char, chars[0]);
   }
   const escape = (text: string) => text.replace(/[\\\]^-]/g, '\\$&');
   model = {
@@ -155,7 +155,7 @@ function prepareText(text: string, loaded: LoadedModel): string[] {
   let previous = '';
   const all = [...cleaned];
   for (let index = 0; index < Math.min(all.length, maxTextLength); index += 1) {
-    const char = all[index]!;
+    const char = all[index];
     if (char !== ' ' || previous !== ' ') chars.push(char);
     previous = char;
   }
@@ -177,7 +177,7 @@ function extractNgrams(chars: string[], loaded: LoadedModel): string[] {
   let capitalWord = false;
   for (const raw of chars) {
     const char = normalizeChar(raw, loaded);
-    const last = grams[grams.length - 1]!;
+    const last = grams[grams.length - 1];
     let skip = false;
     if (last === ' ') {
       grams = [' '];
@@ -240,24 +240,24 @@ export function detectLanguages(text: string): DetectedLanguage[] | undefined {
     const alpha = alphaDefault + gaussian(random) * alphaWidth;
     const weight = alpha / baseFrequency;
     for (let step = 0; ; step += 1) {
-      const gram = ngrams[Math.floor(random() * ngrams.length)]!;
+      const gram = ngrams[Math.floor(random() * ngrams.length)];
       const offset = loaded.rows.get(gram)! * count;
-      for (let index = 0; index < count; index += 1) probabilities[index]! *= weight + loaded.table[offset + index]!;
+      for (let index = 0; index < count; index += 1) probabilities[index] *= weight + loaded.table[offset + index];
       if (step % 5 === 0) {
         let sum = 0;
         for (const value of probabilities) sum += value;
         let max = 0;
         for (let index = 0; index < count; index += 1) {
-          probabilities[index] = probabilities[index]! / sum;
-          if (probabilities[index]! > max) max = probabilities[index]!;
+          probabilities[index] = probabilities[index] / sum;
+          if (probabilities[index] > max) max = probabilities[index]!;
         }
         if (max > convergenceThreshold || step >= iterationLimit) break;
       }
     }
-    for (let index = 0; index < count; index += 1) total[index]! += probabilities[index]! / trials;
+    for (let index = 0; index < count; index += 1) total[index] += probabilities[index] / trials;
   }
   return loaded.languages
-    .map((language, index) => ({ language, probability: total[index]! }))
+    .map((language, index) => ({ language, probability: total[index] }))
     .filter((entry) => entry.probability > probabilityThreshold)
     .sort((left, right) => right.probability - left.probability);
 }

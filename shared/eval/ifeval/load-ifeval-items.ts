@@ -38,13 +38,13 @@ export function parseIfevalItems(text: string, file: string): IfevalItem[] {
       return add('kwargs', `must be a list with one object per instruction (${ids.length})`);
     }
     const before = problems.length;
-    (ids as string[]).forEach((id, position) => {
+    (ids).forEach((id, position) => {
       for (const message of validateInstructionSpec(id, kwargs[position])) add(`kwargs[${position}]`, message);
     });
     if (problems.length > before || typeof prompt !== 'string' || !Number.isInteger(key)) return;
     keys.add(key as number);
     const copies = (kwargs as Record<string, unknown>[]).map((entry) => ({ ...(entry ?? {}) }));
-    items.push({ key: key as number, prompt, instructionIds: [...(ids as string[])], kwargs: copies });
+    items.push({ key: key as number, prompt, instructionIds: [...(ids)], kwargs: copies });
   });
   if (problems.length > 0) throw new ValidationError('IFEVAL_BAD_DATA', `${file} has ${problems.length} problem(s)`, problems);
   return items;

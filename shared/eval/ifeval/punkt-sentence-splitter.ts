@@ -175,8 +175,8 @@ function containsSentenceBreak(context: string, params: PunktParameters): boolea
   for (const token of tokens) firstPass(token, params);
   // A break counts only when some token follows it, as in Punkt's lazy pairwise pass.
   for (let index = 0; index + 1 < tokens.length; index += 1) {
-    secondPass(tokens[index]!, tokens[index + 1]!, params);
-    if (tokens[index]!.sentbreak) return true;
+    secondPass(tokens[index], tokens[index + 1], params);
+    if (tokens[index].sentbreak) return true;
   }
   return false;
 }
@@ -185,7 +185,7 @@ const pythonWhitespaceChars = new Set([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
 
 /** Index of the last ASCII whitespace of `text`, 0 when none (Punkt's own quirk: 0 also for a space at 0). */
 function lastWhitespaceIndex(text: string): number {
-  for (let index = text.length - 1; index >= 0; index -= 1) if (pythonWhitespaceChars.has(text[index]!)) return index;
+  for (let index = text.length - 1; index >= 0; index -= 1) if (pythonWhitespaceChars.has(text[index])) return index;
   return 0;
 }
 
@@ -201,7 +201,7 @@ function potentialEnds(text: string): Candidate[] {
   let previousStop = 0;
   let previous: RegExpExecArray | undefined;
   const describe = (match: RegExpExecArray, start: number, stop: number): Candidate => {
-    const afterToken = match[1]!;
+    const afterToken = match[1];
     const nextToken = match[2];
     return {
       end: match.index + 1,
@@ -238,7 +238,7 @@ export function splitSentences(text: string): string[] {
   const sentences: string[] = [];
   let realign = 0;
   for (let index = 0; index < slices.length; index += 1) {
-    const [start, stop] = slices[index]!;
+    const [start, stop] = slices[index];
     const current: [number, number] = [start + realign, stop];
     const next = slices[index + 1];
     if (!next) {

@@ -20,8 +20,8 @@ export function pyStrip(text: string): string {
 export function pyStripChars(text: string, chars: string, side: 'both' | 'left' | 'right' = 'both'): string {
   let start = 0;
   let end = text.length;
-  if (side !== 'right') while (start < end && chars.includes(text[start]!)) start += 1;
-  if (side !== 'left') while (end > start && chars.includes(text[end - 1]!)) end -= 1;
+  if (side !== 'right') while (start < end && chars.includes(text[start])) start += 1;
+  if (side !== 'left') while (end > start && chars.includes(text[end - 1])) end -= 1;
   return text.slice(start, end);
 }
 
@@ -118,7 +118,7 @@ function codePointEndingAt(text: string, index: number): string {
   if (index <= 0) return '';
   const low = text.charCodeAt(index - 1);
   if (low >= 0xdc00 && low <= 0xdfff && index >= 2) return text.slice(index - 2, index);
-  return text[index - 1]!;
+  return text[index - 1];
 }
 
 /**

@@ -11,9 +11,9 @@ describe('scoreIfeval', () => {
   it('computes prompt-level and instruction-level figures, strict and loose, by hand', () => {
     const results = [
       // no_comma followed; quotation only once the "**" are removed (loose).
-      checkIfevalResponse(items[0]!, '**"No commas here."**'),
+      checkIfevalResponse(items[0], '**"No commas here."**'),
       // no title at all.
-      checkIfevalResponse(items[1]!, 'An answer without a title.'),
+      checkIfevalResponse(items[1], 'An answer without a title.'),
     ];
     expect(results[0]).toMatchObject({ strict: [true, false], loose: [true, true], followedStrict: false, followedLoose: true });
     const scores = scoreIfeval(results);

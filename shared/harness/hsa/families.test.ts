@@ -55,7 +55,7 @@ describe('skill_ids', () => {
     const renamed = Array.from({ length: 12 }, (_, index) => generateVariant(harness, { families: ['skill_ids'], rng: new Rng(`names/${index}`) })).find(
       (variant) => variant.mapping.skills.price_calculation?.name !== '到手价计算',
     ) as Variant;
-    const entry = renamed.mapping.skills.price_calculation as { id: string; name: string };
+    const entry = renamed.mapping.skills.price_calculation;
     const body = renamed.harness.skills.find((skill) => skill.id === renamed.mapping.skills.compliance?.id)?.body ?? '';
     expect(body).toContain(`配合"${entry.name}"技能（${entry.id}）`);
     expect(body).not.toContain('到手价计算');
@@ -134,8 +134,8 @@ describe('tool_schemas', () => {
     const respelled = made.find((variant) => Object.keys(variant.mapping.tools.get_after_sales_policy?.enumValues ?? {}).length > 0) as Variant;
     expect(respelled).toBeDefined();
     const policy = respelled.harness.tools.find((tool) => tool.name === respelled.mapping.tools.get_after_sales_policy?.name);
-    const topicPath = respelled.mapping.tools.get_after_sales_policy?.parameters.topic as string;
-    const respellings = respelled.mapping.tools.get_after_sales_policy?.enumValues.topic as Record<string, string>;
+    const topicPath = respelled.mapping.tools.get_after_sales_policy?.parameters.topic;
+    const respellings = respelled.mapping.tools.get_after_sales_policy?.enumValues.topic;
     expect(Object.entries(policy?.binding.enumValues?.topic ?? {}).sort()).toEqual(Object.entries(respellings).map(([canonical, variant]) => [variant, canonical]).sort());
     const mapped = mapArguments({ topic: 'returns' }, { paths: { topic: topicPath }, enumValues: { topic: respellings } });
     if (!mapped.ok) throw new Error(mapped.reason);
@@ -143,7 +143,7 @@ describe('tool_schemas', () => {
     for (const variant of made) {
       const prompt = renderHarness(variant.harness, context).systemPrompt;
       for (const tool of sample.tools) {
-        const name = variant.mapping.tools[tool.name]?.name as string;
+        const name = variant.mapping.tools[tool.name]?.name;
         if (name !== tool.name) expect(mentions(prompt, tool.name)).toBe(false);
       }
     }
@@ -161,7 +161,7 @@ describe('tool_schemas', () => {
       for (const added of variant.mapping.addedTools) {
         const tool = variant.harness.tools.find((candidate) => candidate.name === added);
         expect(tool?.binding).toMatchObject({ capability: 'live_script', ignoredArguments: expect.any(Array) });
-        expect(names.indexOf(added)).toBeGreaterThan(names.indexOf(liveScript as string));
+        expect(names.indexOf(added)).toBeGreaterThan(names.indexOf(liveScript));
       }
     }
     for (const variant of withParameters) {
@@ -207,7 +207,7 @@ describe('hooks', () => {
       if (!folded.ok) throw new Error(folded.reason);
       expect(asBlock.userSuffix).toContain(`\n${hookBlock(text)}`);
       if (asBlock.userSuffix === `\n${hookBlock(text)}`) {
-        expect(folded.messages[1]!.content).toBe(`${turn.content}${asBlock.userSuffix}`);
+        expect(folded.messages[1].content).toBe(`${turn.content}${asBlock.userSuffix}`);
         exact++;
       }
     }

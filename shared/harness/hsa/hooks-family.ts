@@ -121,5 +121,5 @@ function rephrase(hook: HookDefinition, rng: VariantBuilder['rng'], protect: str
 }
 
 function placeholdersOf(text: string): string[] {
-  return [...text.matchAll(/\{([A-Za-z_]+)\}/g)].map((match) => match[1] as string);
+  return [...text.matchAll(/\{([A-Za-z_]+)\}/g)].map((match) => match[1]);
 }

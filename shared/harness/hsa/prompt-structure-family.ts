@@ -72,7 +72,7 @@ export function applyPromptStructure(builder: VariantBuilder): void {
   }
   builder.mapping.prompt = {
     format: { before: builder.mapping.prompt.format.before, after: harness.prompt.format },
-    sections: harness.prompt.sections.map((section, index) => ({ canonicalId: canonicalIds[index] as string, id: section.id, title: section.title })),
+    sections: harness.prompt.sections.map((section, index) => ({ canonicalId: canonicalIds[index], id: section.id, title: section.title })),
   };
   builder.markFamily('prompt_structure');
 }

@@ -130,7 +130,7 @@ export function parseRecordedTrajectory(trajectory: Trajectory, canonical: Harne
   const parsed = parseTimeline(trajectory.messages, canonical, context);
   if (!parsed.ok) return { ok: false, reason: 'unparseable', detail: parsed.reason };
   // The system prompt was just compared with the harness's rendering: reuse it.
-  const systemPrompt = (trajectory.messages[0] as ChatMessage).content as string;
+  const systemPrompt = (trajectory.messages[0]).content as string;
   if (!sameMessages(rebuildTimeline(parsed.timeline, canonical, context, identityRewrite, systemPrompt).messages, trajectory.messages)) {
     return { ok: false, reason: 'unparseable', detail: 'rebuilding the trajectory under its own harness does not give back the recorded messages' };
   }
@@ -208,7 +208,7 @@ function rewriteAssistant(message: AssistantMessage, calls: Map<string, Rewritte
 export function sameMessages(left: readonly ChatMessage[], right: readonly ChatMessage[]): boolean {
   if (left.length !== right.length) return false;
   return left.every((message, index) => {
-    const other = right[index] as ChatMessage;
+    const other = right[index];
     if (message.role !== other.role || message.content !== other.content) return false;
     if (message.role === 'tool') return message.tool_call_id === (other as typeof message).tool_call_id;
     if (message.role !== 'assistant') return true;

@@ -43,17 +43,17 @@ function findLists(lines: string[]): ListBlock[] {
     const match = listItemPattern.exec(line);
     if (match) {
       const numbered = match[4] === undefined;
-      const indent = match[1] as string;
+      const indent = match[1];
       if (current && current.numbered === numbered && current.indent === indent && current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index) {
-        current.items.push([match[5] as string]);
+        current.items.push([match[5]]);
         return;
       }
-      current = { start: index, items: [[match[5] as string]], numbered, indent };
+      current = { start: index, items: [[match[5]]], numbered, indent };
       blocks.push(current);
       return;
     }
     const continues = current && current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index && line.trim() !== '' && /^\s+/.test(line) && line.length - line.trimStart().length > current.indent.length;
-    if (continues && current) (current.items[current.items.length - 1] as string[]).push(line);
+    if (continues && current) (current.items[current.items.length - 1]).push(line);
     else current = undefined;
   });
   return blocks;
@@ -81,7 +81,7 @@ export function restyleBody(body: string, rng: Rng, options: { reorder: boolean;
   return lines
     .map((line) => {
       const heading = headingPattern.exec(line);
-      return heading ? headingFormat((heading[1] as string).length, heading[2] as string) : line;
+      return heading ? headingFormat((heading[1]).length, heading[2]) : line;
     })
     .join('\n');
 }

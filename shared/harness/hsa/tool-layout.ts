@@ -44,7 +44,7 @@ export function parseParameters(tool: ToolDefinition): ParameterNode {
       const path = prefix === '' ? childName : `${prefix}.${childName}`;
       const childSchema = (isObject(child) ? child : {}) as JsonSchema;
       const childRequired = requiredNames.includes(childName);
-      if (path in mapped) return unit(childName, childSchema, childRequired, path, mapped[path] as string);
+      if (path in mapped) return unit(childName, childSchema, childRequired, path, mapped[path]);
       if (Object.keys(mapped).some((other) => other.startsWith(`${path}.`)) && isObject(childSchema.properties)) return walk(childSchema, childName, childRequired, path);
       // A canonical name that some path maps onto is only read from that path (see toCanonicalArguments).
       const readAsItself = prefix === '' && !ignored.has(path) && canonical.includes(path) && !Object.values(mapped).includes(path);
@@ -194,7 +194,7 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
     if (!isObject(next)) current[segment] = {};
     current = current[segment] as Record<string, unknown>;
   }
-  current[segments[segments.length - 1] as string] = value;
+  current[segments[segments.length - 1]] = value;
 }
 
 function respell(value: unknown, respellings: Record<string, string> | undefined): unknown {

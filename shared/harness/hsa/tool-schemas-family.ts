@@ -194,7 +194,7 @@ function respellEnums(trees: Map<string, ParameterNode>, builder: VariantBuilder
       const known = enumSynonyms[value];
       const preferred =
         style === 'synonym' && known ? known[0] : style === 'chinese' && known ? known[1] : style === 'upper' ? value.toUpperCase() : `opt_${index + 1}_${value.slice(0, 3).toLowerCase()}`;
-      const respelled = allocator.allocate([preferred as string, ...(known ?? []), value.toUpperCase()], () => `opt_${rng.int(100, 999)}`);
+      const respelled = allocator.allocate([preferred, ...(known ?? []), value.toUpperCase()], () => `opt_${rng.int(100, 999)}`);
       respellings.set(value, respelled);
       renames.push({ from: value, to: respelled, kind: 'enum_value', scope: 'harness' });
     });

@@ -16,5 +16,5 @@ export function variantToFiles(variant: Variant): HarnessFiles {
 export async function writeVariant(variant: Variant, directory: string): Promise<void> {
   const { [MAPPING_FILE]: mapping, ...harnessFiles } = variantToFiles(variant);
   await writeHarnessFiles(harnessFiles, directory);
-  await writeFile(join(directory, MAPPING_FILE), mapping as string, 'utf8');
+  await writeFile(join(directory, MAPPING_FILE), mapping, 'utf8');
 }

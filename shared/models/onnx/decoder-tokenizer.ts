@@ -32,7 +32,7 @@ export function loadDecoderTokenizer(directory: string): DecoderTokenizer & { to
   return {
     tokenizerConfig: files.tokenizerConfig,
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
-    decode: (tokenIds, options) => tokenizer.decode(tokenIds as number[], { skip_special_tokens: !options?.keepSpecialTokens }),
+    decode: (tokenIds, options) => tokenizer.decode(tokenIds, { skip_special_tokens: !options?.keepSpecialTokens }),
     tokenText: (tokenId) => tokenizer.decode([tokenId], { skip_special_tokens: false }),
     tokenId: (token) => tokenizer.token_to_id(token),
     specialTokens: { bos: tokenString('bos_token'), eos: tokenString('eos_token'), pad: tokenString('pad_token'), unk: tokenString('unk_token') },

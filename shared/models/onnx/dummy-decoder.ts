@@ -267,8 +267,8 @@ function buildDummyGraph(config: DummyDecoderConfig, rng: Rng, withLogitsToKeep:
       graph.op('Transpose', [graph.op('Reshape', [graph.op('MatMul', [normed, matrix(`${prefix}.self_attn.${projection}.weight`, hidden, kvHeads * headDim)]), graph.int64Constant('shape_kv', [4], [0, 0, kvHeads, headDim])])], { perm: [0, 2, 1, 3] });
     const keys = rotary(splitHeads('k_proj'), cosKeys, sinKeys);
     const values = splitHeads('v_proj');
-    const presentKey = graph.op('Concat', [past[layer]!.key, keys], { axis: 2 }, `present.${layer}.key`);
-    const presentValue = graph.op('Concat', [past[layer]!.value, values], { axis: 2 }, `present.${layer}.value`);
+    const presentKey = graph.op('Concat', [past[layer].key, keys], { axis: 2 }, `present.${layer}.key`);
+    const presentValue = graph.op('Concat', [past[layer].value, values], { axis: 2 }, `present.${layer}.value`);
     graph.output(presentKey, presentKey, 'float', ['batch_size', kvHeads, 'total_sequence_length', headDim]);
     graph.output(presentValue, presentValue, 'float', ['batch_size', kvHeads, 'total_sequence_length', headDim]);
 

@@ -22,12 +22,12 @@ describe('LogitsHead', () => {
         const tempered = referenceLogSoftmax(row, 0.5);
         const raw = referenceLogSoftmax(row, 1);
         row.forEach((_, tokenId) => {
-          expect(outputs.logprobs[index * 6 + tokenId]).toBeCloseTo(tempered[tokenId] as number, 5);
-          expect(outputs.rawLogprobs[index * 6 + tokenId]).toBeCloseTo(raw[tokenId] as number, 5);
-          expect(outputs.probabilities![index * 6 + tokenId]).toBeCloseTo(Math.exp(tempered[tokenId] as number), 6);
+          expect(outputs.logprobs[index * 6 + tokenId]).toBeCloseTo(tempered[tokenId], 5);
+          expect(outputs.rawLogprobs[index * 6 + tokenId]).toBeCloseTo(raw[tokenId], 5);
+          expect(outputs.probabilities![index * 6 + tokenId]).toBeCloseTo(Math.exp(tempered[tokenId]), 6);
         });
       });
-      const plain = await head.run(Float32Array.from(rows[0]!), 1, { probabilities: false });
+      const plain = await head.run(Float32Array.from(rows[0]), 1, { probabilities: false });
       expect(plain.logprobs).toBe(plain.rawLogprobs);
       expect(plain.probabilities).toBeUndefined();
       // Probabilities alone (sampling without logprobs) are the same ones, without the log-softmaxes.

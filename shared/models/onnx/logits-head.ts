@@ -56,7 +56,7 @@ export class LogitsHead {
       },
       fetches,
     );
-    const data = (name: string): Float32Array => (outputs[name] as ort.Tensor).data as Float32Array;
+    const data = (name: string): Float32Array => (outputs[name]).data as Float32Array;
     if (!wantLogprobs) return { rawLogprobs: new Float32Array(0), logprobs: new Float32Array(0), probabilities: options.probabilities ? data('probabilities') : undefined };
     const rawLogprobs = data('raw_logprobs');
     return { rawLogprobs, logprobs: tempered ? data('logprobs') : rawLogprobs, probabilities: options.probabilities ? data('probabilities') : undefined };

@@ -14,7 +14,7 @@ const prompt = [10, 20, 30, 40, 50, 60, 70];
 function maxAbsoluteDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
   expect(a.length).toBe(b.length);
   let worst = 0;
-  for (let index = 0; index < a.length; index++) worst = Math.max(worst, Math.abs((a[index] as number) - (b[index] as number)));
+  for (let index = 0; index < a.length; index++) worst = Math.max(worst, Math.abs((a[index]) - (b[index])));
   return worst;
 }
 
@@ -52,7 +52,7 @@ describe('OnnxDecoder', () => {
     expect(scored.logprobTemperature).toBe(0.7);
     expect(scored.tokens.map((token) => token.tokenId)).toEqual(generated.tokenIds);
     generated.tokens!.forEach((token, index) => {
-      const score = scored.tokens[index]!;
+      const score = scored.tokens[index];
       expect(Math.abs(token.logprob - score.logprob)).toBeLessThan(1e-4);
       expect(Math.abs(token.rawLogprob - score.rawLogprob)).toBeLessThan(1e-4);
       expect(token.top!.map((entry) => entry.tokenId)).toEqual(score.top!.map((entry) => entry.tokenId));
@@ -81,13 +81,13 @@ describe('OnnxDecoder', () => {
     const batched = await decoder.generateBatch(requests, options);
     for (const [index, request] of requests.entries()) {
       const alone = await decoder.generate(request.promptIds, { ...options, seed: request.seed });
-      expect(batched[index]!.tokenIds).toEqual(alone.tokenIds);
-      expect(maxAbsoluteDifference(batched[index]!.tokens!.map((token) => token.logprob), alone.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+      expect(batched[index].tokenIds).toEqual(alone.tokenIds);
+      expect(maxAbsoluteDifference(batched[index].tokens!.map((token) => token.logprob), alone.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
     }
-    const scoredBatch = await decoder.scoreBatch(requests.map((request, index) => ({ promptIds: request.promptIds, completionIds: batched[index]!.tokenIds })));
+    const scoredBatch = await decoder.scoreBatch(requests.map((request, index) => ({ promptIds: request.promptIds, completionIds: batched[index].tokenIds })));
     for (const [index, request] of requests.entries()) {
-      const alone = await decoder.score(request.promptIds, batched[index]!.tokenIds);
-      expect(maxAbsoluteDifference(scoredBatch[index]!.tokens.map((token) => token.logprob), alone.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
+      const alone = await decoder.score(request.promptIds, batched[index].tokenIds);
+      expect(maxAbsoluteDifference(scoredBatch[index].tokens.map((token) => token.logprob), alone.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
     }
   });
 
@@ -97,22 +97,22 @@ describe('OnnxDecoder', () => {
     // The first token that did not occur before it ends the sequence when it is a stop token.
     const stopIndex = free.tokenIds.findIndex((tokenId, index) => index > 0 && !free.tokenIds.slice(0, index).includes(tokenId));
     expect(stopIndex).toBeGreaterThan(0);
-    const stopTokenIds = [free.tokenIds[stopIndex]!];
+    const stopTokenIds = [free.tokenIds[stopIndex]];
     const [stopped, running] = await decoder.generateBatch([{ promptIds: [5, 6] }, { promptIds: prompt, seed: 6 }], { ...options, stopTokenIds });
-    expect(stopped!.tokenIds).toEqual(free.tokenIds.slice(0, stopIndex + 1));
-    expect(stopped!.finishReason).toBe('stop');
+    expect(stopped.tokenIds).toEqual(free.tokenIds.slice(0, stopIndex + 1));
+    expect(stopped.finishReason).toBe('stop');
     const runningAlone = await decoder.generate(prompt, { ...options, seed: 6, stopTokenIds });
-    expect(running!.tokenIds).toEqual(runningAlone.tokenIds);
-    expect(running!.tokenIds.length).toBeGreaterThan(stopIndex + 1);
+    expect(running.tokenIds).toEqual(runningAlone.tokenIds);
+    expect(running.tokenIds.length).toBeGreaterThan(stopIndex + 1);
   });
 
   it('decodes greedily at temperature 0 and records logprobs at temperature 1', async () => {
     const greedy = await decoder.generate(prompt, { maxNewTokens: 8, temperature: 0, topLogprobs: 3 });
     expect(greedy.logprobTemperature).toBe(1);
     for (const token of greedy.tokens!) {
-      expect(token.top![0]!.tokenId).toBe(token.tokenId);
+      expect(token.top![0].tokenId).toBe(token.tokenId);
       expect(token.logprob).toBeCloseTo(token.rawLogprob, 10);
-      expect(token.top![0]!.logprob).toBeGreaterThanOrEqual(token.top![1]!.logprob);
+      expect(token.top![0].logprob).toBeGreaterThanOrEqual(token.top![1].logprob);
     }
     // top-k 1 and a tiny nucleus both leave only the most likely token.
     const topKOne = await decoder.generate(prompt, { maxNewTokens: 8, temperature: 1.5, topK: 1, seed: 9 });
@@ -147,18 +147,18 @@ describe('OnnxDecoder', () => {
       const kept = await keeping.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
       const full = await allPositions.generateBatch([{ promptIds: longPrompt }, { promptIds: prompt, seed: 2 }], options);
       for (const [index, result] of kept.entries()) {
-        expect(result.tokenIds).toEqual(full[index]!.tokenIds);
-        expect(maxAbsoluteDifference(result.tokens!.map((token) => token.logprob), full[index]!.tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
+        expect(result.tokenIds).toEqual(full[index].tokenIds);
+        expect(maxAbsoluteDifference(result.tokens!.map((token) => token.logprob), full[index].tokens!.map((token) => token.logprob))).toBeLessThan(1e-4);
       }
       const pairs = [
-        { promptIds: longPrompt, completionIds: kept[0]!.tokenIds },
+        { promptIds: longPrompt, completionIds: kept[0].tokenIds },
         { promptIds: [5, 6], completionIds: [7, 8, 9, 10, 11, 12, 13, 14, 15] },
       ];
       const scoredKept = await keeping.scoreBatch(pairs, { topLogprobs: 2 });
       const scoredFull = await allPositions.scoreBatch(pairs, { topLogprobs: 2 });
       for (const [index, pair] of pairs.entries()) {
-        expect(scoredKept[index]!.tokens.map((token) => token.tokenId)).toEqual(pair.completionIds);
-        expect(maxAbsoluteDifference(scoredKept[index]!.tokens.map((token) => token.logprob), scoredFull[index]!.tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
+        expect(scoredKept[index].tokens.map((token) => token.tokenId)).toEqual(pair.completionIds);
+        expect(maxAbsoluteDifference(scoredKept[index].tokens.map((token) => token.logprob), scoredFull[index].tokens.map((token) => token.logprob))).toBeLessThan(1e-4);
       }
       // Every position's logits are still there for whoever asks for them.
       expect(maxAbsoluteDifference(await keeping.logits(longPrompt), await allPositions.logits(longPrompt))).toBeLessThan(1e-4);

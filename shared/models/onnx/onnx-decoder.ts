@@ -247,7 +247,7 @@ export class OnnxDecoder {
   /** Generates from one prompt. */
   async generate(promptIds: readonly number[], options: GenerateOptions = {}): Promise<GenerationResult> {
     const [result] = await this.generateBatch([{ promptIds, seed: options.seed }], options);
-    return result as GenerationResult;
+    return result;
   }
 
   /** Generates from several prompts in one left-padded batch; each sequence stops on its own. */
@@ -277,7 +277,7 @@ export class OnnxDecoder {
     // Left padding: every prompt ends at the same column, so one step serves every row.
     const promptLength = Math.max(...requests.map((request) => request.promptIds.length));
     const padded = this.leftPad(requests.map((request) => request.promptIds), promptLength);
-    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal, batchSize === 1 ? requests[0]!.promptIds : undefined);
+    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal, batchSize === 1 ? requests[0].promptIds : undefined);
     const prefillMs = performance.now() - started;
     const attentionMask = padded.attentionMask;
     const maskColumns: number[][] = Array.from({ length: batchSize }, (_, row) => Array.from(attentionMask.subarray(row * promptLength, (row + 1) * promptLength), Number));
@@ -288,15 +288,15 @@ export class OnnxDecoder {
       const nextPositions = new BigInt64Array(batchSize);
       const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0, logprobs: wantLogprobs }) : undefined;
       for (let row = 0; row < batchSize; row++) {
-        const state = rows[row]!;
+        const state = rows[row];
         if (state.finishReason) {
           nextIds[row] = BigInt(this.info.padTokenId);
-          maskColumns[row]!.push(0);
+          maskColumns[row].push(0);
           continue;
         }
         const base = row * vocabularySize;
         const logits = lastLogits.subarray(base, base + vocabularySize);
-        const tokenId = head?.probabilities ? sampleToken(head.probabilities.subarray(base, base + vocabularySize), sampling, rngs[row]!) : argmaxOf(logits);
+        const tokenId = head?.probabilities ? sampleToken(head.probabilities.subarray(base, base + vocabularySize), sampling, rngs[row]) : argmaxOf(logits);
         if (head && state.tokens) state.tokens.push(tokenScore(head, base, logits, tokenId, topLogprobs));
         const atMs = performance.now() - started;
         state.tokenIds.push(tokenId);
@@ -306,7 +306,7 @@ export class OnnxDecoder {
         else if (state.tokenIds.length >= maxNewTokens) state.finishReason = 'length';
         nextIds[row] = BigInt(tokenId);
         nextPositions[row] = BigInt(state.nextPosition++);
-        maskColumns[row]!.push(state.finishReason ? 0 : 1);
+        maskColumns[row].push(state.finishReason ? 0 : 1);
       }
       if (rows.every((state) => state.finishReason)) break;
       if (options.signal?.aborted) throw abortedError(options.signal);
@@ -320,12 +320,12 @@ export class OnnxDecoder {
       tokens: state.tokens,
       finishReason: state.finishReason ?? 'length',
       logprobTemperature,
-      sampling: { ...sampling, seed: seeds[row] as string },
+      sampling: { ...sampling, seed: seeds[row] },
       timings: {
         prefillMs,
         ttftMs: state.tokenTimes[0] ?? prefillMs,
         e2eMs: state.tokenTimes[state.tokenTimes.length - 1] ?? prefillMs,
-        itlMs: state.tokenTimes.slice(1).map((time, index) => time - (state.tokenTimes[index] as number)),
+        itlMs: state.tokenTimes.slice(1).map((time, index) => time - (state.tokenTimes[index])),
       },
     }));
   }
@@ -333,7 +333,7 @@ export class OnnxDecoder {
   /** Log-probabilities of given completion tokens after a prompt, from one pass over both. */
   async score(promptIds: readonly number[], completionIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
     const [result] = await this.scoreBatch([{ promptIds, completionIds }], options);
-    return result as ScoreResult;
+    return result;
   }
 
   /** Scores several prompt/completion pairs in one left-padded batch. */
@@ -358,12 +358,12 @@ export class OnnxDecoder {
       // Only positions that predict a completion token are normalized, gathered into one block.
       const wanted: Array<{ row: number; tokenId: number; offset: number }> = [];
       requests.forEach((request, row) => {
-        const padding = length - (sequences[row] as number[]).length;
+        const padding = length - (sequences[row]).length;
         for (let offset = 0; offset < rows; offset++) {
           // Column c holds sequence token c - padding, which predicts token c - padding + 1.
           const completionIndex = firstColumn + offset - padding + 1 - request.promptIds.length;
           if (completionIndex < 0 || completionIndex >= request.completionIds.length) continue;
-          wanted.push({ row, tokenId: request.completionIds[completionIndex] as number, offset: (row * rows + offset) * vocabularySize });
+          wanted.push({ row, tokenId: request.completionIds[completionIndex], offset: (row * rows + offset) * vocabularySize });
         }
       });
       if (wanted.length === 0) return;
@@ -372,7 +372,7 @@ export class OnnxDecoder {
       const head = await this.head.run(gathered, logprobTemperature, { probabilities: false });
       wanted.forEach((entry, index) => {
         const base = index * vocabularySize;
-        results[entry.row]!.tokens.push(tokenScore(head, base, gathered.subarray(base, base + vocabularySize), entry.tokenId, topLogprobs));
+        results[entry.row].tokens.push(tokenScore(head, base, gathered.subarray(base, base + vocabularySize), entry.tokenId, topLogprobs));
       });
     });
     return results;
@@ -483,7 +483,7 @@ export class OnnxDecoder {
     const { keyValueHeads, headDim } = this.info;
     const tensors: Record<string, ort.Tensor> = {};
     for (const [name, tensor] of Object.entries(cache.tensors)) {
-      const total = tensor.dims[2] as number;
+      const total = tensor.dims[2];
       const data = tensor.data as Float32Array;
       const cut = new Float32Array(keyValueHeads * length * headDim);
       for (let head = 0; head < keyValueHeads; head++) cut.set(data.subarray(head * total * headDim, (head * total + length) * headDim), head * length * headDim);
@@ -566,17 +566,17 @@ export class OnnxDecoder {
     const outputs = await this.session.run(feeds);
     const tensors: Record<string, ort.Tensor> = {};
     for (let layer = 0; layer < this.info.layers; layer++) {
-      tensors[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`] as ort.Tensor;
-      tensors[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`] as ort.Tensor;
+      tensors[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`];
+      tensors[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`];
     }
-    return { logits: (outputs.logits as ort.Tensor).data as Float32Array, cache: { tensors } };
+    return { logits: (outputs.logits).data as Float32Array, cache: { tensors } };
   }
 }
 
 /** A token's logprobs from normalized rows; `base` is the row's offset in `head`'s arrays. */
 function tokenScore(head: HeadOutputs, base: number, logits: Float32Array, tokenId: number, topLogprobs: number): TokenScore {
-  const score: TokenScore = { tokenId, logprob: head.logprobs[base + tokenId] as number, rawLogprob: head.rawLogprobs[base + tokenId] as number };
-  if (topLogprobs > 0) score.top = topTokenIds(logits, topLogprobs).map((id) => ({ tokenId: id, logprob: head.logprobs[base + id] as number }));
+  const score: TokenScore = { tokenId, logprob: head.logprobs[base + tokenId], rawLogprob: head.rawLogprobs[base + tokenId] };
+  if (topLogprobs > 0) score.top = topTokenIds(logits, topLogprobs).map((id) => ({ tokenId: id, logprob: head.logprobs[base + id] }));
   return score;
 }
 

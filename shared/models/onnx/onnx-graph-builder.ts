@@ -72,12 +72,12 @@ export class OnnxGraphBuilder {
 
   /** Adds one node and returns its (first) output name; `outputName` fixes that name. */
   op(opType: string, inputs: string[], attributes: Record<string, AttributeInput> = {}, outputName?: string): string {
-    return this.opMulti(opType, inputs, 1, attributes, outputName ? [outputName] : undefined)[0] as string;
+    return this.opMulti(opType, inputs, 1, attributes, outputName ? [outputName] : undefined)[0];
   }
 
   opMulti(opType: string, inputs: string[], outputCount: number, attributes: Record<string, AttributeInput> = {}, outputNames?: string[]): string[] {
     const base = opType.replace(/[A-Z]/g, (letter, index: number) => (index === 0 ? letter.toLowerCase() : `_${letter.toLowerCase()}`));
-    const outputs = Array.from({ length: outputCount }, (_, index) => (outputNames?.[index] ? this.uniqueName(outputNames[index] as string) : this.uniqueName(`${base}_${this.nodes.length}_${index}`)));
+    const outputs = Array.from({ length: outputCount }, (_, index) => (outputNames?.[index] ? this.uniqueName(outputNames[index]) : this.uniqueName(`${base}_${this.nodes.length}_${index}`)));
     this.nodes.push({
       opType,
       name: this.uniqueName(`${opType}_${this.nodes.length}`),

@@ -62,8 +62,8 @@ describe('OnnxModelClient', () => {
     expect(response.timings.itlMs).toHaveLength(response.usage.completionTokens - 1);
     // The logprobs are the ones scoring the same tokens at the same temperature gives.
     const scored = await client.score(await client.promptIds(messages), tokenIds, { temperature: 0.8 });
-    response.logprobs!.forEach((entry, index) => expect(Math.abs(entry.logprob - scored.tokens[index]!.logprob)).toBeLessThan(1e-4));
-    expect(response.logprobs![0]!.top).toHaveLength(2);
+    response.logprobs!.forEach((entry, index) => expect(Math.abs(entry.logprob - scored.tokens[index].logprob)).toBeLessThan(1e-4));
+    expect(response.logprobs![0].top).toHaveLength(2);
   });
 
   it('replays the same answer for the same seed and cuts at a stop string', async () => {

@@ -151,7 +151,7 @@ export class OnnxModelClient implements ModelClient {
           queueMs,
           ttftMs: tokenTimes[0] ?? performance.now() - sent,
           e2eMs: tokenTimes[tokenTimes.length - 1] ?? performance.now() - sent,
-          itlMs: tokenTimes.slice(1).map((time, index) => time - (tokenTimes[index] as number)),
+          itlMs: tokenTimes.slice(1).map((time, index) => time - (tokenTimes[index])),
           chunkCount: tokenTimes.length,
           ...(firstContentMs !== undefined ? { firstContentMs } : {}),
         },

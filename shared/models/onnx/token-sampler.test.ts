@@ -6,19 +6,19 @@ function frequencies(probabilities: number[], parameters: SamplingParameters, dr
   const row = Float32Array.from(probabilities);
   const rng = new Rng(seed);
   const counts = new Array<number>(row.length).fill(0);
-  for (let draw = 0; draw < draws; draw++) counts[sampleToken(row, parameters, rng)]! += 1;
+  for (let draw = 0; draw < draws; draw++) counts[sampleToken(row, parameters, rng)] += 1;
   return counts.map((count) => count / draws);
 }
 
 /** The nucleus by definition: most likely first (lower id on ties) until the mass reaches topP. */
 function referenceNucleus(row: Float32Array, topP: number): Set<number> {
-  const sorted = Array.from(row.keys()).sort((a, b) => (row[b] as number) - (row[a] as number) || a - b);
-  const total = sorted.reduce((sum, tokenId) => sum + (row[tokenId] as number), 0);
+  const sorted = Array.from(row.keys()).sort((a, b) => (row[b]) - (row[a]) || a - b);
+  const total = sorted.reduce((sum, tokenId) => sum + (row[tokenId]), 0);
   const allowed = new Set<number>();
   let mass = 0;
   for (const tokenId of sorted) {
     allowed.add(tokenId);
-    mass += row[tokenId] as number;
+    mass += row[tokenId];
     if (mass >= topP * total) break;
   }
   return allowed;
@@ -34,14 +34,14 @@ describe('token sampler', () => {
 
   it('samples in proportion to the probabilities', () => {
     const observed = frequencies(probabilities, { temperature: 1, topP: 1, topK: 0 }, 20000, 'plain');
-    observed.forEach((frequency, tokenId) => expect(Math.abs(frequency - (probabilities[tokenId] as number))).toBeLessThan(0.015));
+    observed.forEach((frequency, tokenId) => expect(Math.abs(frequency - (probabilities[tokenId]))).toBeLessThan(0.015));
   });
 
   it('keeps only the top-k tokens, renormalized', () => {
     const observed = frequencies(probabilities, { temperature: 1, topP: 1, topK: 2 }, 20000, 'top-k');
     expect(observed[2]).toBe(0);
     expect(observed[3]).toBe(0);
-    expect(Math.abs((observed[0] as number) - 0.5 / 0.8)).toBeLessThan(0.015);
+    expect(Math.abs((observed[0]) - 0.5 / 0.8)).toBeLessThan(0.015);
   });
 
   it('keeps the smallest set reaching the nucleus mass', () => {
@@ -49,7 +49,7 @@ describe('token sampler', () => {
     const observed = frequencies(probabilities, { temperature: 1, topP: 0.75, topK: 0 }, 20000, 'top-p');
     expect(observed[2]).toBe(0);
     expect(observed[3]).toBe(0);
-    expect(Math.abs((observed[1] as number) - 0.3 / 0.8)).toBeLessThan(0.015);
+    expect(Math.abs((observed[1]) - 0.3 / 0.8)).toBeLessThan(0.015);
     // Top-p applies after top-k, on the top-k mass: 0.5 / 0.95 < 0.7 needs the second token too.
     const combined = frequencies(probabilities, { temperature: 1, topP: 0.7, topK: 3 }, 5000, 'top-k-p');
     expect(combined[2]).toBe(0);
@@ -111,7 +111,7 @@ describe('token sampler', () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: -5, max: 5 }), { minLength: 1, maxLength: 200 }), fc.integer({ min: 1, max: 30 }), (values, k) => {
         const row = Float32Array.from(values);
-        const expected = Array.from(row.keys()).sort((a, b) => (row[b] as number) - (row[a] as number) || a - b).slice(0, k);
+        const expected = Array.from(row.keys()).sort((a, b) => (row[b]) - (row[a]) || a - b).slice(0, k);
         expect(topTokenIds(row, k)).toEqual(expected);
       }),
     );

@@ -26,7 +26,7 @@ export function logprobTemperatureOf(samplingTemperature: number): number {
 /** Index of the largest value, lowest index on ties. */
 export function argmaxOf(values: Float32Array): number {
   let best = 0;
-  for (let index = 1; index < values.length; index++) if ((values[index] as number) > (values[best] as number)) best = index;
+  for (let index = 1; index < values.length; index++) if ((values[index]) > (values[best])) best = index;
   return best;
 }
 
@@ -39,21 +39,21 @@ export function topTokenIds(values: Float32Array, k: number): number[] {
   if (size <= 0) return [];
   const heap: number[] = [];
   // "a below b" = a ranks lower: smaller value, or equal value and larger index.
-  const below = (a: number, b: number): boolean => (values[a] as number) < (values[b] as number) || ((values[a] as number) === (values[b] as number) && a > b);
+  const below = (a: number, b: number): boolean => (values[a]) < (values[b]) || ((values[a]) === (values[b]) && a > b);
   const swap = (i: number, j: number): void => {
-    [heap[i], heap[j]] = [heap[j] as number, heap[i] as number];
+    [heap[i], heap[j]] = [heap[j], heap[i]];
   };
   for (let index = 0; index < values.length; index++) {
     if (heap.length < size) {
       heap.push(index);
-      for (let child = heap.length - 1; child > 0 && below(heap[child] as number, heap[(child - 1) >> 1] as number); child = (child - 1) >> 1) swap(child, (child - 1) >> 1);
-    } else if (below(heap[0] as number, index)) {
+      for (let child = heap.length - 1; child > 0 && below(heap[child], heap[(child - 1) >> 1]); child = (child - 1) >> 1) swap(child, (child - 1) >> 1);
+    } else if (below(heap[0], index)) {
       heap[0] = index;
       for (let parent = 0; ; ) {
         const left = 2 * parent + 1;
         let lowest = parent;
-        if (left < heap.length && below(heap[left] as number, heap[lowest] as number)) lowest = left;
-        if (left + 1 < heap.length && below(heap[left + 1] as number, heap[lowest] as number)) lowest = left + 1;
+        if (left < heap.length && below(heap[left], heap[lowest])) lowest = left;
+        if (left + 1 < heap.length && below(heap[left + 1], heap[lowest])) lowest = left + 1;
         if (lowest === parent) break;
         swap(parent, lowest);
         parent = lowest;
@@ -74,25 +74,25 @@ export function sampleToken(probabilities: Float32Array, parameters: SamplingPar
     candidates = topTokenIds(probabilities, topK);
     if (parameters.topP < 1) candidates = sortedNucleus(candidates, probabilities, parameters.topP);
   } else if (parameters.topP < 1 && probabilities.length <= smallRow) {
-    const sorted = Array.from(probabilities.keys()).sort((a, b) => (probabilities[b] as number) - (probabilities[a] as number) || a - b);
+    const sorted = Array.from(probabilities.keys()).sort((a, b) => (probabilities[b]) - (probabilities[a]) || a - b);
     candidates = sortedNucleus(sorted, probabilities, parameters.topP);
   } else if (parameters.topP < 1) {
     const { boundary, boundaryIds, mass } = rowNucleus(probabilities, parameters.topP);
     const bits = new Uint32Array(probabilities.buffer, probabilities.byteOffset, probabilities.length);
     return drawFrom(probabilities, rng.next() * mass, (visit) => {
-      for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId] as number) >>> 16 > boundary && visit(tokenId)) return;
+      for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId]) >>> 16 > boundary && visit(tokenId)) return;
       for (const tokenId of boundaryIds) if (visit(tokenId)) return;
     });
   }
   if (!candidates) {
     let total = 0;
-    for (let tokenId = 0; tokenId < probabilities.length; tokenId++) total += probabilities[tokenId] as number;
+    for (let tokenId = 0; tokenId < probabilities.length; tokenId++) total += probabilities[tokenId];
     return drawFrom(probabilities, rng.next() * total, (visit) => {
       for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if (visit(tokenId)) return;
     });
   }
   const chosen = candidates;
-  const total = chosen.reduce((sum, tokenId) => sum + (probabilities[tokenId] as number), 0);
+  const total = chosen.reduce((sum, tokenId) => sum + (probabilities[tokenId]), 0);
   return drawFrom(probabilities, rng.next() * total, (visit) => {
     for (const tokenId of chosen) if (visit(tokenId)) return;
   });
@@ -104,7 +104,7 @@ function drawFrom(probabilities: Float32Array, roll: number, walk: (visit: (toke
   let chosen = -1;
   let lastPositive = -1;
   walk((tokenId) => {
-    const probability = probabilities[tokenId] as number;
+    const probability = probabilities[tokenId];
     if (probability > 0) lastPositive = tokenId;
     remaining -= probability;
     if (remaining < 0) {
@@ -119,10 +119,10 @@ function drawFrom(probabilities: Float32Array, roll: number, walk: (visit: (toke
 
 /** The shortest prefix of `sortedIds` (most likely first) whose mass reaches topP of theirs. */
 function sortedNucleus(sortedIds: number[], probabilities: Float32Array, topP: number): number[] {
-  const target = topP * sortedIds.reduce((sum, tokenId) => sum + (probabilities[tokenId] as number), 0);
+  const target = topP * sortedIds.reduce((sum, tokenId) => sum + (probabilities[tokenId]), 0);
   let mass = 0;
   for (let index = 0; index < sortedIds.length; index++) {
-    mass += probabilities[sortedIds[index] as number] as number;
+    mass += probabilities[sortedIds[index]];
     if (mass >= target) return sortedIds.slice(0, index + 1);
   }
   return sortedIds;
@@ -144,15 +144,15 @@ function rowNucleus(probabilities: Float32Array, topP: number): { boundary: numb
   const bits = new Uint32Array(probabilities.buffer, probabilities.byteOffset, probabilities.length);
   massByBucket ??= new Float64Array(bucketCount);
   massByBucket.fill(0);
-  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) massByBucket[(bits[tokenId] as number) >>> 16] += probabilities[tokenId] as number;
+  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) massByBucket[(bits[tokenId]) >>> 16] += probabilities[tokenId];
   // Summed in the order of the walk below, so the walk is sure to reach the target.
   let total = 0;
-  for (let bucket = bucketCount - 1; bucket >= 0; bucket--) total += massByBucket[bucket] as number;
+  for (let bucket = bucketCount - 1; bucket >= 0; bucket--) total += massByBucket[bucket];
   const target = topP * total;
   let boundary = 0;
   let mass = 0;
   for (let bucket = bucketCount - 1; bucket >= 0; bucket--) {
-    const bucketMass = massByBucket[bucket] as number;
+    const bucketMass = massByBucket[bucket];
     if (mass + bucketMass >= target) {
       boundary = bucket;
       break;
@@ -160,13 +160,13 @@ function rowNucleus(probabilities: Float32Array, topP: number): { boundary: numb
     mass += bucketMass;
   }
   const candidates: number[] = [];
-  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId] as number) >>> 16 === boundary) candidates.push(tokenId);
-  candidates.sort((a, b) => (probabilities[b] as number) - (probabilities[a] as number) || a - b);
+  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId]) >>> 16 === boundary) candidates.push(tokenId);
+  candidates.sort((a, b) => (probabilities[b]) - (probabilities[a]) || a - b);
   const boundaryIds: number[] = [];
   for (const tokenId of candidates) {
     if (mass >= target) break;
     boundaryIds.push(tokenId);
-    mass += probabilities[tokenId] as number;
+    mass += probabilities[tokenId];
   }
   return { boundary, boundaryIds, mass };
 }

@@ -154,9 +154,9 @@ export class OpenAiChatClient implements ModelClient {
   /** The conversation as this server's template accepts it (see the config's `hookMessages`). */
   #messagesFor(request: ChatRequest): ChatRequest['messages'] {
     if (this.#config.hookMessages !== 'folded') return request.messages;
-    const normalized = normalizeHookMessages(request.messages as Parameters<typeof normalizeHookMessages>[0], 'folded');
+    const normalized = normalizeHookMessages(request.messages, 'folded');
     if (!normalized.ok) throw new HatError(normalized.code, `${this.#context.url}: cannot send this conversation with hookMessages: folded: ${normalized.reason}`);
-    return normalized.messages as ChatRequest['messages'];
+    return normalized.messages;
   }
 
   /** Fields left undefined are left out by JSON.stringify, which is all this body is for. */

@@ -46,7 +46,7 @@ export function sglangInputLogprobsOf(body: unknown, tokenIds: readonly number[]
   const offset = tokens.length - tokenIds.length;
   if (offset < 0) throw scoringShapeError(url, 'sglang', `meta_info.input_token_logprobs has ${tokens.length} positions for ${tokenIds.length} input ids`);
   tokenIds.forEach((tokenId, index) => {
-    const reported = (tokens[offset + index] as SglangLogprobTriple)[1];
+    const reported = (tokens[offset + index])[1];
     if (reported !== tokenId) throw scoringShapeError(url, 'sglang', `input position ${index} reports token id ${reported}, but ${tokenId} was sent`);
   });
   const top = Array.isArray(meta?.input_top_logprobs) ? (meta.input_top_logprobs as Array<SglangLogprobTriple[] | null>).slice(-tokenIds.length) : undefined;
@@ -59,7 +59,7 @@ export function completionScoresFromSglang(input: SglangInputLogprobs, request: 
   const logprobs: number[] = [];
   const top: ScoredCandidate[][] = [];
   request.completionIds.forEach((tokenId, offset) => {
-    const [logprob] = input.tokens[start + offset] as SglangLogprobTriple;
+    const [logprob] = input.tokens[start + offset];
     if (typeof logprob !== 'number') throw scoringShapeError(url, 'sglang', `input position ${start + offset} (token ${tokenId}) has no logprob`);
     logprobs.push(logprob);
     if (topK > 0) {

@@ -40,7 +40,7 @@ function chatMessagesOf(messages: ChatCompletionRequest['messages']): ChatMessag
     const content = Array.isArray(message.content) ? message.content.map((part) => (part.type === 'text' ? (part.text ?? '') : '')).join('') : message.content;
     const parsed = chatMessageSchema.safeParse({ ...message, content: content ?? (message.role === 'assistant' ? null : '') });
     if (!parsed.success) {
-      const issue = parsed.error.issues[0]!;
+      const issue = parsed.error.issues[0];
       throw new ServeRequestError(400, `messages[${index}].${issue.path.join('.')}: ${issue.message}`, `messages.${index}`);
     }
     return parsed.data;

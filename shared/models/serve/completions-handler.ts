@@ -55,9 +55,9 @@ export function checkModelName(context: ServeContext, model: string | null | und
 function promptIdsOf(context: ServeContext, prompt: CompletionRequest['prompt']): number[][] {
   const encode = (text: string): number[] => context.served.model.tokenizer.encode(text);
   if (typeof prompt === 'string') return [encode(prompt)];
-  if (prompt.every((item) => typeof item === 'string')) return (prompt as string[]).map(encode);
-  if (prompt.every((item) => typeof item === 'number')) return [prompt as number[]];
-  return prompt as number[][];
+  if (prompt.every((item) => typeof item === 'string')) return (prompt).map(encode);
+  if (prompt.every((item) => typeof item === 'number')) return [prompt];
+  return prompt;
 }
 
 /**
@@ -79,9 +79,9 @@ export async function promptLogprobsOf(context: ServeContext, promptIds: readonl
       ownRanks.forEach((rank, index) => {
         if (rank !== undefined) return;
         const row = logits.subarray(index * vocabularySize, (index + 1) * vocabularySize);
-        const own = row[promptIds[index + 1] as number] as number;
+        const own = row[promptIds[index + 1]];
         let count = 0;
-        for (let column = 0; column < row.length; column++) if ((row[column] as number) >= own) count++;
+        for (let column = 0; column < row.length; column++) if ((row[column]) >= own) count++;
         ownRanks[index] = count;
       });
     }
@@ -213,7 +213,7 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
         logprobs: wantsLogprobs ? completionLogprobs(context, [...echoed, ...generated], topLogprobs, asTokenIds) : null,
         finish_reason: generation?.finishReason ?? 'length',
         stop_reason: generation?.stopReason ?? null,
-        prompt_logprobs: needsPromptScores ? trimPromptLogprobs(promptScores!, promptIds, promptLogprobCount!) : null,
+        prompt_logprobs: needsPromptScores ? trimPromptLogprobs(promptScores!, promptIds, promptLogprobCount) : null,
         prompt_token_ids: request.return_token_ids === true ? promptIds : null,
         token_ids: request.return_token_ids === true ? (generation?.tokenIds ?? []) : null,
         generation,

@@ -40,7 +40,7 @@ describe('GenerationScheduler', () => {
     const results = await Promise.all([first, second, third, fourth, fifth]);
     expect(results.map((result) => result.tokenIds[0])).toEqual([1, 2, 3, 1, 1]);
     expect(decoder.batches.map((batch) => batch.prompts)).toEqual([[[1]], [[2, 2], [4]], [[3, 3, 3]], [[5]]]);
-    expect(decoder.batches[2]!.settings.temperature).toBe(0.5);
+    expect(decoder.batches[2].settings.temperature).toBe(0.5);
     expect(counts[counts.length - 1]).toEqual({ waiting: 0, running: 0 });
     expect(Math.max(...counts.map((value) => value.running))).toBe(2);
   });

@@ -36,6 +36,7 @@ interface QueuedWork {
   kind: 'work';
   work: (decoder: OnnxDecoder) => Promise<unknown>;
   onStart?: () => void;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- holds the resolve of a Promise<T> for any T
   resolve: (result: any) => void;
   reject: (error: unknown) => void;
 }
@@ -114,7 +115,7 @@ export class GenerationScheduler {
       }
       const batch: QueuedGeneration[] = [head];
       for (let index = 0; index < this.queue.length && batch.length < this.maxBatchSize; ) {
-        const entry = this.queue[index]!;
+        const entry = this.queue[index];
         if (entry.kind === 'generate' && entry.key === head.key) {
           batch.push(entry);
           this.queue.splice(index, 1);
@@ -130,7 +131,7 @@ export class GenerationScheduler {
   }
 
   private async runBatch(batch: QueuedGeneration[]): Promise<void> {
-    const settings = batch[0]!.job.settings;
+    const settings = batch[0].job.settings;
     try {
       const results = await this.decoder.generateBatch(
         batch.map((entry) => ({ promptIds: entry.job.promptIds, seed: entry.job.seed })),
@@ -142,11 +143,11 @@ export class GenerationScheduler {
           logprobs: true,
           topLogprobs: settings.topLogprobs,
           stopTokenIds: settings.stopTokenIds,
-          shouldStop: (index, tokenIds) => batch[index]!.job.shouldStop?.(tokenIds) ?? false,
-          onToken: ({ index, tokenId, score }) => batch[index]!.job.onToken?.(tokenId, score),
+          shouldStop: (index, tokenIds) => batch[index].job.shouldStop?.(tokenIds) ?? false,
+          onToken: ({ index, tokenId, score }) => batch[index].job.onToken?.(tokenId, score),
         },
       );
-      results.forEach((result, index) => batch[index]!.resolve(result));
+      results.forEach((result, index) => batch[index].resolve(result));
     } catch (error) {
       for (const entry of batch) entry.reject(error);
     }

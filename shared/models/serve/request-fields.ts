@@ -47,7 +47,7 @@ export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infe
   refuseUnsupportedSampling(body);
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
+    const issue = parsed.error.issues[0];
     const field = issue.path.join('.');
     throw new ServeRequestError(400, `${field ? `${field}: ` : ''}${issue.message}`, field || null);
   }

@@ -167,7 +167,7 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
     queueSeconds: (startedAt - received) / 1000,
     ttftSeconds: tokenTimes[0] === undefined ? undefined : (tokenTimes[0] - received) / 1000,
     e2eSeconds: (finished - received) / 1000,
-    tokenGapsSeconds: tokenTimes.slice(1).map((time, index) => (time - (tokenTimes[index] as number)) / 1000),
+    tokenGapsSeconds: tokenTimes.slice(1).map((time, index) => (time - (tokenTimes[index])) / 1000),
   });
   const requestedTop = request.topLogprobs;
   const tokens = (result.tokens ?? []).map((token) => servedToken(token, result.logprobTemperature, context.logprobsMode, truncation, requestedTop));

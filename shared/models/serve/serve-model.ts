@@ -85,7 +85,7 @@ export function samplingDefaultsOf(modelDir: string): SamplingDefaults {
   const file = join(modelDir, 'generation_config.json');
   if (!existsSync(file)) return {};
   const config = readJsonObject(file);
-  const number = (field: string): number | undefined => (typeof config[field] === 'number' ? (config[field] as number) : undefined);
+  const number = (field: string): number | undefined => (typeof config[field] === 'number' ? (config[field]) : undefined);
   const defaults: SamplingDefaults = {};
   if (number('temperature') !== undefined) defaults.temperature = number('temperature');
   if (number('top_p') !== undefined) defaults.topP = number('top_p');

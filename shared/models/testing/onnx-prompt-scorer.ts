@@ -31,11 +31,11 @@ export async function createOnnxPromptScorer(scorer: OnnxTokenScorer, modelDir: 
       ] as const);
       const positions: Array<PromptPositionScore | null> = [null];
       for (let position = 1; position < tokenIds.length; position++) {
-        const token = scored.tokens[position - 1]!;
+        const token = scored.tokens[position - 1];
         const row = logits.subarray((position - 1) * vocabularySize, position * vocabularySize);
         positions.push({
           logprob: token.logprob,
-          rank: rankOf(row, tokenIds[position] as number),
+          rank: rankOf(row, tokenIds[position]),
           top: (token.top ?? []).slice(0, options.topK).map((candidate) => ({ tokenId: candidate.tokenId, logprob: candidate.logprob })),
         });
       }
@@ -47,9 +47,9 @@ export async function createOnnxPromptScorer(scorer: OnnxTokenScorer, modelDir: 
 
 /** vLLM's rank: how many vocabulary entries score at least as high as the token (1 = the best). */
 function rankOf(row: Float32Array, tokenId: number): number {
-  const own = row[tokenId] as number;
+  const own = row[tokenId];
   let rank = 0;
-  for (let index = 0; index < row.length; index++) if ((row[index] as number) >= own) rank++;
+  for (let index = 0; index < row.length; index++) if ((row[index]) >= own) rank++;
   return rank;
 }
 

@@ -69,7 +69,7 @@ async function generateGreedy(
   const sequence = [...prompt];
   for (let step = 0; step < maxNewTokens; step++) {
     const reusable = step === 0 && promptScores?.next !== undefined && promptScores.next.length >= Math.max(1, topK);
-    const scores = reusable ? (promptScores as PromptScores) : await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
+    const scores = reusable ? (promptScores) : await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
     const best = scores.next?.[0];
     if (!best) break;
     generated.push({ tokenId: best.tokenId, logprob: best.logprob, top: (scores.next ?? []).slice(0, topK) });
@@ -199,7 +199,7 @@ export async function handleVllmCompletion(
           text,
           logprobs,
           finish_reason: finishOf(generated, stopTokenIds),
-          stop_reason: finishOf(generated, stopTokenIds) === 'stop' ? generated[generated.length - 1]!.tokenId : null,
+          stop_reason: finishOf(generated, stopTokenIds) === 'stop' ? generated[generated.length - 1].tokenId : null,
           prompt_logprobs: promptLogprobEntries,
           prompt_token_ids: returnTokenIds ? prompt : null,
           token_ids: returnTokenIds ? generated.map((token) => token.tokenId) : null,
@@ -227,7 +227,7 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
   const decode = decodeWith(scorer);
   const triple = (logprob: number | null, tokenId: number): [number | null, number, string | null] => [logprob, tokenId, withText ? decode(tokenId) : null];
   const results = [];
-  for (const [index, prompt] of (prompts as number[][]).entries()) {
+  for (const [index, prompt] of (prompts).entries()) {
     // Input logprobs are log-softmax of the raw logits: sampling temperature does not reach them.
     const scores = await scorer.score(prompt, { topK: topNumber, temperature: 1 });
     const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature, undefined, stopTokenIdsOf(sampling.stop_token_ids));
@@ -250,7 +250,7 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
         id: batch ? `${requestId}-${index}` : requestId,
         finish_reason:
           finishOf(generated, stopTokenIdsOf(sampling.stop_token_ids)) === 'stop'
-            ? { type: 'stop', matched: generated[generated.length - 1]!.tokenId }
+            ? { type: 'stop', matched: generated[generated.length - 1].tokenId }
             : { type: 'length', length: generated.length },
         prompt_tokens: prompt.length,
         completion_tokens: generated.length,

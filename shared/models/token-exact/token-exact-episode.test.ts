@@ -63,7 +63,7 @@ describe('served token sampling (vLLM /v1/completions and SGLang /generate shape
     const local = await new InProcessTokenSampler(model, 'raw_logprobs').sample(request);
     expect(overHttp.tokenIds).toEqual(local.tokenIds);
     expect(overHttp.tokenIds.length).toBeGreaterThan(0);
-    overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index]!, 4));
+    overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
     // Greedy rows are reported raw by both engines.
     expect(overHttp.distribution).toMatchObject({ kind: 'raw', temperature: 1, engine });
     const body = server.requests.at(-1)!.body;
@@ -80,7 +80,7 @@ describe('served token sampling (vLLM /v1/completions and SGLang /generate shape
 function scriptedScorer(texts: string[]): PromptScorer {
   const header = tokenizer.encode('<|im_start|>assistant\n');
   const userHeader = tokenizer.encode('<|im_start|>user');
-  const endOfTurn = stopTokenIdsOf(tokenizer)[0]!;
+  const endOfTurn = stopTokenIdsOf(tokenizer)[0];
   const scripts = texts.map((text) => [...tokenizer.encode(text), endOfTurn]);
   const lastIndexOf = (sequence: readonly number[], pattern: number[]): number => {
     for (let start = sequence.length - pattern.length; start >= 0; start--) if (pattern.every((id, offset) => sequence[start + offset] === id)) return start;
@@ -118,7 +118,7 @@ async function playTurns(sampler: TokenSampler, template: ChatTokenizer, followU
   for (let turn = 0; turn <= followUps.length; turn++) {
     const response = await episode.chat({ messages });
     messages.push(response.message);
-    if (turn < followUps.length) messages.push({ role: 'user', content: followUps[turn]! });
+    if (turn < followUps.length) messages.push({ role: 'user', content: followUps[turn] });
   }
   for (const followUp of followUps) environmentTexts.push(`\n<|im_start|>user\n${followUp}<|im_end|>\n<|im_start|>assistant\n`);
   return { episode, messages, view: episode.view(messages, []), environmentTexts };
@@ -150,7 +150,7 @@ describe('through hat serve (vLLM-compatible, in-process)', () => {
       const local = await new InProcessTokenSampler(model, localMode).sample(request);
       expect(overHttp.tokenIds).toEqual(local.tokenIds);
       expect(overHttp.finishReason).toBe(local.finishReason);
-      overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index]!, 4));
+      overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
       expect(overHttp.distribution).toMatchObject({ kind, temperature: kind === 'raw' ? 1 : 0.8, engine: 'vllm' });
       expect(local.distribution).toMatchObject({ kind, engine: 'onnx' });
     }
@@ -172,7 +172,7 @@ describe('token-exact episodes', () => {
       expected.push(...turn.sampledIds);
       mask.push(...turn.sampledIds.map(() => 1));
       if (index < environmentTexts.length) {
-        const environment = tokenizer.encode(environmentTexts[index]!);
+        const environment = tokenizer.encode(environmentTexts[index]);
         expected.push(...environment);
         mask.push(...environment.map(() => 0));
       }
@@ -180,12 +180,12 @@ describe('token-exact episodes', () => {
     expect(view.tokens).toEqual(expected);
     expect(view.lossMask).toEqual(mask);
     // The ids the server sampled, each turn ending with the end-of-turn id the model chose.
-    expect(tokenizer.decode(view.turns[1]!.sampledIds)).toBe('It costs 12 EUR.<|im_end|>');
+    expect(tokenizer.decode(view.turns[1].sampledIds)).toBe('It costs 12 EUR.<|im_end|>');
     expect(messages[4]).toEqual({ role: 'assistant', content: 'It costs 12 EUR.' });
     expect(view.rolloutLogprobs.filter((_, index) => mask[index] === 1).every((logprob) => logprob === -0.25)).toBe(true);
     expect(view.rolloutLogprobs.filter((_, index) => mask[index] === 0).every((logprob) => logprob === 0)).toBe(true);
     // Each turn's prompt went over the wire as ids: the last request is the whole sequence so far.
-    expect(server.requests.at(-1)!.body.prompt).toEqual(expected.slice(0, view.turns[2]!.promptLength));
+    expect(server.requests.at(-1)!.body.prompt).toEqual(expected.slice(0, view.turns[2].promptLength));
     expect(view.drift).toEqual({ checked: true, drifted: false, firstDifference: null, tokens: 0 });
   });
 
@@ -198,7 +198,7 @@ describe('token-exact episodes', () => {
     expect(tokenizer.decode(view.tokens)).toContain('<think>\nCheck the stock.\n</think>');
     expect(view.drift.checked).toBe(true);
     expect(view.drift.drifted).toBe(true);
-    expect(view.drift.firstDifference).toBe(view.turns[0]!.promptLength);
+    expect(view.drift.firstDifference).toBe(view.turns[0].promptLength);
     expect(view.drift.tokens).toBeGreaterThan(0);
   });
 });

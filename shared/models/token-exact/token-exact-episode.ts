@@ -118,7 +118,7 @@ export class TokenExactEpisode implements ModelClient {
       const { text } = renderServedPrompt(tokenizer, request.messages, tools, { enableThinking: this.options.enableThinking, now: this.options.now });
       this.append(tokenizer.encode(text), 0);
     } else {
-      const previous = this.turns[this.turns.length - 1]!;
+      const previous = this.turns[this.turns.length - 1];
       // A turn cut by maxTokens has no end-of-turn id: the template closes it, outside the loss mask.
       if (previous.finishReason === 'length' && this.stopTokenIds[0] !== undefined) this.append([this.stopTokenIds[0]], 0);
       const rendered = renderContinuation(tokenizer, request.messages, tools, { enableThinking: this.options.enableThinking, now: this.options.now });
@@ -148,7 +148,7 @@ export class TokenExactEpisode implements ModelClient {
     this.lossMask.push(...sampled.tokenIds.map(() => 1));
     this.rolloutLogprobs.push(...sampled.logprobs);
 
-    const ended = sampled.tokenIds.length > 0 && this.stopTokenIds.includes(sampled.tokenIds[sampled.tokenIds.length - 1]!);
+    const ended = sampled.tokenIds.length > 0 && this.stopTokenIds.includes(sampled.tokenIds[sampled.tokenIds.length - 1]);
     const textIds = ended ? sampled.tokenIds.slice(0, -1) : sampled.tokenIds;
     const { message, malformed, toolCalls } = this.assistantMessage(tokenizer.decode(textIds), tools, request.messages.length);
     this.turns.push({ promptLength, sampledIds: sampled.tokenIds, logprobs: sampled.logprobs, finishReason: sampled.finishReason, seed, malformed, toolCalls });
@@ -159,7 +159,7 @@ export class TokenExactEpisode implements ModelClient {
       finishReason: toolCalls > 0 ? 'tool_calls' : sampled.finishReason,
       usage: { promptTokens: promptLength, completionTokens: sampled.tokenIds.length, ...(sampled.cachedPromptTokens !== undefined ? { cachedPromptTokens: sampled.cachedPromptTokens } : {}) },
       timings: { startedAt: sampled.startedAt, queueMs: 0, ttftMs: sampled.e2eMs, e2eMs: sampled.e2eMs },
-      logprobs: sampled.tokenIds.map((tokenId, index) => ({ token: tokenizer.decode([tokenId]), tokenId, logprob: sampled.logprobs[index]! })),
+      logprobs: sampled.tokenIds.map((tokenId, index) => ({ token: tokenizer.decode([tokenId]), tokenId, logprob: sampled.logprobs[index] })),
       model: this.modelId,
       attempts: 1,
     };
@@ -202,7 +202,7 @@ export class TokenExactEpisode implements ModelClient {
 
 /** The ids that end an assistant turn (the tokenizer's end-of-turn texts, each one token). */
 export function stopTokenIdsOf(tokenizer: ChatTokenizer): number[] {
-  const ids = tokenizer.endOfTurnTokens.map((text) => tokenizer.encode(text)).filter((encoded) => encoded.length === 1).map((encoded) => encoded[0]!);
+  const ids = tokenizer.endOfTurnTokens.map((text) => tokenizer.encode(text)).filter((encoded) => encoded.length === 1).map((encoded) => encoded[0]);
   if (ids.length === 0) throw new HatError('TOKEN_EXACT_NO_STOP_TOKEN', `the tokenizer ${tokenizer.name} has no single-token end-of-turn text (eos_token or generation_config eos_token_id); token-exact sampling cannot tell where a turn ends`);
   return [...new Set(ids)];
 }
@@ -226,7 +226,7 @@ export function measureDrift(tokenizer: ChatTokenizer, messages: ChatMessage[], 
   const fresh = tokenizeConversation(tokenizer, messages, tools, { trainOn: 'all', now: options.now, ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }) });
   if (!fresh.ok) return { checked: false, drifted: false, firstDifference: null, tokens: 0, reason: `[${fresh.code}] ${fresh.reason}` };
   const spans = fresh.sample.assistantSpans;
-  const rendered = fresh.sample.inputIds.slice(0, spans[spans.length - 1]!.tokenEnd);
+  const rendered = fresh.sample.inputIds.slice(0, spans[spans.length - 1].tokenEnd);
   let common = 0;
   while (common < rendered.length && common < sampled.length && rendered[common] === sampled[common]) common++;
   const equal = common === rendered.length && common === sampled.length;

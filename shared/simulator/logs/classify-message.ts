@@ -74,7 +74,7 @@ function featuredTarget(world: World): Target | undefined {
 
 function heightCm(text: string): number | undefined {
   const spoken = /1米(\d{1,2})/.exec(text);
-  if (spoken) return 100 + (spoken[1]!.length === 1 ? Number(spoken[1]) * 10 : Number(spoken[1]));
+  if (spoken) return 100 + (spoken[1].length === 1 ? Number(spoken[1]) * 10 : Number(spoken[1]));
   const plain = /(?<!\d)(1[4-9]\d|2[01]\d)(?!\d)\s*(?:cm|厘米|公分)?/.exec(text);
   return plain ? Number(plain[1]) : undefined;
 }
@@ -162,7 +162,7 @@ export function classifyMessage(message: string, world: World): Classification |
     const attribute = (unrecordedAttributes[item.category] ?? []).find((entry) => text.includes(entry));
     if (parts.length === 0 && attribute !== undefined) parts.push({ kind: 'unknown_spec', itemId, ref, attribute });
   }
-  if (parts.length === 1) return single(parts[0]!);
+  if (parts.length === 1) return single(parts[0]);
   if (parts.length > 1) return { category: 'multi_question', intent: { kind: 'multi', parts: parts.slice(0, 3) } };
 
   const wanted = /有没有(.{2,12}?)(?:[吗呀啊卖？?]|$)|(.{2,12}?)有卖吗|能上个?(.{2,12}?)吗|想买(.{2,12}?)[，,]/.exec(text);

@@ -31,7 +31,7 @@ export function percentile(sorted: number[], q: number): number {
   const position = (sorted.length - 1) * q;
   const lower = Math.floor(position);
   const upper = Math.ceil(position);
-  return sorted[lower]! + (sorted[upper]! - sorted[lower]!) * (position - lower);
+  return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - lower);
 }
 
 export function summarizeRewards(values: number[]): RewardSummary {

@@ -54,21 +54,21 @@ export function composeReply(segments: Segment[], options: ComposeOptions): stri
   const text = (): string => {
     const pieces: string[] = [];
     parts.forEach((part, index) => {
-      if (included[index]) pieces.push(part.variants[chosen[index]!]!);
+      if (included[index]) pieces.push(part.variants[chosen[index]]);
     });
     return `${pieces.join('，')}~`;
   };
   const length = (value: string) => [...value].length;
 
-  for (let index = parts.length - 1; index >= 0 && length(text()) > limit; index--) if (!parts[index]!.required) included[index] = false;
+  for (let index = parts.length - 1; index >= 0 && length(text()) > limit; index--) if (!parts[index].required) included[index] = false;
   while (length(text()) > limit) {
     let longest = -1;
     for (let index = 0; index < parts.length; index++) {
-      if (!included[index] || chosen[index]! >= parts[index]!.variants.length - 1) continue;
-      if (longest === -1 || length(parts[index]!.variants[chosen[index]!]!) > length(parts[longest]!.variants[chosen[longest]!]!)) longest = index;
+      if (!included[index] || chosen[index] >= parts[index].variants.length - 1) continue;
+      if (longest === -1 || length(parts[index].variants[chosen[index]]) > length(parts[longest].variants[chosen[longest]])) longest = index;
     }
     if (longest === -1) break;
-    chosen[longest]!++;
+    chosen[longest]++;
   }
   return text();
 }

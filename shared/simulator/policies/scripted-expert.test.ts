@@ -47,18 +47,18 @@ describe('ScriptedExpert', () => {
 
   it('calls independent tools in parallel and resolves link numbers through the live script', async () => {
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
-    const task = tasks.find((entry) => entry.category === 'multi_question' && entry.turns[0]!.intent.kind === 'multi' && entry.turns[0]!.intent.parts[0]!.kind === 'price' && 'ref' in entry.turns[0]!.intent.parts[0]! && entry.turns[0]!.intent.parts[0]!.ref.kind === 'link')!;
+    const task = tasks.find((entry) => entry.category === 'multi_question' && entry.turns[0].intent.kind === 'multi' && entry.turns[0].intent.parts[0].kind === 'price' && 'ref' in entry.turns[0].intent.parts[0] && entry.turns[0].intent.parts[0].ref.kind === 'link')!;
     const trajectory = await runEpisode({ policy: expert, harness, task });
     const batches = trajectory.messages.flatMap((message) => (message.role === 'assistant' && message.tool_calls ? [message.tool_calls.map((entry) => entry.function.name)] : []));
     expect(batches[0]).toEqual(['get_live_script']);
-    expect(batches[1]!.length).toBe(2);
+    expect(batches[1].length).toBe(2);
     expect(trajectory.reward.total).toBe(1);
   });
 
   it('refuses requests from a harness or task it was not given', async () => {
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
-    await expect(runEpisode({ policy: expert, harness: renamed, task: tasks[0]! })).resolves.toMatchObject({ status: 'model_error', statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_HARNESS\]/) });
-    const stranger = generateTasks({ count: 1, seed: 'stranger', world: { itemCount: 100 } })[0]!;
+    await expect(runEpisode({ policy: expert, harness: renamed, task: tasks[0] })).resolves.toMatchObject({ status: 'model_error', statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_HARNESS\]/) });
+    const stranger = generateTasks({ count: 1, seed: 'stranger', world: { itemCount: 100 } })[0];
     await expect(runEpisode({ policy: expert, harness, task: stranger })).resolves.toMatchObject({ statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_TASK\]/) });
   });
 });
@@ -110,7 +110,7 @@ describe('the model-driven viewer', () => {
     prompts: string[] = [];
     constructor(private readonly text: string | Error) {}
     async chat(request: ChatRequest): Promise<ChatResponse> {
-      this.prompts.push(request.messages[request.messages.length - 1]!.content ?? '');
+      this.prompts.push(request.messages[request.messages.length - 1].content ?? '');
       if (this.text instanceof Error) throw this.text;
       return { message: { role: 'assistant', content: this.text }, finishReason: 'stop', usage: { promptTokens: 1, completionTokens: 1 }, timings: { startedAt: 0, queueMs: 0, ttftMs: 1, e2eMs: 1 }, model: this.modelId, attempts: 1 };
     }
@@ -121,11 +121,11 @@ describe('the model-driven viewer', () => {
     const model = new CannedViewerModel('“那这个能便宜点吗”');
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
     const trajectory = await runEpisode({ policy: expert, harness, task, viewer: createModelViewer({ client: model }), maxTurns: 2 });
-    expect(trajectory.messages.filter((message) => message.role === 'user')[1]!.content.startsWith('那这个能便宜点吗')).toBe(true);
-    expect(model.prompts[0]).toContain(`参考说法：${task.turns[1]!.message}`);
+    expect(trajectory.messages.filter((message) => message.role === 'user')[1].content.startsWith('那这个能便宜点吗')).toBe(true);
+    expect(model.prompts[0]).toContain(`参考说法：${task.turns[1].message}`);
     expect(trajectory.meta.viewer).toEqual({ kind: 'model:viewer-model', sources: ['model'] });
     const failing = await runEpisode({ policy: expert, harness, task, viewer: createModelViewer({ client: new CannedViewerModel(new Error('down')) }), maxTurns: 2 });
-    expect(failing.messages.filter((message) => message.role === 'user')[1]!.content.startsWith(task.turns[1]!.message)).toBe(true);
+    expect(failing.messages.filter((message) => message.role === 'user')[1].content.startsWith(task.turns[1].message)).toBe(true);
     expect(failing.meta.viewer).toEqual({ kind: 'model:viewer-model', sources: ['fallback'] });
   });
 });

@@ -91,7 +91,7 @@ export class ScriptedExpert implements ModelClient {
 
   addTasks(tasks: Iterable<Task>): void {
     for (const task of tasks) {
-      const key = task.turns[0]!.message;
+      const key = task.turns[0].message;
       const entries = this.tasksByMessage.get(key) ?? [];
       if (!entries.some((entry) => entry.task.id === task.id)) entries.push({ task, world: createWorld(task.room) });
       this.tasksByMessage.set(key, entries);
@@ -113,7 +113,7 @@ export class ScriptedExpert implements ModelClient {
     const entry = this.findTask(request.messages);
     const userIndexes = request.messages.flatMap((message, index) => (message.role === 'user' ? [index] : []));
     const turnIndex = userIndexes.length - 1;
-    const turn = entry.task.turns[Math.min(turnIndex, entry.task.turns.length - 1)]!;
+    const turn = entry.task.turns[Math.min(turnIndex, entry.task.turns.length - 1)];
     const knowledge = this.knowledgeOf(harness, request.messages, userIndexes[userIndexes.length - 1] ?? 0);
     const kit = new Kit(knowledge);
     const parts = turn.intent.kind === 'multi' ? turn.intent.parts : [turn.intent];
@@ -148,7 +148,7 @@ export class ScriptedExpert implements ModelClient {
     for (const key of keys) {
       const candidates = this.tasksByMessage.get(key);
       if (candidates === undefined) continue;
-      return candidates.find((candidate) => system.includes(candidate.task.room.roomId)) ?? candidates[0]!;
+      return candidates.find((candidate) => system.includes(candidate.task.room.roomId)) ?? candidates[0];
     }
     throw new BadInputError('EXPERT_UNKNOWN_TASK', `the scripted expert has no task whose first message starts ${JSON.stringify(first.slice(0, 40))}; pass the task set in tasks`);
   }
@@ -206,8 +206,8 @@ export class ScriptedExpert implements ModelClient {
       }
       case 'previous': {
         for (let index = turnIndex - 1; index >= 0; index--) {
-          const intent = entry.task.turns[index]!.intent;
-          const part = intent.kind === 'multi' ? intent.parts[0]! : intent;
+          const intent = entry.task.turns[index].intent;
+          const part = intent.kind === 'multi' ? intent.parts[0] : intent;
           if ('ref' in part) return this.resolveRef(part.ref, entry, index, kit);
         }
         return entry.task.room.featuredItemId;

@@ -108,7 +108,7 @@ function pickItem(catalog: World, rng: Rng, predicate: (item: Item) => boolean =
   }
   const start = rng.int(0, items.length - 1);
   for (let offset = 0; offset < items.length; offset++) {
-    const item = items[(start + offset) % items.length]!;
+    const item = items[(start + offset) % items.length];
     if (predicate(item)) return item;
   }
   throw new RangeError('the catalog has no item this task category needs; generate a larger catalog');
@@ -256,7 +256,7 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     return {
       targets: [item],
       featuredTarget: maybeFeatured(rng, item),
-      intents: (refs) => [{ kind: 'unknown_spec', itemId: item.itemId, ref: refs.refFor(item), attribute: rng.pick(unrecordedAttributes[item.category]!) }],
+      intents: (refs) => [{ kind: 'unknown_spec', itemId: item.itemId, ref: refs.refFor(item), attribute: rng.pick(unrecordedAttributes[item.category]) }],
     };
   },
 };

@@ -84,7 +84,7 @@ const trapQuestions: Record<string, Array<[string, string]>> = {
 
 /** The claims a trap question can fish for (the intent's `term`). */
 export function trapTerms(trap: keyof typeof trapQuestions): string[] {
-  return trapQuestions[trap]!.map(([, term]) => term);
+  return trapQuestions[trap].map(([, term]) => term);
 }
 
 function phraseSimple(intent: SimpleIntent, world: World, rng: Rng): string {
@@ -117,15 +117,15 @@ function phraseSimple(intent: SimpleIntent, world: World, rng: Rng): string {
       return fill(rng.pick(templates), { item, spec, q: quantity });
     }
     case 'policy':
-      return fill(rng.pick(policyQuestions[intent.aspect]!), { item, region: intent.region ?? '' });
+      return fill(rng.pick(policyQuestions[intent.aspect]), { item, region: intent.region ?? '' });
     case 'compare': {
       const [first, second] = intent.items.map((entry) => refText(entry.ref, rng, apparelOf(entry.itemId)));
       return fill(rng.pick(['{a}和{b}哪个划算', '{a}跟{b}有啥区别，哪个便宜', '{a}和{b}选哪个，价格差多少', '纠结{a}还是{b}，哪个便宜点']), { a: first ?? '', b: second ?? '' });
     }
     case 'chit_chat':
-      return rng.pick(chitChat[intent.topic]!);
+      return rng.pick(chitChat[intent.topic]);
     case 'trap':
-      return fill((trapQuestions[intent.trap]!.find(([, term]) => term === intent.term) ?? trapQuestions[intent.trap]![0]!)[0], { item });
+      return fill((trapQuestions[intent.trap].find(([, term]) => term === intent.term) ?? trapQuestions[intent.trap][0])[0], { item });
     case 'unknown_item':
       return fill(rng.pick(['有没有{q}', '直播间有{q}吗', '{q}有卖吗', '主播能上个{q}吗', '想买{q}，有吗']), { q: intent.query });
     case 'unknown_spec':
@@ -143,7 +143,7 @@ export function phraseIntent(intent: Intent, world: World, rng: Rng): string {
       ? intent.parts.map((part, index) => (index === 0 ? phraseSimple(part, world, rng) : `${rng.pick(['，', '？另外', '，还有', '。顺便问下', ' '])}${phraseSimple(part, world, rng)}`)).join('')
       : phraseSimple(intent, world, rng);
   const trimmed = text.replace(/^[，,\s]+/, '').trim();
-  if (/[？?!！～🙏]$/.test(trimmed)) return trimmed;
+  if (/[？?!！～🙏]$/u.test(trimmed)) return trimmed;
   // A question that already ends in a particle only takes punctuation.
   const ending = /[吗呢啊呀吧]$/.test(trimmed) ? rng.pick(['', '？', '?', '～']) : rng.pick(particles);
   return `${trimmed}${ending}`.trim();

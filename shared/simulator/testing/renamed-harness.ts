@@ -38,7 +38,7 @@ function setSchemaAt(root: JsonSchema, path: string, schema: unknown, required: 
     if (required && !(node.required ?? []).includes(segment)) node.required = [...(node.required ?? []), segment];
     node = node.properties[segment] as typeof node;
   }
-  const leaf = segments[segments.length - 1]!;
+  const leaf = segments[segments.length - 1];
   node.properties[leaf] = schema as JsonSchema;
   if (required) node.required = [...(node.required ?? []), leaf];
 }

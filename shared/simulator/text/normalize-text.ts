@@ -36,12 +36,12 @@ export function parseChineseInteger(run: string): number | undefined {
     if (char in digitValues) {
       digit = digitValues[char];
     } else if (char in smallUnits) {
-      const unit = smallUnits[char]!;
+      const unit = smallUnits[char];
       section += (digit ?? 1) * unit;
       digit = undefined;
       lastUnit = unit;
     } else if (char in bigUnits) {
-      const unit = bigUnits[char]!;
+      const unit = bigUnits[char];
       total += (section + (digit ?? 0)) * unit;
       section = 0;
       digit = undefined;
@@ -52,7 +52,7 @@ export function parseChineseInteger(run: string): number | undefined {
   }
   if (digit !== undefined) {
     // Spoken shorthand: a trailing digit after 百/千/万 counts in the next lower unit (三百五 = 350).
-    const endsWithDigitAfterUnit = lastUnit >= 100 && chars.length >= 2 && !(chars[chars.length - 2]! in digitValues);
+    const endsWithDigitAfterUnit = lastUnit >= 100 && chars.length >= 2 && !(chars[chars.length - 2] in digitValues);
     section += endsWithDigitAfterUnit ? digit * (lastUnit / 10) : digit;
   }
   return total + section;

@@ -234,10 +234,10 @@ export function recommendSizeRow(chart: SizeChartRow[], fit: Item['sizeFit'], he
   const weightIndex = indexOf(weightKg, (row) => row.weightMinKg, (row) => row.weightMaxKg);
   const shift = fit === 'small' ? 1 : fit === 'large' ? -1 : 0;
   const index = Math.min(chart.length - 1, Math.max(0, Math.max(heightIndex, weightIndex) + shift));
-  const first = chart[0]!;
-  const last = chart[chart.length - 1]!;
+  const first = chart[0];
+  const last = chart[chart.length - 1];
   const outOfChart = heightCm < first.heightMinCm || heightCm > last.heightMaxCm || weightKg < first.weightMinKg || weightKg > last.weightMaxKg;
-  return { row: chart[index]!, outOfChart };
+  return { row: chart[index], outOfChart };
 }
 
 function recommendSize(item: Item, heightCm: number, weightKg: number): CapabilityResult {

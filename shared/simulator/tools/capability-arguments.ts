@@ -54,7 +54,7 @@ export function checkArguments(
   canonical: Record<string, unknown>,
   labelOf: (name: string) => string = (name) => name,
 ): ToolFailure | undefined {
-  for (const [name, spec] of Object.entries(capabilityArgumentSpecs[capability]) as Array<[string, ArgumentSpec]>) {
+  for (const [name, spec] of Object.entries<ArgumentSpec>(capabilityArgumentSpecs[capability])) {
     const value = canonical[name];
     const label = labelOf(name);
     if (value === undefined || value === null) {

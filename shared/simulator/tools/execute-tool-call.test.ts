@@ -62,7 +62,7 @@ describe('capabilities through the sample harness', () => {
   });
 
   it('get_sku_stock filters by size and color, and rejects a size the item lacks', () => {
-    const color = apparel.skus[0]!.color!;
+    const color = apparel.skus[0].color!;
     const stock = run('get_sku_stock', { item_id: apparel.itemId, size: 'M', color });
     expect(stock.body.skus).toHaveLength(1);
     const sku = apparel.skus.find((entry) => entry.size === 'M' && entry.color === color)!;
@@ -94,7 +94,7 @@ describe('capabilities through the sample harness', () => {
     const result = run('recommend_size', { item_id: apparel.itemId, height_cm: 168, weight_kg: 58 });
     const shift = apparel.sizeFit === 'small' ? 1 : apparel.sizeFit === 'large' ? -1 : 0;
     const base = apparel.sizeChart!.findIndex((row) => 168 < row.heightMaxCm && 58 < row.weightMaxKg);
-    expect(result.body.recommended_size).toBe(apparel.sizeChart![Math.max(0, Math.min(4, base + shift))]!.size);
+    expect(result.body.recommended_size).toBe(apparel.sizeChart![Math.max(0, Math.min(4, base + shift))].size);
     expect(run('recommend_size', { item_id: gadget.itemId, height_cm: 168, weight_kg: 58 }).body.error.code).toBe('NO_SIZE_CHART');
   });
 
@@ -118,7 +118,7 @@ describe('capabilities through the sample harness', () => {
     const quote = run('quote_final_price', { item_id: gadget.itemId, quantity: 2 });
     expect(quote.body).toMatchObject({ quantity: 2, unit_price: gadget.price, subtotal: Math.round(gadget.price * 200) / 100 });
     expect(quote.body.final_price).toBeLessThanOrEqual(quote.body.subtotal);
-    expect(run('quote_final_price', { item_id: gadget.itemId, sku_id: apparel.skus[0]!.skuId }).body.error.code).toBe('SKU_NOT_FOUND');
+    expect(run('quote_final_price', { item_id: gadget.itemId, sku_id: apparel.skus[0].skuId }).body.error.code).toBe('SKU_NOT_FOUND');
     expect(run('quote_final_price', { item_id: gadget.itemId, quantity: 0 }).body.error.code).toBe('SCHEMA_VIOLATION');
   });
 });

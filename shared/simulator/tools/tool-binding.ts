@@ -26,7 +26,7 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
     if (next === null || typeof next !== 'object' || Array.isArray(next)) current[segment] = {};
     current = current[segment] as Record<string, unknown>;
   }
-  current[segments[segments.length - 1]!] = value;
+  current[segments[segments.length - 1]] = value;
 }
 
 function mapEnum(value: unknown, mapping: Record<string, string> | undefined): unknown {
@@ -50,7 +50,7 @@ export function toCanonicalArguments(binding: ToolBinding, toolArguments: Record
     Object.assign(canonical, toolArguments);
   } else {
     const mappedTargets = new Set(Object.values(mapping));
-    const mappedRoots = new Set(Object.keys(mapping).map((path) => path.split('.')[0]!));
+    const mappedRoots = new Set(Object.keys(mapping).map((path) => path.split('.')[0]));
     for (const [path, name] of Object.entries(mapping)) {
       const value = getPath(toolArguments, path);
       if (value !== undefined) canonical[name] = value;

@@ -44,8 +44,8 @@ export class ReplyText {
     for (let index = text.indexOf(needle); index !== -1; index = text.indexOf(needle, index + 1)) {
       const before = text[index - 1];
       const after = text[index + needle.length];
-      if (latinOrDigit.test(needle[0]!) && before !== undefined && /[a-z0-9.]/.test(before)) continue;
-      if (latinOrDigit.test(needle[needle.length - 1]!) && after !== undefined && latinOrDigit.test(after)) continue;
+      if (latinOrDigit.test(needle[0]) && before !== undefined && /[a-z0-9.]/.test(before)) continue;
+      if (latinOrDigit.test(needle[needle.length - 1]) && after !== undefined && latinOrDigit.test(after)) continue;
       if (negatable && negatedBefore(text, index)) continue;
       return true;
     }
@@ -64,7 +64,7 @@ export class ReplyText {
 
 function negatedBefore(text: string, index: number): boolean {
   for (let position = index - 1; position >= 0; position--) {
-    const char = text[position]!;
+    const char = text[position];
     if (clauseBreak.test(char)) return false;
     if (negators.test(char)) return true;
   }

@@ -39,8 +39,8 @@ function couponMention(task: Task): string {
 
 describe('facts', () => {
   it('scores a correct price however it is written', async () => {
-    const { task, trajectory } = await solved('coupon_math', 'facts-1', (entry) => entry.turns[0]!.expect.facts[0]!.values![0]! >= 100 && Number.isInteger(entry.turns[0]!.expect.facts[0]!.values![0]));
-    const price = task.turns[0]!.expect.facts[0]!.values![0]!;
+    const { task, trajectory } = await solved('coupon_math', 'facts-1', (entry) => entry.turns[0].expect.facts[0].values![0] >= 100 && Number.isInteger(entry.turns[0].expect.facts[0].values![0]));
+    const price = task.turns[0].expect.facts[0].values![0];
     const chinese = toChineseNumber(price);
     const fullWidth = String(price).replace(/\d/g, (digit) => String.fromCharCode(digit.charCodeAt(0) + 0xfee0));
     for (const phrase of [`到手${price}元`, `到手¥${price}.00`, `到手价${chinese}块`, `只要${fullWidth}元`, `券后${price}块钱`]) {
@@ -51,7 +51,7 @@ describe('facts', () => {
 
   it('takes points for a wrong price and flags the unsupported amount', async () => {
     const { task, trajectory } = await solved('coupon_math', 'facts-2');
-    const price = task.turns[0]!.expect.facts[0]!.values![0]!;
+    const price = task.turns[0].expect.facts[0].values![0];
     const reward = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，到手${price + 37}元${couponMention(task)}`) });
     expect(reward.components.facts).toBe(0);
     expect(reward.notes.join('\n')).toMatch(/missing 到手价[\s\S]*amounts nothing supports/);
@@ -59,18 +59,18 @@ describe('facts', () => {
   });
 
   it('does not read 没有货 as 有货, and accepts 卖完了 for a sold-out size', async () => {
-    const { task, trajectory } = await solved('stock_size', 'facts-3', (entry) => entry.turns[0]!.intent.kind === 'stock' && entry.turns[0]!.expect.facts[0]!.label === '有货');
+    const { task, trajectory } = await solved('stock_size', 'facts-3', (entry) => entry.turns[0].intent.kind === 'stock' && entry.turns[0].expect.facts[0].label === '有货');
     const mention = couponMention(task);
     expect(verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，这个码现在没有货了${mention}`) }).components.facts).toBe(0);
     expect(verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `亲，这个码还有现货，放心拍${mention}`) }).components.facts).toBe(1);
-    const soldOut = await solved('stock_size', 'facts-4', (entry) => entry.turns[0]!.intent.kind === 'stock' && entry.turns[0]!.expect.facts[0]!.label === '已售罄');
+    const soldOut = await solved('stock_size', 'facts-4', (entry) => entry.turns[0].intent.kind === 'stock' && entry.turns[0].expect.facts[0].label === '已售罄');
     expect(verifyEpisode({ task: soldOut.task, harness, messages: withReply(soldOut.trajectory.messages, `宝宝们，这个已经卖完啦${couponMention(soldOut.task)}`) }).components.facts).toBe(1);
     expect(verifyEpisode({ task: soldOut.task, harness, messages: withReply(soldOut.trajectory.messages, `宝宝们，有货的${couponMention(soldOut.task)}`) }).components.facts).toBe(0);
   });
 
   it('tells XL from XXL and accepts 2XL for XXL', async () => {
-    const { task, trajectory } = await solved('stock_size', 'facts-5', (entry) => entry.turns[0]!.intent.kind === 'size' && entry.turns[0]!.expect.facts.length === 1 && ['XL', 'XXL'].includes(entry.turns[0]!.expect.facts[0]!.accepted![2]!));
-    const size = task.turns[0]!.expect.facts[0]!.accepted![2]!;
+    const { task, trajectory } = await solved('stock_size', 'facts-5', (entry) => entry.turns[0].intent.kind === 'size' && entry.turns[0].expect.facts.length === 1 && ['XL', 'XXL'].includes(entry.turns[0].expect.facts[0].accepted![2]));
+    const size = task.turns[0].expect.facts[0].accepted![2];
     const other = size === 'XL' ? 'XXL' : 'XL';
     const mention = couponMention(task);
     expect(verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，建议拍${other}码${mention}`) }).components.facts).toBe(0);
@@ -78,7 +78,7 @@ describe('facts', () => {
   });
 
   it('requires admitting not knowing for out-of-catalog questions', async () => {
-    const { task, trajectory } = await solved('out_of_catalog', 'facts-6', (entry) => entry.turns[0]!.intent.kind === 'unknown_item');
+    const { task, trajectory } = await solved('out_of_catalog', 'facts-6', (entry) => entry.turns[0].intent.kind === 'unknown_item');
     const mention = couponMention(task);
     expect(verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，直播间暂时没上这个，可以看看别的${mention}`) }).components.facts).toBe(1);
     const invented = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，有的，只要1999元${mention}`) });
@@ -87,9 +87,9 @@ describe('facts', () => {
   });
 
   it('accepts policy facts in other words: 一年 for 12个月, 不支持无理由 for fresh food', async () => {
-    const warranty = await solved('shipping_after_sales', 'facts-7', (entry) => entry.turns[0]!.expect.facts[0]!.label === '保修期' && entry.turns[0]!.expect.facts[0]!.accepted!.includes('1年'));
+    const warranty = await solved('shipping_after_sales', 'facts-7', (entry) => entry.turns[0].expect.facts[0].label === '保修期' && entry.turns[0].expect.facts[0].accepted!.includes('1年'));
     expect(verifyEpisode({ task: warranty.task, harness, messages: withReply(warranty.trajectory.messages, `宝宝们，整机保修一年哦${couponMention(warranty.task)}`) }).components.facts).toBe(1);
-    const fresh = await solved('shipping_after_sales', 'facts-8', (entry) => entry.turns[0]!.expect.facts[0]!.label === '不支持无理由退货', undefined, 600);
+    const fresh = await solved('shipping_after_sales', 'facts-8', (entry) => entry.turns[0].expect.facts[0].label === '不支持无理由退货', undefined, 600);
     expect(verifyEpisode({ task: fresh.task, harness, messages: withReply(fresh.trajectory.messages, `亲，生鲜不能无理由退哦，坏果包赔${couponMention(fresh.task)}`) }).components.facts).toBe(1);
     expect(verifyEpisode({ task: fresh.task, harness, messages: withReply(fresh.trajectory.messages, `亲，支持7天无理由退货${couponMention(fresh.task)}`) }).components.facts).toBe(0);
   });
@@ -97,10 +97,10 @@ describe('facts', () => {
 
 describe('tools', () => {
   it('needs the required call with the right canonical arguments', async () => {
-    const { task, trajectory } = await solved('coupon_math', 'tools-1', (entry) => entry.turns[0]!.intent.kind === 'final_price' && (entry.turns[0]!.intent as { quantity: number }).quantity > 1);
+    const { task, trajectory } = await solved('coupon_math', 'tools-1', (entry) => entry.turns[0].intent.kind === 'final_price' && (entry.turns[0].intent as { quantity: number }).quantity > 1);
     expect(verifyEpisode({ task, harness, messages: trajectory.messages }).components.tools).toBe(1);
     // The same reply without any tool call: the required quote is missing.
-    const reply = trajectory.messages[trajectory.messages.length - 1]!;
+    const reply = trajectory.messages[trajectory.messages.length - 1];
     const noTools = [...trajectory.messages.filter((message) => message.role === 'system' || message.role === 'user'), reply];
     const reward = verifyEpisode({ task, harness, messages: noTools });
     expect(reward.components.tools).toBe(0);
@@ -128,7 +128,7 @@ describe('compliance, hooks and format', () => {
   it('penalizes absolute claims and invented promises', async () => {
     const { task, trajectory } = await solved('price', 'rules-1');
     const mention = couponMention(task);
-    const fact = task.turns[0]!.expect.facts[0]!.values![0]!;
+    const fact = task.turns[0].expect.facts[0].values![0];
     const clean = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，到手${fact}元${mention}`) });
     expect(clean.components.compliance).toBe(1);
     const claim = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `宝宝们，绝对划算，到手${fact}元${mention}`) });
@@ -142,7 +142,7 @@ describe('compliance, hooks and format', () => {
   it('checks length, tone markers and the coupon mention in force', async () => {
     const { task, trajectory } = await solved('price', 'rules-2', (entry) => createWorld(entry.room).activeCoupon !== undefined);
     const coupon = createWorld(task.room).activeCoupon!;
-    const fact = task.turns[0]!.expect.facts[0]!.values![0]!;
+    const fact = task.turns[0].expect.facts[0].values![0];
     const good = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `家人们，到手${fact}元，记得领${couponLabel(coupon)}的券`) });
     expect(good.components.hooks).toBe(1);
     const bare = verifyEpisode({ task, harness, messages: withReply(trajectory.messages, `到手${fact}元`) });

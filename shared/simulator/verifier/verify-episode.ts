@@ -243,7 +243,7 @@ export function verifyEpisode(input: VerifyEpisodeInput): Reward {
   const notes: string[] = [];
 
   for (let index = 0; index < turnCount; index++) {
-    const expect = task.turns[index]!.expect;
+    const expect = task.turns[index].expect;
     const turn = turns[index];
     const where = `turn ${index + 1}`;
     if (turn?.reply === undefined) {

@@ -124,7 +124,7 @@ export function createModelViewer(options: ModelViewerOptions): Viewer {
             { role: 'user', content: prompt },
           ],
         });
-        const text = (response.message.content ?? '').split('\n')[0]!.replace(/^["“「]|["”」]$/g, '').trim().slice(0, 60);
+        const text = (response.message.content ?? '').split('\n')[0].replace(/^["“「]|["”」]$/g, '').trim().slice(0, 60);
         return text === '' ? { text: turn.message, source: 'fallback' } : { text, source: 'model' };
       } catch {
         return { text: turn.message, source: 'fallback' };

@@ -52,7 +52,7 @@ describe('generateWorld', () => {
 describe('quotePrice', () => {
   function roomWith(coupons: Coupon[], price: number): RoomSnapshot {
     const base = generateRoomSnapshot({ seed: 'quote', itemCount: 3 });
-    const item = { ...base.items[0]!, shopId: 'shop-x', price, skus: [{ ...base.items[0]!.skus[0]!, price }] };
+    const item = { ...base.items[0], shopId: 'shop-x', price, skus: [{ ...base.items[0].skus[0], price }] };
     return { ...base, items: [item], coupons };
   }
   const platform300: Coupon = { couponId: 'p1', name: '平台满300减50', type: 'platform', threshold: 300, amount: 50 };
@@ -62,7 +62,7 @@ describe('quotePrice', () => {
 
   it('stacks the best platform coupon with the best shop coupon whose thresholds the subtotal meets', () => {
     const world = createWorld(roomWith([platform300, platformFree, shop199, otherShop], 169));
-    const item = world.snapshot.items[0]!;
+    const item = world.snapshot.items[0];
     const one = quotePrice(world, item, 1);
     expect(one.couponsApplied.map((coupon) => coupon.couponId)).toEqual(['p2']);
     expect(one.finalPrice).toBe(164);
@@ -75,6 +75,6 @@ describe('quotePrice', () => {
 
   it('never lets coupons take an order below one cent', () => {
     const world = createWorld(roomWith([{ couponId: 'big', name: '无门槛大额', type: 'shop', threshold: 0, amount: 500, shopId: 'shop-x' }], 99));
-    expect(quotePrice(world, world.snapshot.items[0]!, 1).finalPrice).toBe(0.01);
+    expect(quotePrice(world, world.snapshot.items[0], 1).finalPrice).toBe(0.01);
   });
 });

@@ -62,10 +62,10 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
   // cost of a 100,000-item catalog.
   const itemRng = rng.fork('items');
   for (let index = 0; index < itemCount; index++) {
-    const plan = plans[index % plans.length]!;
+    const plan = plans[index % plans.length];
     const brandIndex = itemRng.int(0, brands.length - 1);
     usedBrands.add(brandIndex);
-    items[index] = generateItem(itemRng, String(idBase + index), plan, brands[brandIndex]!, `shop-${brandIndex + 1}`, charts);
+    items[index] = generateItem(itemRng, String(idBase + index), plan, brands[brandIndex], `shop-${brandIndex + 1}`, charts);
   }
   const shops: Shop[] = [...usedBrands].sort((a, b) => a - b).map((brandIndex) => ({
     shopId: `shop-${brandIndex + 1}`,
@@ -309,7 +309,7 @@ function generateCampaigns(rng: Rng, nowMs: number): Campaign[] {
   ];
   return windows.map(([start, end], index) => ({
     campaignId: `campaign-${index + 1}`,
-    name: names[index]!,
+    name: names[index],
     startsAt: new Date(start).toISOString(),
     endsAt: new Date(end).toISOString(),
     couponId: `coupon-live-${index + 1}`,

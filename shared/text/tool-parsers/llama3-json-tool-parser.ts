@@ -53,7 +53,7 @@ function splitJsonObjects(text: string): Array<{ text: string; unterminated: boo
   let index = 0;
   let trailing = '';
   while (index < text.length) {
-    while (index < text.length && /[\s;]/.test(text[index] as string)) index++;
+    while (index < text.length && /[\s;]/.test(text[index])) index++;
     if (index >= text.length) break;
     if (text[index] !== '{') {
       trailing = text.slice(index);

@@ -74,8 +74,8 @@ describe('round trip through the real templates', () => {
     const result = parser.parse(text, { tools: [weatherTool] });
     expect(result.malformed).toEqual([]);
     expect(result.toolCalls).toHaveLength(1);
-    expect(result.toolCalls[0]!.function.name).toBe('get_weather');
-    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual(args);
+    expect(result.toolCalls[0].function.name).toBe('get_weather');
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual(args);
   });
 
   it('Qwen3.5: two calls after some text keep the text as content', () => {
@@ -101,7 +101,7 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
       ['get_time', '{}'],
     ]);
     expect(result.toolCalls[0]).toMatchObject({ type: 'function', id: expect.stringMatching(/^call_/) });
-    expect(hermesToolParser.parse(text).toolCalls[0]!.id).toBe(result.toolCalls[0]!.id);
+    expect(hermesToolParser.parse(text).toolCalls[0].id).toBe(result.toolCalls[0].id);
   });
 
   it('plain text is content only', () => {
@@ -116,9 +116,9 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
     const result = hermesToolParser.parse(`${bad}\n${noName}\n${listArgs}\n${good}`);
     expect(result.toolCalls.map((call) => call.function.name)).toEqual(['ok']);
     expect(result.malformed.map((entry) => entry.text)).toEqual([bad, noName, listArgs]);
-    expect(result.malformed[0]!.reason).toMatch(/not valid JSON/);
-    expect(result.malformed[1]!.reason).toMatch(/no "name"/);
-    expect(result.malformed[2]!.reason).toMatch(/must be a JSON object, got an array/);
+    expect(result.malformed[0].reason).toMatch(/not valid JSON/);
+    expect(result.malformed[1].reason).toMatch(/no "name"/);
+    expect(result.malformed[2].reason).toMatch(/must be a JSON object, got an array/);
     expect(result.malformed.every((entry) => !entry.truncated)).toBe(true);
     expect(result.content).toContain(bad);
   });
@@ -142,22 +142,22 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
     expect(result.malformed).toEqual([]);
     // `extra` is not in the schema: it stays text, as vLLM keeps unknown parameters as strings.
-    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'New York', days: 7, metric: false, threshold: 2, tags: ['x', 'y'], note: null, extra: '42' });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'New York', days: 7, metric: false, threshold: 2, tags: ['x', 'y'], note: null, extra: '42' });
   });
 
   it('keeps multi-line string values and inner newlines', () => {
     const result = qwen3CoderToolParser.parse(call('<parameter=city>\nline one\nline two\n</parameter>\n'), { tools: [weatherTool] });
-    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'line one\nline two' });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'line one\nline two' });
   });
 
   it('without tools every value is text', () => {
     const result = qwen3CoderToolParser.parse(call('<parameter=days>\n7\n</parameter>\n'));
-    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ days: '7' });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ days: '7' });
   });
 
   it('lists a value that does not fit its type as malformed but still returns the call', () => {
     const result = qwen3CoderToolParser.parse(call('<parameter=city>\nParis\n</parameter>\n<parameter=days>\nthree\n</parameter>\n'), { tools: [weatherTool] });
-    expect(JSON.parse(result.toolCalls[0]!.function.arguments)).toEqual({ city: 'Paris', days: 'three' });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'Paris', days: 'three' });
     expect(result.malformed).toEqual([expect.objectContaining({ reason: 'parameter "days" of "get_weather": "three" is not an integer', truncated: false })]);
   });
 
@@ -210,6 +210,6 @@ describe('Llama 3.1 JSON', () => {
     expect(bad.toolCalls).toEqual([]);
     expect(bad.malformed.map((entry) => entry.reason)).toEqual(['tool call has no "name" string', 'text after the JSON tool calls']);
     const builtin = llama3JsonToolParser.parse('<|python_tag|>brave_search.call(query="x")');
-    expect(builtin.malformed[0]!.reason).toMatch(/built-in tool call syntax/);
+    expect(builtin.malformed[0].reason).toMatch(/built-in tool call syntax/);
   });
 });

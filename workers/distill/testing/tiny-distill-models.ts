@@ -29,7 +29,7 @@ export function makeTinyDistillModels(directory: string): TinyDistillModels {
   const files = resolveTokenizerFiles('bytes');
   const tokenizer = structuredClone(files.tokenizer) as { model: { vocab: Record<string, number> } };
   const vocab = tokenizer.model.vocab;
-  [vocab.a, vocab.e] = [vocab.e as number, vocab.a as number];
+  [vocab.a, vocab.e] = [vocab.e, vocab.a];
   const tokenizerDir = join(directory, 'swapped-tokenizer');
   mkdirSync(tokenizerDir, { recursive: true });
   writeFileSync(join(tokenizerDir, 'tokenizer.json'), JSON.stringify(tokenizer));

@@ -56,7 +56,7 @@ const fillers = ['先确认观众的问题', '结果以工具为准', '不要猜
 function identifier(rng: Rng, taken: Set<string>): string {
   for (;;) {
     const parts = [rng.pick(words), ...(rng.chance(0.6) ? [rng.pick(words)] : [])];
-    const name = rng.chance(0.3) ? parts.map((part, index) => (index === 0 ? part : part[0]!.toUpperCase() + part.slice(1))).join('') : parts.join('_');
+    const name = rng.chance(0.3) ? parts.map((part, index) => (index === 0 ? part : part[0].toUpperCase() + part.slice(1))).join('') : parts.join('_');
     const candidate = taken.has(name) ? `${name}_${rng.int(2, 99)}` : name;
     if (!taken.has(candidate)) {
       taken.add(candidate);
@@ -172,7 +172,7 @@ export function randomHarness(shape: RandomHarnessShape): Harness {
   const skills: Skill[] = [];
   for (let index = 0; index < shape.skills; index++) {
     const id = identifier(rng, names);
-    const name = chinesePhrases[index % chinesePhrases.length] as string;
+    const name = chinesePhrases[index % chinesePhrases.length];
     skills.push({ id, name, description: mentioning(rng, mentionable, 1), tools: rng.sample(tools.map((tool) => tool.name), rng.int(0, tools.length)), body: '' });
   }
   const skillMentions = [...skills.map((skill) => skill.id), ...skills.map((skill) => skill.name)];
@@ -243,7 +243,7 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
   const segments = path.split('.');
   let current = target;
   for (const segment of segments.slice(0, -1)) current = (current[segment] ??= {}) as Record<string, unknown>;
-  current[segments[segments.length - 1] as string] = value;
+  current[segments[segments.length - 1]] = value;
 }
 
 /** Arguments valid under a tool's schema: every required unit, some optional ones. */
