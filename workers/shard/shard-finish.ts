@@ -64,6 +64,26 @@ const verlColumns: ParquetColumn[] = [
 const shardName = (prefix: string, index: number) => `${prefix}-${String(index).padStart(5, '0')}.parquet`;
 const copyId = (id: string, copy: number) => (copy === 0 ? id : `${id}@${copy + 1}`);
 
+/** What the fan-in reads from the parts' entries: the unique accepted samples and the counts. */
+interface CollectedSamples {
+  samples: Sample[];
+  setStats: InputSetStats[];
+  records: number;
+  duplicates: number;
+  rejected: Record<string, number>;
+  rejectionExamples: ShardStats['rejectionExamples'];
+  overLength: ShardStats['overLength'];
+  templateFigures: { samplesWithFoldedHooks: number; samplesWithMergedStart: number };
+}
+
+type ShardTokenizer = Awaited<ReturnType<typeof loadShardTokenizer>>;
+
+/** Where the fan-in's objects go: every written object, and the file names the dataset card lists. */
+interface FanInOutput {
+  objects: ManifestObject[];
+  files: CardFiles;
+}
+
 /**
  * Fan-in of the shard stage: global exact deduplication (first occurrence in input order wins),
  * splits by task, mixing weights, best-fit-decreasing packing per split, the Parquet shards, the
@@ -76,80 +96,22 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const configHash = hashValue(input);
   // Contents, not locations: the same parts written under another root hash the same.
   const partsHash = hashValue(parts.map((part) => ({ ...part, entries: part.entries.sha256, conversations: part.conversations.sha256, tokens: part.tokens.sha256 })));
-  const done = await stageOutputComplete(deps.store, deps.output.manifestKey);
-  if (done && done.lineage.configHash === configHash && (done.stats as { partsHash?: string }).partsHash === partsHash) {
-    const output = (done.stats as { output?: ShardOutput }).output;
-    if (output) return output;
-  }
+  const finished = await finishedOutput(deps, configHash, partsHash);
+  if (finished) return finished;
 
   const sets = shardInputSets(input);
-  const text = await shardTextSettings(input, deps);
-  const tokenizer = await loadShardTokenizer(text, deps.openObject);
-  for (const part of parts) {
-    if (part.tokenizerFingerprint !== tokenizer.fingerprint || part.templateHash !== tokenizer.templateHash) {
-      throw new HatError('TOKENIZER_CHANGED', `part ${part.index} was tokenized with another tokenizer or template than the fan-in loads (fingerprint ${part.tokenizerFingerprint.slice(0, 12)}, template ${part.templateHash.slice(0, 12)}); rerun the stage from scratch`);
-    }
-  }
-  const padTokenId = tokenizer.padTokenId ?? tokenizer.eosTokenId;
-  if (padTokenId === undefined) throw new HatError('NO_PAD_TOKEN', `${tokenizer.name} has neither a pad_token nor an eos_token; packed sequences need one`);
+  const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
 
   deps.progress({ message: 'deduplicating and splitting' });
-  const setStats: InputSetStats[] = sets.map((set) => ({ name: set.name, weight: set.weight, uris: set.uris, records: 0, accepted: 0, duplicates: 0, rejected: 0, trainSamples: 0 }));
-  const seen = new Set<string>();
-  const samples: Sample[] = [];
-  const rejected: Record<string, number> = {};
-  const rejectionExamples: ShardStats['rejectionExamples'] = [];
-  const overLength = { dropped: 0, truncated: 0 };
-  const templateFigures = { samplesWithFoldedHooks: 0, samplesWithMergedStart: 0 };
-  let duplicates = 0;
-  let records = 0;
-  for (const [partIndex, part] of parts.entries()) {
-    const entries = await readEntries(deps.store, part.entries.key);
-    const setFigures = setStats[part.inputIndex];
-    let conversation = 0;
-    for (const entry of entries) {
-      records++;
-      setFigures.records++;
-      const line = entry.status === 'ok' ? conversation++ : -1;
-      if (entry.status === 'duplicate' || seen.has(entry.key)) {
-        duplicates++;
-        setFigures.duplicates++;
-        continue;
-      }
-      seen.add(entry.key);
-      if (entry.status === 'rejected') {
-        const code = entry.code ?? 'UNKNOWN';
-        rejected[code] = (rejected[code] ?? 0) + 1;
-        setFigures.rejected++;
-        if (code === 'OVER_LENGTH') overLength.dropped++;
-        if (rejectionExamples.filter((example) => example.code === code).length < examplesPerCode) rejectionExamples.push({ code, id: entry.id, reason: entry.reason ?? '' });
-        continue;
-      }
-      if (entry.droppedMessages !== undefined) overLength.truncated++;
-      if (entry.foldedHookMessages !== undefined) templateFigures.samplesWithFoldedHooks++;
-      if (entry.mergedPromptChars !== undefined) templateFigures.samplesWithMergedStart++;
-      setFigures.accepted++;
-      samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
-    }
-  }
-  const refusals = refusalCheck({ records, duplicates, samples: samples.length, rejected, rejectionExamples, warnShare: input.warnRefusedShare });
+  const collected = await collectSamples(parts, sets, deps);
+  const refusals = refusalCheck({ ...collected, samples: collected.samples.length, warnShare: input.warnRefusedShare });
   if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
   const warnings = templateWarnings(tokenizer);
   for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])]) deps.logger.warn({ stage: 'shard' }, warning);
-  const splits = assignSplits(samples.map((sample) => sample.entry), { seed, validationFraction: input.validationFraction, heldOut: input.heldOut });
-  for (const [index, sample] of samples.entries()) {
-    sample.split = splits[index];
-    if (sample.split === 'train') {
-      sample.copies = copiesFor(sets[sample.inputIndex].weight, seed, sample.entry.key);
-      setStats[sample.inputIndex].trainSamples += sample.copies;
-    }
-  }
+  assignSampleSplits(collected, sets, input, seed);
 
   deps.progress({ message: 'packing' });
-  const tokens = await Promise.all(parts.map((part) => readTokens(deps.store, part.tokens.key, part.tokens.tokens)));
-  const objects: ManifestObject[] = [];
-  const files: CardFiles = { packed: {}, exports: {}, verl: {} };
-  const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
+  const out: FanInOutput = { objects: [], files: { packed: {}, exports: {}, verl: {} } };
   const metadata = {
     'hat.schema_version': String(SHARD_SCHEMA_VERSION),
     'hat.tokenizer': tokenizer.name,
@@ -161,6 +123,151 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     'hat.train_on': input.trainOn,
     'hat.config_hash': configHash,
   };
+  const splitStats = await writePackedShards(input, parts, collected.samples, { seed, padTokenId, metadata }, deps, out);
+
+  deps.progress({ message: 'writing conversations' });
+  const exportFigures = Object.fromEntries(exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }])) as ShardStats['exports'];
+  await writeConversationFiles(input, parts, collected.samples, sets.map((set) => set.name), deps, exportFigures, out.files, out.objects);
+  if (input.formats.includes('llama-factory')) await writeLlamaFactoryInfo(deps, out);
+
+  const { samples, records, duplicates, rejected, rejectionExamples, overLength, templateFigures } = collected;
+  const stats: ShardStats = {
+    schemaVersion: SHARD_SCHEMA_VERSION,
+    tokenizer: { name: tokenizer.name, fingerprint: tokenizer.fingerprint, templateHash: tokenizer.templateHash, padTokenId, padToken: tokenizer.decode([padTokenId]) },
+    settings: {
+      sequenceLength: input.sequenceLength,
+      packing: input.packing,
+      trainOn: input.trainOn,
+      ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
+      overLength: input.overLength,
+      validationFraction: input.validationFraction,
+      seed,
+      renderDate: input.renderDate,
+      heldOut: input.heldOut,
+    },
+    records,
+    samples: samples.length,
+    duplicates,
+    rejected,
+    rejectionExamples,
+    overLength,
+    template: { hookMessages: tokenizer.hookMessages, systemMessages: tokenizer.systemMessagePlacement, ...templateFigures, warnings },
+    inputs: collected.setStats,
+    splits: splitStats,
+    exports: exportFigures,
+    partsHash,
+  };
+  const cardInfo = await writeStatsAndCard(stats, deps, out);
+
+  const output: ShardOutput = {
+    manifestUri: deps.output.uri('manifest.json'),
+    cardUri: cardInfo.uri,
+    records,
+    samples: samples.length,
+    duplicates,
+    rejected,
+    refusedShare: refusals.share,
+    warnRefusedShare: input.warnRefusedShare,
+    templateWarnings: warnings,
+    overLength,
+    splits: Object.fromEntries(
+      Object.entries(splitStats).map(([split, figures]) => [split, { samples: figures.samples, sequences: figures.sequences, tokens: figures.tokens, trainedTokens: figures.trainedTokens, fill: figures.fill }]),
+    ),
+  };
+  const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
+  await writeStageManifest(deps, { objects: out.objects, lineage: { inputs, configHash }, stats: { ...stats, output } });
+  return output;
+}
+
+/** The output of an earlier complete fan-in over the same parts and config, if there is one. */
+async function finishedOutput(deps: StageDeps, configHash: string, partsHash: string): Promise<ShardOutput | undefined> {
+  const done = await stageOutputComplete(deps.store, deps.output.manifestKey);
+  if (!done || done.lineage.configHash !== configHash || (done.stats as { partsHash?: string }).partsHash !== partsHash) return undefined;
+  return (done.stats as { output?: ShardOutput }).output;
+}
+
+/** The tokenizer every part must have used, and the id packed sequences are padded with. */
+async function fanInTokenizer(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<{ tokenizer: ShardTokenizer; padTokenId: number }> {
+  const text = await shardTextSettings(input, deps);
+  const tokenizer = await loadShardTokenizer(text, deps.openObject);
+  for (const part of parts) {
+    if (part.tokenizerFingerprint !== tokenizer.fingerprint || part.templateHash !== tokenizer.templateHash) {
+      throw new HatError('TOKENIZER_CHANGED', `part ${part.index} was tokenized with another tokenizer or template than the fan-in loads (fingerprint ${part.tokenizerFingerprint.slice(0, 12)}, template ${part.templateHash.slice(0, 12)}); rerun the stage from scratch`);
+    }
+  }
+  const padTokenId = tokenizer.padTokenId ?? tokenizer.eosTokenId;
+  if (padTokenId === undefined) throw new HatError('NO_PAD_TOKEN', `${tokenizer.name} has neither a pad_token nor an eos_token; packed sequences need one`);
+  return { tokenizer, padTokenId };
+}
+
+/** Reads every part's entries in input order: global exact deduplication, refusal counts, accepted samples. */
+async function collectSamples(parts: ShardPartOutput[], sets: ReturnType<typeof shardInputSets>, deps: StageDeps): Promise<CollectedSamples> {
+  const collected: CollectedSamples = {
+    samples: [],
+    setStats: sets.map((set) => ({ name: set.name, weight: set.weight, uris: set.uris, records: 0, accepted: 0, duplicates: 0, rejected: 0, trainSamples: 0 })),
+    records: 0,
+    duplicates: 0,
+    rejected: {},
+    rejectionExamples: [],
+    overLength: { dropped: 0, truncated: 0 },
+    templateFigures: { samplesWithFoldedHooks: 0, samplesWithMergedStart: 0 },
+  };
+  const seen = new Set<string>();
+  for (const [partIndex, part] of parts.entries()) {
+    const entries = await readEntries(deps.store, part.entries.key);
+    const setFigures = collected.setStats[part.inputIndex];
+    let conversation = 0;
+    for (const entry of entries) {
+      collected.records++;
+      setFigures.records++;
+      const line = entry.status === 'ok' ? conversation++ : -1;
+      if (entry.status === 'duplicate' || seen.has(entry.key)) {
+        collected.duplicates++;
+        setFigures.duplicates++;
+        continue;
+      }
+      seen.add(entry.key);
+      if (entry.status === 'rejected') {
+        const code = entry.code ?? 'UNKNOWN';
+        collected.rejected[code] = (collected.rejected[code] ?? 0) + 1;
+        setFigures.rejected++;
+        if (code === 'OVER_LENGTH') collected.overLength.dropped++;
+        if (collected.rejectionExamples.filter((example) => example.code === code).length < examplesPerCode) collected.rejectionExamples.push({ code, id: entry.id, reason: entry.reason ?? '' });
+        continue;
+      }
+      if (entry.droppedMessages !== undefined) collected.overLength.truncated++;
+      if (entry.foldedHookMessages !== undefined) collected.templateFigures.samplesWithFoldedHooks++;
+      if (entry.mergedPromptChars !== undefined) collected.templateFigures.samplesWithMergedStart++;
+      setFigures.accepted++;
+      collected.samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
+    }
+  }
+  return collected;
+}
+
+/** Splits by task (seeded), and each train sample's copies from its input set's mixing weight. */
+function assignSampleSplits(collected: CollectedSamples, sets: ReturnType<typeof shardInputSets>, input: ShardInput, seed: string): void {
+  const splits = assignSplits(collected.samples.map((sample) => sample.entry), { seed, validationFraction: input.validationFraction, heldOut: input.heldOut });
+  for (const [index, sample] of collected.samples.entries()) {
+    sample.split = splits[index];
+    if (sample.split === 'train') {
+      sample.copies = copiesFor(sets[sample.inputIndex].weight, seed, sample.entry.key);
+      collected.setStats[sample.inputIndex].trainSamples += sample.copies;
+    }
+  }
+}
+
+/** Packs each split's samples into sequences (best-fit decreasing, seeded order) and writes the packed Parquet shards. */
+async function writePackedShards(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  samples: Sample[],
+  settings: { seed: string; padTokenId: number; metadata: Record<string, string> },
+  deps: StageDeps,
+  out: FanInOutput,
+): Promise<Partial<Record<ShardSplit, SplitStats>>> {
+  const tokens = await Promise.all(parts.map((part) => readTokens(deps.store, part.tokens.key, part.tokens.tokens)));
+  const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
   for (const split of shardSplits) {
     const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
     if (members.length === 0) continue;
@@ -169,7 +276,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     const order = items.map((item) => `${item.sample.entry.key}/${item.copy}`);
     const packed = input.packing ? packBestFitDecreasing(sizes, input.sequenceLength, order) : items.map((_, index) => [index]);
     // Bins come out longest-first; a seeded shuffle keeps a reader that streams shards in order from seeing only long samples first.
-    const bins = new Rng(`${seed}/order/${split}`).shuffle(packed);
+    const bins = new Rng(`${settings.seed}/order/${split}`).shuffle(packed);
     const figures: SplitStats = {
       uniqueSamples: members.length,
       samples: items.length,
@@ -183,7 +290,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
       lengths: lengthHistogram(members.map((sample) => sample.entry.tokenCount!), input.sequenceLength),
       shards: 0,
     };
-    files.packed[split] = [];
+    out.files.packed[split] = [];
     for (let start = 0; start < bins.length; start += input.sequencesPerShard) {
       const chunk = bins.slice(start, start + input.sequencesPerShard);
       const length = chunk.length * input.sequenceLength;
@@ -197,7 +304,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
           const offset = sample.entry.tokenOffset!;
           return { ids: tokens[sample.part].subarray(offset, offset + sample.entry.tokenCount!), spans: sample.entry.spans ?? [], sourceId: copyId(sample.entry.id, copy) };
         });
-        const sequence = writeSequence(packedSamples, input.sequenceLength, padTokenId, columns, row * input.sequenceLength);
+        const sequence = writeSequence(packedSamples, input.sequenceLength, settings.padTokenId, columns, row * input.sequenceLength);
         cuSeqlens.push(sequence.cuSeqlens);
         sourceIds.push(sequence.sourceIds);
         counts.samples.push(packedSamples.length);
@@ -220,80 +327,37 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
           num_tokens: counts.tokens,
           num_trained: counts.trained,
         },
-        { metadata: { ...metadata, 'hat.split': split }, rowGroupSize: rowGroupSequences },
+        { metadata: { ...settings.metadata, 'hat.split': split }, rowGroupSize: rowGroupSequences },
       );
       const name = `${split}/${shardName('packed', figures.shards++)}`;
       const info = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
-      objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: chunk.length, kind: 'packed' }));
-      files.packed[split].push(name);
+      out.objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: chunk.length, kind: 'packed' }));
+      out.files.packed[split].push(name);
       deps.progress({ message: `packed ${split} shard ${figures.shards}` });
     }
     figures.paddingTokens = figures.sequences * input.sequenceLength - figures.tokens;
     figures.fill = figures.sequences === 0 ? 0 : figures.tokens / (figures.sequences * input.sequenceLength);
     splitStats[split] = figures;
   }
+  return splitStats;
+}
 
-  deps.progress({ message: 'writing conversations' });
-  const exportFigures = Object.fromEntries(exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }])) as ShardStats['exports'];
-  await writeConversationFiles(input, parts, samples, sets.map((set) => set.name), deps, exportFigures, files, objects);
+/** LLaMA-Factory's dataset_info.json naming the exported splits. */
+async function writeLlamaFactoryInfo(deps: StageDeps, out: FanInOutput): Promise<void> {
+  const info = llamaFactoryDatasetInfo(Object.fromEntries(Object.entries(out.files.exports).flatMap(([split, byFormat]) => (byFormat?.['llama-factory'] ? [[`hat_sft_${split}`, `../${byFormat['llama-factory']}`]] : []))));
+  const name = 'llama-factory/dataset_info.json';
+  const stored = await deps.store.put(deps.output.key(name), `${JSON.stringify(info, null, 2)}\n`, { contentType: 'application/json' });
+  out.objects.push(manifestObjectOf(stored, { schemaVersion: 1, format: 'json', kind: 'llama-factory-dataset-info' }));
+  out.files.llamaFactoryInfo = name;
+}
 
-  if (input.formats.includes('llama-factory')) {
-    const info = llamaFactoryDatasetInfo(Object.fromEntries(Object.entries(files.exports).flatMap(([split, byFormat]) => (byFormat?.['llama-factory'] ? [[`hat_sft_${split}`, `../${byFormat['llama-factory']}`]] : []))));
-    const name = 'llama-factory/dataset_info.json';
-    const stored = await deps.store.put(deps.output.key(name), `${JSON.stringify(info, null, 2)}\n`, { contentType: 'application/json' });
-    objects.push(manifestObjectOf(stored, { schemaVersion: 1, format: 'json', kind: 'llama-factory-dataset-info' }));
-    files.llamaFactoryInfo = name;
-  }
-
-  const stats: ShardStats = {
-    schemaVersion: SHARD_SCHEMA_VERSION,
-    tokenizer: { name: tokenizer.name, fingerprint: tokenizer.fingerprint, templateHash: tokenizer.templateHash, padTokenId, padToken: tokenizer.decode([padTokenId]) },
-    settings: {
-      sequenceLength: input.sequenceLength,
-      packing: input.packing,
-      trainOn: input.trainOn,
-      ...(input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {}),
-      overLength: input.overLength,
-      validationFraction: input.validationFraction,
-      seed,
-      renderDate: input.renderDate,
-      heldOut: input.heldOut,
-    },
-    records,
-    samples: samples.length,
-    duplicates,
-    rejected,
-    rejectionExamples,
-    overLength,
-    template: { hookMessages: tokenizer.hookMessages, systemMessages: tokenizer.systemMessagePlacement, ...templateFigures, warnings },
-    inputs: setStats,
-    splits: splitStats,
-    exports: exportFigures,
-    partsHash,
-  };
+/** stats.json and the dataset card (README.md); returns the card's object. */
+async function writeStatsAndCard(stats: ShardStats, deps: StageDeps, out: FanInOutput): Promise<ObjectInfo> {
   const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
-  objects.push(manifestObjectOf(statsInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'json', kind: 'stats' }));
-  const cardInfo = await deps.store.put(deps.output.key('README.md'), renderDatasetCard(stats, files), { contentType: 'text/markdown; charset=utf-8' });
-  objects.push(manifestObjectOf(cardInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'md', kind: 'card' }));
-
-  const output: ShardOutput = {
-    manifestUri: deps.output.uri('manifest.json'),
-    cardUri: cardInfo.uri,
-    records,
-    samples: samples.length,
-    duplicates,
-    rejected,
-    refusedShare: refusals.share,
-    warnRefusedShare: input.warnRefusedShare,
-    templateWarnings: warnings,
-    overLength,
-    splits: Object.fromEntries(
-      Object.entries(splitStats).map(([split, figures]) => [split, { samples: figures.samples, sequences: figures.sequences, tokens: figures.tokens, trainedTokens: figures.trainedTokens, fill: figures.fill }]),
-    ),
-  };
-  const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
-  await writeStageManifest(deps, { objects, lineage: { inputs, configHash }, stats: { ...stats, output } });
-  return output;
+  out.objects.push(manifestObjectOf(statsInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'json', kind: 'stats' }));
+  const cardInfo = await deps.store.put(deps.output.key('README.md'), renderDatasetCard(stats, out.files), { contentType: 'text/markdown; charset=utf-8' });
+  out.objects.push(manifestObjectOf(cardInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'md', kind: 'card' }));
+  return cardInfo;
 }
 
 /** Top refusal codes, most frequent first, each with its count and one example reason. */
