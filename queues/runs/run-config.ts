@@ -181,96 +181,189 @@ const runReferencePattern = /^run\.(id|seed|artifacts)$/;
 
 /** Validates a run config and plans the run; throws one ValidationError listing every problem. */
 export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
-  const file = options.file;
-  const locator = options.locator ?? plainLocator(file);
-  const problems = new ProblemCollector();
-  const summary = `${file ?? 'the run config'} has problems; fix them and run again`;
-  for (const found of findUrlCredentials(value)) problems.add(locator.problem(found.path, found.message));
-  const parsed = runConfigSchema.safeParse(value ?? {});
-  if (!parsed.success) problems.addAll(locator.zodProblems(parsed.error));
-  if (!parsed.success || !problems.ok) problems.throwIfAny('BAD_RUN_CONFIG', summary);
-  const config = parsed.data as RunConfig;
-  const instances = runInstances(config);
-  for (const problem of instances.problems) problems.add(locator.problem(problem.path, problem.message));
-  const stageConfigs: StageInstance[] = instances.stages;
-  // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
-  if (config.gate) {
-    if (config.stages[gateStageName] !== undefined) problems.add(locator.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`));
-    else {
-      const after = stageConfigs.findIndex((stage) => stage.name === config.gate?.eval);
-      const gateInstance: StageInstance = { name: gateStageName, kind: gateStageName, config: gateStageConfig(config.gate), path: ['gate'] };
-      stageConfigs.splice(after < 0 ? stageConfigs.length : after + 1, 0, gateInstance);
+  return new RunPlanner(value, options).plan();
+}
+
+type HandoffInstance = ReturnType<typeof runInstances>['handoffs'][number];
+type ResolvedStageConfig = { instance: StageInstance; value: Record<string, unknown> };
+
+/**
+ * One planning pass, in named phases that share what they found: the config and its stage
+ * instances, the artifact root and run id, the reference graph (stages and handoffs), the handoff
+ * chain, and the planned stages. Every phase adds its problems; the plan throws them all at once.
+ */
+class RunPlanner {
+  private readonly locator: ProblemLocator;
+  private readonly problems = new ProblemCollector();
+  private readonly summary: string;
+  private config!: RunConfig;
+  private stageConfigs: StageInstance[] = [];
+  private handoffs: HandoffInstance[] = [];
+  private names = new Set<string>();
+  private handoffNames = new Set<string>();
+  private artifactsRoot: string | undefined;
+  private configHash = '';
+  private runId = '';
+  /** Direct edges: a stage -> the stages it reads. */
+  private readonly dependsOn = new Map<string, Set<string>>();
+  /** A stage -> the handoffs whose checkpoint it waits for. */
+  private waitsFor = new Map<string, Set<string>>();
+  /** Stages and handoffs (`handoff:<name>`) -> what each waits for directly. */
+  private graph = new Map<string, Set<string>>();
+  private readonly ancestors = new Map<string, Set<string>>();
+  private chain: HandoffInstance[] = [];
+  private order = new Map<string, number>();
+  /** The graph has a cycle: no handoff chain is planned. */
+  private cyclic = false;
+
+  constructor(
+    private readonly value: unknown,
+    private readonly options: PlanRunOptions,
+  ) {
+    this.locator = options.locator ?? plainLocator(options.file);
+    this.summary = `${options.file ?? 'the run config'} has problems; fix them and run again`;
+  }
+
+  plan(): RunPlan {
+    this.parseConfig();
+    this.checkArtifactsRoot();
+    this.checkStageKinds();
+    this.identifyRun();
+    this.checkGate();
+    this.addHandoffEdges();
+    const resolved = this.resolveStageConfigs();
+    this.buildGraph();
+    this.chainHandoffs();
+    if (this.problems.ok) this.checkHandoffSegments();
+    const stages = this.plannedStages(resolved);
+    this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
+    return this.runPlan(stages);
+  }
+
+  private problem(path: readonly PathSegment[], message: string): void {
+    this.problems.add(this.locator.problem(path, message));
+  }
+
+  /** The config's schema, its stage instances and handoffs, and the gate planned as a stage of its own. */
+  private parseConfig(): void {
+    for (const found of findUrlCredentials(this.value)) this.problem(found.path, found.message);
+    const parsed = runConfigSchema.safeParse(this.value ?? {});
+    if (!parsed.success) this.problems.addAll(this.locator.zodProblems(parsed.error));
+    if (!parsed.success || !this.problems.ok) this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
+    this.config = parsed.data as RunConfig;
+    const instances = runInstances(this.config);
+    for (const problem of instances.problems) this.problem(problem.path, problem.message);
+    this.stageConfigs = instances.stages;
+    this.handoffs = instances.handoffs;
+    // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
+    const gate = this.config.gate;
+    if (gate) {
+      if (this.config.stages[gateStageName] !== undefined) this.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`);
+      else {
+        const after = this.stageConfigs.findIndex((stage) => stage.name === gate.eval);
+        const gateInstance: StageInstance = { name: gateStageName, kind: gateStageName, config: gateStageConfig(gate), path: ['gate'] };
+        this.stageConfigs.splice(after < 0 ? this.stageConfigs.length : after + 1, 0, gateInstance);
+      }
+    }
+    this.names = new Set(this.stageConfigs.map((stage) => stage.name));
+    this.handoffNames = new Set(this.handoffs.map((handoff) => handoff.name));
+    this.waitsFor = new Map(this.stageConfigs.map((stage) => [stage.name, new Set<string>()]));
+  }
+
+  private checkArtifactsRoot(): void {
+    const { options, config } = this;
+    const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
+    this.artifactsRoot = rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
+    if (!rootSetting) {
+      this.problem(['artifacts'], 'no artifact store: set `artifacts:` in the config (s3://bucket/prefix or file:///dir), pass --artifacts, or set HAT_ARTIFACTS');
+    } else if (!this.artifactsRoot) {
+      this.problems.add({ path: options.artifacts ? '--artifacts' : 'HAT_ARTIFACTS', message: `"${rootSetting}" must be an s3://bucket/prefix or file:///absolute/path URI` });
+    } else if (hasDotSegment(rootSetting)) {
+      this.problem(['artifacts'], `"${rootSetting}" has a "." or ".." segment; give the artifact root as a plain s3://bucket/prefix or file:///absolute/path`);
     }
   }
 
-  const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
-  const artifactsRoot = rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
-  if (!rootSetting) {
-    problems.add(locator.problem(['artifacts'], 'no artifact store: set `artifacts:` in the config (s3://bucket/prefix or file:///dir), pass --artifacts, or set HAT_ARTIFACTS'));
-  } else if (!artifactsRoot) {
-    problems.add({ path: options.artifacts ? '--artifacts' : 'HAT_ARTIFACTS', message: `"${rootSetting}" must be an s3://bucket/prefix or file:///absolute/path URI` });
-  } else if (hasDotSegment(rootSetting)) {
-    problems.add(locator.problem(['artifacts'], `"${rootSetting}" has a "." or ".." segment; give the artifact root as a plain s3://bucket/prefix or file:///absolute/path`));
-  }
-  for (const stage of stageConfigs) {
-    if (findStage(stage.kind)) continue;
-    const where = stage.kind === stage.name ? stage.path : [...stage.path, 'stage'];
-    problems.add(locator.problem(where, `unknown stage ${stage.kind === stage.name ? '' : 'kind '}"${stage.kind}"; registered stages: ${stageNames().join(', ')}`));
+  private checkStageKinds(): void {
+    for (const stage of this.stageConfigs) {
+      if (findStage(stage.kind)) continue;
+      const where = stage.kind === stage.name ? stage.path : [...stage.path, 'stage'];
+      this.problem(where, `unknown stage ${stage.kind === stage.name ? '' : 'kind '}"${stage.kind}"; registered stages: ${stageNames().join(', ')}`);
+    }
   }
 
-  if (options.runId !== undefined && !runIdPattern.test(options.runId)) {
-    problems.add({ path: 'runId', message: `run id "${options.runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits)` });
-    problems.throwIfAny('BAD_RUN_CONFIG', summary);
+  /** The config hash and the run id (given, configured, or derived from the hash and the time). */
+  private identifyRun(): void {
+    const { options, config } = this;
+    if (options.runId !== undefined && !runIdPattern.test(options.runId)) {
+      this.problems.add({ path: 'runId', message: `run id "${options.runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits)` });
+      this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
+    }
+    // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
+    // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
+    this.configHash = hashValue({ seed: config.seed, artifacts: this.artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs, ...(config.gate ? { gate: config.gate } : {}) });
+    this.runId = options.runId ?? config.runId ?? deriveRunId(this.configHash, options.now);
   }
-  // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
-  // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
-  const configHash = hashValue({ seed: config.seed, artifacts: artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs, ...(config.gate ? { gate: config.gate } : {}) });
-  const runId = options.runId ?? config.runId ?? deriveRunId(configHash, options.now);
-  const names = new Set(stageConfigs.map((stage) => stage.name));
-  const handoffs = instances.handoffs;
-  const handoffNames = new Set(handoffs.map((handoff) => handoff.name));
-  if (config.gate) {
-    const gate = config.gate;
-    if (!names.has(gate.eval)) problems.add(locator.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`));
+
+  private checkGate(): void {
+    const gate = this.config.gate;
+    if (!gate) return;
+    if (!this.names.has(gate.eval)) this.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`);
     gate.before.forEach((name, index) => {
-      if (!names.has(name) || name === gateStageName) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`));
-      else if (name === gate.eval) problems.add(locator.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`));
+      if (!this.names.has(name) || name === gateStageName) this.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`);
+      else if (name === gate.eval) this.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`);
     });
   }
-  // Direct edges: a stage -> the stages it reads and the handoffs whose checkpoint it waits for; a handoff -> its `after` stages.
-  const dependsOn = new Map<string, Set<string>>();
-  const waitsFor = new Map<string, Set<string>>(stageConfigs.map((stage) => [stage.name, new Set<string>()]));
-  for (const handoff of handoffs) {
-    for (const field of ['after', 'before'] as const) {
-      handoff.config[field].forEach((name, index) => {
-        if (!names.has(name)) problems.add(locator.problem([...handoff.path, field, index], `stage "${name}" is not in this run; name a stage listed under stages`));
-        else if (field === 'before') waitsFor.get(name)?.add(handoff.name);
+
+  /** A handoff's `before` stages wait for its checkpoint; `after` and `before` must name stages of the run. */
+  private addHandoffEdges(): void {
+    for (const handoff of this.handoffs) {
+      for (const field of ['after', 'before'] as const) {
+        handoff.config[field].forEach((name, index) => {
+          if (!this.names.has(name)) this.problem([...handoff.path, field, index], `stage "${name}" is not in this run; name a stage listed under stages`);
+          else if (field === 'before') this.waitsFor.get(name)?.add(handoff.name);
+        });
+      }
+      handoff.config.before.forEach((name, index) => {
+        if (handoff.config.after.includes(name)) this.problem([...handoff.path, 'before', index], `stage "${name}" is in both after and before; a stage runs either before the training or after it`);
       });
     }
-    handoff.config.before.forEach((name, index) => {
-      if (handoff.config.after.includes(name)) problems.add(locator.problem([...handoff.path, 'before', index], `stage "${name}" is in both after and before; a stage runs either before the training or after it`));
-    });
   }
-  const latest = findLatestSpecs(config.stages);
-  for (const problem of latest.problems) problems.add(locator.problem(problem.path, problem.message));
-  const resolvedByPath = new Map((options.resolvedInputs ?? []).map((input) => [input.path, input.resolved]));
-  const resolveLatest = (value: Record<string, unknown>, path: PathSegment[]): unknown => {
-    const found = latest.specs.find((spec) => formatPath(spec.path) === formatPath(path));
-    if (!found) return value;
-    return resolvedByPath.get(formatPath(path)) ?? latestPlaceholder(found.spec);
-  };
-  const resolve = (stage: string, reference: string, path: PathSegment[]): string | undefined => {
+
+  /** Every stage config with `${...}` references and `latest` inputs resolved (stage edges recorded on the way). */
+  private resolveStageConfigs(): ResolvedStageConfig[] {
+    const latest = findLatestSpecs(this.config.stages);
+    for (const problem of latest.problems) this.problem(problem.path, problem.message);
+    const resolvedByPath = new Map((this.options.resolvedInputs ?? []).map((input) => [input.path, input.resolved]));
+    const resolveLatest = (value: Record<string, unknown>, path: PathSegment[]): unknown => {
+      const found = latest.specs.find((spec) => formatPath(spec.path) === formatPath(path));
+      if (!found) return value;
+      return resolvedByPath.get(formatPath(path)) ?? latestPlaceholder(found.spec);
+    };
+    const resolved = this.stageConfigs.map((instance) => {
+      this.dependsOn.set(instance.name, new Set());
+      const value = substitute(instance.config, instance.path, (reference, path) => this.resolveReference(instance.name, reference, path), resolveLatest) as Record<string, unknown>;
+      for (const problem of outputEscapes(value, instance.path)) this.problem(problem.path, problem.message);
+      // Reported above; the stage schema need not call them unknown keys as well.
+      return { instance, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
+    });
+    // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
+    for (const name of this.config.gate?.before ?? []) if (name !== this.config.gate?.eval) this.dependsOn.get(name)?.add(gateStageName);
+    return resolved;
+  }
+
+  /** What one `${reference}` in a stage's config stands for (undefined: a problem was added). */
+  private resolveReference(stage: string, reference: string, path: PathSegment[]): string | undefined {
     const checkpointMatch = checkpointReferencePattern.exec(reference);
     if (checkpointMatch) {
       const [, handoff, field] = checkpointMatch as unknown as [string, string | undefined, string];
       if (!(checkpointFields as readonly string[]).includes(field)) {
-        problems.add(locator.problem(path, `unknown reference \${${reference}}; a checkpoint offers ${checkpointFields.join(', ')}`));
+        this.problem(path, `unknown reference \${${reference}}; a checkpoint offers ${checkpointFields.join(', ')}`);
       } else if (handoff === undefined) {
-        problems.add(locator.problem(path, `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config (or handoffs: { <name>: ... } and \${checkpoints.<name>.${field}})`));
-      } else if (!handoffNames.has(handoff)) {
-        problems.add(locator.problem(path, `\${${reference}} names handoff "${handoff}", which this run does not have; handoffs: ${[...handoffNames].join(', ') || 'none (add handoffs: { <name>: { after: [...] } })'}`));
+        this.problem(path, `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config (or handoffs: { <name>: ... } and \${checkpoints.<name>.${field}})`);
+      } else if (!this.handoffNames.has(handoff)) {
+        this.problem(path, `\${${reference}} names handoff "${handoff}", which this run does not have; handoffs: ${[...this.handoffNames].join(', ') || 'none (add handoffs: { <name>: { after: [...] } })'}`);
       } else {
-        waitsFor.get(stage)?.add(handoff);
+        this.waitsFor.get(stage)?.add(handoff);
       }
       // Kept as written: filled in when the checkpoint is registered.
       return `\${${reference}}`;
@@ -278,159 +371,166 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
     const stageMatch = stageReferencePattern.exec(reference);
     if (stageMatch) {
       const [, target, field] = stageMatch as unknown as [string, string, 'manifestUri' | 'outputUri'];
-      if (!names.has(target)) {
-        problems.add(locator.problem(path, `\${${reference}} refers to stage "${target}", which this run does not include; add it under stages`));
+      if (!this.names.has(target)) {
+        this.problem(path, `\${${reference}} refers to stage "${target}", which this run does not include; add it under stages`);
         return undefined;
       }
       if (target === stage) {
-        problems.add(locator.problem(path, `\${${reference}}: a stage cannot read its own output`));
+        this.problem(path, `\${${reference}}: a stage cannot read its own output`);
         return undefined;
       }
-      dependsOn.get(stage)?.add(target);
-      if (!artifactsRoot) return undefined;
-      const layout = runLayout(artifactsRoot, runId);
+      this.dependsOn.get(stage)?.add(target);
+      if (!this.artifactsRoot) return undefined;
+      const layout = runLayout(this.artifactsRoot, this.runId);
       return field === 'manifestUri' ? layout.stageManifestUri(target) : layout.stageOutputUri(target);
     }
     const runMatch = runReferencePattern.exec(reference);
-    if (runMatch) return runMatch[1] === 'id' ? runId : runMatch[1] === 'seed' ? config.seed : artifactsRoot;
-    problems.add(
-      locator.problem(
-        path,
-        `unknown reference \${${reference}}; use \${stages.<name>.manifestUri}, \${stages.<name>.outputUri}, \${run.id}, \${run.seed}, \${run.artifacts}` +
-          ' or ${checkpoints.<handoff>.<field>}',
-      ),
+    if (runMatch) return runMatch[1] === 'id' ? this.runId : runMatch[1] === 'seed' ? this.config.seed : this.artifactsRoot;
+    this.problem(
+      path,
+      `unknown reference \${${reference}}; use \${stages.<name>.manifestUri}, \${stages.<name>.outputUri}, \${run.id}, \${run.seed}, \${run.artifacts}` +
+        ' or ${checkpoints.<handoff>.<field>}',
     );
     return undefined;
-  };
-
-  const resolved = stageConfigs.map((instance) => {
-    dependsOn.set(instance.name, new Set());
-    const value = substitute(instance.config, instance.path, (reference, path) => resolve(instance.name, reference, path), resolveLatest) as Record<string, unknown>;
-    for (const problem of outputEscapes(value, instance.path)) problems.add(locator.problem(problem.path, problem.message));
-    // Reported above; the stage schema need not call them unknown keys as well.
-    return { instance, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
-  });
-  // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
-  for (const name of config.gate?.before ?? []) if (name !== config.gate?.eval) dependsOn.get(name)?.add(gateStageName);
-  // Handoffs are `handoff:<name>` in the graph: a handoff may share its name with a stage.
-  const node = handoffNodeName;
-  const isHandoffNode = (name: string) => name.startsWith(node(''));
-  const graph = new Map<string, Set<string>>([...dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(waitsFor.get(name) ?? [])].map(node)])]));
-  for (const handoff of handoffs) graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => names.has(name))));
-  const cycles = findCycles(graph);
-  for (const cycle of cycles) {
-    const first = cycle[0];
-    const path = isHandoffNode(first) ? (handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
-    const message = cycle.some(isHandoffNode)
-      ? `stages and handoffs wait for each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages and checkpoints that come before it`
-      : `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`;
-    problems.add(locator.problem(path, message));
   }
 
-  // Everything each node waits for, transitively (stages and handoffs).
-  const ancestors = new Map<string, Set<string>>();
-  const ancestorsOf = (name: string, seen = new Set<string>()): Set<string> => {
-    const known = ancestors.get(name);
+  /** The graph of stages and handoffs (`handoff:<name>`: a handoff may share its name with a stage), and its cycles. */
+  private buildGraph(): void {
+    const node = handoffNodeName;
+    this.graph = new Map<string, Set<string>>([...this.dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(this.waitsFor.get(name) ?? [])].map(node)])]));
+    for (const handoff of this.handoffs) this.graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => this.names.has(name))));
+    for (const cycle of findCycles(this.graph)) {
+      const first = cycle[0];
+      const path = isHandoffNode(first) ? (this.handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (this.stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
+      const message = cycle.some(isHandoffNode)
+        ? `stages and handoffs wait for each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages and checkpoints that come before it`
+        : `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`;
+      this.problem(path, message);
+      this.cyclic = true;
+    }
+  }
+
+  /** Everything a node waits for, transitively (stages and handoffs). */
+  private ancestorsOf(name: string, seen = new Set<string>()): Set<string> {
+    const known = this.ancestors.get(name);
     if (known) return known;
     const found = new Set<string>();
     if (seen.has(name)) return found;
     seen.add(name);
-    for (const next of graph.get(name) ?? []) {
+    for (const next of this.graph.get(name) ?? []) {
       found.add(next);
-      for (const item of ancestorsOf(next, seen)) found.add(item);
+      for (const item of this.ancestorsOf(next, seen)) found.add(item);
     }
-    ancestors.set(name, found);
+    this.ancestors.set(name, found);
     return found;
-  };
-  // Handoffs form a chain: each waits (through its after stages) for the one before it.
-  const handoffCount = (name: string) => [...ancestorsOf(node(name))].filter(isHandoffNode).length;
-  const chain = cycles.length > 0 ? [] : [...handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
-  for (let index = 1; index < chain.length; index++) {
-    const previous = chain[index - 1];
-    const current = chain[index];
-    if (!ancestorsOf(node(current.name)).has(node(previous.name))) {
-      problems.add(
-        locator.problem(
-          [...current.path, 'after'],
-          `handoffs "${previous.name}" and "${current.name}" do not wait for each other; a run's handoffs follow one another (the method's order), so list a stage that waits for ${previous.name}'s checkpoint in ${current.name}'s after`,
-        ),
-      );
-    }
-  }
-  const order = new Map(chain.map((handoff, index) => [handoff.name, index]));
-  const segmentOf = (name: string): string | undefined => {
-    let found: string | undefined;
-    for (const item of ancestorsOf(name)) {
-      const handoff = isHandoffNode(item) ? item.slice(node('').length) : undefined;
-      if (handoff !== undefined && order.has(handoff) && (found === undefined || (order.get(handoff) as number) > (order.get(found) as number))) found = handoff;
-    }
-    return found;
-  };
-  if (problems.ok) {
-    // A stage added by handoff H may read a stage added earlier only when H waited for it.
-    const check = (name: string, path: PathSegment[], targets: Iterable<string>, what: string) => {
-      const segment = segmentOf(name);
-      if (segment === undefined) return;
-      const owner = isHandoffNode(name) ? chain[(order.get(name.slice(node('').length)) as number) - 1]?.name : segment;
-      if (owner === undefined) return;
-      for (const target of targets) {
-        if (!names.has(target) || segmentOf(target) === owner || ancestorsOf(node(owner)).has(target)) continue;
-        problems.add(locator.problem(path, `${what} stage "${target}", which handoff ${owner} does not wait for; add "${target}" to ${owner === 'train' && config.handoff ? 'handoff' : `handoffs.${owner}`}.after`));
-      }
-    };
-    for (const stage of stageConfigs) check(stage.name, stage.path, dependsOn.get(stage.name) ?? [], 'reads');
-    for (const handoff of handoffs) if ((order.get(handoff.name) ?? 0) > 0) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
   }
 
-  const stages: PlannedStage[] = [];
-  for (const { instance, value: stageValue } of resolved) {
-    const stage = findStage(instance.kind);
-    if (!stage) continue;
-    const segment = problems.ok ? segmentOf(instance.name) : undefined;
-    const held = [...ancestorsOf(instance.name)].some(isHandoffNode);
-    // A held-back stage is validated with placeholders for the checkpoint it will get.
-    const result = stage.input.safeParse(held ? fillCheckpointPlaceholders(stageValue) : stageValue);
-    if (!result.success) {
-      problems.addAll(locator.zodProblems(result.error, instance.path));
-      continue;
+  /** Handoffs form a chain: each waits (through its after stages) for the one before it. */
+  private chainHandoffs(): void {
+    const node = handoffNodeName;
+    const handoffCount = (name: string) => [...this.ancestorsOf(node(name))].filter(isHandoffNode).length;
+    this.chain = this.cyclic ? [] : [...this.handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
+    for (let index = 1; index < this.chain.length; index++) {
+      const previous = this.chain[index - 1];
+      const current = this.chain[index];
+      if (!this.ancestorsOf(node(current.name)).has(node(previous.name))) {
+        this.problem(
+          [...current.path, 'after'],
+          `handoffs "${previous.name}" and "${current.name}" do not wait for each other; a run's handoffs follow one another (the method's order), so list a stage that waits for ${previous.name}'s checkpoint in ${current.name}'s after`,
+        );
+      }
     }
-    const inputHash = hashValue(result.data);
-    const policyVersion = (stageValue as { policyVersion?: unknown }).policyVersion;
-    stages.push({
-      name: instance.name,
-      kind: instance.kind,
-      input: result.data,
-      inputHash,
-      jobId: stageJobId(runId, instance.name, inputHash),
-      outputPrefix: stagePrefix(runId, instance.name),
-      dependsOn: [...(dependsOn.get(instance.name) ?? [])],
-      ...(held ? { afterHandoff: true as const, template: stageValue, ...(segment ? { segment } : {}) } : {}),
-      ...(instance.round ? { round: { ...instance.round, policyVersion: typeof policyVersion === 'number' ? policyVersion : instance.round.index } } : {}),
-    });
+    this.order = new Map(this.chain.map((handoff, index) => [handoff.name, index]));
   }
-  problems.throwIfAny('BAD_RUN_CONFIG', summary);
-  const waiting = (handoff: string) => stageConfigs.filter((stage) => ancestorsOf(stage.name).has(node(handoff))).map((stage) => stage.name);
-  return {
-    runId,
-    configHash,
-    artifactsRoot: artifactsRoot as string,
-    seed: config.seed,
-    createdAt: options.now.getTime(),
-    source: options.source ?? 'cli',
-    stages,
-    handoffs: chain.map((handoff, index) => ({
-      name: handoff.name,
-      jobId: handoffJobId(runId, handoff.name),
-      after: handoff.config.after,
-      before: waiting(handoff.name),
-      timeoutMs: Math.round(handoff.config.timeoutMinutes * 60_000),
-      pollIntervalMs: handoff.config.pollSeconds * 1_000,
-      hyperparameters: handoff.config.hyperparameters,
-      ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
-      order: index,
-    })),
-    ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),
-  };
+
+  /** The last handoff in the chain a stage (or handoff node) waits for: the one that adds it. */
+  private segmentOf(name: string): string | undefined {
+    let found: string | undefined;
+    for (const item of this.ancestorsOf(name)) {
+      const handoff = isHandoffNode(item) ? item.slice(handoffNodeName('').length) : undefined;
+      if (handoff !== undefined && this.order.has(handoff) && (found === undefined || (this.order.get(handoff) as number) > (this.order.get(found) as number))) found = handoff;
+    }
+    return found;
+  }
+
+  /** A stage added by handoff H may read a stage added earlier only when H waited for it. */
+  private checkHandoffSegments(): void {
+    const node = handoffNodeName;
+    const check = (name: string, path: PathSegment[], targets: Iterable<string>, what: string) => {
+      const segment = this.segmentOf(name);
+      if (segment === undefined) return;
+      const owner = isHandoffNode(name) ? this.chain[(this.order.get(name.slice(node('').length)) as number) - 1]?.name : segment;
+      if (owner === undefined) return;
+      for (const target of targets) {
+        if (!this.names.has(target) || this.segmentOf(target) === owner || this.ancestorsOf(node(owner)).has(target)) continue;
+        this.problem(path, `${what} stage "${target}", which handoff ${owner} does not wait for; add "${target}" to ${owner === 'train' && this.config.handoff ? 'handoff' : `handoffs.${owner}`}.after`);
+      }
+    };
+    for (const stage of this.stageConfigs) check(stage.name, stage.path, this.dependsOn.get(stage.name) ?? [], 'reads');
+    for (const handoff of this.handoffs) if ((this.order.get(handoff.name) ?? 0) > 0) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
+  }
+
+  /** Each stage's input checked against its stage's schema (held-back stages with checkpoint placeholders). */
+  private plannedStages(resolved: ResolvedStageConfig[]): PlannedStage[] {
+    const stages: PlannedStage[] = [];
+    for (const { instance, value: stageValue } of resolved) {
+      const stage = findStage(instance.kind);
+      if (!stage) continue;
+      const segment = this.problems.ok ? this.segmentOf(instance.name) : undefined;
+      const held = [...this.ancestorsOf(instance.name)].some(isHandoffNode);
+      // A held-back stage is validated with placeholders for the checkpoint it will get.
+      const result = stage.input.safeParse(held ? fillCheckpointPlaceholders(stageValue) : stageValue);
+      if (!result.success) {
+        this.problems.addAll(this.locator.zodProblems(result.error, instance.path));
+        continue;
+      }
+      const inputHash = hashValue(result.data);
+      const policyVersion = (stageValue as { policyVersion?: unknown }).policyVersion;
+      stages.push({
+        name: instance.name,
+        kind: instance.kind,
+        input: result.data,
+        inputHash,
+        jobId: stageJobId(this.runId, instance.name, inputHash),
+        outputPrefix: stagePrefix(this.runId, instance.name),
+        dependsOn: [...(this.dependsOn.get(instance.name) ?? [])],
+        ...(held ? { afterHandoff: true as const, template: stageValue, ...(segment ? { segment } : {}) } : {}),
+        ...(instance.round ? { round: { ...instance.round, policyVersion: typeof policyVersion === 'number' ? policyVersion : instance.round.index } } : {}),
+      });
+    }
+    return stages;
+  }
+
+  private runPlan(stages: PlannedStage[]): RunPlan {
+    const { options, config, runId } = this;
+    const waiting = (handoff: string) => this.stageConfigs.filter((stage) => this.ancestorsOf(stage.name).has(handoffNodeName(handoff))).map((stage) => stage.name);
+    return {
+      runId,
+      configHash: this.configHash,
+      artifactsRoot: this.artifactsRoot as string,
+      seed: config.seed,
+      createdAt: options.now.getTime(),
+      source: options.source ?? 'cli',
+      stages,
+      handoffs: this.chain.map((handoff, index) => ({
+        name: handoff.name,
+        jobId: handoffJobId(runId, handoff.name),
+        after: handoff.config.after,
+        before: waiting(handoff.name),
+        timeoutMs: Math.round(handoff.config.timeoutMinutes * 60_000),
+        pollIntervalMs: handoff.config.pollSeconds * 1_000,
+        hyperparameters: handoff.config.hyperparameters,
+        ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+        order: index,
+      })),
+      ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),
+    };
+  }
+}
+
+/** Handoff nodes in the run graph are `handoff:<name>`. */
+function isHandoffNode(name: string): boolean {
+  return name.startsWith(handoffNodeName(''));
 }
 
 /**
