@@ -29,9 +29,10 @@ const cases: Array<{ name: string; source: () => ChatTokenizerSource; thinking?:
 
 describe.each(cases)('the $name template', ({ name, source, thinking }) => {
   let tokenizer: ChatTokenizer;
+  // Loading a large tokenizer.json takes most of a minute on a busy 2-core machine.
   beforeAll(async () => {
     tokenizer = await loadChatTokenizer(source());
-  });
+  }, 180_000);
 
   test.each(sampleConversations.map((conversation) => [conversation.name, conversation] as const))('masks %s as recorded, or refuses it with the recorded reason', (conversationName, conversation) => {
     const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, { trainOn: 'all', now, ...(thinking === undefined ? {} : { enableThinking: thinking }) });
