@@ -8,7 +8,7 @@ import { readManifest } from '../shared/artifacts/manifest';
 import type { RunStatus } from '../queues/runs/run-control';
 import { runManifestSchema } from '../workers/run/run-manifest';
 import { runHat, startHat, type HatProcess } from './support/hat-process';
-import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
+import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
 
 /**
  * The CLI as an operator uses it: spawned `node dist/cli/main.js` processes against real Redis

@@ -9,7 +9,7 @@ import { readManifest, type Manifest } from '../shared/artifacts/manifest';
 import { loadEnv } from '../shared/config/env';
 import { silentLogger } from '../shared/log/logger';
 import { enqueueRun } from '../queues/runs/flows';
-import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
+import type { QueueContext } from '../queues/bullmq/queue-context';
 import { planRun } from '../queues/runs/run-config';
 import { getRunStatus, watchRun } from '../queues/runs/run-control';
 import { runStageLocally } from '../queues/stage-kit/run-stage-locally';

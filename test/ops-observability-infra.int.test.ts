@@ -19,7 +19,6 @@ const pipelineQueues = ['collect', 'augment', 'shard', 'distill', 'rl', 'replay'
 /** Seconds between the shutdown bound and SIGKILL (closing, flushing logs, the forced-exit timer). */
 const graceMarginSeconds = 15;
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Manifest = Record<string, any>;
 
 function yamlFiles(directory: string): string[] {

@@ -1,16 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { silentLogger } from '../shared/log/logger';
 import { percentilesOf } from '../shared/metrics/percentile';
-import { Rng } from '../shared/random/rng';
-import { completionTokensOf } from '../shared/models/testing/chat-chunk-script';
-import { OpenAiTestServer, type RecordedRequest, type ScriptedChatResponse } from '../shared/models/testing/openai-test-server';
+import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
 import { replayStage } from '../workers/replay/processor';
 import { replayRequestKey, startReplayServerProcess } from '../workers/replay/testing/replay-test-server-process';
 import { readReplayPartFile } from '../workers/replay/replay-part-file';

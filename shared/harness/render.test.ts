@@ -61,7 +61,7 @@ describe('renderHarness', () => {
     expect(text).not.toContain('capability');
     await expectGolden('live-host.tools.json', text);
     // The caller may mutate what it gets without changing the harness.
-    (tools[0]?.function.parameters).type = 'mutated';
+    tools[0]!.function.parameters.type = 'mutated';
     expect(sample.tools[0]?.parameters.type).toBe('object');
   });
 

@@ -6,7 +6,7 @@ import { hashValue } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import { augmentTrajectory, prepareVariant, type PreparedVariant } from '../../shared/harness/hsa/augment-trajectory';
-import { generateVariantPool, type FamilyWeights, type VariantPool } from '../../shared/harness/hsa/generate-variant';
+import { generateVariantPool, type VariantPool } from '../../shared/harness/hsa/generate-variant';
 import { parseRecordedTrajectory } from '../../shared/harness/hsa/rewrite-trajectory';
 import type { RenderContext } from '../../shared/harness/render';
 import { Rng } from '../../shared/random/rng';

@@ -2,8 +2,6 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
-import { taskCategories } from '../../shared/simulator/tasks/task-schema';
-import { maxWorldItems } from '../../shared/simulator/world/generate-world';
 import { collectCountsSchema } from './collect-stats';
 import { summarizeCollect } from './collect-summary';
 import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';

@@ -3,7 +3,6 @@ import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
 import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';
-import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
 import { summarizeDistill } from './distill-summary';
 import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 

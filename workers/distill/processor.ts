@@ -34,7 +34,7 @@ import {
 } from './distill-contract';
 import { checkLogprobTemperature, checkStudentLogprobs, processDistillModels, resolveLogprobTemperature, type DistillModelCache, type DistillModels } from './distill-models';
 import { DISTILL_PROMPTS_SCHEMA_VERSION, distillPromptSchema, loadPrompts, type DistillPrompt } from './prompt-sources';
-import { buildRolloutRecord, DISTILL_ROLLOUT_SCHEMA_VERSION, rolloutColumns, type RolloutRecord } from './rollout-records';
+import { buildRolloutRecord, DISTILL_ROLLOUT_SCHEMA_VERSION, rolloutColumns } from './rollout-records';
 import { addRecord, buildStats, emptyTotals, type DistillStats } from './rollout-stats';
 
 declare module '../../queues/stage-kit/define-stage' {

@@ -1,5 +1,5 @@
 import { hashValue } from '../../shared/hash/hash';
-import type { AssistantMessage, ChatMessage, ToolCall, ToolSpec } from '../../shared/trajectory/messages';
+import type { ChatMessage, ToolCall, ToolSpec } from '../../shared/trajectory/messages';
 import type { ExportFormat } from './shard-contract';
 
 /**

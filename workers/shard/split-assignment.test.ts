@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { assignSplits, type HeldOutSettings, type SplitFacts } from './split-assignment';
+import { assignSplits, type HeldOutSettings } from './split-assignment';
 
 const noHeldOut: HeldOutSettings = { variantHashes: [], families: [], split: 'heldout' };
 

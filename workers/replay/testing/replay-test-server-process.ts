@@ -112,6 +112,7 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
   const rng = new Rng(scenario.seed);
   const answers: InjectedAnswer[] = [];
   let stallUntil = 0;
+  // eslint-disable-next-line prefer-const -- assigned once the responder that reads it exists
   let server: OpenAiTestServer | undefined;
   // Requests are scanned once each: a scan of every request per answer grows with the run.
   let metricsRead = false;
