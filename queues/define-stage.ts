@@ -4,6 +4,7 @@ import type { Logger } from '../shared/log/logger';
 import type { Rng } from '../shared/random/rng';
 import { BadInputError } from '../shared/errors';
 import { assertStageName } from './queue-names';
+import type { StageHold } from './job-data';
 import type { StageSummary } from './stage-summary';
 
 /**
@@ -118,6 +119,12 @@ export interface StageContract<Input, Output> {
   queue?: StageQueueDefaults;
   /** The key figures and report links of a completed stage, for the run report (stage-summary.ts). */
   summarize?(output: Output): StageSummary;
+  /**
+   * A decision to hold, when the output is one (the gate holding its candidate): a legitimate
+   * outcome, not a failure. The job completes; the stages it names complete at once without
+   * running, and runs show both as held.
+   */
+  holdOf?(output: Output): StageHold | undefined;
 }
 
 export interface FanOutContract<Input, Output, PartInput, PartOutput> extends StageContract<Input, Output> {

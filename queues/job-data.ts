@@ -132,6 +132,27 @@ export interface StageJobResult<Output = unknown> {
   startedAt: number;
   finishedAt: number;
   upstream: StageJobResult[];
+  /** The stage decided to hold something (a gate that held its candidate): why, and the stages it keeps from running. */
+  hold?: StageHold;
+  /** The stage did not do its work: a stage below it held it back (`by`), for these reasons. */
+  heldBy?: { stage: string; reasons: string[] };
+}
+
+/** A hold decided by a stage (stage-contract `holdOf`). */
+export interface StageHold {
+  /** What was held (the gate's candidate label). */
+  subject?: string;
+  reasons: string[];
+  /** Stages that do not run because of it (they complete at once with `heldBy`). */
+  stages: string[];
+}
+
+/** The hold among a job's upstream results (the whole tree below it) that keeps `stage` from running. */
+export function holdOver(stage: string, upstream: Iterable<StageJobResult>): StageJobResult['heldBy'] {
+  for (const result of flattenStageResults(upstream).values()) {
+    if (result.hold?.stages.includes(stage)) return { stage: result.stage, reasons: result.hold.reasons };
+  }
+  return undefined;
 }
 
 export function isPartJobResult(value: unknown): value is PartJobResult {
