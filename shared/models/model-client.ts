@@ -49,6 +49,8 @@ export interface TokenLogprob {
   token: string;
   tokenId?: number;
   logprob: number;
+  /** The token's UTF-8 bytes, when the server sends them (OpenAI chat `logprobs.content[].bytes`). */
+  bytes?: number[];
   top?: Array<{ token: string; tokenId?: number; logprob: number }>;
 }
 
