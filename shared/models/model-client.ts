@@ -120,3 +120,16 @@ export interface ModelClient {
   prepare?(request: ChatRequest): PreparedChatRequest;
   close?(): Promise<void>;
 }
+
+/** The same client with another `chat` (a wrapper that times, retries or adds request fields); `prepare` is not carried over. */
+export function withChat(client: ModelClient, chat: ModelClient['chat']): ModelClient {
+  return {
+    specificationVersion: 'v1',
+    provider: client.provider,
+    modelId: client.modelId,
+    ...(client.sampling ? { sampling: client.sampling } : {}),
+    ...(client.simulated !== undefined ? { simulated: client.simulated } : {}),
+    ...(client.close ? { close: () => client.close!() } : {}),
+    chat,
+  };
+}

@@ -10,6 +10,7 @@ import { readManifest } from '../../shared/artifacts/manifest';
 import { loadIfevalItems } from '../../shared/eval/ifeval';
 import { exitCodeOf } from '../../shared/errors';
 import { silentLogger } from '../../shared/log/logger';
+import { OpenAiTestServer } from '../../shared/models/testing/openai-test-server';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema } from '../../shared/simulator/tasks/task-schema';
 import { builtinPromptsDirectory } from '../distill/prompt-sources';
@@ -187,7 +188,6 @@ describe('eval stage: custom prompts', () => {
 
 describe('eval item deadlines', () => {
   it('an item past itemTimeoutMs is recorded as a timeout (score 0); the others answer', async () => {
-    const { OpenAiTestServer } = await import('../../shared/models/testing/openai-test-server');
     const server = await OpenAiTestServer.start({
       responder: (request) => {
         const content = (request.body.messages as Array<{ content: string }>)[0]!.content;

@@ -1,6 +1,6 @@
 import { errorCodeOf } from '../../shared/errors';
 import { modelErrorCodes } from '../../shared/models/model-errors';
-import type { ModelClient } from '../../shared/models/model-client';
+import { withChat, type ModelClient } from '../../shared/models/model-client';
 import type { LogprobDistribution } from '../../shared/models/token-exact/logprob-distribution';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 
@@ -19,26 +19,18 @@ export class ChatLogprobsRequester {
 
   /** The client, asking for logprobs on every call. */
   wrap(client: ModelClient): ModelClient {
-    return {
-      specificationVersion: 'v1',
-      provider: client.provider,
-      modelId: client.modelId,
-      ...(client.sampling ? { sampling: client.sampling } : {}),
-      ...(client.simulated !== undefined ? { simulated: client.simulated } : {}),
-      ...(client.close ? { close: () => client.close!() } : {}),
-      chat: async (request) => {
-        if (this.refusal !== undefined) return client.chat(request);
-        try {
-          return await client.chat({ ...request, logprobs: true });
-        } catch (error) {
-          const message = error instanceof Error ? error.message : String(error);
-          if (errorCodeOf(error) !== modelErrorCodes.badRequest || !/logprob/i.test(message)) throw error;
-          const response = await client.chat(request);
-          this.refusal ??= message;
-          return response;
-        }
-      },
-    };
+    return withChat(client, async (request) => {
+      if (this.refusal !== undefined) return client.chat(request);
+      try {
+        return await client.chat({ ...request, logprobs: true });
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        if (errorCodeOf(error) !== modelErrorCodes.badRequest || !/logprob/i.test(message)) throw error;
+        const response = await client.chat(request);
+        this.refusal ??= message;
+        return response;
+      }
+    });
   }
 }
 

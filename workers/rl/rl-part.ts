@@ -6,7 +6,7 @@ import { canonicalJson, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
-import type { ModelClient } from '../../shared/models/model-client';
+import { withChat, type ModelClient } from '../../shared/models/model-client';
 import { createModelClient } from '../../shared/models/model-registry';
 import { checkRolloutLogprobs, reportedDistribution, type LogprobDistribution, type SamplingOfTurn } from '../../shared/models/token-exact/logprob-distribution';
 import { ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
@@ -94,23 +94,15 @@ function policiesByHarness(config: RlInput, groups: readonly RlGroup[], harnesse
 
 /** A policy that records how long its calls take (the stage's overhead is measured against it). */
 function timedPolicy(client: ModelClient, timing: RlPartTiming): ModelClient {
-  return {
-    specificationVersion: 'v1',
-    provider: client.provider,
-    modelId: client.modelId,
-    ...(client.sampling ? { sampling: client.sampling } : {}),
-    ...(client.simulated !== undefined ? { simulated: client.simulated } : {}),
-    ...(client.close ? { close: () => client.close!() } : {}),
-    async chat(request) {
-      const started = performance.now();
-      try {
-        return await client.chat(request);
-      } finally {
-        timing.policyMs += performance.now() - started;
-        timing.steps += 1;
-      }
-    },
-  };
+  return withChat(client, async (request) => {
+    const started = performance.now();
+    try {
+      return await client.chat(request);
+    } finally {
+      timing.policyMs += performance.now() - started;
+      timing.steps += 1;
+    }
+  });
 }
 
 /** Runs `work` over `items`, at most `limit` at once; the first failure stops new starts and is thrown. */
