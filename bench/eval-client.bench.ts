@@ -10,11 +10,13 @@
  * checkers; a second stage run on the `ifeval` suite adds the 25 reference checkers (reported,
  * not part of the goal).
  *
- * Ratio = median bare wall time / median stage wall time over alternating rounds (1 = no overhead; goal ≥ 0.9), measured twice: with a
- * served-model-like pace (first chunk after 20 ms, then 2 ms per chunk) and with zero delay
- * (pure overhead, the worst case). Prints figures, never asserts on time.
+ * Ratio = bare wall time / stage wall time, per round (the two runs back to back, their order
+ * alternating between rounds), and the median of the rounds' ratios (1 = no overhead; goal ≥ 0.9),
+ * measured twice: with a served-model-like pace (first chunk after 20 ms, then 2 ms per chunk)
+ * and with zero delay (pure overhead, the worst case). Also this process's CPU per item on each
+ * side (steadier than wall time on a shared machine). Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/eval-client.bench.js [--items 541] [--concurrency 16] [--rounds 5]
+ *   npx tsc -p tsconfig.build.json && node dist/bench/eval-client.bench.js [--items 541] [--concurrency 16] [--rounds 7]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -106,16 +108,30 @@ async function stageRun(url: string, prompts: string[], suite: 'custom' | 'ifeva
   return performance.now() - started;
 }
 
+/** Wall ms and this process's CPU ms (user + system) of one measured run. */
+async function measured(run: () => Promise<unknown>): Promise<{ wallMs: number; cpuMs: number }> {
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await run();
+  const wallMs = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  return { wallMs, cpuMs: (used.user + used.system) / 1000 };
+}
+
 async function main(): Promise<void> {
   registerCatalogStages();
   const items = flag('--items', 541);
   const concurrency = flag('--concurrency', 16);
-  const rounds = flag('--rounds', 5);
+  const rounds = flag('--rounds', 7);
   const prompts = loadIfevalItems()
     .slice(0, items)
     .map((item) => item.prompt);
   const results: Record<string, unknown> = {};
-  console.log(`eval client overhead: ${prompts.length} items, ${concurrency} at once, medians of ${rounds} alternating rounds, test server in a child process`);
+  console.log(
+    `eval client overhead: ${prompts.length} items, ${concurrency} at once, ${rounds} rounds; each round runs the bare loop and the eval stage back to back ` +
+      '(order alternating), the ratio is the median of the per-round ratios; test server in a child process',
+  );
+  const perItem = (ms: number) => ms / prompts.length;
   for (const [name, timing] of [
     ['paced (20 ms first chunk, 2 ms per chunk)', { ttftMs: 20, tokenDelayMs: 2 }],
     ['zero delay (pure overhead)', {}],
@@ -123,32 +139,50 @@ async function main(): Promise<void> {
     const { child, url } = await startServer(timing);
     try {
       // Warm both paths once (connections, JIT, IFEval data).
-      await bareLoop(url, prompts.slice(0, 32), concurrency);
+      await bareLoop(url, prompts, concurrency);
       await stageRun(url, prompts, 'custom', concurrency);
-      // Alternating rounds, medians: the machine's load moves both paths between rounds.
-      const bares: number[] = [];
-      const customs: number[] = [];
+      // Paired rounds: the machine's load moves between rounds, so each round's ratio compares two
+      // runs made seconds apart, and the median of those ratios is what is reported.
+      const ratios: number[] = [];
+      const bares: Array<{ wallMs: number; cpuMs: number }> = [];
+      const customs: Array<{ wallMs: number; cpuMs: number }> = [];
       const ifevals: number[] = [];
       for (let round = 0; round < rounds; round++) {
-        bares.push(await bareLoop(url, prompts, concurrency));
-        customs.push(await stageRun(url, prompts, 'custom', concurrency));
-        ifevals.push(await stageRun(url, prompts, 'ifeval', concurrency));
+        const runBare = () => measured(() => bareLoop(url, prompts, concurrency));
+        const runStage = () => measured(() => stageRun(url, prompts, 'custom', concurrency));
+        let bare: { wallMs: number; cpuMs: number };
+        let custom: { wallMs: number; cpuMs: number };
+        if (round % 2 === 0) {
+          bare = await runBare();
+          custom = await runStage();
+        } else {
+          custom = await runStage();
+          bare = await runBare();
+        }
+        bares.push(bare);
+        customs.push(custom);
+        ratios.push(bare.wallMs / custom.wallMs);
+        ifevals.push((await measured(() => stageRun(url, prompts, 'ifeval', concurrency))).wallMs);
       }
-      const baseline = median(bares);
-      const custom = median(customs);
-      const ifeval = median(ifevals);
+      const baseline = median(bares.map((run) => run.wallMs));
+      const custom = median(customs.map((run) => run.wallMs));
       const row = {
-        bareMsPerItem: baseline / prompts.length,
-        stageMsPerItem: custom / prompts.length,
-        overheadMsPerItem: (custom - baseline) / prompts.length,
-        ratio: baseline / custom,
-        withIfevalCheckersMsPerItem: ifeval / prompts.length,
-        ratioWithIfevalCheckers: baseline / ifeval,
+        bareMsPerItem: perItem(baseline),
+        stageMsPerItem: perItem(custom),
+        overheadMsPerItem: perItem(median(customs.map((run, index) => run.wallMs - bares[index]!.wallMs))),
+        ratio: median(ratios),
+        ratioRange: [Math.min(...ratios), Math.max(...ratios)],
+        bareCpuMsPerItem: perItem(median(bares.map((run) => run.cpuMs))),
+        stageCpuMsPerItem: perItem(median(customs.map((run) => run.cpuMs))),
+        withIfevalCheckersMsPerItem: perItem(median(ifevals)),
+        ratioWithIfevalCheckers: baseline / median(ifevals),
       };
       results[name] = row;
       console.log(
-        `${name}: bare ${row.bareMsPerItem.toFixed(3)} ms/item, eval stage ${row.stageMsPerItem.toFixed(3)} ms/item ` +
-          `(+${row.overheadMsPerItem.toFixed(3)} ms), ratio ${row.ratio.toFixed(3)} (goal >= 0.9); with the IFEval checkers ${row.withIfevalCheckersMsPerItem.toFixed(3)} ms/item, ratio ${row.ratioWithIfevalCheckers.toFixed(3)}`,
+        `${name}: bare ${row.bareMsPerItem.toFixed(3)} ms/item, eval stage ${row.stageMsPerItem.toFixed(3)} ms/item (+${row.overheadMsPerItem.toFixed(3)} ms), ` +
+          `ratio ${row.ratio.toFixed(3)} (rounds ${row.ratioRange.map((value) => value.toFixed(3)).join('..')}; goal >= 0.9); ` +
+          `client-process CPU ${row.bareCpuMsPerItem.toFixed(3)} vs ${row.stageCpuMsPerItem.toFixed(3)} ms/item; ` +
+          `with the IFEval checkers ${row.withIfevalCheckersMsPerItem.toFixed(3)} ms/item, ratio ${row.ratioWithIfevalCheckers.toFixed(3)}`,
       );
     } finally {
       child.send('stop');

@@ -120,12 +120,15 @@ describe('promotion gate in a nightly run', () => {
     expect(first.status).toBe('completed');
     expect(first.gate).toMatchObject({ decision: 'hold', candidate: 'new', promoted: false, skipped: ['replay'] });
     expect(first.gate!.reasons).toEqual(['custom 50.00 < promoted 100.00 - 0.5 = 99.50']);
+    // A hold is a decision, not a failure: the gate is held (with its reasons), replay not run.
     expect(first.stages.map((stage) => [stage.name, stage.status])).toEqual([
       ['collect', 'completed'],
       ['eval', 'completed'],
-      ['gate', 'completed'],
+      ['gate', 'held'],
       ['replay', 'not-run'],
     ]);
+    expect(first.stages.find((stage) => stage.name === 'gate')!).toMatchObject({ note: 'held new: custom 50.00 < promoted 100.00 - 0.5 = 99.50' });
+    expect(first.stages.find((stage) => stage.name === 'gate')!.error).toBeUndefined();
     expect(first.stages.find((stage) => stage.name === 'replay')!.error).toBe('held by the gate: custom 50.00 < promoted 100.00 - 0.5 = 99.50');
     expect(server.requests.some((request) => request.body?.model === 'ckpt-worse' && (request.body.messages as ChatMessage[]).length > 1)).toBe(false);
     expect(await pointer()).toMatchObject({ model: 'ckpt-promoted', promotedBy: 'cli' });
@@ -133,10 +136,25 @@ describe('promotion gate in a nightly run', () => {
     expect(report).toContain('held new</b>; the promoted checkpoint did not move');
     expect(report).toContain('custom 50.00 &#60; promoted 100.00 - 0.5 = 99.50');
     expect(report).toContain('leaderboard: new');
+    expect(report).toContain('>held</td>');
+    expect(report).toContain('1 held');
+    const reportJson = JSON.parse((await kit.store.getBuffer('runs/night-1/run-report.json')).toString('utf8')) as { totals: { completed: number; held: number; failed: number } };
+    expect(reportJson.totals).toMatchObject({ completed: 2, held: 1, failed: 0 });
+    // The live jobs (what `runs show` and the queue dashboard read): no failed job, the gate held.
     const shown = await hat('runs', 'show', 'night-1');
-    // `runs show` reads live job states: the gate job ended with the hold and its reasons.
-    expect(shown.stdout).toContain('[GATE_HOLD] held new: custom 50.00 < promoted 100.00 - 0.5 = 99.50');
     expect(shown.stdout).toContain('run night-1: completed');
+    expect(shown.stdout).toMatch(/ {2}gate: held, single job[^\n]*\n {4}held new: custom 50\.00 < promoted 100\.00 - 0\.5 = 99\.50\n/);
+    expect(shown.stdout).toMatch(/ {2}replay: not-run, single job\n {4}held by the gate: custom 50\.00 < promoted 100\.00 - 0\.5 = 99\.50/);
+    expect(shown.stdout).not.toMatch(/failed|GATE_HOLD/);
+    const live = await status('night-1');
+    expect(live.stages.map((stage) => [stage.name, stage.state])).toEqual([
+      ['collect', 'completed'],
+      ['eval', 'completed'],
+      ['gate', 'held'],
+      ['replay', 'not-run'],
+    ]);
+    expect(await kit.context.queue('gate').getFailedCount()).toBe(0);
+    expect(await kit.context.queue('replay').getFailedCount()).toBe(0);
 
     await nightly('night-2', 'ckpt-better');
     const second = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer('runs/night-2/run-manifest.json')).toString('utf8')));

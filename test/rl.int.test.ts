@@ -139,7 +139,18 @@ describe('rl stage through queues (real Redis) against an OpenAI-compatible poli
     expect(Math.max(...manifest.objects.map((object) => kit.putOrder.indexOf(object.key)))).toBeLessThan(manifestAt);
 
     const stats = JSON.parse((await kit.store.getBuffer('runs/rl-q/rl/stats.json')).toString('utf8')) as RlStats;
-    expect(stats.policy).toEqual({ provider: 'openai', modelId: 'policy-checkpoint', simulated: false, tokenExact: false });
+    expect(stats.policy).toEqual({
+      provider: 'openai',
+      modelId: 'policy-checkpoint',
+      simulated: false,
+      tokenExact: false,
+      logprobDistribution: { kind: 'raw', temperature: 1, topP: 1, topK: 0, engine: 'openai' },
+    });
+    // The chat endpoint was asked for logprobs; the test server gives them with answer text only, so
+    // turns that only call tools come without (counted, not fatal).
+    expect(stats.chatLogprobs!.turnsWithLogprobs).toBeGreaterThan(0);
+    expect(stats.chatLogprobs!.turnsWithLogprobs).toBeLessThan(stats.chatLogprobs!.turns);
+    expect(stats.chatLogprobs!.refusedEpisodes).toBe(0);
     expect(stats.counts.groups).toMatchObject({ played: 4, canonical: 2, variant: 2, kept: 4 });
 
     // An independent reader sees the same episodes, with consistent token views.

@@ -31,7 +31,7 @@ function printStatus(context: CliContext, status: RunStatus): void {
   for (const stage of status.stages) {
     const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
     const label = `${stage.name}${stage.kind ? ` (${stage.kind})` : ''}${stage.policyVersion !== undefined ? ` [policy v${stage.policyVersion}]` : ''}`;
-    context.print(`  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
+    context.print(`  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.note ? `\n    ${stage.note}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
     for (const line of figureLines(stage.figures ?? [])) context.print(`    ${line}`);
   }
   for (const handoff of status.handoffs ?? []) context.print(describeHandoff(handoff));

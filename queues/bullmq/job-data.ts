@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { zodProblems } from '../../shared/config/zod-problems';
 import { ProblemCollector } from '../../shared/errors';
+import type { StageHold } from '../stage-kit/define-stage';
 
 /**
  * What Redis carries for each kind of job: URIs, hashes and small parameters (see
@@ -71,6 +72,18 @@ export interface StageJobResult<Output = unknown> {
   startedAt: number;
   finishedAt: number;
   upstream: StageJobResult[];
+  /** The stage decided to hold something (a gate that held its candidate): why, and the stages it keeps from running. */
+  hold?: StageHold;
+  /** The stage did not do its work: a stage below it held it back (`by`), for these reasons. */
+  heldBy?: { stage: string; reasons: string[] };
+}
+
+/** The hold among a job's upstream results (the whole tree below it) that keeps `stage` from running. */
+export function holdOver(stage: string, upstream: Iterable<StageJobResult>): StageJobResult['heldBy'] {
+  for (const result of flattenStageResults(upstream).values()) {
+    if (result.hold?.stages.includes(stage)) return { stage: result.stage, reasons: result.hold.reasons };
+  }
+  return undefined;
 }
 
 export function isPartJobResult(value: unknown): value is PartJobResult {

@@ -6,6 +6,7 @@ import { BadInputError, HatError } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageProgress, StageServices } from '../stage-kit/define-stage';
 import {
+  holdOver,
   isPartJobResult,
   isStageJobResult,
   parseJobData,
@@ -15,6 +16,7 @@ import {
   type StageJobData,
   type StageJobResult,
 } from './job-data';
+import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, stageJobOptions } from './job-options';
 import { buildStageDeps, checkResult, manifestUriOf, parseOrThrow, parseStageInput, planParts, runPart, throttledProgress } from '../stage-kit/stage-execution';
@@ -241,8 +243,17 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
   // none skips the round trip (it matters for many small single-job stages).
   if ((data.upstream.length > 0 || data.step === 'fan-in') && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
-  const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const startedAt = data.startedAt ?? runtime.clock.now();
+  if (data.step === 'plan' && data.upstream.length > 0) {
+    // A stage below held this one back (the gate held its candidate): done, without running.
+    const upstream = Object.values(await job.getChildrenValues()).filter(isStageJobResult);
+    const heldBy = holdOver(data.stage, upstream);
+    if (heldBy) {
+      runtime.logger.info({ stage: data.stage, runId: data.runId, heldBy: heldBy.stage, reasons: heldBy.reasons }, 'stage held back; not run');
+      return { ...stageResult(data.stage, job, null, 0, startedAt, runtime.clock.now(), upstream), heldBy };
+    }
+  }
+  const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
   const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }));
 
@@ -250,7 +261,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
     const processor = stage.createProcessor(deps);
     const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
     const upstream = data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
-    return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream);
+    return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
   }
 
   for (let round = 0; ; round++) {
@@ -269,7 +280,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
       const finished = await stage.finish(input, parts.map((part) => part.output), deps);
       const output = checkResult(stage.output, finished, stage.name, 'stage output');
       await sendProgress({ phase: 'done', partsTotal: expected });
-      return stageResult(data.stage, job, output, expected, startedAt, runtime.clock.now(), upstream);
+      return stageResult(data.stage, job, output, expected, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
     }
     // Fewer results than parts: some were removed (cancel, retention). Cancelled runs stop here;
     // otherwise plan again, which re-adds only the missing parts (ids are deterministic).
@@ -319,9 +330,9 @@ async function addParts(
   return next;
 }
 
-function stageResult(stage: string, job: StageJobHandle, output: unknown, parts: number, startedAt: number, finishedAt: number, upstream: StageJobResult[]): StageJobResult {
+function stageResult(stage: string, job: StageJobHandle, output: unknown, parts: number, startedAt: number, finishedAt: number, upstream: StageJobResult[], hold?: StageHold): StageJobResult {
   const manifestUri = manifestUriOf(output);
-  return { kind: 'stage', stage, jobId: job.id ?? '', output, ...(manifestUri ? { manifestUri } : {}), parts, startedAt, finishedAt, upstream };
+  return { kind: 'stage', stage, jobId: job.id ?? '', output, ...(manifestUri ? { manifestUri } : {}), parts, startedAt, finishedAt, upstream, ...(hold ? { hold } : {}) };
 }
 
 function runCancelled(runId: string): HatError {

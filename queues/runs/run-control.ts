@@ -19,7 +19,11 @@ import { summarizeStageOutput, type StageFigure } from '../stage-kit/stage-summa
  */
 
 export type RunState = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled';
-export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'failed' | 'removed';
+/**
+ * `held`: the stage completed with a decision to hold (the gate held its candidate), not a
+ * failure; `not-run`: a hold below it kept it from running (it completed without doing its work).
+ */
+export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'held' | 'not-run' | 'failed' | 'removed';
 
 export interface StageStatus {
   name: string;
@@ -42,6 +46,8 @@ export interface StageStatus {
   /** Key figures of a completed stage (acceptance rate, tokens, SLO verdict, ...), as in the run report. */
   figures?: StageFigure[];
   error?: string;
+  /** Held stages: what was held and why; stages held back: by which stage and why. */
+  note?: string;
   startedAt?: string;
   finishedAt?: string;
 }
@@ -228,10 +234,13 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
   const common = { ...base, partsTotal, attempts: job.attemptsMade, ...(progress.phase ? { phase: progress.phase } : {}), ...timing };
   if (jobState === 'completed') {
     const result = job.returnvalue as StageJobResult | undefined;
+    if (result?.heldBy) return { ...common, state: 'not-run', note: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}` };
     const figures = figuresOf(kind, result?.output);
+    const hold = result?.hold;
     return {
       ...common,
-      state: 'completed',
+      state: hold ? 'held' : 'completed',
+      ...(hold ? { note: `held${hold.subject ? ` ${hold.subject}` : ''}: ${hold.reasons.join('; ')}` } : {}),
       partsTotal: result?.parts ?? partsTotal,
       partsDone: result?.parts ?? partsTotal,
       ...(result?.manifestUri ? { manifestUri: result.manifestUri } : {}),

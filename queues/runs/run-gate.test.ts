@@ -41,7 +41,7 @@ describe('gate: in a run config', () => {
     );
     const gate = plan.stages.find((stage) => stage.name === 'gate')!;
     expect(gate.dependsOn).toEqual(['eval']);
-    expect(gate.input).toMatchObject({ scores: 'file:///tmp/hat-gate-plan/runs/gated/eval/manifest.json', candidate: 'new', pointerRoot: 'file:///tmp/hat-gate-plan', stopOnHold: true });
+    expect(gate.input).toMatchObject({ scores: 'file:///tmp/hat-gate-plan/runs/gated/eval/manifest.json', candidate: 'new', pointerRoot: 'file:///tmp/hat-gate-plan', holds: ['noop'] });
     expect(plan.stages.find((stage) => stage.name === 'noop')!.dependsOn).toEqual(['gate']);
   });
 

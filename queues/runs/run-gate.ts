@@ -22,8 +22,8 @@ import { z } from 'zod';
  * an operator (`>=`, `>`, `<=`, `<`), and a number or a model label with an optional `+`/`-`
  * offset, read as that model's value of the same metric. Planning adds a `gate` stage reading
  * `${stages.<eval>.manifestUri}`; the `before` stages read it, so they run after it, and a hold
- * stops them (the gate job fails with `[GATE_HOLD]`, which the run records as a decision, not a
- * failure).
+ * keeps them from running: the gate job completes with the decision (a hold is not a failure) and
+ * they complete at once without running; runs show the gate as held and them as not run.
  */
 
 /** Name of the stage planning adds for a run's `gate:` section. */
@@ -143,7 +143,7 @@ export function gateStageConfig(gate: GateConfig): Record<string, unknown> {
     rules: gate.rules,
     promote: gate.promote,
     pointerRoot: '${run.artifacts}',
-    stopOnHold: gate.before.length > 0,
+    holds: gate.before,
   };
 }
 

@@ -105,6 +105,15 @@ export interface StageQueueDefaults {
   lockDurationMs?: number;
 }
 
+/** A hold decided by a stage (stage-contract `holdOf`). */
+export interface StageHold {
+  /** What was held (the gate's candidate label). */
+  subject?: string;
+  reasons: string[];
+  /** Stages that do not run because of it (they complete at once with `heldBy`). */
+  stages: string[];
+}
+
 /** The contract half of a stage; lives in queues/contracts/<stage>.ts. */
 export interface StageContract<Input, Output> {
   /** Stage and queue name (kebab-case). */
@@ -118,6 +127,12 @@ export interface StageContract<Input, Output> {
   queue?: StageQueueDefaults;
   /** The key figures and report links of a completed stage, for the run report (stage-summary.ts). */
   summarize?(output: Output): StageSummary;
+  /**
+   * A decision to hold, when the output is one (the gate holding its candidate): a legitimate
+   * outcome, not a failure. The job completes; the stages it names complete at once without
+   * running, and runs show both as held.
+   */
+  holdOf?(output: Output): StageHold | undefined;
 }
 
 export interface FanOutContract<Input, Output, PartInput, PartOutput> extends StageContract<Input, Output> {

@@ -49,6 +49,8 @@ export interface TokenLogprob {
   token: string;
   tokenId?: number;
   logprob: number;
+  /** The token's UTF-8 bytes, when the server sends them (OpenAI chat `logprobs.content[].bytes`). */
+  bytes?: number[];
   top?: Array<{ token: string; tokenId?: number; logprob: number }>;
 }
 
@@ -117,4 +119,17 @@ export interface ModelClient {
   /** Serializes a request ahead of time (HTTP clients), so that `chat` spends no CPU building it. */
   prepare?(request: ChatRequest): PreparedChatRequest;
   close?(): Promise<void>;
+}
+
+/** The same client with another `chat` (a wrapper that times, retries or adds request fields); `prepare` is not carried over. */
+export function withChat(client: ModelClient, chat: ModelClient['chat']): ModelClient {
+  return {
+    specificationVersion: 'v1',
+    provider: client.provider,
+    modelId: client.modelId,
+    ...(client.sampling ? { sampling: client.sampling } : {}),
+    ...(client.simulated !== undefined ? { simulated: client.simulated } : {}),
+    ...(client.close ? { close: () => client.close!() } : {}),
+    chat,
+  };
 }

@@ -198,6 +198,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
         finishReason: response.finishReason,
         attempts: response.attempts,
         toolMs: 0,
+        ...(response.logprobs && response.logprobs.length > 0 ? { logprobs: response.logprobs.map(({ token, logprob, bytes }) => (bytes ? { token, logprob, bytes } : { token, logprob })) } : {}),
       };
       calls.push(record);
       modelMs += timings.e2eMs;

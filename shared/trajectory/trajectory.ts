@@ -26,6 +26,11 @@ export const callRecordSchema = z.object({
   attempts: z.number().int().positive().default(1),
   /** Duration of the tool calls this assistant message asked for, ms (replayed as think time). */
   toolMs: z.number().nonnegative().default(0),
+  /**
+   * The generated tokens' logprobs as the endpoint reported them (chat completions asked with
+   * `logprobs: true`, e.g. rl policies on chat endpoints); absent when not asked or not given.
+   */
+  logprobs: z.array(z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()).optional() })).optional(),
 });
 export type CallRecord = z.infer<typeof callRecordSchema>;
 

@@ -83,6 +83,45 @@ async function forEachConcurrently<T>(items: readonly T[], limit: number, work: 
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }
 
+/**
+ * Each item's signal: aborted at its deadline, or when the part's signal aborts. One controller
+ * and one timer per item, and one listener on the part's signal for all of them: no
+ * `AbortSignal.any` per item (a composite signal with weak references and a finalization entry
+ * per call, which the eval client overhead bench measured at tens of microseconds an item).
+ */
+class ItemDeadlines {
+  private readonly active = new Set<AbortController>();
+  private readonly onPartAbort = (): void => {
+    for (const controller of this.active) controller.abort(this.part.reason);
+  };
+
+  constructor(
+    private readonly part: AbortSignal,
+    private readonly timeoutMs: number,
+    private readonly timeoutError: () => Error,
+  ) {
+    part.addEventListener('abort', this.onPartAbort, { once: true });
+  }
+
+  start(): { signal: AbortSignal; done: () => void } {
+    const controller = new AbortController();
+    if (this.part.aborted) controller.abort(this.part.reason);
+    this.active.add(controller);
+    const timer = setTimeout(() => controller.abort(this.timeoutError()), this.timeoutMs);
+    return {
+      signal: controller.signal,
+      done: () => {
+        clearTimeout(timer);
+        this.active.delete(controller);
+      },
+    };
+  }
+
+  close(): void {
+    this.part.removeEventListener('abort', this.onPartAbort);
+  }
+}
+
 /** The integer sampling seed of an item (OpenAI `seed`: 31 bits), the same on every attempt. */
 function samplingSeedOf(seed: string, label: string, itemId: string): number {
   return Number.parseInt(sha256Hex(`${seed}/eval/${label}/${itemId}`).slice(0, 8), 16) & 0x7fffffff;
@@ -153,12 +192,11 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   const results: EvalResult[] = new Array(items.length);
   const inProcess = part.model.model.adapter !== 'openai';
   let done = 0;
+  const deadlines = new ItemDeadlines(deps.signal, config.itemTimeoutMs, () => new HatError('EVAL_ITEM_TIMEOUT', `item over itemTimeoutMs (${config.itemTimeoutMs} ms)`));
   deps.progress({ done: 0, total: items.length, message: `${part.model.label}: ${part.suite}` });
   try {
     await forEachConcurrently(items, config.itemConcurrency, async (item, index) => {
-      const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new HatError('EVAL_ITEM_TIMEOUT', `item over itemTimeoutMs (${config.itemTimeoutMs} ms)`)), config.itemTimeoutMs);
-      const signal = AbortSignal.any([deps.signal, deadline.signal]);
+      const { signal, done: itemDone } = deadlines.start();
       try {
         const result = await evaluateItem(item, clientFor(index), harnesses[index], part, signal);
         if (judgeClient && result.status !== 'model_error' && result.status !== 'timeout') {
@@ -177,7 +215,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
         }
         results[index] = result;
       } finally {
-        clearTimeout(timer);
+        itemDone();
       }
       // A job handed back (shutdown, cancel) is not an item timeout: stop, the part reruns.
       if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('EVAL_ABORTED', 'the eval part was stopped (job cancelled or worker shutting down)');
@@ -187,6 +225,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
       if (inProcess) await new Promise((resolve) => setImmediate(resolve));
     });
   } finally {
+    deadlines.close();
     for (const client of clients.values()) await client.close?.();
     await judgeClient?.close?.();
   }
@@ -198,7 +237,10 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     );
   }
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
-  const written = await writeJsonl(deps.store, deps.output.key(`results/${name}.jsonl.gz`), results, { schema: evalResultSchema });
+  // Not re-validated here: results are built by this typed code, and the finish reads every one
+  // back through evalResultSchema (a bad record fails the stage there, naming its line). Zod on
+  // the write side was two thirds of the per-item cost of writing them (bench/eval-client.bench.ts).
+  const written = await writeJsonl(deps.store, deps.output.key(`results/${name}.jsonl.gz`), results);
   const first = clients.values().next().value;
   // A generated random-weight ONNX model is a dummy whatever its client reports.
   const simulated = part.model.dummyWeights || (first?.simulated ?? false) || 'dummy' in part.model.model;

@@ -10,6 +10,7 @@ import { readManifest } from '../../shared/artifacts/manifest';
 import { loadIfevalItems } from '../../shared/eval/ifeval';
 import { exitCodeOf } from '../../shared/errors';
 import { silentLogger } from '../../shared/log/logger';
+import { OpenAiTestServer } from '../../shared/models/testing/openai-test-server';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema } from '../../shared/simulator/tasks/task-schema';
 import { builtinPromptsDirectory } from '../distill/prompt-sources';
@@ -183,4 +184,36 @@ describe('eval stage: custom prompts', () => {
     expect((error as Error).message).toContain('[EVAL_BAD_CUSTOM_PROMPTS]');
     expect((error as Error).message).toContain('record 1.checks.0');
   });
+});
+
+describe('eval item deadlines', () => {
+  it('an item past itemTimeoutMs is recorded as a timeout (score 0); the others answer', async () => {
+    const server = await OpenAiTestServer.start({
+      responder: (request) => {
+        const content = (request.body.messages as Array<{ content: string }>)[0]!.content;
+        return content === 'slow' ? { fault: { kind: 'slow-first-byte', delayMs: 5_000 } } : { content: 'fast answer' };
+      },
+    });
+    try {
+      const directory = await mkdtemp(join(tmpdir(), 'hat-eval-deadline-'));
+      directories.push(directory);
+      const prompts = join(directory, 'prompts.jsonl');
+      await writeFile(prompts, ['slow', 'quick one', 'quick two'].map((prompt, index) => JSON.stringify({ id: `p${index}`, prompt, checks: [{ instruction: 'punctuation:no_comma' }] })).join('\n') + '\n');
+      const { store } = await runEval({
+        models: [{ label: 'served', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 } }],
+        suites: { custom: { prompts } },
+        itemTimeoutMs: 300,
+        bootstrapSamples: 100,
+      });
+      const results = (await resultsOf(store)).sort((left, right) => left.itemId.localeCompare(right.itemId));
+      expect(results.map((result) => [result.itemId, result.status, result.score])).toEqual([
+        ['p0', 'timeout', 0],
+        ['p1', 'ok', 100],
+        ['p2', 'ok', 100],
+      ]);
+      expect(results[0]!.error).toMatch(/EVAL_ITEM_TIMEOUT|itemTimeoutMs/);
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
 });

@@ -26,7 +26,7 @@ import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { findOverlaps, readTrainingFootprint, type Overlap } from './contamination';
 import { evalContract, suiteNames, type EvalInput, type EvalOutput, type EvalPartInput, type EvalPartOutput, type SuiteName } from './eval-contract';
-import { asArtifactUri, buildSuiteItems, evalItemSchema, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
+import { asArtifactUri, buildSuiteItems, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
 import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart, type EvalResult } from './eval-part';
 import { evalReportHtml } from './eval-report';
 import { buildEvalScores, type ScoredModel } from './eval-scores';
@@ -80,7 +80,8 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const items: EvalPlanRecord['items'] = [];
   for (const suite of built) {
     if (suite.items.length === 0) throw new BadInputError('EVAL_EMPTY_SUITE', `suites.${suite.suite} has no items; give it a size or inputs`);
-    const written = await writeJsonl(deps.store, deps.output.key(`items/${suite.suite}.jsonl.gz`), suite.items, { schema: evalItemSchema });
+    // Validated where they are read (each part reads its range through evalItemSchema), not here too.
+    const written = await writeJsonl(deps.store, deps.output.key(`items/${suite.suite}.jsonl.gz`), suite.items);
     items.push({ suite: suite.suite, key: written.key, uri: written.uri, sha256: written.sha256, records: written.records });
   }
   const record: EvalPlanRecord = {

@@ -25,8 +25,12 @@ export const gateInputSchema = z
     promote: z.boolean().default(true),
     /** The artifact root holding `checkpoints/promoted.json`. */
     pointerRoot: z.string().regex(/^(s3|file):\/\/.+/, 'must be an s3://bucket/prefix or file:///dir artifact root'),
-    /** Fail the job with `[GATE_HOLD]` on a hold, so the stages after the gate do not run. Default false. */
-    stopOnHold: z.boolean().default(false),
+    /**
+     * Stages of the run that run only for a promoted candidate (a run's `gate.before`). On a hold
+     * the gate job completes with the decision and these complete at once without running; runs
+     * show the gate as held and them as not run, with the reasons. Default none.
+     */
+    holds: z.array(z.string().min(1)).default([]),
   })
   .strict();
 export type GateInput = z.infer<typeof gateInputSchema>;
@@ -40,6 +44,8 @@ export const gateOutputSchema = z.object({
   /** True when the pointer now names the candidate. */
   promoted: z.boolean(),
   pointerUri: z.string().optional(),
+  /** On a hold: the stages it keeps from running (the input's `holds`). */
+  holds: z.array(z.string()).default([]),
 });
 export type GateOutput = z.infer<typeof gateOutputSchema>;
 
@@ -59,6 +65,7 @@ export const gateContract: StageContract<GateInput, GateOutput> = {
   input: gateInputSchema,
   output: gateOutputSchema,
   summarize: summarizeGate,
+  holdOf: (output) => (output.decision === 'hold' ? { subject: output.candidate, reasons: output.reasons, stages: output.holds } : undefined),
   // Reads one small JSON and writes two: nothing to retry beyond store faults.
   queue: { attempts: 3, backoffMs: 1000 },
 };

@@ -3,8 +3,8 @@
  * artifact root of the promoted-checkpoint pointer. Reads every model's metrics, applies the
  * rules (queues/runs/run-gate.ts), writes `decision.json` (decision, each rule's values and reason,
  * the pointer before), moves the pointer on a promotion (history first, pointer last), then
- * `manifest.json`. On a hold with `stopOnHold` it fails with `[GATE_HOLD] <reasons>` after
- * writing all of that, so the stages after the gate do not run; the run records the hold.
+ * `manifest.json`. A hold is a decision, not a failure: the job completes with it, and the stages
+ * it `holds` (a run's `gate.before`) complete at once without running (contract `holdOf`).
  * Idempotent: a retried gate decides the same from the same scores and rewrites its own objects
  * and its own history entry.
  */
@@ -13,7 +13,7 @@ import { pointerLocationOf, readPromotedCheckpoint, writePromotion } from '../..
 import { evaluateGate, gateDecisionObject, GATE_DECISION_SCHEMA_VERSION, type GateDecisionRecord } from '../../queues/runs/run-gate';
 import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
-import { BadInputError, HatError } from '../../shared/errors';
+import { BadInputError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { gateContract, type GateInput, type GateOutput } from './gate-contract';
 
@@ -91,10 +91,16 @@ export function createGateProcessor(deps: StageDeps) {
       stats: { decision: decision.decision, candidate: input.candidate, reasons: decision.reasons },
     });
     deps.logger.info({ decision: decision.decision, candidate: input.candidate, reasons: decision.reasons }, 'gate decided');
-    if (decision.decision === 'hold' && input.stopOnHold) {
-      throw new HatError('GATE_HOLD', `held ${input.candidate}: ${decision.reasons.join('; ')}; decision: ${decisionInfo.uri}`, { retryable: false });
-    }
-    return { manifestUri: info.uri, decisionUri: decisionInfo.uri, decision: decision.decision, candidate: input.candidate, reasons: decision.reasons, promoted: promote, ...(pointerUri ? { pointerUri } : {}) };
+    return {
+      manifestUri: info.uri,
+      decisionUri: decisionInfo.uri,
+      decision: decision.decision,
+      candidate: input.candidate,
+      reasons: decision.reasons,
+      promoted: promote,
+      ...(pointerUri ? { pointerUri } : {}),
+      holds: decision.decision === 'hold' ? input.holds : [],
+    };
   };
 }
 

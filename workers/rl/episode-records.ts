@@ -5,6 +5,7 @@ import { tokenizeConversation } from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 import type { GroupHarness } from './group-harness';
+import type { ChatLogprobsMetadata } from './chat-policy-logprobs';
 
 /** Schema version of episode records (Parquet footer `schema_version`, manifest entries). */
 export const RL_EPISODE_SCHEMA_VERSION = 1;
@@ -208,6 +209,8 @@ export interface EpisodeRecordInput {
   sampled?: TokenExactEpisodeView;
   /** Token-exact policies: the tool-call parser that read the turns. */
   toolCallParser?: string;
+  /** Chat-completions policies: the logprobs the endpoint gave per assistant turn. */
+  chatLogprobs?: ChatLogprobsMetadata;
 }
 
 export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
@@ -269,6 +272,7 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
       group: input.group,
       ...(trajectory.meta.viewer !== undefined ? { viewer: trajectory.meta.viewer } : {}),
       ...(sampled ? { token_exact: tokenExactMetadata(sampled, input.toolCallParser) } : {}),
+      ...(input.chatLogprobs ? { chat_logprobs: input.chatLogprobs } : {}),
     },
     ...(input.policyKind === 'chat' ? { token_exact: false } : {}),
     ...(input.policyKind === 'token-exact'

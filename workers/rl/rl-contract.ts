@@ -141,6 +141,13 @@ export const rlInputSchema = z
     tokenizer: tokenizerSourceSchema.default({ preset: 'qwen3' }),
     /** Passed to the chat template as `enable_thinking` when set (Qwen3). */
     enableThinking: z.boolean().optional(),
+    /**
+     * Chat-completions policies (`adapter: openai`): what the endpoint's logprobs are, recorded
+     * with them (`metadata.chat_logprobs.logprob_distribution`). The endpoint does not say; vLLM and
+     * `hat serve` report raw logprobs unless served with `--logprobs-mode processed_logprobs`.
+     * Default raw_logprobs.
+     */
+    chatLogprobsMode: z.enum(['raw_logprobs', 'processed_logprobs', 'tempered_logprobs']).default('raw_logprobs'),
     advantage: rlAdvantageSchema.default({ normalizeByStd: true, epsilon: 1e-6 }),
     /** Groups whose scored rewards are all equal (no learning signal): kept with advantage 0, or dropped. Counted either way. Default keep. */
     zeroVarianceGroups: z.enum(['keep', 'drop']).default('keep'),
@@ -221,7 +228,7 @@ export const rlPartOutputSchema = z.object({
     simulated: z.boolean(),
     /** Set for model policies: whether records carry the ids as sampled (served token-exact) or re-tokenized messages (chat endpoints). */
     tokenExact: z.boolean().optional(),
-    /** Token-exact policies: what the rollout logprobs are of. */
+    /** Token-exact policies: what the rollout logprobs are of; chat-completions policies: what the endpoint's logprobs are of (`chatLogprobsMode`). */
     logprobDistribution: z.object({ kind: z.string(), temperature: z.number(), topP: z.number(), topK: z.number(), engine: z.string() }).optional(),
   }),
   tokenizer: z.object({ name: z.string(), fingerprint: z.string(), templateHash: z.string() }),

@@ -6,9 +6,9 @@ import { canonicalJson, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
-import type { ModelClient } from '../../shared/models/model-client';
+import { withChat, type ModelClient } from '../../shared/models/model-client';
 import { createModelClient } from '../../shared/models/model-registry';
-import { checkRolloutLogprobs, type LogprobDistribution, type SamplingOfTurn } from '../../shared/models/token-exact/logprob-distribution';
+import { checkRolloutLogprobs, reportedDistribution, type LogprobDistribution, type SamplingOfTurn } from '../../shared/models/token-exact/logprob-distribution';
 import { ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
 import { TokenExactEpisode, type TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import { turnTextParserFor } from '../../shared/models/token-exact/turn-text-parser';
@@ -18,6 +18,7 @@ import { createModelViewer, createScriptedViewer, type Viewer } from '../../shar
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { addChatLogprobs, ChatLogprobsRequester, chatLogprobsMetadata } from './chat-policy-logprobs';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import {
   buildEpisodeRecord,
@@ -93,23 +94,15 @@ function policiesByHarness(config: RlInput, groups: readonly RlGroup[], harnesse
 
 /** A policy that records how long its calls take (the stage's overhead is measured against it). */
 function timedPolicy(client: ModelClient, timing: RlPartTiming): ModelClient {
-  return {
-    specificationVersion: 'v1',
-    provider: client.provider,
-    modelId: client.modelId,
-    ...(client.sampling ? { sampling: client.sampling } : {}),
-    ...(client.simulated !== undefined ? { simulated: client.simulated } : {}),
-    ...(client.close ? { close: () => client.close!() } : {}),
-    async chat(request) {
-      const started = performance.now();
-      try {
-        return await client.chat(request);
-      } finally {
-        timing.policyMs += performance.now() - started;
-        timing.steps += 1;
-      }
-    },
-  };
+  return withChat(client, async (request) => {
+    const started = performance.now();
+    try {
+      return await client.chat(request);
+    } finally {
+      timing.policyMs += performance.now() - started;
+      timing.steps += 1;
+    }
+  });
 }
 
 /** Runs `work` over `items`, at most `limit` at once; the first failure stops new starts and is thrown. */
@@ -178,7 +171,14 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
   const sampler = servedPolicy ? new ServedTokenSampler(servedPolicy, { logger: deps.logger, random: () => deps.rng.next(), configPath: 'rl.policy' }) : undefined;
   const turnParser = servedPolicy ? turnTextParserFor(tokenizer, servedPolicy.toolCallParser) : undefined;
   // A served policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
-  const policies = sampler ? new Map<string, ModelClient>() : policiesByHarness(config, groups, harnesses, (tasks, harness) => timedPolicy(createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness])), timing));
+  // Chat-completions policies ask for logprobs on every call (not token-exact, but recorded).
+  const chatLogprobs = !sampler && !('adapter' in config.policy && config.policy.adapter === 'scripted') ? new ChatLogprobsRequester() : undefined;
+  const policies = sampler
+    ? new Map<string, ModelClient>()
+    : policiesByHarness(config, groups, harnesses, (tasks, harness) => {
+        const client = createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness]));
+        return timedPolicy(chatLogprobs ? chatLogprobs.wrap(client) : client, timing);
+      });
   const viewerClient = config.viewer.kind === 'model' ? createModelClient(config.viewer.model, clientDependencies('rl.viewer.model', [], [])) : undefined;
   const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position], trajectories: [], samplingSeeds: [], sampled: [] }));
   try {
@@ -263,13 +263,21 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
     return view;
   };
   const policyKind: PolicyKind = sampler ? 'token-exact' : 'adapter' in config.policy && config.policy.adapter === 'scripted' ? 'scripted' : 'chat';
-  for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name));
+  const chatDistribution = chatLogprobs ? reportedDistribution('adapter' in config.policy ? config.policy.adapter : 'openai', config.chatLogprobsMode, samplingOfTurn(config.sampling)) : undefined;
+  const chat = chatLogprobs && chatDistribution ? { distribution: chatDistribution, refusal: chatLogprobs.refusal } : undefined;
+  for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name, chat));
 
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
   const first = policies.values().next().value;
   const policyInfo: RlPartOutput['policy'] = sampler
     ? { provider: sampler.engine, modelId: sampler.modelId, simulated: sampler.dummyWeights, tokenExact: true, ...(distribution ? { logprobDistribution: distribution } : {}) }
-    : { provider: first!.provider, modelId: first!.modelId, simulated: first!.simulated ?? false, ...(policyKind === 'chat' ? { tokenExact: false } : {}) };
+    : {
+        provider: first!.provider,
+        modelId: first!.modelId,
+        simulated: first!.simulated ?? false,
+        ...(policyKind === 'chat' ? { tokenExact: false } : {}),
+        ...(chatDistribution ? { logprobDistribution: chatDistribution } : {}),
+      };
   const parquet = await writeParquet(deps.store, deps.output.key(`${name}.parquet`), episodeColumnsFor(policyKind), records as unknown as Record<string, unknown>[], {
     metadata: {
       schema_version: String(RL_EPISODE_SCHEMA_VERSION),
@@ -319,6 +327,7 @@ function scoreGroup(
   viewOf: (trajectory: Trajectory, sampled: TokenExactEpisodeView | undefined) => TokenView,
   policyKind: PolicyKind,
   toolCallParser: string | undefined,
+  chat: { distribution: LogprobDistribution; refusal: string | undefined } | undefined,
 ): EpisodeRecord[] {
   const { trajectories, harness } = entry;
   const kind = harness.canonical ? 'canonical' : 'variant';
@@ -331,8 +340,11 @@ function scoreGroup(
     const view = viewOf(trajectory, sampled);
     if (!view.ok) totals.episodes.tokenViewFailures[view.code] = (totals.episodes.tokenViewFailures[view.code] ?? 0) + 1;
     if (sampled) addTokenExact(totals, sampled);
+    const chatLogprobs = chat ? chatLogprobsMetadata(trajectory, chat.distribution, chat.refusal) : undefined;
+    if (chatLogprobs) totals.chatLogprobs = addChatLogprobs(totals.chatLogprobs, chatLogprobs);
     return buildEpisodeRecord({
       policyKind,
+      ...(chatLogprobs ? { chatLogprobs } : {}),
       ...(sampled ? { sampled } : {}),
       ...(toolCallParser !== undefined ? { toolCallParser } : {}),
       trajectory,

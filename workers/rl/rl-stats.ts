@@ -2,6 +2,7 @@ import { hsaFamilies, type HsaFamily } from '../../shared/harness/hsa/variant-ma
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
 import type { TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import { passAtK } from './pass-at-k';
+import type { ChatLogprobsTotals } from './chat-policy-logprobs';
 
 /**
  * Statistics of the rl stage. Parts return mergeable sums (`RlTotals`, added field by field in
@@ -68,6 +69,8 @@ export interface RlTotals {
   advantage: { count: number; absSum: number; zero: number };
   /** Token-exact policies only: episodes as sampled, and how many a fresh render would change. */
   tokenExact?: TokenExactTotals;
+  /** Chat-completions policies only: turns that came with logprobs, and whether the endpoint refused them. */
+  chatLogprobs?: ChatLogprobsTotals;
 }
 
 export interface TokenExactTotals {
@@ -204,6 +207,8 @@ export interface RlStats {
   advantage: { written: number; meanAbs: number | null; zeroShare: number | null };
   /** Token-exact policies only (see TokenExactTotals); `driftRate` = drifted / episodes. */
   tokenExact?: TokenExactTotals & { driftRate: number | null };
+  /** Chat-completions policies only (see ChatLogprobsTotals); of `policy.logprobDistribution`. */
+  chatLogprobs?: ChatLogprobsTotals;
 }
 
 const round = (value: number): number => Math.round(value * 1e6) / 1e6;
@@ -307,6 +312,7 @@ export function buildRlStats(parts: readonly RlTotals[], context: RlStatsContext
     canonicalVariantGap: gapOf(totals),
     advantage: { written: totals.advantage.count, meanAbs: ratio(totals.advantage.absSum, totals.advantage.count), zeroShare: ratio(totals.advantage.zero, totals.advantage.count) },
     ...(totals.tokenExact ? { tokenExact: { ...totals.tokenExact, driftRate: ratio(totals.tokenExact.drifted, totals.tokenExact.episodes) } } : {}),
+    ...(totals.chatLogprobs ? { chatLogprobs: totals.chatLogprobs } : {}),
   };
 }
 

@@ -19,10 +19,14 @@ export const gateOutcomeSchema = z.object({
 });
 export type GateOutcome = z.infer<typeof gateOutcomeSchema>;
 
+/** The note on a stage the gate held back (the run processor writes it from the stage's `heldBy`). */
+const heldByGate = `held by the ${gateStageName}: `;
+
 /**
- * Reads the gate's decision (when the run has a gate that decided) and turns a hold into what it
- * is: a decision, not a failure. The gate stage counts as completed and the stages it held back
- * as not run, with the reason; the run's status then depends on the other stages only.
+ * Reads the gate's decision (when the run has a gate that decided) and shows a hold as what it
+ * is: a decision, not a failure. The gate stage is `held` (its figures say why) and the stages it
+ * held back are `not-run` with the reasons; the run's status then depends on the other stages only.
+ * A gate job that failed with `[GATE_HOLD]` (how gates of earlier versions ended a hold) reads the same.
  */
 export async function applyGateOutcome(store: ArtifactStore, runId: string, stages: StageOutcome[]): Promise<{ stages: StageOutcome[]; gate?: GateOutcome }> {
   const gateStage = stages.find((stage) => stage.name === gateStageName);
@@ -30,14 +34,24 @@ export async function applyGateOutcome(store: ArtifactStore, runId: string, stag
   const key = `${stagePrefix(runId, gateStageName)}${gateDecisionObject}`;
   if (!(await store.head(key))) return { stages };
   const record = JSON.parse((await store.getBuffer(key)).toString('utf8')) as GateDecisionRecord;
-  const held = record.decision === 'hold' && gateStage.status === 'failed' && errorCodeOf(gateStage.error) === 'GATE_HOLD';
-  const skipped = held ? stages.filter((stage) => stage.status === 'not-run' && stage.error?.includes(`stage ${gateStageName}`)).map((stage) => stage.name) : [];
+  const decided = gateStage.status === 'completed' || (gateStage.status === 'failed' && errorCodeOf(gateStage.error) === 'GATE_HOLD');
+  const held = record.decision === 'hold' && decided;
+  const reasons = record.reasons.join('; ');
+  const skipped = held
+    ? stages.filter((stage) => stage.status === 'not-run' && (stage.error?.startsWith(heldByGate) || stage.error?.includes(`stage ${gateStageName}`))).map((stage) => stage.name)
+    : [];
   const updated = stages.map((stage): StageOutcome => {
     if (held && stage.name === gateStageName) {
       const { error: _error, ...rest } = stage;
-      return { ...rest, status: 'completed', figures: [{ label: 'gate decision', value: `hold ${record.candidate}`, tone: 'warn', detail: record.reasons.join('; ') }], links: [{ label: 'gate decision', uri: store.uriOf(key) }] };
+      return {
+        ...rest,
+        status: 'held',
+        note: `held ${record.candidate}: ${reasons}`,
+        figures: [{ label: 'gate decision', value: `hold ${record.candidate}`, tone: 'warn', detail: reasons }],
+        links: [{ label: 'gate decision', uri: store.uriOf(key) }],
+      };
     }
-    if (skipped.includes(stage.name)) return { ...stage, error: `held by the gate: ${record.reasons.join('; ')}` };
+    if (skipped.includes(stage.name)) return { ...stage, error: `${heldByGate}${reasons}` };
     return stage;
   });
   return {
@@ -46,7 +60,7 @@ export async function applyGateOutcome(store: ArtifactStore, runId: string, stag
   };
 }
 
-/** Whether a stage outcome is fine for the run: completed, or not run because the gate held the candidate. */
+/** Whether a stage outcome is fine for the run: completed, held (a decision), or not run because the gate held the candidate. */
 export function stageCountsAsDone(stage: StageOutcome, gate: GateOutcome | undefined): boolean {
-  return stage.status === 'completed' || (gate?.skipped.includes(stage.name) ?? false);
+  return stage.status === 'completed' || stage.status === 'held' || (gate?.skipped.includes(stage.name) ?? false);
 }

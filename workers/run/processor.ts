@@ -230,6 +230,10 @@ async function stageOutcome(
   // children, so an upstream stage whose downstream failed or was cancelled is read from its job.
   const job = await runtime.getJob(kind, entry.jobId);
   if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
+  if (result?.heldBy) {
+    // Held back by a decision below it (the gate held its candidate): not run, and not a failure.
+    return { ...base, status: 'not-run', parts: 0, error: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}` };
+  }
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, kind, result.output);

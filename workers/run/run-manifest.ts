@@ -5,8 +5,12 @@ import { gateOutcomeSchema } from './gate-outcome';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
 
-/** How one stage of a run ended. `not-run`: an upstream stage failed first. */
-export const stageOutcomeStatus = z.enum(['completed', 'failed', 'cancelled', 'not-run']);
+/**
+ * How one stage of a run ended. `held`: it completed with a decision to hold (the gate held its
+ * candidate; a legitimate outcome, not a failure). `not-run`: an upstream stage failed first, or a
+ * hold kept it from running (its `error` says which).
+ */
+export const stageOutcomeStatus = z.enum(['completed', 'held', 'failed', 'cancelled', 'not-run']);
 export type StageOutcomeStatus = z.infer<typeof stageOutcomeStatus>;
 
 /** One stage in the run manifest. */
@@ -30,8 +34,10 @@ export const stageOutcomeSchema = z.object({
   startedAt: z.string().optional(),
   finishedAt: z.string().optional(),
   durationMs: z.number().nonnegative().optional(),
-  /** `[CODE] message` of the failure, followed down to the part that failed when there was one. */
+  /** `[CODE] message` of the failure, followed down to the part that failed when there was one; for a stage a hold kept from running, `held by the <stage>: <reasons>`. */
   error: z.string().optional(),
+  /** For a `held` stage: what it held and why (`held <candidate>: <reasons>`). */
+  note: z.string().optional(),
   /** Stages it read from. */
   dependsOn: z.array(z.string()),
   /** Key figures of a completed stage (its contract's `summarize`): acceptance rate, tokens, SLO verdict, ... */

@@ -65,7 +65,7 @@ function timelineSvg(report: OrderInput): string {
     }
     for (const stage of group.stages) {
       if (!stage.startedAt || !stage.finishedAt) continue;
-      rows.push({ label: `${stage.name}${stage.policyVersion !== undefined ? ` (v${stage.policyVersion})` : ''}`, start: Date.parse(stage.startedAt), end: Date.parse(stage.finishedAt), color: stage.status === 'completed' ? '#2e7d32' : '#c62828' });
+      rows.push({ label: `${stage.name}${stage.policyVersion !== undefined ? ` (v${stage.policyVersion})` : ''}`, start: Date.parse(stage.startedAt), end: Date.parse(stage.finishedAt), color: stage.status === 'completed' ? '#2e7d32' : stage.status === 'held' ? '#b26a00' : '#c62828' });
     }
   }
   if (rows.length === 0) return '';

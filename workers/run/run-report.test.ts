@@ -22,7 +22,7 @@ const manifest = {
 
 describe('run report', () => {
   it('totals parts, objects and records over the stages', () => {
-    expect(buildRunReport(manifest).totals).toEqual({ stages: 2, completed: 1, failed: 1, parts: 6, objects: 4, records: 40 });
+    expect(buildRunReport(manifest).totals).toEqual({ stages: 2, completed: 1, held: 0, failed: 1, parts: 6, objects: 4, records: 40 });
   });
 
   it('renders a self-contained page with a row and a duration bar per stage, escaping what it shows', () => {

@@ -11,7 +11,7 @@ export interface RunReport {
   createdAt: string;
   finishedAt: string;
   durationMs: number;
-  totals: { stages: number; completed: number; failed: number; parts: number; objects: number; records: number };
+  totals: { stages: number; completed: number; held: number; failed: number; parts: number; objects: number; records: number };
   stages: StageOutcome[];
   /** The trainer handoffs in chain order, when the run had any. */
   handoffs?: RunManifest['handoffs'];
@@ -33,6 +33,7 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
     totals: {
       stages: manifest.stages.length,
       completed: manifest.stages.filter((stage) => stage.status === 'completed').length,
+      held: manifest.stages.filter((stage) => stage.status === 'held').length,
       failed: manifest.stages.filter((stage) => stage.status === 'failed').length,
       parts: sum((stage) => stage.parts),
       objects: sum((stage) => stage.objects),
@@ -127,11 +128,16 @@ function ratesChart(stages: StageOutcome[]): string {
 
 const statusColors: Record<StageOutcome['status'], string> = {
   completed: '#2e7d32',
+  held: '#b26a00',
   failed: '#c62828',
   cancelled: '#6d6d6d',
   'not-run': '#9e9e9e',
 };
 
+/** A stage a hold kept from running: why is a decision, not an error. */
+function isHeldBack(stage: StageOutcome): boolean {
+  return stage.status === 'not-run' && (stage.error?.startsWith('held by the ') ?? false);
+}
 
 function formatDuration(ms: number | undefined): string {
   if (ms === undefined) return '';
@@ -167,7 +173,8 @@ export function renderRunReportHtml(report: RunReport, links: { manifestUri: str
         `<tr><td>${escapeHtml(stage.name)}</td><td style="color:${statusColors[stage.status]}">${escapeHtml(stage.status)}</td>` +
         `<td class="n">${stage.parts}</td><td class="n">${stage.objects ?? ''}</td><td class="n">${stage.records ?? ''}</td>` +
         `<td class="n">${escapeHtml(formatDuration(stage.durationMs))}</td>` +
-        `<td>${stage.manifestUri ? `<code>${escapeHtml(stage.manifestUri)}</code>` : ''}${stage.error ? `<div class="error">${escapeHtml(stage.error)}</div>` : ''}</td></tr>`,
+        `<td>${stage.manifestUri ? `<code>${escapeHtml(stage.manifestUri)}</code>` : ''}${stage.note ? `<div class="note">${escapeHtml(stage.note)}</div>` : ''}` +
+        `${stage.error ? `<div class="${isHeldBack(stage) ? 'note' : 'error'}">${escapeHtml(stage.error)}</div>` : ''}</td></tr>`,
     )
     .join('\n');
   return `<!doctype html>
@@ -178,6 +185,7 @@ table{border-collapse:collapse;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.35rem .7rem;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .error{color:#c62828;font-size:.9em;white-space:pre-wrap}
+.note{color:#b26a00;font-size:.9em;white-space:pre-wrap}
 td.detail{color:#555;font-size:.9em}
 h3{margin:1.2rem 0 .2rem}
 code{font-size:.85em}
@@ -185,7 +193,7 @@ code{font-size:.85em}
 <body>
 <h1>Run <code>${escapeHtml(report.runId)}</code>: <span style="color:${report.status === 'completed' ? statusColors.completed : statusColors.failed}">${escapeHtml(report.status)}</span></h1>
 <p>${escapeHtml(report.createdAt)} to ${escapeHtml(report.finishedAt)} (${escapeHtml(formatDuration(report.durationMs))}).
-${report.totals.completed}/${report.totals.stages} stages completed, ${report.totals.parts} parts, ${report.totals.objects} objects, ${report.totals.records} records.
+${report.totals.completed}/${report.totals.stages} stages completed${report.totals.held > 0 ? `, ${report.totals.held} held` : ''}, ${report.totals.parts} parts, ${report.totals.objects} objects, ${report.totals.records} records.
 Run manifest: <code>${escapeHtml(links.manifestUri)}</code></p>
 ${runContextHtml(report)}
 ${runOrderHtml(report)}

@@ -7,13 +7,25 @@
 export const PYTHON_WHITESPACE = '\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 /** A regex class source equal to Python's `\s`. */
 export const PY_SPACE = `[${PYTHON_WHITESPACE}]`;
-const leadingSpace = new RegExp(`^${PY_SPACE}+`, 'u');
-const trailingSpace = new RegExp(`${PY_SPACE}+$`, 'u');
 const spaceRun = new RegExp(`${PY_SPACE}+`, 'u');
 
-/** str.strip() with no argument. */
+/** Whether a UTF-16 code unit is one of PYTHON_WHITESPACE (all of them are in the BMP). */
+function isPySpace(code: number): boolean {
+  if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d) || (code >= 0x1c && code <= 0x1f);
+  if (code < 0x85) return false;
+  return code === 0x85 || code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a) || code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000;
+}
+
+/**
+ * str.strip() with no argument. A scan from both ends, not two regex replaces: the loose IFEval
+ * variants strip every response about a dozen times, and the regexes were most of that check.
+ */
 export function pyStrip(text: string): string {
-  return text.replace(leadingSpace, '').replace(trailingSpace, '');
+  let start = 0;
+  let end = text.length;
+  while (start < end && isPySpace(text.charCodeAt(start))) start += 1;
+  while (end > start && isPySpace(text.charCodeAt(end - 1))) end -= 1;
+  return start === 0 && end === text.length ? text : text.slice(start, end);
 }
 
 /** str.strip(chars) / lstrip / rstrip with explicit characters. */

@@ -125,6 +125,28 @@ describe('ChatStreamAssembler', () => {
     expect(result.message.tool_calls?.[0]?.function.arguments).toBe('{"a":1}');
     expect([result.ttftMs, result.e2eMs, result.chunkCount]).toEqual([12, 12, 1]);
   });
+
+  test('logprobs of a plain chat.completion body and of a stream: choices[].logprobs.content[] with token, logprob and bytes', () => {
+    const content = [
+      { token: 'Hi', logprob: -0.25, bytes: [72, 105], top_logprobs: [] },
+      { token: '\u00e9', logprob: -1.5, bytes: [195, 169] },
+    ];
+    const plain = new ChatStreamAssembler(context);
+    plain.acceptCompletion(JSON.stringify({ model: 'm', choices: [{ message: { role: 'assistant', content: 'Hi\u00e9' }, logprobs: { content }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 2 } }), 5);
+    const expected = [
+      { token: 'Hi', logprob: -0.25, bytes: [72, 105] },
+      { token: '\u00e9', logprob: -1.5, bytes: [195, 169] },
+    ];
+    expect(plain.complete().logprobs).toEqual(expected);
+    const streamed = new ChatStreamAssembler(context);
+    streamed.feed(`data: ${chunk({ content: 'Hi' }, { logprobs: { content: [content[0]] } })}\n\ndata: ${chunk({ content: '\u00e9' }, { logprobs: { content: [content[1]] } })}\n\n`, 1);
+    streamed.feed(`data: ${chunk({}, { finish_reason: 'stop' })}\n\ndata: [DONE]\n\n`, 2);
+    expect(streamed.complete().logprobs).toEqual(expected);
+    // An API that omits logprobs (or sends null) yields none.
+    const omitted = new ChatStreamAssembler(context);
+    omitted.feed(`data: ${chunk({ content: 'x' }, { logprobs: null })}\n\ndata: ${chunk({}, { finish_reason: 'stop' })}\n\n`, 1);
+    expect(omitted.complete().logprobs).toBeUndefined();
+  });
 });
 
 describe('first answer text', () => {

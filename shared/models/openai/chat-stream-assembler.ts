@@ -53,6 +53,7 @@ interface ChunkChoice {
 interface RawLogprob {
   token?: string;
   logprob?: number;
+  bytes?: unknown;
   top_logprobs?: Array<{ token?: string; logprob?: number }>;
 }
 
@@ -256,6 +257,7 @@ export class ChatStreamAssembler {
     for (const entry of choice.logprobs?.content ?? []) {
       if (typeof entry.logprob !== 'number') continue;
       const read = tokenLogprob(entry.token ?? '', entry.logprob);
+      if (Array.isArray(entry.bytes) && entry.bytes.every((byte) => Number.isInteger(byte))) read.bytes = entry.bytes as number[];
       if (entry.top_logprobs && entry.top_logprobs.length > 0) {
         read.top = entry.top_logprobs
           .filter((alternative) => typeof alternative.logprob === 'number')

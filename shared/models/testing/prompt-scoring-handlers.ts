@@ -210,6 +210,21 @@ export async function handleVllmCompletion(
   };
 }
 
+/**
+ * SGLang's checks of `sampling_params` (python/sglang/srt/sampling/sampling_params.py): a
+ * temperature below 1e-6 means greedy, run as top_k 1 at temperature 1 (so its logprobs are raw);
+ * `top_k` is -1 (whole vocabulary) or at least 1; `top_p` in (0, 1]; temperature non-negative.
+ */
+function sglangSamplingChecks(sampling: Record<string, unknown>): { temperature: number } | string {
+  const temperature = typeof sampling.temperature === 'number' ? sampling.temperature : 1;
+  const topK = typeof sampling.top_k === 'number' ? sampling.top_k : -1;
+  const topP = typeof sampling.top_p === 'number' ? sampling.top_p : 1;
+  if (!Number.isFinite(temperature) || temperature < 0) return `temperature must be a non-negative finite number, got ${temperature}.`;
+  if (!(topP > 0 && topP <= 1)) return `top_p must be in (0, 1], got ${topP}.`;
+  if (topK !== -1 && !(Number.isInteger(topK) && topK >= 1)) return `top_k must be -1 (disable) or at least 1, got ${topK}.`;
+  return { temperature: temperature < 1e-6 ? 1 : temperature };
+}
+
 /** SGLang `/generate` with `input_ids` (one prompt or a batch). */
 export async function handleSglangGenerate(body: Record<string, unknown>, scorer: PromptScorer, requestId: string): Promise<JsonReply> {
   const inputIds = body.input_ids;
@@ -219,7 +234,9 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
   const sampling = (body.sampling_params ?? {}) as Record<string, unknown>;
   const maxNewTokens = nonNegativeInteger(sampling.max_new_tokens, 128);
   if (maxNewTokens === undefined) return errorReply(400, '"sampling_params.max_new_tokens" must be a non-negative integer');
-  const temperature = typeof sampling.temperature === 'number' ? sampling.temperature : 1;
+  const checked = sglangSamplingChecks(sampling);
+  if (typeof checked === 'string') return errorReply(400, checked);
+  const { temperature } = checked;
   const returnLogprob = body.return_logprob === true;
   const startLength = typeof body.logprob_start_len === 'number' ? body.logprob_start_len : -1;
   const topNumber = nonNegativeInteger(body.top_logprobs_num, 0) ?? 0;

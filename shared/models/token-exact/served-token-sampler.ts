@@ -119,7 +119,13 @@ export function sglangSamplingRequest(request: SampleRequest): Record<string, un
   };
 }
 
-/** Sampled ids and logprobs of an SGLang answer, from `meta_info.output_token_logprobs` (`[logprob, id, text]`). */
+/**
+ * Sampled ids and logprobs of an SGLang answer, from `meta_info.output_token_logprobs`
+ * (`[logprob, token_id, text]`, text null unless `return_text_in_logprobs`). `finish_reason` is
+ * `{type: "stop", matched}` (a stop token id or string), `{type: "length", length}` or
+ * `{type: "abort", message}` (refused here: an aborted generation is not a sample), null while
+ * unfinished. `output_ids` and `completion_tokens`, where present, must agree with the triples.
+ */
 export function sglangSampledTokens(body: unknown, url: string): { tokenIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length'; cachedPromptTokens?: number } {
   const answer = (Array.isArray(body) ? body[0] : body) as { output_ids?: unknown; meta_info?: Record<string, unknown> } | undefined;
   const meta = answer?.meta_info;
@@ -134,12 +140,23 @@ export function sglangSampledTokens(body: unknown, url: string): { tokenIds: num
     logprobs.push(triple[0]);
     tokenIds.push(triple[1] as number);
   });
-  const finish = meta.finish_reason as { type?: unknown } | null | undefined;
+  const finish = meta.finish_reason as { type?: unknown; message?: unknown } | null | undefined;
+  if (!finish || (finish.type !== 'stop' && finish.type !== 'length')) {
+    const why = finish?.type === 'abort' ? `the server aborted the generation (${String(finish.message ?? 'no message')})` : `meta_info.finish_reason is ${JSON.stringify(finish ?? null)}, not {type: "stop" | "length"}`;
+    throw scoringShapeError(url, 'sglang', why);
+  }
+  const outputIds = answer?.output_ids;
+  if (Array.isArray(outputIds) && (outputIds.length !== tokenIds.length || outputIds.some((id, index) => id !== tokenIds[index]))) {
+    throw scoringShapeError(url, 'sglang', 'output_ids differ from the ids in meta_info.output_token_logprobs');
+  }
+  if (typeof meta.completion_tokens === 'number' && meta.completion_tokens !== tokenIds.length) {
+    throw scoringShapeError(url, 'sglang', `meta_info.completion_tokens is ${meta.completion_tokens} but output_token_logprobs has ${tokenIds.length} entries`);
+  }
   const cached = meta.cached_tokens;
   return {
     tokenIds,
     logprobs,
-    finishReason: finish?.type === 'stop' ? 'stop' : 'length',
+    finishReason: finish.type,
     ...(typeof cached === 'number' ? { cachedPromptTokens: cached } : {}),
   };
 }
