@@ -134,7 +134,7 @@ describe('promotion gate in a nightly run', () => {
     expect(await pointer()).toMatchObject({ model: 'ckpt-promoted', promotedBy: 'cli' });
     const report = (await kit.store.getBuffer('runs/night-1/run-report.html')).toString('utf8');
     expect(report).toContain('held new</b>; the promoted checkpoint did not move');
-    expect(report).toContain('custom 50.00 &#60; promoted 100.00 - 0.5 = 99.50');
+    expect(report).toContain('custom 50.00 &lt; promoted 100.00 - 0.5 = 99.50');
     expect(report).toContain('leaderboard: new');
     expect(report).toContain('>held</td>');
     expect(report).toContain('1 held');

@@ -28,7 +28,7 @@ describe('run report', () => {
   it('renders a self-contained page with a row and a duration bar per stage, escaping what it shows', () => {
     const html = renderRunReportHtml(buildRunReport(manifest), { manifestUri: 's3://b/runs/r/run-manifest.json' });
     expect(html).not.toMatch(/<script|<link|src=/);
-    expect(html).toContain('&#60;script&#62;alert(1)&#60;/script&#62;');
+    expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
     expect(html.match(/<tr><td>/g)).toHaveLength(2);
     expect(html.match(/<rect /g)).toHaveLength(2);
     // The longest stage gets the full bar width.
