@@ -97,7 +97,7 @@ export interface PlannedStage {
    */
   template?: unknown;
   /** For a round of an on-policy stage: which round, and the policy version it samples with. */
-  round?: { index: number; of: number; stage: string; policyVersion: number };
+  round?: { index: number; of: number; stage: string; policyVersion: number; maxStaleness?: number };
 }
 
 /** A validated run, ready to become a flow. */
@@ -316,7 +316,9 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
   const node = handoffNodeName;
   const isHandoffNode = (name: string) => name.startsWith(node(''));
   const graph = new Map<string, Set<string>>([...dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(waitsFor.get(name) ?? [])].map(node)])]));
-  for (const handoff of handoffs) graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => names.has(name))));
+  for (const handoff of handoffs) {
+    graph.set(node(handoff.name), new Set([...handoff.config.after.filter((name) => names.has(name)), ...(handoff.follows !== undefined ? [node(handoff.follows)] : [])]));
+  }
   const cycles = findCycles(graph);
   for (const cycle of cycles) {
     const first = cycle[0] as string;
@@ -379,7 +381,8 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
       }
     };
     for (const stage of stageConfigs) check(stage.name, stage.path, dependsOn.get(stage.name) ?? [], 'reads');
-    for (const handoff of handoffs) if ((order.get(handoff.name) ?? 0) > 0) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
+    // A round handoff with maxStaleness polls for its round, which an earlier handoff started (workers/run/handoff-processor.ts).
+    for (const handoff of handoffs) if ((order.get(handoff.name) ?? 0) > 0 && handoff.follows === undefined) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
   }
 
   const stages: PlannedStage[] = [];
@@ -427,6 +430,7 @@ export function planRun(value: unknown, options: PlanRunOptions): RunPlan {
       pollIntervalMs: handoff.config.pollSeconds * 1_000,
       hyperparameters: handoff.config.hyperparameters,
       ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+      ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
       order: index,
     })),
     ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),

@@ -181,7 +181,7 @@ async function handoffOutcome(
 ): Promise<HandoffOutcome> {
   const base = { name: entry.name, jobId: entry.jobId, after: entry.after, before: entry.before, ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}) };
   if (result) {
-    const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt } = result.output;
+    const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt, dropped } = result.output;
     return {
       ...base,
       status: 'completed',
@@ -198,6 +198,7 @@ async function handoffOutcome(
       requestedAt: new Date(requestedAt).toISOString(),
       checkpointAt: new Date(checkpointAt).toISOString(),
       waitedMs: Math.max(0, checkpointAt - requestedAt),
+      ...(dropped !== undefined ? { dropped } : {}),
     };
   }
   const job = await runtime.getJob('runs', entry.jobId);
