@@ -233,8 +233,11 @@ async function stageOutcome(
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, kind, result.output);
+    // A stage that is no round but samples a checkpoint's version (`policyVersion: "${checkpoints.opd.policyVersion}"`) says which.
+    const sampledVersion = (job?.data as { input?: { policyVersion?: unknown } } | undefined)?.input?.policyVersion;
     return {
       ...base,
+      ...(base.policyVersion === undefined && typeof sampledVersion === 'number' ? { policyVersion: sampledVersion } : {}),
       status: 'completed',
       ...(result.manifestUri ? { manifestUri: result.manifestUri } : {}),
       parts: result.parts,
