@@ -237,6 +237,7 @@ describe('runs in the method order', () => {
     const refused = await hat('run', tooStale);
     expect([refused.code, refused.stderr]).toEqual([2, expect.stringMatching(/stages\.rollouts\.maxStaleness: must be a whole number from 0 to rounds - 1 \(1 here\)/)]);
     startWorker();
+    const requestsBefore = server.chatRequests.length;
     const run = await hat('run', config);
     expect([run.code, run.stderr]).toEqual([0, '']);
     const atSft = await waitingAt('order-1', 'sft');
@@ -264,7 +265,7 @@ describe('runs in the method order', () => {
     const round2 = await episodes('rollouts-round-2');
     expect(round2.length).toBe(4);
     expect(new Set(round2.map((record) => record.policy_version))).toEqual(new Set([1]));
-    expect(new Set(server.chatRequests.map((entry) => entry.body.model))).toEqual(new Set(['sft-1']));
+    expect(new Set(server.chatRequests.slice(requestsBefore).map((entry) => entry.body.model))).toEqual(new Set(['sft-1']));
 
     // Version 2 arrives; handoff opd (version 3, trained from v2) takes round 2's v1 records: 2 - 1 = 1 is within the bound.
     expect((await hat('checkpoint', 'register', 'order-1', '--handoff', 'opd-round-1', '--endpoint', server.baseUrl, '--model', 'opd-2')).code).toBe(0);
