@@ -139,7 +139,7 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(await kit.context.runsQueue.count()).toBe(0);
   });
 
-  it('hat demo runs the demo config through real queues on a local S3-compatible server and prints the report location', async () => {
+  it('hat demo runs the demo config through real queues on a local S3-compatible server, its simulated trainer answering the handoff, and prints the report location', async () => {
     const demoEnv = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: undefined, HAT_LOG_LEVEL: 'warn' };
     // The demo command with a small pipeline (the full examples/demo-run.yaml is `make demo`'s job).
     const smallDemo = join(directory, 'small-demo.yaml');
@@ -147,10 +147,13 @@ describe('hat run / runs / stage (spawned CLI)', () => {
       smallDemo,
       [
         'seed: 3',
+        'handoffs:',
+        '  sft: { after: [shard], pollSeconds: 1, timeoutMinutes: 5 }',
         'stages:',
         '  collect: { generate: { count: 12, seed: 3 }, tasksPerPart: 6 }',
         '  augment: { inputs: ["${stages.collect.manifestUri}"], variantsPerTrajectory: 1, variantPool: 4 }',
         '  shard: { inputs: ["${stages.augment.manifestUri}"], sequenceLength: 8192, validationFraction: 0.2 }',
+        '  noop: { label: "${checkpoints.sft.model} at ${checkpoints.sft.endpoint}" }',
         '',
       ].join('\n'),
     );
@@ -164,6 +167,12 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(demo.stderr).toContain(`local copy:   ${localCopy} (with `);
     const report = await readFile(localCopy, 'utf8');
     for (const stage of ['collect', 'augment', 'shard']) expect(report).toContain(stage);
+    // The simulated trainer served a re-seeded dummy model and registered it; the stage after the handoff got it.
+    expect(demo.stderr).toContain('trainer handoffs sft: answered by the SIMULATED TRAINER (no training happens');
+    expect(demo.stderr).toMatch(/SIMULATED TRAINING \(no training happened\): handoff sft -> checkpoint simulated-training-sft \(re-seeded dummy model\) served at http:\/\/127\.0\.0\.1:\d+\/v1/);
+    expect(report).toContain('<b>Simulated training:</b>');
+    expect(report.indexOf('<b>handoff sft</b> after shard: completed; SIMULATED TRAINING (no training happened): checkpoint simulated-training-sft at http://127.0.0.1:')).toBeGreaterThan(-1);
+    expect(report.indexOf('<b>handoff sft</b>')).toBeLessThan(report.indexOf('<li>noop: completed</li>'));
     // The key figures: collect's acceptance rate, augment's variant checks, shard's token counts.
     const keyFigures = report.slice(report.indexOf('<h2>Key figures</h2>'));
     expect(keyFigures).toMatch(/<td>acceptance rate<\/td><td class="n">\d+\.\d%<\/td>/);

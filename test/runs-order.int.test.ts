@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readJsonl } from '../shared/artifacts/jsonl-reader';
@@ -206,5 +206,86 @@ describe('runs in the method order', () => {
     expect(report.indexOf('rollouts-round-1 (rl), policy v1')).toBeLessThan(report.indexOf('<b>handoff opd-round-1</b>'));
     expect(report.indexOf('<b>handoff opd-round-1</b>')).toBeLessThan(report.indexOf('rollouts-round-2 (rl), policy v2'));
     expect(report).toContain('checkpoint opd-2 at');
+  }, 180_000);
+  it('with maxStaleness 1 starts round 2 on the SFT checkpoint before version 2 arrives, and its handoff counts what it drops', async () => {
+    const config = join(directory, 'stale.yaml');
+    await writeFile(
+      config,
+      [
+        'runId: order-1',
+        'handoffs:',
+        '  sft: { after: [data], pollSeconds: 1 }',
+        '  opd: { after: [rollouts], pollSeconds: 1 }',
+        'stages:',
+        '  data: { stage: fanout-demo, parts: 1 }',
+        '  rollouts:',
+        '    stage: rl',
+        '    rounds: 2',
+        '    maxStaleness: 1',
+        '    generate: { count: 2, seed: 7 }',
+        '    groups: 2',
+        '    groupSize: 2',
+        '    groupsPerPart: 2',
+        '    maxTurns: 1',
+        '    policy: { adapter: openai, baseUrl: "${checkpoints.sft.endpoint}", model: "${checkpoints.sft.model}", maxRetries: 0 }',
+        '  served: { stage: noop, label: "on ${checkpoints.opd.model} v${checkpoints.opd.policyVersion}" }',
+        '',
+      ].join('\n'),
+    );
+    const tooStale = join(directory, 'too-stale.yaml');
+    await writeFile(tooStale, (await readFile(config, 'utf8')).replace('maxStaleness: 1', 'maxStaleness: 2'));
+    const refused = await hat('run', tooStale);
+    expect([refused.code, refused.stderr]).toEqual([2, expect.stringMatching(/stages\.rollouts\.maxStaleness: must be a whole number from 0 to rounds - 1 \(1 here\)/)]);
+    startWorker();
+    const requestsBefore = server.chatRequests.length;
+    const run = await hat('run', config);
+    expect([run.code, run.stderr]).toEqual([0, '']);
+    const atSft = await waitingAt('order-1', 'sft');
+    expect(atSft.stages.map((stage) => [stage.name, stage.handoff ?? null, stage.policyVersion ?? null])).toEqual([
+      ['data', null, null],
+      ['rollouts-round-1', 'sft', 1],
+      ['rollouts-round-2', 'sft', 1],
+      ['served', 'opd', null],
+    ]);
+    expect(await rlJobs()).toEqual([]);
+    expect((await hat('checkpoint', 'register', 'order-1', '--handoff', 'sft', '--endpoint', server.baseUrl, '--model', 'sft-1')).code).toBe(0);
+
+    // Both rounds sample version 1 while the trainer has not returned version 2 yet.
+    await waitingAt('order-1', 'opd-round-1');
+    const bothDone = await waitFor(async () => {
+      const current = await status('order-1');
+      if (current.state === 'failed') throw new Error(JSON.stringify(current, null, 1));
+      return current.stages.filter((stage) => stage.name.startsWith('rollouts-round-')).every((stage) => stage.state === 'completed') ? current : undefined;
+    }, 60_000);
+    expect(bothDone.handoffs?.filter((handoff) => handoff.name !== 'sft').map((handoff) => [handoff.name, handoff.state])).toEqual([
+      ['opd-round-1', 'waiting-for-checkpoint'],
+      ['opd', 'waiting-for-stages'],
+    ]);
+    expect(await kit.store.head('runs/order-1/handoffs/opd-round-1/checkpoint.json')).toBeUndefined();
+    const round2 = await episodes('rollouts-round-2');
+    expect(round2.length).toBe(4);
+    expect(new Set(round2.map((record) => record.policy_version))).toEqual(new Set([1]));
+    expect(new Set(server.chatRequests.slice(requestsBefore).map((entry) => entry.body.model))).toEqual(new Set(['sft-1']));
+
+    // Version 2 arrives; handoff opd (version 3, trained from v2) takes round 2's v1 records: 2 - 1 = 1 is within the bound.
+    expect((await hat('checkpoint', 'register', 'order-1', '--handoff', 'opd-round-1', '--endpoint', server.baseUrl, '--model', 'opd-2')).code).toBe(0);
+    await waitingAt('order-1', 'opd');
+    const request = JSON.parse((await kit.store.getBuffer('runs/order-1/handoffs/opd/request.json')).toString()) as TrainingRequest;
+    expect(request).toMatchObject({ handoff: 'opd', policyVersion: 3, maxStaleness: 1, dropped: [], datasets: [{ stage: 'rollouts-round-2', policyVersion: 1 }] });
+    expect((await hat('checkpoint', 'register', 'order-1', '--handoff', 'opd', '--endpoint', server.baseUrl, '--model', 'opd-3')).code).toBe(0);
+    const done: RunStatus = await waitFor(async () => {
+      const current = await status('order-1');
+      return current.state === 'completed' || current.state === 'failed' ? current : undefined;
+    }, 60_000);
+    expect([done.state, done.error]).toEqual(['completed', undefined]);
+    const manifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer('runs/order-1/run-manifest.json')).toString()));
+    expect(manifest.handoffs?.map((handoff) => [handoff.name, handoff.checkpoint?.policyVersion ?? null, handoff.dropped ?? null])).toEqual([
+      ['sft', null, null],
+      ['opd-round-1', 2, []],
+      ['opd', 3, []],
+    ]);
+    const report = (await kit.store.getBuffer('runs/order-1/run-report.html')).toString();
+    expect(report).toContain('rollouts-round-2 (rl), policy v1');
+    expect(report).toContain('stale records dropped: 0');
   }, 180_000);
 });

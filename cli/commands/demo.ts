@@ -6,6 +6,7 @@ import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { startLocalS3Server, type LocalS3Server } from '../../shared/artifacts/local-s3-server';
 import type { HatEnv } from '../../shared/config/env';
+import type { QueueContext } from '../../queues/bullmq/queue-context';
 import { HatError } from '../../shared/errors';
 import { createLogger } from '../../shared/log/logger';
 import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
@@ -19,6 +20,7 @@ import { registerCatalogStages } from '../../workers/stage-catalog';
 import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
 import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
+import { startSimulatedTrainer } from '../simulated-trainer';
 import type { RegisterCommand } from './index';
 
 /** The project root (where package.json is), from sources or from dist/. */
@@ -119,16 +121,22 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       try {
         plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
         const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
-        pool = await startWorkerPool({ env, queues: [...plan.stages.map((stage) => stage.name), runsQueueName], logger });
+        pool = await startWorkerPool({ env, queues: [...new Set(plan.stages.map((stage) => stage.kind)), runsQueueName], logger });
       } catch (error) {
         await stopModelServers();
         await server?.stop();
         throw error;
       }
+      const checkpointServers: ServeServer[] = [];
+      let trainer: { stop(): Promise<void> } | undefined;
       try {
         await pool.waitUntilReady();
         await enqueueRun(pool.context, plan);
         context.stderr.write(`run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
+        if (plan.handoffs.length > 0) {
+          context.stderr.write(`trainer handoffs ${plan.handoffs.map((handoff) => handoff.name).join(' -> ')}: answered by the SIMULATED TRAINER (no training happens; each checkpoint is a re-seeded dummy model)\n`);
+          trainer = startDemoTrainer(plan.runId, pool.context, env, checkpointServers, (line) => context.stderr.write(`${line}\n`));
+        }
         const status = await waitForRunWithProgress((onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }), context.stderr);
         for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
         if (server) {
@@ -149,12 +157,50 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
         else context.print(status.reportHtmlUri);
         if (status.state !== 'completed') throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
       } finally {
+        await trainer?.stop();
         await pool.close();
         await server?.stop();
         await stopModelServers();
+        await Promise.allSettled(checkpointServers.map((checkpointServer) => checkpointServer.close()));
       }
     });
 };
+
+/**
+ * The demo's trainer: the simulated trainer (cli/simulated-trainer.ts) answers each handoff with a
+ * re-seeded dummy model, served by `hat serve` in this process (into `servers`, closed by the
+ * caller) and registered with its endpoint, model id and directory, labelled simulated training.
+ */
+function startDemoTrainer(runId: string, queues: QueueContext, env: HatEnv, servers: ServeServer[], log: (line: string) => void): { stop(): Promise<void> } {
+  const stores = new Map<string, ArtifactStore>();
+  const storeFor = (rootUri: string): ArtifactStore => {
+    let store = stores.get(rootUri);
+    if (!store) {
+      store = createArtifactStore(rootUri, env);
+      stores.set(rootUri, store);
+    }
+    return store;
+  };
+  const trainer = startSimulatedTrainer(queues, {
+    runId,
+    modelCacheDir: resolve('.hat', 'models'),
+    storeFor,
+    async serve(modelDir, modelName) {
+      const served = await startServeServer({ model: modelDir, servedModelName: modelName });
+      servers.push(served);
+      return served.baseUrl;
+    },
+    onRegistered: (event) =>
+      log(`SIMULATED TRAINING (no training happened): handoff ${event.handoff} -> checkpoint ${event.model} (re-seeded dummy model${event.policyVersion !== undefined ? `, policy v${event.policyVersion}` : ''}) served at ${event.endpoint}`),
+    onError: (error) => log(`simulated trainer: ${error.message} (trying again)`),
+  });
+  return {
+    async stop() {
+      await trainer.stop();
+      await Promise.allSettled([...stores.values()].map((store) => store.close()));
+    },
+  };
+}
 
 /**
  * Copies every stage report the run report links (objects under the run's folder) beside the

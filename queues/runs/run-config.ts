@@ -97,7 +97,7 @@ export interface PlannedStage {
    */
   template?: unknown;
   /** For a round of an on-policy stage: which round, and the policy version it samples with. */
-  round?: { index: number; of: number; stage: string; policyVersion: number };
+  round?: { index: number; of: number; stage: string; policyVersion: number; maxStaleness?: number };
 }
 
 /** A validated run, ready to become a flow. */
@@ -398,7 +398,9 @@ class RunPlanner {
   private buildGraph(): void {
     const node = handoffNodeName;
     this.graph = new Map<string, Set<string>>([...this.dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(this.waitsFor.get(name) ?? [])].map(node)])]));
-    for (const handoff of this.handoffs) this.graph.set(node(handoff.name), new Set(handoff.config.after.filter((name) => this.names.has(name))));
+    for (const handoff of this.handoffs) {
+      this.graph.set(node(handoff.name), new Set([...handoff.config.after.filter((name) => this.names.has(name)), ...(handoff.follows !== undefined ? [node(handoff.follows)] : [])]));
+    }
     for (const cycle of findCycles(this.graph)) {
       const first = cycle[0];
       const path = isHandoffNode(first) ? (this.handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (this.stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
@@ -467,7 +469,8 @@ class RunPlanner {
       }
     };
     for (const stage of this.stageConfigs) check(stage.name, stage.path, this.dependsOn.get(stage.name) ?? [], 'reads');
-    for (const handoff of this.handoffs) if ((this.order.get(handoff.name) ?? 0) > 0) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
+    // A round handoff with maxStaleness polls for its round, which an earlier handoff started (workers/run/handoff-processor.ts).
+    for (const handoff of this.handoffs) if ((this.order.get(handoff.name) ?? 0) > 0 && handoff.follows === undefined) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
   }
 
   /** Each stage's input checked against its stage's schema (held-back stages with checkpoint placeholders). */
@@ -521,6 +524,7 @@ class RunPlanner {
         pollIntervalMs: handoff.config.pollSeconds * 1_000,
         hyperparameters: handoff.config.hyperparameters,
         ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+        ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
         order: index,
       })),
       ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),

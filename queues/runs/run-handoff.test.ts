@@ -129,22 +129,28 @@ describe('examples/nightly.yaml', () => {
 describe('examples/demo-run.yaml', () => {
   beforeAll(() => registerCatalogStages());
 
-  // The demo stays a single pass without handoffs (served student and policy via hat-serve); the
-  // simulated-trainer SFT -> OPD -> RL flow is not wired into it (workers/run simulated trainer).
-  it('plans every stage in one pass, with no trainer handoff to wait for', async () => {
+  // `hat demo` runs the method's order, its simulated trainer answering each handoff.
+  it('plans SFT -> OPD in two rounds -> RL, each on-policy stage sampling the checkpoint before it', async () => {
     const source = await readConfigFile(join(__dirname, '..', '..', 'examples', 'demo-run.yaml'));
-    // `hat demo` points hat-serve:<spec> endpoints at the servers it starts; here, at any local URL.
-    const served = JSON.parse(JSON.stringify(source.value).replace(/hat-serve:[^"]*/g, 'http://127.0.0.1:8000/v1')) as unknown;
-    const plan = planRun(served, { env: { HAT_ARTIFACTS: 'file:///tmp/demo' }, now: new Date('2025-01-30T18:00:00Z'), file: source.file, locator: source.locator });
-    expect(plan.handoffs).toEqual([]);
-    expect(plan.stages.map((stage) => [stage.name, stage.afterHandoff ?? false])).toEqual([
-      ['collect', false],
-      ['augment', false],
-      ['shard', false],
-      ['distill', false],
-      ['rl', false],
-      ['replay', false],
-      ['eval', false],
+    const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 'file:///tmp/demo' }, now: new Date('2025-01-30T18:00:00Z'), file: source.file, locator: source.locator });
+    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion ?? null])).toEqual([
+      ['sft', ['shard'], null],
+      ['opd-round-1', ['distill-round-1'], 2],
+      ['opd', ['distill-round-2'], 3],
+      ['rl', ['rl'], null],
     ]);
+    expect(plan.stages.map((stage) => [stage.name, stage.segment ?? null, stage.round?.policyVersion ?? null])).toEqual([
+      ['collect', null, null],
+      ['augment', null, null],
+      ['shard', null, null],
+      ['distill-round-1', 'sft', 1],
+      ['distill-round-2', 'opd-round-1', 2],
+      ['rl', 'opd', null],
+      ['replay', null, null],
+      ['eval', null, null],
+    ]);
+    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({ policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}', dummyWeights: true }, policyVersion: '${checkpoints.opd.policyVersion}' });
+    // The rl stage's policy version is a number once the OPD checkpoint (v3) fills it in.
+    expect(fillCheckpointReferences({ policyVersion: '${checkpoints.opd.policyVersion}', label: 'v${checkpoints.opd.policyVersion}' }, 'opd', { policyVersion: '3' })).toEqual({ policyVersion: 3, label: 'v3' });
   });
 });

@@ -148,6 +148,9 @@ export function checkpointValuesOf(marker: Partial<CheckpointMarker>): Checkpoin
  */
 export function fillCheckpointReferences(value: unknown, handoff: string, checkpoint: CheckpointValues, missing?: Set<string>): unknown {
   if (typeof value === 'string') {
+    // A field that is nothing but `${checkpoints.<handoff>.policyVersion}` gets the number (e.g. an rl stage's `policyVersion`).
+    const whole = /^\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.policyVersion\s*\}$/.exec(value);
+    if (whole && whole[1] === handoff && checkpoint.policyVersion !== undefined && /^\d+$/.test(checkpoint.policyVersion)) return Number(checkpoint.policyVersion);
     return value.replace(checkpointReferenceInText, (whole, name: string, field: string) => {
       if (name !== handoff) return whole;
       const filled = checkpoint[field as CheckpointField];
@@ -261,11 +264,19 @@ export interface TrainingRequest {
   hyperparameters: Record<string, unknown>;
   /** For a handoff after an on-policy stage's round: the checkpoint asked for is this policy version. */
   policyVersion?: number;
+  /** Rounds with maxStaleness: how many versions behind the one trained from a dataset may be. */
+  maxStaleness?: number;
+  /** Rounds with maxStaleness: the datasets left out as too old, with their record counts. */
+  dropped?: StaleDataset[];
   /** How to hand the checkpoint back. */
   checkpoint: { markerUri: string; registerCommand: string; required: string[] };
   /** Stages that run on the new checkpoint. */
   then: string[];
 }
+
+/** A dataset a handoff left out of its request because its policy version was too old (maxStaleness). */
+export const staleDatasetSchema = z.object({ stage: z.string(), policyVersion: z.number().int().positive(), records: z.number().int().nonnegative(), reason: z.string() });
+export type StaleDataset = z.infer<typeof staleDatasetSchema>;
 
 /** One stage that waits for a handoff's checkpoint, as the handoff job keeps it until it is registered. */
 export const postStageSchema = z.object({
@@ -298,6 +309,10 @@ const handoffJobDataShape = {
   hyperparameters: z.record(z.string(), z.unknown()).default({}),
   /** The policy version the checkpoint will be (handoffs after an on-policy stage). */
   policyVersion: z.number().int().positive().optional(),
+  /** Rounds with maxStaleness: datasets whose policy version is below (policyVersion - 1) - maxStaleness are dropped from the request and counted. */
+  maxStaleness: z.number().int().min(0).optional(),
+  /** `after` stages an earlier handoff added (a round that started early): polled for until they complete. */
+  awaits: z.array(z.object({ name: z.string().min(1), queue: z.string().min(1), jobId: z.string().min(1) })).default([]),
   post: z.array(postStageSchema),
   /** `wait-stages` until the `after` stages complete, `wait-checkpoint` once the request is out, `post` once the `before` stages are added. */
   step: z.enum(['wait-stages', 'wait-checkpoint', 'post']).default('wait-stages'),
@@ -309,6 +324,8 @@ const handoffJobDataShape = {
   checkpoint: checkpointMarkerSchema.optional(),
   /** Epoch ms the checkpoint was found. */
   checkpointAt: z.number().optional(),
+  /** Datasets left out of the request as too old (maxStaleness), once it is written. */
+  dropped: z.array(staleDatasetSchema).optional(),
 };
 
 /** The handoff job (queue `runs`, name `handoff`). `next`: the following handoff, added with `post` once this checkpoint is known. */
@@ -329,6 +346,8 @@ export interface PlannedHandoff {
   hyperparameters: Record<string, unknown>;
   /** The policy version its checkpoint will be (handoffs after an on-policy stage's rounds). */
   policyVersion?: number;
+  /** Rounds with maxStaleness: datasets older than the version trained from minus this are dropped from the request. */
+  maxStaleness?: number;
   /** Handoffs before it in the chain. */
   order: number;
 }
@@ -352,6 +371,8 @@ export interface HandoffOutput {
   /** Epoch ms. */
   requestedAt: number;
   checkpointAt: number;
+  /** Rounds with maxStaleness: datasets left out of the request as too old. */
+  dropped?: StaleDataset[];
 }
 
 /** `hat checkpoint register ...` for a handoff, as messages and the request spell it. */
@@ -366,9 +387,12 @@ export interface HandoffSegment {
 }
 
 /** The job data of a planned handoff, with the stages that wait for it and the handoffs after it nested. */
-export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream: string[]): HandoffJobData {
+export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream: string[], awaits: HandoffJobData['awaits'] = []): HandoffJobData {
   const following = plan.handoffs.find((candidate) => candidate.order === handoff.order + 1);
   const segment = plan.stages.filter((stage) => stage.segment === handoff.name);
+  const inSegment = (name: string) => segment.some((stage) => stage.name === name);
+  // A round that started before this handoff's checkpoint (maxStaleness) is not below the next handoff: it polls for it.
+  const awaitedByNext = following?.maxStaleness !== undefined ? plan.stages.filter((stage) => following.after.includes(stage.name) && !inSegment(stage.name) && stage.afterHandoff) : [];
   return {
     v: 1,
     runId: plan.runId,
@@ -382,6 +406,8 @@ export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream:
     pollIntervalMs: handoff.pollIntervalMs,
     hyperparameters: handoff.hyperparameters,
     ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+    ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
+    awaits,
     post: segment.map((stage) => ({
       name: stage.name,
       ...(stage.kind !== stage.name ? { kind: stage.kind } : {}),
@@ -391,7 +417,9 @@ export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream:
       dependsOn: stage.dependsOn.filter((name) => segment.some((other) => other.name === name)),
     })),
     step: 'wait-stages',
-    ...(following ? { next: handoffJobData(plan, following, following.after.filter((name) => segment.some((stage) => stage.name === name))) } : {}),
+    ...(following
+      ? { next: handoffJobData(plan, following, following.after.filter(inSegment), awaitedByNext.map((stage) => ({ name: stage.name, queue: stage.kind, jobId: stage.jobId }))) }
+      : {}),
   };
 }
 

@@ -4,6 +4,7 @@ import { registerCatalogStages } from '../../workers/stage-catalog';
 import { buildRunFlow } from './flows';
 import { planRun } from './run-config';
 import type { HandoffJobData } from './run-handoff';
+import { staleDatasets } from '../../workers/run/handoff-processor';
 
 describe('stage instances, handoff chains and rounds', () => {
   beforeAll(() => registerCatalogStages());
@@ -62,6 +63,43 @@ describe('stage instances, handoff chains and rounds', () => {
     expect(plan.stages.find((stage) => stage.name === 'served')).toMatchObject({ segment: 'opd', dependsOn: ['rollouts-round-3'], template: { inputs: ['s3://bucket/hat/runs/r1/rollouts-round-3/manifest.json'] } });
   });
 
+  it('with maxStaleness 1, starts round k+1 on version k-1, makes each round handoff follow the one before and poll for a round started earlier', () => {
+    const stale = { ...config, stages: { ...config.stages, rollouts: { ...config.stages.rollouts, maxStaleness: 1 } } };
+    const plan = planRun(stale, { env, now });
+    const rounds = plan.stages.filter((stage) => stage.round);
+    expect(rounds.map((stage) => [stage.name, stage.segment, stage.round?.policyVersion, (stage.input as { policyVersion?: number }).policyVersion])).toEqual([
+      ['rollouts-round-1', 'sft', 1, 1],
+      ['rollouts-round-2', 'sft', 1, 1],
+      ['rollouts-round-3', 'opd-round-1', 2, 2],
+    ]);
+    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion ?? null, handoff.maxStaleness ?? null])).toEqual([
+      ['sft', ['data'], null, null],
+      ['opd-round-1', ['rollouts-round-1'], 2, 1],
+      ['opd-round-2', ['rollouts-round-2'], 3, 1],
+      ['opd', ['rollouts-round-3'], 4, 1],
+    ]);
+    const flow = buildRunFlow(plan, { jobDataLimit: 64 * 1024 });
+    const chain: string[] = [];
+    for (let data: HandoffJobData | undefined = (flow.children as FlowJob[])[1]?.data as HandoffJobData; data; data = data.next) {
+      chain.push(`${data.name}: post ${data.post.map((stage) => stage.name).join(', ') || '-'}; polls ${data.awaits.map((stage) => stage.name).join(', ') || '-'}`);
+    }
+    expect(chain).toEqual([
+      'sft: post rollouts-round-1, rollouts-round-2; polls -',
+      'opd-round-1: post rollouts-round-3; polls -',
+      'opd-round-2: post -; polls rollouts-round-2',
+      'opd: post served; polls rollouts-round-3',
+    ]);
+  });
+
+  it('drops and counts the datasets of a round older than the version trained from minus maxStaleness', () => {
+    const dataset = (stage: string, policyVersion: number, records: number) => ({ stage, policyVersion, manifestUri: `s3://b/${stage}/manifest.json`, objects: [{ uri: `s3://b/${stage}/e.jsonl.gz`, format: 'jsonl.gz', records, bytes: 1, sha256: 'x' }, { uri: `s3://b/${stage}/g.jsonl.gz`, kind: 'groups', format: 'jsonl.gz', records: 1, bytes: 1, sha256: 'x' }] });
+    // Handoff for version 5 trains from version 4: with maxStaleness 1, v3 is kept, v2 is dropped.
+    const { kept, dropped } = staleDatasets({ policyVersion: 5, maxStaleness: 1 }, [dataset('r-3', 3, 4), dataset('r-2', 2, 6)]);
+    expect(kept.map((entry) => entry.stage)).toEqual(['r-3']);
+    expect(dropped).toEqual([{ stage: 'r-2', policyVersion: 2, records: 6, reason: 'sampled with policy v2, older than v3 (v4 - maxStaleness 1)' }]);
+    expect(staleDatasets({ policyVersion: 5 }, [dataset('r-2', 2, 6)]).dropped).toEqual([]);
+  });
+
   it('nests each later handoff, with the stages it releases, in the job data of the one before', () => {
     const flow = buildRunFlow(planRun(config, { env, now }), { jobDataLimit: 64 * 1024 });
     const sft = (flow.children as FlowJob[])[1];
@@ -71,7 +109,7 @@ describe('stage instances, handoff chains and rounds', () => {
     expect((sft.opts as { jobId?: string }).jobId).toBe('r1.sft.handoff');
   });
 
-  it('refuses rounds without a handoff or a starting checkpoint, maxStaleness above 0, unknown kinds and handoffs, and handoffs that do not follow one another', () => {
+  it('refuses rounds without a handoff or a starting checkpoint, maxStaleness outside 0..rounds-1, unknown kinds and handoffs, and handoffs that do not follow one another', () => {
     const { rollouts } = config.stages;
     expect(problemsOf({ ...config, handoffs: { sft: { after: ['data'] } }, stages: { ...config.stages, served: { stage: 'noop' } } })).toEqual([
       expect.stringMatching(/^stages\.rollouts\.rounds: each round hands its samples to the trainer: name "rollouts" in the after list of exactly one handoff \(found 0\)/),
@@ -79,7 +117,12 @@ describe('stage instances, handoff chains and rounds', () => {
     expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, policy: { adapter: 'scripted' } } } })).toContainEqual(
       expect.stringMatching(/^stages\.rollouts\.rounds: round k\+1 samples from the checkpoint trained on round k, .* it names none/),
     );
-    expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, maxStaleness: 1 } } })).toEqual([expect.stringMatching(/^stages\.rollouts\.maxStaleness: only 0 is supported/)]);
+    for (const maxStaleness of [3, -1, 1.5, '1']) {
+      expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, maxStaleness } } })).toEqual([
+        expect.stringMatching(/^stages\.rollouts\.maxStaleness: must be a whole number from 0 to rounds - 1 \(2 here\)/),
+      ]);
+    }
+    expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, rounds: undefined, maxStaleness: 1 } } })).toContainEqual(expect.stringMatching(/^stages\.rollouts\.maxStaleness: .*\(0 here\)/));
     expect(problemsOf({ ...config, stages: { ...config.stages, other: { stage: 'fanout' } } })).toEqual([expect.stringMatching(/^stages\.other\.stage: unknown stage kind "fanout"/)]);
     expect(problemsOf({ ...config, stages: { ...config.stages, served: { stage: 'noop', label: '${checkpoints.dpo.model}' } } })).toEqual([
       expect.stringMatching(/^stages\.served\.label: \$\{checkpoints\.dpo\.model\} names handoff "dpo", which this run does not have/),

@@ -27,6 +27,13 @@ import {
  * Round k+1 reads the checkpoint of handoff `<handoff>-round-k` where round 1 read the starting
  * checkpoint; its records carry `policyVersion: k+1`. Other stages' `${stages.opd.*}` read the last
  * round. Pure: the result is a config the planner validates like any other.
+ *
+ * `maxStaleness: s` (0 to N-1, default 0) lets round k+1 start as soon as version k+1-s is
+ * registered instead of waiting for version k+1: it samples from that version (the newest one
+ * when it starts, since the handoffs follow one another) and its records say so. The handoff
+ * after round k+1 then waits for the handoff before it (`follows`) as well as for its round, and
+ * drops (and counts) any dataset whose records are older than the version being trained from
+ * minus s (`maxStaleness` on the handoff; workers/run/handoff-processor.ts).
  */
 
 /** Stage kinds that sample from the policy being trained, so they can run in rounds. */
@@ -41,8 +48,8 @@ export interface StageInstance {
   config: Record<string, unknown>;
   /** Where it is in the config file (a round points at the stage it was unrolled from). */
   path: PathSegment[];
-  /** For a round of an on-policy stage. */
-  round?: { index: number; of: number; stage: string };
+  /** For a round of an on-policy stage (`maxStaleness` as configured, default 0). */
+  round?: { index: number; of: number; stage: string; maxStaleness?: number };
 }
 
 /** One trainer handoff of a run. */
@@ -52,6 +59,10 @@ export interface HandoffInstance {
   path: PathSegment[];
   /** The policy version its checkpoint is (handoffs after a round of an on-policy stage). */
   policyVersion?: number;
+  /** A handoff it waits for besides its `after` stages (a round handoff whose round started early, maxStaleness > 0). */
+  follows?: string;
+  /** Datasets older than the version trained from minus this are dropped from its request (rounds with maxStaleness). */
+  maxStaleness?: number;
 }
 
 export interface RunInstances {
@@ -92,13 +103,15 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
     if (rounds !== undefined && !(Number.isInteger(rounds) && (rounds as number) >= 1 && (rounds as number) <= 100)) {
       problems.push({ path: ['stages', name, 'rounds'], message: 'must be a whole number of rounds from 1 to 100' });
     }
-    if (maxStaleness !== undefined && maxStaleness !== 0) {
+    const roundCount = typeof rounds === 'number' && Number.isInteger(rounds) && rounds >= 1 ? rounds : 1;
+    if (maxStaleness !== undefined && !(Number.isInteger(maxStaleness) && (maxStaleness as number) >= 0 && (maxStaleness as number) <= roundCount - 1)) {
       problems.push({
         path: ['stages', name, 'maxStaleness'],
-        message: 'only 0 is supported: each round waits for the checkpoint of the round before it (sampling ahead from an older version is not implemented yet, issue #15)',
+        message: `must be a whole number from 0 to rounds - 1 (${roundCount - 1} here): how many policy versions a round may sample behind the newest (0: each round waits for the checkpoint of the round before it); got ${JSON.stringify(maxStaleness)}`,
       });
     }
-    stages.push({ name, kind, config: value, path: ['stages', name], ...(typeof rounds === 'number' && rounds >= 2 ? { round: { index: 0, of: rounds, stage: name } } : {}) });
+    const staleness = typeof maxStaleness === 'number' && Number.isInteger(maxStaleness) && maxStaleness > 0 ? { maxStaleness } : {};
+    stages.push({ name, kind, config: value, path: ['stages', name], ...(typeof rounds === 'number' && rounds >= 2 ? { round: { index: 0, of: rounds, stage: name, ...staleness } } : {}) });
   }
 
   // Legacy `${checkpoint.<field>}` is the single handoff's checkpoint.
@@ -126,7 +139,7 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
 
 /** Round k of `stage` for k = 1..N, and the handoffs between them (the last is the stage's own handoff, version N+1). */
 function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problems: RunInstances['problems']): { stages: StageInstance[]; handoffs: HandoffInstance[]; handoff: string } | undefined {
-  const rounds = (stage.round as NonNullable<StageInstance['round']>).of;
+  const { of: rounds, maxStaleness = 0 } = stage.round as NonNullable<StageInstance['round']>;
   const owners = handoffs.filter((handoff) => handoff.config.after.includes(stage.name));
   if (owners.length !== 1) {
     problems.push({
@@ -150,11 +163,19 @@ function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problem
   const between: HandoffInstance[] = [];
   for (let index = 1; index <= rounds; index++) {
     const name = `${stage.name}-round-${index}`;
-    const source = index === 1 ? start : roundHandoff(index - 1);
+    // Round k samples version k, or with maxStaleness s the version k-s it may start on (at least 1).
+    const version = Math.max(1, index - maxStaleness);
+    const source = version === 1 ? start : roundHandoff(version - 1);
     const config = rewriteStrings(stage.config, (text) => text.replace(new RegExp(`\\$\\{\\s*checkpoints\\.${escapeRegExp(start)}\\.`, 'g'), `\${checkpoints.${source}.`)) as Record<string, unknown>;
-    stages.push({ name, kind: stage.kind, config: { ...config, policyVersion: index }, path: stage.path, round: { index, of: rounds, stage: stage.name } });
+    stages.push({ name, kind: stage.kind, config: { ...config, policyVersion: version }, path: stage.path, round: { index, of: rounds, stage: stage.name, ...(maxStaleness > 0 ? { maxStaleness } : {}) } });
     const handoffConfig = index === rounds ? owner.config : { ...owner.config, after: [name], before: [] };
-    between.push({ name: roundHandoff(index), config: index === rounds ? { ...handoffConfig, after: handoffConfig.after.map((item) => (item === stage.name ? name : item)) } : handoffConfig, path: owner.path, policyVersion: index + 1 });
+    between.push({
+      name: roundHandoff(index),
+      config: index === rounds ? { ...handoffConfig, after: handoffConfig.after.map((item) => (item === stage.name ? name : item)) } : handoffConfig,
+      path: owner.path,
+      policyVersion: index + 1,
+      ...(maxStaleness > 0 ? { maxStaleness, ...(index > 1 ? { follows: roundHandoff(index - 1) } : {}) } : {}),
+    });
   }
   return { stages, handoffs: between, handoff: owner.name };
 }

@@ -55,6 +55,8 @@ export interface HandoffRuntime {
   /** Adds flows (their roots carry `opts.parent`). */
   addFlows(flows: FlowJob[]): Promise<void>;
   isRunCancelled(runId: string): Promise<boolean>;
+  /** A job of a queue (a round an earlier handoff started, which this one polls for). */
+  getJob(queue: string, id: string): Promise<Job | undefined>;
 }
 
 export async function processHandoff(runtime: HandoffRuntime, job: Job, token: string): Promise<StageJobResult<HandoffOutput>> {
@@ -66,13 +68,22 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
 
   if (data.step === 'wait-stages') {
     if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
+    // A round that started before the previous checkpoint (maxStaleness) is not below this job: poll for it.
+    const pending = await pendingAwaitedStage(runtime, data);
+    if (pending !== undefined) {
+      await job.moveToDelayed(runtime.clock.now() + Math.min(data.pollIntervalMs, 5_000), token);
+      throw new DelayedError();
+    }
     const upstream = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
     const requestedAt = runtime.clock.now();
     const request = await trainingRequest(runtime, data, upstream, requestedAt, checkpointUri);
     await store.put(trainingRequestKey(data.runId, data.name), `${JSON.stringify(request, null, 2)}\n`, { contentType: 'application/json' });
-    data = { ...data, step: 'wait-checkpoint', requestedAt, deadline: requestedAt + data.timeoutMs };
+    data = { ...data, step: 'wait-checkpoint', requestedAt, deadline: requestedAt + data.timeoutMs, ...(request.dropped ? { dropped: request.dropped } : {}) };
     await job.updateData(data);
-    runtime.logger.info({ runId: data.runId, handoff: data.name, request: requestUri, deadline: new Date(data.deadline as number).toISOString() }, 'training request written; waiting for a checkpoint');
+    runtime.logger.info(
+      { runId: data.runId, handoff: data.name, request: requestUri, deadline: new Date(data.deadline as number).toISOString(), ...(request.dropped ? { dropped: request.dropped } : {}) },
+      'training request written; waiting for a checkpoint',
+    );
   }
 
   if (data.step === 'wait-checkpoint') {
@@ -116,8 +127,46 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
     checkpoint: data.checkpoint as CheckpointMarker,
     requestedAt: data.requestedAt ?? 0,
     checkpointAt: data.checkpointAt ?? 0,
+    ...(data.dropped !== undefined ? { dropped: data.dropped } : {}),
   };
   return { kind: 'stage', stage: handoffNodeName(data.name), jobId: job.id ?? '', output, parts: 0, startedAt: output.requestedAt, finishedAt: output.checkpointAt, upstream };
+}
+
+/** The first `awaits` stage that has not completed yet; throws when one failed or the run was cancelled. */
+async function pendingAwaitedStage(runtime: HandoffRuntime, data: HandoffJobData): Promise<string | undefined> {
+  for (const awaited of data.awaits) {
+    const stageJob = await runtime.getJob(awaited.queue, awaited.jobId);
+    const state = stageJob ? await stageJob.getState() : 'unknown';
+    if (state === 'completed') continue;
+    if (state === 'failed') throw new HatError('STAGE_FAILED', `run ${data.runId}: handoff ${data.name} waits for stage ${awaited.name}, which failed (${stageJob?.failedReason ?? 'no reason given'})`);
+    if (await runtime.isRunCancelled(data.runId)) throw new HatError('RUN_CANCELLED', `run ${data.runId} was cancelled while handoff ${data.name} waited for stage ${awaited.name}`);
+    // A completed job may have been removed: its manifest says it completed.
+    if (state === 'unknown') {
+      const { store, key } = runtime.openObject(runLayout(data.artifactsRoot, data.runId).stageManifestUri(awaited.name));
+      if (await store.head(key)) continue;
+    }
+    return awaited.name;
+  }
+  return undefined;
+}
+
+/**
+ * With maxStaleness s, the trainer of handoff H (policy version V+1) trains from version V: a
+ * dataset sampled with a version below V - s is too old, so it is left out of the request and
+ * counted. The stages' records all carry the one version their stage sampled with.
+ */
+export function staleDatasets(data: Pick<HandoffJobData, 'policyVersion' | 'maxStaleness'>, datasets: TrainingRequest['datasets']): { kept: TrainingRequest['datasets']; dropped: NonNullable<TrainingRequest['dropped']> } {
+  if (data.maxStaleness === undefined || data.policyVersion === undefined) return { kept: datasets, dropped: [] };
+  const oldest = data.policyVersion - 1 - data.maxStaleness;
+  const kept: TrainingRequest['datasets'] = [];
+  const dropped: NonNullable<TrainingRequest['dropped']> = [];
+  for (const dataset of datasets) {
+    if (dataset.policyVersion !== undefined && dataset.policyVersion < oldest) {
+      const records = dataset.objects.filter((object) => object.kind !== 'groups').reduce((sum, object) => sum + (object.records ?? 0), 0);
+      dropped.push({ stage: dataset.stage, policyVersion: dataset.policyVersion, records, reason: `sampled with policy v${dataset.policyVersion}, older than v${oldest} (v${data.policyVersion - 1} - maxStaleness ${data.maxStaleness})` });
+    } else kept.push(dataset);
+  }
+  return { kept, dropped };
 }
 
 function formatMinutes(ms: number): string {
@@ -200,6 +249,7 @@ async function trainingRequest(
       };
     }
   }
+  const { kept, dropped } = staleDatasets(data, datasets);
   return {
     schemaVersion: TRAINING_REQUEST_SCHEMA_VERSION,
     runId: data.runId,
@@ -207,7 +257,8 @@ async function trainingRequest(
     requestedAt: new Date(requestedAt).toISOString(),
     deadline: new Date(requestedAt + data.timeoutMs).toISOString(),
     codeVersion,
-    datasets,
+    datasets: kept,
+    ...(data.maxStaleness !== undefined ? { maxStaleness: data.maxStaleness, dropped } : {}),
     ...(tokenizer ? { tokenizer } : {}),
     hyperparameters: data.hyperparameters,
     ...(data.policyVersion !== undefined ? { policyVersion: data.policyVersion } : {}),

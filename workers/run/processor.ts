@@ -182,7 +182,7 @@ async function handoffOutcome(
 ): Promise<HandoffOutcome> {
   const base = { name: entry.name, jobId: entry.jobId, after: entry.after, before: entry.before, ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}) };
   if (result) {
-    const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt } = result.output;
+    const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt, dropped } = result.output;
     return {
       ...base,
       status: 'completed',
@@ -199,6 +199,7 @@ async function handoffOutcome(
       requestedAt: new Date(requestedAt).toISOString(),
       checkpointAt: new Date(checkpointAt).toISOString(),
       waitedMs: Math.max(0, checkpointAt - requestedAt),
+      ...(dropped !== undefined ? { dropped } : {}),
     };
   }
   const job = await runtime.getJob('runs', entry.jobId);
@@ -237,8 +238,11 @@ async function stageOutcome(
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
     const summary = summarizeStage(runtime, kind, result.output);
+    // A stage that is no round but samples a checkpoint's version (`policyVersion: "${checkpoints.opd.policyVersion}"`) says which.
+    const sampledVersion = (job?.data as { input?: { policyVersion?: unknown } } | undefined)?.input?.policyVersion;
     return {
       ...base,
+      ...(base.policyVersion === undefined && typeof sampledVersion === 'number' ? { policyVersion: sampledVersion } : {}),
       status: 'completed',
       ...(result.manifestUri ? { manifestUri: result.manifestUri } : {}),
       parts: result.parts,

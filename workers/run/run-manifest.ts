@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { resolvedInputSchema } from '../../queues/runs/latest-inputs';
 import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-kit/stage-summary';
+import { staleDatasetSchema } from '../../queues/runs/run-handoff';
 import { gateOutcomeSchema } from './gate-outcome';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
@@ -78,6 +79,8 @@ export const handoffOutcomeSchema = z.object({
   checkpointAt: z.string().optional(),
   /** Time from the request to the checkpoint, ms. */
   waitedMs: z.number().nonnegative().optional(),
+  /** Rounds with maxStaleness: datasets left out of the training request as too old (none: []). */
+  dropped: z.array(staleDatasetSchema).optional(),
   error: z.string().optional(),
 });
 export type HandoffOutcome = z.infer<typeof handoffOutcomeSchema>;

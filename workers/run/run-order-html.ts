@@ -34,6 +34,13 @@ function checkpointLabel(handoff: HandoffOutcome): string {
   return `${checkpoint.simulated ? 'SIMULATED TRAINING (no training happened): ' : ''}checkpoint ${where}${version !== undefined ? `, policy v${version}` : ''}${checkpoint.registeredBy ? `, registered by ${checkpoint.registeredBy}` : ''}`;
 }
 
+/** Rounds with maxStaleness: what the handoff left out of its request as too old. */
+function droppedLabel(handoff: HandoffOutcome): string {
+  if (handoff.dropped === undefined) return '';
+  if (handoff.dropped.length === 0) return '; stale records dropped: 0';
+  return `; stale records dropped: ${handoff.dropped.reduce((sum, entry) => sum + entry.records, 0)} (${handoff.dropped.map((entry) => `${entry.stage} ${entry.reason}`).join('; ')})`;
+}
+
 /** The ordered list (empty for a run without handoffs: the stage table says it all). */
 export function runOrderHtml(report: OrderInput): string {
   if ((report.handoffs ?? []).length === 0) return '';
@@ -41,7 +48,7 @@ export function runOrderHtml(report: OrderInput): string {
     ...(group.handoff
       ? [
           `<li class="handoff"><b>handoff ${escapeHtml(group.handoff.name)}</b> after ${escapeHtml(group.handoff.after.join(', '))}: ${escapeHtml(group.handoff.status)}; ` +
-            `${escapeHtml(checkpointLabel(group.handoff))}${group.handoff.requestUri ? ` <span class="detail">request <code>${escapeHtml(group.handoff.requestUri)}</code></span>` : ''}` +
+            `${escapeHtml(checkpointLabel(group.handoff))}${escapeHtml(droppedLabel(group.handoff))}${group.handoff.requestUri ? ` <span class="detail">request <code>${escapeHtml(group.handoff.requestUri)}</code></span>` : ''}` +
             `${group.handoff.error ? `<div class="error">${escapeHtml(group.handoff.error)}</div>` : ''}</li>`,
         ]
       : []),
