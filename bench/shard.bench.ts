@@ -7,6 +7,10 @@
  * - stage: `hat stage shard`'s code path (plan, parts, fan-in) from the JSONL input to every
  *   output: read and validate records, dedup keys, render, span location, loss masks, segmented
  *   encoding, packing, Parquet shards, three JSONL exports, verl Parquet, card, manifest.
+ * - tokenize: the stage's per-sample work alone (tokenizeConversation: render, span location,
+ *   segmented encoding with each distinct segment encoded once, loss mask, the per-sample
+ *   boundary and decode verification), on the same conversations, against raw encode
+ *   (goal >= 3x raw: the rendered system prompt and tool block repeat across samples).
  * Prints tokens/s of both and stage/raw (goal >= 0.7), then packing fill at the sequence length
  * (goal >= 97% non-padding) with the best fill any whole-sample packing can reach on these
  * lengths, and fill at longer sequence lengths. Raw encode is measured warm, before and after
@@ -31,6 +35,7 @@ import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
+import { tokenizeConversation } from '../shared/text/tokenize-conversation';
 import type { Trajectory } from '../shared/trajectory/trajectory';
 import { fillUpperBound, packBestFitDecreasing } from '../workers/shard/pack-sequences';
 import { shardStage } from '../workers/shard/processor';
@@ -103,6 +108,22 @@ async function main(): Promise<void> {
     const stageSeconds = seconds(stageStart);
     const stageCpuSeconds = cpuSeconds(stageCpu);
     const rawAfter = rawEncode();
+    // The per-sample tokenization alone (warm: the stage above filled the segment memo, as one
+    // part's first samples do for the rest of a run), then raw once more around it.
+    const tokenizeOptions = { trainOn: 'all' as const, now: new Date(renderDate) };
+    const tokenizeAll = () => {
+      const start = process.hrtime.bigint();
+      let tokens = 0;
+      for (const trajectory of trajectories) {
+        const sample = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, tokenizeOptions);
+        if (sample.ok) tokens += sample.sample.inputIds.length;
+      }
+      return { tokens, seconds: seconds(start) };
+    };
+    tokenizeAll();
+    const tokenized = tokenizeAll();
+    const rawAround = rawEncode();
+    const tokenizeRatio = tokenized.tokens / tokenized.seconds / ((rawAfter.tokens + rawAround.tokens) / (rawAfter.seconds + rawAround.seconds));
     const output = result.output as ShardOutput;
     const stageTokens = Object.values(output.splits).reduce((sum, split) => sum + split.tokens, 0);
     const rawTokensPerSecond = (rawBefore.tokens + rawAfter.tokens) / (rawBefore.seconds + rawAfter.seconds);
@@ -127,6 +148,8 @@ async function main(): Promise<void> {
     console.log(`stage, e2e      ${format(stageTokensPerSecond).padStart(10)} tok/s   (${stageSeconds.toFixed(2)} s, ${result.parts} parts)`);
     console.log(`stage / raw     ${(stageTokensPerSecond / rawTokensPerSecond).toFixed(2).padStart(10)}         (goal >= 0.70; wall clock)`);
     console.log(`stage / raw     ${(stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(2).padStart(10)}         (per CPU second: ${format(stageTokensPerCpuSecond)} vs ${format(rawTokensPerCpuSecond)} tok/s; steadier on a shared machine)`);
+    console.log(`tokenize        ${format(tokenized.tokens / tokenized.seconds).padStart(10)} tok/s   (tokenizeConversation per sample: render, spans, segmented encode, mask verification)`);
+    console.log(`tokenize / raw  ${tokenizeRatio.toFixed(2).padStart(10)}         (goal >= 3; same run, raw measured right after and around it)`);
     console.log(`fill, train     ${percent(train.fill).padStart(10)}         at ${sequenceLength} (goal >= 97%)`);
     const fills = [sequenceLength, 16384, 32768].filter((capacity, index, all) => all.indexOf(capacity) === index).map(fillAt);
     for (const figure of fills) console.log(`fill, BFD       ${percent(figure.fill).padStart(10)}         at ${figure.capacity}; best possible for whole samples ${percent(figure.bound)}`);
@@ -140,6 +163,8 @@ async function main(): Promise<void> {
         stageTokensPerSecond: Math.round(stageTokensPerSecond),
         ratio: Number((stageTokensPerSecond / rawTokensPerSecond).toFixed(3)),
         cpuRatio: Number((stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(3)),
+        tokenizeTokensPerSecond: Math.round(tokenized.tokens / tokenized.seconds),
+        tokenizeRatio: Number(tokenizeRatio.toFixed(3)),
         trainFill: Number(train.fill.toFixed(4)),
         fills: fills.map((figure) => ({ sequenceLength: figure.capacity, fill: Number(figure.fill.toFixed(4)), bound: Number(figure.bound.toFixed(4)) })),
         syntheticFill: Number(syntheticFill.toFixed(4)),
