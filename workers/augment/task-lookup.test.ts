@@ -38,6 +38,9 @@ describe('readWantedTasks', () => {
     const bad = Buffer.from(`${JSON.stringify(tasks[0])}\n${JSON.stringify({ id: 'x' })}\n`);
     const info = await store.put('b/bad.jsonl.gz', gzipSync(bad));
     await expect(readWantedTasks([{ uri: info.uri, sha256: sha256Hex(gzipSync(bad)) }], openObject, new Set(['x']))).rejects.toThrow(/b\/bad\.jsonl\.gz.*line 2/);
+    const broken = gzipSync(Buffer.from(`${JSON.stringify(tasks[0])}\nnot json\n`));
+    const brokenInfo = await store.put('b/broken.jsonl.gz', broken);
+    await expect(readWantedTasks([{ uri: brokenInfo.uri, sha256: sha256Hex(broken) }], openObject, new Set([tasks[0]!.id]))).rejects.toThrow(/b\/broken\.jsonl\.gz: line 2: not valid JSON/);
     const plain = await writeJsonl(store, 'b/plain.jsonl.gz', tasks.slice(0, 2));
     const direct = await readWantedTasks([{ uri: plain.uri }], openObject, new Set([tasks[1]!.id]));
     expect(direct.records).toEqual(new Map([[tasks[1]!.id, tasks[1]]]));
