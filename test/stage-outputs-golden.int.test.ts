@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { MemoryArtifactStore } from '../shared/artifacts/memory-artifact-store';
 import { createLogger } from '../shared/log/logger';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
 import { shardStage } from '../workers/shard/processor';
