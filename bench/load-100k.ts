@@ -1,30 +1,41 @@
 /**
- * Load run (not a test): 100,000 generated tasks through collect (the scripted teacher) and
- * augment (one HSA variant per trajectory, replay-checked) on one machine, through real queues
- * and one worker process, artifacts on the local disk. Samples Redis `used_memory` (INFO memory)
- * every second and prints the peak next to the baseline, with the wall time of the run and of
- * each stage: Redis should carry references only, so its memory must not grow with the data.
+ * Load run (not a test): generated tasks through collect (the scripted teacher), augment (one HSA
+ * variant per trajectory, replay-checked) and shard (Qwen3 template and tokenizer, 8192 tokens:
+ * the teacher trajectories plus the variants at weight 0.5, as examples/nightly.yaml) on one
+ * machine, through real queues and N worker processes, artifacts on the local disk. Prints the
+ * wall time of the run and, per stage, its time, parts per second, objects and bytes written
+ * (from its manifest); the peak RSS of each worker process (VmHWM, its sandbox threads
+ * included); and Redis `used_memory` (INFO memory, sampled every second) next to the baseline:
+ * Redis should carry references only, so its memory must not grow with the data.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000] [--no-augment] [--keep]
+ *   npx tsc -p tsconfig.build.json && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000]
+ *     [--workers 1] [--concurrency C] [--scaling] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
  *
- * The worker is `hat worker --stages collect,augment,runs` spawned from dist/ (augment in
- * sandboxed worker threads), so the sampler in this process does not compete with it for an
- * event loop. Redis is a private `redis-server` on a free port (so other work on the machine does
- * not show up in its memory), or REDIS_URL with `--shared-redis`, under a fresh
- * `bench-load-<uuid>` prefix; everything is removed at the end (unless --keep).
+ * `--scaling` runs the load twice, with one worker process and then with `--workers N` (default
+ * 2), and prints each stage's parts/s ratio (N processes / 1). `--concurrency` is passed to every
+ * worker (jobs at once per queue; default each stage's). `--cpu-prof DIR` writes a CPU profile per
+ * worker thread into DIR. Each worker is `hat worker --stages collect,augment,shard,runs` spawned
+ * from dist/ (augment and shard in sandboxed worker threads), so the sampler in this process does
+ * not compete with it for an event loop. Redis is a private `redis-server` on a free port (so
+ * other work on the machine does not show up in its memory), or REDIS_URL with `--shared-redis`,
+ * under a fresh `bench-load-<uuid>` prefix per load; everything is removed at the end (unless
+ * --keep).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { readManifest } from '../shared/artifacts/manifest';
 import { loadEnv } from '../shared/config/env';
 import { enqueueRun } from '../queues/runs/flows';
 import { openQueueContext } from '../queues/bullmq/queue-context';
 import { planRun } from '../queues/runs/run-config';
 import { watchRun, type RunStatus } from '../queues/runs/run-control';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { deleteKeysMatching } from '../queues/bullmq/redis-connection';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
@@ -36,9 +47,19 @@ function option(name: string, fallback: number): number {
   return index > 0 ? Number(process.argv[index + 1]) : fallback;
 }
 
+function textOption(name: string): string | undefined {
+  const index = process.argv.indexOf(name);
+  return index > 0 ? process.argv[index + 1] : undefined;
+}
+
 const tasks = option('--tasks', 100_000);
 const tasksPerPart = option('--tasks-per-part', 1_000);
+const workerCount = option('--workers', process.argv.includes('--scaling') ? 2 : 1);
+const concurrency = textOption('--concurrency');
+const cpuProfileDirectory = textOption('--cpu-prof');
+const scaling = process.argv.includes('--scaling');
 const withAugment = !process.argv.includes('--no-augment');
+const withShard = !process.argv.includes('--no-shard');
 const keep = process.argv.includes('--keep');
 const sharedRedis = process.argv.includes('--shared-redis');
 
@@ -70,24 +91,51 @@ function usedMemory(info: string): number {
   return Number(/^used_memory:(\d+)/m.exec(info)?.[1] ?? 0);
 }
 
-async function main(): Promise<void> {
-  registerCatalogStages();
+/** Peak resident set of a live process (Linux VmHWM), bytes; undefined elsewhere. */
+function peakRss(pid: number | undefined): number | undefined {
+  try {
+    const kib = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kib === undefined ? undefined : Number(kib) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+interface StageFigures {
+  name: string;
+  seconds?: number;
+  parts: number;
+  objects: number;
+  bytes: number;
+}
+
+interface LoadResult {
+  workers: number;
+  state: string;
+  wallSeconds: number;
+  stages: StageFigures[];
+}
+
+async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: boolean): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
-  const redis = sharedRedis ? undefined : await startPrivateRedis(directory);
-  const redisUrl = redis?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const env = loadEnv({ ...process.env, REDIS_URL: redisUrl, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href, HAT_LOG_LEVEL: 'warn' });
   const context = await openQueueContext(env, { role: 'worker' });
-  const worker = spawn(process.execPath, [join(__dirname, '..', 'cli', 'main.js'), 'worker', '--stages', withAugment ? 'collect,augment,runs' : 'collect,runs'], {
-    env: { ...process.env, REDIS_URL: redisUrl, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: env.HAT_ARTIFACTS, HAT_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const stores = createStoreCache(env);
+  const stageNames = ['collect', ...(withAugment ? ['augment'] : []), ...(withShard ? ['shard'] : []), 'runs'];
+  const nodeArguments = cpuProfileDirectory ? ['--cpu-prof', '--cpu-prof-dir', cpuProfileDirectory] : [];
+  const children = Array.from({ length: workers }, () =>
+    spawn(process.execPath, [...nodeArguments, join(__dirname, '..', 'cli', 'main.js'), 'worker', '--stages', stageNames.join(','), ...(concurrency ? ['--concurrency', concurrency] : [])], {
+      env: { ...process.env, REDIS_URL: redisUrl, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: env.HAT_ARTIFACTS, HAT_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    }),
+  );
   const samples: number[] = [];
   const baseline = usedMemory(await context.connection.info('memory'));
   let peakKeys = 0;
   const sampler = setInterval(() => {
     void context.connection.info('memory').then((info) => samples.push(usedMemory(info)), () => undefined);
-    if (redis) void context.connection.dbsize().then((size) => (peakKeys = Math.max(peakKeys, size)), () => undefined);
+    if (usesPrivateRedis) void context.connection.dbsize().then((size) => (peakKeys = Math.max(peakKeys, size)), () => undefined);
   }, 1_000);
   try {
     const stages: Record<string, unknown> = { collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000 }, tasksPerPart } };
@@ -96,6 +144,14 @@ async function main(): Promise<void> {
         trajectories: ['${stages.collect.manifestUri}'],
         tasks: ['${stages.collect.manifestUri}'],
         variantsPerTrajectory: 1,
+        recordsPerPart: tasksPerPart,
+      };
+    }
+    if (withShard) {
+      stages.shard = {
+        inputs: [{ uri: '${stages.collect.manifestUri}', name: 'teacher' }, ...(withAugment ? [{ uri: '${stages.augment.manifestUri}', weight: 0.5, name: 'hsa' }] : [])],
+        tokenizer: { preset: 'qwen3' },
+        sequenceLength: 8192,
         recordsPerPart: tasksPerPart,
       };
     }
@@ -113,29 +169,72 @@ async function main(): Promise<void> {
     });
     const wallSeconds = (Date.now() - started) / 1000;
     const peak = Math.max(baseline, ...samples);
+    const rss = children.map((child) => peakRss(child.pid));
+    const figures: StageFigures[] = [];
+    for (const stage of status.stages) {
+      let objects = 0;
+      let bytes = 0;
+      if (stage.manifestUri) {
+        const { store, key } = stores.openObject(stage.manifestUri);
+        const manifest = await readManifest(store, key);
+        objects = manifest.objects.length;
+        bytes = manifest.objects.reduce((sum, object) => sum + object.bytes, 0);
+      }
+      const seconds = stage.startedAt && stage.finishedAt ? (Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000 : undefined;
+      figures.push({ name: stage.name, seconds, parts: stage.partsTotal, objects, bytes });
+    }
     process.stdout.write(
       [
         `load run ${plan.runId}: ${status.state}${status.error ? ` (${status.error})` : ''}`,
-        `  tasks: ${tasks} (${tasksPerPart} per part), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (1 variant per trajectory, replay-checked)' : ''}`,
-        `  wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
-        ...status.stages.map((stage) => `  ${stage.name}: ${stage.startedAt && stage.finishedAt ? `${((Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000).toFixed(1)} s` : '?'}, ${stage.partsTotal} parts`),
-        `  Redis used_memory (${redis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${redis ? `; at most ${peakKeys} keys` : ''}`,
+        `  tasks: ${tasks} (${tasksPerPart} per part), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (augment: 1 variant per trajectory, replay-checked)' : ''}${withShard ? ' (shard: qwen3, 8192)' : ''}`,
+        `  workers: ${workers} process(es)${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
+        ...figures.map(
+          (stage) =>
+            `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts, ${stage.objects} objects, ${mib(stage.bytes)} written`,
+        ),
+        `  peak RSS per worker (VmHWM): ${rss.map((bytes) => (bytes === undefined ? '?' : mib(bytes))).join(', ')}`,
+        `  Redis used_memory (${usesPrivateRedis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${usesPrivateRedis ? `; at most ${peakKeys} keys` : ''}`,
         '',
       ].join('\n'),
     );
-    if (status.state !== 'completed') process.exitCode = 1;
+    return { workers, state: status.state, wallSeconds, stages: figures };
   } finally {
     clearInterval(sampler);
-    worker.kill('SIGTERM');
-    await new Promise((resolve) => worker.once('exit', resolve));
+    for (const child of children) child.kill('SIGTERM');
+    await Promise.all(children.map((child) => (child.exitCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
     if (!keep) {
       await deleteKeysMatching(context.connection, `${prefix}:*`);
       await rm(directory, { recursive: true, force: true });
     } else {
       process.stdout.write(`kept: Redis prefix ${prefix}, artifacts ${directory}\n`);
     }
+    await stores.close();
     await context.close();
+  }
+}
+
+async function main(): Promise<void> {
+  registerCatalogStages();
+  const directory = await mkdtemp(join(tmpdir(), 'hat-load-redis-'));
+  const redis = sharedRedis ? undefined : await startPrivateRedis(directory);
+  const redisUrl = redis?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  try {
+    const results: LoadResult[] = [];
+    for (const workers of scaling ? [1, workerCount] : [workerCount]) results.push(await runLoad(redisUrl, workers, redis !== undefined));
+    if (scaling) {
+      const [one, many] = results as [LoadResult, LoadResult];
+      process.stdout.write(`scaling, ${many.workers} worker processes vs 1 (parts/s ratio per stage; goal >= 1.7 for the CPU-bound augment and shard):\n`);
+      for (const stage of one.stages) {
+        const other = many.stages.find((candidate) => candidate.name === stage.name);
+        const ratio = stage.seconds && other?.seconds ? stage.seconds / other.seconds : undefined;
+        process.stdout.write(`  ${stage.name}: ${ratio === undefined ? '?' : ratio.toFixed(2)}x (${stage.seconds?.toFixed(1)} s -> ${other?.seconds?.toFixed(1)} s)\n`);
+      }
+      process.stdout.write(`  wall: ${(one.wallSeconds / many.wallSeconds).toFixed(2)}x (${one.wallSeconds.toFixed(1)} s -> ${many.wallSeconds.toFixed(1)} s)\n`);
+    }
+    if (results.some((result) => result.state !== 'completed')) process.exitCode = 1;
+  } finally {
     redis?.process.kill('SIGTERM');
+    await rm(directory, { recursive: true, force: true });
   }
 }
 

@@ -7,6 +7,11 @@
  * - stage: `hat stage shard`'s code path (plan, parts, fan-in) from the JSONL input to every
  *   output: read and validate records, dedup keys, render, span location, loss masks, segmented
  *   encoding, packing, Parquet shards, three JSONL exports, verl Parquet, card, manifest.
+ * - tokenize: the stage's per-sample work alone (tokenizeConversation: render, span location,
+ *   segmented encoding with each distinct segment encoded once, loss mask, the per-sample
+ *   boundary and decode verification) against raw encode, each on its own set of conversations
+ *   neither has seen (goal >= 3x raw: the rendered system prompt and tool block repeat across
+ *   samples; tool results and room context do not).
  * Prints tokens/s of both and stage/raw (goal >= 0.7), then packing fill at the sequence length
  * (goal >= 97% non-padding) with the best fill any whole-sample packing can reach on these
  * lengths, and fill at longer sequence lengths. Raw encode is measured warm, before and after
@@ -31,6 +36,7 @@ import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
+import { tokenizeConversation } from '../shared/text/tokenize-conversation';
 import type { Trajectory } from '../shared/trajectory/trajectory';
 import { fillUpperBound, packBestFitDecreasing } from '../workers/shard/pack-sequences';
 import { shardStage } from '../workers/shard/processor';
@@ -48,9 +54,9 @@ const episodes = Number(argument('episodes') ?? 400);
 const sequenceLength = Number(argument('sequence-length') ?? 8192);
 const renderDate = '2025-01-01T00:00:00Z';
 
-async function simulatorTrajectories(count: number): Promise<Trajectory[]> {
+async function simulatorTrajectories(count: number, seed = 'shard-bench'): Promise<Trajectory[]> {
   const harness = await loadHarness(sampleHarnessDirectory());
-  const tasks = generateTasks({ count, seed: 'shard-bench', world: { itemCount: 1000 } });
+  const tasks = generateTasks({ count, seed, world: { itemCount: 1000 } });
   const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
   const trajectories: Trajectory[] = [];
   for (const task of tasks) trajectories.push(await runEpisode({ policy: expert, harness, task }));
@@ -106,6 +112,28 @@ async function main(): Promise<void> {
     const stageSeconds = seconds(stageStart);
     const stageCpuSeconds = cpuSeconds(stageCpu);
     const rawAfter = rawEncode();
+    // The per-sample tokenization alone, on conversations neither side has seen (the stage
+    // above warmed the segment memo with this harness's common segments, as a part's first
+    // samples do for the rest of a run): raw encode of one fresh set against tokenizeConversation
+    // of another of the same size, so neither gains from the other's caches.
+    const fresh = await simulatorTrajectories(2 * episodes, 'shard-bench/fresh');
+    const freshRaw = fresh.slice(0, episodes).map((trajectory) => {
+      const template = trajectoryToTemplateInput(trajectory.messages, trajectory.tools, tokenizer.templateFeatures);
+      return tokenizer.render(template.messages, { tools: template.tools, now: new Date(renderDate) });
+    });
+    const tokenizeOptions = { trainOn: 'all' as const, now: new Date(renderDate) };
+    const rawStart = process.hrtime.bigint();
+    let rawFreshTokens = 0;
+    for (const text of freshRaw) rawFreshTokens += tokenizer.encode(text).length;
+    const rawFreshSeconds = seconds(rawStart);
+    const tokenizeStart = process.hrtime.bigint();
+    let tokenizedTokens = 0;
+    for (const trajectory of fresh.slice(episodes)) {
+      const sample = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, tokenizeOptions);
+      if (sample.ok) tokenizedTokens += sample.sample.inputIds.length;
+    }
+    const tokenized = { tokens: tokenizedTokens, seconds: seconds(tokenizeStart) };
+    const tokenizeRatio = tokenized.tokens / tokenized.seconds / (rawFreshTokens / rawFreshSeconds);
     const output = result.output as ShardOutput;
     const stageTokens = Object.values(output.splits).reduce((sum, split) => sum + split.tokens, 0);
     const rawTokensPerSecond = (rawBefore.tokens + rawAfter.tokens) / (rawBefore.seconds + rawAfter.seconds);
@@ -130,6 +158,8 @@ async function main(): Promise<void> {
     console.log(`stage, e2e      ${format(stageTokensPerSecond).padStart(10)} tok/s   (${stageSeconds.toFixed(2)} s, ${result.parts} parts)`);
     console.log(`stage / raw     ${(stageTokensPerSecond / rawTokensPerSecond).toFixed(2).padStart(10)}         (goal >= 0.70; wall clock)`);
     console.log(`stage / raw     ${(stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(2).padStart(10)}         (per CPU second: ${format(stageTokensPerCpuSecond)} vs ${format(rawTokensPerCpuSecond)} tok/s; steadier on a shared machine)`);
+    console.log(`tokenize        ${format(tokenized.tokens / tokenized.seconds).padStart(10)} tok/s   (tokenizeConversation per sample: render, spans, segmented encode, mask verification)`);
+    console.log(`tokenize / raw  ${tokenizeRatio.toFixed(2).padStart(10)}         (goal >= 3; raw ${format(rawFreshTokens / rawFreshSeconds)} tok/s; both on conversations first seen, ${episodes} each)`);
     console.log(`fill, train     ${percent(train.fill).padStart(10)}         at ${sequenceLength} (goal >= 97%)`);
     const fills = [sequenceLength, 16384, 32768].filter((capacity, index, all) => all.indexOf(capacity) === index).map(fillAt);
     for (const figure of fills) console.log(`fill, BFD       ${percent(figure.fill).padStart(10)}         at ${figure.capacity}; best possible for whole samples ${percent(figure.bound)}`);
@@ -143,6 +173,8 @@ async function main(): Promise<void> {
         stageTokensPerSecond: Math.round(stageTokensPerSecond),
         ratio: Number((stageTokensPerSecond / rawTokensPerSecond).toFixed(3)),
         cpuRatio: Number((stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(3)),
+        tokenizeTokensPerSecond: Math.round(tokenized.tokens / tokenized.seconds),
+        tokenizeRatio: Number(tokenizeRatio.toFixed(3)),
         trainFill: Number(train.fill.toFixed(4)),
         fills: fills.map((figure) => ({ sequenceLength: figure.capacity, fill: Number(figure.fill.toFixed(4)), bound: Number(figure.bound.toFixed(4)) })),
         syntheticFill: Number(syntheticFill.toFixed(4)),

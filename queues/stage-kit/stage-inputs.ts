@@ -7,10 +7,11 @@ import { readManifest } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 
-/** An input object to read records from; `records` is known when a manifest listed it. */
+/** An input object to read records from; `records` and `sha256` are known when a manifest listed it. */
 export interface InputObject {
   uri: string;
   records?: number;
+  sha256?: string;
 }
 
 const jsonlKey = /\.jsonl(\.gz)?$/;
@@ -33,7 +34,7 @@ export async function expandInputs(uris: readonly string[], openObject: StageDep
       const manifest = await readManifest(store, key);
       const listed = manifest.objects.filter((object) => jsonlKey.test(object.key) && (object.kind ?? 'trajectories') === kind);
       if (listed.length === 0) throw new BadInputError('MISSING_INPUT', `${field}: manifest ${uri} lists no JSONL objects of ${kind}; point ${field} at the objects or a manifest that lists them`);
-      for (const object of listed) objects.push(object.records === undefined ? { uri: object.uri } : { uri: object.uri, records: object.records });
+      for (const object of listed) objects.push({ uri: object.uri, ...(object.records === undefined ? {} : { records: object.records }), sha256: object.sha256 });
     } else {
       objects.push({ uri });
     }
@@ -47,6 +48,20 @@ export async function expandInputs(uris: readonly string[], openObject: StageDep
  * URI, line and field.
  */
 export async function readRecordRange<T>(openObject: StageDeps['openObject'], uri: string, schema: z.ZodType<T>, start = 0, end?: number): Promise<{ records: T[]; sha256: string }> {
+  const { lines, sha256 } = await readJsonlLines(openObject, uri);
+  const records: T[] = [];
+  let index = 0;
+  for (const [lineIndex, line] of lines.entries()) {
+    if (line.trim() === '') continue;
+    if (end !== undefined && index >= end) break;
+    if (index++ < start) continue;
+    records.push(parseRecordLine(uri, lineIndex, line, schema));
+  }
+  return { records, sha256 };
+}
+
+/** The lines of a JSONL object (gunzipped when `.gz`) and the sha256 of the stored bytes. */
+export async function readJsonlLines(openObject: StageDeps['openObject'], uri: string): Promise<{ lines: string[]; sha256: string }> {
   const { store, key } = openObject(uri);
   const stored = await store.getBuffer(key);
   let text: string;
@@ -55,24 +70,20 @@ export async function readRecordRange<T>(openObject: StageDeps['openObject'], ur
   } catch (error) {
     throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`, { cause: error });
   }
-  const records: T[] = [];
-  let index = 0;
-  const lines = text.split('\n');
-  for (const [lineIndex, line] of lines.entries()) {
-    if (line.trim() === '') continue;
-    if (end !== undefined && index >= end) break;
-    if (index++ < start) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (error) {
-      throw new BadInputError('BAD_JSONL', `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`);
-    }
-    const parsed = schema.safeParse(value);
-    if (!parsed.success) throw recordSchemaError(uri, lineIndex + 1, parsed.error, 'read');
-    records.push(parsed.data);
+  return { lines: text.split('\n'), sha256: sha256Hex(stored) };
+}
+
+/** One JSONL line (0-based `lineIndex`) parsed and checked against the schema; errors name the URI, line and field. */
+export function parseRecordLine<T>(uri: string, lineIndex: number, line: string, schema: z.ZodType<T>): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch (error) {
+    throw new BadInputError('BAD_JSONL', `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`);
   }
-  return { records, sha256: sha256Hex(stored) };
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw recordSchemaError(uri, lineIndex + 1, parsed.error, 'read');
+  return parsed.data;
 }
 
 /** Every record of the objects, keyed by `keyOf`, keeping only the keys `wanted` holds (when given), and the sha256 of each object read. */

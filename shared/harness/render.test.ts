@@ -2,7 +2,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promptFormats, type Harness, type PromptFormat } from './harness-types';
 import { loadHarness } from './load-harness';
-import { activeConstraints, renderHarness, renderHookInjections, type RenderContext } from './render';
+import { activeConstraints, renderHarness, renderHarnessShared, renderHookInjections, type RenderContext } from './render';
 import { sampleHarnessDirectory } from './sample-harness';
 
 const goldenDirectory = join(__dirname, '__golden__');
@@ -63,6 +63,22 @@ describe('renderHarness', () => {
     // The caller may mutate what it gets without changing the harness.
     tools[0]!.function.parameters.type = 'mutated';
     expect(sample.tools[0]?.parameters.type).toBe('object');
+  });
+
+  it('copies parameter schemas exactly, an own __proto__ key included', () => {
+    const parameters = JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"},"n":{"type":["integer","null"],"enum":[1,null]}}}') as Record<string, unknown>;
+    const harness: Harness = { ...sample, tools: [{ ...sample.tools[0]!, parameters: parameters as Harness['tools'][number]['parameters'] }] };
+    const copied = renderHarness(harness, campaignOn).tools[0]!.function.parameters;
+    expect(copied).toEqual(structuredClone(parameters));
+    expect(Object.keys((copied as { properties: object }).properties)).toEqual(['__proto__', 'n']);
+    expect(copied).not.toBe(parameters);
+  });
+
+  it('renderHarnessShared renders the same prompt and tools, one tools list per harness tools', () => {
+    const shared = renderHarnessShared(sample, campaignOn);
+    expect(shared).toEqual(renderHarness(sample, campaignOn));
+    expect(renderHarnessShared({ ...sample }, campaignOff).tools).toBe(shared.tools);
+    expect(renderHarnessShared({ ...sample, tools: [...sample.tools] }, campaignOn).tools).not.toBe(shared.tools);
   });
 
   it('shows the system_prompt hooks in force and the room state', () => {

@@ -256,11 +256,42 @@ export function renderSystemPrompt(harness: Harness, context: RenderContext): st
   return format === 'json' ? renderJson(sections) : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
 }
 
+/** A copy of a JSON value (tool parameter schemas are plain JSON): several times cheaper than structuredClone. */
+function copyJson<T>(value: T): T {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map(copyJson) as T;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const item = copyJson((value as Record<string, unknown>)[key]);
+    // An own `__proto__` key (JSON.parse makes one) stays a key, as structuredClone keeps it.
+    if (key === '__proto__') Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true });
+    else copy[key] = item;
+  }
+  return copy as T;
+}
+
+/** The tools list the model sees under `harness`, a fresh copy (callers may change it). */
+function renderTools(harness: Harness): ToolSpec[] {
+  return harness.tools.map((tool) => ({
+    type: 'function',
+    function: { name: tool.name, description: tool.description, parameters: copyJson(tool.parameters) },
+  }));
+}
+
 /** The system prompt and tools the model sees under `harness` in `context`. */
 export function renderHarness(harness: Harness, context: RenderContext): RenderedHarness {
-  const tools: ToolSpec[] = harness.tools.map((tool) => ({
-    type: 'function',
-    function: { name: tool.name, description: tool.description, parameters: structuredClone(tool.parameters) },
-  }));
+  return { systemPrompt: renderSystemPrompt(harness, context), tools: renderTools(harness) };
+}
+
+const sharedTools = new WeakMap<Harness['tools'], ToolSpec[]>();
+
+/**
+ * renderHarness for callers that treat the result as immutable (the simulator's agent loop):
+ * the tools list does not depend on the context, so it is built once per harness tools list and
+ * shared, and only the system prompt is rendered per call.
+ */
+export function renderHarnessShared(harness: Harness, context: RenderContext): RenderedHarness {
+  let tools = sharedTools.get(harness.tools);
+  if (tools === undefined) sharedTools.set(harness.tools, (tools = renderTools(harness)));
   return { systemPrompt: renderSystemPrompt(harness, context), tools };
 }

@@ -1,7 +1,7 @@
 import { errorCodeOf } from '../errors';
 import type { Harness } from '../harness/harness-types';
 import { harnessHash } from '../harness/harness-hash';
-import { renderHarness, renderHookInjections, type RenderContext, type RenderedHarness } from '../harness/render';
+import { renderHarnessShared, renderHookInjections, type RenderContext, type RenderedHarness } from '../harness/render';
 import { shortHash } from '../hash/hash';
 import type { ModelClient, SamplingSettings } from '../models/model-client';
 import type { AssistantMessage, ChatMessage, ToolCall } from '../trajectory/messages';
@@ -95,7 +95,7 @@ function prepare(harness: Harness, context: RenderContext): PreparedHarness {
     byContext.delete(key);
   } else {
     prepared = {
-      rendered: renderHarness(harness, context),
+      rendered: renderHarnessShared(harness, context),
       sessionStart: renderHookInjections(harness, 'session_start', context),
       userMessage: renderHookInjections(harness, 'user_message', context),
       beforeReply: renderHookInjections(harness, 'before_reply', context),

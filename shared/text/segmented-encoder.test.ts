@@ -50,6 +50,23 @@ describe('SegmentedEncoder', () => {
     );
   });
 
+  // Runs of lines the memo has not seen are encoded in one call and split back by token bytes.
+  const lineTexts = fc
+    .array(fc.oneof(pieces, fc.constantFrom('{"item_id":"6000411","price":279,"stock":1800}', '  - 满300减50', 'ok')), { minLength: 2, maxLength: 12 })
+    .chain((lines) => fc.array(fc.constantFrom('\n', '\n\n', ' \n', '\r\n'), { minLength: lines.length, maxLength: lines.length }).map((breaks) => lines.map((line, index) => `${line}${breaks[index]}`).join('')));
+  test.each(presetNames)('%s: many unseen lines at once give the whole-text ids, then the same ids from memory', (preset) => {
+    const tokenizer = tokenizers[preset];
+    fc.assert(
+      fc.property(lineTexts, (text) => {
+        const expected = tokenizer.encode(text);
+        expect(tokenizer.encodeAt(text, []).ids).toEqual(expected);
+        expect(tokenizer.encodeAt(text, [text.length]).ids).toEqual(expected);
+        expect(tokenizer.encodeAt(`x${text}`, []).ids).toEqual(tokenizer.encode(`x${text}`));
+      }),
+      { numRuns: 150, seed: 23 },
+    );
+  });
+
   test.each(presetNames)('%s: rendered conversations encode to the same ids, the first time and from memory', (preset) => {
     const tokenizer = tokenizers[preset];
     for (const conversation of sampleConversations) {

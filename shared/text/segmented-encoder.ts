@@ -165,12 +165,10 @@ export class SegmentedEncoder {
         return;
       }
       const section = text.slice(start, end);
-      let pieceStart = 0;
-      for (const match of section.matchAll(lineStart)) {
-        this.addPiece(text, start + pieceStart, start + match.index, ids, segments);
-        pieceStart = match.index;
-      }
-      this.addPiece(text, start + pieceStart, end, ids, segments);
+      const cuts = [start];
+      for (const match of section.matchAll(lineStart)) cuts.push(start + match.index);
+      cuts.push(end);
+      this.addLines(text, cuts, ids, segments);
     };
     let position = 0;
     if (this.addedSplitter) {
@@ -186,6 +184,73 @@ export class SegmentedEncoder {
     return { ids, tokenIndex: offsets.map((offset) => this.locate(text, ids, segments, offset)) };
   }
 
+  /**
+   * The lines between consecutive `cuts` of one section. Runs of lines the memo does not hold are
+   * encoded in one call (each cut is a pre-tokenizer boundary, so the run's ids are its lines'
+   * ids one after another: the same argument that allows cutting at lines), then split back into
+   * lines by byte-level token lengths and remembered line by line. Where a split cannot be placed
+   * exactly, the run's lines are encoded one by one.
+   */
+  private addLines(text: string, cuts: number[], ids: number[], segments: Segment[]): void {
+    let line = 0;
+    const lines = cuts.length - 1;
+    while (line < lines) {
+      const start = cuts[line];
+      if (cuts[line + 1] <= start) {
+        line++;
+        continue;
+      }
+      if (!this.byteLevel || this.remembered(text.slice(start, cuts[line + 1])) !== undefined) {
+        this.addPiece(text, start, cuts[line + 1], ids, segments);
+        line++;
+        continue;
+      }
+      let last = line + 1;
+      while (last < lines && cuts[last + 1] > cuts[last] && this.remembered(text.slice(cuts[last], cuts[last + 1])) === undefined) last++;
+      if (last - line < 2 || !this.addRun(text, cuts.slice(line, last + 1), ids, segments)) {
+        for (let index = line; index < last; index++) this.addPiece(text, cuts[index], cuts[index + 1], ids, segments);
+      }
+      line = last;
+    }
+  }
+
+  /** One encode for the lines between `cuts`; false (nothing added) when the ids do not split exactly at every cut. */
+  private addRun(text: string, cuts: number[], ids: number[], segments: Segment[]): boolean {
+    const runIds = this.encodeIds(text.slice(cuts[0], cuts[cuts.length - 1]));
+    const lengths = this.byteLengths();
+    const normalize = (value: string) => (this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value);
+    const split: number[][] = [];
+    let token = 0;
+    for (let index = 0; index + 1 < cuts.length; index++) {
+      const target = utf8Length(normalize(text.slice(cuts[index], cuts[index + 1])));
+      const first = token;
+      let bytes = 0;
+      while (bytes < target && token < runIds.length) {
+        const length = lengths[runIds[token]] ?? -1;
+        if (length < 0) return false;
+        bytes += length;
+        token++;
+      }
+      if (bytes !== target) return false;
+      split.push(runIds.slice(first, token));
+    }
+    if (token !== runIds.length) return false;
+    for (let index = 0; index < split.length; index++) {
+      const start = cuts[index];
+      const end = cuts[index + 1];
+      const lineIds = split[index];
+      this.remember(text.slice(start, end), lineIds);
+      const tokenStart = ids.length;
+      for (const id of lineIds) ids.push(id);
+      segments.push({ start, end, tokenStart, tokenEnd: ids.length, added: false });
+    }
+    return true;
+  }
+
+  private remembered(piece: string): number[] | undefined {
+    return this.young.get(piece) ?? this.old.get(piece);
+  }
+
   private addPiece(text: string, start: number, end: number, ids: number[], segments: Segment[]): void {
     if (end <= start) return;
     const pieceIds = this.encodePiece(text.slice(start, end));
@@ -199,10 +264,14 @@ export class SegmentedEncoder {
   }
 
   private encodePiece(piece: string): number[] {
-    let ids = this.young.get(piece);
+    const ids = this.young.get(piece);
     if (ids !== undefined) return ids;
-    ids = this.old.get(piece);
-    if (ids === undefined) ids = this.encodeIds(piece);
+    const found = this.old.get(piece) ?? this.encodeIds(piece);
+    this.remember(piece, found);
+    return found;
+  }
+
+  private remember(piece: string, ids: number[]): void {
     if (piece.length <= memoMaxCharacters) {
       if (this.youngCharacters + piece.length > memoGenerationCharacters) {
         this.old = this.young;
@@ -212,7 +281,6 @@ export class SegmentedEncoder {
       this.young.set(piece, ids);
       this.youngCharacters += piece.length;
     }
-    return ids;
   }
 
   private locate(text: string, ids: number[], segments: Segment[], offset: number): number {

@@ -11,11 +11,12 @@ import { parseRecordedTrajectory } from '../../shared/harness/hsa/rewrite-trajec
 import type { RenderContext } from '../../shared/harness/render';
 import { Rng } from '../../shared/random/rng';
 import { renderContextOf } from '../../shared/simulator/room-context';
-import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
+import type { Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import { relabelEntrySchema, type AugmentPartInput, type AugmentPartOutput, type RelabelEntry } from './augment-contract';
-import { expandInputs, readKeyedRecords, readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { expandInputs, readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { readWantedTasks } from './task-lookup';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
@@ -103,7 +104,7 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
   const taskRecords =
     part.tasks.length === 0
       ? { records: new Map<string, Task>(), objects: [] }
-      : await readKeyedRecords(await expandInputs(part.tasks, deps.openObject, 'tasks', 'tasks'), deps.openObject, taskSchema, (task) => task.id, wanted);
+      : await readWantedTasks(await expandInputs(part.tasks, deps.openObject, 'tasks', 'tasks'), deps.openObject, wanted);
   const tasks = taskRecords.records;
   const inputs = [{ uri: part.source.uri, sha256 }, ...taskRecords.objects];
 

@@ -32,7 +32,7 @@ describe('readRecordedSessions', () => {
       { uri: second.uri, sha256: second.sha256 },
     ]);
     expect(read.unreplayable).toEqual([]);
-    expect(await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'replay.live.tasks', 'tasks')).toEqual([{ uri: tasks.uri, records: tasks.records }]);
+    expect(await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'replay.live.tasks', 'tasks')).toEqual([{ uri: tasks.uri, records: tasks.records, sha256: tasks.sha256 }]);
   });
 
   it('refuses a missing input and a .gz object that is not gzip, naming them', async () => {
