@@ -108,7 +108,17 @@ export const trajectorySchema = z.object({
   reward: rewardSchema,
   sampleIndex: z.number().int().nonnegative().default(0),
   seed: z.string().optional(),
-  /** Lineage and per-stage details (trajectoryMetaSchema). */
-  meta: trajectoryMetaSchema.default({}),
+  /**
+   * Lineage and per-stage details, checked against trajectoryMetaSchema but kept as written: key
+   * order is part of the bytes a stage writes, and a parse in schema order would change it.
+   */
+  meta: z
+    .record(z.string(), z.unknown())
+    .default({})
+    .superRefine((value, context) => {
+      const result = trajectoryMetaSchema.safeParse(value);
+      if (!result.success) for (const issue of result.error.issues) context.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    })
+    .transform((value) => value as TrajectoryMeta),
 });
 export type Trajectory = z.infer<typeof trajectorySchema>;
