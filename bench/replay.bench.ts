@@ -16,7 +16,7 @@
  * The restated goal, a ratio measured in one run: at the goal's level the same sessions (same
  * requests, same intended send times and think times) are also driven by a bare node:http loop
  * (`bareHttpCall`: it only reads the bytes) with the same intended-time waits, the same warmup and
- * the same lane starts; `--rounds` (3) rounds of each, interleaved (bare-replay, replay-bare, ...),
+ * the same lane starts; `--rounds` (4) rounds of each, interleaved (bare-replay, replay-bare, ...),
  * own times pooled. The replay's own time p99 may exceed the bare loop's by at most
  * `--goal-delta-ms` (0.25 ms). Own time on both sides: schedule lag plus the time outside the
  * window from sending to the last response chunk read (the replay's window ends at the last
@@ -24,7 +24,7 @@
  * server writes them together, as vLLM and this test server do).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 3]
+ *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4]
  */
 import http from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
   const goalMs = Number(flag('--goal-ms') ?? 1);
   const goalSessions = Number(flag('--goal-sessions') ?? 64);
   const goalDeltaMs = Number(flag('--goal-delta-ms') ?? 0.25);
-  const rounds = Number(flag('--rounds') ?? 3);
+  const rounds = Number(flag('--rounds') ?? 4);
   let restated: { replay: DrivenCalls; bare: DrivenCalls } | undefined;
   const server = await startReplayServerProcess({
     seed: 'replay-bench',
