@@ -44,6 +44,8 @@ interface DrivenCalls {
   ownTimes: number[];
   lagTimes: number[];
   cpuMsPerCall: number;
+  /** Own time p99 of each round, in run order (pooled figures only). */
+  roundP99s?: number[];
 }
 
 /**
@@ -161,7 +163,8 @@ async function main(): Promise<void> {
    * machine load during the run falls on both; own times pooled over the rounds.
    */
   const restatedGoal = async (sessions: ScheduledSession[], concurrency: number): Promise<{ replay: DrivenCalls; bare: DrivenCalls }> => {
-    const pooled = { replay: { ownTimes: [] as number[], lagTimes: [] as number[], cpuMs: 0, calls: 0 }, bare: { ownTimes: [] as number[], lagTimes: [] as number[], cpuMs: 0, calls: 0 } };
+    const emptySide = () => ({ ownTimes: [] as number[], lagTimes: [] as number[], cpuMs: 0, calls: 0, roundP99s: [] as number[] });
+    const pooled = { replay: emptySide(), bare: emptySide() };
     for (let round = 0; round < rounds; round++) {
         for (const side of round % 2 === 0 ? (['bare', 'replay'] as const) : (['replay', 'bare'] as const)) {
           let driven: DrivenCalls;
@@ -178,6 +181,7 @@ async function main(): Promise<void> {
             };
           }
           const into = pooled[side];
+          into.roundP99s.push((percentilesOf(driven.ownTimes, [99]) as [number])[0]);
           into.ownTimes.push(...driven.ownTimes);
           into.lagTimes.push(...driven.lagTimes);
           into.cpuMs += driven.cpuMsPerCall * driven.ownTimes.length;
@@ -188,6 +192,7 @@ async function main(): Promise<void> {
       ownTimes: pooled[side].ownTimes.sort((left, right) => left - right),
       lagTimes: pooled[side].lagTimes.sort((left, right) => left - right),
       cpuMsPerCall: pooled[side].cpuMs / Math.max(1, pooled[side].calls),
+      roundP99s: pooled[side].roundP99s,
     });
     return { replay: sorted('replay'), bare: sorted('bare') };
   };
@@ -239,7 +244,17 @@ async function main(): Promise<void> {
     const figures = (side: DrivenCalls) => {
       const [p50, p99] = percentilesOf(side.ownTimes, [50, 99]) as [number, number];
       const [lagP99] = percentilesOf(side.lagTimes, [99]) as [number];
-      return { row: { calls: side.ownTimes.length, 'own p50 ms': p50.toFixed(3), 'own p99 ms': p99.toFixed(3), 'lag p99 ms': lagP99.toFixed(3), 'cpu ms/call': side.cpuMsPerCall.toFixed(3) }, p99 };
+      return {
+        row: {
+          calls: side.ownTimes.length,
+          'own p50 ms': p50.toFixed(3),
+          'own p99 ms': p99.toFixed(3),
+          'lag p99 ms': lagP99.toFixed(3),
+          'cpu ms/call': side.cpuMsPerCall.toFixed(3),
+          'p99 per round ms': (side.roundP99s ?? []).map((value) => value.toFixed(2)).join(' '),
+        },
+        p99,
+      };
     };
     const replayFigures = figures(restated.replay);
     const bareFigures = figures(restated.bare);
