@@ -27,7 +27,7 @@ import { renderContextOf } from '../shared/simulator/room-context';
 import type { Task } from '../shared/simulator/tasks/task-schema';
 import { createWorld } from '../shared/simulator/world/world';
 import type { Trajectory } from '../shared/trajectory/trajectory';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { augmentChecks } from '../shared/harness/hsa/augment-trajectory';
 import { assignVariants } from '../workers/augment/augment-part';
 import { droppedTotal, type AugmentStats } from '../workers/augment/augment-stats';

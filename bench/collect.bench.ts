@@ -26,8 +26,8 @@ import { OpenAiTestServer, type ScriptedChatResponse } from '../shared/models/te
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { createStoreCache } from '../queues/stage-runtime';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import type { CollectOutput } from '../workers/collect/collect-contract';
 import { collectStage } from '../workers/collect/processor';
 import { taskFirstTurn } from '../workers/distill/task-prompts';

@@ -18,7 +18,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { MemoryArtifactStore } from '../shared/artifacts/memory-artifact-store';
 import { loadIfevalItems } from '../shared/eval/ifeval';
 import { silentLogger } from '../shared/log/logger';

@@ -14,11 +14,11 @@ import { pathToFileURL } from 'node:url';
 import { Worker, type Processor } from 'bullmq';
 import { loadEnv, type HatEnv } from '../shared/config/env';
 import { silentLogger } from '../shared/log/logger';
-import { stageJobOptions } from '../queues/job-options';
-import { openQueueContext, type QueueContext } from '../queues/queue-context';
-import { createRedisConnection, deleteKeysMatching } from '../queues/redis-connection';
-import { createStageJobRuntime, createStoreCache } from '../queues/stage-runtime';
-import { createStageWorker } from '../queues/worker-factory';
+import { stageJobOptions } from '../queues/bullmq/job-options';
+import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
+import { createRedisConnection, deleteKeysMatching } from '../queues/bullmq/redis-connection';
+import { createStageJobRuntime, createStoreCache } from '../queues/bullmq/stage-runtime';
+import { createStageWorker } from '../queues/bullmq/worker-factory';
 import { noopStage } from '../workers/examples/noop/processor';
 
 const jobs = Number(process.env.BENCH_JOBS ?? 2_000);

@@ -21,12 +21,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadEnv } from '../shared/config/env';
-import { enqueueRun } from '../queues/flows';
-import { openQueueContext } from '../queues/queue-context';
-import { planRun } from '../queues/run-config';
-import { watchRun, type RunStatus } from '../queues/run-control';
+import { enqueueRun } from '../queues/runs/flows';
+import { openQueueContext } from '../queues/bullmq/queue-context';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun, type RunStatus } from '../queues/runs/run-control';
 import { registerCatalogStages } from '../workers/stage-catalog';
-import { deleteKeysMatching } from '../queues/redis-connection';
+import { deleteKeysMatching } from '../queues/bullmq/redis-connection';
 
 function option(name: string, fallback: number): number {
   const index = process.argv.indexOf(name);

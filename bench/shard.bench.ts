@@ -18,8 +18,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { createStoreCache } from '../queues/stage-runtime';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { loadHarness } from '../shared/harness/load-harness';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import type { CliContext } from './cli-context';
-import { openQueueContext, type QueueContext } from '../queues/queue-context';
-import type { RedisRole } from '../queues/redis-connection';
+import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
+import type { RedisRole } from '../queues/bullmq/redis-connection';
 import { registerCatalogStages } from '../workers/stage-catalog';
 
 /** Option parser for positive integers (commander reports a bad value as bad usage, exit 2). */

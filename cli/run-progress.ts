@@ -1,6 +1,6 @@
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
-import type { RunStatus, StageStatus } from '../queues/run-control';
+import type { RunStatus, StageStatus } from '../queues/runs/run-control';
 
 /**
  * Live per-stage progress for `hat run --wait`, `hat demo` and `hat stage`: progress bars

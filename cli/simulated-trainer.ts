@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { ensureDummyModel } from '../shared/models/onnx/ensure-dummy-model';
-import type { QueueContext } from '../queues/queue-context';
-import { registerCheckpoint } from '../queues/register-checkpoint';
-import { getRunStatus } from '../queues/run-control';
+import type { QueueContext } from '../queues/bullmq/queue-context';
+import { registerCheckpoint } from '../queues/runs/register-checkpoint';
+import { getRunStatus } from '../queues/runs/run-control';
 
 /**
  * The demo's SIMULATED TRAINER: no training happens. Whenever a handoff of the run asks for a

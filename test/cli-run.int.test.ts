@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import { startLocalS3Server, type LocalS3Server } from '../shared/artifacts/local-s3-server';
 import { readManifest } from '../shared/artifacts/manifest';
-import type { RunStatus } from '../queues/run-control';
+import type { RunStatus } from '../queues/runs/run-control';
 import { runManifestSchema } from '../workers/run/run-manifest';
 import { runHat, startHat, type HatProcess } from './support/hat-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ScheduleInfo } from '../queues/job-scheduler';
+import type { ScheduleInfo } from '../queues/runs/job-scheduler';
 import { runHat } from './support/hat-process';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
 

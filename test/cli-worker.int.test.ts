@@ -1,7 +1,7 @@
 import { readManifest } from '../shared/artifacts/manifest';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
 import { startHat, type HatProcess } from './support/hat-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 

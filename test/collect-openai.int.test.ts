@@ -16,10 +16,10 @@ import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../shared/simulator/tasks/task-schema';
 import type { ChatMessage } from '../shared/trajectory/messages';
 import type { Trajectory } from '../shared/trajectory/trajectory';
-import { systemClock, type AnyStage } from '../queues/define-stage';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { buildStageDeps, planParts } from '../queues/stage-execution';
-import { createStoreCache } from '../queues/stage-runtime';
+import { systemClock, type AnyStage } from '../queues/stage-kit/define-stage';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { buildStageDeps, planParts } from '../queues/stage-kit/stage-execution';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import type { CollectOutput, CollectPartInput, ReviewEntry } from '../workers/collect/collect-contract';
 import { collectStage } from '../workers/collect/processor';
 

@@ -2,10 +2,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { readManifest } from '../shared/artifacts/manifest';

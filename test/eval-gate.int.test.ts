@@ -1,8 +1,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { resolveLatestInputs } from '../queues/latest-inputs';
-import { getRunStatus } from '../queues/run-control';
+import { resolveLatestInputs } from '../queues/runs/latest-inputs';
+import { getRunStatus } from '../queues/runs/run-control';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import type { ChatMessage } from '../shared/trajectory/messages';
 import { runManifestSchema } from '../workers/run/run-manifest';

@@ -13,17 +13,17 @@ import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../shared/simulator/tasks/task-schema';
 import type { ChatMessage } from '../shared/trajectory/messages';
 import type { Trajectory } from '../shared/trajectory/trajectory';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { watchRun, type RunStatus } from '../queues/run-control';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { getStage } from '../queues/stage-registry';
-import { createStoreCache } from '../queues/stage-runtime';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun, type RunStatus } from '../queues/runs/run-control';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { getStage } from '../queues/stage-kit/stage-registry';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { runHatInProcess } from './support/hat-in-process';
 import { OpenAiTestServer, type ChatResponder, type RecordedRequest, type ScriptedChatResponse } from './support/openai-test-server';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 import { loggerInto } from './support/captured-logger';
-import { scanKeyBatches } from '../queues/redis-connection';
+import { scanKeyBatches } from '../queues/bullmq/redis-connection';
 
 /**
  * Model server faults through real queues: 500s, 429s and dropped streams are retried with

@@ -8,12 +8,12 @@ import { startLocalS3Server, type LocalS3Server } from '../shared/artifacts/loca
 import { readManifest, type Manifest } from '../shared/artifacts/manifest';
 import { sha256Hex } from '../shared/hash/hash';
 import { silentLogger } from '../shared/log/logger';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
-import { runStageLocally } from '../queues/run-stage-locally';
-import { createStoreCache } from '../queues/stage-runtime';
-import { getStage } from '../queues/stage-registry';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { createStoreCache } from '../queues/bullmq/stage-runtime';
+import { getStage } from '../queues/stage-kit/stage-registry';
 import { S3FaultProxy } from './support/s3-fault-proxy';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
 

@@ -7,10 +7,10 @@ import { readHarnessFiles, writeHarnessFiles } from '../shared/harness/harness-f
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { taskSchema } from '../shared/simulator/tasks/task-schema';
-import { compactUtc } from '../queues/job-ids';
-import type { ScheduleInfo } from '../queues/job-scheduler';
-import { scheduledAtOf } from '../queues/job-scheduler';
-import { getRunStatus } from '../queues/run-control';
+import { compactUtc } from '../queues/stage-kit/job-ids';
+import type { ScheduleInfo } from '../queues/runs/job-scheduler';
+import { scheduledAtOf } from '../queues/runs/job-scheduler';
+import { getRunStatus } from '../queues/runs/run-control';
 import { runManifestSchema } from '../workers/run/run-manifest';
 import { runHatInProcess } from './support/hat-in-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';

@@ -1,8 +1,8 @@
 import { dashboardCookieName, startDashboard, type Dashboard } from '../cli/commands/dashboard';
-import { stageNames } from '../queues/stage-registry';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
+import { stageNames } from '../queues/stage-kit/stage-registry';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
 import { runHatInProcess } from './support/hat-in-process';
 import { freePort } from './support/free-port';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';

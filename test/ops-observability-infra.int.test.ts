@@ -2,8 +2,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Worker } from 'bullmq';
 import { parseAllDocuments } from 'yaml';
-import { closeRedisConnection, createRedisConnection } from '../queues/redis-connection';
-import { findStage } from '../queues/stage-registry';
+import { closeRedisConnection, createRedisConnection } from '../queues/bullmq/redis-connection';
+import { findStage } from '../queues/stage-kit/stage-registry';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { createQueueTestKit } from './support/queue-test-kit';
 

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { toWorkerError } from '../queues/stage-job-processor';
+import { toWorkerError } from '../queues/bullmq/stage-job-processor';
 import { HatError } from '../shared/errors';
 import { runHatInProcess } from './support/hat-in-process';
 import { loggerInto } from './support/captured-logger';

@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { BadInputError } from '../shared/errors';
-import { defineStage } from '../queues/define-stage';
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { runManifestKey } from '../queues/run-layout';
-import { cancelRun, getRunStatus, retryRun, watchRun } from '../queues/run-control';
-import { registerStage, unregisterStage } from '../queues/stage-registry';
-import { stageJobOptions } from '../queues/job-options';
+import { defineStage } from '../queues/stage-kit/define-stage';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { runManifestKey } from '../queues/runs/run-layout';
+import { cancelRun, getRunStatus, retryRun, watchRun } from '../queues/runs/run-control';
+import { registerStage, unregisterStage } from '../queues/stage-kit/stage-registry';
+import { stageJobOptions } from '../queues/bullmq/job-options';
 import { runManifestSchema } from '../workers/run/run-manifest';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 

@@ -1,9 +1,9 @@
 import { readManifest } from '../shared/artifacts/manifest';
 import { readJsonl } from '../shared/artifacts/jsonl-reader';
-import { buildRunFlow, enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { runManifestKey, runReportKeys } from '../queues/run-layout';
-import { getRunStatus, watchRun } from '../queues/run-control';
+import { buildRunFlow, enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { runManifestKey, runReportKeys } from '../queues/runs/run-layout';
+import { getRunStatus, watchRun } from '../queues/runs/run-control';
 import { runManifestSchema } from '../workers/run/run-manifest';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
 

@@ -1,9 +1,9 @@
 import { readManifest } from '../shared/artifacts/manifest';
-import { enqueueRun } from '../queues/flows';
-import { compactUtc } from '../queues/job-ids';
-import { scheduledAtOf, setSchedule } from '../queues/job-scheduler';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
+import { enqueueRun } from '../queues/runs/flows';
+import { compactUtc } from '../queues/stage-kit/job-ids';
+import { scheduledAtOf, setSchedule } from '../queues/runs/job-scheduler';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
 describe('scheduled kickoffs and sandboxed stages', () => {

@@ -5,13 +5,13 @@ import { join } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import { readManifest } from '../shared/artifacts/manifest';
 import { loadEnv } from '../shared/config/env';
-import { enqueueRun } from '../queues/flows';
-import { openQueueContext } from '../queues/queue-context';
-import { planRun } from '../queues/run-config';
-import { watchRun } from '../queues/run-control';
+import { enqueueRun } from '../queues/runs/flows';
+import { openQueueContext } from '../queues/bullmq/queue-context';
+import { planRun } from '../queues/runs/run-config';
+import { watchRun } from '../queues/runs/run-control';
 import { freePort } from './support/free-port';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
-import { scanKeyBatches } from '../queues/redis-connection';
+import { scanKeyBatches } from '../queues/bullmq/redis-connection';
 
 /**
  * The queues on a real three-node Redis Cluster started here (cluster mode, no replicas): a

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runStageLocally } from '../queues/run-stage-locally';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';

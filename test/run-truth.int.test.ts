@@ -1,7 +1,7 @@
-import { enqueueRun } from '../queues/flows';
-import { planRun } from '../queues/run-config';
-import { runManifestKey, runReportKeys } from '../queues/run-layout';
-import { cancelRun, getRunStatus, watchRun } from '../queues/run-control';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { runManifestKey, runReportKeys } from '../queues/runs/run-layout';
+import { cancelRun, getRunStatus, watchRun } from '../queues/runs/run-control';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';

@@ -1,5 +1,5 @@
-import type { AnyStage } from '../queues/define-stage';
-import { registerStage } from '../queues/stage-registry';
+import type { AnyStage } from '../queues/stage-kit/define-stage';
+import { registerStage } from '../queues/stage-kit/stage-registry';
 // Model adapters beyond the built-in `openai` register on import: every process that loads the
 // catalog (CLI, workers, sandboxed processors) can then build `scripted` and `onnx` clients.
 import '../shared/models/onnx';

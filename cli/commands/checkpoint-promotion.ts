@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { listPromotions, pointerLocationOf, readPromotedCheckpoint, writePromotion, type PromotedCheckpoint } from '../../queues/promoted-checkpoint';
-import { gateDecisionObject, gateStageName, type GateDecisionRecord } from '../../queues/run-gate';
-import { createStoreCache } from '../../queues/stage-runtime';
+import { listPromotions, pointerLocationOf, readPromotedCheckpoint, writePromotion, type PromotedCheckpoint } from '../../queues/runs/promoted-checkpoint';
+import { gateDecisionObject, gateStageName, type GateDecisionRecord } from '../../queues/runs/run-gate';
+import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
 import { BadInputError } from '../../shared/errors';
 import type { CliContext } from '../cli-context';
@@ -29,7 +29,7 @@ function describe(record: PromotedCheckpoint): string {
 
 /**
  * `hat checkpoint promote` and `hat checkpoint list`: the promoted-checkpoint pointer
- * (queues/promoted-checkpoint.ts), what `latestCheckpoint` inputs resolve to for the next run.
+ * (queues/runs/promoted-checkpoint.ts), what `latestCheckpoint` inputs resolve to for the next run.
  */
 export function registerPromotionCommands(checkpoint: Command, context: CliContext): void {
   checkpoint

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { registerCheckpoint } from '../../queues/register-checkpoint';
-import { getRunStatus } from '../../queues/run-control';
-import { createStoreCache } from '../../queues/stage-runtime';
+import { registerCheckpoint } from '../../queues/runs/register-checkpoint';
+import { getRunStatus } from '../../queues/runs/run-control';
+import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import { describeCheckpoint } from './runs';

@@ -1,9 +1,9 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { ProblemCollector } from '../../shared/errors';
-import { readConfigFile } from '../../queues/run-config';
-import { runStageLocally } from '../../queues/run-stage-locally';
-import { createStoreCache } from '../../queues/stage-runtime';
+import { readConfigFile } from '../../queues/runs/run-config';
+import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
+import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import { compareReports, formatComparison, readReplayReport } from '../../workers/replay/compare-reports';
 import { replayStage } from '../../workers/replay/processor';

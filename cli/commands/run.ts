@@ -1,10 +1,10 @@
 import type { Command } from 'commander';
 import { HatError, formatProblem } from '../../shared/errors';
-import { enqueueRun } from '../../queues/flows';
-import { readConfigFile } from '../../queues/run-config';
-import { watchRun } from '../../queues/run-control';
-import { planCheckedRun } from '../../queues/run-preflight';
-import { createStoreCache } from '../../queues/stage-runtime';
+import { enqueueRun } from '../../queues/runs/flows';
+import { readConfigFile } from '../../queues/runs/run-config';
+import { watchRun } from '../../queues/runs/run-control';
+import { planCheckedRun } from '../../queues/runs/run-preflight';
+import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';

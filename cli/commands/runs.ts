@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { cancelRun, getRunStatus, listRuns, retryRun, type HandoffStatus, type RunStatus } from '../../queues/run-control';
-import { figureLines } from '../../queues/stage-summary';
+import { cancelRun, getRunStatus, listRuns, retryRun, type HandoffStatus, type RunStatus } from '../../queues/runs/run-control';
+import { figureLines } from '../../queues/stage-kit/stage-summary';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { listSchedules, removeSchedule, setSchedule } from '../../queues/job-scheduler';
-import { readConfigFile } from '../../queues/run-config';
+import { listSchedules, removeSchedule, setSchedule } from '../../queues/runs/job-scheduler';
+import { readConfigFile } from '../../queues/runs/run-config';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
 import type { RegisterCommand } from './index';

@@ -7,10 +7,10 @@ import type { ArtifactStore, ObjectInfo, PutOptions } from '../../shared/artifac
 import { FileArtifactStore } from '../../shared/artifacts/file-artifact-store';
 import { loadEnv, type HatEnv } from '../../shared/config/env';
 import { silentLogger } from '../../shared/log/logger';
-import { openQueueContext, type QueueContext } from '../../queues/queue-context';
+import { openQueueContext, type QueueContext } from '../../queues/bullmq/queue-context';
 import { startWorkerPool, type WorkerPool, type WorkerPoolOptions } from '../../workers/worker-pool';
 import { registerCatalogStages } from '../../workers/stage-catalog';
-import { deleteKeysMatching } from '../../queues/redis-connection';
+import { deleteKeysMatching } from '../../queues/bullmq/redis-connection';
 
 /**
  * One isolated world per test: a fresh BullMQ prefix (`test-<uuid>`), a temp directory as the

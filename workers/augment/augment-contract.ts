@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { hsaFamilies } from '../../shared/harness/hsa/variant-mapping';
 import { summarizeAugment } from './augment-summary';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
-import { partIdOf } from '../../queues/job-ids';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { partIdOf } from '../../queues/stage-kit/job-ids';
 import { JsonlWriter, type JsonlWriteResult } from '../../shared/artifacts/jsonl-writer';
 import { hashValue } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
@@ -15,9 +15,9 @@ import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema'
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import { relabelEntrySchema, type AugmentPartInput, type AugmentPartOutput, type RelabelEntry } from './augment-contract';
-import { expandInputs, readKeyedRecords, readRecordRange } from '../../queues/stage-inputs';
+import { expandInputs, readKeyedRecords, readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
 
 /**

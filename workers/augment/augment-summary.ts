@@ -1,5 +1,5 @@
 import { formatPercent } from '../../shared/metrics/format-percent';
-import { shareOf, type StageFigure, type StageSummary } from '../../queues/stage-summary';
+import { shareOf, type StageFigure, type StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { AugmentOutput } from './augment-contract';
 
 /** Run-report figures of augment: variants emitted and how each verification check went. */

@@ -13,7 +13,7 @@ import { renderContextOf } from '../../shared/simulator/room-context';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
-import { runStageLocally } from '../../queues/run-stage-locally';
+import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
 import { finalReplies } from '../../shared/harness/hsa/variant-checks';
 import { relabelEntrySchema } from './augment-contract';
 import type { AugmentStats } from './augment-stats';

@@ -12,8 +12,8 @@
  * Retried: store faults (transient); never: bad config, a missing input, an invalid harness or
  * record (BadInputError).
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
@@ -23,11 +23,11 @@ import { variantToFiles } from '../../shared/harness/hsa/write-variant';
 import { VARIANT_MAPPING_SCHEMA_VERSION } from '../../shared/harness/hsa/variant-mapping';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
 import { augmentContract, relabelEntrySchema, type AugmentInput, type AugmentOutput, type AugmentPartInput, type AugmentPartOutput } from './augment-contract';
-import { expandInputs, isManifestUri } from '../../queues/stage-inputs';
+import { expandInputs, isManifestUri } from '../../queues/stage-kit/stage-inputs';
 import { augmentEnvironment, augmentPart, partStats, type AugmentSample } from './augment-part';
 import { augmentReportHtml } from './augment-report';
 import { droppedTotal, mergeStats } from './augment-stats';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 
 function seedOf(input: AugmentInput, deps: Pick<StageDeps, 'run'>): string {
   return input.seed ?? deps.run.seed;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';

@@ -1,6 +1,6 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { StageDeps } from '../../queues/define-stage';
-import { partIdOf } from '../../queues/job-ids';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { partIdOf } from '../../queues/stage-kit/job-ids';
 import { JsonlWriter, type JsonlWriteResult } from '../../shared/artifacts/jsonl-writer';
 import { BadInputError, HatError, TransientError, isRetryable } from '../../shared/errors';
 import { harnessHash } from '../../shared/harness/harness-hash';
@@ -10,8 +10,8 @@ import type { ModelClient, SamplingSettings } from '../../shared/models/model-cl
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../../queues/stage-inputs';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry, type WrittenObject } from './collect-contract';
 import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
 import { EpisodeTeacher, openTeacher } from './open-teacher';

@@ -1,4 +1,4 @@
-import { type StageSummary } from '../../queues/stage-summary';
+import { type StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { CollectOutput } from './collect-contract';
 
 /** Run-report figures of collect: how many tasks got an accepted trajectory. */

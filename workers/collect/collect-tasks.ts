@@ -1,9 +1,9 @@
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-inputs';
-import { readTaskSets } from '../../queues/task-inputs';
+import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-kit/stage-inputs';
+import { readTaskSets } from '../../queues/stage-kit/task-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import type { CollectInput } from './collect-contract';
 

@@ -3,7 +3,7 @@ import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-stor
 import { readManifest } from '../../shared/artifacts/manifest';
 import { silentLogger } from '../../shared/log/logger';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
-import { runStageLocally } from '../../queues/run-stage-locally';
+import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
 import type { CollectOutput, ReviewEntry } from './collect-contract';
 import { collectStage } from './processor';
 

@@ -27,8 +27,8 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
@@ -38,7 +38,7 @@ import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import '../../shared/simulator/policies/scripted-adapter';
 import { TASK_SCHEMA_VERSION, taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { collectContract, reviewEntrySchema, type CollectInput, type CollectOutput, type CollectPartInput, type CollectPartOutput, type ReviewEntry } from './collect-contract';
 import { collectPart, collectPartKeys } from './collect-part';
 import { COLLECT_STATS_SCHEMA_VERSION, collectReportHtml, type CollectStatsDocument } from './collect-report';

@@ -1,6 +1,6 @@
-import type { StageDeps } from '../../queues/define-stage';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
-import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
+import { expandInputs, readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { BadInputError } from '../../shared/errors';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';

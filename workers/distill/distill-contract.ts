@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
 import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';

@@ -1,4 +1,4 @@
-import type { StageSummary } from '../../queues/stage-summary';
+import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { DistillOutput } from './distill-contract';
 
 /** Run-report figures of distill: rollouts made and the student–teacher divergence. */

@@ -12,8 +12,8 @@
  * faults (a teacher server's 5xx/429/timeouts, the store); never: bad config or prompts,
  * mismatched tokenizers, a teacher that cannot score at the logprob temperature.
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
@@ -37,7 +37,7 @@ import { DISTILL_PROMPTS_SCHEMA_VERSION, distillPromptSchema, loadPrompts, type 
 import { buildRolloutRecord, DISTILL_ROLLOUT_SCHEMA_VERSION, rolloutColumns, type RolloutRecord } from './rollout-records';
 import { addRecord, buildStats, emptyTotals, type DistillStats } from './rollout-stats';
 
-declare module '../../queues/define-stage' {
+declare module '../../queues/stage-kit/define-stage' {
   interface StageServices {
     /** Student/teacher models shared by the distill parts of one process. Default: a process-wide cache. */
     distillModels?: DistillModelCache;

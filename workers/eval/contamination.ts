@@ -1,5 +1,5 @@
 import { gunzipSync } from 'node:zlib';
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';

@@ -1,9 +1,9 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
-import { expandInputs, readRecordRange } from '../../queues/stage-inputs';
-import { readTaskSets } from '../../queues/task-inputs';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { expandInputs, readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { readTaskSets } from '../../queues/stage-kit/task-inputs';
 import { loadIfevalItems, validateInstructionSpec } from '../../shared/eval/ifeval';
 import { BadInputError, HatError, ProblemCollector } from '../../shared/errors';
 import type { Harness } from '../../shared/harness/harness-types';

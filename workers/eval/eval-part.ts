@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
-import { readRecordRange } from '../../queues/stage-inputs';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
+import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { checkIfevalResponse, checkInstruction } from '../../shared/eval/ifeval';
 import { HatError, TransientError, errorCodeOf } from '../../shared/errors';

@@ -1,4 +1,4 @@
-import type { StageSummary } from '../../queues/stage-summary';
+import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { EvalOutput, EvalPartOutput } from './eval-contract';
 
 const shortNames: Record<string, string> = { live_stream_qa: 'LSQA', harness_variant_qa: 'HVQA', ifeval: 'IFEval', custom: 'custom' };

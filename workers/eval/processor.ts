@@ -15,10 +15,10 @@
  * Retried: transient faults (store; a part where most items hit endpoint errors). Never: bad
  * config, contaminated items, an unknown instruction in a custom check.
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
-import { writeStageManifest } from '../../queues/stage-manifest';
-import { readRecordRange } from '../../queues/stage-inputs';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
+import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { BadInputError, HatError } from '../../shared/errors';

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import type { StageContract } from '../../queues/define-stage';
-import type { StageSummary } from '../../queues/stage-summary';
+import type { StageContract } from '../../queues/stage-kit/define-stage';
+import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 
 /**
- * Config of the `gate` stage. A run's `gate:` section plans it (queues/run-gate.ts); it can also
+ * Config of the `gate` stage. A run's `gate:` section plans it (queues/runs/run-gate.ts); it can also
  * run alone: `hat stage gate --config gate.yaml --out <uri>`.
  *
  * ```yaml
@@ -19,7 +19,7 @@ export const gateInputSchema = z
     scores: z.string().min(1),
     /** The label of the checkpoint to decide about. */
     candidate: z.string().min(1),
-    /** Gate rules (queues/run-gate.ts); all must hold to promote. */
+    /** Gate rules (queues/runs/run-gate.ts); all must hold to promote. */
     rules: z.array(z.string().min(1)).min(1),
     /** Write the promoted-checkpoint pointer on a promotion. Default true. */
     promote: z.boolean().default(true),

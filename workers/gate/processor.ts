@@ -1,17 +1,17 @@
 /**
  * gate stage. Input: an eval manifest (or its scores.json), the candidate label, the rules, the
  * artifact root of the promoted-checkpoint pointer. Reads every model's metrics, applies the
- * rules (queues/run-gate.ts), writes `decision.json` (decision, each rule's values and reason,
+ * rules (queues/runs/run-gate.ts), writes `decision.json` (decision, each rule's values and reason,
  * the pointer before), moves the pointer on a promotion (history first, pointer last), then
  * `manifest.json`. On a hold with `stopOnHold` it fails with `[GATE_HOLD] <reasons>` after
  * writing all of that, so the stages after the gate do not run; the run records the hold.
  * Idempotent: a retried gate decides the same from the same scores and rewrites its own objects
  * and its own history entry.
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { pointerLocationOf, readPromotedCheckpoint, writePromotion } from '../../queues/promoted-checkpoint';
-import { evaluateGate, gateDecisionObject, GATE_DECISION_SCHEMA_VERSION, type GateDecisionRecord } from '../../queues/run-gate';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { pointerLocationOf, readPromotedCheckpoint, writePromotion } from '../../queues/runs/promoted-checkpoint';
+import { evaluateGate, gateDecisionObject, GATE_DECISION_SCHEMA_VERSION, type GateDecisionRecord } from '../../queues/runs/run-gate';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
 import { BadInputError, HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';

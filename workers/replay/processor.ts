@@ -10,10 +10,10 @@
  * store unreachable); never: bad config or inputs. Calls that fail inside a replay are counted
  * in the report, not retried by the stage.
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
 import { fileUriToPath } from '../../shared/artifacts/artifact-uri';
-import { writeStageManifest } from '../../queues/stage-manifest';
-import { expandInputs } from '../../queues/stage-inputs';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { manifestObjectOf } from '../../shared/artifacts/manifest';
 import { loadHarness } from '../../shared/harness/load-harness';

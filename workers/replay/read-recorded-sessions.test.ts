@@ -1,7 +1,7 @@
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
-import { expandInputs } from '../../queues/stage-inputs';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { readRecordedSessions } from './read-recorded-sessions';
 import { syntheticSessions } from './testing/synthetic-sessions';
 

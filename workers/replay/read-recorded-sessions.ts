@@ -5,7 +5,7 @@ import { createGunzip } from 'node:zlib';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { BadInputError } from '../../shared/errors';
-import { expandInputs } from '../../queues/stage-inputs';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { parseRecordedSession, type ReplaySession, type UnreplayableSession } from './recorded-session';
 
 /** Opens any artifact URI (StageDeps.openObject). */

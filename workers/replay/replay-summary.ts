@@ -1,4 +1,4 @@
-import type { StageFigure, StageSummary } from '../../queues/stage-summary';
+import type { StageFigure, StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { ReplayOutput } from './replay-contract';
 
 const verdictTone = { pass: 'pass', fail: 'fail', 'no-data': 'warn' } as const;

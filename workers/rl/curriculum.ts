@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 import type { RlCurriculum } from './rl-contract';

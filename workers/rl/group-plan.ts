@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { Rng } from '../../shared/random/rng';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
-import { expandInputs } from '../../queues/stage-inputs';
-import { readTaskSets } from '../../queues/task-inputs';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
+import { readTaskSets } from '../../queues/stage-kit/task-inputs';
 import { asArtifactUri } from '../distill/prompt-sources';
 import { readCurriculum, type CurriculumWeights } from './curriculum';
 import type { TaskGenerator } from '../collect/collect-contract';

@@ -18,8 +18,8 @@
  * plan or harness that changed under a running stage. Single policy errors are recorded on
  * their episodes, not thrown.
  */
-import { defineStage, type StageDeps } from '../../queues/define-stage';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/manifest';
 import { HatError } from '../../shared/errors';
@@ -27,7 +27,7 @@ import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { checkServedTokenizer } from '../../shared/models/token-exact/served-tokenizer-check';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
 import { loadRlTasks, planGroups, rlGroupSchema, RL_GROUPS_SCHEMA_VERSION } from './group-plan';

@@ -1,4 +1,4 @@
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { writeParquet } from '../../shared/artifacts/parquet-codec';
 import { HatError, TransientError } from '../../shared/errors';
@@ -17,8 +17,8 @@ import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-ad
 import { createModelViewer, createScriptedViewer, type Viewer } from '../../shared/simulator/viewer/viewer';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../../queues/stage-inputs';
-import { loadHarnessFromUri } from '../../queues/load-harness-from-uri';
+import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import {
   buildEpisodeRecord,
   episodeColumnsFor,

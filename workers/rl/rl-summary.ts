@@ -1,4 +1,4 @@
-import type { StageSummary } from '../../queues/stage-summary';
+import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { RlOutput, RlPartOutput } from './rl-contract';
 import type { RlTotals } from './rl-stats';
 

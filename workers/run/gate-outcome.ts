@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
 import { errorCodeOf } from '../../shared/errors';
-import { gateDecisionObject, gateStageName, type GateDecisionRecord } from '../../queues/run-gate';
+import { gateDecisionObject, gateStageName, type GateDecisionRecord } from '../../queues/runs/run-gate';
 import type { StageOutcome } from './run-manifest';
 
 /** How a run's promotion gate ended, as the run manifest and report show it. */

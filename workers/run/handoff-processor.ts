@@ -1,6 +1,6 @@
 /**
  * A trainer handoff job (queue `runs`, name `handoff`, id `<runId>.<handoff>.handoff`); the design
- * is in queues/run-handoff.ts. Steps, recorded in the job data so a retry resumes where it was:
+ * is in queues/runs/run-handoff.ts. Steps, recorded in the job data so a retry resumes where it was:
  * - `wait-stages`: waits for its children (the `after` stages), then writes
  *   `runs/<runId>/<handoff>/request.json` and sets the deadline.
  * - `wait-checkpoint`: looks for `runs/<runId>/<handoff>/checkpoint.json`; while it is missing the
@@ -22,10 +22,10 @@ import { hashValue } from '../../shared/hash/hash';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
 import { zodProblems } from '../../shared/config/zod-problems';
-import type { Clock } from '../../queues/define-stage';
-import { buildStageForest, type ExtraFlowNode, type FlowStage } from '../../queues/flows';
-import { flattenStageResults, isStageJobResult, parseJobData, type StageJobResult } from '../../queues/job-data';
-import { runLayout } from '../../queues/run-layout';
+import type { Clock } from '../../queues/stage-kit/define-stage';
+import { buildStageForest, type ExtraFlowNode, type FlowStage } from '../../queues/runs/flows';
+import { flattenStageResults, isStageJobResult, parseJobData, type StageJobResult } from '../../queues/bullmq/job-data';
+import { runLayout } from '../../queues/runs/run-layout';
 import {
   TRAINING_REQUEST_SCHEMA_VERSION,
   checkpointMarkerKey,
@@ -41,8 +41,8 @@ import {
   type HandoffJobData,
   type HandoffOutput,
   type TrainingRequest,
-} from '../../queues/run-handoff';
-import { getStage } from '../../queues/stage-registry';
+} from '../../queues/runs/run-handoff';
+import { getStage } from '../../queues/stage-kit/stage-registry';
 
 /** What the handoff job needs from the process it runs in. */
 export interface HandoffRuntime {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { resolvedInputSchema } from '../../queues/latest-inputs';
-import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-summary';
+import { resolvedInputSchema } from '../../queues/runs/latest-inputs';
+import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-kit/stage-summary';
 import { gateOutcomeSchema } from './gate-outcome';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
@@ -41,7 +41,7 @@ export const stageOutcomeSchema = z.object({
 });
 export type StageOutcome = z.infer<typeof stageOutcomeSchema>;
 
-/** How the trainer handoff of a run ended (queues/run-handoff.ts). */
+/** How the trainer handoff of a run ended (queues/runs/run-handoff.ts). */
 export const handoffOutcomeSchema = z.object({
   /** `not-run`: a stage it waits for failed first. `failed`: e.g. `[CHECKPOINT_TIMEOUT]`. */
   status: z.enum(['completed', 'failed', 'cancelled', 'not-run']),

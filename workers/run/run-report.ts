@@ -1,4 +1,4 @@
-import { formatFigure, type StageFigure } from '../../queues/stage-summary';
+import { formatFigure, type StageFigure } from '../../queues/stage-kit/stage-summary';
 import type { RunManifest, StageOutcome } from './run-manifest';
 import { runOrderHtml } from './run-order-html';
 

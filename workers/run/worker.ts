@@ -1,13 +1,13 @@
 import type { Worker } from 'bullmq';
 import type { Logger } from '../../shared/log/logger';
-import { systemClock, type Clock } from '../../queues/define-stage';
-import { enqueueRun } from '../../queues/flows';
-import { isRunCancelled } from '../../queues/run-control';
-import type { QueueContext } from '../../queues/queue-context';
-import { runsQueueName } from '../../queues/queue-names';
-import { summarizeStageOutput } from '../../queues/stage-summary';
-import type { StoreCache } from '../../queues/stage-runtime';
-import { createQueueWorker, type QueueWorkerOptions } from '../../queues/worker-factory';
+import { systemClock, type Clock } from '../../queues/stage-kit/define-stage';
+import { enqueueRun } from '../../queues/runs/flows';
+import { isRunCancelled } from '../../queues/runs/run-control';
+import type { QueueContext } from '../../queues/bullmq/queue-context';
+import { runsQueueName } from '../../queues/stage-kit/stage-names';
+import { summarizeStageOutput } from '../../queues/stage-kit/stage-summary';
+import type { StoreCache } from '../../queues/bullmq/stage-runtime';
+import { createQueueWorker, type QueueWorkerOptions } from '../../queues/bullmq/worker-factory';
 import { createRunJobProcessor, type RunJobRuntime } from './processor';
 
 /** The run processor's runtime over a queue context and a store cache. */

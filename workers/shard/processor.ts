@@ -13,10 +13,10 @@
  * template), a tokenizer that changed between parts, a segmented-encoding mismatch.
  */
 import { createGunzip } from 'node:zlib';
-import { defineStage, type StageDeps } from '../../queues/define-stage';
+import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { BadInputError } from '../../shared/errors';
-import { expandInputs } from '../../queues/stage-inputs';
+import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { shardContract, type ShardInput, type ShardPartInput } from './shard-contract';
 import { finishShard } from './shard-finish';
 import { processShardPart } from './shard-part';

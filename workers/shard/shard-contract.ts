@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { FanOutContract } from '../../queues/define-stage';
+import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
 import { summarizeShard } from './shard-summary';
 

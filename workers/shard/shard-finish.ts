@@ -1,5 +1,5 @@
-import type { StageDeps } from '../../queues/define-stage';
-import { writeStageManifest } from '../../queues/stage-manifest';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import type { ObjectInfo } from '../../shared/artifacts/artifact-store';
 import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, stageOutputComplete, type ManifestObject } from '../../shared/artifacts/manifest';

@@ -1,11 +1,11 @@
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { HatError } from '../../shared/errors';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { tokenizeConversation, type TokenizedSample, type TokenizeOptions } from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
-import { readRecordRange } from '../../queues/stage-inputs';
+import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { conversationKey } from './conversation-key';
 import { encodeTokens, partFileKeys, type PartConversation, type PartEntry } from './part-files';
 import type { ShardPartInput, ShardPartOutput, ShardTextSettings } from './shard-contract';

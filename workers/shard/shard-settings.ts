@@ -1,4 +1,4 @@
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { sha256Hex } from '../../shared/hash/hash';
 import type { ShardInput, ShardTextSettings } from './shard-contract';
 import { readChatTemplate } from './shard-tokenizer';

@@ -1,5 +1,5 @@
 import { formatPercent } from '../../shared/metrics/format-percent';
-import type { StageFigure, StageSummary } from '../../queues/stage-summary';
+import type { StageFigure, StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { ShardOutput } from './shard-contract';
 
 /** Run-report figures of shard: samples kept and the tokens of each split. */

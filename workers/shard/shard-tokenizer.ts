@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { StageDeps } from '../../queues/define-stage';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError, HatError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';

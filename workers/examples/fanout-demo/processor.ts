@@ -5,15 +5,15 @@
  * Retried: the injected TransientError; never: the injected BadInputError (writes nothing).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { defineStage, type StageDeps } from '../../../queues/define-stage';
-import { writeStageManifest } from '../../../queues/stage-manifest';
+import { defineStage, type StageDeps } from '../../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../../queues/stage-kit/stage-manifest';
 import {
   fanoutDemoContract,
   type FanoutDemoInput,
   type FanoutDemoOutput,
   type FanoutDemoPartInput,
   type FanoutDemoPartOutput,
-} from '../../../queues/contracts/fanout-demo';
+} from './contract';
 import { writeJsonl } from '../../../shared/artifacts/jsonl-writer';
 import { BadInputError, TransientError } from '../../../shared/errors';
 import { hashValue } from '../../../shared/hash/hash';

@@ -5,9 +5,9 @@
  */
 import { createHash } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
-import { defineStage, type StageDeps } from '../../../queues/define-stage';
-import { writeStageManifest } from '../../../queues/stage-manifest';
-import { hashDemoContract, type HashDemoInput, type HashDemoOutput, type HashDemoPartInput, type HashDemoPartOutput } from '../../../queues/contracts/hash-demo';
+import { defineStage, type StageDeps } from '../../../queues/stage-kit/define-stage';
+import { writeStageManifest } from '../../../queues/stage-kit/stage-manifest';
+import { hashDemoContract, type HashDemoInput, type HashDemoOutput, type HashDemoPartInput, type HashDemoPartOutput } from './contract';
 import { writeJsonl } from '../../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf } from '../../../shared/artifacts/manifest';
 import { hashValue } from '../../../shared/hash/hash';

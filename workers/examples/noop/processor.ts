@@ -2,8 +2,8 @@
  * noop (example stage). Input: a label and manifest URIs. Writes nothing. Idempotent: reads only.
  * Retried: everything but a missing or invalid input manifest (bad input, fails once).
  */
-import { defineStage, type StageDeps } from '../../../queues/define-stage';
-import { noopContract, type NoopInput, type NoopOutput } from '../../../queues/contracts/noop';
+import { defineStage, type StageDeps } from '../../../queues/stage-kit/define-stage';
+import { noopContract, type NoopInput, type NoopOutput } from './contract';
 import { readManifest } from '../../../shared/artifacts/manifest';
 import { BadInputError } from '../../../shared/errors';
 

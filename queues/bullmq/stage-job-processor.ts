@@ -1,0 +1,329 @@
+import { DelayedError, RateLimitError, UnrecoverableError, WaitingChildrenError, WaitingError, type JobProgress, type JobsOptions } from 'bullmq';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
+import { isStorageFault } from '../../shared/artifacts/storage-errors';
+import { redactUrlCredentials } from '../../shared/config/url-credentials';
+import { BadInputError, HatError } from '../../shared/errors';
+import type { Logger } from '../../shared/log/logger';
+import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageProgress, StageServices } from '../stage-kit/define-stage';
+import {
+  isPartJobResult,
+  isStageJobResult,
+  parseJobData,
+  partJobDataSchema,
+  stageJobDataSchema,
+  type PartJobResult,
+  type StageJobData,
+  type StageJobResult,
+} from './job-data';
+import { partIdOf, partJobId } from '../stage-kit/job-ids';
+import { checkJobDataSize, stageJobOptions } from './job-options';
+import { buildStageDeps, checkResult, manifestUriOf, parseOrThrow, parseStageInput, planParts, runPart, throttledProgress } from '../stage-kit/stage-execution';
+
+/**
+ * The BullMQ binding of a stage. Job names: `stage` (the stage job: plan, then fan in) and
+ * `part` (one part of a fanned-out stage). Both live in the stage's queue.
+ *
+ * Stage job, fanned out: (1) wait for child jobs still pending (upstream stages, retried parts);
+ * (2) plan: add one child job per part (deterministic ids, so a re-plan adds nothing twice),
+ * record `step: fan-in`, move to waiting-children; (3) when BullMQ hands it back, fan in: read
+ * the part results from `getChildrenValues()`, call `finish` (which writes the manifest last).
+ *
+ * Errors: bad input and other permanent HatErrors become BullMQ UnrecoverableErrors (fail once,
+ * message kept as `[CODE] ...`); everything else is retried with backoff.
+ */
+
+/** What a stage job reports as BullMQ progress; `hat run --wait` reads it. */
+export interface StageJobProgress extends StageProgress {
+  phase: 'plan' | 'parts' | 'finish' | 'done';
+  /** Parts the plan made (fanned-out stages). */
+  partsTotal?: number;
+}
+
+/** The part of a BullMQ Job (or sandboxed job) the binding uses. */
+export interface StageJobHandle {
+  id?: string;
+  name: string;
+  data: unknown;
+  attemptsMade: number;
+  opts: JobsOptions;
+  queueQualifiedName: string;
+  updateData(data: unknown): Promise<void>;
+  updateProgress(value: JobProgress): Promise<void>;
+  moveToWaitingChildren(token?: string): Promise<boolean>;
+  moveToWait(token?: string): Promise<unknown>;
+  moveToDelayed(timestamp: number, token?: string): Promise<void>;
+  getChildrenValues(): Promise<Record<string, unknown>>;
+}
+
+/** A part job to add under a stage job. */
+export interface PartJobSpec {
+  name: 'part';
+  data: unknown;
+  opts: JobsOptions;
+}
+
+/** What the binding needs from the process it runs in. */
+export interface StageJobRuntime {
+  /** HAT_JOB_DATA_LIMIT. */
+  jobDataLimit: number;
+  logger: Logger;
+  clock: Clock;
+  services: StageServices;
+  /** The artifact store rooted at a run's `artifacts` URI (cached per root). */
+  storeFor(rootUri: string): ArtifactStore;
+  openObject(uri: string): { store: ArtifactStore; key: string };
+  /** Adds part jobs to the stage's queue (as children of the job named in their `opts.parent`). */
+  addParts(stage: string, parts: PartJobSpec[]): Promise<void>;
+  /** Whether `hat runs cancel` marked the run. */
+  isRunCancelled(runId: string): Promise<boolean>;
+  /**
+   * How long a job waits out a storage fault (HAT_STORAGE_RETRY_MS) before it spends an attempt
+   * on it; 0 or unset: storage faults spend attempts like any transient fault.
+   */
+  storageRetry?: { budgetMs: number; maxDelayMs: number };
+}
+
+export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: AbortSignal) => Promise<StageJobResult | PartJobResult>;
+
+/** Builds the processor a BullMQ Worker (or sandboxed child) runs for one stage's queue. */
+export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
+  // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
+  const outages = new StorageOutages(runtime.storageRetry);
+  return async (job: StageJobHandle, token?: string, signal?: AbortSignal) => {
+    const jobSignal = signal ?? new AbortController().signal;
+    try {
+      const result = await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
+        job.name === 'part' ? processPartJob(stage, runtime, job, jobSignal) : processStageJob(stage, runtime, job, token, jobSignal),
+      );
+      outages.end(job);
+      return result;
+    } catch (error) {
+      const delayMs = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
+      if (delayMs !== undefined) {
+        // Waits without spending an attempt, so a storage outage of minutes delays the part
+        // instead of failing the run after a few quick attempts.
+        runtime.logger.warn({ jobId: job.id, err: error, delayMs }, 'storage fault; the job waits and tries again');
+        await job.moveToDelayed(runtime.clock.now() + delayMs, token);
+        throw new DelayedError();
+      }
+      outages.end(job);
+      throw toWorkerError(error);
+    }
+  };
+}
+
+/**
+ * When each job's current storage outage began (in this process: a job that moves to another
+ * worker starts a new budget there, which only lengthens the wait by one budget per worker).
+ */
+class StorageOutages {
+  private readonly since = new Map<string, { at: number; waits: number }>();
+  constructor(private readonly policy: StageJobRuntime['storageRetry']) {}
+
+  /** The wait before the next try, or undefined when the error is no storage fault or the budget is spent. */
+  delayFor(job: StageJobHandle, error: unknown, now: number): number | undefined {
+    if (!this.policy || this.policy.budgetMs <= 0 || !isStorageFault(error)) return undefined;
+    const key = `${job.queueQualifiedName}:${job.id ?? ''}`;
+    const outage = this.since.get(key) ?? { at: now, waits: 0 };
+    const elapsed = now - outage.at;
+    if (elapsed >= this.policy.budgetMs) return undefined;
+    outage.waits += 1;
+    this.since.set(key, outage);
+    const exponential = Math.min(this.policy.maxDelayMs, 1_000 * 2 ** (outage.waits - 1));
+    return Math.min(Math.round(exponential * (0.5 + Math.random() * 0.5)), this.policy.budgetMs - elapsed);
+  }
+
+  end(job: StageJobHandle): void {
+    this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
+  }
+}
+
+/**
+ * Maps our errors to BullMQ's: permanent ones (bad input included) become UnrecoverableError so
+ * BullMQ fails the job once; BullMQ's own control-flow errors pass through; the rest is retried.
+ */
+export function toWorkerError(error: unknown): unknown {
+  // The message becomes the job's failedReason (stored in Redis, shown by the dashboard).
+  if (error instanceof Error) {
+    error.message = redactUrlCredentials(error.message);
+    if (error.stack) error.stack = redactUrlCredentials(error.stack);
+  }
+  if (
+    error instanceof WaitingChildrenError ||
+    error instanceof WaitingError ||
+    error instanceof DelayedError ||
+    error instanceof RateLimitError ||
+    error instanceof UnrecoverableError
+  ) {
+    return error;
+  }
+  if (HatError.isInstance(error) && !error.retryable) {
+    const unrecoverable = new UnrecoverableError(error.message);
+    unrecoverable.stack = error.stack;
+    return unrecoverable;
+  }
+  return error;
+}
+
+/**
+ * Runs the work; when the signal aborts (the worker is shutting down past its bound), hands the
+ * job back to the wait list at once, so another worker picks it up without waiting for the lock
+ * to lapse and without spending an attempt. Work that ignores the signal is left to finish or be
+ * cut off with the process; its writes are idempotent.
+ */
+async function handBackOnAbort<T>(job: StageJobHandle, token: string | undefined, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(new Error('aborted'));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  const running = work();
+  running.catch(() => undefined);
+  aborted.catch(() => undefined);
+  try {
+    return await Promise.race([running, aborted]);
+  } catch (error) {
+    if (!signal.aborted) throw error;
+    await job.moveToWait(token).catch(() => undefined);
+    throw new WaitingError();
+  } finally {
+    if (onAbort) signal.removeEventListener('abort', onAbort);
+  }
+}
+
+function jobLabel(job: StageJobHandle): string {
+  return `${job.queueQualifiedName}:${job.id ?? '?'}`;
+}
+
+/** The deps of one stage or part job: the run's store, this stage's output, throttled progress. */
+function jobDeps(
+  stageName: string,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
+  signal: AbortSignal,
+  report: (progress: StageProgress) => Promise<unknown>,
+  part?: StageDeps['part'],
+): StageDeps {
+  const kind = data.kind ?? data.stage;
+  if (kind !== stageName) throw new BadInputError('BAD_JOB_DATA', `job ${jobLabel(job)} is for stage "${kind}" but sits in the queue of stage "${stageName}"`);
+  return buildStageDeps({
+    store: runtime.storeFor(data.artifactsRoot),
+    outputPrefix: data.outputPrefix,
+    openObject: runtime.openObject,
+    runId: data.runId,
+    seed: data.seed,
+    stage: data.stage,
+    part,
+    jobId: job.id,
+    attempt: job.attemptsMade + 1,
+    logger: runtime.logger,
+    clock: runtime.clock,
+    progress: throttledProgress(report),
+    signal,
+    services: runtime.services,
+  });
+}
+
+async function processPartJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, signal: AbortSignal): Promise<PartJobResult> {
+  const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
+  if (stage.kind !== 'fan-out') throw new HatError('BAD_JOB_DATA', `stage "${stage.name}" does not fan out, but job ${jobLabel(job)} is one of its parts`);
+  const input = parseOrThrow(stage.partInput, data.input, 'PART_INPUT_INVALID', `part input of stage "${stage.name}" is invalid`, jobLabel(job), 'input');
+  const part = { index: data.index, id: partIdOf(data.index), count: data.count };
+  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => job.updateProgress({ ...report }), part);
+  const output = await runPart(stage, deps, { id: part.id, input, inputHash: data.inputHash });
+  return { kind: 'part', index: data.index, output };
+}
+
+async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, token: string | undefined, signal: AbortSignal): Promise<StageJobResult> {
+  let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
+  // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
+  // none skips the round trip (it matters for many small single-job stages).
+  if ((data.upstream.length > 0 || data.step === 'fan-in') && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
+  const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
+  const startedAt = data.startedAt ?? runtime.clock.now();
+  const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
+  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }));
+
+  if (stage.kind === 'single') {
+    const processor = stage.createProcessor(deps);
+    const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
+    const upstream = data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
+    return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream);
+  }
+
+  for (let round = 0; ; round++) {
+    if (data.step === 'plan') {
+      if (await runtime.isRunCancelled(data.runId)) throw runCancelled(data.runId);
+      data = await addParts(stage, runtime, job, data, input, deps, startedAt);
+      await sendProgress({ phase: 'parts', partsTotal: data.partCount });
+      if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
+    }
+    const values = Object.values(await job.getChildrenValues());
+    const parts = values.filter(isPartJobResult).sort((left, right) => left.index - right.index);
+    const upstream = values.filter(isStageJobResult);
+    const expected = data.partCount ?? 0;
+    if (parts.length === expected) {
+      await sendProgress({ phase: 'finish', partsTotal: expected });
+      const finished = await stage.finish(input, parts.map((part) => part.output), deps);
+      const output = checkResult(stage.output, finished, stage.name, 'stage output');
+      await sendProgress({ phase: 'done', partsTotal: expected });
+      return stageResult(data.stage, job, output, expected, startedAt, runtime.clock.now(), upstream);
+    }
+    // Fewer results than parts: some were removed (cancel, retention). Cancelled runs stop here;
+    // otherwise plan again, which re-adds only the missing parts (ids are deterministic).
+    if (await runtime.isRunCancelled(data.runId)) throw runCancelled(data.runId);
+    if (round > 0) {
+      throw new HatError('PARTS_MISSING', `stage "${stage.name}" expected ${expected} part results but found ${parts.length} after re-adding the missing parts`);
+    }
+    deps.logger.warn({ expected, found: parts.length }, 'part results missing; re-adding the missing parts');
+    data = { ...data, step: 'plan' };
+  }
+}
+
+async function addParts(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  data: StageJobData,
+  input: unknown,
+  deps: StageDeps,
+  startedAt: number,
+): Promise<StageJobData> {
+  const planned = await planParts(stage, input, deps);
+  const parent = { id: job.id as string, queue: job.queueQualifiedName };
+  const options = { ...stageJobOptions(stage.queue ?? {}, runtime.jobDataLimit), parent, failParentOnFailure: true };
+  const specs: PartJobSpec[] = planned.map((part) => {
+    const partData = {
+      v: 1 as const,
+      runId: data.runId,
+      stage: data.stage,
+      ...(data.kind ? { kind: data.kind } : {}),
+      seed: data.seed,
+      artifactsRoot: data.artifactsRoot,
+      outputPrefix: data.outputPrefix,
+      index: part.index,
+      count: planned.length,
+      input: part.input,
+      inputHash: part.inputHash,
+    };
+    // The stage's name in the run, not its kind: two instances of one kind never share part ids.
+    const jobId = partJobId(data.runId, data.stage, part.index, part.inputHash);
+    checkJobDataSize(partData, runtime.jobDataLimit, { stage: stage.name, jobId });
+    return { name: 'part', data: partData, opts: { ...options, jobId } };
+  });
+  if (specs.length > 0) await runtime.addParts(stage.name, specs);
+  const next: StageJobData = { ...data, step: 'fan-in', partCount: specs.length, startedAt };
+  await job.updateData(next);
+  return next;
+}
+
+function stageResult(stage: string, job: StageJobHandle, output: unknown, parts: number, startedAt: number, finishedAt: number, upstream: StageJobResult[]): StageJobResult {
+  const manifestUri = manifestUriOf(output);
+  return { kind: 'stage', stage, jobId: job.id ?? '', output, ...(manifestUri ? { manifestUri } : {}), parts, startedAt, finishedAt, upstream };
+}
+
+function runCancelled(runId: string): HatError {
+  return new HatError('RUN_CANCELLED', `run ${runId} was cancelled`);
+}

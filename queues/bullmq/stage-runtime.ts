@@ -1,0 +1,88 @@
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
+import { createArtifactStore, openArtifactObject, type ArtifactStoreEnv } from '../../shared/artifacts/create-artifact-store';
+import { withStorageRetries } from '../../shared/artifacts/retrying-artifact-store';
+import type { Logger } from '../../shared/log/logger';
+import { systemClock, type Clock, type StageServices } from '../stage-kit/define-stage';
+import { isRunCancelled } from '../runs/run-control';
+import type { QueueContext } from './queue-context';
+import type { PartJobSpec, StageJobRuntime } from './stage-job-processor';
+
+/** Artifact stores by root URI, opened once per process and closed together. */
+export interface StoreCache {
+  storeFor(rootUri: string): ArtifactStore;
+  /** The store and key of any object URI: a cached store when the URI lies under one. */
+  openObject(uri: string): { store: ArtifactStore; key: string };
+  close(): Promise<void>;
+}
+
+/**
+ * Stores of one process, each opened once. With HAT_STORAGE_RETRY_MS set (a parsed env has its
+ * default), every store waits out storage faults (see withStorageRetries).
+ */
+export function createStoreCache(env: ArtifactStoreEnv, open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env)): StoreCache {
+  const stores = new Map<string, ArtifactStore>();
+  const policy = { budgetMs: env.HAT_STORAGE_RETRY_MS ?? 0, initialDelayMs: 500, maxDelayMs: env.HAT_STORAGE_RETRY_MAX_DELAY_MS ?? 30_000 };
+  const retrying = (store: ArtifactStore) => withStorageRetries(store, policy);
+  const storeFor = (rootUri: string): ArtifactStore => {
+    const root = rootUri.replace(/\/+$/, '');
+    let store = stores.get(root);
+    if (!store) {
+      store = retrying(open(root));
+      stores.set(root, store);
+    }
+    return store;
+  };
+  return {
+    storeFor,
+    openObject(uri) {
+      for (const store of stores.values()) {
+        if (uri.startsWith(`${store.rootUri}/`)) return { store, key: store.keyOf(uri) };
+      }
+      const opened = openArtifactObject(uri, env);
+      const cached = stores.get(opened.store.rootUri);
+      if (cached) {
+        void opened.store.close();
+        return { store: cached, key: opened.key };
+      }
+      const store = retrying(opened.store);
+      stores.set(store.rootUri, store);
+      return { store, key: opened.key };
+    },
+    async close() {
+      await Promise.allSettled([...stores.values()].map((store) => store.close()));
+      stores.clear();
+    },
+  };
+}
+
+export interface StageRuntimeOptions {
+  context: QueueContext;
+  stores: StoreCache;
+  logger: Logger;
+  clock?: Clock;
+  services?: StageServices;
+}
+
+/** Part jobs go to Redis in batches of this many (one MULTI each). */
+const addBatchSize = 500;
+
+/** The StageJobRuntime of a process that talks to Redis through a QueueContext. */
+export function createStageJobRuntime(options: StageRuntimeOptions): StageJobRuntime {
+  const { context } = options;
+  return {
+    jobDataLimit: context.env.HAT_JOB_DATA_LIMIT,
+    logger: options.logger,
+    clock: options.clock ?? systemClock,
+    services: options.services ?? {},
+    storeFor: options.stores.storeFor,
+    openObject: options.stores.openObject,
+    async addParts(stage: string, parts: PartJobSpec[]) {
+      const queue = context.queue(stage);
+      for (let start = 0; start < parts.length; start += addBatchSize) {
+        await queue.addBulk(parts.slice(start, start + addBatchSize));
+      }
+    },
+    isRunCancelled: (runId: string) => isRunCancelled(context, runId),
+    storageRetry: { budgetMs: context.env.HAT_STORAGE_RETRY_MS, maxDelayMs: context.env.HAT_STORAGE_RETRY_MAX_DELAY_MS },
+  };
+}

@@ -1,0 +1,146 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker, type Job, type Processor } from 'bullmq';
+import type { HatEnv } from '../../shared/config/env';
+import type { Logger } from '../../shared/log/logger';
+import type { AnyStage } from '../stage-kit/define-stage';
+import { partIdOf } from '../stage-kit/job-ids';
+import { hatBackoffStrategy } from './job-options';
+import type { RedisClient } from './redis-connection';
+import { createStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
+
+/** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
+export const defaultLockDurationMs = 30_000;
+
+/** Hears how jobs end (metrics); a WorkerMetrics satisfies it. */
+export interface JobObserver {
+  jobCompleted(queue: string, job: Job, result: unknown): void;
+  /** `final`: no retry follows. */
+  jobFailed(queue: string, job: Job, error: Error, final: boolean): void;
+}
+
+/** Settings of one BullMQ Worker. */
+export interface QueueWorkerOptions {
+  connection: RedisClient;
+  prefix: string;
+  concurrency: number;
+  lockDurationMs?: number;
+  /** How often the worker looks for stalled jobs (lock lapsed: a killed process), ms. Default BullMQ's 30000. */
+  stalledIntervalMs?: number;
+  logger: Logger;
+  observer?: JobObserver;
+}
+
+/**
+ * The ids a job's log lines carry (run, stage, part, job), read from its data: the same fields
+ * the processor's own logger binds, so one query finds every line of a run or a part.
+ */
+export function jobLogBindings(queue: string, job: Job): Record<string, unknown> {
+  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
+  return {
+    queue,
+    jobId: job.id,
+    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
+    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
+    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
+  };
+}
+
+/**
+ * A BullMQ Worker with the project's settings: our backoff strategy and error logging. The
+ * connection must be a worker connection (`maxRetriesPerRequest: null`); BullMQ duplicates it
+ * for its blocking reads.
+ */
+export function createQueueWorker(queueName: string, processor: Processor | string, options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown }): Worker {
+  const worker = new Worker(queueName, processor, {
+    connection: options.connection,
+    prefix: options.prefix,
+    concurrency: options.concurrency,
+    lockDuration: options.lockDurationMs ?? defaultLockDurationMs,
+    ...(options.stalledIntervalMs !== undefined ? { stalledInterval: options.stalledIntervalMs } : {}),
+    settings: { backoffStrategy: hatBackoffStrategy },
+    ...(options.sandboxed ? { useWorkerThreads: true, workerThreadsOptions: { workerData: options.workerData } } : {}),
+  });
+  const { logger, observer } = options;
+  worker.on('error', (error) => logger.error({ queue: queueName, err: error }, 'worker error'));
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
+    logger[final ? 'error' : 'warn']({ ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message }, final ? 'job failed' : 'job attempt failed; will retry');
+    observer?.jobFailed(queueName, job, error, final);
+  });
+  worker.on('completed', (job, result) => {
+    if (logger.isLevelEnabled('debug')) {
+      logger.debug({ ...jobLogBindings(queueName, job), durationMs: job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined }, 'job completed');
+    }
+    observer?.jobCompleted(queueName, job, result);
+  });
+  return worker;
+}
+
+/**
+ * Where the compiled sandbox entry lives: beside this file when running compiled code, else in
+ * `dist/` (sources run by jest). Undefined when it has not been built.
+ */
+export function sandboxEntryFile(): string | undefined {
+  const file = __filename.endsWith('.js') ? join(__dirname, 'stage-sandbox.js') : join(__dirname, '..', 'dist', 'queues', 'stage-sandbox.js');
+  return existsSync(file) ? file : undefined;
+}
+
+/** What a sandboxed child needs to rebuild the runtime (it shares no objects with the parent). */
+export interface SandboxWorkerData {
+  hatSandbox: { env: HatEnv };
+}
+
+export interface StageWorkerOptions extends QueueWorkerOptions {
+  env: HatEnv;
+  /**
+   * `auto`: CPU-heavy stages run in BullMQ sandboxed processors (worker threads over the
+   * compiled `dist/workers/stage-sandbox.js`), falling back to in-process with a warning when it
+   * is not built. `off`: always in-process (tests that inject fakes, debugging).
+   */
+  sandbox?: 'auto' | 'off';
+}
+
+/** The Worker of one stage's queue (stage jobs and their parts). */
+export function createStageWorker(stage: AnyStage, runtime: StageJobRuntime, options: StageWorkerOptions): { worker: Worker; sandboxed: boolean } {
+  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs;
+  if (stage.queue?.cpuHeavy && (options.sandbox ?? 'auto') === 'auto') {
+    const file = sandboxEntryFile();
+    if (file) {
+      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env } };
+      return { worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }), sandboxed: true };
+    }
+    options.logger.warn({ stage: stage.name }, 'CPU-heavy stage runs in-process: dist/workers/stage-sandbox.js is not built (run `npm run build`)');
+  }
+  const processor = createStageJobProcessor(stage, runtime) as unknown as Processor;
+  return { worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs }), sandboxed: false };
+}
+
+/**
+ * Closes workers within a bound. First a normal close (stop fetching, let active jobs finish);
+ * past `timeoutMs`, active jobs are cancelled, which makes our processors hand their jobs back to
+ * the wait list at once (see stage-job-processor.ts) so another worker takes them. Returns
+ * whether the bound was hit. Never waits longer than `timeoutMs + graceMs`: `worker.close()` can
+ * hang (unreachable Redis, a processor that ignores its signal), and a shutdown must end.
+ */
+export async function closeWorkersWithin(workers: Worker[], timeoutMs: number, logger: Logger, graceMs = 2_000): Promise<{ forced: boolean }> {
+  const closing = Promise.allSettled(workers.map((worker) => worker.close()));
+  if (await settlesWithin(closing, timeoutMs)) return { forced: false };
+  logger.warn({ timeoutMs }, 'shutdown bound reached; handing active jobs back to the queue');
+  for (const worker of workers) worker.cancelAllJobs('shutdown');
+  if (!(await settlesWithin(closing, graceMs))) logger.error({ graceMs }, 'workers did not close after handing jobs back; exiting anyway (their locks will lapse)');
+  return { forced: true };
+}
+
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

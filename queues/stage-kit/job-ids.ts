@@ -1,0 +1,63 @@
+import { BadInputError } from '../../shared/errors';
+
+/**
+ * Deterministic BullMQ job ids. BullMQ reserves `:` (its key separator) and integers (its own
+ * generated ids), so ids join their parts with `.` and always contain a letter. The same
+ * (run, stage, part, input) always gives the same id, which makes re-enqueueing a no-op.
+ */
+
+/** Run ids: letters, digits, `.`, `_`, `-`; not only digits; at most 100 characters. */
+export const runIdPattern = /^(?!\d+$)[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+export function assertRunId(runId: string): string {
+  if (!runIdPattern.test(runId)) {
+    throw new BadInputError(
+      'BAD_RUN_ID',
+      `run id "${runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits, no ":")`,
+    );
+  }
+  return runId;
+}
+
+/** Throws when BullMQ would reject or misread the id. */
+export function assertJobId(id: string): string {
+  if (id.includes(':') || /^\d+$/.test(id) || id.length === 0) {
+    throw new BadInputError('BAD_JOB_ID', `job id "${id}" is not allowed: it must not contain ":" or be an integer`);
+  }
+  return id;
+}
+
+/** The run's parent job id is the run id itself, so `hat runs show <id>` needs no lookup. */
+export function runJobId(runId: string): string {
+  return assertJobId(assertRunId(runId));
+}
+
+export function stageJobId(runId: string, stage: string, inputHash: string): string {
+  return assertJobId(`${runId}.${stage}.${inputHash.slice(0, 12)}`);
+}
+
+/** `part-00042`: the part's name in job ids, object keys and logs. */
+export function partIdOf(index: number): string {
+  return `part-${String(index).padStart(5, '0')}`;
+}
+
+export function partJobId(runId: string, stage: string, index: number, partInputHash: string): string {
+  return assertJobId(`${runId}.${stage}.${partIdOf(index)}.${partInputHash.slice(0, 12)}`);
+}
+
+/** `run-20250131T020000Z-1a2b3c4d`: a run id from the config hash and a time (UTC, to the second). */
+export function deriveRunId(configHash: string, at: Date, label = 'run'): string {
+  return assertRunId(`${label}-${compactUtc(at)}-${configHash.slice(0, 8)}`);
+}
+
+/** `20250131T020000Z`. */
+export function compactUtc(at: Date): string {
+  return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+}
+
+/** A BullMQ job key `<prefix>:<queue>:<id>` split into queue and id (our prefixes contain no `:`). */
+export function parseJobKey(key: string): { queue: string; id: string } | undefined {
+  const first = key.indexOf(':');
+  const second = key.indexOf(':', first + 1);
+  return first < 0 || second < 0 ? undefined : { queue: key.slice(first + 1, second), id: key.slice(second + 1) };
+}

@@ -1,0 +1,97 @@
+import { gunzipSync } from 'node:zlib';
+import type { z } from 'zod';
+import type { StageDeps } from './define-stage';
+import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
+import { recordSchemaError } from '../../shared/artifacts/jsonl-writer';
+import { readManifest } from '../../shared/artifacts/manifest';
+import { BadInputError } from '../../shared/errors';
+import { sha256Hex } from '../../shared/hash/hash';
+
+/** An input object to read records from; `records` is known when a manifest listed it. */
+export interface InputObject {
+  uri: string;
+  records?: number;
+}
+
+const jsonlKey = /\.jsonl(\.gz)?$/;
+
+/** Whether a URI names a stage manifest (whose listed objects are the input). */
+export function isManifestUri(uri: string): boolean {
+  return uri.endsWith('/manifest.json') || uri === 'manifest.json';
+}
+
+/**
+ * Input URIs with stage manifests (`.../manifest.json`) replaced by the JSONL objects of `kind`
+ * they list, in order (an object without a kind is its stage's main records, here trajectories).
+ */
+export async function expandInputs(uris: readonly string[], openObject: StageDeps['openObject'], field: string, kind: 'trajectories' | 'tasks' | 'relabel'): Promise<InputObject[]> {
+  const objects: InputObject[] = [];
+  for (const uri of uris) {
+    const { store, key } = openObject(uri);
+    if (!(await store.head(key))) throw new BadInputError('MISSING_INPUT', `${field}: ${uri} does not exist; check the URI or run the stage that writes it`);
+    if (isManifestUri(uri)) {
+      const manifest = await readManifest(store, key);
+      const listed = manifest.objects.filter((object) => jsonlKey.test(object.key) && (object.kind ?? 'trajectories') === kind);
+      if (listed.length === 0) throw new BadInputError('MISSING_INPUT', `${field}: manifest ${uri} lists no JSONL objects of ${kind}; point ${field} at the objects or a manifest that lists them`);
+      for (const object of listed) objects.push(object.records === undefined ? { uri: object.uri } : { uri: object.uri, records: object.records });
+    } else {
+      objects.push({ uri });
+    }
+  }
+  return objects;
+}
+
+/**
+ * The records `[start, end)` of a JSONL object (gunzipped when `.gz`), each checked against the
+ * schema, and the sha256 of the stored bytes (lineage). A record that does not match names the
+ * URI, line and field.
+ */
+export async function readRecordRange<T>(openObject: StageDeps['openObject'], uri: string, schema: z.ZodType<T>, start = 0, end?: number): Promise<{ records: T[]; sha256: string }> {
+  const { store, key } = openObject(uri);
+  const stored = await store.getBuffer(key);
+  let text: string;
+  try {
+    text = (isGzipKey(key) ? gunzipSync(stored) : stored).toString('utf8');
+  } catch (error) {
+    throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`, { cause: error });
+  }
+  const records: T[] = [];
+  let index = 0;
+  const lines = text.split('\n');
+  for (const [lineIndex, line] of lines.entries()) {
+    if (line.trim() === '') continue;
+    if (end !== undefined && index >= end) break;
+    if (index++ < start) continue;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (error) {
+      throw new BadInputError('BAD_JSONL', `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`);
+    }
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) throw recordSchemaError(uri, lineIndex + 1, parsed.error, 'read');
+    records.push(parsed.data);
+  }
+  return { records, sha256: sha256Hex(stored) };
+}
+
+/** Every record of the objects, keyed by `keyOf`, keeping only the keys `wanted` holds (when given), and the sha256 of each object read. */
+export async function readKeyedRecords<T>(
+  objects: readonly InputObject[],
+  openObject: StageDeps['openObject'],
+  schema: z.ZodType<T>,
+  keyOf: (record: T) => string,
+  wanted?: ReadonlySet<string>,
+): Promise<{ records: Map<string, T>; objects: Array<{ uri: string; sha256: string }> }> {
+  const found = new Map<string, T>();
+  const read: Array<{ uri: string; sha256: string }> = [];
+  for (const object of objects) {
+    const { records, sha256 } = await readRecordRange(openObject, object.uri, schema);
+    read.push({ uri: object.uri, sha256 });
+    for (const record of records) {
+      const id = keyOf(record);
+      if (wanted === undefined || wanted.has(id)) found.set(id, record);
+    }
+  }
+  return { records: found, objects: read };
+}

@@ -1,0 +1,38 @@
+/**
+ * Entry file of BullMQ sandboxed processors (worker threads) for CPU-heavy stages; BullMQ loads
+ * the compiled `dist/workers/stage-sandbox.js`. A thread shares no objects with the worker that
+ * started it, so it rebuilds the runtime (Redis connection, stores, registered stages) from the
+ * environment passed as workerData, once per thread, and then runs the same binding as an
+ * in-process worker. The worker's main event loop only renews locks and talks to Redis.
+ */
+import { workerData } from 'node:worker_threads';
+import { createLogger } from '../shared/log/logger';
+import { registerCatalogStages } from './stage-catalog';
+import { openQueueContext } from '../queues/bullmq/queue-context';
+import { createStageJobProcessor, type StageJobHandle, type StageJobRuntime } from '../queues/bullmq/stage-job-processor';
+import { getStage } from '../queues/stage-kit/stage-registry';
+import { createStageJobRuntime, createStoreCache } from '../queues/bullmq/stage-runtime';
+import type { SandboxWorkerData } from '../queues/bullmq/worker-factory';
+
+registerCatalogStages();
+
+let sharedRuntime: Promise<StageJobRuntime> | undefined;
+
+function sandboxRuntime(): Promise<StageJobRuntime> {
+  sharedRuntime ??= (async () => {
+    const { env } = (workerData as SandboxWorkerData).hatSandbox;
+    const context = await openQueueContext(env, { role: 'worker', connectionName: 'hat-sandbox' });
+    const logger = createLogger({ level: env.HAT_LOG_LEVEL, bindings: { sandbox: true } });
+    return createStageJobRuntime({ context, stores: createStoreCache(env), logger });
+  })();
+  return sharedRuntime;
+}
+
+export default async function processSandboxedJob(job: StageJobHandle, token?: string, signal?: AbortSignal): Promise<unknown> {
+  const runtime = await sandboxRuntime();
+  // The kind when the run names the stage differently (`sft_data: { stage: shard }`), else the name.
+  const data = job.data as { stage?: unknown; kind?: unknown };
+  const stageName = typeof data.kind === 'string' ? data.kind : data.stage;
+  const stage = getStage(typeof stageName === 'string' ? stageName : '');
+  return createStageJobProcessor(stage, runtime)(job, token, signal);
+}
