@@ -15,11 +15,16 @@
  * first level is not the one that pays for compiling; each level then warms its own connections.
  * The restated goal, a ratio measured in one run: at the goal's level the same sessions (same
  * requests, same intended send times and think times) are also driven by a bare node:http loop
- * (`bareHttpCall`: it only reads the bytes) with the same intended-time waits; the replay's own
- * time p99 may exceed the bare loop's by at most `--goal-delta-ms` (0.25 ms).
+ * (`bareHttpCall`: it only reads the bytes) with the same intended-time waits, the same warmup and
+ * the same lane starts; `--rounds` (4) rounds of each, interleaved (bare-replay, replay-bare, ...),
+ * own times pooled. The replay's own time p99 may exceed the bare loop's by at most
+ * `--goal-delta-ms` (0.25 ms). Own time on both sides: schedule lag plus the time outside the
+ * window from sending to the last response chunk read (the replay's window ends at the last
+ * choices-bearing chunk, which arrives in the same read as the usage chunk and [DONE] when the
+ * server writes them together, as vLLM and this test server do).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64]
+ *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4]
  */
 import http from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
@@ -37,13 +42,25 @@ import { registerModelAdapters } from '../shared/models/register-model-adapters'
 
 registerModelAdapters();
 
+/** Own times (sorted) and process CPU ms per call (warmup included) of one driven phase. */
+interface DrivenCalls {
+  ownTimes: number[];
+  lagTimes: number[];
+  cpuMsPerCall: number;
+  /** Own time p99 of each round, in run order (pooled figures only). */
+  roundP99s?: number[];
+}
+
 /**
- * The baseline of the restated goal: the same closed-loop sessions driven by bare node:http calls.
- * Each call waits for its intended time (previous end + recorded think time) the way the replay
- * does (a timer, then loop turns); own time = how late it left + everything outside the
- * send-to-last-chunk window. Returns own times, sorted.
+ * The baseline of the restated goal: the same closed-loop sessions driven by bare node:http calls,
+ * set up as the replay sets up its own phase: the first `concurrency` sessions run first as a
+ * discarded warmup (connections, JIT), and each measured lane starts at the offset its warmup
+ * lane ended at (the replay's way of absorbing the start burst). Each call waits for its intended
+ * time (previous end + recorded think time) the way the replay does (a timer, then loop turns);
+ * own time = how late it left + everything outside the send-to-last-chunk window.
  */
-async function bareReplay(url: string, sessions: ScheduledSession[], concurrency: number): Promise<number[]> {
+async function bareReplay(url: string, sessions: ScheduledSession[], concurrency: number): Promise<DrivenCalls> {
+  // An agent per phase: idle keep-alive sockets kept across phases may be closed by the server mid-reuse.
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const calls = new Map<string, Call>();
   const callFor = (session: ReplaySession, messageIndex: number): Call => {
@@ -55,32 +72,54 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
     }
     return call;
   };
-  // Bodies built before the measured loop, as the replay's are not: the baseline is the floor.
+  // Bodies built before the measured loop, as the replay's are (prepareBodies).
   for (const { session } of sessions) for (const plan of session.calls) callFor(session, plan.messageIndex);
-  const ownTimes: number[] = [];
-  let next = 0;
-  const origin = performance.now();
-  const now = () => performance.now() - origin;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < sessions.length) {
-        const { session } = sessions[next++];
-        let intended = now();
-        for (const plan of session.calls) {
-          const wait = intended - now();
-          if (wait > 0) await sleep(wait);
-          while (now() < intended) await new Promise((resolve) => setImmediate(resolve));
-          const dispatched = now();
-          const window = await callFor(session, plan.messageIndex)();
-          const ended = now();
-          ownTimes.push(dispatched - intended + (ended - dispatched - window));
-          intended = ended + plan.thinkMsAfter;
+  const drive = async (phase: ScheduledSession[], laneStartsMs: readonly number[], ownTimes: number[], lagTimes: number[]): Promise<number[]> => {
+    let next = 0;
+    const origin = performance.now();
+    const now = () => performance.now() - origin;
+    const waitUntil = async (atMs: number) => {
+      const wait = atMs - now();
+      if (wait > 0) await sleep(wait);
+      while (now() < atMs) await new Promise((resolve) => setImmediate(resolve));
+    };
+    return Promise.all(
+      Array.from({ length: Math.min(concurrency, phase.length) }, async (_, lane) => {
+        const startMs = laneStartsMs[lane] ?? 0;
+        if (startMs > 0) await waitUntil(startMs);
+        while (next < phase.length) {
+          const { session } = phase[next++] as ScheduledSession;
+          let intended = now();
+          for (const plan of session.calls) {
+            await waitUntil(intended);
+            const dispatched = now();
+            const window = await callFor(session, plan.messageIndex)();
+            const ended = now();
+            ownTimes.push(dispatched - intended + (ended - dispatched - window));
+            lagTimes.push(dispatched - intended);
+            intended = ended + plan.thinkMsAfter;
+          }
         }
-      }
-    }),
+        return now();
+      }),
+    );
+  };
+  const cpuBefore = process.cpuUsage();
+  const warmupOwn: number[] = [];
+  const laneEnds = await drive(sessions.slice(0, concurrency), [], warmupOwn, []);
+  const first = Math.min(...laneEnds);
+  const ownTimes: number[] = [];
+  const lagTimes: number[] = [];
+  await drive(
+    sessions,
+    laneEnds.map((end) => end - first).sort((left, right) => left - right),
+    ownTimes,
+    lagTimes,
   );
+  const cpu = process.cpuUsage(cpuBefore);
   agent.destroy();
-  return ownTimes.sort((left, right) => left - right);
+  const sort = (values: number[]) => values.sort((left, right) => left - right);
+  return { ownTimes: sort(ownTimes), lagTimes: sort(lagTimes), cpuMsPerCall: (cpu.user + cpu.system) / 1000 / (ownTimes.length + warmupOwn.length) };
 }
 
 function flag(name: string): string | undefined {
@@ -93,7 +132,8 @@ async function main(): Promise<void> {
   const goalMs = Number(flag('--goal-ms') ?? 1);
   const goalSessions = Number(flag('--goal-sessions') ?? 64);
   const goalDeltaMs = Number(flag('--goal-delta-ms') ?? 0.25);
-  let restated: { replayP99: number; bareP99: number } | undefined;
+  const rounds = Number(flag('--rounds') ?? 4);
+  let restated: { replay: DrivenCalls; bare: DrivenCalls } | undefined;
   const server = await startReplayServerProcess({
     seed: 'replay-bench',
     ttftMs: [50, 100],
@@ -120,6 +160,45 @@ async function main(): Promise<void> {
       rng: new Rng('replay-bench'),
       part: { index: 0, count: 1 },
     });
+  /**
+   * The restated goal's ratio: `rounds` rounds of the replay and the bare loop over the same
+   * sessions, alternating which goes first (bare-replay, replay-bare, ...) so that a change of
+   * machine load during the run falls on both; own times pooled over the rounds.
+   */
+  const restatedGoal = async (sessions: ScheduledSession[], concurrency: number): Promise<{ replay: DrivenCalls; bare: DrivenCalls }> => {
+    const emptySide = () => ({ ownTimes: [] as number[], lagTimes: [] as number[], cpuMs: 0, calls: 0, roundP99s: [] as number[] });
+    const pooled = { replay: emptySide(), bare: emptySide() };
+    for (let round = 0; round < rounds; round++) {
+        for (const side of round % 2 === 0 ? (['bare', 'replay'] as const) : (['replay', 'bare'] as const)) {
+          let driven: DrivenCalls;
+          if (side === 'bare') {
+            driven = await bareReplay(server.url, sessions, concurrency);
+          } else {
+            const cpuBefore = process.cpuUsage();
+            const result = await replay(sessions, concurrency);
+            const cpu = process.cpuUsage(cpuBefore);
+            driven = {
+              ownTimes: [...(result.samples.get('client_overhead_ms') ?? [])],
+              lagTimes: [...(result.samples.get('schedule_lag_ms') ?? [])],
+              cpuMsPerCall: (cpu.user + cpu.system) / 1000 / Math.max(1, result.calls.length + result.warmup.calls),
+            };
+          }
+          const into = pooled[side];
+          into.roundP99s.push((percentilesOf(driven.ownTimes, [99]) as [number])[0]);
+          into.ownTimes.push(...driven.ownTimes);
+          into.lagTimes.push(...driven.lagTimes);
+          into.cpuMs += driven.cpuMsPerCall * driven.ownTimes.length;
+          into.calls += driven.ownTimes.length;
+        }
+      }
+    const sorted = (side: keyof typeof pooled): DrivenCalls => ({
+      ownTimes: pooled[side].ownTimes.sort((left, right) => left - right),
+      lagTimes: pooled[side].lagTimes.sort((left, right) => left - right),
+      cpuMsPerCall: pooled[side].cpuMs / Math.max(1, pooled[side].calls),
+      roundP99s: pooled[side].roundP99s,
+    });
+    return { replay: sorted('replay'), bare: sorted('bare') };
+  };
   try {
     await replay(scheduledSessions(256), 64);
     for (const concurrency of levels) {
@@ -149,12 +228,7 @@ async function main(): Promise<void> {
         'ttft p99 ms': ttftP99.toFixed(1),
         'req/s': (calls.length / (result.window.durationMs / 1000)).toFixed(0),
       });
-      if (concurrency === goalSessions) {
-        // Back to back with the replay's level, same sessions and load: the restated goal's ratio.
-        const bare = await bareReplay(server.url, sessions, concurrency);
-        const [bareP99] = percentilesOf(bare, [99]) as [number];
-        restated = { replayP99: ownP99, bareP99 };
-      }
+      if (concurrency === goalSessions) restated = await restatedGoal(sessions, concurrency);
       const within = ownP99 < goalMs && result.calls.length === calls.length;
       if (within && !broken) sustained = concurrency;
       broken ||= !within;
@@ -170,10 +244,29 @@ async function main(): Promise<void> {
   const atGoal = rows.find((row) => row.sessions === goalSessions);
   if (atGoal) console.log(`at ${goalSessions} concurrent sessions: own overhead p99 ${atGoal['own p99 ms']} ms (goal < ${goalMs} ms)`);
   if (restated) {
-    const delta = restated.replayP99 - restated.bareP99;
+    const figures = (side: DrivenCalls) => {
+      const [p50, p99] = percentilesOf(side.ownTimes, [50, 99]) as [number, number];
+      const [lagP99] = percentilesOf(side.lagTimes, [99]) as [number];
+      return {
+        row: {
+          calls: side.ownTimes.length,
+          'own p50 ms': p50.toFixed(3),
+          'own p99 ms': p99.toFixed(3),
+          'lag p99 ms': lagP99.toFixed(3),
+          'cpu ms/call': side.cpuMsPerCall.toFixed(3),
+          'p99 per round ms': (side.roundP99s ?? []).map((value) => value.toFixed(2)).join(' '),
+        },
+        p99,
+      };
+    };
+    const replayFigures = figures(restated.replay);
+    const bareFigures = figures(restated.bare);
+    const delta = replayFigures.p99 - bareFigures.p99;
+    console.log(`restated goal at ${goalSessions} sessions, same run, ${rounds} interleaved rounds each (own time per call, pooled):`);
+    console.table({ replay: replayFigures.row, 'bare node:http': bareFigures.row });
     console.log(
-      `restated goal at ${goalSessions} sessions, same run: replay own p99 ${restated.replayP99.toFixed(3)} ms, bare node:http loop own p99 ${restated.bareP99.toFixed(3)} ms, ` +
-        `difference ${delta.toFixed(3)} ms, ratio ${(restated.replayP99 / restated.bareP99).toFixed(2)} (goal: difference <= ${goalDeltaMs} ms: ${delta <= goalDeltaMs ? 'met' : 'NOT met'})`,
+      `replay own p99 ${replayFigures.p99.toFixed(3)} ms, bare node:http loop own p99 ${bareFigures.p99.toFixed(3)} ms, ` +
+        `difference ${delta.toFixed(3)} ms, ratio ${(replayFigures.p99 / bareFigures.p99).toFixed(2)} (goal: difference <= ${goalDeltaMs} ms: ${delta <= goalDeltaMs ? 'met' : 'NOT met'})`,
     );
   }
   console.log(sustained === undefined ? `the goal breaks already at ${levels[0]} sessions` : `highest concurrency within the goal: ${sustained} sessions${sustained === levels.at(-1) ? ' (the largest level tried)' : ''}`);

@@ -254,18 +254,13 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   const turns: ReplayTurnRecord[] = [];
   const sessions: ReplaySessionRecord[] = [];
   const samples = new SampleSet();
-  let done = 0;
   const total = options.sessions.length;
+  // Results in the order sessions finished; records and samples are made from them after the
+  // measured phase, so that this work does not occupy the event loop while other calls run.
+  const finished: SessionResult[] = [];
   const record = (result: SessionResult) => {
-    calls.push(...result.calls);
-    sessions.push(result.session);
-    for (const call of result.calls) addCallSamples(samples, call, result.itl.get(call.callIndex) ?? []);
-    for (const turn of result.turns) {
-      turns.push(turn);
-      addTurnSamples(samples, turn);
-    }
-    addSessionSamples(samples, result.session);
-    options.onProgress?.(++done, total);
+    finished.push(result);
+    options.onProgress?.(finished.length, total);
   };
   const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
 
@@ -291,6 +286,16 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
   }
   const durationMs = clock.now();
   loopDelay.disable();
+  for (const result of finished) {
+    calls.push(...result.calls);
+    sessions.push(result.session);
+    for (const call of result.calls) addCallSamples(samples, call, result.itl.get(call.callIndex) ?? []);
+    for (const turn of result.turns) {
+      turns.push(turn);
+      addTurnSamples(samples, turn);
+    }
+    addSessionSamples(samples, result.session);
+  }
   // The monitor's own timer period is part of every sample it takes; what is above it is lateness.
   const lateness = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - 5);
   const bareLoopDelayP99Ms = await bareLoop.stop();

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Pool } from 'undici';
 import { systemClock } from '../model-clock';
 import type { EndpointContext } from '../model-errors';
 import { chatRequestTarget, runChatAttempt } from './chat-completion-attempt';
@@ -31,17 +32,17 @@ async function slowToEndServer(holdMs: number): Promise<{ url: URL; ended: Promi
 }
 
 describe('runChatAttempt', () => {
-  test('answers at [DONE] without waiting for the server to end the body, and frees the socket when it does', async () => {
+  test('answers at [DONE] without waiting for the server to end the body, and frees the connection when it does', async () => {
     const server = await slowToEndServer(1500);
-    const agent = new http.Agent({ keepAlive: true });
+    const pool = new Pool(server.url.origin, { connections: null });
     const context: EndpointContext = { url: server.url.href, model: 'm', redact: (text) => text };
     try {
       const body = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Is it in stock?' }], stream: true }));
       const started = performance.now();
       const result = await runChatAttempt({
         target: chatRequestTarget(server.url),
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': body.length },
+        dispatcher: pool,
+        headers: ['content-type', 'application/json'],
         body,
         timeoutMs: 10_000,
         context,
@@ -51,11 +52,11 @@ describe('runChatAttempt', () => {
       expect(result.message).toEqual({ role: 'assistant', content: 'In stock' });
       expect(result.usage).toEqual({ promptTokens: 12, completionTokens: 2 });
       await server.ended;
-      // The body is still read to its end, so the keep-alive socket goes back to the pool.
+      // The body is still read to its end, so the keep-alive connection goes back to the pool.
       await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(Object.values(agent.freeSockets).flat()).toHaveLength(1);
+      expect(pool.stats).toMatchObject({ connected: 1, free: 1, running: 0 });
     } finally {
-      agent.destroy();
+      await pool.destroy();
       await server.close();
     }
   });

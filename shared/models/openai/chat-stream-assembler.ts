@@ -200,8 +200,16 @@ export class ChatStreamAssembler {
     const chunk = this.parseJson(data) as RawChunk;
     if (chunk.error !== undefined || chunk.object === 'error' || event.event === 'error') throw streamErrorEvent(this.context, data);
     if (chunk.usage) this.rawUsage = chunk.usage;
-    const choice = chunk.choices?.find((candidate) => (candidate.index ?? 0) === 0);
-    if (!chunk.choices || chunk.choices.length === 0) return;
+    const choices = chunk.choices;
+    if (!choices || choices.length === 0) return;
+    // Loops rather than find/forEach callbacks: this runs for every chunk of every call.
+    let choice: ChunkChoice | undefined;
+    for (const candidate of choices) {
+      if ((candidate.index ?? 0) === 0) {
+        choice = candidate;
+        break;
+      }
+    }
     this.noteChunk(chunk, this.currentAt);
     if (!choice) return;
     let delta = '';
@@ -216,9 +224,8 @@ export class ChatStreamAssembler {
       this.reasoning += reasoning;
       delta += reasoning;
     }
-    choice.delta?.tool_calls?.forEach((fragment, position) => {
-      delta += this.addToolCallFragment(fragment, position);
-    });
+    const fragments = choice.delta?.tool_calls;
+    if (fragments) for (let position = 0; position < fragments.length; position++) delta += this.addToolCallFragment(fragments[position] as (typeof fragments)[number], position);
     if (delta !== '') this.contentChunks++;
     this.readLogprobs(choice);
     if (choice.finish_reason) this.finishReasonRaw = choice.finish_reason;
@@ -254,7 +261,9 @@ export class ChatStreamAssembler {
   }
 
   private readLogprobs(choice: ChunkChoice): void {
-    for (const entry of choice.logprobs?.content ?? []) {
+    const entries = choice.logprobs?.content;
+    if (!entries) return;
+    for (const entry of entries) {
       if (typeof entry.logprob !== 'number') continue;
       const read = tokenLogprob(entry.token ?? '', entry.logprob);
       if (Array.isArray(entry.bytes) && entry.bytes.every((byte) => Number.isInteger(byte))) read.bytes = entry.bytes as number[];

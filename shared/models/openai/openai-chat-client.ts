@@ -1,5 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
+import { Pool } from 'undici';
 import { HatError, TransientError } from '../../errors';
 import type { Logger } from '../../log/logger';
 import type { ModelClientDependencies } from '../model-registry';
@@ -39,7 +38,9 @@ export class OpenAiChatClient implements ModelClient {
   readonly #retryPolicy: RetryPolicy;
   readonly #clock: ModelClock;
   readonly #logger?: Logger;
-  readonly #agent: http.Agent;
+  readonly #pool: Pool;
+  /** Request headers as flat name/value pairs, built once (content-length is the pool's). */
+  readonly #headers: string[];
   #closed = false;
 
   constructor(config: OpenAiModelConfig, dependencies: OpenAiClientDependencies = {}) {
@@ -67,7 +68,9 @@ export class OpenAiChatClient implements ModelClient {
     );
     this.#clock = dependencies.clock ?? systemClock;
     this.#logger = dependencies.logger;
-    this.#agent = sharedAgents.acquire(this.#url);
+    this.#pool = sharedPools.acquire(this.#url);
+    const authorization = this.#apiKey.authorizationHeader();
+    this.#headers = ['content-type', 'application/json', 'accept', 'text/event-stream', ...(authorization ? ['authorization', authorization] : [])];
   }
 
   /** The endpoint's shared limiter (in-flight and waiting counts for metrics). */
@@ -80,13 +83,6 @@ export class OpenAiChatClient implements ModelClient {
     const maxTokens = request.maxTokens ?? this.sampling.maxTokens;
     const body = request.prepared?.owner === this ? request.prepared.body : Buffer.from(JSON.stringify(this.requestBody(request)));
     const estimatedTokens = Math.ceil(body.length / bytesPerToken) + (maxTokens ?? 0);
-    const headers: http.OutgoingHttpHeaders = {
-      'content-type': 'application/json',
-      accept: 'text/event-stream',
-      'content-length': body.length,
-    };
-    const authorization = this.#apiKey.authorizationHeader();
-    if (authorization) headers.authorization = authorization;
     const callStartedAt = performance.now();
     for (let attempt = 1; ; attempt++) {
       const attemptQueuedAt = performance.now();
@@ -95,8 +91,8 @@ export class OpenAiChatClient implements ModelClient {
       try {
         const result = await runChatAttempt({
           target: this.#target,
-          agent: this.#agent,
-          headers,
+          dispatcher: this.#pool,
+          headers: this.#headers,
           body,
           timeoutMs: this.#config.timeoutMs,
           signal: request.signal,
@@ -198,34 +194,34 @@ export class OpenAiChatClient implements ModelClient {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    sharedAgents.release(this.#url);
+    await sharedPools.release(this.#url);
   }
 }
 
 /**
- * Keep-alive agents per server origin, shared by every client of that origin and destroyed when
- * the last one closes. Sockets are unlimited here: the endpoint limiter bounds concurrency.
+ * Keep-alive connection pools (undici) per server origin, shared by every client of that origin
+ * and destroyed when the last one closes. Connections are unlimited here: the endpoint limiter
+ * bounds concurrency.
  */
-const sharedAgents = {
-  agents: new Map<string, { agent: http.Agent; users: number }>(),
-  acquire(url: URL): http.Agent {
-    const entry = this.agents.get(url.origin);
+const sharedPools = {
+  pools: new Map<string, { pool: Pool; users: number }>(),
+  acquire(url: URL): Pool {
+    const entry = this.pools.get(url.origin);
     if (entry) {
       entry.users++;
-      return entry.agent;
+      return entry.pool;
     }
-    const options: http.AgentOptions = { keepAlive: true, maxSockets: Infinity, scheduling: 'lifo' };
-    const agent = url.protocol === 'https:' ? new https.Agent(options) : new http.Agent(options);
-    this.agents.set(url.origin, { agent, users: 1 });
-    return agent;
+    const pool = new Pool(url.origin, { connections: null, pipelining: 1 });
+    this.pools.set(url.origin, { pool, users: 1 });
+    return pool;
   },
-  release(url: URL): void {
-    const entry = this.agents.get(url.origin);
+  async release(url: URL): Promise<void> {
+    const entry = this.pools.get(url.origin);
     if (!entry) return;
     entry.users--;
     if (entry.users <= 0) {
-      entry.agent.destroy();
-      this.agents.delete(url.origin);
+      this.pools.delete(url.origin);
+      await entry.pool.destroy();
     }
   },
 };
