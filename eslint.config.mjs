@@ -20,7 +20,10 @@ export default tseslint.config(
       // A dropped promise loses its error: every async call is awaited, returned or voided (type-aware).
       '@typescript-eslint/no-floating-promises': 'error',
       // Unused code misleads readers; `_name` marks a parameter kept for a signature.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       // `==` coerces; we compare exactly (`== null` is the one idiom kept).
       eqeqeq: ['error', 'always', { null: 'ignore' }],
       // Stage and model configs are parsed by zod; `any` would bypass that.
@@ -34,7 +37,10 @@ export default tseslint.config(
     // from servers and fixtures, so `any` is allowed there.
     files: ['test/**/*.ts', '**/*.test.ts', 'shared/**/testing/**/*.ts'],
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       eqeqeq: ['error', 'always', { null: 'ignore' }],
       '@typescript-eslint/no-explicit-any': 'off',
       'no-control-regex': 'off',
@@ -42,7 +48,16 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js', '**/*.mjs'],
-    languageOptions: { globals: { require: 'readonly', module: 'writable', process: 'readonly', console: 'readonly', __dirname: 'readonly', URL: 'readonly' } },
+    languageOptions: {
+      globals: {
+        require: 'readonly',
+        module: 'writable',
+        process: 'readonly',
+        console: 'readonly',
+        __dirname: 'readonly',
+        URL: 'readonly',
+      },
+    },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

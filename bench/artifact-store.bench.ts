@@ -32,7 +32,10 @@ function argument(name: string, fallback: number): number {
   return value !== undefined && Number.isFinite(value) && value > 0 ? value : fallback;
 }
 
-const words = 'coat navy black fog blue size stock coupon price live room host viewer order ship return discount bundle scarf wool cotton limited today'.split(' ');
+const words =
+  'coat navy black fog blue size stock coupon price live room host viewer order ship return discount bundle scarf wool cotton limited today'.split(
+    ' ',
+  );
 
 /** Trajectory-shaped records (~1 KB of JSON each): a repeated system prompt, varied turns, a tool call. */
 function makeRecords(count: number): unknown[] {
@@ -45,8 +48,25 @@ function makeRecords(count: number): unknown[] {
     messages: [
       { role: 'system', content: system },
       { role: 'user', content: sentence(rng.int(5, 25)) },
-      { role: 'assistant', content: null, tool_calls: [{ id: `call_${index}`, type: 'function', function: { name: 'sku_stock', arguments: JSON.stringify({ itemId: `A${rng.int(1, 500)}`, size: rng.pick(['S', 'M', 'L']) }) } }] },
-      { role: 'tool', tool_call_id: `call_${index}`, content: JSON.stringify({ inStock: rng.chance(0.7), units: rng.int(0, 90) }) },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          {
+            id: `call_${index}`,
+            type: 'function',
+            function: {
+              name: 'sku_stock',
+              arguments: JSON.stringify({ itemId: `A${rng.int(1, 500)}`, size: rng.pick(['S', 'M', 'L']) }),
+            },
+          },
+        ],
+      },
+      {
+        role: 'tool',
+        tool_call_id: `call_${index}`,
+        content: JSON.stringify({ inStock: rng.chance(0.7), units: rng.int(0, 90) }),
+      },
       { role: 'assistant', content: sentence(rng.int(10, 40)) },
     ],
     reward: { total: rng.next(), components: { facts: rng.next(), tools: rng.next() } },
@@ -105,7 +125,10 @@ function median(values: number[]): number {
 }
 
 function summarize(timings: Timing[]): Timing {
-  return { writeSeconds: median(timings.map((timing) => timing.writeSeconds)), readSeconds: median(timings.map((timing) => timing.readSeconds)) };
+  return {
+    writeSeconds: median(timings.map((timing) => timing.writeSeconds)),
+    readSeconds: median(timings.map((timing) => timing.readSeconds)),
+  };
 }
 
 function rates(label: string, seconds: number, records: number, megabytes: number): string {
@@ -116,12 +139,17 @@ async function main(): Promise<void> {
   const recordCount = argument('records', 20_000);
   const repeat = argument('repeat', 3);
   const records = makeRecords(recordCount);
-  const megabytes = records.reduce<number>((sum, record) => sum + Buffer.byteLength(JSON.stringify(record)) + 1, 0) / 1e6;
+  const megabytes =
+    records.reduce<number>((sum, record) => sum + Buffer.byteLength(JSON.stringify(record)) + 1, 0) / 1e6;
   const directory = await mkdtemp(join(tmpdir(), 'hat-artifact-bench-'));
   const server = await startLocalS3Server({ bucket: 'bench' });
   const fileStore = new FileArtifactStore(join(directory, 'store'));
   const s3Store = createArtifactStore('s3://bench/run', server.env);
-  const results = new Map<string, Timing[]>([['plain', []], ['file', []], ['s3', []]]);
+  const results = new Map<string, Timing[]>([
+    ['plain', []],
+    ['file', []],
+    ['s3', []],
+  ]);
   try {
     // One warm-up round each (JIT, sockets), then interleaved rounds so load drift hits all alike.
     await plainRound(directory, records, -1);
@@ -140,12 +168,19 @@ async function main(): Promise<void> {
 
   const plain = summarize(results.get('plain')!);
   const plainTotal = plain.writeSeconds + plain.readSeconds;
-  console.log(`artifact store gzip JSONL: ${recordCount} records, ${megabytes.toFixed(1)} MB of JSON, median of ${repeat} rounds, gzip level ${jsonlGzipOptions.level}`);
+  console.log(
+    `artifact store gzip JSONL: ${recordCount} records, ${megabytes.toFixed(1)} MB of JSON, median of ${repeat} rounds, gzip level ${jsonlGzipOptions.level}`,
+  );
   for (const name of ['plain', 'file', 's3']) {
     const timing = summarize(results.get(name)!);
     const total = timing.writeSeconds + timing.readSeconds;
-    console.log(`  ${name.padEnd(5)}  ${rates('write', timing.writeSeconds, recordCount, megabytes)}  ${rates('read', timing.readSeconds, recordCount, megabytes)}  ${rates('write+read', total, recordCount, megabytes)}`);
-    if (name !== 'plain') console.log(`         ratio to plain (write+read throughput): ${(plainTotal / total).toFixed(2)}  (write ${(plain.writeSeconds / timing.writeSeconds).toFixed(2)}, read ${(plain.readSeconds / timing.readSeconds).toFixed(2)})`);
+    console.log(
+      `  ${name.padEnd(5)}  ${rates('write', timing.writeSeconds, recordCount, megabytes)}  ${rates('read', timing.readSeconds, recordCount, megabytes)}  ${rates('write+read', total, recordCount, megabytes)}`,
+    );
+    if (name !== 'plain')
+      console.log(
+        `         ratio to plain (write+read throughput): ${(plainTotal / total).toFixed(2)}  (write ${(plain.writeSeconds / timing.writeSeconds).toFixed(2)}, read ${(plain.readSeconds / timing.readSeconds).toFixed(2)})`,
+      );
   }
 }
 

@@ -50,7 +50,12 @@ function parseArguments(argv: string[]): BenchOptions {
     const index = argv.indexOf(flag);
     return index >= 0 ? argv[index + 1] : undefined;
   };
-  return { tasks: Number(value('--tasks') ?? 500), variants: Number(value('--variants') ?? 4), pool: Number(value('--pool') ?? 32), repeats: Number(value('--repeats') ?? 3) };
+  return {
+    tasks: Number(value('--tasks') ?? 500),
+    variants: Number(value('--variants') ?? 4),
+    pool: Number(value('--pool') ?? 32),
+    repeats: Number(value('--repeats') ?? 3),
+  };
 }
 
 function median(values: number[]): number {
@@ -69,7 +74,7 @@ function measure(repeats: number, passes: Array<() => number>): Array<{ perSecon
     passes.forEach((pass, index) => {
       const started = performance.now();
       written[index] = pass();
-      rates[index]?.push((written[index]) / ((performance.now() - started) / 1000));
+      rates[index]?.push(written[index] / ((performance.now() - started) / 1000));
     });
   }
   return passes.map((_, index) => ({ perSecond: median(rates[index]), written: written[index] }));
@@ -79,25 +84,47 @@ async function main(): Promise<void> {
   const options = parseArguments(process.argv.slice(2));
   const harness = await loadHarness(sampleHarnessDirectory());
   const store = new MemoryArtifactStore('bench');
-  const stageOptions = { store, openObject: (uri: string) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), clock: { now: () => 0 }, concurrency: 1, seed: 'augment-bench' };
+  const stageOptions = {
+    store,
+    openObject: (uri: string) => ({ store, key: store.keyOf(uri) }),
+    logger: silentLogger(),
+    clock: { now: () => 0 },
+    concurrency: 1,
+    seed: 'augment-bench',
+  };
   const setupStarted = performance.now();
-  const collected = (await runStageLocally(collectStage, { generate: { count: options.tasks, seed: 'augment-bench' } }, { ...stageOptions, outputPrefix: 'collect' })).output as { manifestUri: string };
+  const collected = (
+    await runStageLocally(
+      collectStage,
+      { generate: { count: options.tasks, seed: 'augment-bench' } },
+      { ...stageOptions, outputPrefix: 'collect' },
+    )
+  ).output as { manifestUri: string };
   const collectManifest = await readManifest(store, store.keyOf(collected.manifestUri));
   const trajectories: Trajectory[] = [];
   const tasks: Task[] = [];
   for (const object of collectManifest.objects) {
-    if (object.kind === 'trajectories') for await (const record of readJsonl<Trajectory>(store, object.key)) trajectories.push(record);
+    if (object.kind === 'trajectories')
+      for await (const record of readJsonl<Trajectory>(store, object.key)) trajectories.push(record);
     if (object.kind === 'tasks') for await (const record of readJsonl<Task>(store, object.key)) tasks.push(record);
   }
   const lines = trajectories.map((trajectory) => JSON.stringify(trajectory));
   const tasksById = new Map(tasks.map((task) => [task.id, task]));
-  console.log(`collect stage: ${trajectories.length} accepted trajectories of ${tasks.length} tasks in ${((performance.now() - setupStarted) / 1000).toFixed(1)} s (${(lines.reduce((sum, line) => sum + line.length, 0) / lines.length / 1024).toFixed(1)} KiB each as JSON)`);
+  console.log(
+    `collect stage: ${trajectories.length} accepted trajectories of ${tasks.length} tasks in ${((performance.now() - setupStarted) / 1000).toFixed(1)} s (${(lines.reduce((sum, line) => sum + line.length, 0) / lines.length / 1024).toFixed(1)} KiB each as JSON)`,
+  );
 
   const poolStarted = performance.now();
-  const pool = generateVariantPool(harness, { size: options.pool, seed: 'augment-bench', weights: defaultFamilyWeights });
+  const pool = generateVariantPool(harness, {
+    size: options.pool,
+    seed: 'augment-bench',
+    weights: defaultFamilyWeights,
+  });
   // The stage draws the same pool (same seed): the assignment below matches it.
   const prepared: PreparedVariant[] = pool.variants.map((variant) => prepareVariant(harness, variant));
-  console.log(`pool of ${pool.variants.length} variants in ${((performance.now() - poolStarted) / 1000).toFixed(2)} s (once per run and worker; ${pool.rejected.length} draws rejected)`);
+  console.log(
+    `pool of ${pool.variants.length} variants in ${((performance.now() - poolStarted) / 1000).toFixed(2)} s (once per run and worker; ${pool.rejected.length} draws rejected)`,
+  );
 
   let sink = 0;
   const baselinePass = () => {
@@ -120,7 +147,15 @@ async function main(): Promise<void> {
         const outcome = augmentTrajectory(trajectory, parsed.timeline, context, variant);
         if (!outcome.ok) continue;
         if (replay) {
-          const result = replayCheck({ task, world, variant: variant.variant.harness, messages: outcome.trajectory.messages, calls: outcome.calls, recordedReward: recorded as Trajectory['reward'], turnCount: scoredTurns(trajectory, task) });
+          const result = replayCheck({
+            task,
+            world,
+            variant: variant.variant.harness,
+            messages: outcome.trajectory.messages,
+            calls: outcome.calls,
+            recordedReward: recorded as Trajectory['reward'],
+            turnCount: scoredTurns(trajectory, task),
+          });
           if (!result.ok) continue;
         }
         sink += JSON.stringify(outcome.trajectory).length;
@@ -129,7 +164,11 @@ async function main(): Promise<void> {
     }
     return written;
   };
-  const [baseline, augmentOnly, withReplay] = measure(options.repeats, [baselinePass, augmentPass(false), augmentPass(true)]) as [
+  const [baseline, augmentOnly, withReplay] = measure(options.repeats, [
+    baselinePass,
+    augmentPass(false),
+    augmentPass(true),
+  ]) as [
     { perSecond: number; written: number },
     { perSecond: number; written: number },
     { perSecond: number; written: number },
@@ -138,25 +177,44 @@ async function main(): Promise<void> {
   const ratio = augmentOnly.perSecond / baseline.perSecond;
   console.log('');
   console.log(`JSON parse+stringify      ${baseline.perSecond.toFixed(0).padStart(8)} trajectories/s`);
-  console.log(`augment (no replay)       ${augmentOnly.perSecond.toFixed(0).padStart(8)} trajectories/s written (${augmentOnly.written} of ${lines.length} x ${options.variants})`);
-  console.log(`augment + replay check    ${withReplay.perSecond.toFixed(0).padStart(8)} trajectories/s written (${withReplay.written})`);
+  console.log(
+    `augment (no replay)       ${augmentOnly.perSecond.toFixed(0).padStart(8)} trajectories/s written (${augmentOnly.written} of ${lines.length} x ${options.variants})`,
+  );
+  console.log(
+    `augment + replay check    ${withReplay.perSecond.toFixed(0).padStart(8)} trajectories/s written (${withReplay.written})`,
+  );
   console.log(`ratio augment/baseline    ${ratio.toFixed(3)} (goal >= 0.33: ${ratio >= 0.33 ? 'met' : 'NOT met'})`);
-  console.log(`replay check cost         ${((1 / withReplay.perSecond - 1 / augmentOnly.perSecond) * 1e6).toFixed(0)} us per written trajectory (x${(augmentOnly.perSecond / withReplay.perSecond).toFixed(2)} time)`);
+  console.log(
+    `replay check cost         ${((1 / withReplay.perSecond - 1 / augmentOnly.perSecond) * 1e6).toFixed(0)} us per written trajectory (x${(augmentOnly.perSecond / withReplay.perSecond).toFixed(2)} time)`,
+  );
 
   // The stage itself on the collect stage's manifest (gzip JSONL in and out, variants stored, report): the counts per family and per check.
   const stageStarted = performance.now();
-  await runStageLocally(augmentStage, { inputs: [collected.manifestUri], variantsPerTrajectory: options.variants, variantPool: options.pool }, { ...stageOptions, outputPrefix: 'augment' });
+  await runStageLocally(
+    augmentStage,
+    { inputs: [collected.manifestUri], variantsPerTrajectory: options.variants, variantPool: options.pool },
+    { ...stageOptions, outputPrefix: 'augment' },
+  );
   const stats = JSON.parse((await store.getBuffer('augment/stats.json')).toString('utf8')) as AugmentStats;
   console.log('');
-  console.log(`augment stage over ${stats.trajectories.read} trajectories x ${options.variants} variants (replay on): ${((performance.now() - stageStarted) / 1000).toFixed(1)} s`);
-  console.log(`pairs: generated ${stats.pairs.generated}, kept ${stats.pairs.kept}, dropped ${droppedTotal(stats.pairs)} ${JSON.stringify(stats.pairs.dropped)}, relabel ${stats.relabel}`);
+  console.log(
+    `augment stage over ${stats.trajectories.read} trajectories x ${options.variants} variants (replay on): ${((performance.now() - stageStarted) / 1000).toFixed(1)} s`,
+  );
+  console.log(
+    `pairs: generated ${stats.pairs.generated}, kept ${stats.pairs.kept}, dropped ${droppedTotal(stats.pairs)} ${JSON.stringify(stats.pairs.dropped)}, relabel ${stats.relabel}`,
+  );
   console.log('family             generated     kept  dropped by reason');
   for (const family of hsaFamilies) {
     const counts = stats.families[family];
-    console.log(`${family.padEnd(18)} ${String(counts.generated).padStart(9)} ${String(counts.kept).padStart(8)}  ${JSON.stringify(counts.dropped)}`);
+    console.log(
+      `${family.padEnd(18)} ${String(counts.generated).padStart(9)} ${String(counts.kept).padStart(8)}  ${JSON.stringify(counts.dropped)}`,
+    );
   }
   console.log('check              checked   failed');
-  for (const check of augmentChecks) console.log(`${check.padEnd(18)} ${String(stats.checks[check].checked).padStart(7)} ${String(stats.checks[check].failed).padStart(8)}`);
+  for (const check of augmentChecks)
+    console.log(
+      `${check.padEnd(18)} ${String(stats.checks[check].checked).padStart(7)} ${String(stats.checks[check].failed).padStart(8)}`,
+    );
   if (sink < 0) console.log(sink);
 }
 

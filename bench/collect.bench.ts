@@ -51,10 +51,21 @@ async function serve(count: number): Promise<void> {
   const server = await OpenAiTestServer.start({
     models: ['bench-teacher'],
     responder: async (request): Promise<ScriptedChatResponse> => {
-      const reply = await expert.chat({ messages: request.body.messages as ChatMessage[], tools: request.body.tools as ToolSpec[] });
+      const reply = await expert.chat({
+        messages: request.body.messages as ChatMessage[],
+        tools: request.body.tools as ToolSpec[],
+      });
       return {
         ...(reply.message.content !== null ? { content: reply.message.content } : {}),
-        ...(reply.message.tool_calls ? { toolCalls: reply.message.tool_calls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+        ...(reply.message.tool_calls
+          ? {
+              toolCalls: reply.message.tool_calls.map((call) => ({
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+              })),
+            }
+          : {}),
       };
     },
   });
@@ -87,11 +98,19 @@ async function timeStage(name: string, config: Record<string, unknown>): Promise
   try {
     const busyBefore = performance.eventLoopUtilization();
     const started = performance.now();
-    const result = await runStageLocally(collectStage, config, { store: new FileArtifactStore(directory), openObject: stores.openObject, logger: silentLogger(), seed: taskSeed, concurrency: 1 });
+    const result = await runStageLocally(collectStage, config, {
+      store: new FileArtifactStore(directory),
+      openObject: stores.openObject,
+      logger: silentLogger(),
+      seed: taskSeed,
+      concurrency: 1,
+    });
     const seconds = (performance.now() - started) / 1000;
     const busy = performance.eventLoopUtilization(busyBefore);
     const output = result.output as CollectOutput;
-    const stats = JSON.parse((await new FileArtifactStore(directory).getBuffer('stats.json')).toString()) as { totals: { calls: number } };
+    const stats = JSON.parse((await new FileArtifactStore(directory).getBuffer('stats.json')).toString()) as {
+      totals: { calls: number };
+    };
     return {
       seconds,
       trajectoriesPerSecond: output.accepted / seconds,
@@ -118,8 +137,16 @@ async function main(): Promise<void> {
   const { child, url } = await startServerProcess(taskCount);
   const teacher = { adapter: 'openai', baseUrl: `${url}/v1`, model: 'bench-teacher', concurrency: 64, maxRetries: 0 };
   // One part, 64 episodes in flight: every request of the stage goes through one endpoint gate of 64.
-  const viaServer = await timeStage('openai', { generate: { ...generate, count: openAiTasks }, tasksPerPart: openAiTasks, concurrency: 64, teacher });
-  if (viaServer.output.accepted !== openAiTasks) throw new Error(`the openai teacher run accepted ${viaServer.output.accepted} of ${openAiTasks} tasks; the served expert should pass them all`);
+  const viaServer = await timeStage('openai', {
+    generate: { ...generate, count: openAiTasks },
+    tasksPerPart: openAiTasks,
+    concurrency: 64,
+    teacher,
+  });
+  if (viaServer.output.accepted !== openAiTasks)
+    throw new Error(
+      `the openai teacher run accepted ${viaServer.output.accepted} of ${openAiTasks} tasks; the served expert should pass them all`,
+    );
 
   // The client alone, 64 concurrent requests: a real first turn of a task (system prompt, tools) answered by the expert.
   const harness = await loadHarness(sampleHarnessDirectory());
@@ -153,12 +180,14 @@ async function main(): Promise<void> {
     busyMsPerCall: viaClient.busyMsPerCall,
     busyMsPerCallAboveBare: viaClient.busyMsPerCall - bare.busyMsPerCall,
   };
-  console.log(`collect stage, in-process (plan + parts + finish, gzip JSONL to a file store), ${taskCount} generated tasks`);
+  console.log(
+    `collect stage, in-process (plan + parts + finish, gzip JSONL to a file store), ${taskCount} generated tasks`,
+  );
   console.table([
     {
       teacher: 'scripted expert',
       tasks: scripted.output.tasks,
-      's': scripted.seconds.toFixed(2),
+      s: scripted.seconds.toFixed(2),
       'trajectories/s': scripted.trajectoriesPerSecond.toFixed(0),
       'model calls/s': scripted.callsPerSecond.toFixed(0),
       'busy ms/call': scripted.busyMsPerCall.toFixed(3),
@@ -166,13 +195,15 @@ async function main(): Promise<void> {
     {
       teacher: 'openai → local server (64 in flight)',
       tasks: viaServer.output.tasks,
-      's': viaServer.seconds.toFixed(2),
+      s: viaServer.seconds.toFixed(2),
       'trajectories/s': viaServer.trajectoriesPerSecond.toFixed(0),
       'model calls/s': viaServer.callsPerSecond.toFixed(0),
       'busy ms/call': viaServer.busyMsPerCall.toFixed(3),
     },
   ]);
-  console.log(`openai client overhead per call at 64 concurrent requests (${calls} calls, server in a separate process, zero model delay):`);
+  console.log(
+    `openai client overhead per call at 64 concurrent requests (${calls} calls, server in a separate process, zero model delay):`,
+  );
   console.log(
     `  own time p50 ${clientFigures.ownP50Ms.toFixed(3)} ms, p99 ${clientFigures.ownP99Ms.toFixed(3)} ms; latency p50 ${clientFigures.p50Ms.toFixed(3)} ms (${clientFigures.p50OverheadVsBareMs.toFixed(3)} ms above bare node:http); ` +
       `event-loop work ${clientFigures.busyMsPerCall.toFixed(3)} ms/call (${clientFigures.busyMsPerCallAboveBare.toFixed(3)} ms above bare node:http)`,

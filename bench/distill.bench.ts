@@ -30,7 +30,7 @@ registerModelAdapters();
 
 function option(argv: string[], flag: string, fallback: string): string {
   const index = argv.indexOf(flag);
-  return index >= 0 && argv[index + 1] !== undefined ? (argv[index + 1]) : fallback;
+  return index >= 0 && argv[index + 1] !== undefined ? argv[index + 1] : fallback;
 }
 
 function median(values: number[]): number {
@@ -62,34 +62,57 @@ async function main(): Promise<void> {
     const studentDir = join(directory, 'student');
     const teacherDir = join(directory, 'teacher');
     makeDummyDecoder({ outDir: studentDir, tokenizer, layers: 2, hidden: 64, seed: 'bench-student' });
-    makeDummyDecoder({ outDir: teacherDir, tokenizer, layers: 4, hidden: 128, heads: 8, kvHeads: 4, seed: 'bench-teacher' });
+    makeDummyDecoder({
+      outDir: teacherDir,
+      tokenizer,
+      layers: 4,
+      hidden: 128,
+      heads: 8,
+      kvHeads: 4,
+      seed: 'bench-teacher',
+    });
     const student = new OnnxTokenScorer(new OnnxModelClient({ modelDir: studentDir }), { modelDir: studentDir });
     const teacher = new OnnxTokenScorer(new OnnxModelClient({ modelDir: teacherDir }), { modelDir: teacherDir });
     const served = new OnnxTokenScorer(new OnnxModelClient({ modelDir: teacherDir }), { modelDir: teacherDir });
-    closers.push(() => student.close(), () => teacher.close(), () => served.close());
-    server = await OpenAiTestServer.start({ models: ['teacher'], scorer: await createOnnxPromptScorer(served, teacherDir) });
-    const remote = (engine: 'vllm' | 'sglang') => remoteScorerConfigSchema.parse({ engine, baseUrl: server!.baseUrl, model: 'teacher', maxRetries: 0 });
+    closers.push(
+      () => student.close(),
+      () => teacher.close(),
+      () => served.close(),
+    );
+    server = await OpenAiTestServer.start({
+      models: ['teacher'],
+      scorer: await createOnnxPromptScorer(served, teacherDir),
+    });
+    const remote = (engine: 'vllm' | 'sglang') =>
+      remoteScorerConfigSchema.parse({ engine, baseUrl: server!.baseUrl, model: 'teacher', maxRetries: 0 });
 
     const promptIds = Array.from({ length: promptTokens }, (_, index) => 1000 + ((index * 7919) % 5000));
     const rows = Array.from({ length: sequences }, (_, index) => ({ promptIds, seed: `bench/${index}` }));
     let requests: TokenScoreRequest[] = [];
     const samplingSeconds = await timed(repeats, async () => {
-      const results = await student.exclusive((decoder) => decoder.generateBatch(rows, { maxNewTokens: tokens, temperature: 1, stopTokenIds: [], logprobs: true }));
+      const results = await student.exclusive((decoder) =>
+        decoder.generateBatch(rows, { maxNewTokens: tokens, temperature: 1, stopTokenIds: [], logprobs: true }),
+      );
       requests = results.map((result) => ({ promptIds, completionIds: result.tokenIds }));
     });
     const responseTokens = sequences * tokens;
-    const scoring = async (scorer: TokenScorer) => timed(repeats, () => scorer.score(requests, { temperature: 1, topK: 4 }));
+    const scoring = async (scorer: TokenScorer) =>
+      timed(repeats, () => scorer.score(requests, { temperature: 1, topK: 4 }));
     const inProcessSeconds = await scoring(teacher);
     const vllmSeconds = await scoring(new VllmTokenScorer(remote('vllm')));
     const sglangSeconds = await scoring(new SglangTokenScorer(remote('sglang')));
     const rate = (seconds: number) => (responseTokens / seconds).toFixed(0);
-    console.log(`distill bench: tokenizer ${tokenizer}, ${sequences} sequences × (${promptTokens} prompt + ${tokens} response tokens), medians of ${repeats}`);
+    console.log(
+      `distill bench: tokenizer ${tokenizer}, ${sequences} sequences × (${promptTokens} prompt + ${tokens} response tokens), medians of ${repeats}`,
+    );
     console.log(`  student sampling (batch 8, logprobs):  ${rate(samplingSeconds)} response tokens/s`);
     console.log(`  teacher scoring in-process (top-4):    ${rate(inProcessSeconds)} response tokens/s`);
     console.log(`  teacher scoring via vLLM shape (HTTP): ${rate(vllmSeconds)} response tokens/s`);
     console.log(`  teacher scoring via SGLang shape:      ${rate(sglangSeconds)} response tokens/s`);
     console.log(`  ratio scoring/sampling time (in-process): ${(inProcessSeconds / samplingSeconds).toFixed(2)}`);
-    console.log(`  ratio HTTP/in-process scoring time: vLLM ${(vllmSeconds / inProcessSeconds).toFixed(2)}, SGLang ${(sglangSeconds / inProcessSeconds).toFixed(2)}`);
+    console.log(
+      `  ratio HTTP/in-process scoring time: vLLM ${(vllmSeconds / inProcessSeconds).toFixed(2)}, SGLang ${(sglangSeconds / inProcessSeconds).toFixed(2)}`,
+    );
   } finally {
     await server?.close();
     for (const close of closers) await close();

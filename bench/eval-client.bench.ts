@@ -31,12 +31,13 @@ import { registerModelAdapters } from '../shared/models/register-model-adapters'
 
 registerModelAdapters();
 
-const answer = 'Thank you for asking. The jacket is lined with down and ships today. Returns are free for thirty days and the coupon applies at checkout.';
+const answer =
+  'Thank you for asking. The jacket is lined with down and ships today. Returns are free for thirty days and the coupon applies at checkout.';
 
 function median(values: number[]): number {
   const sorted = [...values].sort((left, right) => left - right);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 function flag(name: string, fallback: number): number {
@@ -72,13 +73,25 @@ async function bareLoop(url: string, prompts: string[], concurrency: number): Pr
     Array.from({ length: concurrency }, async () => {
       while (next < prompts.length) {
         const prompt = prompts[next++];
-        const body = Buffer.from(JSON.stringify({ model: 'test-model', messages: [{ role: 'user', content: prompt }], temperature: 0, stream: true, stream_options: { include_usage: true } }));
+        const body = Buffer.from(
+          JSON.stringify({
+            model: 'test-model',
+            messages: [{ role: 'user', content: prompt }],
+            temperature: 0,
+            stream: true,
+            stream_options: { include_usage: true },
+          }),
+        );
         await new Promise<void>((resolve, reject) => {
-          const outgoing = http.request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
-            response.on('data', () => undefined);
-            response.on('end', () => resolve());
-            response.on('error', reject);
-          });
+          const outgoing = http.request(
+            target,
+            { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+            (response) => {
+              response.on('data', () => undefined);
+              response.on('end', () => resolve());
+              response.on('error', reject);
+            },
+          );
           outgoing.on('error', reject);
           outgoing.end(body);
         });
@@ -90,20 +103,45 @@ async function bareLoop(url: string, prompts: string[], concurrency: number): Pr
 }
 
 /** One eval stage run on an in-memory store (the custom prompt file in it), ms. */
-async function stageRun(url: string, prompts: string[], suite: 'custom' | 'ifeval', concurrency: number): Promise<number> {
+async function stageRun(
+  url: string,
+  prompts: string[],
+  suite: 'custom' | 'ifeval',
+  concurrency: number,
+): Promise<number> {
   const store = new MemoryArtifactStore('bench');
-  await store.put('custom.jsonl', prompts.map((prompt, index) => JSON.stringify({ id: `p-${index}`, prompt, checks: [{ instruction: 'punctuation:no_comma' }] })).join('\n') + '\n');
-  const suites = suite === 'custom' ? { custom: { prompts: store.uriOf('custom.jsonl') } } : { ifeval: { size: prompts.length } };
+  await store.put(
+    'custom.jsonl',
+    prompts
+      .map((prompt, index) =>
+        JSON.stringify({ id: `p-${index}`, prompt, checks: [{ instruction: 'punctuation:no_comma' }] }),
+      )
+      .join('\n') + '\n',
+  );
+  const suites =
+    suite === 'custom' ? { custom: { prompts: store.uriOf('custom.jsonl') } } : { ifeval: { size: prompts.length } };
   const started = performance.now();
   await runStageLocally(
     evalStage,
     {
-      models: [{ label: 'served', model: { adapter: 'openai', baseUrl: `${url}/v1`, model: 'test-model', maxRetries: 0, concurrency } }],
+      models: [
+        {
+          label: 'served',
+          model: { adapter: 'openai', baseUrl: `${url}/v1`, model: 'test-model', maxRetries: 0, concurrency },
+        },
+      ],
       suites,
       itemsPerPart: prompts.length,
       itemConcurrency: concurrency,
     },
-    { store, outputPrefix: 'out/', openObject: (uri) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), seed: 'bench', concurrency: 1 },
+    {
+      store,
+      outputPrefix: 'out/',
+      openObject: (uri) => ({ store, key: store.keyOf(uri) }),
+      logger: silentLogger(),
+      seed: 'bench',
+      concurrency: 1,
+    },
   );
   return performance.now() - started;
 }

@@ -60,7 +60,16 @@ async function addNoopJobs(context: QueueContext, runId: string, artifactsRoot: 
   await context.queue('noop').addBulk(
     Array.from({ length: jobs }, (_, index) => ({
       name: 'stage',
-      data: { v: 1, runId, stage: 'noop', seed: '0', artifactsRoot, outputPrefix: `runs/${runId}/noop/`, input: { label: 'noop' }, inputHash: `h${index}` },
+      data: {
+        v: 1,
+        runId,
+        stage: 'noop',
+        seed: '0',
+        artifactsRoot,
+        outputPrefix: `runs/${runId}/noop/`,
+        input: { label: 'noop' },
+        inputHash: `h${index}`,
+      },
       opts: { ...options, jobId: `${runId}.noop.${index}` },
     })),
   );
@@ -87,7 +96,14 @@ async function timeStage(base: HatEnv, round: number, artifactsRoot: string): Pr
   const connection = createRedisConnection(context.env, 'worker');
   const stores = createStoreCache(context.env);
   const runtime = createStageJobRuntime({ context, stores, logger: silentLogger() });
-  const { worker } = createStageWorker(noopStage, runtime, { connection, prefix: context.prefix, concurrency, logger: silentLogger(), env: context.env, sandbox: 'off' });
+  const { worker } = createStageWorker(noopStage, runtime, {
+    connection,
+    prefix: context.prefix,
+    concurrency,
+    logger: silentLogger(),
+    env: context.env,
+    sandbox: 'off',
+  });
   const ms = await drain(worker, jobs, 'stage');
   await worker.close();
   await connection.quit();
@@ -128,12 +144,12 @@ async function main(): Promise<void> {
   const median = (values: number[]) => {
     const sorted = [...values].sort((left, right) => left - right);
     const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
+    return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
   };
   const rawRate = median(raw.map(perSecond));
   const stageRate = median(stage.map(perSecond));
   // Each round's pair ran back to back; the median of their ratios resists a noisy round.
-  const ratio = median(raw.map((rawMs, index) => rawMs / (stage[index])));
+  const ratio = median(raw.map((rawMs, index) => rawMs / stage[index]));
   process.stdout.write(
     [
       `framework overhead: ${jobs} no-op jobs, ${rounds} measured rounds (+1 warm-up), concurrency ${concurrency}`,

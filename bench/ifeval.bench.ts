@@ -10,7 +10,13 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { checkIfevalResponse, checkInstruction, detectLanguage, countSentences, loadIfevalItems } from '../shared/eval/ifeval';
+import {
+  checkIfevalResponse,
+  checkInstruction,
+  detectLanguage,
+  countSentences,
+  loadIfevalItems,
+} from '../shared/eval/ifeval';
 
 function argument(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -21,7 +27,9 @@ const seconds = Number(argument('seconds') ?? 3);
 
 /** The fixture lives beside the sources; dist/ has no copy, so look from both. */
 function fixturePath(): string {
-  const candidates = ['..', '../..'].map((up) => join(__dirname, up, 'shared', 'eval', 'ifeval', '__fixtures__', 'gpt4-reference-results.jsonl'));
+  const candidates = ['..', '../..'].map((up) =>
+    join(__dirname, up, 'shared', 'eval', 'ifeval', '__fixtures__', 'gpt4-reference-results.jsonl'),
+  );
   const found = candidates.find((candidate) => existsSync(candidate));
   if (!found) throw new Error(`ifeval bench: fixture not found (looked at ${candidates.join(', ')})`);
   return found;
@@ -67,16 +75,24 @@ function main(): void {
     for (const line of lines) {
       const record = parse(line);
       const item = items.get(record.key)!;
-      item.instructionIds.forEach((id, index) => checkInstruction(id, item.kwargs[index], item.prompt, record.response, 'strict'));
+      item.instructionIds.forEach((id, index) =>
+        checkInstruction(id, item.kwargs[index], item.prompt, record.response, 'strict'),
+      );
     }
     return lines.length;
   }, seconds);
 
   const rate = (value: number) => Math.round(value).toLocaleString('en-US').padStart(12);
-  console.log(`ifeval bench: ${lines.length} responses, ${instructions} instructions, ${seconds}s per measurement, one-off load ${loadMs.toFixed(0)} ms`);
+  console.log(
+    `ifeval bench: ${lines.length} responses, ${instructions} instructions, ${seconds}s per measurement, one-off load ${loadMs.toFixed(0)} ms`,
+  );
   console.log(`${'JSON.parse only (baseline)'.padEnd(34)} ${rate(parsed)} responses/s`);
-  console.log(`${'parse + check strict and loose'.padEnd(34)} ${rate(checkedBoth)} responses/s  ${(parsed / checkedBoth).toFixed(0)}x slower than parsing`);
-  console.log(`${'parse + check strict only'.padEnd(34)} ${rate(checkedStrict)} responses/s  ${(parsed / checkedStrict).toFixed(0)}x slower than parsing`);
+  console.log(
+    `${'parse + check strict and loose'.padEnd(34)} ${rate(checkedBoth)} responses/s  ${(parsed / checkedBoth).toFixed(0)}x slower than parsing`,
+  );
+  console.log(
+    `${'parse + check strict only'.padEnd(34)} ${rate(checkedStrict)} responses/s  ${(parsed / checkedStrict).toFixed(0)}x slower than parsing`,
+  );
   console.log(
     JSON.stringify({
       bench: 'ifeval',

@@ -69,7 +69,24 @@ async function startPrivateRedis(directory: string): Promise<{ url: string; proc
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
   const { port } = probe.address() as { port: number };
   await new Promise<void>((resolve) => probe.close(() => resolve()));
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', directory, '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'], { stdio: 'ignore' });
+  const child = spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      directory,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--maxmemory-policy',
+      'noeviction',
+    ],
+    { stdio: 'ignore' },
+  );
   const url = `redis://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 100; attempt++) {
     const context = await openQueueContext(loadEnv({ REDIS_URL: url }), { role: 'producer' }).catch(() => undefined);
@@ -119,26 +136,58 @@ interface LoadResult {
 async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: boolean): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
-  const env = loadEnv({ ...process.env, REDIS_URL: redisUrl, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href, HAT_LOG_LEVEL: 'warn' });
+  const env = loadEnv({
+    ...process.env,
+    REDIS_URL: redisUrl,
+    HAT_REDIS_PREFIX: prefix,
+    HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+    HAT_LOG_LEVEL: 'warn',
+  });
   const context = await openQueueContext(env, { role: 'worker' });
   const stores = createStoreCache(env);
   const stageNames = ['collect', ...(withAugment ? ['augment'] : []), ...(withShard ? ['shard'] : []), 'runs'];
   const nodeArguments = cpuProfileDirectory ? ['--cpu-prof', '--cpu-prof-dir', cpuProfileDirectory] : [];
   const children = Array.from({ length: workers }, () =>
-    spawn(process.execPath, [...nodeArguments, join(__dirname, '..', 'cli', 'main.js'), 'worker', '--stages', stageNames.join(','), ...(concurrency ? ['--concurrency', concurrency] : [])], {
-      env: { ...process.env, REDIS_URL: redisUrl, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: env.HAT_ARTIFACTS, HAT_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    }),
+    spawn(
+      process.execPath,
+      [
+        ...nodeArguments,
+        join(__dirname, '..', 'cli', 'main.js'),
+        'worker',
+        '--stages',
+        stageNames.join(','),
+        ...(concurrency ? ['--concurrency', concurrency] : []),
+      ],
+      {
+        env: {
+          ...process.env,
+          REDIS_URL: redisUrl,
+          HAT_REDIS_PREFIX: prefix,
+          HAT_ARTIFACTS: env.HAT_ARTIFACTS,
+          HAT_LOG_LEVEL: 'warn',
+        },
+        stdio: ['ignore', 'inherit', 'inherit'],
+      },
+    ),
   );
   const samples: number[] = [];
   const baseline = usedMemory(await context.connection.info('memory'));
   let peakKeys = 0;
   const sampler = setInterval(() => {
-    void context.connection.info('memory').then((info) => samples.push(usedMemory(info)), () => undefined);
-    if (usesPrivateRedis) void context.connection.dbsize().then((size) => (peakKeys = Math.max(peakKeys, size)), () => undefined);
+    void context.connection.info('memory').then(
+      (info) => samples.push(usedMemory(info)),
+      () => undefined,
+    );
+    if (usesPrivateRedis)
+      void context.connection.dbsize().then(
+        (size) => (peakKeys = Math.max(peakKeys, size)),
+        () => undefined,
+      );
   }, 1_000);
   try {
-    const stages: Record<string, unknown> = { collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000 }, tasksPerPart } };
+    const stages: Record<string, unknown> = {
+      collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000 }, tasksPerPart },
+    };
     if (withAugment) {
       stages.augment = {
         trajectories: ['${stages.collect.manifestUri}'],
@@ -149,7 +198,10 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
     }
     if (withShard) {
       stages.shard = {
-        inputs: [{ uri: '${stages.collect.manifestUri}', name: 'teacher' }, ...(withAugment ? [{ uri: '${stages.augment.manifestUri}', weight: 0.5, name: 'hsa' }] : [])],
+        inputs: [
+          { uri: '${stages.collect.manifestUri}', name: 'teacher' },
+          ...(withAugment ? [{ uri: '${stages.augment.manifestUri}', weight: 0.5, name: 'hsa' }] : []),
+        ],
         tokenizer: { preset: 'qwen3' },
         sequenceLength: 8192,
         recordsPerPart: tasksPerPart,
@@ -162,7 +214,9 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
     const status: RunStatus = await watchRun(context, plan.runId, {
       intervalMs: 2_000,
       onStatus: (current) => {
-        const line = current.stages.map((stage) => `${stage.name} ${stage.state} ${stage.partsDone}/${stage.partsTotal}`).join(', ');
+        const line = current.stages
+          .map((stage) => `${stage.name} ${stage.state} ${stage.partsDone}/${stage.partsTotal}`)
+          .join(', ');
         if (line !== last) process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0)} s] ${line}\n`);
         last = line;
       },
@@ -180,7 +234,10 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         objects = manifest.objects.length;
         bytes = manifest.objects.reduce((sum, object) => sum + object.bytes, 0);
       }
-      const seconds = stage.startedAt && stage.finishedAt ? (Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000 : undefined;
+      const seconds =
+        stage.startedAt && stage.finishedAt
+          ? (Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000
+          : undefined;
       figures.push({ name: stage.name, seconds, parts: stage.partsTotal, objects, bytes });
     }
     process.stdout.write(
@@ -201,7 +258,11 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   } finally {
     clearInterval(sampler);
     for (const child of children) child.kill('SIGTERM');
-    await Promise.all(children.map((child) => (child.exitCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)))));
+    await Promise.all(
+      children.map((child) =>
+        child.exitCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)),
+      ),
+    );
     if (!keep) {
       await deleteKeysMatching(context.connection, `${prefix}:*`);
       await rm(directory, { recursive: true, force: true });
@@ -220,16 +281,23 @@ async function main(): Promise<void> {
   const redisUrl = redis?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   try {
     const results: LoadResult[] = [];
-    for (const workers of scaling ? [1, workerCount] : [workerCount]) results.push(await runLoad(redisUrl, workers, redis !== undefined));
+    for (const workers of scaling ? [1, workerCount] : [workerCount])
+      results.push(await runLoad(redisUrl, workers, redis !== undefined));
     if (scaling) {
       const [one, many] = results as [LoadResult, LoadResult];
-      process.stdout.write(`scaling, ${many.workers} worker processes vs 1 (parts/s ratio per stage; goal >= 1.7 for the CPU-bound augment and shard):\n`);
+      process.stdout.write(
+        `scaling, ${many.workers} worker processes vs 1 (parts/s ratio per stage; goal >= 1.7 for the CPU-bound augment and shard):\n`,
+      );
       for (const stage of one.stages) {
         const other = many.stages.find((candidate) => candidate.name === stage.name);
         const ratio = stage.seconds && other?.seconds ? stage.seconds / other.seconds : undefined;
-        process.stdout.write(`  ${stage.name}: ${ratio === undefined ? '?' : ratio.toFixed(2)}x (${stage.seconds?.toFixed(1)} s -> ${other?.seconds?.toFixed(1)} s)\n`);
+        process.stdout.write(
+          `  ${stage.name}: ${ratio === undefined ? '?' : ratio.toFixed(2)}x (${stage.seconds?.toFixed(1)} s -> ${other?.seconds?.toFixed(1)} s)\n`,
+        );
       }
-      process.stdout.write(`  wall: ${(one.wallSeconds / many.wallSeconds).toFixed(2)}x (${one.wallSeconds.toFixed(1)} s -> ${many.wallSeconds.toFixed(1)} s)\n`);
+      process.stdout.write(
+        `  wall: ${(one.wallSeconds / many.wallSeconds).toFixed(2)}x (${one.wallSeconds.toFixed(1)} s -> ${many.wallSeconds.toFixed(1)} s)\n`,
+      );
     }
     if (results.some((result) => result.state !== 'completed')) process.exitCode = 1;
   } finally {

@@ -49,7 +49,7 @@ function parseArguments(argv: string[]): BenchOptions {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 /**
@@ -64,7 +64,13 @@ async function bareGreedyLoop(
 ): Promise<number[]> {
   let past: Record<string, ort.Tensor> = {};
   for (let layer = 0; layer < shape.layers; layer++) {
-    for (const part of ['key', 'value']) past[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [1, shape.kvHeads, 0, shape.headDim]);
+    for (const part of ['key', 'value'])
+      past[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [
+        1,
+        shape.kvHeads,
+        0,
+        shape.headDim,
+      ]);
   }
   let inputIds = BigInt64Array.from(promptIds.map(BigInt));
   let positionIds = BigInt64Array.from(promptIds.map((_, index) => BigInt(index)));
@@ -75,13 +81,16 @@ async function bareGreedyLoop(
       input_ids: new ort.Tensor('int64', inputIds, [1, inputIds.length]),
       attention_mask: new ort.Tensor('int64', new BigInt64Array(total).fill(1n), [1, total]),
       position_ids: new ort.Tensor('int64', positionIds, [1, positionIds.length]),
-      ...(shape.logitsToKeepInput ? { [shape.logitsToKeepInput]: new ort.Tensor('int64', BigInt64Array.of(1n), []) } : {}),
+      ...(shape.logitsToKeepInput
+        ? { [shape.logitsToKeepInput]: new ort.Tensor('int64', BigInt64Array.of(1n), []) }
+        : {}),
       ...past,
     });
-    const logits = (outputs.logits).data as Float32Array;
+    const logits = outputs.logits.data as Float32Array;
     const offset = logits.length - shape.vocabularySize;
     let best = 0;
-    for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++) if ((logits[offset + tokenId]) > (logits[offset + best])) best = tokenId;
+    for (let tokenId = 1; tokenId < shape.vocabularySize; tokenId++)
+      if (logits[offset + tokenId] > logits[offset + best]) best = tokenId;
     generated.push(best);
     past = {};
     for (let layer = 0; layer < shape.layers; layer++) {
@@ -136,9 +145,23 @@ async function main(): Promise<void> {
     if (temporary) makeDummyDecoder({ outDir: modelDir, tokenizer: 'qwen3', seed: 'bench' });
     const decoder = await OnnxDecoder.load(modelDir, { intraOpThreads: options.threads });
     const info = decoder.info;
-    const session = await ort.InferenceSession.create(info.modelFile, { intraOpNumThreads: options.threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
-    const shape = { layers: info.layers, kvHeads: info.keyValueHeads, headDim: info.headDim, vocabularySize: info.vocabularySize, logitsToKeepInput: info.logitsToKeepInput };
-    const promptIds = Array.from({ length: options.promptTokens }, (_, index) => (index * 7919 + 13) % Math.min(info.vocabularySize, 150000));
+    const session = await ort.InferenceSession.create(info.modelFile, {
+      intraOpNumThreads: options.threads,
+      interOpNumThreads: 1,
+      executionMode: 'sequential',
+      graphOptimizationLevel: 'all',
+    });
+    const shape = {
+      layers: info.layers,
+      kvHeads: info.keyValueHeads,
+      headDim: info.headDim,
+      vocabularySize: info.vocabularySize,
+      logitsToKeepInput: info.logitsToKeepInput,
+    };
+    const promptIds = Array.from(
+      { length: options.promptTokens },
+      (_, index) => (index * 7919 + 13) % Math.min(info.vocabularySize, 150000),
+    );
     const greedy = { maxNewTokens: options.tokens, temperature: 0, stopTokenIds: [] as number[] };
 
     // Warm-up (first runs allocate and plan), and a check that both loops decode the same tokens.
@@ -155,7 +178,19 @@ async function main(): Promise<void> {
       bareSeconds.push((await timed(() => bareGreedyLoop(session, shape, promptIds, options.tokens))).seconds);
       oursSeconds.push((await timed(() => decoder.generate(promptIds, { ...greedy, logprobs: false }))).seconds);
       oursLogprobSeconds.push((await timed(() => decoder.generate(promptIds, { ...greedy, logprobs: true }))).seconds);
-      oursSampledSeconds.push((await timed(() => decoder.generate(promptIds, { maxNewTokens: options.tokens, temperature: 0.8, topP: 0.95, seed: repeat, stopTokenIds: [] }))).seconds);
+      oursSampledSeconds.push(
+        (
+          await timed(() =>
+            decoder.generate(promptIds, {
+              maxNewTokens: options.tokens,
+              temperature: 0.8,
+              topP: 0.95,
+              seed: repeat,
+              stopTokenIds: [],
+            }),
+          )
+        ).seconds,
+      );
     }
 
     const completionIds = ours.tokenIds;

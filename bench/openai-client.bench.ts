@@ -30,7 +30,10 @@ const answer = {
 
 const request: ChatRequest = {
   messages: [
-    { role: 'system', content: 'You are the host of a live-stream sales room. Answer briefly and use tools for stock.' },
+    {
+      role: 'system',
+      content: 'You are the host of a live-stream sales room. Answer briefly and use tools for stock.',
+    },
     { role: 'user', content: 'Is the fog blue coat in stock in M?' },
   ],
 };
@@ -56,7 +59,7 @@ export function percentile(sorted: number[], share: number): number {
   const position = (sorted.length - 1) * share;
   const lower = Math.floor(position);
   const upper = Math.ceil(position);
-  return (sorted[lower]) + ((sorted[upper]) - (sorted[lower])) * (position - lower);
+  return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - lower);
 }
 
 function mean(values: number[]): number {
@@ -86,7 +89,13 @@ export async function runMode(calls: number, concurrency: number, call: Call): P
   const seconds = (performance.now() - started) / 1000;
   const busy = performance.eventLoopUtilization(busyBefore);
   const sort = (values: number[]): number[] => values.sort((left, right) => left - right);
-  return { latencies: sort(latencies), ownTimes: sort(ownTimes), steadyOwnTimes: sort(steadyOwnTimes), busyMsPerCall: busy.active / calls, seconds };
+  return {
+    latencies: sort(latencies),
+    ownTimes: sort(ownTimes),
+    steadyOwnTimes: sort(steadyOwnTimes),
+    busyMsPerCall: busy.active / calls,
+    seconds,
+  };
 }
 
 function merge(left: ModeResult | undefined, right: ModeResult): ModeResult {
@@ -119,20 +128,37 @@ async function startServerProcess(): Promise<{ child: ChildProcess; url: string 
 }
 
 /** The baseline: a bare node:http POST of a streaming chat request that only reads the bytes. */
-export function bareHttpCall(url: string, chatRequest: Pick<ChatRequest, 'messages' | 'tools'>, model: string, agent: http.Agent): Call {
-  const body = Buffer.from(JSON.stringify({ model, messages: chatRequest.messages, ...(chatRequest.tools ? { tools: chatRequest.tools } : {}), stream: true, stream_options: { include_usage: true } }));
+export function bareHttpCall(
+  url: string,
+  chatRequest: Pick<ChatRequest, 'messages' | 'tools'>,
+  model: string,
+  agent: http.Agent,
+): Call {
+  const body = Buffer.from(
+    JSON.stringify({
+      model,
+      messages: chatRequest.messages,
+      ...(chatRequest.tools ? { tools: chatRequest.tools } : {}),
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  );
   const target = new URL(`${url}/v1/chat/completions`);
   return () =>
     new Promise((resolve, reject) => {
       const sent = performance.now();
       let last = sent;
-      const outgoing = http.request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
-        response.on('data', () => {
-          last = performance.now();
-        });
-        response.on('end', () => resolve(last - sent));
-        response.on('error', reject);
-      });
+      const outgoing = http.request(
+        target,
+        { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+        (response) => {
+          response.on('data', () => {
+            last = performance.now();
+          });
+          response.on('end', () => resolve(last - sent));
+          response.on('error', reject);
+        },
+      );
       outgoing.on('error', reject);
       outgoing.end(body);
     });
@@ -143,7 +169,9 @@ async function main(): Promise<void> {
   const calls = callsFlag > 0 ? Number(process.argv[callsFlag + 1]) : 4000;
   const { child, url } = await startServerProcess();
   const model = 'test-model';
-  const body = Buffer.from(JSON.stringify({ model, messages: request.messages, stream: true, stream_options: { include_usage: true } }));
+  const body = Buffer.from(
+    JSON.stringify({ model, messages: request.messages, stream: true, stream_options: { include_usage: true } }),
+  );
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const target = new URL(`${url}/v1/chat/completions`);
   const bareHttp = bareHttpCall(url, request, model, agent);
@@ -158,7 +186,8 @@ async function main(): Promise<void> {
   const expectedArguments = JSON.stringify(answer.toolCalls[0]?.arguments);
   const viaClient: Call = async () => {
     const response = await client.chat(request);
-    if (response.message.tool_calls?.[0]?.function.arguments !== expectedArguments) throw new Error('the client assembled a wrong tool call');
+    if (response.message.tool_calls?.[0]?.function.arguments !== expectedArguments)
+      throw new Error('the client assembled a wrong tool call');
     return response.timings.queueMs + response.timings.e2eMs;
   };
   const modes: Array<[string, Call]> = [
@@ -176,7 +205,13 @@ async function main(): Promise<void> {
     // Interleaved rounds, so drift on a shared machine hits every mode alike.
     for (let round = 0; round < rounds; round++) {
       for (const [name, call] of modes) {
-        results.set(name, merge(results.get(name), await runMode(Math.round((concurrency === 1 ? calls / 4 : calls) / rounds), concurrency, call)));
+        results.set(
+          name,
+          merge(
+            results.get(name),
+            await runMode(Math.round((concurrency === 1 ? calls / 4 : calls) / rounds), concurrency, call),
+          ),
+        );
       }
     }
     const bare = results.get('bare node:http') as ModeResult;
@@ -208,12 +243,18 @@ async function main(): Promise<void> {
         'busy × bare': figures.busyRatioVsBare.toFixed(2),
         'req/s': figures.requestsPerSecond.toFixed(0),
       });
-      summary[`c${concurrency} ${name}`] = Object.fromEntries(Object.entries(figures).map(([key, value]) => [key, Number(value.toFixed(3))]));
+      summary[`c${concurrency} ${name}`] = Object.fromEntries(
+        Object.entries(figures).map(([key, value]) => [key, Number(value.toFixed(3))]),
+      );
     }
   }
   console.log('openai client overhead against the local test server (zero model delay, separate process)');
   console.table(rows);
-  const clientAt64 = summary['c64 openai client'] as { ownP99Ms: number; steadyOwnP99Ms: number; busyMsPerCall: number };
+  const clientAt64 = summary['c64 openai client'] as {
+    ownP99Ms: number;
+    steadyOwnP99Ms: number;
+    busyMsPerCall: number;
+  };
   const bareAt64 = summary['c64 bare node:http'] as { busyMsPerCall: number };
   console.log(
     `at 64 concurrent: client own time p99 ${clientAt64.ownP99Ms.toFixed(3)} ms over all calls, ${clientAt64.steadyOwnP99Ms.toFixed(3)} ms without the start bursts (goal < 1 ms); event-loop work per call ${(clientAt64.busyMsPerCall - bareAt64.busyMsPerCall).toFixed(3)} ms above the bare loop`,

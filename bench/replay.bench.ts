@@ -67,14 +67,24 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
     const key = `${session.id}/${messageIndex}`;
     let call = calls.get(key);
     if (!call) {
-      call = bareHttpCall(url, { messages: session.messages.slice(0, messageIndex), tools: session.tools }, 'test-model', agent);
+      call = bareHttpCall(
+        url,
+        { messages: session.messages.slice(0, messageIndex), tools: session.tools },
+        'test-model',
+        agent,
+      );
       calls.set(key, call);
     }
     return call;
   };
   // Bodies built before the measured loop, as the replay's are (prepareBodies).
   for (const { session } of sessions) for (const plan of session.calls) callFor(session, plan.messageIndex);
-  const drive = async (phase: ScheduledSession[], laneStartsMs: readonly number[], ownTimes: number[], lagTimes: number[]): Promise<number[]> => {
+  const drive = async (
+    phase: ScheduledSession[],
+    laneStartsMs: readonly number[],
+    ownTimes: number[],
+    lagTimes: number[],
+  ): Promise<number[]> => {
     let next = 0;
     const origin = performance.now();
     const now = () => performance.now() - origin;
@@ -119,7 +129,11 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
   const cpu = process.cpuUsage(cpuBefore);
   agent.destroy();
   const sort = (values: number[]) => values.sort((left, right) => left - right);
-  return { ownTimes: sort(ownTimes), lagTimes: sort(lagTimes), cpuMsPerCall: (cpu.user + cpu.system) / 1000 / (ownTimes.length + warmupOwn.length) };
+  return {
+    ownTimes: sort(ownTimes),
+    lagTimes: sort(lagTimes),
+    cpuMsPerCall: (cpu.user + cpu.system) / 1000 / (ownTimes.length + warmupOwn.length),
+  };
 }
 
 function flag(name: string): string | undefined {
@@ -145,11 +159,19 @@ async function main(): Promise<void> {
     if (!parsed.ok) throw new Error(parsed.unreplayable.detail);
     return parsed.session;
   });
-  const client = createModelClient({ adapter: 'openai', baseUrl: `${server.url}/v1`, model: 'test-model', concurrency: 100_000, maxRetries: 0, timeoutMs: 60_000 });
+  const client = createModelClient({
+    adapter: 'openai',
+    baseUrl: `${server.url}/v1`,
+    model: 'test-model',
+    concurrency: 100_000,
+    maxRetries: 0,
+    timeoutMs: 60_000,
+  });
   const rows: Array<Record<string, string | number>> = [];
   let sustained: number | undefined;
   let broken = false;
-  const scheduledSessions = (count: number) => Array.from({ length: count }, (_, index) => ({ session: recorded[index % recorded.length], sessionIndex: index }));
+  const scheduledSessions = (count: number) =>
+    Array.from({ length: count }, (_, index) => ({ session: recorded[index % recorded.length], sessionIndex: index }));
   const replay = (sessions: ScheduledSession[], concurrency: number) =>
     runReplayPart({
       sessions,
@@ -165,32 +187,41 @@ async function main(): Promise<void> {
    * sessions, alternating which goes first (bare-replay, replay-bare, ...) so that a change of
    * machine load during the run falls on both; own times pooled over the rounds.
    */
-  const restatedGoal = async (sessions: ScheduledSession[], concurrency: number): Promise<{ replay: DrivenCalls; bare: DrivenCalls }> => {
-    const emptySide = () => ({ ownTimes: [] as number[], lagTimes: [] as number[], cpuMs: 0, calls: 0, roundP99s: [] as number[] });
+  const restatedGoal = async (
+    sessions: ScheduledSession[],
+    concurrency: number,
+  ): Promise<{ replay: DrivenCalls; bare: DrivenCalls }> => {
+    const emptySide = () => ({
+      ownTimes: [] as number[],
+      lagTimes: [] as number[],
+      cpuMs: 0,
+      calls: 0,
+      roundP99s: [] as number[],
+    });
     const pooled = { replay: emptySide(), bare: emptySide() };
     for (let round = 0; round < rounds; round++) {
-        for (const side of round % 2 === 0 ? (['bare', 'replay'] as const) : (['replay', 'bare'] as const)) {
-          let driven: DrivenCalls;
-          if (side === 'bare') {
-            driven = await bareReplay(server.url, sessions, concurrency);
-          } else {
-            const cpuBefore = process.cpuUsage();
-            const result = await replay(sessions, concurrency);
-            const cpu = process.cpuUsage(cpuBefore);
-            driven = {
-              ownTimes: [...(result.samples.get('client_overhead_ms') ?? [])],
-              lagTimes: [...(result.samples.get('schedule_lag_ms') ?? [])],
-              cpuMsPerCall: (cpu.user + cpu.system) / 1000 / Math.max(1, result.calls.length + result.warmup.calls),
-            };
-          }
-          const into = pooled[side];
-          into.roundP99s.push((percentilesOf(driven.ownTimes, [99]) as [number])[0]);
-          into.ownTimes.push(...driven.ownTimes);
-          into.lagTimes.push(...driven.lagTimes);
-          into.cpuMs += driven.cpuMsPerCall * driven.ownTimes.length;
-          into.calls += driven.ownTimes.length;
+      for (const side of round % 2 === 0 ? (['bare', 'replay'] as const) : (['replay', 'bare'] as const)) {
+        let driven: DrivenCalls;
+        if (side === 'bare') {
+          driven = await bareReplay(server.url, sessions, concurrency);
+        } else {
+          const cpuBefore = process.cpuUsage();
+          const result = await replay(sessions, concurrency);
+          const cpu = process.cpuUsage(cpuBefore);
+          driven = {
+            ownTimes: [...(result.samples.get('client_overhead_ms') ?? [])],
+            lagTimes: [...(result.samples.get('schedule_lag_ms') ?? [])],
+            cpuMsPerCall: (cpu.user + cpu.system) / 1000 / Math.max(1, result.calls.length + result.warmup.calls),
+          };
         }
+        const into = pooled[side];
+        into.roundP99s.push((percentilesOf(driven.ownTimes, [99]) as [number])[0]);
+        into.ownTimes.push(...driven.ownTimes);
+        into.lagTimes.push(...driven.lagTimes);
+        into.cpuMs += driven.cpuMsPerCall * driven.ownTimes.length;
+        into.calls += driven.ownTimes.length;
       }
+    }
     const sorted = (side: keyof typeof pooled): DrivenCalls => ({
       ownTimes: pooled[side].ownTimes.sort((left, right) => left - right),
       lagTimes: pooled[side].lagTimes.sort((left, right) => left - right),
@@ -222,7 +253,11 @@ async function main(): Promise<void> {
         'lag p99 ms': lagP99.toFixed(3),
         'busy ms/call': (busy.active / Math.max(1, result.calls.length)).toFixed(3),
         // CPU time is not inflated by waiting for a core, unlike wall-clock figures on a busy machine.
-        'cpu ms/call': ((cpu.user + cpu.system) / 1000 / Math.max(1, result.calls.length + result.warmup.calls)).toFixed(3),
+        'cpu ms/call': (
+          (cpu.user + cpu.system) /
+          1000 /
+          Math.max(1, result.calls.length + result.warmup.calls)
+        ).toFixed(3),
         'loop busy': `${(busy.utilization * 100).toFixed(0)}%`,
         'ttft p50 ms': ttftP50.toFixed(1),
         'ttft p99 ms': ttftP99.toFixed(1),
@@ -239,10 +274,15 @@ async function main(): Promise<void> {
     await client.close?.();
     await server.close();
   }
-  console.log(`replay client overhead per call (closed loop, test server in a child process; ${availableParallelism()} CPUs, load average ${loadavg()[0]?.toFixed(2)})`);
+  console.log(
+    `replay client overhead per call (closed loop, test server in a child process; ${availableParallelism()} CPUs, load average ${loadavg()[0]?.toFixed(2)})`,
+  );
   console.table(rows);
   const atGoal = rows.find((row) => row.sessions === goalSessions);
-  if (atGoal) console.log(`at ${goalSessions} concurrent sessions: own overhead p99 ${atGoal['own p99 ms']} ms (goal < ${goalMs} ms)`);
+  if (atGoal)
+    console.log(
+      `at ${goalSessions} concurrent sessions: own overhead p99 ${atGoal['own p99 ms']} ms (goal < ${goalMs} ms)`,
+    );
   if (restated) {
     const figures = (side: DrivenCalls) => {
       const [p50, p99] = percentilesOf(side.ownTimes, [50, 99]) as [number, number];
@@ -262,14 +302,20 @@ async function main(): Promise<void> {
     const replayFigures = figures(restated.replay);
     const bareFigures = figures(restated.bare);
     const delta = replayFigures.p99 - bareFigures.p99;
-    console.log(`restated goal at ${goalSessions} sessions, same run, ${rounds} interleaved rounds each (own time per call, pooled):`);
+    console.log(
+      `restated goal at ${goalSessions} sessions, same run, ${rounds} interleaved rounds each (own time per call, pooled):`,
+    );
     console.table({ replay: replayFigures.row, 'bare node:http': bareFigures.row });
     console.log(
       `replay own p99 ${replayFigures.p99.toFixed(3)} ms, bare node:http loop own p99 ${bareFigures.p99.toFixed(3)} ms, ` +
         `difference ${delta.toFixed(3)} ms, ratio ${(replayFigures.p99 / bareFigures.p99).toFixed(2)} (goal: difference <= ${goalDeltaMs} ms: ${delta <= goalDeltaMs ? 'met' : 'NOT met'})`,
     );
   }
-  console.log(sustained === undefined ? `the goal breaks already at ${levels[0]} sessions` : `highest concurrency within the goal: ${sustained} sessions${sustained === levels.at(-1) ? ' (the largest level tried)' : ''}`);
+  console.log(
+    sustained === undefined
+      ? `the goal breaks already at ${levels[0]} sessions`
+      : `highest concurrency within the goal: ${sustained} sessions${sustained === levels.at(-1) ? ' (the largest level tried)' : ''}`,
+  );
 }
 
 main().catch((error: unknown) => {

@@ -55,11 +55,21 @@ async function round(seed: string): Promise<Round> {
     const cpuBefore = process.cpuUsage();
     const result = await runStageLocally(
       rlStage,
-      { generate: { count: Math.max(16, groups), seed: 'bench' }, groups, groupSize, groupsPerPart: 16, episodeConcurrency: 1 },
+      {
+        generate: { count: Math.max(16, groups), seed: 'bench' },
+        groups,
+        groupSize,
+        groupsPerPart: 16,
+        episodeConcurrency: 1,
+      },
       { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed, concurrency: 1 },
     );
     const cpu = process.cpuUsage(cpuBefore);
-    return { wallMs: performance.now() - started, cpuMs: (cpu.user + cpu.system) / 1000, output: result.output as RlOutput };
+    return {
+      wallMs: performance.now() - started,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      output: result.output as RlOutput,
+    };
   } finally {
     await rm(directory, { recursive: true, force: true });
   }
@@ -79,16 +89,29 @@ async function main(): Promise<void> {
   const tokenViewMs = pick((entry) => entry.output.timing.tokenViewMs);
   const overheadMs = pick((entry) => entry.wallMs - entry.output.timing.episodeMs);
   const variantMs = pick((entry) => entry.output.timing.variantMs);
-  const otherMs = pick((entry) => entry.wallMs - entry.output.timing.episodeMs - entry.output.timing.tokenViewMs - entry.output.timing.variantMs);
+  const otherMs = pick(
+    (entry) =>
+      entry.wallMs - entry.output.timing.episodeMs - entry.output.timing.tokenViewMs - entry.output.timing.variantMs,
+  );
   const micros = (ms: number) => ((ms * 1000) / steps).toFixed(0);
-  console.log(`rl stage, stochastic scripted policy: ${groups} groups x ${groupSize} = ${episodes} episodes, ${steps} environment steps (${(steps / episodes).toFixed(2)} per episode), median of ${rounds} rounds`);
-  console.log(`stage:            ${((episodes / wallMs) * 1000).toFixed(1)} episodes/s (${(wallMs / 1000).toFixed(2)} s wall, plan + parts + finish); ${((episodes / cpuMs) * 1000).toFixed(1)} episodes per CPU second`);
+  console.log(
+    `rl stage, stochastic scripted policy: ${groups} groups x ${groupSize} = ${episodes} episodes, ${steps} environment steps (${(steps / episodes).toFixed(2)} per episode), median of ${rounds} rounds`,
+  );
+  console.log(
+    `stage:            ${((episodes / wallMs) * 1000).toFixed(1)} episodes/s (${(wallMs / 1000).toFixed(2)} s wall, plan + parts + finish); ${((episodes / cpuMs) * 1000).toFixed(1)} episodes per CPU second`,
+  );
   console.log(`episodes alone:   ${((episodes / episodeMs) * 1000).toFixed(1)} episodes/s inside runEpisode`);
-  console.log(`per step:         policy ${micros(policyMs)} µs, simulator ${micros(episodeMs - policyMs)} µs (tools, viewer, hooks, verifier, loop)`);
+  console.log(
+    `per step:         policy ${micros(policyMs)} µs, simulator ${micros(episodeMs - policyMs)} µs (tools, viewer, hooks, verifier, loop)`,
+  );
   console.log(`stage overhead:   ${micros(overheadMs)} µs per step (stage wall - runEpisode time)`);
   console.log(`  token views:    ${micros(tokenViewMs)} µs per step (chat template render, tokenize, mask checks)`);
-  console.log(`  HSA variants:   ${micros(variantMs)} µs per step (a fresh variant per non-canonical group, validated and leak-checked)`);
-  console.log(`  everything else: ${micros(otherMs)} µs per step (plan, advantages, records, Parquet + JSONL, stats, report, manifest)`);
+  console.log(
+    `  HSA variants:   ${micros(variantMs)} µs per step (a fresh variant per non-canonical group, validated and leak-checked)`,
+  );
+  console.log(
+    `  everything else: ${micros(otherMs)} µs per step (plan, advantages, records, Parquet + JSONL, stats, report, manifest)`,
+  );
 }
 
 main().catch((error: unknown) => {

@@ -51,27 +51,51 @@ function parseArguments(argv: string[]): BenchOptions {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? (sorted[middle]) : ((sorted[middle - 1]) + (sorted[middle])) / 2;
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 async function main(): Promise<void> {
   const options = parseArguments(process.argv.slice(2));
   const temporary = options.model ? undefined : mkdtempSync(join(tmpdir(), 'hat-serve-bench-'));
-  const modelDir = options.model ?? makeDummyDecoder({ outDir: join(temporary!, 'model'), tokenizer: 'qwen3', seed: 'serve-bench' }).outDir;
+  const modelDir =
+    options.model ??
+    makeDummyDecoder({ outDir: join(temporary!, 'model'), tokenizer: 'qwen3', seed: 'serve-bench' }).outDir;
   const inProcess = new OnnxModelClient({ modelDir, intraOpThreads: options.threads });
-  const server = await startServeServer({ model: modelDir, intraOpThreads: options.threads, maxBatchSize: options.concurrency });
+  const server = await startServeServer({
+    model: modelDir,
+    intraOpThreads: options.threads,
+    maxBatchSize: options.concurrency,
+  });
   try {
     const vocabularySize = (await inProcess.info()).vocabularySize;
-    const prompts = Array.from({ length: options.concurrency }, (_, row) => Array.from({ length: options.promptTokens }, (_, index) => (index * 7919 + row * 104729 + 13) % vocabularySize));
+    const prompts = Array.from({ length: options.concurrency }, (_, row) =>
+      Array.from({ length: options.promptTokens }, (_, index) => (index * 7919 + row * 104729 + 13) % vocabularySize),
+    );
     const sampling = { temperature: 1, topP: 1, topK: 0 };
     // Random weights rarely sample eos; ignore_eos keeps every sequence at full length on both sides.
     const local = async (promptIds: number[], seed: number): Promise<number[]> =>
-      (await inProcess.generate(promptIds, { maxNewTokens: options.tokens, ...sampling, seed, logprobs: true, stopTokenIds: [] })).tokenIds;
+      (
+        await inProcess.generate(promptIds, {
+          maxNewTokens: options.tokens,
+          ...sampling,
+          seed,
+          logprobs: true,
+          stopTokenIds: [],
+        })
+      ).tokenIds;
     const served = async (promptIds: number[], seed: number): Promise<number[]> => {
       const response = await fetch(`${server.baseUrl}/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ prompt: promptIds, max_tokens: options.tokens, temperature: 1, seed, logprobs: 1, return_tokens_as_token_ids: true, ignore_eos: true }),
+        body: JSON.stringify({
+          prompt: promptIds,
+          max_tokens: options.tokens,
+          temperature: 1,
+          seed,
+          logprobs: 1,
+          return_tokens_as_token_ids: true,
+          ignore_eos: true,
+        }),
       });
       const body = (await response.json()) as { choices: Array<{ logprobs: { tokens: string[] } }> };
       return body.choices[0].logprobs.tokens.map((token) => Number(token.slice('token_id:'.length)));
@@ -101,11 +125,30 @@ async function main(): Promise<void> {
     }
     const singleRatio = median(single.served) / median(single.local);
     const manyRatio = median(many.served) / median(many.local);
-    console.log(`model: ${modelDir} (vocabulary ${vocabularySize}), ${options.promptTokens} prompt tokens, ${options.tokens} new tokens, ${options.threads} thread(s), ${options.repeats} repeats`);
-    console.log(`one request:  in-process ${median(single.local).toFixed(1)} tok/s, served ${median(single.served).toFixed(1)} tok/s, ratio ${singleRatio.toFixed(3)}`);
-    console.log(`${options.concurrency} at once:    in-process (one after another) ${median(many.local).toFixed(1)} tok/s, served (batched) ${median(many.served).toFixed(1)} tok/s, ratio ${manyRatio.toFixed(3)}`);
-    console.log(`same ids served and in-process: ${mismatches === 0 ? 'yes' : `NO (${mismatches} of ${options.repeats} differ)`}`);
-    console.log(JSON.stringify({ singleTokensPerSecond: { inProcess: median(single.local), served: median(single.served), ratio: singleRatio }, concurrent: { concurrency: options.concurrency, inProcess: median(many.local), served: median(many.served), ratio: manyRatio }, mismatches }));
+    console.log(
+      `model: ${modelDir} (vocabulary ${vocabularySize}), ${options.promptTokens} prompt tokens, ${options.tokens} new tokens, ${options.threads} thread(s), ${options.repeats} repeats`,
+    );
+    console.log(
+      `one request:  in-process ${median(single.local).toFixed(1)} tok/s, served ${median(single.served).toFixed(1)} tok/s, ratio ${singleRatio.toFixed(3)}`,
+    );
+    console.log(
+      `${options.concurrency} at once:    in-process (one after another) ${median(many.local).toFixed(1)} tok/s, served (batched) ${median(many.served).toFixed(1)} tok/s, ratio ${manyRatio.toFixed(3)}`,
+    );
+    console.log(
+      `same ids served and in-process: ${mismatches === 0 ? 'yes' : `NO (${mismatches} of ${options.repeats} differ)`}`,
+    );
+    console.log(
+      JSON.stringify({
+        singleTokensPerSecond: { inProcess: median(single.local), served: median(single.served), ratio: singleRatio },
+        concurrent: {
+          concurrency: options.concurrency,
+          inProcess: median(many.local),
+          served: median(many.served),
+          ratio: manyRatio,
+        },
+        mismatches,
+      }),
+    );
   } finally {
     await server.close();
     await inProcess.close();

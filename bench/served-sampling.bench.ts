@@ -19,7 +19,11 @@ import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { OnnxTokenScorer } from '../shared/models/scoring/onnx-token-scorer';
 import { startServeServer } from '../shared/models/serve/serve-server';
 import { InProcessTokenSampler } from '../shared/models/token-exact/in-process-token-sampler';
-import { ServedTokenSampler, servedSamplerConfigSchema, vllmSamplingRequest } from '../shared/models/token-exact/served-token-sampler';
+import {
+  ServedTokenSampler,
+  servedSamplerConfigSchema,
+  vllmSamplingRequest,
+} from '../shared/models/token-exact/served-token-sampler';
 import { stopTokenIdsOf } from '../shared/models/token-exact/token-exact-episode';
 import type { SampleRequest, TokenSampler } from '../shared/models/token-exact/token-sampler';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
@@ -48,17 +52,33 @@ async function main(): Promise<void> {
   const serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
   const model = new OnnxTokenScorer(new OnnxModelClient({ modelDir, intraOpThreads: 1 }), { modelDir });
   try {
-    const promptIds = tokenizer.encode(tokenizer.render([{ role: 'user', content: 'Is the blue mug in stock, and how much is it with the coupon?' }], { addGenerationPrompt: true }));
+    const promptIds = tokenizer.encode(
+      tokenizer.render([{ role: 'user', content: 'Is the blue mug in stock, and how much is it with the coupon?' }], {
+        addGenerationPrompt: true,
+      }),
+    );
     const stopTokenIds = stopTokenIdsOf(tokenizer);
-    const served = new ServedTokenSampler(servedSamplerConfigSchema.parse({ engine: 'vllm', baseUrl: serve.baseUrl, model: 'policy', concurrency: 1 }));
+    const served = new ServedTokenSampler(
+      servedSamplerConfigSchema.parse({ engine: 'vllm', baseUrl: serve.baseUrl, model: 'policy', concurrency: 1 }),
+    );
     const local = new InProcessTokenSampler(model, 'raw_logprobs');
-    const request = (index: number, maxTokens: number): SampleRequest => ({ promptIds, sampling: { temperature: 1, topP: 1, topK: 0 }, maxTokens, seed: index, stopTokenIds });
+    const request = (index: number, maxTokens: number): SampleRequest => ({
+      promptIds,
+      sampling: { temperature: 1, topP: 1, topK: 0 },
+      maxTokens,
+      seed: index,
+      stopTokenIds,
+    });
 
     // 1. Client overhead: short completions (4 tokens), so the client's share is as large as it gets.
     const bare = async (): Promise<number> => {
       let tokens = 0;
       for (let index = 0; index < calls; index++) {
-        const response = await fetch(`${serve.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(vllmSamplingRequest('policy', request(index, 4))) });
+        const response = await fetch(`${serve.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(vllmSamplingRequest('policy', request(index, 4))),
+        });
         const body = (await response.json()) as { choices: Array<{ logprobs: { tokens: string[] } }> };
         tokens += body.choices[0].logprobs.tokens.length;
       }
@@ -66,7 +86,8 @@ async function main(): Promise<void> {
     };
     const viaClient = (sampler: TokenSampler, maxTokens: number, count: number) => async (): Promise<number> => {
       let tokens = 0;
-      for (let index = 0; index < count; index++) tokens += (await sampler.sample(request(index, maxTokens))).tokenIds.length;
+      for (let index = 0; index < count; index++)
+        tokens += (await sampler.sample(request(index, maxTokens))).tokenIds.length;
       return tokens;
     };
     await bare();
@@ -76,9 +97,13 @@ async function main(): Promise<void> {
       const baseline = await timed(bare);
       const client = await timed(viaClient(served, 4, calls));
       ratios.push(baseline.seconds / client.seconds);
-      console.log(`round ${round + 1}: bare fetch ${(calls / baseline.seconds).toFixed(1)} calls/s, ServedTokenSampler ${(calls / client.seconds).toFixed(1)} calls/s, ratio ${(baseline.seconds / client.seconds).toFixed(3)}`);
+      console.log(
+        `round ${round + 1}: bare fetch ${(calls / baseline.seconds).toFixed(1)} calls/s, ServedTokenSampler ${(calls / client.seconds).toFixed(1)} calls/s, ratio ${(baseline.seconds / client.seconds).toFixed(3)}`,
+      );
     }
-    console.log(`client overhead: ratio bare/client median ${ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)].toFixed(3)} (goal >= 0.9) over ${calls} calls x ${rounds} rounds`);
+    console.log(
+      `client overhead: ratio bare/client median ${ratios.sort((a, b) => a - b)[Math.floor(ratios.length / 2)].toFixed(3)} (goal >= 0.9) over ${calls} calls x ${rounds} rounds`,
+    );
 
     // 2. Rollout tokens per second: 32-token samples, served vs in-process, same seeds.
     const rollouts = Math.max(8, Math.floor(calls / 8));
@@ -87,10 +112,14 @@ async function main(): Promise<void> {
       const overHttp = await timed(viaClient(served, 32, rollouts));
       const inProcess = await timed(viaClient(local, 32, rollouts));
       rates.push({ served: overHttp.tokens / overHttp.seconds, local: inProcess.tokens / inProcess.seconds });
-      console.log(`round ${round + 1}: served ${(overHttp.tokens / overHttp.seconds).toFixed(1)} tokens/s, in-process ${(inProcess.tokens / inProcess.seconds).toFixed(1)} tokens/s`);
+      console.log(
+        `round ${round + 1}: served ${(overHttp.tokens / overHttp.seconds).toFixed(1)} tokens/s, in-process ${(inProcess.tokens / inProcess.seconds).toFixed(1)} tokens/s`,
+      );
     }
     const ratio = rates.map((rate) => rate.served / rate.local).sort((a, b) => a - b);
-    console.log(`rollout tokens/s served / in-process: median ${ratio[Math.floor(ratio.length / 2)].toFixed(3)} over ${rollouts} samples x ${rounds} rounds`);
+    console.log(
+      `rollout tokens/s served / in-process: median ${ratio[Math.floor(ratio.length / 2)].toFixed(3)} over ${rollouts} samples x ${rounds} rounds`,
+    );
   } finally {
     await serve.close();
     await model.close();

@@ -103,12 +103,21 @@ async function main(): Promise<void> {
     const config = { inputs: [input.uri], sequenceLength, recordsPerPart: 100, renderDate };
     const warmStore = stores.storeFor(`file://${directory}/warm`);
     const warmInput = await writeJsonl(inputStore, 'warm.jsonl.gz', trajectories.slice(0, 20));
-    await runStageLocally(shardStage, { ...config, inputs: [warmInput.uri] }, { store: warmStore, openObject: stores.openObject, logger: createLogger({ level: 'warn' }), seed: 'bench' });
+    await runStageLocally(
+      shardStage,
+      { ...config, inputs: [warmInput.uri] },
+      { store: warmStore, openObject: stores.openObject, logger: createLogger({ level: 'warn' }), seed: 'bench' },
+    );
 
     const rawBefore = rawEncode();
     const stageStart = process.hrtime.bigint();
     const stageCpu = process.cpuUsage();
-    const result = await runStageLocally(shardStage, config, { store: stores.storeFor(`file://${directory}/out`), openObject: stores.openObject, logger: createLogger({ level: 'warn' }), seed: 'bench' });
+    const result = await runStageLocally(shardStage, config, {
+      store: stores.storeFor(`file://${directory}/out`),
+      openObject: stores.openObject,
+      logger: createLogger({ level: 'warn' }),
+      seed: 'bench',
+    });
     const stageSeconds = seconds(stageStart);
     const stageCpuSeconds = cpuSeconds(stageCpu);
     const rawAfter = rawEncode();
@@ -145,25 +154,52 @@ async function main(): Promise<void> {
     const fillAt = (capacity: number) => {
       const fitting = lengths.filter((length) => length <= capacity);
       const bins = packBestFitDecreasing(fitting, capacity);
-      return { capacity, fill: fitting.reduce((sum, length) => sum + length, 0) / (bins.length * capacity), bound: fillUpperBound(fitting, capacity) };
+      return {
+        capacity,
+        fill: fitting.reduce((sum, length) => sum + length, 0) / (bins.length * capacity),
+        bound: fillUpperBound(fitting, capacity),
+      };
     };
     // The packer on lengths that allow a tight packing: log-uniform 200-6,000 tokens (seeded).
     const rng = new Rng('shard-bench/lengths');
-    const synthetic = Array.from({ length: 5000 }, () => Math.round(Math.exp(Math.log(200) + rng.next() * (Math.log(6000) - Math.log(200)))));
+    const synthetic = Array.from({ length: 5000 }, () =>
+      Math.round(Math.exp(Math.log(200) + rng.next() * (Math.log(6000) - Math.log(200)))),
+    );
     const syntheticBins = packBestFitDecreasing(synthetic, sequenceLength);
     const syntheticFill = synthetic.reduce((sum, length) => sum + length, 0) / (syntheticBins.length * sequenceLength);
     const train = output.splits.train;
-    console.log(`shard bench: ${trajectories.length} simulator trajectories, ${format(stageTokens)} tokens (mean ${format(stageTokens / output.samples)} per sample), qwen3, sequence length ${sequenceLength}`);
-    console.log(`raw encode      ${format(rawTokensPerSecond).padStart(10)} tok/s   (before ${format(rawBefore.tokens / rawBefore.seconds)}, after ${format(rawAfter.tokens / rawAfter.seconds)})`);
-    console.log(`stage, e2e      ${format(stageTokensPerSecond).padStart(10)} tok/s   (${stageSeconds.toFixed(2)} s, ${result.parts} parts)`);
-    console.log(`stage / raw     ${(stageTokensPerSecond / rawTokensPerSecond).toFixed(2).padStart(10)}         (goal >= 0.70; wall clock)`);
-    console.log(`stage / raw     ${(stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(2).padStart(10)}         (per CPU second: ${format(stageTokensPerCpuSecond)} vs ${format(rawTokensPerCpuSecond)} tok/s; steadier on a shared machine)`);
-    console.log(`tokenize        ${format(tokenized.tokens / tokenized.seconds).padStart(10)} tok/s   (tokenizeConversation per sample: render, spans, segmented encode, mask verification)`);
-    console.log(`tokenize / raw  ${tokenizeRatio.toFixed(2).padStart(10)}         (goal >= 3; raw ${format(rawFreshTokens / rawFreshSeconds)} tok/s; both on conversations first seen, ${episodes} each)`);
+    console.log(
+      `shard bench: ${trajectories.length} simulator trajectories, ${format(stageTokens)} tokens (mean ${format(stageTokens / output.samples)} per sample), qwen3, sequence length ${sequenceLength}`,
+    );
+    console.log(
+      `raw encode      ${format(rawTokensPerSecond).padStart(10)} tok/s   (before ${format(rawBefore.tokens / rawBefore.seconds)}, after ${format(rawAfter.tokens / rawAfter.seconds)})`,
+    );
+    console.log(
+      `stage, e2e      ${format(stageTokensPerSecond).padStart(10)} tok/s   (${stageSeconds.toFixed(2)} s, ${result.parts} parts)`,
+    );
+    console.log(
+      `stage / raw     ${(stageTokensPerSecond / rawTokensPerSecond).toFixed(2).padStart(10)}         (goal >= 0.70; wall clock)`,
+    );
+    console.log(
+      `stage / raw     ${(stageTokensPerCpuSecond / rawTokensPerCpuSecond).toFixed(2).padStart(10)}         (per CPU second: ${format(stageTokensPerCpuSecond)} vs ${format(rawTokensPerCpuSecond)} tok/s; steadier on a shared machine)`,
+    );
+    console.log(
+      `tokenize        ${format(tokenized.tokens / tokenized.seconds).padStart(10)} tok/s   (tokenizeConversation per sample: render, spans, segmented encode, mask verification)`,
+    );
+    console.log(
+      `tokenize / raw  ${tokenizeRatio.toFixed(2).padStart(10)}         (goal >= 3; raw ${format(rawFreshTokens / rawFreshSeconds)} tok/s; both on conversations first seen, ${episodes} each)`,
+    );
     console.log(`fill, train     ${percent(train.fill).padStart(10)}         at ${sequenceLength} (goal >= 97%)`);
-    const fills = [sequenceLength, 16384, 32768].filter((capacity, index, all) => all.indexOf(capacity) === index).map(fillAt);
-    for (const figure of fills) console.log(`fill, BFD       ${percent(figure.fill).padStart(10)}         at ${figure.capacity}; best possible for whole samples ${percent(figure.bound)}`);
-    console.log(`fill, BFD       ${percent(syntheticFill).padStart(10)}         at ${sequenceLength} on 5,000 log-uniform lengths 200-6,000 (best possible ${percent(fillUpperBound(synthetic, sequenceLength))})`);
+    const fills = [sequenceLength, 16384, 32768]
+      .filter((capacity, index, all) => all.indexOf(capacity) === index)
+      .map(fillAt);
+    for (const figure of fills)
+      console.log(
+        `fill, BFD       ${percent(figure.fill).padStart(10)}         at ${figure.capacity}; best possible for whole samples ${percent(figure.bound)}`,
+      );
+    console.log(
+      `fill, BFD       ${percent(syntheticFill).padStart(10)}         at ${sequenceLength} on 5,000 log-uniform lengths 200-6,000 (best possible ${percent(fillUpperBound(synthetic, sequenceLength))})`,
+    );
     console.log(
       JSON.stringify({
         bench: 'shard',
@@ -176,7 +212,11 @@ async function main(): Promise<void> {
         tokenizeTokensPerSecond: Math.round(tokenized.tokens / tokenized.seconds),
         tokenizeRatio: Number(tokenizeRatio.toFixed(3)),
         trainFill: Number(train.fill.toFixed(4)),
-        fills: fills.map((figure) => ({ sequenceLength: figure.capacity, fill: Number(figure.fill.toFixed(4)), bound: Number(figure.bound.toFixed(4)) })),
+        fills: fills.map((figure) => ({
+          sequenceLength: figure.capacity,
+          fill: Number(figure.fill.toFixed(4)),
+          bound: Number(figure.bound.toFixed(4)),
+        })),
         syntheticFill: Number(syntheticFill.toFixed(4)),
       }),
     );

@@ -95,12 +95,23 @@ async function main(): Promise<void> {
       model: 'replay',
       attempts: 1,
     }));
-    const calls = trajectory.messages.flatMap((message) => (message.role === 'assistant' ? (message.tool_calls ?? []) : []));
-    recorded.push({ task, world: worlds[index], responses, messages: trajectory.messages, calls, steps: trajectory.calls.length });
+    const calls = trajectory.messages.flatMap((message) =>
+      message.role === 'assistant' ? (message.tool_calls ?? []) : [],
+    );
+    recorded.push({
+      task,
+      world: worlds[index],
+      responses,
+      messages: trajectory.messages,
+      calls,
+      steps: trajectory.calls.length,
+    });
   }
   const steps = recorded.reduce((sum, entry) => sum + entry.steps, 0);
   const toolCalls = recorded.reduce((sum, entry) => sum + entry.calls.length, 0);
-  console.log(`\n${tasks.length} tasks, ${steps} model steps, ${toolCalls} tool calls (${(steps / tasks.length).toFixed(2)} steps per episode)`);
+  console.log(
+    `\n${tasks.length} tasks, ${steps} model steps, ${toolCalls} tool calls (${(steps / tasks.length).toFixed(2)} steps per episode)`,
+  );
 
   const expertTimes: number[] = [];
   const replayTimes: number[] = [];
@@ -111,7 +122,8 @@ async function main(): Promise<void> {
   const replay = new ReplayPolicy();
   for (let round = 0; round < rounds; round++) {
     let started = performance.now();
-    for (const entry of recorded) await runEpisode({ policy: expert, harness, task: entry.task, world: entry.world, harnessHash: hash });
+    for (const entry of recorded)
+      await runEpisode({ policy: expert, harness, task: entry.task, world: entry.world, harnessHash: hash });
     expertTimes.push(performance.now() - started);
 
     started = performance.now();
@@ -135,7 +147,8 @@ async function main(): Promise<void> {
     toolTimes.push(performance.now() - started);
 
     started = performance.now();
-    for (const entry of recorded) verifyEpisode({ task: entry.task, harness, messages: entry.messages, world: entry.world });
+    for (const entry of recorded)
+      verifyEpisode({ task: entry.task, harness, messages: entry.messages, world: entry.world });
     verifyTimes.push(performance.now() - started);
 
     started = performance.now();
@@ -151,12 +164,24 @@ async function main(): Promise<void> {
   const renderMs = median(renderTimes);
   const micros = (ms: number, per: number) => ((ms * 1000) / per).toFixed(1);
   const loopMs = replayMs - toolMs - verifyMs;
-  console.log(`\nscripted expert (median of ${rounds} rounds): ${((steps / expertMs) * 1000).toFixed(0)} steps/s, ${((tasks.length / expertMs) * 1000).toFixed(0)} episodes/s (${micros(expertMs, steps)} µs per step, all included)`);
-  console.log(`zero-cost replay policy:  ${micros(replayMs, steps)} µs per step, all included (render cache warm); ${micros(coldReplayMs, steps)} µs cold`);
-  console.log(`  bare tool execution:    ${micros(toolMs, toolCalls)} µs per call, ${micros(toolMs, steps)} µs per step`);
-  console.log(`  verifier:               ${micros(verifyMs, tasks.length)} µs per episode, ${micros(verifyMs, steps)} µs per step`);
-  console.log(`  harness rendering:      ${micros(renderMs, tasks.length)} µs per episode, ${micros(renderMs, steps)} µs per step`);
-  console.log(`agent loop overhead (replay - tools - verifier): ${micros(loopMs, steps)} µs per step with the render cache warm [goal < 50]; ${micros(coldReplayMs - toolMs - verifyMs, steps)} µs per step when every episode renders its harness`);
+  console.log(
+    `\nscripted expert (median of ${rounds} rounds): ${((steps / expertMs) * 1000).toFixed(0)} steps/s, ${((tasks.length / expertMs) * 1000).toFixed(0)} episodes/s (${micros(expertMs, steps)} µs per step, all included)`,
+  );
+  console.log(
+    `zero-cost replay policy:  ${micros(replayMs, steps)} µs per step, all included (render cache warm); ${micros(coldReplayMs, steps)} µs cold`,
+  );
+  console.log(
+    `  bare tool execution:    ${micros(toolMs, toolCalls)} µs per call, ${micros(toolMs, steps)} µs per step`,
+  );
+  console.log(
+    `  verifier:               ${micros(verifyMs, tasks.length)} µs per episode, ${micros(verifyMs, steps)} µs per step`,
+  );
+  console.log(
+    `  harness rendering:      ${micros(renderMs, tasks.length)} µs per episode, ${micros(renderMs, steps)} µs per step`,
+  );
+  console.log(
+    `agent loop overhead (replay - tools - verifier): ${micros(loopMs, steps)} µs per step with the render cache warm [goal < 50]; ${micros(coldReplayMs - toolMs - verifyMs, steps)} µs per step when every episode renders its harness`,
+  );
 }
 
 main().catch((error: unknown) => {

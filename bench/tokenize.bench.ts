@@ -13,7 +13,12 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { sampleConversations } from '../shared/text/__fixtures__/sample-conversations';
 import type { ChatTokenizer } from '../shared/text/chat-tokenizer';
-import { loadChatTokenizer, tokenizerPresets, type ChatTokenizerSource, type TokenizerPreset } from '../shared/text/load-chat-tokenizer';
+import {
+  loadChatTokenizer,
+  tokenizerPresets,
+  type ChatTokenizerSource,
+  type TokenizerPreset,
+} from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
 import { tokenizeConversation, type TokenizeOptions } from '../shared/text/tokenize-conversation';
 
@@ -43,32 +48,54 @@ function format(value: number): string {
   return Math.round(value).toLocaleString('en-US').padStart(10);
 }
 
-async function measure(label: string, source: ChatTokenizerSource, enableThinking?: boolean): Promise<Record<string, unknown>> {
+async function measure(
+  label: string,
+  source: ChatTokenizerSource,
+  enableThinking?: boolean,
+): Promise<Record<string, unknown>> {
   const tokenizer: ChatTokenizer = await loadChatTokenizer(source);
   const options: TokenizeOptions = { trainOn, now, ...(enableThinking === undefined ? {} : { enableThinking }) };
   // Only conversations this template accepts, so both sides tokenize the same texts.
-  const accepted = sampleConversations.filter((conversation) => tokenizeConversation(tokenizer, conversation.messages, conversation.tools, options).ok);
+  const accepted = sampleConversations.filter(
+    (conversation) => tokenizeConversation(tokenizer, conversation.messages, conversation.tools, options).ok,
+  );
   const texts = accepted.map((conversation) => {
     const input = trajectoryToTemplateInput(conversation.messages, conversation.tools, tokenizer.templateFeatures);
-    return tokenizer.render(input.messages, { tools: input.tools, now, ...(enableThinking === undefined ? {} : { enableThinking }) });
+    return tokenizer.render(input.messages, {
+      tools: input.tools,
+      now,
+      ...(enableThinking === undefined ? {} : { enableThinking }),
+    });
   });
   const raw = tokensPerSecond(() => texts.reduce((sum, text) => sum + tokenizer.encode(text).length, 0), seconds);
   const endToEnd = tokensPerSecond(
-    () => accepted.reduce((sum, conversation) => {
-      const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, options);
-      return sum + (result.ok ? result.sample.inputIds.length : 0);
-    }, 0),
+    () =>
+      accepted.reduce((sum, conversation) => {
+        const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, options);
+        return sum + (result.ok ? result.sample.inputIds.length : 0);
+      }, 0),
     seconds,
   );
-  console.log(`${label.padEnd(20)} ${String(accepted.length).padStart(13)} ${format(raw)} ${format(endToEnd)} ${(raw / endToEnd).toFixed(2).padStart(7)}`);
-  return { preset: label, conversations: accepted.length, rawTokensPerSecond: Math.round(raw), endToEndTokensPerSecond: Math.round(endToEnd), ratio: Number((raw / endToEnd).toFixed(2)) };
+  console.log(
+    `${label.padEnd(20)} ${String(accepted.length).padStart(13)} ${format(raw)} ${format(endToEnd)} ${(raw / endToEnd).toFixed(2).padStart(7)}`,
+  );
+  return {
+    preset: label,
+    conversations: accepted.length,
+    rawTokensPerSecond: Math.round(raw),
+    endToEndTokensPerSecond: Math.round(endToEnd),
+    ratio: Number((raw / endToEnd).toFixed(2)),
+  };
 }
 
 async function main(): Promise<void> {
   console.log(`tokenize bench: trainOn=${trainOn}, ${seconds}s per measurement`);
-  console.log(`${'preset'.padEnd(20)} ${'conversations'} ${'raw tok/s'.padStart(10)} ${'e2e tok/s'.padStart(10)} ${'ratio'.padStart(7)}`);
+  console.log(
+    `${'preset'.padEnd(20)} ${'conversations'} ${'raw tok/s'.padStart(10)} ${'e2e tok/s'.padStart(10)} ${'ratio'.padStart(7)}`,
+  );
   const results = [];
-  for (const preset of Object.keys(tokenizerPresets) as TokenizerPreset[]) results.push(await measure(preset, { preset }));
+  for (const preset of Object.keys(tokenizerPresets) as TokenizerPreset[])
+    results.push(await measure(preset, { preset }));
   // Qwen3.5's template on the Qwen3 tokenizer (run from the repository root): thinking mode adds
   // the merged-token check (two more encodes per span whose start falls inside a token).
   const qwen35 = readFileSync(path.resolve('shared/text/__fixtures__/chat-templates/Qwen3.5-4B.jinja'), 'utf8');

@@ -14,14 +14,22 @@ export function positiveInteger(value: string): number {
 /** Option parser for TCP ports, 1-65535 (bad usage, exit 2, otherwise). */
 export function portNumber(value: string): number {
   const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < 1 || parsed > 65_535) throw new InvalidArgumentError('must be a port number (1-65535)');
+  if (!Number.isInteger(parsed) || parsed < 1 || parsed > 65_535)
+    throw new InvalidArgumentError('must be a port number (1-65535)');
   return parsed;
 }
 
 /** Runs `work` with a producer queue context (stages registered), always closing it. */
-export async function withQueues<T>(context: CliContext, work: (queues: QueueContext) => Promise<T>, options: { role?: RedisRole } = {}): Promise<T> {
+export async function withQueues<T>(
+  context: CliContext,
+  work: (queues: QueueContext) => Promise<T>,
+  options: { role?: RedisRole } = {},
+): Promise<T> {
   registerCatalogStages();
-  const queues = await openQueueContext(context.env, { connectionName: 'hat-cli', ...(options.role ? { role: options.role } : {}) });
+  const queues = await openQueueContext(context.env, {
+    connectionName: 'hat-cli',
+    ...(options.role ? { role: options.role } : {}),
+  });
   try {
     return await work(queues);
   } finally {

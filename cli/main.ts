@@ -28,13 +28,19 @@ export async function runCli(argv: string[], context = new CliContext()): Promis
     return 0;
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0;
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      )
+        return 0;
       return error.exitCode === 0 ? 0 : 2;
     }
     const code = exitCodeOf(error);
     const message = error instanceof Error ? error.message : String(error);
     context.stderr.write(`hat: ${redactUrlCredentials(message)}\n`);
-    if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG) context.stderr.write(`${redactUrlCredentials(error.stack)}\n`);
+    if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG)
+      context.stderr.write(`${redactUrlCredentials(error.stack)}\n`);
     return code;
   }
 }

@@ -49,11 +49,17 @@ function formatEta(seconds: number | undefined): string {
 
 export function describeStage(line: StageProgressLine, rates: { rate?: number; etaSeconds?: number }): string {
   const parts = line.partsTotal > 0 ? `, ${line.partsDone}/${line.partsTotal} parts` : '';
-  const speed = line.state === 'running' && line.partsTotal > 0 ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${formatEta(rates.etaSeconds)}` : '';
+  const speed =
+    line.state === 'running' && line.partsTotal > 0
+      ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${formatEta(rates.etaSeconds)}`
+      : '';
   return `${line.name}: ${line.state}${parts}${speed}`;
 }
 
-export function createProgressView(stream: NodeJS.WritableStream, options: { tty?: boolean; lineIntervalMs?: number; now?: () => number } = {}): ProgressView {
+export function createProgressView(
+  stream: NodeJS.WritableStream,
+  options: { tty?: boolean; lineIntervalMs?: number; now?: () => number } = {},
+): ProgressView {
   const tty = options.tty ?? Boolean((stream as NodeJS.WriteStream).isTTY);
   const rates = new RateTracker(options.now);
   if (tty) return barView(stream, rates);
@@ -66,7 +72,11 @@ export function createProgressView(stream: NodeJS.WritableStream, options: { tty
         const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
         const previous = last.get(stage.name);
         const changed = !previous || previous.state !== stage.state || previous.total !== stage.partsTotal;
-        const due = previous !== undefined && stage.state === 'running' && previous.done !== stage.partsDone && now() - previous.at >= interval;
+        const due =
+          previous !== undefined &&
+          stage.state === 'running' &&
+          previous.done !== stage.partsDone &&
+          now() - previous.at >= interval;
         if (changed || due) {
           stream.write(`${describeStage(stage, rate)}\n`);
           last.set(stage.name, { state: stage.state, at: now(), done: stage.partsDone, total: stage.partsTotal });
@@ -123,9 +133,15 @@ function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressVie
 
 /** The progress lines of a run status. */
 export function progressLines(status: RunStatus): StageProgressLine[] {
-  const lines: StageProgressLine[] = status.stages.map((stage: StageStatus) => ({ name: stage.name, state: stage.state, partsDone: stage.partsDone, partsTotal: stage.partsTotal }));
+  const lines: StageProgressLine[] = status.stages.map((stage: StageStatus) => ({
+    name: stage.name,
+    state: stage.state,
+    partsDone: stage.partsDone,
+    partsTotal: stage.partsTotal,
+  }));
   // Each trainer handoff shows as one more line: its state says whether a checkpoint is awaited.
-  for (const handoff of status.handoffs ?? []) lines.push({ name: `${handoff.name} (handoff)`, state: handoff.state, partsDone: 0, partsTotal: 0 });
+  for (const handoff of status.handoffs ?? [])
+    lines.push({ name: `${handoff.name} (handoff)`, state: handoff.state, partsDone: 0, partsTotal: 0 });
   return lines;
 }
 
@@ -146,11 +162,19 @@ export async function waitForRunWithProgress(
 }
 
 /** The closing lines of a finished run (stderr): outcome, report and manifest locations. */
-export function describeRunOutcome(status: RunStatus, written: WrittenRunOutputs = { report: true, manifest: true }): string[] {
-  const lines = [`run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`];
+export function describeRunOutcome(
+  status: RunStatus,
+  written: WrittenRunOutputs = { report: true, manifest: true },
+): string[] {
+  const lines = [
+    `run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`,
+  ];
   if (status.error) lines.push(`  ${status.error}`);
   const missing = '(not written: the run job could not write it; see the error above, then `hat runs retry`)';
-  lines.push(`  report:       ${written.report ? status.reportHtmlUri : missing}`, `  run manifest: ${written.manifest ? status.runManifestUri : missing}`);
+  lines.push(
+    `  report:       ${written.report ? status.reportHtmlUri : missing}`,
+    `  run manifest: ${written.manifest ? status.runManifestUri : missing}`,
+  );
   return lines;
 }
 
@@ -161,7 +185,10 @@ export interface WrittenRunOutputs {
 }
 
 /** Looks the run's report and manifest up in the artifact store; one that cannot be looked up counts as not written. */
-export async function writtenRunOutputs(status: RunStatus, openObject: (uri: string) => { store: ArtifactStore; key: string }): Promise<WrittenRunOutputs> {
+export async function writtenRunOutputs(
+  status: RunStatus,
+  openObject: (uri: string) => { store: ArtifactStore; key: string },
+): Promise<WrittenRunOutputs> {
   const exists = async (uri: string) => {
     try {
       const { store, key } = openObject(uri);

@@ -23,7 +23,13 @@ export interface SimulatedTrainerOptions {
   modelCacheDir: string;
   storeFor(rootUri: string): ArtifactStore;
   /** Told about each checkpoint registered. */
-  onRegistered?(event: { handoff: string; modelDir: string; endpoint?: string; model?: string; policyVersion?: number }): void;
+  onRegistered?(event: {
+    handoff: string;
+    modelDir: string;
+    endpoint?: string;
+    model?: string;
+    policyVersion?: number;
+  }): void;
   /** Told about a tick that failed (it is tried again at the next interval). */
   onError?(error: Error): void;
   /** Shape of the simulated checkpoints (tokenizer and size); default simulatedModelShape. */
@@ -50,7 +56,10 @@ export function simulatedModelName(handoff: string, policyVersion?: number): str
 }
 
 /** Starts answering the run's handoffs; `stop()` ends it (and waits for a registration under way). */
-export function startSimulatedTrainer(context: QueueContext, options: SimulatedTrainerOptions): { stop(): Promise<void> } {
+export function startSimulatedTrainer(
+  context: QueueContext,
+  options: SimulatedTrainerOptions,
+): { stop(): Promise<void> } {
   const answered = new Set<string>();
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
@@ -58,7 +67,10 @@ export function startSimulatedTrainer(context: QueueContext, options: SimulatedT
     const status = await getRunStatus(context, options.runId);
     for (const handoff of status.handoffs ?? []) {
       if (handoff.state !== 'waiting-for-checkpoint' || answered.has(handoff.name)) continue;
-      const modelDir = ensureDummyModel(resolve(options.modelCacheDir), { ...(options.shape ?? simulatedModelShape), seed: simulatedCheckpointSeed(options.runId, handoff.name, handoff.policyVersion) });
+      const modelDir = ensureDummyModel(resolve(options.modelCacheDir), {
+        ...(options.shape ?? simulatedModelShape),
+        seed: simulatedCheckpointSeed(options.runId, handoff.name, handoff.policyVersion),
+      });
       const model = simulatedModelName(handoff.name, handoff.policyVersion);
       const endpoint = options.serve ? await options.serve(modelDir, model) : undefined;
       await registerCheckpoint(context, {
@@ -74,7 +86,12 @@ export function startSimulatedTrainer(context: QueueContext, options: SimulatedT
         now: new Date(),
       });
       answered.add(handoff.name);
-      options.onRegistered?.({ handoff: handoff.name, modelDir, ...(endpoint !== undefined ? { endpoint, model } : {}), ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}) });
+      options.onRegistered?.({
+        handoff: handoff.name,
+        modelDir,
+        ...(endpoint !== undefined ? { endpoint, model } : {}),
+        ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
+      });
     }
   };
   const timer = setInterval(() => {

@@ -16,7 +16,12 @@ function readPackageVersion(): string {
 function readGitCommit(): string | undefined {
   if (process.env.HAT_CODE_VERSION) return process.env.HAT_CODE_VERSION;
   try {
-    return execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: __dirname, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], {
+      cwd: __dirname,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .toString()
+      .trim();
   } catch {
     return undefined;
   }

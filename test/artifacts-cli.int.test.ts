@@ -19,12 +19,27 @@ async function writeStage(store: ArtifactStore): Promise<Manifest> {
   const objects = [];
   for (const part of [0, 1]) {
     const records = Array.from({ length: 3 }, (_, index) => ({ part, index, text: `trajectory ${part}.${index}` }));
-    objects.push(manifestObjectOf(await writeJsonl(store, stagePartKey('run-cli', 'collect', `part-000${part}`, 'jsonl.gz'), records), { schemaVersion: 1, format: 'jsonl.gz' }));
+    objects.push(
+      manifestObjectOf(
+        await writeJsonl(store, stagePartKey('run-cli', 'collect', `part-000${part}`, 'jsonl.gz'), records),
+        { schemaVersion: 1, format: 'jsonl.gz' },
+      ),
+    );
   }
   const { manifest } = await writeManifest(
     store,
     stageManifestKey('run-cli', 'collect'),
-    { stage: 'collect', runId: 'run-cli', objects, lineage: { inputs: [{ uri: 's3://elsewhere/tasks.jsonl.gz', sha256: 'b'.repeat(64) }], configHash: 'cfg123', codeVersion: '0.1.0+test' }, stats: { passRate: 0.5 } },
+    {
+      stage: 'collect',
+      runId: 'run-cli',
+      objects,
+      lineage: {
+        inputs: [{ uri: 's3://elsewhere/tasks.jsonl.gz', sha256: 'b'.repeat(64) }],
+        configHash: 'cfg123',
+        codeVersion: '0.1.0+test',
+      },
+      stats: { passRate: 0.5 },
+    },
     { clock: () => new Date('2025-03-04T05:06:07.000Z') },
   );
   return manifest;
@@ -54,14 +69,24 @@ describe('hat artifacts on S3', () => {
 
     const json = await hat(s3.env, 'artifacts', 'ls', `${root}/runs/run-cli/collect/part-`, '--json');
     expect(JSON.parse(json.stdout)).toEqual(
-      manifest.objects.map((object) => ({ uri: object.uri, key: expect.stringMatching(/runs\/run-cli\/collect\/part-000\d\.jsonl\.gz$/), bytes: object.bytes, lastModified: expect.any(String) })),
+      manifest.objects.map((object) => ({
+        uri: object.uri,
+        key: expect.stringMatching(/runs\/run-cli\/collect\/part-000\d\.jsonl\.gz$/),
+        bytes: object.bytes,
+        lastModified: expect.any(String),
+      })),
     );
   });
 
   it('cat prints JSONL gunzipped, or the stored bytes with --raw', async () => {
     const result = await hat(s3.env, 'artifacts', 'cat', `${root}/runs/run-cli/collect/part-0001.jsonl.gz`);
     expect(result.code).toBe(0);
-    expect(result.stdout.trim().split('\n').map((line) => JSON.parse(line))).toEqual([
+    expect(
+      result.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line)),
+    ).toEqual([
       { part: 1, index: 0, text: 'trajectory 1.0' },
       { part: 1, index: 1, text: 'trajectory 1.1' },
       { part: 1, index: 2, text: 'trajectory 1.2' },

@@ -110,7 +110,12 @@ describe.each(backends)('%s artifact store', (backend, openStore) => {
 
   it('round-trips strings, bytes and streams, with size and sha256 of what was stored', async () => {
     const text = await store.put('runs/r1/notes.txt', 'héllo\n', { contentType: 'text/plain' });
-    expect(text).toMatchObject({ key: 'runs/r1/notes.txt', uri: store.uriOf('runs/r1/notes.txt'), bytes: 7, sha256: createHash('sha256').update('héllo\n').digest('hex') });
+    expect(text).toMatchObject({
+      key: 'runs/r1/notes.txt',
+      uri: store.uriOf('runs/r1/notes.txt'),
+      bytes: 7,
+      sha256: createHash('sha256').update('héllo\n').digest('hex'),
+    });
     await store.put('runs/r1/bytes.bin', new Uint8Array([0, 1, 2, 255]));
     const streamed = await store.put('runs/r1/stream.bin', Readable.from([Buffer.from('ab'), Buffer.from('cd')]));
     expect(streamed.bytes).toBe(4);
@@ -137,18 +142,42 @@ describe.each(backends)('%s artifact store', (backend, openStore) => {
   });
 
   it('lists by prefix in key order', async () => {
-    const keys = ['runs/r1/collect/part-0001.jsonl.gz', 'runs/r1/collect/part-0000.jsonl.gz', 'runs/r1/collect/manifest.json', 'runs/r10/x', 'runs/r1/z/deep/er', 'ü/x', 'z', 'a'];
+    const keys = [
+      'runs/r1/collect/part-0001.jsonl.gz',
+      'runs/r1/collect/part-0000.jsonl.gz',
+      'runs/r1/collect/manifest.json',
+      'runs/r10/x',
+      'runs/r1/z/deep/er',
+      'ü/x',
+      'z',
+      'a',
+    ];
     await Promise.all(keys.map((key) => store.put(key, key)));
     const listed = await collect(store.list(''));
-    expect(listed.map((info) => info.key)).toEqual(['a', 'runs/r1/collect/manifest.json', 'runs/r1/collect/part-0000.jsonl.gz', 'runs/r1/collect/part-0001.jsonl.gz', 'runs/r1/z/deep/er', 'runs/r10/x', 'z', 'ü/x']);
-    expect(listed.find((info) => info.key === 'runs/r10/x')).toMatchObject({ bytes: 10, uri: store.uriOf('runs/r10/x') });
+    expect(listed.map((info) => info.key)).toEqual([
+      'a',
+      'runs/r1/collect/manifest.json',
+      'runs/r1/collect/part-0000.jsonl.gz',
+      'runs/r1/collect/part-0001.jsonl.gz',
+      'runs/r1/z/deep/er',
+      'runs/r10/x',
+      'z',
+      'ü/x',
+    ]);
+    expect(listed.find((info) => info.key === 'runs/r10/x')).toMatchObject({
+      bytes: 10,
+      uri: store.uriOf('runs/r10/x'),
+    });
     expect((await collect(store.list('runs/r1/'))).map((info) => info.key)).toEqual([
       'runs/r1/collect/manifest.json',
       'runs/r1/collect/part-0000.jsonl.gz',
       'runs/r1/collect/part-0001.jsonl.gz',
       'runs/r1/z/deep/er',
     ]);
-    expect((await collect(store.list('runs/r1/collect/part-'))).map((info) => info.key)).toEqual(['runs/r1/collect/part-0000.jsonl.gz', 'runs/r1/collect/part-0001.jsonl.gz']);
+    expect((await collect(store.list('runs/r1/collect/part-'))).map((info) => info.key)).toEqual([
+      'runs/r1/collect/part-0000.jsonl.gz',
+      'runs/r1/collect/part-0001.jsonl.gz',
+    ]);
     expect((await collect(store.list('runs/r1'))).map((info) => info.key)).toHaveLength(5);
     expect(await collect(store.list('nothing/here/'))).toEqual([]);
   });
@@ -208,15 +237,38 @@ describe.each(backends)('%s artifact store', (backend, openStore) => {
   });
 
   it('round-trips gzip JSONL with a schema, and names URI, line and field of a bad record', async () => {
-    const schema = z.object({ id: z.number(), messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content: z.string() })) });
-    const records = Array.from({ length: 3000 }, (_, id) => ({ id, messages: [{ role: 'user' as const, content: `q${id}` }, { role: 'assistant' as const, content: `a${id}` }] }));
+    const schema = z.object({
+      id: z.number(),
+      messages: z.array(z.object({ role: z.enum(['user', 'assistant']), content: z.string() })),
+    });
+    const records = Array.from({ length: 3000 }, (_, id) => ({
+      id,
+      messages: [
+        { role: 'user' as const, content: `q${id}` },
+        { role: 'assistant' as const, content: `a${id}` },
+      ],
+    }));
     const key = stagePartKey('run-7', 'collect', 'part-0000', 'jsonl.gz');
     const written = await writeJsonl(store, key, records, { schema });
     expect(written).toMatchObject({ records: 3000, uri: store.uriOf(key) });
-    expect(written.sha256).toBe(createHash('sha256').update(await store.getBuffer(key)).digest('hex'));
+    expect(written.sha256).toBe(
+      createHash('sha256')
+        .update(await store.getBuffer(key))
+        .digest('hex'),
+    );
     expect(await collect(readJsonl(store, key, { schema }))).toEqual(records);
 
-    const badRecords: unknown[] = [...records.slice(0, 16), { id: 16, messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'robot', content: 'x' }] }];
+    const badRecords: unknown[] = [
+      ...records.slice(0, 16),
+      {
+        id: 16,
+        messages: [
+          { role: 'user', content: 'q' },
+          { role: 'assistant', content: 'a' },
+          { role: 'robot', content: 'x' },
+        ],
+      },
+    ];
     await writeJsonl(store, 'loose.jsonl.gz', badRecords);
     const error = await rejectionOf(collect(readJsonl(store, 'loose.jsonl.gz', { schema })));
     expect(errorCodeOf(error)).toBe('BAD_RECORD');
@@ -239,11 +291,20 @@ describe.each(backends)('%s artifact store', (backend, openStore) => {
     const { manifest } = await writeManifest(
       store,
       manifestKey,
-      { stage: 'collect', runId: 'run-7', objects, lineage: { inputs: [], configHash: 'abc', codeVersion: 'test' }, stats: { trajectories: 2 } },
+      {
+        stage: 'collect',
+        runId: 'run-7',
+        objects,
+        lineage: { inputs: [], configHash: 'abc', codeVersion: 'test' },
+        stats: { trajectories: 2 },
+      },
       { clock },
     );
     expect(await readManifest(store, manifestKey)).toEqual(manifest);
-    expect(manifest.objects.map((object) => object.uri)).toEqual([store.uriOf('runs/run-7/collect/part-0000.jsonl.gz'), store.uriOf('runs/run-7/collect/part-0001.jsonl.gz')]);
+    expect(manifest.objects.map((object) => object.uri)).toEqual([
+      store.uriOf('runs/run-7/collect/part-0000.jsonl.gz'),
+      store.uriOf('runs/run-7/collect/part-0001.jsonl.gz'),
+    ]);
     expect(await stageOutputComplete(store, manifestKey)).toEqual(manifest);
     await store.delete('runs/run-7/collect/part-0001.jsonl.gz');
     expect(await stageOutputComplete(store, manifestKey)).toBeUndefined();
@@ -297,7 +358,9 @@ describe('S3 artifact store against s3rver', () => {
   it('aborts a failed multipart upload: parts already sent never become the object', async () => {
     const store = s3.store({ partSizeBytes: 5 * 1024 * 1024 });
     const commands = recordCommands(store);
-    await expect(store.put('mp/partial.bin', failingStream(12 * 1024 * 1024))).rejects.toThrow('producer crashed midway');
+    await expect(store.put('mp/partial.bin', failingStream(12 * 1024 * 1024))).rejects.toThrow(
+      'producer crashed midway',
+    );
     expect(commands).toContain('UploadPartCommand');
     expect(commands).toContain('AbortMultipartUploadCommand');
     expect(commands).not.toContain('CompleteMultipartUploadCommand');
@@ -312,7 +375,9 @@ describe('S3 artifact store against s3rver', () => {
       expect(store).toBeInstanceOf(S3ArtifactStore);
       expect(store.rootUri).toBe(uri);
       await store.put('x.txt', 'via factory');
-      expect((await s3.store({ prefix: uri.slice(`s3://${s3.server.bucket}/`.length) }).getBuffer('x.txt')).toString()).toBe('via factory');
+      expect(
+        (await s3.store({ prefix: uri.slice(`s3://${s3.server.bucket}/`.length) }).getBuffer('x.txt')).toString(),
+      ).toBe('via factory');
     } finally {
       await store.close();
     }
@@ -336,7 +401,9 @@ describe('S3 faults', () => {
       requests += 1;
       request.resume();
       response.writeHead(500, { 'content-type': 'application/xml' });
-      response.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>');
+      response.end(
+        '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>',
+      );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   });
@@ -345,7 +412,10 @@ describe('S3 faults', () => {
   });
 
   const storeAt = (endpoint: string, maxAttempts: number) =>
-    new S3ArtifactStore({ bucket: 'bucket', settings: { endpoint, accessKeyId: 'k', secretAccessKey: 's', maxAttempts } });
+    new S3ArtifactStore({
+      bucket: 'bucket',
+      settings: { endpoint, accessKeyId: 'k', secretAccessKey: 's', maxAttempts },
+    });
 
   it('retries 5xx in the SDK and surfaces TransientError when attempts run out', async () => {
     const store = storeAt(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 3);

@@ -34,7 +34,8 @@ describe('augment stage under BullMQ with S3 inputs', () => {
   beforeEach(async () => {
     kit = await createQueueTestKit(s3.env);
     inputs = s3.store();
-    for (const [path, text] of Object.entries(harnessToFiles(canonical))) await inputs.put(`harness/live-host/${path}`, text);
+    for (const [path, text] of Object.entries(harnessToFiles(canonical)))
+      await inputs.put(`harness/live-host/${path}`, text);
     await writeJsonl(inputs, 'collect/trajectories.jsonl.gz', trajectories);
     await writeJsonl(inputs, 'collect/tasks.jsonl.gz', tasks);
   });
@@ -66,23 +67,44 @@ describe('augment stage under BullMQ with S3 inputs', () => {
     const manifestKey = 'runs/hsa/augment/manifest.json';
     const manifest = await readManifest(kit.store, manifestKey);
     // Sandboxed threads write through their own stores: the manifest's time says it came last.
-    const written = await Promise.all(manifest.objects.map(async (object) => (await kit.store.head(object.key))?.lastModified?.getTime() ?? Infinity));
+    const written = await Promise.all(
+      manifest.objects.map(async (object) => (await kit.store.head(object.key))?.lastModified?.getTime() ?? Infinity),
+    );
     expect((await kit.store.head(manifestKey))?.lastModified?.getTime()).toBeGreaterThanOrEqual(Math.max(...written));
-    expect(manifest.lineage.inputs.map((input) => input.uri)).toEqual([inputs.uriOf('collect/trajectories.jsonl.gz'), inputs.uriOf('collect/tasks.jsonl.gz'), inputs.uriOf('harness/live-host')]);
+    expect(manifest.lineage.inputs.map((input) => input.uri)).toEqual([
+      inputs.uriOf('collect/trajectories.jsonl.gz'),
+      inputs.uriOf('collect/tasks.jsonl.gz'),
+      inputs.uriOf('harness/live-host'),
+    ]);
 
     const emitted: Trajectory[] = [];
-    for await (const record of readJsonl(kit.store, 'runs/hsa/augment/trajectories/part-00000.jsonl.gz', { schema: trajectorySchema })) emitted.push(record);
-    const stats = JSON.parse((await kit.store.getBuffer('runs/hsa/augment/stats.json')).toString('utf8')) as AugmentStats;
+    for await (const record of readJsonl(kit.store, 'runs/hsa/augment/trajectories/part-00000.jsonl.gz', {
+      schema: trajectorySchema,
+    }))
+      emitted.push(record);
+    const stats = JSON.parse(
+      (await kit.store.getBuffer('runs/hsa/augment/stats.json')).toString('utf8'),
+    ) as AugmentStats;
     expect(stats.pairs.generated).toBe(trajectories.length * 3);
     expect(emitted).toHaveLength(stats.pairs.kept);
     expect(emitted.length).toBeGreaterThan(trajectories.length * 2);
     for (const trajectory of emitted.slice(0, 8)) {
       const prefix = `runs/hsa/augment/variants/${trajectory.harness.variantHash}/`;
       const files: Record<string, string> = {};
-      for await (const object of kit.store.list(prefix)) files[object.key.slice(prefix.length)] = (await kit.store.getBuffer(object.key)).toString('utf8');
+      for await (const object of kit.store.list(prefix))
+        files[object.key.slice(prefix.length)] = (await kit.store.getBuffer(object.key)).toString('utf8');
       expect(harnessHash(loadHarnessFromFiles(files, prefix))).toBe(trajectory.harness.hash);
-      expect(trajectory.meta).toMatchObject({ sourceTrajectoryId: expect.stringMatching(/^traj-/), augment: { replayChecked: true } });
+      expect(trajectory.meta).toMatchObject({
+        sourceTrajectoryId: expect.stringMatching(/^traj-/),
+        augment: { replayChecked: true },
+      });
     }
-    expect(manifest.objects.map((object) => object.key)).toEqual(expect.arrayContaining(['runs/hsa/augment/report.html', 'runs/hsa/augment/relabel.jsonl.gz', 'runs/hsa/augment/stats.json']));
+    expect(manifest.objects.map((object) => object.key)).toEqual(
+      expect.arrayContaining([
+        'runs/hsa/augment/report.html',
+        'runs/hsa/augment/relabel.jsonl.gz',
+        'runs/hsa/augment/stats.json',
+      ]),
+    );
   });
 });

@@ -30,7 +30,12 @@ describe('hat run / runs / stage (spawned CLI)', () => {
   beforeEach(async () => {
     kit = await createQueueTestKit();
     directory = await mkdtemp(join(tmpdir(), 'hat-cli-'));
-    env = { ...server.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: `s3://${server.bucket}/${kit.prefix}`, HAT_LOG_LEVEL: 'warn' };
+    env = {
+      ...server.env,
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: `s3://${server.bucket}/${kit.prefix}`,
+      HAT_LOG_LEVEL: 'warn',
+    };
   });
   afterEach(async () => {
     for (const worker of workers.splice(0)) {
@@ -57,7 +62,11 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(JSON.parse(ok.stdout)).toEqual({ manifestUri: `${out}/manifest.json`, parts: 3, records: 6 });
     const store = createArtifactStore(out, server.env);
     try {
-      expect((await readManifest(store, 'manifest.json')).objects.map((object) => object.key)).toEqual(['part-00000.jsonl.gz', 'part-00001.jsonl.gz', 'part-00002.jsonl.gz']);
+      expect((await readManifest(store, 'manifest.json')).objects.map((object) => object.key)).toEqual([
+        'part-00000.jsonl.gz',
+        'part-00001.jsonl.gz',
+        'part-00002.jsonl.gz',
+      ]);
     } finally {
       await store.close();
     }
@@ -65,7 +74,9 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     const bad = await writeConfig('bad-stage.yaml', 'parts: 3\nrecordsPerPart: -1\ncolour: red\n');
     const refused = await runHat(['stage', 'fanout-demo', '--config', bad, '--out', out], noRedis);
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('[STAGE_INPUT_INVALID] the config of stage "fanout-demo" is invalid; fix the fields named below (2 problems)');
+    expect(refused.stderr).toContain(
+      '[STAGE_INPUT_INVALID] the config of stage "fanout-demo" is invalid; fix the fields named below (2 problems)',
+    );
     expect(refused.stderr).toContain(`${bad}: line 2: recordsPerPart:`);
     expect(refused.stderr).toContain(`${bad}: line 3: colour: unknown key "colour"`);
     expect((await runHat(['stage', 'no-such-stage', '--out', out], noRedis)).code).toBe(2);
@@ -76,7 +87,14 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     workers.push(worker);
     const config = await writeConfig(
       'run.yaml',
-      ['runId: cli-ok', 'stages:', '  fanout-demo: { parts: 12, partDelayMs: 400 }', '  noop:', '    inputs: ["${stages.fanout-demo.manifestUri}"]', ''].join('\n'),
+      [
+        'runId: cli-ok',
+        'stages:',
+        '  fanout-demo: { parts: 12, partDelayMs: 400 }',
+        '  noop:',
+        '    inputs: ["${stages.fanout-demo.manifestUri}"]',
+        '',
+      ].join('\n'),
     );
     const run = await runHat(['run', config, '--wait'], env);
     expect(run.stderr).toContain('enqueued run cli-ok (stages: fanout-demo, noop)');
@@ -97,7 +115,9 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     ]);
     const store = createArtifactStore(`s3://${server.bucket}/${kit.prefix}`, server.env);
     try {
-      const manifest = runManifestSchema.parse(JSON.parse((await store.getBuffer('runs/cli-ok/run-manifest.json')).toString()));
+      const manifest = runManifestSchema.parse(
+        JSON.parse((await store.getBuffer('runs/cli-ok/run-manifest.json')).toString()),
+      );
       expect(manifest.stages.map((stage) => [stage.name, stage.status, stage.objects])).toEqual([
         ['fanout-demo', 'completed', 12],
         ['noop', 'completed', undefined],
@@ -107,14 +127,21 @@ describe('hat run / runs / stage (spawned CLI)', () => {
       await store.close();
     }
 
-    const failing = await writeConfig('fail.yaml', 'runId: cli-bad\nstages:\n  fanout-demo: { parts: 3, faults: { badInput: [0] } }\n');
+    const failing = await writeConfig(
+      'fail.yaml',
+      'runId: cli-bad\nstages:\n  fanout-demo: { parts: 3, faults: { badInput: [0] } }\n',
+    );
     const failed = await runHat(['run', failing, '--wait', '--json'], env);
     expect(failed.code).toBe(1);
     expect(JSON.parse(failed.stdout)).toMatchObject({ runId: 'cli-bad', state: 'failed' });
     expect(failed.stderr).toMatch(/hat: \[RUN_FAILED\] run cli-bad failed/);
 
     const listed = await runHat(['runs', 'list', '--json'], env);
-    expect((JSON.parse(listed.stdout) as Array<{ runId: string; state: string }>).map((item) => [item.runId, item.state]).sort()).toEqual([
+    expect(
+      (JSON.parse(listed.stdout) as Array<{ runId: string; state: string }>)
+        .map((item) => [item.runId, item.state])
+        .sort(),
+    ).toEqual([
       ['cli-bad', 'failed'],
       ['cli-ok', 'completed'],
     ]);
@@ -128,14 +155,24 @@ describe('hat run / runs / stage (spawned CLI)', () => {
   it('hat run reports every problem of an invalid config in one pass (exit 2) and enqueues nothing', async () => {
     const config = await writeConfig(
       'invalid.yaml',
-      ['stages:', '  fanout-demo:', '    parts: 0', '  colect: {}', '  noop:', '    inputs: ["${stages.shard.manifestUri}"]', ''].join('\n'),
+      [
+        'stages:',
+        '  fanout-demo:',
+        '    parts: 0',
+        '  colect: {}',
+        '  noop:',
+        '    inputs: ["${stages.shard.manifestUri}"]',
+        '',
+      ].join('\n'),
     );
     const result = await runHat(['run', config], env);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('[BAD_RUN_CONFIG]');
     expect(result.stderr).toContain(`${config}: line 3: stages.fanout-demo.parts:`);
     expect(result.stderr).toContain(`${config}: line 4: stages.colect: unknown stage "colect"`);
-    expect(result.stderr).toContain(`${config}: line 6: stages.noop.inputs[0]: \${stages.shard.manifestUri} refers to stage "shard"`);
+    expect(result.stderr).toContain(
+      `${config}: line 6: stages.noop.inputs[0]: \${stages.shard.manifestUri} refers to stage "shard"`,
+    );
     expect(await kit.context.runsQueue.count()).toBe(0);
   });
 
@@ -169,9 +206,15 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     for (const stage of ['collect', 'augment', 'shard']) expect(report).toContain(stage);
     // The simulated trainer served a re-seeded dummy model and registered it; the stage after the handoff got it.
     expect(demo.stderr).toContain('trainer handoffs sft: answered by the SIMULATED TRAINER (no training happens');
-    expect(demo.stderr).toMatch(/SIMULATED TRAINING \(no training happened\): handoff sft -> checkpoint simulated-training-sft \(re-seeded dummy model\) served at http:\/\/127\.0\.0\.1:\d+\/v1/);
+    expect(demo.stderr).toMatch(
+      /SIMULATED TRAINING \(no training happened\): handoff sft -> checkpoint simulated-training-sft \(re-seeded dummy model\) served at http:\/\/127\.0\.0\.1:\d+\/v1/,
+    );
     expect(report).toContain('<b>Simulated training:</b>');
-    expect(report.indexOf('<b>handoff sft</b> after shard: completed; SIMULATED TRAINING (no training happened): checkpoint simulated-training-sft at http://127.0.0.1:')).toBeGreaterThan(-1);
+    expect(
+      report.indexOf(
+        '<b>handoff sft</b> after shard: completed; SIMULATED TRAINING (no training happened): checkpoint simulated-training-sft at http://127.0.0.1:',
+      ),
+    ).toBeGreaterThan(-1);
     expect(report.indexOf('<b>handoff sft</b>')).toBeLessThan(report.indexOf('<li>noop: completed</li>'));
     // The key figures: collect's acceptance rate, augment's variant checks, shard's token counts.
     const keyFigures = report.slice(report.indexOf('<h2>Key figures</h2>'));

@@ -27,11 +27,21 @@ describe('hat worker shutdown (spawned CLI)', () => {
       HAT_LOG_LEVEL: 'info',
     });
   const activePart = () =>
-    waitFor(async () => (await kit.context.queue('fanout-demo').getActive()).find((job) => job.name === 'part'), 20_000, 50);
+    waitFor(
+      async () => (await kit.context.queue('fanout-demo').getActive()).find((job) => job.name === 'part'),
+      20_000,
+      50,
+    );
 
   it('hands a job that cannot finish in time back to the queue, exits within the bound, and a second worker completes the run', async () => {
     worker = spawnWorker(1_000);
-    await enqueueRun(kit.context, planRun({ runId: 'handback', stages: { 'fanout-demo': { parts: 2, partDelayMs: 4_000 } } }, { env: kit.env, now: new Date() }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'handback', stages: { 'fanout-demo': { parts: 2, partDelayMs: 4_000 } } },
+        { env: kit.env, now: new Date() },
+      ),
+    );
     const active = await activePart();
 
     const signalledAt = Date.now();
@@ -54,7 +64,13 @@ describe('hat worker shutdown (spawned CLI)', () => {
 
   it('lets a job that fits in the bound finish before exiting', async () => {
     worker = spawnWorker(10_000);
-    await enqueueRun(kit.context, planRun({ runId: 'finish', stages: { 'fanout-demo': { parts: 1, partDelayMs: 1_500 } } }, { env: kit.env, now: new Date() }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'finish', stages: { 'fanout-demo': { parts: 1, partDelayMs: 1_500 } } },
+        { env: kit.env, now: new Date() },
+      ),
+    );
     const active = await activePart();
 
     const signalledAt = Date.now();

@@ -31,7 +31,9 @@ async function objectsOf(directory: string, manifestKey: string) {
 /** Decompressed accepted trajectories of a stage output, in part order. */
 async function acceptedText(directory: string, manifestKey: string): Promise<string> {
   const accepted = (await objectsOf(directory, manifestKey)).filter((object) => object.kind === 'trajectories');
-  const texts = await Promise.all(accepted.map(async (object) => gunzipSync(await readFile(join(directory, object.key))).toString('utf8')));
+  const texts = await Promise.all(
+    accepted.map(async (object) => gunzipSync(await readFile(join(directory, object.key))).toString('utf8')),
+  );
   return texts.join('');
 }
 
@@ -43,7 +45,19 @@ describe('collect stage (hat stage collect, hat run)', () => {
   beforeAll(async () => {
     directory = await mkdtemp(join(tmpdir(), 'hat-collect-'));
     tasksFile = join(directory, 'tasks.jsonl.gz');
-    const generated = await runHatInProcess(environment, 'tasks', 'generate', '--count', String(taskCount), '--seed', seed, '--items', '400', '--out', tasksFile);
+    const generated = await runHatInProcess(
+      environment,
+      'tasks',
+      'generate',
+      '--count',
+      String(taskCount),
+      '--seed',
+      seed,
+      '--items',
+      '400',
+      '--out',
+      tasksFile,
+    );
     expect(generated.code).toBe(0);
   });
   afterAll(async () => {
@@ -64,28 +78,75 @@ describe('collect stage (hat stage collect, hat run)', () => {
       await writeFile(config, 'tasksPerPart: 100\nselection: { minReward: 0.9 }\n');
       const localDirectory = join(directory, 'local');
       const out = pathToFileURL(localDirectory).href;
-      const local = await runHatInProcess(environment, 'stage', 'collect', '--config', config, '--in', tasksFile, '--out', out, '--seed', seed, '--json');
+      const local = await runHatInProcess(
+        environment,
+        'stage',
+        'collect',
+        '--config',
+        config,
+        '--in',
+        tasksFile,
+        '--out',
+        out,
+        '--seed',
+        seed,
+        '--json',
+      );
       expect(local.stderr).toContain('collect: completed, 5/5 parts');
       expect(local.code).toBe(0);
       const output = JSON.parse(local.stdout) as CollectOutput;
-      expect(output).toMatchObject({ manifestUri: `${out}/manifest.json`, tasks: taskCount, samples: taskCount, review: 0, rejected: 0, accepted: taskCount, acceptanceRate: 1 });
+      expect(output).toMatchObject({
+        manifestUri: `${out}/manifest.json`,
+        tasks: taskCount,
+        samples: taskCount,
+        review: 0,
+        rejected: 0,
+        accepted: taskCount,
+        acceptanceRate: 1,
+      });
 
       const objects = await objectsOf(localDirectory, 'manifest.json');
-      expect(objects.filter((object) => object.kind === 'trajectories').map((object) => [object.key, object.records])).toEqual(
-        [0, 1, 2, 3, 4].map((part) => [`part-0000${part}.accepted.jsonl.gz`, 100]),
+      expect(
+        objects.filter((object) => object.kind === 'trajectories').map((object) => [object.key, object.records]),
+      ).toEqual([0, 1, 2, 3, 4].map((part) => [`part-0000${part}.accepted.jsonl.gz`, 100]));
+      expect(objects.filter((object) => object.kind === 'tasks').map((object) => object.key)).toEqual(
+        [0, 1, 2, 3, 4].map((part) => `tasks/part-0000${part}.jsonl.gz`),
       );
-      expect(objects.filter((object) => object.kind === 'tasks').map((object) => object.key)).toEqual([0, 1, 2, 3, 4].map((part) => `tasks/part-0000${part}.jsonl.gz`));
-      expect(objects.filter((object) => object.kind !== 'trajectories' && object.kind !== 'tasks' && object.kind !== 'rejected').map((object) => object.key)).toEqual(['report.html', 'review.jsonl.gz', 'stats.json']);
+      expect(
+        objects
+          .filter((object) => object.kind !== 'trajectories' && object.kind !== 'tasks' && object.kind !== 'rejected')
+          .map((object) => object.key),
+      ).toEqual(['report.html', 'review.jsonl.gz', 'stats.json']);
 
       // Every accepted record is a Trajectory played by the scripted expert under the sample harness, in task order.
       const text = await acceptedText(localDirectory, 'manifest.json');
-      const trajectories = text.trim().split('\n').map((line) => trajectorySchema.parse(JSON.parse(line)));
-      expect(trajectories.map((trajectory) => trajectory.taskId)).toEqual(generateTasks({ count: taskCount, seed, world: { itemCount: 400 } }).map((task) => task.id));
-      expect(trajectories.every((trajectory) => trajectory.status === 'ok' && trajectory.reward.total >= 0.9 && trajectory.model.provider === 'scripted' && trajectory.seed === seed)).toBe(true);
+      const trajectories = text
+        .trim()
+        .split('\n')
+        .map((line) => trajectorySchema.parse(JSON.parse(line)));
+      expect(trajectories.map((trajectory) => trajectory.taskId)).toEqual(
+        generateTasks({ count: taskCount, seed, world: { itemCount: 400 } }).map((task) => task.id),
+      );
+      expect(
+        trajectories.every(
+          (trajectory) =>
+            trajectory.status === 'ok' &&
+            trajectory.reward.total >= 0.9 &&
+            trajectory.model.provider === 'scripted' &&
+            trajectory.seed === seed,
+        ),
+      ).toBe(true);
       expect(new Set(trajectories.map((trajectory) => trajectory.id)).size).toBe(taskCount);
-      expect(trajectories.some((trajectory) => trajectory.messages.some((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) >= 2))).toBe(true);
+      expect(
+        trajectories.some((trajectory) =>
+          trajectory.messages.some((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) >= 2),
+        ),
+      ).toBe(true);
 
-      const stats = JSON.parse(await readFile(join(localDirectory, 'stats.json'), 'utf8')) as { totals: { acceptanceRate: number; calls: number }; byCategory: Record<string, { tasks: number }> };
+      const stats = JSON.parse(await readFile(join(localDirectory, 'stats.json'), 'utf8')) as {
+        totals: { acceptanceRate: number; calls: number };
+        byCategory: Record<string, { tasks: number }>;
+      };
       expect(stats.totals).toMatchObject({ acceptanceRate: 1 });
       expect(stats.totals.calls).toBeGreaterThan(taskCount);
       expect(Object.values(stats.byCategory).reduce((sum, category) => sum + category.tasks, 0)).toBe(taskCount);
@@ -96,8 +157,17 @@ describe('collect stage (hat stage collect, hat run)', () => {
       // Through queues: the same tasks and seed, a worker in this process.
       await kit.startWorkers({ queues: ['collect', 'runs'], concurrency: 2 });
       const runConfig = join(directory, 'run.yaml');
-      await writeFile(runConfig, `runId: collect-queued\nseed: ${seed}\nstages:\n  collect:\n    tasks: ${pathToFileURL(tasksFile).href}\n    tasksPerPart: 100\n    selection: { minReward: 0.9 }\n`);
-      const queued = await runHatInProcess({ ...environment, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot }, 'run', runConfig, '--wait', '--json');
+      await writeFile(
+        runConfig,
+        `runId: collect-queued\nseed: ${seed}\nstages:\n  collect:\n    tasks: ${pathToFileURL(tasksFile).href}\n    tasksPerPart: 100\n    selection: { minReward: 0.9 }\n`,
+      );
+      const queued = await runHatInProcess(
+        { ...environment, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot },
+        'run',
+        runConfig,
+        '--wait',
+        '--json',
+      );
       expect(queued.code).toBe(0);
       expect(JSON.parse(queued.stdout)).toMatchObject({ runId: 'collect-queued', state: 'completed' });
       const queuedText = await acceptedText(kit.artifactsDirectory, 'runs/collect-queued/collect/manifest.json');
@@ -108,17 +178,42 @@ describe('collect stage (hat stage collect, hat run)', () => {
           .filter((job) => job.name === 'part')
           .map((job) => job.progress as { done?: number; total?: number });
       await waitFor(async () => (await partProgress()).filter((progress) => progress.done === 100).length === 5);
-      expect(await partProgress()).toEqual(Array.from({ length: 5 }, () => expect.objectContaining({ done: 100, total: 100 })));
+      expect(await partProgress()).toEqual(
+        Array.from({ length: 5 }, () => expect.objectContaining({ done: 100, total: 100 })),
+      );
       // The compressed objects too: byte-identical artifacts.
       const queuedObjects = await objectsOf(kit.artifactsDirectory, 'runs/collect-queued/collect/manifest.json');
-      expect(queuedObjects.filter((object) => object.kind === 'trajectories').map((object) => object.sha256)).toEqual(objects.filter((object) => object.kind === 'trajectories').map((object) => object.sha256));
+      expect(queuedObjects.filter((object) => object.kind === 'trajectories').map((object) => object.sha256)).toEqual(
+        objects.filter((object) => object.kind === 'trajectories').map((object) => object.sha256),
+      );
 
       // Rerun in-process: finished parts are not redone; a part whose output is gone is redone alone, to the same bytes.
-      const modified = async () => Object.fromEntries(await Promise.all([0, 1, 2, 3, 4].map(async (part) => [part, (await stat(join(localDirectory, `part-0000${part}.accepted.jsonl.gz`))).mtimeMs] as const)));
+      const modified = async () =>
+        Object.fromEntries(
+          await Promise.all(
+            [0, 1, 2, 3, 4].map(
+              async (part) =>
+                [part, (await stat(join(localDirectory, `part-0000${part}.accepted.jsonl.gz`))).mtimeMs] as const,
+            ),
+          ),
+        );
       const before = await modified();
       await rm(join(localDirectory, 'part-00002.accepted.jsonl.gz'));
       await rm(join(localDirectory, '_state', 'part-00002.json'));
-      const again = await runHatInProcess(environment, 'stage', 'collect', '--config', config, '--in', tasksFile, '--out', out, '--seed', seed, '--json');
+      const again = await runHatInProcess(
+        environment,
+        'stage',
+        'collect',
+        '--config',
+        config,
+        '--in',
+        tasksFile,
+        '--out',
+        out,
+        '--seed',
+        seed,
+        '--json',
+      );
       expect(again.code).toBe(0);
       const after = await modified();
       expect([0, 1, 3, 4].map((part) => after[part])).toEqual([0, 1, 3, 4].map((part) => before[part]));
@@ -132,7 +227,16 @@ describe('collect stage (hat stage collect, hat run)', () => {
       const config = join(directory, `bad-${Math.random().toString(36).slice(2)}.yaml`);
       await writeFile(config, configText);
       const outDirectory = join(directory, `out-${Math.random().toString(36).slice(2)}`);
-      const result = await runHatInProcess(environment, 'stage', 'collect', '--config', config, '--out', pathToFileURL(outDirectory).href, ...extra);
+      const result = await runHatInProcess(
+        environment,
+        'stage',
+        'collect',
+        '--config',
+        config,
+        '--out',
+        pathToFileURL(outDirectory).href,
+        ...extra,
+      );
       expect(result.code).toBe(2);
       expect(existsSync(outDirectory) ? await readdir(outDirectory) : []).toEqual([]);
       return result.stderr;
@@ -148,7 +252,9 @@ describe('collect stage (hat stage collect, hat run)', () => {
       const [first, second] = generateTasks({ count: 2, seed: 'bad-lines', world: { itemCount: 100 } });
       const notJson = join(directory, 'not-json.jsonl');
       await writeFile(notJson, `${JSON.stringify(first)}\n{"id": "cut off\n`);
-      expect(await refused(`tasks: ${notJson}\n`)).toMatch(new RegExp(`\\[BAD_JSONL\\] ${pathToFileURL(notJson).href}: line 2: not valid JSON`));
+      expect(await refused(`tasks: ${notJson}\n`)).toMatch(
+        new RegExp(`\\[BAD_JSONL\\] ${pathToFileURL(notJson).href}: line 2: not valid JSON`),
+      );
 
       const badField = join(directory, 'bad-field.jsonl');
       await writeFile(badField, `${JSON.stringify(first)}\n\n${JSON.stringify({ ...second, category: 'weather' })}\n`);
@@ -158,7 +264,9 @@ describe('collect stage (hat stage collect, hat run)', () => {
 
       const duplicate = join(directory, 'duplicate.jsonl');
       await writeFile(duplicate, `${JSON.stringify(first)}\n${JSON.stringify(first)}\n`);
-      expect(await refused(`tasks: ${duplicate}\n`)).toContain(`[DUPLICATE_TASK_ID] ${pathToFileURL(duplicate).href}: record 2: id: task id "${first.id}" already appears`);
+      expect(await refused(`tasks: ${duplicate}\n`)).toContain(
+        `[DUPLICATE_TASK_ID] ${pathToFileURL(duplicate).href}: record 2: id: task id "${first.id}" already appears`,
+      );
     });
 
     it('a bad harness, a bad teacher config, a missing API key, no tasks at all', async () => {
@@ -169,13 +277,19 @@ describe('collect stage (hat stage collect, hat run)', () => {
       expect(stderr).toContain('[BAD_HARNESS]');
       expect(stderr).toContain('get_item_detail.json');
 
-      const teacher = await refused('generate: { count: 5, seed: 1 }\nteacher: { adapter: openai, model: m, apiKey: sk-secret-in-config }\n');
+      const teacher = await refused(
+        'generate: { count: 5, seed: 1 }\nteacher: { adapter: openai, model: m, apiKey: sk-secret-in-config }\n',
+      );
       expect(teacher).toContain('teacher.apiKey: secrets never go in config files');
       expect(teacher).toContain('teacher.baseUrl');
       expect(teacher).not.toContain('sk-secret-in-config');
 
-      const noKey = await refused('generate: { count: 5, seed: 1 }\nteacher: { adapter: openai, baseUrl: "http://127.0.0.1:9/v1", model: m, apiKeyEnv: HAT_COLLECT_TEST_UNSET_KEY }\n');
-      expect(noKey).toContain('[MODEL_API_KEY_MISSING] collect.teacher.apiKeyEnv names the environment variable HAT_COLLECT_TEST_UNSET_KEY, which is not set');
+      const noKey = await refused(
+        'generate: { count: 5, seed: 1 }\nteacher: { adapter: openai, baseUrl: "http://127.0.0.1:9/v1", model: m, apiKeyEnv: HAT_COLLECT_TEST_UNSET_KEY }\n',
+      );
+      expect(noKey).toContain(
+        '[MODEL_API_KEY_MISSING] collect.teacher.apiKeyEnv names the environment variable HAT_COLLECT_TEST_UNSET_KEY, which is not set',
+      );
 
       expect(await refused('samplesPerTask: 2\n')).toContain('no tasks: give tasks');
     });

@@ -25,7 +25,12 @@ import { collectStage } from '../workers/collect/processor';
 
 /** The stage as the framework's helpers take it. */
 const anyCollectStage = collectStage as AnyStage as Extract<AnyStage, { kind: 'fan-out' }>;
-import { OpenAiTestServer, type ChatResponder, type RecordedRequest, type ScriptedChatResponse } from './support/openai-test-server';
+import {
+  OpenAiTestServer,
+  type ChatResponder,
+  type RecordedRequest,
+  type ScriptedChatResponse,
+} from './support/openai-test-server';
 import { loggerInto } from './support/captured-logger';
 
 /**
@@ -52,27 +57,49 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     const reply = await expert.chat({ messages: request.body.messages as ChatMessage[], tools: request.body.tools });
     return {
       ...(reply.message.content !== null ? { content: reply.message.content } : {}),
-      ...(reply.message.tool_calls ? { toolCalls: reply.message.tool_calls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+      ...(reply.message.tool_calls
+        ? {
+            toolCalls: reply.message.tool_calls.map((call) => ({
+              id: call.id,
+              name: call.function.name,
+              arguments: call.function.arguments,
+            })),
+          }
+        : {}),
       argumentFragmentChars: 3,
       contentPieceChars: 5,
       interleaveToolCalls: true,
     };
   };
 
-  const logger = (): Logger =>
-    loggerInto((text) => (logText += text), 'debug');
+  const logger = (): Logger => loggerInto((text) => (logText += text), 'debug');
 
-  const teacher = (overrides: Record<string, unknown> = {}) => ({ adapter: 'openai', baseUrl: server.baseUrl, model: 'teacher-test', apiKeyEnv, retryInitialDelayMs: 10, retryMaxDelayMs: 50, ...overrides });
+  const teacher = (overrides: Record<string, unknown> = {}) => ({
+    adapter: 'openai',
+    baseUrl: server.baseUrl,
+    model: 'teacher-test',
+    apiKeyEnv,
+    retryInitialDelayMs: 10,
+    retryMaxDelayMs: 50,
+    ...overrides,
+  });
 
-  async function collect(name: string, config: Record<string, unknown>): Promise<{ output: CollectOutput; outDirectory: string }> {
+  async function collect(
+    name: string,
+    config: Record<string, unknown>,
+  ): Promise<{ output: CollectOutput; outDirectory: string }> {
     const outDirectory = join(directory, name);
-    const result = await runStageLocally(collectStage, { tasks: tasksUri, tasksPerPart: 4, ...config }, {
-      store: new FileArtifactStore(outDirectory),
-      openObject: stores.openObject,
-      runId: name,
-      seed: 'openai-it',
-      logger: logger(),
-    });
+    const result = await runStageLocally(
+      collectStage,
+      { tasks: tasksUri, tasksPerPart: 4, ...config },
+      {
+        store: new FileArtifactStore(outDirectory),
+        openObject: stores.openObject,
+        runId: name,
+        seed: 'openai-it',
+        logger: logger(),
+      },
+    );
     return { output: result.output as CollectOutput, outDirectory };
   }
 
@@ -107,13 +134,23 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
 
   beforeAll(async () => {
     directory = await mkdtemp(join(tmpdir(), 'hat-collect-openai-'));
-    tasks = generateTasks({ count: 12, seed: 'openai-it', world: { itemCount: 200 }, categoryWeights: { comparison: 4, multi_question: 4 } });
+    tasks = generateTasks({
+      count: 12,
+      seed: 'openai-it',
+      world: { itemCount: 200 },
+      categoryWeights: { comparison: 4, multi_question: 4 },
+    });
     tasksUri = pathToFileURL(join(directory, 'tasks.jsonl.gz')).href;
     const { store, key } = stores.openObject(tasksUri);
     await writeJsonl(store, key, tasks, { schema: taskSchema });
     expert = new ScriptedExpert({ tasks, harnesses: [await loadHarness(sampleHarnessDirectory())] });
     process.env[apiKeyEnv] = apiKey;
-    server = await OpenAiTestServer.start({ responder: teacherResponder, splitEvents: true, requiredApiKey: apiKey, models: ['teacher-test'] });
+    server = await OpenAiTestServer.start({
+      responder: teacherResponder,
+      splitEvents: true,
+      requiredApiKey: apiKey,
+      models: ['teacher-test'],
+    });
   });
   beforeEach(() => {
     server.setResponder(teacherResponder);
@@ -135,10 +172,14 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     const served = await records<Trajectory>(viaServer.outDirectory, 'trajectories');
     expect(served.map((trajectory) => trajectory.messages)).toEqual(expected.map((trajectory) => trajectory.messages));
     expect(served.map((trajectory) => trajectory.reward)).toEqual(expected.map((trajectory) => trajectory.reward));
-    const parallel = served.flatMap((trajectory) => trajectory.messages).filter((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) >= 2);
+    const parallel = served
+      .flatMap((trajectory) => trajectory.messages)
+      .filter((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) >= 2);
     expect(parallel.length).toBeGreaterThan(0);
     expect(served[0].model).toEqual({ provider: 'openai', id: 'teacher-test', sampling: {}, simulated: false });
-    expect(served.every((trajectory) => trajectory.calls.every((call) => call.completionTokens > 0 && call.attempts === 1))).toBe(true);
+    expect(
+      served.every((trajectory) => trajectory.calls.every((call) => call.completionTokens > 0 && call.attempts === 1)),
+    ).toBe(true);
     expect(server.chatRequests.every((request) => request.headers.authorization === `Bearer ${apiKey}`)).toBe(true);
   });
 
@@ -147,7 +188,11 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     server.injectFault({ kind: 'status', status: 500 });
     server.injectFault({ kind: 'drop-mid-stream', afterChunks: 2 });
     server.injectFault({ kind: 'slow-first-byte', delayMs: 1500 });
-    const { output, outDirectory } = await collect('faults', { teacher: teacher({ timeoutMs: 400, maxRetries: 4 }), concurrency: 1, tasksPerPart: 12 });
+    const { output, outDirectory } = await collect('faults', {
+      teacher: teacher({ timeoutMs: 400, maxRetries: 4 }),
+      concurrency: 1,
+      tasksPerPart: 12,
+    });
     expect(output).toMatchObject({ tasks: 12, accepted: 12, review: 0 });
     const requests = server.chatRequests;
     // The second request waited out the 429's Retry-After.
@@ -157,13 +202,19 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect(served.flatMap((trajectory) => trajectory.calls).filter((call) => call.attempts > 1)).toHaveLength(1);
     const expected = await records<Trajectory>(join(directory, 'scripted'), 'trajectories');
     expect(served.map((trajectory) => trajectory.messages)).toEqual(expected.map((trajectory) => trajectory.messages));
-    const stats = JSON.parse(await readFile(join(outDirectory, 'stats.json'), 'utf8')) as { totals: { attempts: number; calls: number } };
+    const stats = JSON.parse(await readFile(join(outDirectory, 'stats.json'), 'utf8')) as {
+      totals: { attempts: number; calls: number };
+    };
     expect(stats.totals.attempts - stats.totals.calls).toBe(4);
   });
 
   it('records an episode whose retries are spent as model_error, lists its task for review, and keeps the rest of the part', async () => {
     server.injectFault({ kind: 'status', status: 500, message: 'engine overloaded' }, 3);
-    const { output, outDirectory } = await collect('one-failure', { teacher: teacher({ maxRetries: 2 }), concurrency: 1, tasksPerPart: 12 });
+    const { output, outDirectory } = await collect('one-failure', {
+      teacher: teacher({ maxRetries: 2 }),
+      concurrency: 1,
+      tasksPerPart: 12,
+    });
     expect(output).toMatchObject({ tasks: 12, accepted: 11, rejected: 1, review: 1 });
     const review = await records<ReviewEntry>(outDirectory, 'review');
     expect(review).toEqual([
@@ -171,18 +222,37 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
         taskId: tasks[0].id,
         category: tasks[0].category,
         attempts: 1,
-        reasons: [expect.objectContaining({ sampleIndex: 0, status: 'model_error', reason: 'model_error', detail: expect.stringMatching(/^\[MODEL_UNAVAILABLE\] .* failed 3 attempts; last: \[MODEL_SERVER_ERROR\] .*engine overloaded/) })],
+        reasons: [
+          expect.objectContaining({
+            sampleIndex: 0,
+            status: 'model_error',
+            reason: 'model_error',
+            detail: expect.stringMatching(
+              /^\[MODEL_UNAVAILABLE\] .* failed 3 attempts; last: \[MODEL_SERVER_ERROR\] .*engine overloaded/,
+            ),
+          }),
+        ],
       },
     ]);
     const rejected = await records<Trajectory>(outDirectory, 'rejected');
-    expect(rejected.map((trajectory) => [trajectory.taskId, trajectory.status, trajectory.meta.rejection?.reason])).toEqual([[tasks[0].id, 'model_error', 'model_error']]);
+    expect(
+      rejected.map((trajectory) => [trajectory.taskId, trajectory.status, trajectory.meta.rejection?.reason]),
+    ).toEqual([[tasks[0].id, 'model_error', 'model_error']]);
     expect(await readFile(join(outDirectory, 'report.html'), 'utf8')).toContain(tasks[0].id);
   });
 
   it('ends an episode over episodeTimeoutMs with status timeout and lists its task for review', async () => {
     let requests = 0;
-    server.setResponder(async (request) => ({ ...(await teacherResponder(request)), ...(requests++ === 0 ? { timing: { ttftMs: 2000 } } : {}) }));
-    const { output, outDirectory } = await collect('episode-timeout', { teacher: teacher(), episodeTimeoutMs: 500, concurrency: 1, tasksPerPart: 12 });
+    server.setResponder(async (request) => ({
+      ...(await teacherResponder(request)),
+      ...(requests++ === 0 ? { timing: { ttftMs: 2000 } } : {}),
+    }));
+    const { output, outDirectory } = await collect('episode-timeout', {
+      teacher: teacher(),
+      episodeTimeoutMs: 500,
+      concurrency: 1,
+      tasksPerPart: 12,
+    });
     expect(output).toMatchObject({ tasks: 12, accepted: 11, review: 1 });
     const [entry] = await records<ReviewEntry>(outDirectory, 'review');
     expect(entry).toMatchObject({ taskId: tasks[0].id, reasons: [{ status: 'timeout', reason: 'timeout' }] });
@@ -190,12 +260,21 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
 
   it('fails a part whose teacher is down (retryable, with its Retry-After), stops early, and the retried part succeeds once the server is back', async () => {
     server.setResponder(() => ({ fault: { kind: 'status', status: 503, retryAfter: '2', message: 'no replicas' } }));
-    const config = collectStage.input.parse({ tasks: tasksUri, tasksPerPart: 12, concurrency: 1, teacher: teacher({ maxRetries: 0 }) });
+    const config = collectStage.input.parse({
+      tasks: tasksUri,
+      tasksPerPart: 12,
+      concurrency: 1,
+      teacher: teacher({ maxRetries: 0 }),
+    });
     const [planned] = await planParts(anyCollectStage, config, stageDeps('down'));
-    const failure = await collectStage.createProcessor(stageDeps('down', planned))(planned.input as CollectPartInput).catch((error: unknown) => error);
+    const failure = await collectStage
+      .createProcessor(stageDeps('down', planned))(planned.input as CollectPartInput)
+      .catch((error: unknown) => error);
     expect(HatError.isInstance(failure)).toBe(true);
     expect(failure).toMatchObject({ code: 'TEACHER_UNAVAILABLE', retryable: true, retryAfterMs: 2000 });
-    expect((failure as Error).message).toMatch(/every one of the 4 episodes played failed to reach the teacher \(the rest were not started\)/);
+    expect((failure as Error).message).toMatch(
+      /every one of the 4 episodes played failed to reach the teacher \(the rest were not started\)/,
+    );
     // The breaker stopped after 4 episodes of 12; the part wrote nothing.
     expect(server.chatRequests).toHaveLength(4);
     expect(await readdir(join(directory, 'down'), { recursive: true })).toEqual(['tasks', 'tasks/part-00000.jsonl.gz']);
@@ -203,8 +282,14 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     // In a stage run the part is retried (after the stage's backoff): the server is back by then.
     server.resetStats();
     let faulted = 0;
-    server.setResponder((request) => (faulted++ < 4 ? { fault: { kind: 'status', status: 503, message: 'no replicas' } } : teacherResponder(request)));
-    const { output } = await collect('recovered', { tasksPerPart: 12, concurrency: 1, teacher: teacher({ maxRetries: 0 }) });
+    server.setResponder((request) =>
+      faulted++ < 4 ? { fault: { kind: 'status', status: 503, message: 'no replicas' } } : teacherResponder(request),
+    );
+    const { output } = await collect('recovered', {
+      tasksPerPart: 12,
+      concurrency: 1,
+      teacher: teacher({ maxRetries: 0 }),
+    });
     expect(output).toMatchObject({ tasks: 12, accepted: 12, review: 0 });
     expect(faulted).toBeGreaterThan(4);
   });
@@ -212,7 +297,9 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
   it('fails for good when the teacher refuses every request (a wrong API key), without echoing the key it was sent', async () => {
     process.env[apiKeyEnv] = 'sk-wrong-key-9876543210';
     try {
-      const error = await collect('refused', { tasksPerPart: 12, teacher: teacher({ maxRetries: 0 }) }).catch((caught: unknown) => caught);
+      const error = await collect('refused', { tasksPerPart: 12, teacher: teacher({ maxRetries: 0 }) }).catch(
+        (caught: unknown) => caught,
+      );
       expect(error).toMatchObject({ code: 'TEACHER_REJECTED', retryable: false, exitCode: 2 });
       expect((error as Error).message).toContain('HTTP 401');
       expect((error as Error).message).toContain('check the API key named by apiKeyEnv/apiKeyFile');
@@ -229,7 +316,9 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect(jobData).toContain(apiKeyEnv);
     expect(jobData).not.toContain(apiKey);
 
-    const files = (await readdir(directory, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile());
+    const files = (await readdir(directory, { recursive: true, withFileTypes: true })).filter((entry) =>
+      entry.isFile(),
+    );
     expect(files.length).toBeGreaterThan(50);
     for (const file of files) {
       const bytes = await readFile(join(file.parentPath, file.name));

@@ -17,7 +17,11 @@ import type { DistillOutput } from '../workers/distill/distill-contract';
 import { distillStage } from '../workers/distill/processor';
 import type { RolloutRecord } from '../workers/distill/rollout-records';
 import type { DistillStats } from '../workers/distill/rollout-stats';
-import { makeTinyDistillModels, tinyDistillConfig, type TinyDistillModels } from '../workers/distill/testing/tiny-distill-models';
+import {
+  makeTinyDistillModels,
+  tinyDistillConfig,
+  type TinyDistillModels,
+} from '../workers/distill/testing/tiny-distill-models';
 
 /**
  * The distill stage end to end through `hat stage`'s binding (runStageLocally) with two tiny
@@ -74,7 +78,16 @@ async function userPromptFile(): Promise<string> {
     {
       id: 'price',
       messages: [{ role: 'user', content: '这件外套多少钱？' }],
-      tools: [{ type: 'function', function: { name: 'get_price', description: 'Price of an item', parameters: { type: 'object', properties: { item: { type: 'string' } } } } }],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'get_price',
+            description: 'Price of an item',
+            parameters: { type: 'object', properties: { item: { type: 'string' } } },
+          },
+        },
+      ],
     },
   ]);
   return info.uri;
@@ -86,7 +99,7 @@ function baseConfig(extra: Record<string, unknown> = {}): Record<string, unknown
 
 function expectClose(actual: readonly number[], expected: readonly number[], tolerance = 1e-4): void {
   expect(actual).toHaveLength(expected.length);
-  const worst = Math.max(0, ...actual.map((value, index) => Math.abs(value - (expected[index]))));
+  const worst = Math.max(0, ...actual.map((value, index) => Math.abs(value - expected[index])));
   expect(worst).toBeLessThan(tolerance);
 }
 
@@ -99,27 +112,59 @@ describe('distill stage with in-process ONNX student and teacher', () => {
 
     const manifest = await readManifest(store, 'manifest.json');
     expect(manifest.objects.map((object) => object.key)).toEqual([
-      'part-00000.jsonl.gz', 'part-00000.parquet', 'part-00001.jsonl.gz', 'part-00001.parquet', 'part-00002.jsonl.gz', 'part-00002.parquet',
-      'prompt-sources.json', 'prompts.jsonl.gz', 'stats.json',
+      'part-00000.jsonl.gz',
+      'part-00000.parquet',
+      'part-00001.jsonl.gz',
+      'part-00001.parquet',
+      'part-00002.jsonl.gz',
+      'part-00002.parquet',
+      'prompt-sources.json',
+      'prompts.jsonl.gz',
+      'stats.json',
     ]);
     const stats = manifest.stats as unknown as DistillStats;
     expect(stats.dummyWeights).toBe(true);
-    expect(stats.models.student).toMatchObject({ engine: 'onnx', modelId: 'student', dummyWeights: true, logprobTemperature: 1 });
-    expect(stats.models.teacher).toMatchObject({ engine: 'onnx', modelId: 'teacher', dummyWeights: true, logprobTemperature: 1 });
+    expect(stats.models.student).toMatchObject({
+      engine: 'onnx',
+      modelId: 'student',
+      dummyWeights: true,
+      logprobTemperature: 1,
+    });
+    expect(stats.models.teacher).toMatchObject({
+      engine: 'onnx',
+      modelId: 'teacher',
+      dummyWeights: true,
+      logprobTemperature: 1,
+    });
     expect(stats.models.tokenizer.verifiedBy).toEqual(['fingerprint']);
     expect(Object.keys(stats.sources)).toEqual(['builtin:general-instructions', 'my-prompts']);
     expect(stats.sources['my-prompts']).toMatchObject({ prompts: 2, samples: 4 });
     expect(manifest.lineage.inputs.map((input) => input.uri)).toContain(userUri);
 
-    const records = [...(await recordsOf(store, 'part-00000.jsonl.gz')), ...(await recordsOf(store, 'part-00001.jsonl.gz')), ...(await recordsOf(store, 'part-00002.jsonl.gz'))];
+    const records = [
+      ...(await recordsOf(store, 'part-00000.jsonl.gz')),
+      ...(await recordsOf(store, 'part-00001.jsonl.gz')),
+      ...(await recordsOf(store, 'part-00002.jsonl.gz')),
+    ];
     expect(records.map((record) => `${record.source}/${record.prompt_id}#${record.sample_index}`)).toEqual([
-      'builtin:general-instructions/gi-001#0', 'builtin:general-instructions/gi-001#1', 'builtin:general-instructions/gi-002#0', 'builtin:general-instructions/gi-002#1',
-      'builtin:general-instructions/gi-003#0', 'builtin:general-instructions/gi-003#1', 'builtin:general-instructions/gi-004#0', 'builtin:general-instructions/gi-004#1',
-      'my-prompts/greet#0', 'my-prompts/greet#1', 'my-prompts/price#0', 'my-prompts/price#1',
+      'builtin:general-instructions/gi-001#0',
+      'builtin:general-instructions/gi-001#1',
+      'builtin:general-instructions/gi-002#0',
+      'builtin:general-instructions/gi-002#1',
+      'builtin:general-instructions/gi-003#0',
+      'builtin:general-instructions/gi-003#1',
+      'builtin:general-instructions/gi-004#0',
+      'builtin:general-instructions/gi-004#1',
+      'my-prompts/greet#0',
+      'my-prompts/greet#1',
+      'my-prompts/price#0',
+      'my-prompts/price#1',
     ]);
     // The prompt is the student's chat template with the generation prompt, as byte tokens.
     const greet = records.find((record) => record.prompt_id === 'greet')!;
-    expect(Buffer.from(greet.prompt_ids.filter((id) => id < 256)).toString('utf8')).toBe('system\nAnswer in one word.\nuser\nSay hello in French.\nassistant\n');
+    expect(Buffer.from(greet.prompt_ids.filter((id) => id < 256)).toString('utf8')).toBe(
+      'system\nAnswer in one word.\nuser\nSay hello in French.\nassistant\n',
+    );
     const price = records.find((record) => record.prompt_id === 'price')!;
     expect(Buffer.from(price.prompt_ids.filter((id) => id < 256)).toString('utf8')).toContain('"name": "get_price"');
 
@@ -131,15 +176,28 @@ describe('distill stage with in-process ONNX student and teacher', () => {
       expect(record.loss_mask).toEqual(new Array(length).fill(1));
       // Random-weight models: every row says so, not only the footer and stats.
       expect(record.dummy_weights).toBe(true);
-      expect(record.reverse_kl).toEqual(record.rollout_log_probs.map((value, index) => Math.fround(value - record.teacher_log_probs[index])));
+      expect(record.reverse_kl).toEqual(
+        record.rollout_log_probs.map((value, index) => Math.fround(value - record.teacher_log_probs[index])),
+      );
       expect(record.teacher_top_ids).toHaveLength(length * 3);
       // The teacher scored exactly the student's token ids.
-      const teacher = await teacherDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1, topLogprobs: 3 });
-      expectClose(record.teacher_log_probs, teacher.tokens.map((token) => token.logprob));
-      expect(record.teacher_top_ids).toEqual(teacher.tokens.flatMap((token) => token.top!.map((candidate) => candidate.tokenId)));
+      const teacher = await teacherDecoder.score(record.prompt_ids, record.response_ids, {
+        temperature: 1,
+        topLogprobs: 3,
+      });
+      expectClose(
+        record.teacher_log_probs,
+        teacher.tokens.map((token) => token.logprob),
+      );
+      expect(record.teacher_top_ids).toEqual(
+        teacher.tokens.flatMap((token) => token.top!.map((candidate) => candidate.tokenId)),
+      );
       // Scoring equals sampling: the student's sampled logprobs are what scoring its own tokens gives.
       const student = await studentDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1 });
-      expectClose(record.rollout_log_probs, student.tokens.map((token) => token.logprob));
+      expectClose(
+        record.rollout_log_probs,
+        student.tokens.map((token) => token.logprob),
+      );
       tokens += length;
       klSum += record.reverse_kl.reduce((sum, value) => sum + value, 0);
     }
@@ -154,28 +212,46 @@ describe('distill stage with in-process ONNX student and teacher', () => {
     const instance = await DuckDBInstance.create(':memory:');
     const connection = await instance.connect();
     try {
-      const result = await connection.runAndReadAll(`select * from read_parquet('${join(out, 'part-00000.parquet')}') order by prompt_id, sample_index`);
+      const result = await connection.runAndReadAll(
+        `select * from read_parquet('${join(out, 'part-00000.parquet')}') order by prompt_id, sample_index`,
+      );
       expect(result.getRowObjectsJson()).toEqual(records);
     } finally {
       connection.closeSync();
     }
     const footer = await parquetMetadataOf(await store.getBuffer('part-00000.parquet'));
-    expect(footer).toMatchObject({ schema_version: '1', dummy_weights: 'true', tokenizer_fingerprint: records[0].tokenizer_fingerprint });
+    expect(footer).toMatchObject({
+      schema_version: '1',
+      dummy_weights: 'true',
+      tokenizer_fingerprint: records[0].tokenizer_fingerprint,
+    });
     expect(JSON.parse(footer.teacher)).toMatchObject({ engine: 'onnx', modelId: 'teacher', logprobTemperature: 1 });
   });
 
   it('is deterministic under the seed, independent of parts and batches, and reruns idempotently', async () => {
     const config = baseConfig({ prompts: [{ kind: 'builtin', limit: 3 }] });
     const first = await runDistill(config);
-    const second = await runDistill({ ...config, promptsPerPart: 3, student: { ...(config.student as object), batchSize: 1 } });
-    const firstRecords = [...(await recordsOf(first.store, 'part-00000.jsonl.gz')), ...(await recordsOf(first.store, 'part-00001.jsonl.gz'))];
+    const second = await runDistill({
+      ...config,
+      promptsPerPart: 3,
+      student: { ...(config.student as object), batchSize: 1 },
+    });
+    const firstRecords = [
+      ...(await recordsOf(first.store, 'part-00000.jsonl.gz')),
+      ...(await recordsOf(first.store, 'part-00001.jsonl.gz')),
+    ];
     const secondRecords = await recordsOf(second.store, 'part-00000.jsonl.gz');
-    expect(secondRecords.map((record) => record.response_ids)).toEqual(firstRecords.map((record) => record.response_ids));
-    for (const [index, record] of secondRecords.entries()) expectClose(record.teacher_log_probs, firstRecords[index].teacher_log_probs, 1e-5);
+    expect(secondRecords.map((record) => record.response_ids)).toEqual(
+      firstRecords.map((record) => record.response_ids),
+    );
+    for (const [index, record] of secondRecords.entries())
+      expectClose(record.teacher_log_probs, firstRecords[index].teacher_log_probs, 1e-5);
 
     // Same config and seed: byte-identical objects; a rerun in place reuses every finished part.
     const again = await runDistill(config, { out: join(root, 'again') });
-    expect((await again.store.getBuffer('part-00001.parquet')).equals(await first.store.getBuffer('part-00001.parquet'))).toBe(true);
+    expect(
+      (await again.store.getBuffer('part-00001.parquet')).equals(await first.store.getBuffer('part-00001.parquet')),
+    ).toBe(true);
     expect((await again.store.getBuffer('stats.json')).equals(await first.store.getBuffer('stats.json'))).toBe(true);
     const before = await again.store.head('part-00000.parquet');
     const rerun = await runDistill(config, { out: join(root, 'again') });
@@ -184,17 +260,37 @@ describe('distill stage with in-process ONNX student and teacher', () => {
 
     const otherSeed = await runDistill(config, { seed: 'another-seed' });
     const otherRecords = await recordsOf(otherSeed.store, 'part-00000.jsonl.gz');
-    expect(otherRecords.map((record) => record.response_ids)).not.toEqual(firstRecords.slice(0, otherRecords.length).map((record) => record.response_ids));
+    expect(otherRecords.map((record) => record.response_ids)).not.toEqual(
+      firstRecords.slice(0, otherRecords.length).map((record) => record.response_ids),
+    );
   });
 
   it('computes both sides at the logprob temperature when sampling at another one', async () => {
-    const { store } = await runDistill(baseConfig({ prompts: [{ kind: 'builtin', limit: 1 }], sampling: { temperature: 0.7, maxNewTokens: 8 }, logprobTemperature: 1.3, teacherTopK: 0 }));
+    const { store } = await runDistill(
+      baseConfig({
+        prompts: [{ kind: 'builtin', limit: 1 }],
+        sampling: { temperature: 0.7, maxNewTokens: 8 },
+        logprobTemperature: 1.3,
+        teacherTopK: 0,
+      }),
+    );
     const [record] = await recordsOf(store, 'part-00000.jsonl.gz');
-    expect(record).toMatchObject({ student_logprob_temperature: 1.3, teacher_logprob_temperature: 1.3, teacher_top_k: 0, teacher_top_ids: [] });
+    expect(record).toMatchObject({
+      student_logprob_temperature: 1.3,
+      teacher_logprob_temperature: 1.3,
+      teacher_top_k: 0,
+      teacher_top_ids: [],
+    });
     const student = await studentDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1.3 });
     const teacher = await teacherDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1.3 });
-    expectClose(record.rollout_log_probs, student.tokens.map((token) => token.logprob));
-    expectClose(record.teacher_log_probs, teacher.tokens.map((token) => token.logprob));
+    expectClose(
+      record.rollout_log_probs,
+      student.tokens.map((token) => token.logprob),
+    );
+    expectClose(
+      record.teacher_log_probs,
+      teacher.tokens.map((token) => token.logprob),
+    );
     const parquet = await readParquet(store, 'part-00000.parquet');
     expect(parquet[0]).toMatchObject({ student_logprob_temperature: 1.3, teacher_logprob_temperature: 1.3 });
   });
@@ -203,11 +299,16 @@ describe('distill stage with in-process ONNX student and teacher', () => {
     const config = baseConfig({ teacher: { engine: 'onnx', modelDir: models.mismatchedDir, intraOpThreads: 1 } });
     const failure = runDistill(config);
     await expect(failure).rejects.toMatchObject({ code: 'TOKENIZER_MISMATCH', exitCode: 2 });
-    await expect(failure).rejects.toThrow(/student student \(onnx, .*\) \(tokenizer fingerprint [0-9a-f]{64}\) and teacher mismatched \(onnx, .*\) \(tokenizer fingerprint [0-9a-f]{64}\) do not share a tokenizer.*Pick a teacher with the student's tokenizer/s);
+    await expect(failure).rejects.toThrow(
+      /student student \(onnx, .*\) \(tokenizer fingerprint [0-9a-f]{64}\) and teacher mismatched \(onnx, .*\) \(tokenizer fingerprint [0-9a-f]{64}\) do not share a tokenizer.*Pick a teacher with the student's tokenizer/s,
+    );
   });
 
   it('refuses a server teacher at a logprob temperature other than 1 before any work', async () => {
-    const config = baseConfig({ teacher: { engine: 'vllm', baseUrl: 'http://127.0.0.1:9/v1', model: 'teacher' }, sampling: { temperature: 0.6 } });
+    const config = baseConfig({
+      teacher: { engine: 'vllm', baseUrl: 'http://127.0.0.1:9/v1', model: 'teacher' },
+      sampling: { temperature: 0.6 },
+    });
     await expect(runDistill(config)).rejects.toMatchObject({ code: 'LOGPROB_TEMPERATURE_MISMATCH' });
     await expect(runDistill(config)).rejects.toThrow(/set logprobTemperature: 1/);
   });

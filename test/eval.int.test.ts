@@ -42,15 +42,27 @@ type Table = Map<string, ScriptedChatResponse>;
 function conversationKey(model: string, messages: ChatMessage[]): string {
   return JSON.stringify([
     model,
-    messages.map((message) => [message.role, message.role === 'tool' ? '' : (message.content ?? ''), message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => [call.function.name, call.function.arguments]) : []]),
+    messages.map((message) => [
+      message.role,
+      message.role === 'tool' ? '' : (message.content ?? ''),
+      message.role === 'assistant'
+        ? (message.tool_calls ?? []).map((call) => [call.function.name, call.function.arguments])
+        : [],
+    ]),
   ]);
 }
 
 /** Plays the expert on one item, recording every step into the table under `model`; returns the episode's reward. */
 async function recordExpert(table: Table, model: string, item: Extract<EvalItem, { task: unknown }>): Promise<number> {
   const canonical = await loadHarness(sampleHarnessDirectory());
-  const harness = item.suite === 'harness_variant_qa' && item.harness.kind === 'variant' ? rebuildVariant(canonical, item.harness.seed, item.harness.weights).harness : canonical;
-  const expert = createModelClient({ adapter: 'scripted', policy: 'expert' }, { services: { [scriptedServiceKeys.tasks]: [item.task], [scriptedServiceKeys.harnesses]: [harness] } });
+  const harness =
+    item.suite === 'harness_variant_qa' && item.harness.kind === 'variant'
+      ? rebuildVariant(canonical, item.harness.seed, item.harness.weights).harness
+      : canonical;
+  const expert = createModelClient(
+    { adapter: 'scripted', policy: 'expert' },
+    { services: { [scriptedServiceKeys.tasks]: [item.task], [scriptedServiceKeys.harnesses]: [harness] } },
+  );
   const recording: ModelClient = {
     specificationVersion: 'v1',
     provider: 'recording',
@@ -60,7 +72,15 @@ async function recordExpert(table: Table, model: string, item: Extract<EvalItem,
       const calls = response.message.tool_calls ?? [];
       table.set(conversationKey(model, request.messages), {
         ...(response.message.content ? { content: response.message.content } : {}),
-        ...(calls.length > 0 ? { toolCalls: calls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+        ...(calls.length > 0
+          ? {
+              toolCalls: calls.map((call) => ({
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+              })),
+            }
+          : {}),
       });
       return response;
     },
@@ -74,23 +94,57 @@ const noComma = 1001;
 const lowercase = 1051;
 const capitals = 1566;
 const english = {
-  noCommas: 'I will spend the first two days in Tokyo visiting the old temples.\nThen I will take the fast train to Kyoto and walk through the gardens.\nFinally I will rest in Osaka and enjoy the street food there.',
-  commas: 'Day one: Tokyo, Shibuya, and the fish market.\nDay two: Kyoto, the temples, and a tea house.\nDay three: Osaka, the castle, and street food.',
-  lower: 'dear sam,\nplease remember to go and vote next tuesday because every single vote matters in our town.\nsee you at the polling station in the morning.',
-  titleCase: 'Dear Sam,\nPlease Remember To Go And Vote Next Tuesday Because Every Vote Matters.\nSee You At The Polling Station In The Morning.',
-  capitals: 'I REGRET THE SUMMER WE LOST AND THE WORDS I NEVER SAID.\nTHIS SONG IS ABOUT LEARNING FROM THOSE REGRETS AND MOVING ON.\nTHE CHORUS REPEATS THE PROMISE TO DO BETTER NEXT TIME.',
+  noCommas:
+    'I will spend the first two days in Tokyo visiting the old temples.\nThen I will take the fast train to Kyoto and walk through the gardens.\nFinally I will rest in Osaka and enjoy the street food there.',
+  commas:
+    'Day one: Tokyo, Shibuya, and the fish market.\nDay two: Kyoto, the temples, and a tea house.\nDay three: Osaka, the castle, and street food.',
+  lower:
+    'dear sam,\nplease remember to go and vote next tuesday because every single vote matters in our town.\nsee you at the polling station in the morning.',
+  titleCase:
+    'Dear Sam,\nPlease Remember To Go And Vote Next Tuesday Because Every Vote Matters.\nSee You At The Polling Station In The Morning.',
+  capitals:
+    'I REGRET THE SUMMER WE LOST AND THE WORDS I NEVER SAID.\nTHIS SONG IS ABOUT LEARNING FROM THOSE REGRETS AND MOVING ON.\nTHE CHORUS REPEATS THE PROMISE TO DO BETTER NEXT TIME.',
 };
 
 const customPrompts = [
-  { id: 'no-commas', prompt: 'Describe our store in three lines without commas.', checks: [{ instruction: 'punctuation:no_comma' }] },
-  { id: 'lowercase', prompt: 'Write a short thank-you note in lowercase English.', checks: [{ instruction: 'change_case:english_lowercase' }] },
-  { id: 'warm-pitch', prompt: 'A viewer says the jacket looks nice but expensive. Reply.', rubric: 'Acknowledges the viewer and gives one honest reason the price is fair.' },
+  {
+    id: 'no-commas',
+    prompt: 'Describe our store in three lines without commas.',
+    checks: [{ instruction: 'punctuation:no_comma' }],
+  },
+  {
+    id: 'lowercase',
+    prompt: 'Write a short thank-you note in lowercase English.',
+    checks: [{ instruction: 'change_case:english_lowercase' }],
+  },
+  {
+    id: 'warm-pitch',
+    prompt: 'A viewer says the jacket looks nice but expensive. Reply.',
+    rubric: 'Acknowledges the viewer and gives one honest reason the price is fair.',
+  },
 ];
-const pitch = { good: 'Thank you! It is lined with down and comes with a two-year warranty, so it lasts for years.', weak: 'ok.' };
+const pitch = {
+  good: 'Thank you! It is lined with down and comes with a two-year warranty, so it lasts for years.',
+  weak: 'ok.',
+};
 
 const prompts: Record<string, Record<string, string>> = {
-  good: { [noComma]: english.noCommas, [lowercase]: english.lower, [capitals]: english.lower, 'no-commas': english.noCommas, lowercase: english.lower, 'warm-pitch': pitch.good },
-  weak: { [noComma]: english.commas, [lowercase]: english.titleCase, [capitals]: english.capitals, 'no-commas': english.commas, lowercase: english.lower, 'warm-pitch': pitch.weak },
+  good: {
+    [noComma]: english.noCommas,
+    [lowercase]: english.lower,
+    [capitals]: english.lower,
+    'no-commas': english.noCommas,
+    lowercase: english.lower,
+    'warm-pitch': pitch.good,
+  },
+  weak: {
+    [noComma]: english.commas,
+    [lowercase]: english.titleCase,
+    [capitals]: english.capitals,
+    'no-commas': english.commas,
+    lowercase: english.lower,
+    'warm-pitch': pitch.weak,
+  },
 };
 /** The judge's rating (1-5) of each reply it may see. */
 const ratings = new Map<string, number>([
@@ -127,22 +181,39 @@ async function startFixture(): Promise<Fixture> {
     judge: { model: { adapter: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'judge' }, suites: ['custom'] },
   };
   const canonical = await loadHarness(sampleHarnessDirectory());
-  const suites = await buildSuiteItems(evalInputSchema.parse({ ...base, models: [{ label: 'x', model: { adapter: 'scripted' } }] }), canonical, new Set(), (uri) => openArtifactObject(uri));
+  const suites = await buildSuiteItems(
+    evalInputSchema.parse({ ...base, models: [{ label: 'x', model: { adapter: 'scripted' } }] }),
+    canonical,
+    new Set(),
+    (uri) => openArtifactObject(uri),
+  );
   const items = suites.flatMap((suite) => suite.items);
-  const live = items.filter((item): item is Extract<EvalItem, { suite: 'live_stream_qa' }> => item.suite === 'live_stream_qa');
-  const variants = items.filter((item): item is Extract<EvalItem, { suite: 'harness_variant_qa' }> => item.suite === 'harness_variant_qa');
+  const live = items.filter(
+    (item): item is Extract<EvalItem, { suite: 'live_stream_qa' }> => item.suite === 'live_stream_qa',
+  );
+  const variants = items.filter(
+    (item): item is Extract<EvalItem, { suite: 'harness_variant_qa' }> => item.suite === 'harness_variant_qa',
+  );
   const canonicalOf = (index: number) => variants.filter((item) => item.harness.kind === 'canonical')[index];
-  const plainVariantOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && !item.harness.heldOutOperator)[index];
-  const heldOutOf = (index: number) => variants.filter((item) => item.harness.kind === 'variant' && item.harness.heldOutOperator)[index];
+  const plainVariantOf = (index: number) =>
+    variants.filter((item) => item.harness.kind === 'variant' && !item.harness.heldOutOperator)[index];
+  const heldOutOf = (index: number) =>
+    variants.filter((item) => item.harness.kind === 'variant' && item.harness.heldOutOperator)[index];
   // good knows 8 of the 11 live tasks, both canonical tasks and one plain variant; weak knows 4 live tasks and one canonical task.
   const answered: Record<string, Set<string>> = {
-    good: new Set([...live.slice(0, 8).map((item) => item.id), canonicalOf(0).id, canonicalOf(1).id, plainVariantOf(0).id]),
+    good: new Set([
+      ...live.slice(0, 8).map((item) => item.id),
+      canonicalOf(0).id,
+      canonicalOf(1).id,
+      plainVariantOf(0).id,
+    ]),
     weak: new Set([...live.slice(3, 7).map((item) => item.id), canonicalOf(0).id]),
   };
   for (const [model, ids] of Object.entries(answered)) {
     for (const item of [...live, ...variants].filter((entry) => ids.has(entry.id))) {
       const reward = await recordExpert(table, model, item);
-      if (reward !== 1) throw new Error(`fixture: the expert scores ${reward} on ${item.id}; the hand-computed scores assume 1`);
+      if (reward !== 1)
+        throw new Error(`fixture: the expert scores ${reward} on ${item.id}; the hand-computed scores assume 1`);
     }
   }
   // The held-out-operator variants exist and nobody knows them.
@@ -160,7 +231,11 @@ async function startFixture(): Promise<Fixture> {
       }
       if (messages.length === 1 && messages[0].role === 'user') {
         const prompt = messages[0].content;
-        const key = Object.keys(prompts[model] ?? {}).find((name) => (/^\d+$/.test(name) ? prompt === ifevalPrompt(items, Number(name)) : prompt === customPrompts.find((entry) => entry.id === name)?.prompt));
+        const key = Object.keys(prompts[model] ?? {}).find((name) =>
+          /^\d+$/.test(name)
+            ? prompt === ifevalPrompt(items, Number(name))
+            : prompt === customPrompts.find((entry) => entry.id === name)?.prompt,
+        );
         if (key !== undefined) return { content: prompts[model][key] };
       }
       const answer = table.get(conversationKey(model, messages));
@@ -193,13 +268,39 @@ function expectHandComputedScores(scores: EvalScores): void {
   // Live-Stream QA: 11 tasks (one per category); good answers 8, weak 4, each answered one scores 100.
   expect(good.metrics.live_stream_qa).toBeCloseTo(800 / 11, 10);
   expect(weak.metrics.live_stream_qa).toBeCloseTo(400 / 11, 10);
-  expect(Object.values(good.live_stream_qa!.byCategory).map((cell) => cell.score).sort((a, b) => a - b)).toEqual([0, 0, 0, 100, 100, 100, 100, 100, 100, 100, 100]);
+  expect(
+    Object.values(good.live_stream_qa!.byCategory)
+      .map((cell) => cell.score)
+      .sort((a, b) => a - b),
+  ).toEqual([0, 0, 0, 100, 100, 100, 100, 100, 100, 100, 100]);
   // Harness-Variant QA: 2 tasks × (canonical, 1 variant, 1 held-out-operator variant).
-  expect(good.harness_variant_qa).toMatchObject({ canonical: { score: 100, items: 2 }, variant: { score: 25, items: 4 }, gap: { score: 75 }, heldOutOperators: { score: 0, items: 2 }, heldOutVariantShare: 1 });
-  expect(weak.harness_variant_qa).toMatchObject({ canonical: { score: 50 }, variant: { score: 0 }, gap: { score: 50 } });
+  expect(good.harness_variant_qa).toMatchObject({
+    canonical: { score: 100, items: 2 },
+    variant: { score: 25, items: 4 },
+    gap: { score: 75 },
+    heldOutOperators: { score: 0, items: 2 },
+    heldOutVariantShare: 1,
+  });
+  expect(weak.harness_variant_qa).toMatchObject({
+    canonical: { score: 50 },
+    variant: { score: 0 },
+    gap: { score: 50 },
+  });
   // IFEval: good follows 2 of 3 prompts (one instruction each), weak 1 of 3; no loose variant rescues a broken one.
-  expect(good.ifeval).toMatchObject({ count: 3, promptStrict: 200 / 3, instructionStrict: 200 / 3, promptLoose: 200 / 3, instructionLoose: 200 / 3 });
-  expect(weak.ifeval).toMatchObject({ count: 3, promptStrict: 100 / 3, instructionStrict: 100 / 3, promptLoose: 100 / 3, instructionLoose: 100 / 3 });
+  expect(good.ifeval).toMatchObject({
+    count: 3,
+    promptStrict: 200 / 3,
+    instructionStrict: 200 / 3,
+    promptLoose: 200 / 3,
+    instructionLoose: 200 / 3,
+  });
+  expect(weak.ifeval).toMatchObject({
+    count: 3,
+    promptStrict: 100 / 3,
+    instructionStrict: 100 / 3,
+    promptLoose: 100 / 3,
+    instructionLoose: 100 / 3,
+  });
   // Custom: two rule-checked prompts (good passes both, weak one); the third is judged only.
   expect(good.custom!.overall).toMatchObject({ score: 100, items: 2 });
   expect(weak.custom!.overall).toMatchObject({ score: 50, items: 2 });
@@ -218,7 +319,11 @@ function expectHandComputedScores(scores: EvalScores): void {
 
 /** scores.json without what legitimately differs between two runs of the same config (run id, endpoints). */
 function comparable(scores: EvalScores): unknown {
-  return { leaderboard: scores.leaderboard, scores: JSON.parse(JSON.stringify(scores.scores, (key, value) => (key === 'meanLatencyMs' ? undefined : value))), comparisons: scores.comparisons };
+  return {
+    leaderboard: scores.leaderboard,
+    scores: JSON.parse(JSON.stringify(scores.scores, (key, value) => (key === 'meanLatencyMs' ? undefined : value))),
+    comparisons: scores.comparisons,
+  };
 }
 
 describe('eval stage against a table-driven OpenAI-compatible server', () => {
@@ -240,23 +345,42 @@ describe('eval stage against a table-driven OpenAI-compatible server', () => {
 
   it('reproduces the hand-computed scores of every suite through queues and through `hat stage`, identically', async () => {
     await kit.startWorkers({ queues: ['eval', 'runs'] });
-    await enqueueRun(kit.context, planRun({ runId: 'eval-q', seed: 'int', stages: { eval: fixture.config } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'eval-q', seed: 'int', stages: { eval: fixture.config } },
+        { env: kit.env, now: new Date('2025-03-01T00:00:00Z') },
+      ),
+    );
     const status = await watchRun(kit.context, 'eval-q', { intervalMs: 100 });
     expect(status.state).toBe('completed');
     // 2 models × (11 live + 6 variant + 3 ifeval + 3 custom items) in parts of at most 4 items.
-    expect(status.stages).toEqual([expect.objectContaining({ name: 'eval', state: 'completed', partsDone: 14, partsTotal: 14 })]);
-    const queued = JSON.parse((await kit.store.getBuffer('runs/eval-q/eval/scores.json')).toString('utf8')) as EvalScores;
+    expect(status.stages).toEqual([
+      expect.objectContaining({ name: 'eval', state: 'completed', partsDone: 14, partsTotal: 14 }),
+    ]);
+    const queued = JSON.parse(
+      (await kit.store.getBuffer('runs/eval-q/eval/scores.json')).toString('utf8'),
+    ) as EvalScores;
     expectHandComputedScores(queued);
 
     // Per-item results: prompt, response, each check, latency, usage.
     const manifest = await readManifest(kit.store, 'runs/eval-q/eval/manifest.json');
     const results: EvalResult[] = [];
-    for (const object of manifest.objects.filter((entry) => entry.kind === 'results')) for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);
+    for (const object of manifest.objects.filter((entry) => entry.kind === 'results'))
+      for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);
     expect(results).toHaveLength(46);
     const comma = results.find((result) => result.model === 'weak' && result.itemId === `ifeval-${noComma}`)!;
-    expect(comma).toMatchObject({ response: english.commas, score: 0, checks: [{ name: 'punctuation:no_comma', strict: false, loose: false }], followedStrict: false });
+    expect(comma).toMatchObject({
+      response: english.commas,
+      score: 0,
+      checks: [{ name: 'punctuation:no_comma', strict: false, loose: false }],
+      followedStrict: false,
+    });
     expect(comma.usage.completionTokens).toBeGreaterThan(0);
-    const unknown = results.find((result) => result.model === 'good' && result.suite === 'live_stream_qa' && !fixture.answered.good.has(result.itemId))!;
+    const unknown = results.find(
+      (result) =>
+        result.model === 'good' && result.suite === 'live_stream_qa' && !fixture.answered.good.has(result.itemId),
+    )!;
     expect(unknown).toMatchObject({ status: 'model_error', score: 0 });
     // The run report shows the leaderboard.
     const runReport = (await kit.store.getBuffer('runs/eval-q/run-report.html')).toString('utf8');
@@ -268,28 +392,61 @@ describe('eval stage against a table-driven OpenAI-compatible server', () => {
     const out = pathToFileURL(join(fixture.directory, 'stage-out')).href;
     const configFile = join(fixture.directory, 'eval.yaml');
     await writeFile(configFile, JSON.stringify(fixture.config));
-    const cli = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'stage', 'eval', '--config', configFile, '--out', out, '--seed', 'int');
+    const cli = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'stage',
+      'eval',
+      '--config',
+      configFile,
+      '--out',
+      out,
+      '--seed',
+      'int',
+    );
     expect(cli.stderr).not.toMatch(/error/i);
     expect(cli.code).toBe(0);
-    const local = JSON.parse((await new FileArtifactStore(join(fixture.directory, 'stage-out')).getBuffer('scores.json')).toString('utf8')) as EvalScores;
+    const local = JSON.parse(
+      (await new FileArtifactStore(join(fixture.directory, 'stage-out')).getBuffer('scores.json')).toString('utf8'),
+    ) as EvalScores;
     expectHandComputedScores(local);
     expect(comparable(local)).toEqual(comparable(queued));
   }, 240_000);
 
   it('a judge that is down leaves rule scores intact and marks judge scores missing', async () => {
-    const config: EvalInputConfig = { ...fixture.config, suites: { custom: { prompts: fixture.customFile } }, judge: { model: { adapter: 'openai', baseUrl: 'http://127.0.0.1:9/v1', model: 'judge', maxRetries: 0, timeoutMs: 2000 }, suites: ['custom'] } };
+    const config: EvalInputConfig = {
+      ...fixture.config,
+      suites: { custom: { prompts: fixture.customFile } },
+      judge: {
+        model: { adapter: 'openai', baseUrl: 'http://127.0.0.1:9/v1', model: 'judge', maxRetries: 0, timeoutMs: 2000 },
+        suites: ['custom'],
+      },
+    };
     const configFile = join(fixture.directory, 'judge-down.yaml');
     await writeFile(configFile, JSON.stringify(config));
     const out = join(fixture.directory, 'judge-down');
-    const cli = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'stage', 'eval', '--config', configFile, '--out', pathToFileURL(out).href, '--seed', 'int');
+    const cli = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'stage',
+      'eval',
+      '--config',
+      configFile,
+      '--out',
+      pathToFileURL(out).href,
+      '--seed',
+      'int',
+    );
     expect(cli.code).toBe(0);
-    const scores = JSON.parse((await new FileArtifactStore(out).getBuffer('scores.json')).toString('utf8')) as EvalScores;
+    const scores = JSON.parse(
+      (await new FileArtifactStore(out).getBuffer('scores.json')).toString('utf8'),
+    ) as EvalScores;
     expect(scores.scores.good.custom!.overall).toMatchObject({ score: 100, items: 2 });
     expect(scores.scores.weak.custom!.overall).toMatchObject({ score: 50, items: 2 });
     expect(scores.scores.good.judge!.custom).toEqual({ overall: null, missing: 3 });
     expect(scores.scores.good.metrics['judge.custom']).toBeUndefined();
     expect(scores.judge!.missing).toBe(6);
-    expect((await new FileArtifactStore(out).getBuffer('report.html')).toString('utf8')).toContain('6 items have no judge verdict');
+    expect((await new FileArtifactStore(out).getBuffer('report.html')).toString('utf8')).toContain(
+      '6 items have no judge verdict',
+    );
   }, 120_000);
 });
 
@@ -320,21 +477,34 @@ describe('eval stage: an endpoint that is down for a while', () => {
     });
     await kit.startWorkers({ queues: ['eval', 'runs'] });
     const config: EvalInputConfig = {
-      models: [{ label: 'flaky', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'flaky', maxRetries: 0 } }],
+      models: [
+        { label: 'flaky', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'flaky', maxRetries: 0 } },
+      ],
       suites: { ifeval: { keys: [noComma, lowercase, capitals] } },
       bootstrapSamples: 100,
     };
-    await enqueueRun(kit.context, planRun({ runId: 'eval-flaky', stages: { eval: config } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'eval-flaky', stages: { eval: config } },
+        { env: kit.env, now: new Date('2025-03-01T00:00:00Z') },
+      ),
+    );
     const status = await watchRun(kit.context, 'eval-flaky', { intervalMs: 100 });
     expect(status.state).toBe('completed');
     expect(refused).toBe(3);
-    const scores = JSON.parse((await kit.store.getBuffer('runs/eval-flaky/eval/scores.json')).toString('utf8')) as EvalScores;
+    const scores = JSON.parse(
+      (await kit.store.getBuffer('runs/eval-flaky/eval/scores.json')).toString('utf8'),
+    ) as EvalScores;
     // 1001 (no commas) followed, 1051 (lowercase) broken by capitals, 1566 (capitals) followed.
     expect(scores.scores.flaky.ifeval).toMatchObject({ count: 3, promptStrict: 200 / 3 });
     expect(scores.scores.flaky.modelErrors).toBe(0);
     const manifest = await readManifest(kit.store, 'runs/eval-flaky/eval/manifest.json');
     const results: EvalResult[] = [];
-    for (const object of manifest.objects.filter((entry) => entry.kind === 'results')) for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);
-    expect(results.map((result) => result.itemId).sort()).toEqual([`ifeval-${noComma}`, `ifeval-${capitals}`, `ifeval-${lowercase}`].sort());
+    for (const object of manifest.objects.filter((entry) => entry.kind === 'results'))
+      for await (const record of readJsonl<EvalResult>(kit.store, object.key)) results.push(record);
+    expect(results.map((result) => result.itemId).sort()).toEqual(
+      [`ifeval-${noComma}`, `ifeval-${capitals}`, `ifeval-${lowercase}`].sort(),
+    );
   }, 120_000);
 });

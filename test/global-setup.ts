@@ -19,7 +19,8 @@ function newestSource(directory: string): number {
   for (const entry of readdirSync(directory, { withFileTypes: true })) {
     const path = join(directory, entry.name);
     if (entry.isDirectory()) newest = Math.max(newest, newestSource(path));
-    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+    else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts'))
+      newest = Math.max(newest, statSync(path).mtimeMs);
   }
   return newest;
 }
@@ -27,7 +28,10 @@ function newestSource(directory: string): number {
 function isStale(): boolean {
   if (!existsSync(stampFile) || !existsSync(join(root, 'dist', 'cli', 'main.js'))) return true;
   const built = statSync(stampFile).mtimeMs;
-  const inputs = [...sourceFolders.map((folder) => newestSource(join(root, folder))), ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((file) => statSync(join(root, file)).mtimeMs)];
+  const inputs = [
+    ...sourceFolders.map((folder) => newestSource(join(root, folder))),
+    ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((file) => statSync(join(root, file)).mtimeMs),
+  ];
   return Math.max(...inputs) > built;
 }
 
@@ -41,7 +45,8 @@ async function withBuildLock(work: () => void): Promise<void> {
     } catch {
       // Another jest process is building; a lock older than the deadline is stale.
       const lockedAt = statSync(lockDirectory, { throwIfNoEntry: false })?.mtimeMs ?? Date.now();
-      if (Date.now() > deadline || Date.now() - lockedAt > 180_000) rmSync(lockDirectory, { recursive: true, force: true });
+      if (Date.now() > deadline || Date.now() - lockedAt > 180_000)
+        rmSync(lockDirectory, { recursive: true, force: true });
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }
@@ -59,11 +64,18 @@ export default async function globalSetup(): Promise<void> {
     if (!isStale()) return;
     const startedAt = new Date();
     const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-    const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'], { cwd: root, encoding: 'utf8' });
+    const result = spawnSync(
+      process.execPath,
+      [tsc, '-p', 'tsconfig.build.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'],
+      { cwd: root, encoding: 'utf8' },
+    );
     if (!existsSync(join(root, 'dist', 'cli', 'main.js'))) {
       throw new Error(`building dist/ for the tests failed:\n${result.stdout}${result.stderr}`);
     }
-    if (result.status !== 0) process.stderr.write(`\nnote: tsc reported type errors while building dist/ for the tests (outputs were still written):\n${result.stdout.split('\n').slice(0, 10).join('\n')}\n`);
+    if (result.status !== 0)
+      process.stderr.write(
+        `\nnote: tsc reported type errors while building dist/ for the tests (outputs were still written):\n${result.stdout.split('\n').slice(0, 10).join('\n')}\n`,
+      );
     writeFileSync(stampFile, startedAt.toISOString());
     // The stamp's mtime must be the build's start, so sources edited during the build count as newer.
     utimesSync(stampFile, startedAt, startedAt);

@@ -24,7 +24,10 @@ async function startServer(options: OpenAiTestServerOptions = {}): Promise<OpenA
   return server;
 }
 
-function clientFor(overrides: Record<string, unknown> = {}, dependencies: Parameters<typeof createModelClient>[1] = {}): ModelClient {
+function clientFor(
+  overrides: Record<string, unknown> = {},
+  dependencies: Parameters<typeof createModelClient>[1] = {},
+): ModelClient {
   const client = createModelClient(
     { adapter: 'openai', baseUrl: server.baseUrl, model: 'test-model', retryInitialDelayMs: 5, ...overrides },
     dependencies,
@@ -50,18 +53,32 @@ afterEach(async () => {
 
 describe('openai client streaming', () => {
   test('tool-call arguments split across chunks and network reads assemble to the exact JSON', async () => {
-    const argumentsJson = JSON.stringify({ item: { id: 'sku-42', colors: ['雾蓝', 'black'] }, quantity: 2, note: 'size "M" \\ fits' });
+    const argumentsJson = JSON.stringify({
+      item: { id: 'sku-42', colors: ['雾蓝', 'black'] },
+      quantity: 2,
+      note: 'size "M" \\ fits',
+    });
     await startServer({
       splitEvents: true,
-      responder: () => ({ toolCalls: [{ id: 'call_abc', name: 'check_stock', arguments: argumentsJson }], argumentFragmentChars: 3 }),
+      responder: () => ({
+        toolCalls: [{ id: 'call_abc', name: 'check_stock', arguments: argumentsJson }],
+        argumentFragmentChars: 3,
+      }),
     });
     const response = await clientFor().chat(question);
-    expect(response.message.tool_calls).toEqual([{ id: 'call_abc', type: 'function', function: { name: 'check_stock', arguments: argumentsJson } }]);
+    expect(response.message.tool_calls).toEqual([
+      { id: 'call_abc', type: 'function', function: { name: 'check_stock', arguments: argumentsJson } },
+    ]);
     expect(response.message.content).toBeNull();
     expect(response.finishReason).toBe('tool_calls');
     expect(response.timings.chunkCount).toBeGreaterThan(argumentsJson.length / 3);
     const sent = server.chatRequests[0]?.body;
-    expect(sent).toMatchObject({ model: 'test-model', stream: true, stream_options: { include_usage: true }, messages: question.messages });
+    expect(sent).toMatchObject({
+      model: 'test-model',
+      stream: true,
+      stream_options: { include_usage: true },
+      messages: question.messages,
+    });
   });
 
   test('two parallel tool calls with interleaved fragments come back in index order', async () => {
@@ -78,14 +95,19 @@ describe('openai client streaming', () => {
     });
     const response = await clientFor().chat(question);
     expect(response.message.content).toBe('我查一下');
-    expect(response.message.tool_calls?.map((call) => [call.id, call.function.name, JSON.parse(call.function.arguments)])).toEqual([
+    expect(
+      response.message.tool_calls?.map((call) => [call.id, call.function.name, JSON.parse(call.function.arguments)]),
+    ).toEqual([
       ['call_0', 'item_detail', { itemId: 'A1', fields: ['price', 'colors'] }],
       ['call_1', 'promotions', { itemId: 'A1' }],
     ]);
   });
 
   test('timings follow vllm bench: ttft after the prefill delay, ttft <= e2e, one ITL gap per chunk after the first', async () => {
-    await startServer({ timing: { ttftMs: 30, tokenDelayMs: 3 }, responder: () => ({ content: 'abcdefghijklmnopqrst', contentPieceChars: 4, reasoning: 'think' }) });
+    await startServer({
+      timing: { ttftMs: 30, tokenDelayMs: 3 },
+      responder: () => ({ content: 'abcdefghijklmnopqrst', contentPieceChars: 4, reasoning: 'think' }),
+    });
     const onChunk = jest.fn();
     const response = await clientFor().chat({ ...question, onChunk });
     const { timings } = response;
@@ -103,13 +125,17 @@ describe('openai client streaming', () => {
   });
 
   test('usage comes from the usage chunk (choices: []), including cached prompt tokens', async () => {
-    await startServer({ responder: () => ({ content: 'twelve chars', contentPieceChars: 3, promptTokens: 321, cachedPromptTokens: 256 }) });
+    await startServer({
+      responder: () => ({ content: 'twelve chars', contentPieceChars: 3, promptTokens: 321, cachedPromptTokens: 256 }),
+    });
     const response = await clientFor().chat(question);
     expect(response.usage).toEqual({ promptTokens: 321, completionTokens: 4, cachedPromptTokens: 256 });
   });
 
   test('logprobs with top alternatives are parsed per token', async () => {
-    await startServer({ responder: () => ({ content: '红色和蓝色', contentPieceChars: 2, logprobs: [-0.1, -0.7, -2.5] }) });
+    await startServer({
+      responder: () => ({ content: '红色和蓝色', contentPieceChars: 2, logprobs: [-0.1, -0.7, -2.5] }),
+    });
     const response = await clientFor().chat({ ...question, logprobs: true, topLogprobs: 3 });
     expect(response.logprobs?.map((entry) => [entry.token, entry.logprob, entry.top?.length])).toEqual([
       ['红色', -0.1, 3],
@@ -121,9 +147,19 @@ describe('openai client streaming', () => {
 
   test('sampling defaults from the config are sent, request values and extraBody win', async () => {
     await startServer();
-    const client = clientFor({ sampling: { temperature: 0.2, topP: 0.9, maxTokens: 64, seed: 7 }, extraBody: { chat_template_kwargs: { enable_thinking: false } } });
+    const client = clientFor({
+      sampling: { temperature: 0.2, topP: 0.9, maxTokens: 64, seed: 7 },
+      extraBody: { chat_template_kwargs: { enable_thinking: false } },
+    });
     await client.chat({ ...question, temperature: 0.8, extraBody: { top_k: 20 } });
-    expect(server.chatRequests[0]?.body).toMatchObject({ temperature: 0.8, top_p: 0.9, max_tokens: 64, seed: 7, top_k: 20, chat_template_kwargs: { enable_thinking: false } });
+    expect(server.chatRequests[0]?.body).toMatchObject({
+      temperature: 0.8,
+      top_p: 0.9,
+      max_tokens: 64,
+      seed: 7,
+      top_k: 20,
+      chat_template_kwargs: { enable_thinking: false },
+    });
     expect(client.sampling).toEqual({ temperature: 0.2, topP: 0.9, maxTokens: 64, seed: 7 });
   });
 });
@@ -155,7 +191,10 @@ describe('openai client retries', () => {
     server.injectFault({ kind: 'status', status: 429, retryAfterMs: 300 });
     const client = clientFor();
     const started = performance.now();
-    const [first, second] = await Promise.all([client.chat(question), new Promise((resolve) => setTimeout(resolve, 50)).then(() => client.chat(question))]);
+    const [first, second] = await Promise.all([
+      client.chat(question),
+      new Promise((resolve) => setTimeout(resolve, 50)).then(() => client.chat(question)),
+    ]);
     expect(performance.now() - started).toBeGreaterThanOrEqual(300);
     expect(first.attempts).toBe(2);
     // The second call started after the 429 and waited for the pause instead of hitting the server.
@@ -211,7 +250,13 @@ describe('openai client retries', () => {
     await startServer();
     const deadUrl = server.baseUrl;
     await server.close();
-    const client = createModelClient({ adapter: 'openai', baseUrl: deadUrl, model: 'test-model', maxRetries: 1, retryInitialDelayMs: 1 });
+    const client = createModelClient({
+      adapter: 'openai',
+      baseUrl: deadUrl,
+      model: 'test-model',
+      maxRetries: 1,
+      retryInitialDelayMs: 1,
+    });
     clients.push(client);
     const error = await rejectionOf(client.chat(question));
     expect(error.code).toBe('MODEL_UNAVAILABLE');
@@ -227,7 +272,7 @@ describe('openai client retries', () => {
     expect(error).toBeInstanceOf(BadInputError);
     expect(error.code).toBe('MODEL_BAD_REQUEST');
     expect(error.exitCode).toBe(2);
-    expect(error.message).toContain("maximum context length is 4096 tokens");
+    expect(error.message).toContain('maximum context length is 4096 tokens');
     expect(server.chatRequests).toHaveLength(1);
   });
 
@@ -257,7 +302,9 @@ describe('openai client limits', () => {
     await startServer({ timing: { ttftMs: 20, tokenDelayMs: 5 } });
     const first = clientFor({ concurrency: 2 });
     const second = clientFor({ concurrency: 4 });
-    const responses = await Promise.all([0, 1, 2, 3, 4, 5].map((index) => (index % 2 === 0 ? first : second).chat(question)));
+    const responses = await Promise.all(
+      [0, 1, 2, 3, 4, 5].map((index) => (index % 2 === 0 ? first : second).chat(question)),
+    );
     expect(server.maxInFlight).toBe(2);
     expect(server.chatRequests).toHaveLength(6);
     expect(responses.filter((response) => response.timings.queueMs > 10).length).toBeGreaterThanOrEqual(4);
@@ -269,7 +316,10 @@ describe('openai client API keys', () => {
 
   test('the key from the named environment variable is sent as a bearer token', async () => {
     await startServer({ requiredApiKey: secret });
-    const response = await clientFor({ apiKeyEnv: 'HAT_TEST_MODEL_KEY' }, { environment: { HAT_TEST_MODEL_KEY: secret } }).chat(question);
+    const response = await clientFor(
+      { apiKeyEnv: 'HAT_TEST_MODEL_KEY' },
+      { environment: { HAT_TEST_MODEL_KEY: secret } },
+    ).chat(question);
     expect(response.attempts).toBe(1);
     expect(server.chatRequests[0]?.headers.authorization).toBe(`Bearer ${secret}`);
   });
@@ -284,7 +334,9 @@ describe('openai client API keys', () => {
     } finally {
       rmSync(directory, { recursive: true, force: true });
     }
-    expect(() => clientFor({ apiKeyEnv: 'HAT_UNSET_KEY' }, { environment: {} })).toThrow(/\[MODEL_API_KEY_MISSING\] model\.apiKeyEnv names the environment variable HAT_UNSET_KEY/);
+    expect(() => clientFor({ apiKeyEnv: 'HAT_UNSET_KEY' }, { environment: {} })).toThrow(
+      /\[MODEL_API_KEY_MISSING\] model\.apiKeyEnv names the environment variable HAT_UNSET_KEY/,
+    );
   });
 
   test('the key never appears in JSON, inspection or errors, even when the server echoes it', async () => {
@@ -322,7 +374,11 @@ describe('openai client hook messages (issue #17)', () => {
   test('sends mid-conversation system messages as they are by default', async () => {
     await startServer();
     await clientFor().chat(withHook);
-    expect(server.requests.at(-1)?.body.messages.map((message: { role: string }) => message.role)).toEqual(['system', 'user', 'system']);
+    expect(server.requests.at(-1)?.body.messages.map((message: { role: string }) => message.role)).toEqual([
+      'system',
+      'user',
+      'system',
+    ]);
   });
 
   test('hookMessages: folded sends them folded into the neighbouring user turn, as shard and rl render them', async () => {
@@ -331,6 +387,8 @@ describe('openai client hook messages (issue #17)', () => {
     const sent = server.requests.at(-1)?.body.messages as Array<{ role: string; content: string }>;
     expect(sent.map((message) => message.role)).toEqual(['system', 'user']);
     expect(sent[1]?.content).toContain('有优惠券吗？');
-    expect(sent[1]?.content).toContain('<system-reminder>\nBefore each reply: at most 60 characters.\n</system-reminder>');
+    expect(sent[1]?.content).toContain(
+      '<system-reminder>\nBefore each reply: at most 60 characters.\n</system-reminder>',
+    );
   });
 });

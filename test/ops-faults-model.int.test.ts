@@ -20,7 +20,12 @@ import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { getStage } from '../queues/stage-kit/stage-registry';
 import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { runHatInProcess } from './support/hat-in-process';
-import { OpenAiTestServer, type ChatResponder, type RecordedRequest, type ScriptedChatResponse } from './support/openai-test-server';
+import {
+  OpenAiTestServer,
+  type ChatResponder,
+  type RecordedRequest,
+  type ScriptedChatResponse,
+} from './support/openai-test-server';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 import { loggerInto } from './support/captured-logger';
 import { scanKeyBatches } from '../queues/bullmq/redis-connection';
@@ -49,15 +54,26 @@ describe('model server faults and secrets', () => {
     const reply = await expert.chat({ messages: request.body.messages as ChatMessage[], tools: request.body.tools });
     return {
       ...(reply.message.content !== null ? { content: reply.message.content } : {}),
-      ...(reply.message.tool_calls ? { toolCalls: reply.message.tool_calls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+      ...(reply.message.tool_calls
+        ? {
+            toolCalls: reply.message.tool_calls.map((call) => ({
+              id: call.id,
+              name: call.function.name,
+              arguments: call.function.arguments,
+            })),
+          }
+        : {}),
       argumentFragmentChars: 4,
     };
   };
   /** Seeded transient faults at `faultRate`; requests of the failing part's tasks always 500. */
   const responder: ChatResponder = async (request) => {
-    const firstUser = String((request.body.messages as ChatMessage[]).find((message) => message.role === 'user')?.content ?? '');
+    const firstUser = String(
+      (request.body.messages as ChatMessage[]).find((message) => message.role === 'user')?.content ?? '',
+    );
     // Hooks may append a suffix to the viewer's message.
-    if ([...failingMessages].some((message) => firstUser.startsWith(message))) return { fault: { kind: 'status', status: 500, message: 'engine dead for this shard' } };
+    if ([...failingMessages].some((message) => firstUser.startsWith(message)))
+      return { fault: { kind: 'status', status: 500, message: 'engine dead for this shard' } };
     const draw = faultRng.next();
     if (draw < faultRate) transientFaults++;
     if (draw < faultRate / 3) return { fault: { kind: 'status', status: 500, message: 'overloaded' } };
@@ -65,7 +81,14 @@ describe('model server faults and secrets', () => {
     if (draw < faultRate) return { fault: { kind: 'drop-mid-stream', afterChunks: 2 } };
     return expertAnswer(request);
   };
-  const teacher = { adapter: 'openai', model: 'teacher-test', apiKeyEnv, maxRetries: 6, retryInitialDelayMs: 5, retryMaxDelayMs: 20 };
+  const teacher = {
+    adapter: 'openai',
+    model: 'teacher-test',
+    apiKeyEnv,
+    maxRetries: 6,
+    retryInitialDelayMs: 5,
+    retryMaxDelayMs: 20,
+  };
 
   beforeAll(async () => {
     kit = await createQueueTestKit();
@@ -85,7 +108,13 @@ describe('model server faults and secrets', () => {
   });
 
   const runCollect = async (runId: string, extra: Record<string, unknown> = {}): Promise<RunStatus> => {
-    const config = { tasks: tasksUri, tasksPerPart: 4, concurrency: 2, teacher: { ...teacher, baseUrl: server.baseUrl }, ...extra };
+    const config = {
+      tasks: tasksUri,
+      tasksPerPart: 4,
+      concurrency: 2,
+      teacher: { ...teacher, baseUrl: server.baseUrl },
+      ...extra,
+    };
     await enqueueRun(kit.context, planRun({ runId, stages: { collect: config } }, { env: kit.env, now: new Date() }));
     return watchRun(kit.context, runId, { intervalMs: 200 });
   };
@@ -93,7 +122,11 @@ describe('model server faults and secrets', () => {
     const manifest = await readManifest(store, manifestKey);
     const records: Trajectory[] = [];
     for (const object of manifest.objects.filter((entry) => entry.kind === 'trajectories')) {
-      for (const line of gunzipSync(await store.getBuffer(object.key)).toString('utf8').split('\n').filter(Boolean)) records.push(JSON.parse(line) as Trajectory);
+      for (const line of gunzipSync(await store.getBuffer(object.key))
+        .toString('utf8')
+        .split('\n')
+        .filter(Boolean))
+        records.push(JSON.parse(line) as Trajectory);
     }
     return records;
   };
@@ -107,12 +140,18 @@ describe('model server faults and secrets', () => {
 
     const reference = new FileArtifactStore(join(kit.artifactsDirectory, 'reference'));
     const stores = createStoreCache({});
-    await runStageLocally(getStage('collect'), { tasks: tasksUri, tasksPerPart: 4 }, { store: reference, openObject: stores.openObject, runId: 'reference', logger: silentLogger() });
+    await runStageLocally(
+      getStage('collect'),
+      { tasks: tasksUri, tasksPerPart: 4 },
+      { store: reference, openObject: stores.openObject, runId: 'reference', logger: silentLogger() },
+    );
     await stores.close();
     const served = await trajectories(kit.store as FileArtifactStore, 'runs/model-flaky/collect/manifest.json');
     const expected = await trajectories(reference, 'manifest.json');
     expect(served.map((trajectory) => trajectory.messages)).toEqual(expected.map((trajectory) => trajectory.messages));
-    expect(served.map((trajectory) => trajectory.reward.total)).toEqual(expected.map((trajectory) => trajectory.reward.total));
+    expect(served.map((trajectory) => trajectory.reward.total)).toEqual(
+      expected.map((trajectory) => trajectory.reward.total),
+    );
     // Some calls needed more than one attempt, and the run still equals the clean one.
     const retried = served.flatMap((trajectory) => trajectory.calls).filter((call) => call.attempts > 1);
     expect(retried.length).toBeGreaterThan(0);
@@ -123,12 +162,30 @@ describe('model server faults and secrets', () => {
     // Part 1 plays tasks 4..7; their opening messages must not open another part's task.
     const opening = (task: Task) => task.turns[0]?.message ?? '';
     failingMessages = new Set(tasks.slice(4, 8).map(opening));
-    expect(tasks.filter((task, index) => (index < 4 || index >= 8) && [...failingMessages].some((message) => opening(task).startsWith(message)))).toEqual([]);
+    expect(
+      tasks.filter(
+        (task, index) =>
+          (index < 4 || index >= 8) && [...failingMessages].some((message) => opening(task).startsWith(message)),
+      ),
+    ).toEqual([]);
 
     const runId = 'model-down';
     await enqueueRun(
       kit.context,
-      planRun({ runId, stages: { collect: { tasks: tasksUri, tasksPerPart: 4, concurrency: 2, teacher: { ...teacher, baseUrl: server.baseUrl, maxRetries: 1 } } } }, { env: kit.env, now: new Date() }),
+      planRun(
+        {
+          runId,
+          stages: {
+            collect: {
+              tasks: tasksUri,
+              tasksPerPart: 4,
+              concurrency: 2,
+              teacher: { ...teacher, baseUrl: server.baseUrl, maxRetries: 1 },
+            },
+          },
+        },
+        { env: kit.env, now: new Date() },
+      ),
     );
     // The part is retried with the stage's backoff (seconds); promote each wait so the test does not sleep through it.
     const failed = await waitFor(async () => {
@@ -138,13 +195,23 @@ describe('model server faults and secrets', () => {
     }, 30_000);
     expect(failed).toBe('failed');
 
-    const shown = await runHatInProcess({ HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' }, 'runs', 'show', runId, '--json');
+    const shown = await runHatInProcess(
+      { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' },
+      'runs',
+      'show',
+      runId,
+      '--json',
+    );
     const status = JSON.parse(shown.stdout) as RunStatus;
     expect(status.state).toBe('failed');
     const collect = status.stages[0];
     expect(collect).toMatchObject({ name: 'collect', state: 'failed', partsTotal: 3, partsDone: 2, partsFailed: 1 });
-    expect(collect?.error).toMatch(/^\[TEACHER_UNAVAILABLE\] .*\(job collect\/model-down\.collect\.part-00001\.[0-9a-f]{12}\)$/);
-    const part = (await kit.context.queue('collect').getFailed()).find((job) => job.name === 'part' && job.id?.startsWith(`${runId}.collect.part-00001`));
+    expect(collect?.error).toMatch(
+      /^\[TEACHER_UNAVAILABLE\] .*\(job collect\/model-down\.collect\.part-00001\.[0-9a-f]{12}\)$/,
+    );
+    const part = (await kit.context.queue('collect').getFailed()).find(
+      (job) => job.name === 'part' && job.id?.startsWith(`${runId}.collect.part-00001`),
+    );
     expect(part?.attemptsMade).toBe(5);
     // The other parts are done and kept.
     expect(await kit.store.head(`runs/${runId}/collect/_state/part-00000.json`)).toBeDefined();
@@ -162,13 +229,19 @@ describe('model server faults and secrets', () => {
         keys++;
         const type = await redis.type(key);
         const value =
-          type === 'string' ? await redis.get(key)
-          : type === 'hash' ? await redis.hgetall(key)
-          : type === 'list' ? await redis.lrange(key, 0, -1)
-          : type === 'set' ? await redis.smembers(key)
-          : type === 'zset' ? await redis.zrange(key, '0', '-1')
-          : type === 'stream' ? await redis.xrange(key, '-', '+')
-          : null;
+          type === 'string'
+            ? await redis.get(key)
+            : type === 'hash'
+              ? await redis.hgetall(key)
+              : type === 'list'
+                ? await redis.lrange(key, 0, -1)
+                : type === 'set'
+                  ? await redis.smembers(key)
+                  : type === 'zset'
+                    ? await redis.zrange(key, '0', '-1')
+                    : type === 'stream'
+                      ? await redis.xrange(key, '-', '+')
+                      : null;
         expect([key, JSON.stringify(value).includes(apiKey)]).toEqual([key, false]);
       }
     }
@@ -200,13 +273,38 @@ describe('model server faults and secrets', () => {
 
     // Object keys come from the run id and stage name only: a config cannot choose or climb out.
     const config = join(kit.artifactsDirectory, 'escape.yaml');
-    await writeFile(config, ['runId: escape', 'stages:', '  collect:', '    generate: { count: 2, seed: 1 }', '    out: /etc/hat', `  noop: { inputs: ["${kit.artifactsRoot}/runs/escape/../../../etc/passwd"] }`, ''].join('\n'));
-    const refused = await runHatInProcess({ HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' }, 'run', config);
+    await writeFile(
+      config,
+      [
+        'runId: escape',
+        'stages:',
+        '  collect:',
+        '    generate: { count: 2, seed: 1 }',
+        '    out: /etc/hat',
+        `  noop: { inputs: ["${kit.artifactsRoot}/runs/escape/../../../etc/passwd"] }`,
+        '',
+      ].join('\n'),
+    );
+    const refused = await runHatInProcess(
+      { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' },
+      'run',
+      config,
+    );
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain(`${config}: line 5: stages.collect.out: a run decides where stages write (runs/<runId>/<stage>/ under the run's artifacts); remove "out"`);
-    expect(refused.stderr).toContain(`${config}: line 6: stages.noop.inputs[0]: "${kit.artifactsRoot}/runs/escape/../../../etc/passwd" has a "." or ".." segment`);
+    expect(refused.stderr).toContain(
+      `${config}: line 5: stages.collect.out: a run decides where stages write (runs/<runId>/<stage>/ under the run's artifacts); remove "out"`,
+    );
+    expect(refused.stderr).toContain(
+      `${config}: line 6: stages.noop.inputs[0]: "${kit.artifactsRoot}/runs/escape/../../../etc/passwd" has a "." or ".." segment`,
+    );
     expect(await kit.context.runsQueue.getJob('escape')).toBeUndefined();
-    const badRunId = await runHatInProcess({ HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' }, 'run', config, '--run-id', '../escape');
+    const badRunId = await runHatInProcess(
+      { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' },
+      'run',
+      config,
+      '--run-id',
+      '../escape',
+    );
     expect(badRunId.code).toBe(2);
     expect(badRunId.stderr).toContain('run id "../escape" is not allowed');
   });

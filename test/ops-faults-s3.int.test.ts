@@ -54,7 +54,14 @@ describe('S3 faults', () => {
     // The reference: the same stage in-process on a local directory, no faults.
     const reference = new FileArtifactStore(join(directory, 'reference'));
     const stores = createStoreCache({});
-    await runStageLocally(getStage('collect'), collectConfig, { store: reference, outputPrefix: `runs/${runId}/collect/`, openObject: stores.openObject, runId, seed: '0', logger: silentLogger() });
+    await runStageLocally(getStage('collect'), collectConfig, {
+      store: reference,
+      outputPrefix: `runs/${runId}/collect/`,
+      openObject: stores.openObject,
+      runId,
+      seed: '0',
+      logger: silentLogger(),
+    });
     await stores.close();
 
     proxy.setRules([
@@ -66,7 +73,10 @@ describe('S3 faults', () => {
       // Object bodies cut off half-way: the reader sees the stream end early (the part is retried).
       { methods: ['GET'], path: /x-id=GetObject/, probability: 0.2, fault: { kind: 'truncate-body' }, limit: 2 },
     ]);
-    await kit.startWorkers({ queues: ['collect', 'runs'], openStore: (rootUri) => createArtifactStore(rootUri, proxyEnv) });
+    await kit.startWorkers({
+      queues: ['collect', 'runs'],
+      openStore: (rootUri) => createArtifactStore(rootUri, proxyEnv),
+    });
 
     // Watches the bucket directly (not through the proxy) while the run goes.
     const direct = createArtifactStore(root, s3.env);
@@ -84,25 +94,34 @@ describe('S3 faults', () => {
     })();
 
     try {
-      await enqueueRun(kit.context, planRun({ runId, stages: { collect: collectConfig } }, { env: kit.env, now: new Date() }));
+      await enqueueRun(
+        kit.context,
+        planRun({ runId, stages: { collect: collectConfig } }, { env: kit.env, now: new Date() }),
+      );
       const status = await watchRun(kit.context, runId, { intervalMs: 200 });
       watching = false;
       await watcher;
       expect([status.state, status.error]).toEqual(['completed', undefined]);
 
       const counts = proxy.counts();
-      for (const kind of ['status', 'reset-after', 'reset-before', 'delay', 'truncate-body']) expect(counts[kind] ?? 0).toBeGreaterThan(0);
+      for (const kind of ['status', 'reset-after', 'reset-before', 'delay', 'truncate-body'])
+        expect(counts[kind] ?? 0).toBeGreaterThan(0);
 
       // The same bytes as the undisturbed run.
       const manifest = await readManifest(direct, `runs/${runId}/collect/manifest.json`);
       const expected = await readManifest(reference, `runs/${runId}/collect/manifest.json`);
-      const data = (entry: Manifest) => entry.objects.filter((object) => object.format === 'jsonl.gz').map((object) => [object.key, object.kind, object.sha256]);
+      const data = (entry: Manifest) =>
+        entry.objects
+          .filter((object) => object.format === 'jsonl.gz')
+          .map((object) => [object.key, object.kind, object.sha256]);
       expect(data(manifest)).toEqual(data(expected));
       expect(data(manifest).length).toBeGreaterThan(6);
 
       // Every object there now is complete: listed ones by their manifest sha256, the others parse.
       const listed = new Map<string, string>();
-      for (const stage of ['collect']) for (const object of (await readManifest(direct, `runs/${runId}/${stage}/manifest.json`)).objects) listed.set(object.key, object.sha256);
+      for (const stage of ['collect'])
+        for (const object of (await readManifest(direct, `runs/${runId}/${stage}/manifest.json`)).objects)
+          listed.set(object.key, object.sha256);
       const finalSizes = new Map<string, number>();
       let verified = 0;
       for await (const object of direct.list(`runs/${runId}/`)) {
@@ -112,8 +131,7 @@ describe('S3 faults', () => {
         if (sha256 !== undefined) {
           expect([object.key, sha256Hex(bytes)]).toEqual([object.key, sha256]);
           verified++;
-        }
-        else if (object.key.endsWith('.gz')) expect(() => gunzipSync(bytes)).not.toThrow();
+        } else if (object.key.endsWith('.gz')) expect(() => gunzipSync(bytes)).not.toThrow();
         else if (object.key.endsWith('.json')) expect(() => JSON.parse(bytes.toString('utf8'))).not.toThrow();
         else expect(bytes.toString('utf8')).toMatch(/<\/html>\s*$/);
       }
@@ -123,7 +141,13 @@ describe('S3 faults', () => {
       // server was still receiving a PUT of that key (s3rver writes in place; S3 does not).
       const partial = seen.filter((observation) => observation.bytes !== finalSizes.get(observation.key));
       const unexplained = partial.filter(
-        (observation) => !proxy.puts.some((put) => put.path.endsWith(`/${observation.key}`) && put.startedAt <= observation.to && (put.endedAt ?? Infinity) >= observation.from),
+        (observation) =>
+          !proxy.puts.some(
+            (put) =>
+              put.path.endsWith(`/${observation.key}`) &&
+              put.startedAt <= observation.to &&
+              (put.endedAt ?? Infinity) >= observation.from,
+          ),
       );
       expect(unexplained).toEqual([]);
       expect(new Set(seen.map((observation) => observation.key)).size).toBeGreaterThan(10);

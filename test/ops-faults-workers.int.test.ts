@@ -23,14 +23,24 @@ import { startHat, type HatProcess } from './support/hat-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
 /** The data objects of a stage manifest: key, kind and sha256 (timings live in other objects). */
-const dataObjects = (manifest: Manifest) => manifest.objects.filter((object) => object.format === 'jsonl.gz').map((object) => [object.key, object.kind, object.sha256]);
+const dataObjects = (manifest: Manifest) =>
+  manifest.objects
+    .filter((object) => object.format === 'jsonl.gz')
+    .map((object) => [object.key, object.kind, object.sha256]);
 
 /** The collect stage run in-process without Redis: what an undisturbed run writes. */
 async function referenceOutput(directory: string, runId: string, config: unknown): Promise<Manifest> {
   const store = new FileArtifactStore(directory);
   const stores = createStoreCache({});
   try {
-    await runStageLocally(getStage('collect'), config, { store, outputPrefix: `runs/${runId}/collect/`, openObject: stores.openObject, runId, seed: '0', logger: silentLogger() });
+    await runStageLocally(getStage('collect'), config, {
+      store,
+      outputPrefix: `runs/${runId}/collect/`,
+      openObject: stores.openObject,
+      runId,
+      seed: '0',
+      logger: silentLogger(),
+    });
   } finally {
     await stores.close();
   }
@@ -71,13 +81,23 @@ describe('worker and Redis faults', () => {
       const expected = await referenceOutput(join(directory, 'reference'), runId, config);
       // Short locks and stall checks bring a dead worker's part back within seconds; with BullMQ's
       // defaults (30 s lock, 30 s stall check) it takes up to about a minute and a half.
-      const env = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'warn', HAT_LOCK_DURATION_MS: '2000', HAT_STALLED_INTERVAL_MS: '1000' };
+      const env = {
+        HAT_REDIS_PREFIX: kit.prefix,
+        HAT_ARTIFACTS: kit.artifactsRoot,
+        HAT_LOG_LEVEL: 'warn',
+        HAT_LOCK_DURATION_MS: '2000',
+        HAT_STALLED_INTERVAL_MS: '1000',
+      };
       const first = startHat(['worker', '--stages', 'collect,runs', '--concurrency', '1'], env);
       workers.push(first);
       await enqueueRun(kit.context, planRun({ runId, stages: { collect: config } }, { env: kit.env, now: new Date() }));
 
       // Kill it while it is inside a part (a part takes a second or two).
-      const victim = await waitFor(async () => (await kit.context.queue('collect').getActive()).find((job) => job.name === 'part'), 20_000, 20);
+      const victim = await waitFor(
+        async () => (await kit.context.queue('collect').getActive()).find((job) => job.name === 'part'),
+        20_000,
+        20,
+      );
       await new Promise((resolve) => setTimeout(resolve, 200));
       first.child.kill('SIGKILL');
       await first.exited;
@@ -90,7 +110,9 @@ describe('worker and Redis faults', () => {
       const retaken = await kit.context.queue('collect').getJob(victim.id ?? '');
       expect(retaken?.stalledCounter).toBe(1);
       expect(retaken?.attemptsMade).toBe(1);
-      expect(dataObjects(await readManifest(kit.store, `runs/${runId}/collect/manifest.json`))).toEqual(dataObjects(expected));
+      expect(dataObjects(await readManifest(kit.store, `runs/${runId}/collect/manifest.json`))).toEqual(
+        dataObjects(expected),
+      );
     }, 120_000);
   });
 
@@ -115,20 +137,35 @@ describe('worker and Redis faults', () => {
       await mkdir(dataDirectory, { recursive: true });
       redis = await startPrivateRedis(port, dataDirectory);
       const artifacts = join(directory, 'artifacts');
-      const env = loadEnv({ REDIS_URL: `redis://127.0.0.1:${port}`, HAT_REDIS_PREFIX: `test-${randomUUID()}`, HAT_ARTIFACTS: pathToFileURL(artifacts).href, HAT_LOG_LEVEL: 'silent' });
+      const env = loadEnv({
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        HAT_REDIS_PREFIX: `test-${randomUUID()}`,
+        HAT_ARTIFACTS: pathToFileURL(artifacts).href,
+        HAT_LOG_LEVEL: 'silent',
+      });
       const runId = 'redis-restart';
       const config = { generate: { count: 480, seed: 22 }, tasksPerPart: 30, concurrency: 1 };
       const expected = await referenceOutput(join(directory, 'reference'), runId, config);
 
-      pool = await startWorkerPool({ env, queues: ['collect', 'runs'], concurrency: 2, logger: silentLogger(), sandbox: 'off' });
+      pool = await startWorkerPool({
+        env,
+        queues: ['collect', 'runs'],
+        concurrency: 2,
+        logger: silentLogger(),
+        sandbox: 'off',
+      });
       await pool.waitUntilReady();
       // A worker-role connection: it waits out the restart instead of giving up.
       context = pool.context;
       await enqueueRun(context, planRun({ runId, stages: { collect: config } }, { env, now: new Date() }));
-      const before = await waitFor(async () => {
-        const current = await getRunStatus(context as QueueContext, runId);
-        return (current.stages[0]?.partsDone ?? 0) >= 3 ? current : undefined;
-      }, 20_000, 50);
+      const before = await waitFor(
+        async () => {
+          const current = await getRunStatus(context as QueueContext, runId);
+          return (current.stages[0]?.partsDone ?? 0) >= 3 ? current : undefined;
+        },
+        20_000,
+        50,
+      );
       expect(before.state).toBe('running');
       expect(before.stages[0]?.partsDone).toBeLessThan(16);
 
@@ -139,7 +176,9 @@ describe('worker and Redis faults', () => {
       expect([status.state, status.error]).toEqual(['completed', undefined]);
       expect(status.stages[0]).toMatchObject({ partsDone: 16, partsTotal: 16 });
       const store = new FileArtifactStore(artifacts);
-      expect(dataObjects(await readManifest(store, `runs/${runId}/collect/manifest.json`))).toEqual(dataObjects(expected));
+      expect(dataObjects(await readManifest(store, `runs/${runId}/collect/manifest.json`))).toEqual(
+        dataObjects(expected),
+      );
     });
   });
 });

@@ -37,10 +37,16 @@ describe('nightly schedule with latest inputs', () => {
 
   const hat = (...argv: string[]) => runHatInProcess(env, ...argv);
   const partition = async (day: string, seed: string, complete: boolean) => {
-    await writeJsonl(kit.store, `inputs/tasks/dt=${day}/tasks.jsonl.gz`, generateTasks({ count: 3, seed }), { schema: taskSchema });
+    await writeJsonl(kit.store, `inputs/tasks/dt=${day}/tasks.jsonl.gz`, generateTasks({ count: 3, seed }), {
+      schema: taskSchema,
+    });
     if (complete) await kit.store.put(`inputs/tasks/dt=${day}/_SUCCESS`, '');
   };
-  const harnessVersion = async (version: string) => writeHarnessFiles(await readHarnessFiles(sampleHarnessDirectory()), join(kit.artifactsDirectory, 'inputs', 'harness', version));
+  const harnessVersion = async (version: string) =>
+    writeHarnessFiles(
+      await readHarnessFiles(sampleHarnessDirectory()),
+      join(kit.artifactsDirectory, 'inputs', 'harness', version),
+    );
 
   it('resolves the newest complete partition and the CURRENT harness when the firing runs, and records them', async () => {
     await partition('2025-01-28', 'day-28', true);
@@ -59,7 +65,18 @@ describe('nightly schedule with latest inputs', () => {
         '',
       ].join('\n'),
     );
-    const set = await hat('schedule', 'set', 'nightly', '--cron', '0 2 * * *', '--tz', 'Asia/Shanghai', '--config', config, '--json');
+    const set = await hat(
+      'schedule',
+      'set',
+      'nightly',
+      '--cron',
+      '0 2 * * *',
+      '--tz',
+      'Asia/Shanghai',
+      '--config',
+      config,
+      '--json',
+    );
     expect(set.code).toBe(0);
     // 02:00 in Shanghai (UTC+8) is 18:00 UTC the day before.
     expect((JSON.parse(set.stdout) as ScheduleInfo).next).toMatch(/T18:00:00\.000Z$/);
@@ -83,14 +100,26 @@ describe('nightly schedule with latest inputs', () => {
     }, 30_000);
     expect([done.state, done.error]).toEqual(['completed', undefined]);
 
-    const manifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer(`runs/${runId}/run-manifest.json`)).toString()));
+    const manifest = runManifestSchema.parse(
+      JSON.parse((await kit.store.getBuffer(`runs/${runId}/run-manifest.json`)).toString()),
+    );
     expect(manifest.source).toBe('schedule:nightly');
-    expect(manifest.resolvedInputs?.map((input) => [input.path, input.partition, input.resolved, input.skipped])).toEqual([
-      ['stages.collect.tasks', 'dt=2025-01-29', `${kit.artifactsRoot}/inputs/tasks/dt=2025-01-29/tasks.jsonl.gz`, ['dt=2025-01-30']],
+    expect(
+      manifest.resolvedInputs?.map((input) => [input.path, input.partition, input.resolved, input.skipped]),
+    ).toEqual([
+      [
+        'stages.collect.tasks',
+        'dt=2025-01-29',
+        `${kit.artifactsRoot}/inputs/tasks/dt=2025-01-29/tasks.jsonl.gz`,
+        ['dt=2025-01-30'],
+      ],
       ['stages.collect.harness', 'v2', `${kit.artifactsRoot}/inputs/harness/v2`, undefined],
     ]);
     const collect = await readManifest(kit.store, `runs/${runId}/collect/manifest.json`);
-    expect(collect.lineage.inputs.map((input) => input.uri)).toEqual([`${kit.artifactsRoot}/inputs/tasks/dt=2025-01-29/tasks.jsonl.gz`, `${kit.artifactsRoot}/inputs/harness/v2`]);
+    expect(collect.lineage.inputs.map((input) => input.uri)).toEqual([
+      `${kit.artifactsRoot}/inputs/tasks/dt=2025-01-29/tasks.jsonl.gz`,
+      `${kit.artifactsRoot}/inputs/harness/v2`,
+    ]);
     expect(collect.stats).toMatchObject({ tasks: 3, accepted: 3 });
 
     const shown = await hat('runs', 'show', runId);
@@ -101,6 +130,9 @@ describe('nightly schedule with latest inputs', () => {
     await partition('2025-01-30', 'day-30', true);
     const now = await hat('run', config, '--run-id', 'manual-latest', '--json');
     expect(now.stderr).toBe('latest: stages.collect.tasks -> dt=2025-01-30\nlatest: stages.collect.harness -> v2\n');
-    expect(JSON.parse(now.stdout).resolvedInputs.map((input: { partition: string }) => input.partition)).toEqual(['dt=2025-01-30', 'v2']);
+    expect(JSON.parse(now.stdout).resolvedInputs.map((input: { partition: string }) => input.partition)).toEqual([
+      'dt=2025-01-30',
+      'v2',
+    ]);
   });
 });

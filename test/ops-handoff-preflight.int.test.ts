@@ -36,7 +36,13 @@ describe('hat run preflight', () => {
   beforeEach(async () => {
     kit = await createQueueTestKit();
     directory = await mkdtemp(join(tmpdir(), 'hat-preflight-'));
-    env = { ...s3.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: `s3://preflight/${kit.prefix}`, HAT_LOG_LEVEL: 'silent', PREFLIGHT_KEY: apiKey };
+    env = {
+      ...s3.env,
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: `s3://preflight/${kit.prefix}`,
+      HAT_LOG_LEVEL: 'silent',
+      PREFLIGHT_KEY: apiKey,
+    };
   });
   afterEach(async () => {
     await kit.cleanup();
@@ -72,19 +78,40 @@ describe('hat run preflight', () => {
     expect(result.code).toBe(2);
     const lines = result.stderr.split('\n');
     expect(lines[0]).toBe(`hat: [BAD_RUN_CONFIG] ${config} has problems; fix them and run again (7 problems):`);
-    expect(result.stderr).toContain(`${config}: line 4: stages.collect.tasks[0]: s3://preflight/${kit.prefix}/tasks/none.jsonl.gz does not exist (no object, and no objects under it as a prefix)`);
-    expect(result.stderr).toContain(`${config}: line 4: stages.collect.tasks[1]: file://${directory}/missing.jsonl.gz does not exist`);
-    expect(result.stderr).toContain(`${config}: line 5: stages.collect.harness: ${directory}/no-such-harness does not exist`);
-    expect(result.stderr).toContain(`${config}: line 6: stages.collect.teacher.apiKeyEnv: ${server.url}/v1/models refused the API key from $PREFLIGHT_WRONG_KEY (HTTP 401); check the key`);
-    expect(result.stderr).toMatch(new RegExp(`line 9: stages\\.replay\\.target\\.baseUrl: http://127\\.0\\.0\\.1:${down}/v1 does not answer GET /v1/models \\(ECONNREFUSED\\)`));
-    expect(result.stderr).toContain(`line 12: stages.rl.policy.model: the server at ${server.baseUrl} does not serve "not-served" (it lists: teacher-test); fix model`);
-    expect(result.stderr).toMatch(/line 15: stages\.distill\.teacher: the teacher \(dummy model \(tokenizer llama3_1\), tokenizer fingerprint [0-9a-f]{16}…\) and the student \(dummy model \(tokenizer qwen3\), [0-9a-f]{16}…\) do not share a tokenizer/);
+    expect(result.stderr).toContain(
+      `${config}: line 4: stages.collect.tasks[0]: s3://preflight/${kit.prefix}/tasks/none.jsonl.gz does not exist (no object, and no objects under it as a prefix)`,
+    );
+    expect(result.stderr).toContain(
+      `${config}: line 4: stages.collect.tasks[1]: file://${directory}/missing.jsonl.gz does not exist`,
+    );
+    expect(result.stderr).toContain(
+      `${config}: line 5: stages.collect.harness: ${directory}/no-such-harness does not exist`,
+    );
+    expect(result.stderr).toContain(
+      `${config}: line 6: stages.collect.teacher.apiKeyEnv: ${server.url}/v1/models refused the API key from $PREFLIGHT_WRONG_KEY (HTTP 401); check the key`,
+    );
+    expect(result.stderr).toMatch(
+      new RegExp(
+        `line 9: stages\\.replay\\.target\\.baseUrl: http://127\\.0\\.0\\.1:${down}/v1 does not answer GET /v1/models \\(ECONNREFUSED\\)`,
+      ),
+    );
+    expect(result.stderr).toContain(
+      `line 12: stages.rl.policy.model: the server at ${server.baseUrl} does not serve "not-served" (it lists: teacher-test); fix model`,
+    );
+    expect(result.stderr).toMatch(
+      /line 15: stages\.distill\.teacher: the teacher \(dummy model \(tokenizer llama3_1\), tokenizer fingerprint [0-9a-f]{16}…\) and the student \(dummy model \(tokenizer qwen3\), [0-9a-f]{16}…\) do not share a tokenizer/,
+    );
     // The server echoes a refused key in its error body; none of it reaches the operator.
     expect(result.stderr).not.toContain(wrongKey);
     expect(await kit.context.runsQueue.count()).toBe(0);
 
     // Offline planning: the servers are not asked; inputs are still checked.
-    const offline = await runHatInProcess({ ...env, PREFLIGHT_WRONG_KEY: wrongKey }, 'run', config, '--skip-endpoint-checks');
+    const offline = await runHatInProcess(
+      { ...env, PREFLIGHT_WRONG_KEY: wrongKey },
+      'run',
+      config,
+      '--skip-endpoint-checks',
+    );
     expect(offline.code).toBe(2);
     expect(offline.stderr).toContain('(4 problems)');
     expect(offline.stderr).not.toContain('/v1/models');
@@ -95,7 +122,9 @@ describe('hat run preflight', () => {
     server.resetStats();
     const store = createArtifactStore(`s3://preflight/${kit.prefix}`, s3.env);
     try {
-      await writeJsonl(store, 'tasks/live.jsonl.gz', generateTasks({ count: 3, seed: 'preflight' }), { schema: taskSchema });
+      await writeJsonl(store, 'tasks/live.jsonl.gz', generateTasks({ count: 3, seed: 'preflight' }), {
+        schema: taskSchema,
+      });
     } finally {
       await store.close();
     }
@@ -115,7 +144,11 @@ describe('hat run preflight', () => {
       `note: ${config}: line 9: stages.distill.teacher: tokenizer agreement of dummy model (tokenizer qwen3) and vllm teacher ${server.baseUrl} is checked when the stage plans (the distill stage probes the scoring endpoint); give teacher.tokenizerFingerprint to check it here\n`,
     );
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.stdout)).toMatchObject({ runId: 'preflight-ok', enqueued: true, stages: ['collect', 'distill'] });
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      runId: 'preflight-ok',
+      enqueued: true,
+      stages: ['collect', 'distill'],
+    });
     // One question per server, model and key, however many stages name them; the key sent along.
     const asked = server.requests.filter((request) => request.path === '/v1/models');
     expect(asked.map((request) => request.headers.authorization)).toEqual([`Bearer ${apiKey}`]);

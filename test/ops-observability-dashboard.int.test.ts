@@ -37,8 +37,13 @@ describe('hat dashboard', () => {
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toContain('Bearer');
     expect((await fetch(`${dashboard.url}api/queues`)).status).toBe(401);
-    expect((await fetch(`${dashboard.url}api/queues`, { headers: { authorization: 'Bearer not-the-token-at-all-000000' } })).status).toBe(401);
-    expect((await fetch(`${dashboard.url}api/queues`, { headers: { cookie: `${dashboardCookieName}=${token}` } })).status).toBe(401);
+    expect(
+      (await fetch(`${dashboard.url}api/queues`, { headers: { authorization: 'Bearer not-the-token-at-all-000000' } }))
+        .status,
+    ).toBe(401);
+    expect(
+      (await fetch(`${dashboard.url}api/queues`, { headers: { cookie: `${dashboardCookieName}=${token}` } })).status,
+    ).toBe(401);
 
     const page = await fetch(dashboard.url, { headers: bearer });
     expect(page.status).toBe(200);
@@ -65,11 +70,15 @@ describe('hat dashboard', () => {
 
     expect((await fetch(dashboard.url, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${dashboard.url}api/queues`, { headers: { cookie } })).status).toBe(200);
-    expect((await fetch(`${dashboard.url}?token=wrong-token-wrong-token-wrong`, { redirect: 'manual' })).status).toBe(401);
+    expect((await fetch(`${dashboard.url}?token=wrong-token-wrong-token-wrong`, { redirect: 'manual' })).status).toBe(
+      401,
+    );
   });
 
   it('refuses to start without a token unless --insecure-no-auth is given', async () => {
-    await expect(startDashboard({ env: kit.env, port: 0 })).rejects.toThrow(/\[DASHBOARD_TOKEN_MISSING\].*HAT_DASHBOARD_TOKEN/);
+    await expect(startDashboard({ env: kit.env, port: 0 })).rejects.toThrow(
+      /\[DASHBOARD_TOKEN_MISSING\].*HAT_DASHBOARD_TOKEN/,
+    );
     await expect(startDashboard({ env: kit.env, port: 0, token: 'short' })).rejects.toThrow(/\[DASHBOARD_TOKEN_WEAK\]/);
 
     const environment = { ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_DASHBOARD_TOKEN: undefined };
@@ -82,8 +91,12 @@ describe('hat dashboard', () => {
   });
 
   it('listens on loopback by default and refuses a blank or whitespace token (issue #20)', async () => {
-    await expect(startDashboard({ env: kit.env, port: 0, token: ' '.repeat(16) })).rejects.toThrow(/\[DASHBOARD_TOKEN_MISSING\]/);
-    await expect(startDashboard({ env: kit.env, port: 0, token: `${token} ` })).rejects.toThrow(/\[DASHBOARD_TOKEN_WEAK\].*whitespace/);
+    await expect(startDashboard({ env: kit.env, port: 0, token: ' '.repeat(16) })).rejects.toThrow(
+      /\[DASHBOARD_TOKEN_MISSING\]/,
+    );
+    await expect(startDashboard({ env: kit.env, port: 0, token: `${token} ` })).rejects.toThrow(
+      /\[DASHBOARD_TOKEN_WEAK\].*whitespace/,
+    );
     dashboard = await startDashboard({ env: kit.env, port: 0, token });
     expect(dashboard.url).toBe(`http://127.0.0.1:${dashboard.port}/`);
     // Not reachable on another local address of this machine: it is bound to 127.0.0.1 only.
@@ -108,7 +121,10 @@ describe('hat dashboard', () => {
 
   it("serves a run's report and its stage objects behind the token (issue #20)", async () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
-    await enqueueRun(kit.context, planRun({ runId: 'served', stages: { 'fanout-demo': { parts: 2 } } }, { env: kit.env, now: new Date() }));
+    await enqueueRun(
+      kit.context,
+      planRun({ runId: 'served', stages: { 'fanout-demo': { parts: 2 } } }, { env: kit.env, now: new Date() }),
+    );
     expect((await watchRun(kit.context, 'served', { intervalMs: 100 })).state).toBe('completed');
     dashboard = await startDashboard({ env: kit.env, port: 0, token });
 

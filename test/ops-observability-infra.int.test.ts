@@ -32,7 +32,10 @@ function yamlFiles(directory: string): string[] {
 function loadDocuments(file: string): Manifest[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))
     .map((document) => {
-      if (document.errors.length > 0) throw new Error(`${relative(infraDirectory, file)}: ${document.errors.map((error) => error.message).join('; ')}`);
+      if (document.errors.length > 0)
+        throw new Error(
+          `${relative(infraDirectory, file)}: ${document.errors.map((error) => error.message).join('; ')}`,
+        );
       return document.toJS() as Manifest | null;
     })
     .filter((document): document is Manifest => document !== null);
@@ -52,20 +55,32 @@ describe('infra manifests', () => {
   const byFile = new Map(files.map((file) => [relative(k8sDirectory, file), loadDocuments(file)]));
   const k8s = [...byFile].filter(([file]) => !file.startsWith('..')).flatMap(([, documents]) => documents);
   const ofKind = (kind: string) => k8s.filter((document) => document.kind === kind);
-  const config = ofKind('ConfigMap').find((document) => document.metadata.name === 'hat-config')?.data as Record<string, string>;
+  const config = ofKind('ConfigMap').find((document) => document.metadata.name === 'hat-config')?.data as Record<
+    string,
+    string
+  >;
   const deployments = ofKind('Deployment');
-  const workers = deployments.filter((deployment) => deployment.metadata.labels['app.kubernetes.io/component'] === 'worker');
+  const workers = deployments.filter(
+    (deployment) => deployment.metadata.labels['app.kubernetes.io/component'] === 'worker',
+  );
   const scaledObjects = ofKind('ScaledObject');
-  const queueOf = (deployment: Manifest) => argAfter(deployment.spec.template.spec.containers[0].args, '--stages') as string;
+  const queueOf = (deployment: Manifest) =>
+    argAfter(deployment.spec.template.spec.containers[0].args, '--stages') as string;
 
   beforeAll(() => registerCatalogStages());
 
   it('runs compose with a metrics port on every worker service, Prometheus scraping each of them, and a token-gated dashboard', () => {
-    const compose = parseAllDocuments(readFileSync(join(infraDirectory, 'compose.yaml'), 'utf8'), { merge: true })[0].toJS() as Manifest;
+    const compose = parseAllDocuments(readFileSync(join(infraDirectory, 'compose.yaml'), 'utf8'), {
+      merge: true,
+    })[0].toJS() as Manifest;
     const prometheus = byFile.get('../prometheus.yml')![0];
     const scraped = prometheus.scrape_configs[0].dns_sd_configs[0];
-    const workerServices = Object.entries(compose.services as Record<string, Manifest>).filter(([name]) => name.startsWith('worker-'));
-    expect(workerServices.map(([, service]) => argAfter(service.command, '--stages')).sort()).toEqual([...pipelineQueues].sort());
+    const workerServices = Object.entries(compose.services as Record<string, Manifest>).filter(([name]) =>
+      name.startsWith('worker-'),
+    );
+    expect(workerServices.map(([, service]) => argAfter(service.command, '--stages')).sort()).toEqual(
+      [...pipelineQueues].sort(),
+    );
     for (const [name, service] of workerServices) {
       const port = argAfter(service.command, '--metrics-port');
       expect([name, port, service.expose]).toEqual([name, String(scraped.port), [String(scraped.port)]]);
@@ -78,14 +93,22 @@ describe('infra manifests', () => {
   });
 
   it('parses every YAML file under infra/ (compose and Kubernetes)', () => {
-    expect(files.map((file) => relative(infraDirectory, file))).toEqual(expect.arrayContaining(['compose.yaml', 'k8s/kustomization.yaml', 'k8s/secret.example.yaml']));
+    expect(files.map((file) => relative(infraDirectory, file))).toEqual(
+      expect.arrayContaining(['compose.yaml', 'k8s/kustomization.yaml', 'k8s/secret.example.yaml']),
+    );
     for (const documents of byFile.values()) expect(documents.length).toBeGreaterThan(0);
   });
 
   it('lists every manifest in the kustomization, except the example Secret and the optional ServiceMonitor', () => {
     const kustomization = byFile.get('kustomization.yaml')![0];
     const listed = (kustomization.resources as string[]).sort();
-    const present = [...byFile.keys()].filter((file) => !file.startsWith('..') && !['kustomization.yaml', 'secret.example.yaml', 'servicemonitor.yaml'].includes(file)).sort();
+    const present = [...byFile.keys()]
+      .filter(
+        (file) =>
+          !file.startsWith('..') &&
+          !['kustomization.yaml', 'secret.example.yaml', 'servicemonitor.yaml'].includes(file),
+      )
+      .sort();
     expect(listed).toEqual(present);
     expect(config.HAT_REDIS_PREFIX).toBe('{hat}');
   });
@@ -100,7 +123,9 @@ describe('infra manifests', () => {
       expect(scaled).toHaveLength(1);
       const [object] = scaled;
       const triggers = object.spec.triggers as Manifest[];
-      expect(triggers.map((trigger) => [trigger.type, trigger.metadata.listName, trigger.authenticationRef.name])).toEqual([
+      expect(
+        triggers.map((trigger) => [trigger.type, trigger.metadata.listName, trigger.authenticationRef.name]),
+      ).toEqual([
         ['redis', `${config.HAT_REDIS_PREFIX}:${queue}:wait`, 'hat-redis'],
         ['redis', `${config.HAT_REDIS_PREFIX}:${queue}:active`, 'hat-redis'],
       ]);
@@ -112,7 +137,9 @@ describe('infra manifests', () => {
       if (queue === 'runs') expect(object.spec.minReplicaCount).toBeGreaterThanOrEqual(1);
       // The cooldown outlasts the longest backoff of a retried job (stage contracts' attempts and backoff).
       const stage = findStage(queue);
-      const longestBackoffSeconds = stage ? ((stage.queue?.backoffMs ?? 1_000) * 2 ** ((stage.queue?.attempts ?? 5) - 1) * 1.5) / 1000 : 0;
+      const longestBackoffSeconds = stage
+        ? ((stage.queue?.backoffMs ?? 1_000) * 2 ** ((stage.queue?.attempts ?? 5) - 1) * 1.5) / 1000
+        : 0;
       expect(object.spec.cooldownPeriod).toBeGreaterThan(longestBackoffSeconds);
     }
   });
@@ -121,20 +148,29 @@ describe('infra manifests', () => {
     expect(deployments.length).toBe(workers.length + 1);
     for (const deployment of deployments) {
       const container = deployment.spec.template.spec.containers[0];
-      const override = (container.env as { name: string; value: string }[] | undefined)?.find((entry) => entry.name === 'HAT_SHUTDOWN_TIMEOUT_MS')?.value;
+      const override = (container.env as { name: string; value: string }[] | undefined)?.find(
+        (entry) => entry.name === 'HAT_SHUTDOWN_TIMEOUT_MS',
+      )?.value;
       const shutdownMs = Number(override ?? config.HAT_SHUTDOWN_TIMEOUT_MS);
       expect(shutdownMs).toBeGreaterThan(0);
-      expect([deployment.metadata.name, deployment.spec.template.spec.terminationGracePeriodSeconds]).toEqual([deployment.metadata.name, Math.ceil(shutdownMs / 1000) + graceMarginSeconds]);
+      expect([deployment.metadata.name, deployment.spec.template.spec.terminationGracePeriodSeconds]).toEqual([
+        deployment.metadata.name,
+        Math.ceil(shutdownMs / 1000) + graceMarginSeconds,
+      ]);
     }
   });
 
   it('sets requests and limits everywhere, with a core per sandboxed job for CPU-heavy stages', () => {
     for (const deployment of deployments) {
       const { resources } = deployment.spec.template.spec.containers[0];
-      for (const bound of ['requests', 'limits']) expect(Object.keys(resources[bound]).sort()).toEqual(['cpu', 'memory']);
+      for (const bound of ['requests', 'limits'])
+        expect(Object.keys(resources[bound]).sort()).toEqual(['cpu', 'memory']);
       expect(cpuCores(resources.limits.cpu)).toBeGreaterThanOrEqual(cpuCores(resources.requests.cpu));
     }
-    const collectCpu = cpuCores(workers.find((deployment) => queueOf(deployment) === 'collect')!.spec.template.spec.containers[0].resources.requests.cpu);
+    const collectCpu = cpuCores(
+      workers.find((deployment) => queueOf(deployment) === 'collect')!.spec.template.spec.containers[0].resources
+        .requests.cpu,
+    );
     for (const deployment of workers.filter((item) => findStage(queueOf(item))?.queue?.cpuHeavy)) {
       const container = deployment.spec.template.spec.containers[0];
       const cpu = cpuCores(container.resources.requests.cpu);
@@ -151,7 +187,11 @@ describe('infra manifests', () => {
       const container = template.spec.containers[0];
       const port = Number(argAfter(container.args, '--metrics-port'));
       expect(container.ports).toContainEqual({ name: 'metrics', containerPort: port });
-      expect(template.metadata.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port), 'prometheus.io/path': '/metrics' });
+      expect(template.metadata.annotations).toMatchObject({
+        'prometheus.io/scrape': 'true',
+        'prometheus.io/port': String(port),
+        'prometheus.io/path': '/metrics',
+      });
       expect(template.metadata.labels).toMatchObject(service.spec.selector);
       expect(servicePort.port).toBe(port);
     }
@@ -161,11 +201,17 @@ describe('infra manifests', () => {
     const [secret] = byFile.get('secret.example.yaml')!;
     const keys = Object.keys(secret.stringData as Record<string, string>);
     for (const value of Object.values(secret.stringData as Record<string, string>)) expect(value).toMatch(/<[a-z-]+>/);
-    expect(keys).toEqual(expect.arrayContaining(['REDIS_URL', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'HAT_DASHBOARD_TOKEN']));
+    expect(keys).toEqual(
+      expect.arrayContaining(['REDIS_URL', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'HAT_DASHBOARD_TOKEN']),
+    );
     const auth = ofKind('TriggerAuthentication')[0];
-    for (const reference of auth.spec.secretTargetRef) expect([reference.name, keys.includes(reference.key)]).toEqual([secret.metadata.name, true]);
+    for (const reference of auth.spec.secretTargetRef)
+      expect([reference.name, keys.includes(reference.key)]).toEqual([secret.metadata.name, true]);
     for (const deployment of deployments) {
-      expect(deployment.spec.template.spec.containers[0].envFrom).toEqual([{ configMapRef: { name: 'hat-config' } }, { secretRef: { name: 'hat-secrets' } }]);
+      expect(deployment.spec.template.spec.containers[0].envFrom).toEqual([
+        { configMapRef: { name: 'hat-config' } },
+        { secretRef: { name: 'hat-secrets' } },
+      ]);
     }
     // Not a single secret value sits in the ConfigMap.
     expect(Object.keys(config).filter((key) => /SECRET|PASSWORD|TOKEN|KEY/.test(key))).toEqual([]);
@@ -175,15 +221,24 @@ describe('infra manifests', () => {
     const kit = await createQueueTestKit();
     const scaled = scaledObjects.find((object) => object.spec.scaleTargetRef.name === 'hat-worker-collect')!;
     // The manifest's own list names, moved under this test's prefix.
-    const [waitList, activeList] = (scaled.spec.triggers as Manifest[]).map((trigger) => (trigger.metadata.listName as string).replace(config.HAT_REDIS_PREFIX, kit.prefix));
+    const [waitList, activeList] = (scaled.spec.triggers as Manifest[]).map((trigger) =>
+      (trigger.metadata.listName as string).replace(config.HAT_REDIS_PREFIX, kit.prefix),
+    );
     const connection = createRedisConnection(kit.env, 'worker');
     const worker = new Worker('collect', null, { connection, prefix: kit.prefix, autorun: false });
     try {
       await kit.context.queue('collect').add('probe', {}, { jobId: 'probe' });
-      expect([await kit.context.connection.type(waitList), await kit.context.connection.llen(waitList)]).toEqual(['list', 1]);
+      expect([await kit.context.connection.type(waitList), await kit.context.connection.llen(waitList)]).toEqual([
+        'list',
+        1,
+      ]);
       const job = await worker.getNextJob('probe-token');
       expect(job?.id).toBe('probe');
-      expect([await kit.context.connection.llen(waitList), await kit.context.connection.type(activeList), await kit.context.connection.llen(activeList)]).toEqual([0, 'list', 1]);
+      expect([
+        await kit.context.connection.llen(waitList),
+        await kit.context.connection.type(activeList),
+        await kit.context.connection.llen(activeList),
+      ]).toEqual([0, 'list', 1]);
     } finally {
       await worker.close(true);
       await closeRedisConnection(connection);

@@ -64,19 +64,42 @@ describe('worker logs', () => {
     // Down (echoing the key it was sent, as some servers do) until the part's first attempt has
     // failed; then a correct teacher.
     const answering: ChatResponder = async (request) => {
-      if (!logText.includes('job attempt failed')) return { fault: { kind: 'status', status: 503, message: `overloaded; rejected request with key ${apiKey}` } };
+      if (!logText.includes('job attempt failed'))
+        return { fault: { kind: 'status', status: 503, message: `overloaded; rejected request with key ${apiKey}` } };
       const reply = await expert.chat({ messages: request.body.messages as ChatMessage[], tools: request.body.tools });
       return {
         ...(reply.message.content !== null ? { content: reply.message.content } : {}),
-        ...(reply.message.tool_calls ? { toolCalls: reply.message.tool_calls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+        ...(reply.message.tool_calls
+          ? {
+              toolCalls: reply.message.tool_calls.map((call) => ({
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+              })),
+            }
+          : {}),
       };
     };
     server = await OpenAiTestServer.start({ responder: answering, requiredApiKey: apiKey, models: ['teacher-test'] });
 
     const logger = loggerInto((text) => (logText += text), 'debug');
     await kit.startWorkers({ queues: ['collect', 'runs'], logger });
-    const teacher = { adapter: 'openai', baseUrl: server.baseUrl, model: 'teacher-test', apiKeyEnv, maxRetries: 1, retryInitialDelayMs: 10, retryMaxDelayMs: 20 };
-    const plan = planRun({ runId: 'logs', stages: { collect: { tasks: [kit.store.uriOf(tasksKey)], tasksPerPart: 2, concurrency: 1, teacher } } }, { env: kit.env, now: new Date() });
+    const teacher = {
+      adapter: 'openai',
+      baseUrl: server.baseUrl,
+      model: 'teacher-test',
+      apiKeyEnv,
+      maxRetries: 1,
+      retryInitialDelayMs: 10,
+      retryMaxDelayMs: 20,
+    };
+    const plan = planRun(
+      {
+        runId: 'logs',
+        stages: { collect: { tasks: [kit.store.uriOf(tasksKey)], tasksPerPart: 2, concurrency: 1, teacher } },
+      },
+      { env: kit.env, now: new Date() },
+    );
     await enqueueRun(kit.context, plan);
     const status = await watchRun(kit.context, 'logs', { intervalMs: 100 });
     expect(status.state).toBe('completed');
@@ -99,9 +122,20 @@ describe('worker logs', () => {
 
     // The processor's own line (the model client's retry), the failed attempt and the completions.
     const retry = all.find((line) => line.msg === 'model call failed; retrying');
-    expect(retry).toMatchObject({ runId: 'logs', stage: 'collect', part: 'part-00000', jobId: expect.stringContaining('logs.collect.part-00000.') });
+    expect(retry).toMatchObject({
+      runId: 'logs',
+      stage: 'collect',
+      part: 'part-00000',
+      jobId: expect.stringContaining('logs.collect.part-00000.'),
+    });
     const failedAttempt = all.find((line) => line.msg === 'job attempt failed; will retry');
-    expect(failedAttempt).toMatchObject({ queue: 'collect', runId: 'logs', stage: 'collect', part: 'part-00000', jobId: retry?.jobId });
+    expect(failedAttempt).toMatchObject({
+      queue: 'collect',
+      runId: 'logs',
+      stage: 'collect',
+      part: 'part-00000',
+      jobId: retry?.jobId,
+    });
     expect(failedAttempt?.reason).toMatch(/^\[TEACHER_UNAVAILABLE\]/);
     expect(all.filter((line) => line.msg === 'job completed').map((line) => [line.queue, line.part ?? null])).toEqual(
       expect.arrayContaining([
@@ -116,7 +150,10 @@ describe('worker logs', () => {
     const teacher = { adapter: 'openai', baseUrl: 'http://127.0.0.1:1/v1', model: 'teacher-test', apiKey };
     let message = '';
     try {
-      planRun({ runId: 'inline-key', stages: { collect: { generate: { count: 1, seed: 1 }, teacher } } }, { env: kit.env, now: new Date() });
+      planRun(
+        { runId: 'inline-key', stages: { collect: { generate: { count: 1, seed: 1 }, teacher } } },
+        { env: kit.env, now: new Date() },
+      );
     } catch (error) {
       message = (error as Error).message;
     }
@@ -138,6 +175,10 @@ describe('worker logs', () => {
     logger.flush();
     const [line] = lines();
     expect(logText).not.toMatch(/secret-\d/);
-    expect(line).toMatchObject({ runId: 'r', msg: 'settings', config: { stages: { collect: { teacher: { apiKey: '[redacted]' } } } } });
+    expect(line).toMatchObject({
+      runId: 'r',
+      msg: 'settings',
+      config: { stages: { collect: { teacher: { apiKey: '[redacted]' } } } },
+    });
   });
 });

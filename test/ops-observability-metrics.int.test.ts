@@ -27,7 +27,13 @@ const partCountersStage = defineStage({
   plan: (input) => Array.from({ length: input.parts }, (_, index) => ({ index })),
   createProcessor: () => async (part) => ({ counters: { trajectories: 2, tokens: 100 + part.index } }),
   async finish(_input, parts, deps) {
-    const { info } = await writeManifest(deps.store, deps.output.manifestKey, { stage: deps.stage, runId: deps.run.id, objects: [], lineage: { inputs: [], configHash: 'test' }, stats: { trajectories: 999 } });
+    const { info } = await writeManifest(deps.store, deps.output.manifestKey, {
+      stage: deps.stage,
+      runId: deps.run.id,
+      objects: [],
+      lineage: { inputs: [], configHash: 'test' },
+      stats: { trajectories: 999 },
+    });
     return { manifestUri: info.uri, counters: { trajectories: 999 + parts.length } };
   },
 });
@@ -39,19 +45,33 @@ const outputCountersStage = defineStage({
   input: z.object({}).strict(),
   output: z.object({ manifestUri: z.string(), counters: z.object({ episodes: z.number() }) }),
   createProcessor: (deps) => async () => {
-    const { info } = await writeManifest(deps.store, deps.output.manifestKey, { stage: deps.stage, runId: deps.run.id, objects: [], lineage: { inputs: [], configHash: 'test' }, stats: { episodes: 777 } });
+    const { info } = await writeManifest(deps.store, deps.output.manifestKey, {
+      stage: deps.stage,
+      runId: deps.run.id,
+      objects: [],
+      lineage: { inputs: [], configHash: 'test' },
+      stats: { episodes: 777 },
+    });
     return { manifestUri: info.uri, counters: { episodes: 5 } };
   },
 });
 
 function sample(samples: PrometheusSample[], name: string, labels: Record<string, string>): number | undefined {
-  return samples.find((entry) => entry.name === name && Object.entries(labels).every(([key, value]) => entry.labels[key] === value))?.value;
+  return samples.find(
+    (entry) => entry.name === name && Object.entries(labels).every(([key, value]) => entry.labels[key] === value),
+  )?.value;
 }
 
-async function scrape(url: string): Promise<{ status: number; contentType: string | null; samples: PrometheusSample[] }> {
+async function scrape(
+  url: string,
+): Promise<{ status: number; contentType: string | null; samples: PrometheusSample[] }> {
   const response = await fetch(url);
   const text = await response.text();
-  return { status: response.status, contentType: response.headers.get('content-type'), samples: response.ok ? parsePrometheusText(text, url) : [] };
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type'),
+    samples: response.ok ? parsePrometheusText(text, url) : [],
+  };
 }
 
 describe('worker metrics (Prometheus)', () => {
@@ -75,7 +95,11 @@ describe('worker metrics (Prometheus)', () => {
   });
 
   it('serves queue depths, job durations, retries, failures by code, completions and stage counters after a small run', async () => {
-    const pool: WorkerPool = await kit.startWorkers({ queues: ['fanout-demo', 'collect', partCountersStage.name, outputCountersStage.name, 'runs'], concurrency: 2, metrics: { depthCacheMs: 0 } });
+    const pool: WorkerPool = await kit.startWorkers({
+      queues: ['fanout-demo', 'collect', partCountersStage.name, outputCountersStage.name, 'runs'],
+      concurrency: 2,
+      metrics: { depthCacheMs: 0 },
+    });
     expect(pool.metrics).toBeDefined();
     server = await startMetricsServer(pool.metrics!, { port: 0, host: '127.0.0.1' });
 
@@ -94,7 +118,10 @@ describe('worker metrics (Prometheus)', () => {
     );
     const goodStatus = await watchRun(kit.context, 'good', { intervalMs: 100 });
     expect(goodStatus.state).toBe('completed');
-    await enqueueRun(kit.context, plan({ runId: 'bad', stages: { 'fanout-demo': { parts: 1, faults: { badInput: [0] } } } }));
+    await enqueueRun(
+      kit.context,
+      plan({ runId: 'bad', stages: { 'fanout-demo': { parts: 1, faults: { badInput: [0] } } } }),
+    );
     expect((await watchRun(kit.context, 'bad', { intervalMs: 100 })).state).toBe('failed');
     // A job nobody takes yet: the depth gauge must show it.
     await kit.context.queue('fanout-demo').add('parked', { note: 'depth probe' }, { delay: 600_000, jobId: 'parked' });
@@ -113,27 +140,53 @@ describe('worker metrics (Prometheus)', () => {
     expect(sample(samples, 'hat_job_failures_total', { queue: 'fanout-demo', code: 'DEMO_BAD_PART' })).toBe(1);
     expect(sample(samples, 'hat_job_failures_total', { queue: 'runs', code: 'RUN_FAILED' })).toBe(1);
     // Durations: one observation per completed part, and the stage job from plan to fan-in.
-    expect(sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'part', outcome: 'completed' })).toBe(3);
-    expect(sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'part', outcome: 'failed' })).toBe(2);
-    expect(sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'stage', outcome: 'completed' })).toBe(1);
-    expect(sample(samples, 'hat_job_duration_seconds_bucket', { queue: 'fanout-demo', job: 'stage', outcome: 'completed', le: '+Inf' })).toBe(1);
+    expect(
+      sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'part', outcome: 'completed' }),
+    ).toBe(3);
+    expect(
+      sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'part', outcome: 'failed' }),
+    ).toBe(2);
+    expect(
+      sample(samples, 'hat_job_duration_seconds_count', { queue: 'fanout-demo', job: 'stage', outcome: 'completed' }),
+    ).toBe(1);
+    expect(
+      sample(samples, 'hat_job_duration_seconds_bucket', {
+        queue: 'fanout-demo',
+        job: 'stage',
+        outcome: 'completed',
+        le: '+Inf',
+      }),
+    ).toBe(1);
 
     // Stage counters, by each of the three rules.
     expect(sample(samples, 'hat_stage_counter_total', { stage: 'fanout-demo', counter: 'records' })).toBe(12);
     expect(sample(samples, 'hat_stage_counter_total', { stage: 'fanout-demo', counter: 'parts' })).toBe(3);
-    expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'trajectories' })).toBe(8);
-    expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'tokens' })).toBe(100 + 101 + 102 + 103);
-    expect(sample(samples, 'hat_stage_counter_total', { stage: outputCountersStage.name, counter: 'episodes' })).toBe(5);
+    expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'trajectories' })).toBe(
+      8,
+    );
+    expect(sample(samples, 'hat_stage_counter_total', { stage: partCountersStage.name, counter: 'tokens' })).toBe(
+      100 + 101 + 102 + 103,
+    );
+    expect(sample(samples, 'hat_stage_counter_total', { stage: outputCountersStage.name, counter: 'episodes' })).toBe(
+      5,
+    );
     // A pipeline stage counts by its contract as parts complete: they add up to the stage output.
-    const collected = (await kit.context.queue('collect').getCompleted()).find((job) => job.name === 'stage')?.returnvalue.output as CollectOutput;
+    const collected = (await kit.context.queue('collect').getCompleted()).find((job) => job.name === 'stage')
+      ?.returnvalue.output as CollectOutput;
     expect(sample(samples, 'hat_jobs_completed_total', { queue: 'collect', job: 'part' })).toBe(2);
     expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'tasks' })).toBe(12);
     expect(collected.accepted).toBeGreaterThan(0);
-    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'trajectories' })).toBe(collected.accepted);
-    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'rejected' }) ?? 0).toBe(collected.rejected);
+    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'trajectories' })).toBe(
+      collected.accepted,
+    );
+    expect(sample(samples, 'hat_stage_counter_total', { stage: 'collect', counter: 'rejected' }) ?? 0).toBe(
+      collected.rejected,
+    );
 
     // Depths match what BullMQ reports.
-    const counts = await kit.context.queue('fanout-demo').getJobCounts('completed', 'failed', 'delayed', 'waiting', 'active');
+    const counts = await kit.context
+      .queue('fanout-demo')
+      .getJobCounts('completed', 'failed', 'delayed', 'waiting', 'active');
     expect(sample(samples, 'hat_queue_jobs', { queue: 'fanout-demo', state: 'delayed' })).toBe(1);
     expect(sample(samples, 'hat_queue_jobs', { queue: 'fanout-demo', state: 'completed' })).toBe(counts.completed);
     expect(sample(samples, 'hat_queue_jobs', { queue: 'fanout-demo', state: 'failed' })).toBe(counts.failed);
@@ -142,11 +195,12 @@ describe('worker metrics (Prometheus)', () => {
 
     // The depth is read again on the next scrape (cache 0 ms here).
     await kit.context.queue('fanout-demo').remove('parked');
-    expect(sample((await scrape(server.url)).samples, 'hat_queue_jobs', { queue: 'fanout-demo', state: 'delayed' })).toBe(0);
+    expect(
+      sample((await scrape(server.url)).samples, 'hat_queue_jobs', { queue: 'fanout-demo', state: 'delayed' }),
+    ).toBe(0);
     expect((await fetch(server.url.replace('/metrics', '/other'))).status).toBe(404);
   });
 });
-
 
 describe('hat worker --metrics-port (spawned CLI)', () => {
   let kit: QueueTestKit;
@@ -163,19 +217,30 @@ describe('hat worker --metrics-port (spawned CLI)', () => {
 
   it('serves /metrics while the worker runs and stops with it on SIGTERM', async () => {
     const port = await freePort();
-    worker = startHat(['worker', '--stages', 'fanout-demo,runs', '--metrics-port', String(port), '--metrics-host', '127.0.0.1'], {
-      HAT_REDIS_PREFIX: kit.prefix,
-      HAT_ARTIFACTS: kit.artifactsRoot,
-      HAT_LOG_LEVEL: 'info',
-    });
+    worker = startHat(
+      ['worker', '--stages', 'fanout-demo,runs', '--metrics-port', String(port), '--metrics-host', '127.0.0.1'],
+      {
+        HAT_REDIS_PREFIX: kit.prefix,
+        HAT_ARTIFACTS: kit.artifactsRoot,
+        HAT_LOG_LEVEL: 'info',
+      },
+    );
     await waitFor(async () => worker!.stderr().includes('worker ready'), 20_000, 50);
-    await enqueueRun(kit.context, planRun({ runId: 'cli', stages: { 'fanout-demo': { parts: 2, recordsPerPart: 5 } } }, { env: kit.env, now: new Date() }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'cli', stages: { 'fanout-demo': { parts: 2, recordsPerPart: 5 } } },
+        { env: kit.env, now: new Date() },
+      ),
+    );
     expect((await watchRun(kit.context, 'cli', { intervalMs: 100 })).state).toBe('completed');
 
     const url = `http://127.0.0.1:${port}/metrics`;
     const samples = await waitFor(async () => {
       const scraped = await scrape(url);
-      return sample(scraped.samples, 'hat_jobs_completed_total', { queue: 'runs', job: 'run' }) === 1 ? scraped.samples : undefined;
+      return sample(scraped.samples, 'hat_jobs_completed_total', { queue: 'runs', job: 'run' }) === 1
+        ? scraped.samples
+        : undefined;
     });
     expect(sample(samples, 'hat_stage_counter_total', { stage: 'fanout-demo', counter: 'records' })).toBe(10);
     expect(sample(samples, 'hat_jobs_completed_total', { queue: 'fanout-demo', job: 'part' })).toBe(2);

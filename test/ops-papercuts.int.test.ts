@@ -27,8 +27,12 @@ describe('CLI papercuts', () => {
   it('ends quietly with 0 when the reader of its output goes away (| head)', async () => {
     const objects = join(directory, 'objects');
     await mkdir(objects);
-    await Promise.all(Array.from({ length: 3_000 }, (_, index) => writeFile(join(objects, `object-${index}.json`), '{}')));
-    const child = spawn(process.execPath, [hatMain, 'artifacts', 'ls', `${pathToFileURL(objects).href}/`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    await Promise.all(
+      Array.from({ length: 3_000 }, (_, index) => writeFile(join(objects, `object-${index}.json`), '{}')),
+    );
+    const child = spawn(process.execPath, [hatMain, 'artifacts', 'ls', `${pathToFileURL(objects).href}/`], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     // Like `head -n 1`: read the first chunk, then close the pipe while hat is still writing.
@@ -39,12 +43,25 @@ describe('CLI papercuts', () => {
   }, 60_000);
 
   it('explains the three-slash form for file://host/path (exit 2), in --out and in a run config', async () => {
-    const stage = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'stage', 'fanout-demo', '--out', 'file://tmp/hat-out');
+    const stage = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'stage',
+      'fanout-demo',
+      '--out',
+      'file://tmp/hat-out',
+    );
     expect(stage.code).toBe(2);
-    expect(stage.stderr).toContain('[BAD_ARTIFACT_URI] artifact URI "file://tmp/hat-out" names the host "tmp" (two slashes after "file:"); a local path takes three: file:///tmp/hat-out');
+    expect(stage.stderr).toContain(
+      '[BAD_ARTIFACT_URI] artifact URI "file://tmp/hat-out" names the host "tmp" (two slashes after "file:"); a local path takes three: file:///tmp/hat-out',
+    );
     const config = join(directory, 'run.yaml');
     await writeFile(config, 'artifacts: file://data/hat\nstages:\n  fanout-demo: { parts: 1 }\n');
-    const run = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'run', config, '--skip-endpoint-checks');
+    const run = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'run',
+      config,
+      '--skip-endpoint-checks',
+    );
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('a local path takes three: file:///data/hat');
   });
@@ -81,7 +98,11 @@ describe('CLI papercuts', () => {
     await waitFor(async () => (await temporaryFiles()).length === 2, 20_000, 50);
 
     const stores = createStoreCache({});
-    await runStageLocally(getStage('fanout-demo'), { parts: 2 }, { store: live, outputPrefix: 'runs/swept/fanout-demo/', openObject: stores.openObject, logger: silentLogger() });
+    await runStageLocally(
+      getStage('fanout-demo'),
+      { parts: 2 },
+      { store: live, outputPrefix: 'runs/swept/fanout-demo/', openObject: stores.openObject, logger: silentLogger() },
+    );
     const remaining = await temporaryFiles();
     expect(remaining).toHaveLength(1);
     expect(remaining).not.toContain(leftover[0]);
@@ -96,13 +117,31 @@ describe('CLI papercuts', () => {
     const { gzipSync } = await import('node:zlib');
     const harness = join(directory, 'harness');
     await cp(join(__dirname, '..', 'examples', 'harness', 'live-host'), harness, { recursive: true });
-    await writeFile(join(harness, 'tools', 'get_sku_stock.json'), '{"type": "function", "function": {"name": "get_sku_stock", "parameters": {"type": "object", "properties": ');
+    await writeFile(
+      join(harness, 'tools', 'get_sku_stock.json'),
+      '{"type": "function", "function": {"name": "get_sku_stock", "parameters": {"type": "object", "properties": ',
+    );
     const tasks = join(directory, 'tasks.jsonl.gz');
     const whole = gzipSync(Buffer.from('{"id":"t1"}\n'.repeat(200)));
     await writeFile(tasks, whole.subarray(0, Math.floor(whole.length / 2)));
     const config = join(directory, 'run.yaml');
-    await writeFile(config, ['runId: content-checks', 'stages:', '  collect:', `    tasks: [${JSON.stringify(pathToFileURL(tasks).href)}]`, `    harness: ${harness}`, ''].join('\n'));
-    const environment = { ...process.env, HAT_LOG_LEVEL: 'silent', HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href, REDIS_URL: 'redis://127.0.0.1:1' };
+    await writeFile(
+      config,
+      [
+        'runId: content-checks',
+        'stages:',
+        '  collect:',
+        `    tasks: [${JSON.stringify(pathToFileURL(tasks).href)}]`,
+        `    harness: ${harness}`,
+        '',
+      ].join('\n'),
+    );
+    const environment = {
+      ...process.env,
+      HAT_LOG_LEVEL: 'silent',
+      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+      REDIS_URL: 'redis://127.0.0.1:1',
+    };
     const result = await runHatInProcess(environment, 'run', config);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*tasks\.jsonl\.gz: not valid gzip data/);
@@ -111,17 +150,32 @@ describe('CLI papercuts', () => {
 
   it('refuses a run config or harness file that is not UTF-8 with its line and byte offset (exit 2)', async () => {
     const config = join(directory, 'latin1.yaml');
-    await writeFile(config, Buffer.concat([Buffer.from('seed: 1\n# caf'), Buffer.from([0xe9]), Buffer.from('\nstages: {}\n')]));
+    await writeFile(
+      config,
+      Buffer.concat([Buffer.from('seed: 1\n# caf'), Buffer.from([0xe9]), Buffer.from('\nstages: {}\n')]),
+    );
     const run = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'run', config);
     expect(run.code).toBe(2);
-    expect(run.stderr).toContain(`[BAD_ENCODING] ${config}: line 2: byte 6 of the line (byte offset 13 of the file) is not valid UTF-8`);
+    expect(run.stderr).toContain(
+      `[BAD_ENCODING] ${config}: line 2: byte 6 of the line (byte offset 13 of the file) is not valid UTF-8`,
+    );
 
     const { cp } = await import('node:fs/promises');
     const harness = join(directory, 'harness');
     await cp(join(__dirname, '..', 'examples', 'harness', 'live-host'), harness, { recursive: true });
-    await writeFile(join(harness, 'tools', 'get_sku_stock.json'), Buffer.concat([Buffer.from('{"description": "'), Buffer.from([0xb2, 0xe2]), Buffer.from('"}')]));
-    const validated = await runHatInProcess({ ...process.env, HAT_LOG_LEVEL: 'silent' }, 'harness', 'validate', harness);
+    await writeFile(
+      join(harness, 'tools', 'get_sku_stock.json'),
+      Buffer.concat([Buffer.from('{"description": "'), Buffer.from([0xb2, 0xe2]), Buffer.from('"}')]),
+    );
+    const validated = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'harness',
+      'validate',
+      harness,
+    );
     expect(validated.code).toBe(2);
-    expect(validated.stderr).toContain('get_sku_stock.json: line 1: byte 18 of the line (byte offset 17 of the file) is not valid UTF-8');
+    expect(validated.stderr).toContain(
+      'get_sku_stock.json: line 1: byte 18 of the line (byte offset 17 of the file) is not valid UTF-8',
+    );
   });
 });

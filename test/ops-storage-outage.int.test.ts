@@ -9,9 +9,13 @@ import { hatMain } from './support/hat-process';
  * when short, waited out instead of failing the work in seconds. The faults are real: a tmpfs
  * mounted read-only or tiny inside a private mount namespace (`unshare -rm`), no root needed.
  */
-const canMount = spawnSync('unshare', ['-rm', 'sh', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d"'], { stdio: 'ignore' }).status === 0;
+const canMount =
+  spawnSync('unshare', ['-rm', 'sh', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d"'], {
+    stdio: 'ignore',
+  }).status === 0;
 const describeWithMounts = canMount ? describe : describe.skip;
-if (!canMount) console.warn('storage outage tests skipped: this machine does not allow a private mount namespace (unshare -rm)');
+if (!canMount)
+  console.warn('storage outage tests skipped: this machine does not allow a private mount namespace (unshare -rm)');
 
 interface Outcome {
   code: number | null;
@@ -20,11 +24,20 @@ interface Outcome {
 }
 
 /** Runs `hat stage fanout-demo` with its output on a fresh tmpfs set up by `mountScript` ($1 = mount point). */
-function stageOnMount(mountPoint: string, mountScript: string, env: Record<string, string>, stageArgs: string[] = []): Promise<Outcome> {
+function stageOnMount(
+  mountPoint: string,
+  mountScript: string,
+  env: Record<string, string>,
+  stageArgs: string[] = [],
+): Promise<Outcome> {
   const script = `${mountScript}\nexec node "$2" stage fanout-demo --out "file://$1/out" --config "$3" ${stageArgs.join(' ')}`;
-  const child = spawn('unshare', ['-rm', 'sh', '-c', script, 'sh', mountPoint, hatMain, join(mountPoint, '..', 'fanout.yaml')], {
-    env: { ...process.env, HAT_LOG_LEVEL: 'error', ...env },
-  });
+  const child = spawn(
+    'unshare',
+    ['-rm', 'sh', '-c', script, 'sh', mountPoint, hatMain, join(mountPoint, '..', 'fanout.yaml')],
+    {
+      env: { ...process.env, HAT_LOG_LEVEL: 'error', ...env },
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -46,9 +59,13 @@ describeWithMounts('storage outages', () => {
   });
 
   it('names a read-only file system as STORAGE_READ_ONLY (not ENOENT mkdir) once the retry budget is spent', async () => {
-    const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o ro,size=4m tmpfs "$1" || exit 97', { HAT_STORAGE_RETRY_MS: '1500' });
+    const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o ro,size=4m tmpfs "$1" || exit 97', {
+      HAT_STORAGE_RETRY_MS: '1500',
+    });
     expect(outcome.code).toBe(1);
-    expect(outcome.stderr).toMatch(/\[STORAGE_READ_ONLY\] put file:\/\/.*\/out\/.*: the file system is read-only \(EROFS\); remount it read-write/);
+    expect(outcome.stderr).toMatch(
+      /\[STORAGE_READ_ONLY\] put file:\/\/.*\/out\/.*: the file system is read-only \(EROFS\); remount it read-write/,
+    );
     expect(outcome.stderr).not.toContain('ENOENT');
   }, 60_000);
 
@@ -67,7 +84,9 @@ describeWithMounts('storage outages', () => {
   }, 90_000);
 
   it('names a full disk as STORAGE_FULL', async () => {
-    const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o size=16k tmpfs "$1" || exit 97', { HAT_STORAGE_RETRY_MS: '1000' });
+    const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o size=16k tmpfs "$1" || exit 97', {
+      HAT_STORAGE_RETRY_MS: '1000',
+    });
     expect(outcome.code).toBe(1);
     expect(outcome.stderr).toContain('[STORAGE_FULL]');
     expect(outcome.stderr).toContain('no space left on the device (ENOSPC)');

@@ -22,7 +22,12 @@ describe('credentials in URLs', () => {
     await rm(directory, { recursive: true, force: true });
   });
 
-  const environment = (): NodeJS.ProcessEnv => ({ ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' });
+  const environment = (): NodeJS.ProcessEnv => ({
+    ...process.env,
+    HAT_REDIS_PREFIX: kit.prefix,
+    HAT_ARTIFACTS: kit.artifactsRoot,
+    HAT_LOG_LEVEL: 'silent',
+  });
   const teacherYaml = [
     'stages:',
     '  collect:',
@@ -47,7 +52,14 @@ describe('credentials in URLs', () => {
 
   it('hat stage refuses the same stage config (exit 2) and writes nothing', async () => {
     const file = join(directory, 'collect.yaml');
-    await writeFile(file, teacherYaml.split('\n').slice(2).map((line) => line.slice(4)).join('\n'));
+    await writeFile(
+      file,
+      teacherYaml
+        .split('\n')
+        .slice(2)
+        .map((line) => line.slice(4))
+        .join('\n'),
+    );
     const out = join(directory, 'out');
     const result = await runHatInProcess(environment(), 'stage', 'collect', '--config', file, '--out', `file://${out}`);
     expect(result.code).toBe(2);
@@ -58,12 +70,17 @@ describe('credentials in URLs', () => {
   it('redacts userinfo from log lines and from the failure text stored as a job failedReason', () => {
     let logged = '';
     const logger = loggerInto((text) => (logged += text));
-    logger.warn({ err: new Error(`request to http://u:${secret}@host/v1 failed`), target: `https://${secret}@h/v1` }, `retrying http://u:${secret}@host/v1`);
+    logger.warn(
+      { err: new Error(`request to http://u:${secret}@host/v1 failed`), target: `https://${secret}@h/v1` },
+      `retrying http://u:${secret}@host/v1`,
+    );
     logger.flush();
     expect(logged).toContain('http://[redacted]@host/v1');
     expect(logged).not.toContain(secret);
 
-    const stored = toWorkerError(new HatError('MODEL_UNAVAILABLE', `server http://u:${secret}@host/v1 answered 503`, { retryable: true })) as Error;
+    const stored = toWorkerError(
+      new HatError('MODEL_UNAVAILABLE', `server http://u:${secret}@host/v1 answered 503`, { retryable: true }),
+    ) as Error;
     expect(stored.message).toBe('[MODEL_UNAVAILABLE] server http://[redacted]@host/v1 answered 503');
     expect(stored.stack).not.toContain(secret);
   });

@@ -49,20 +49,33 @@ describe('hat run --wait while Redis restarts', () => {
     };
     const env = loadEnv(variables);
     const config = join(directory, 'run.yaml');
-    await writeFile(config, ['runId: watched', 'stages:', '  fanout-demo: { parts: 6, partDelayMs: 700 }', ''].join('\n'));
+    await writeFile(
+      config,
+      ['runId: watched', 'stages:', '  fanout-demo: { parts: 6, partDelayMs: 700 }', ''].join('\n'),
+    );
     observer = await openQueueContext(env, { role: 'worker' });
     return { port, dataDirectory, env, variables, config };
   };
 
   it('keeps following the run across a two-second restart and exits 0 when the run completes', async () => {
     const { port, dataDirectory, env, variables, config } = await setUp('60000');
-    pool = await startWorkerPool({ env, queues: ['fanout-demo', 'runs'], concurrency: 1, logger: silentLogger(), sandbox: 'off' });
+    pool = await startWorkerPool({
+      env,
+      queues: ['fanout-demo', 'runs'],
+      concurrency: 1,
+      logger: silentLogger(),
+      sandbox: 'off',
+    });
     await pool.waitUntilReady();
     const watching = runHatInProcess({ ...process.env, ...variables }, 'run', config, '--wait');
-    await waitFor(async () => {
-      const status = await getRunStatus(observer as QueueContext, 'watched').catch(() => undefined);
-      return (status?.stages[0]?.partsDone ?? 0) >= 1;
-    }, 20_000, 50);
+    await waitFor(
+      async () => {
+        const status = await getRunStatus(observer as QueueContext, 'watched').catch(() => undefined);
+        return (status?.stages[0]?.partsDone ?? 0) >= 1;
+      },
+      20_000,
+      50,
+    );
     await shutdownPrivateRedis(port, redis as ChildProcess);
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     redis = await startPrivateRedis(port, dataDirectory);
@@ -86,6 +99,8 @@ describe('hat run --wait while Redis restarts', () => {
     const result = await watching;
     expect(result.code).toBe(1);
     expect(result.stderr).toContain('[REDIS_UNAVAILABLE]');
-    expect(result.stderr).toContain('the run may still be running: follow it with `hat runs show watched` once Redis is back');
+    expect(result.stderr).toContain(
+      'the run may still be running: follow it with `hat runs show watched` once Redis is back',
+    );
   }, 60_000);
 });

@@ -17,8 +17,28 @@ const columns: ParquetColumn[] = [
 ];
 
 const rows = [
-  { sample_id: '样本-1', input_ids: [151644, 8948, 198], loss_mask: [0, 1, 1], logprobs: [-0.5, -1.25, 0], reward: 0.875, tokens: 3, tools: [{ type: 'function' }], ok: true, note: '带货 🛍️' },
-  { sample_id: 's2', input_ids: [], loss_mask: [], logprobs: [], reward: 0, tokens: 0, tools: [], ok: false, note: null },
+  {
+    sample_id: '样本-1',
+    input_ids: [151644, 8948, 198],
+    loss_mask: [0, 1, 1],
+    logprobs: [-0.5, -1.25, 0],
+    reward: 0.875,
+    tokens: 3,
+    tools: [{ type: 'function' }],
+    ok: true,
+    note: '带货 🛍️',
+  },
+  {
+    sample_id: 's2',
+    input_ids: [],
+    loss_mask: [],
+    logprobs: [],
+    reward: 0,
+    tokens: 0,
+    tools: [],
+    ok: false,
+    note: null,
+  },
 ];
 
 describe('parquet codec', () => {
@@ -43,14 +63,26 @@ describe('parquet codec', () => {
     const result = await connection.runAndReadAll(`select * from read_parquet('${file}')`);
     const got = result.getRowsJson() as unknown[][];
     expect(got).toEqual([
-      ['样本-1', [151644, 8948, 198], [0, 1, 1], [-0.5, -1.25, 0], 0.875, '3', '[{"type":"function"}]', true, '带货 🛍️'],
+      [
+        '样本-1',
+        [151644, 8948, 198],
+        [0, 1, 1],
+        [-0.5, -1.25, 0],
+        0.875,
+        '3',
+        '[{"type":"function"}]',
+        true,
+        '带货 🛍️',
+      ],
       ['s2', [], [], [], 0, '0', '[]', false, null],
     ]);
     connection.closeSync();
   });
 
   it('refuses a missing required value, naming the row and column', () => {
-    expect(() => encodeParquet(columns, [{ ...rows[0], reward: undefined }])).toThrow(/row 0: column "reward" is required/);
+    expect(() => encodeParquet(columns, [{ ...rows[0], reward: undefined }])).toThrow(
+      /row 0: column "reward" is required/,
+    );
   });
 
   it('gives byte-identical files for the same rows', () => {

@@ -21,15 +21,21 @@ describe('failures, retries and cancellation', () => {
   });
 
   const plan = (config: unknown) => planRun(config, { env: kit.env, now: new Date() });
-  const readRunManifest = async (runId: string) => runManifestSchema.parse(JSON.parse((await kit.store.getBuffer(runManifestKey(runId))).toString()));
+  const readRunManifest = async (runId: string) =>
+    runManifestSchema.parse(JSON.parse((await kit.store.getBuffer(runManifestKey(runId))).toString()));
   const partJob = async (runId: string, index: number) => {
-    const jobs = await kit.context.queue('fanout-demo').getJobs(['completed', 'failed', 'waiting', 'active', 'delayed']);
+    const jobs = await kit.context
+      .queue('fanout-demo')
+      .getJobs(['completed', 'failed', 'waiting', 'active', 'delayed']);
     return jobs.find((job) => job.name === 'part' && job.data.runId === runId && job.data.index === index);
   };
 
   it('retries a part that throws a TransientError on its first attempt, and the run completes', async () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
-    await enqueueRun(kit.context, plan({ runId: 'flaky', stages: { 'fanout-demo': { parts: 5, faults: { transientOnFirstAttempt: [3] } } } }));
+    await enqueueRun(
+      kit.context,
+      plan({ runId: 'flaky', stages: { 'fanout-demo': { parts: 5, faults: { transientOnFirstAttempt: [3] } } } }),
+    );
     const status = await watchRun(kit.context, 'flaky', { intervalMs: 100 });
     expect(status.state).toBe('completed');
 
@@ -44,11 +50,16 @@ describe('failures, retries and cancellation', () => {
 
   it('fails a part with bad input once, with its [CODE] message, writing nothing for it', async () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
-    await enqueueRun(kit.context, plan({ runId: 'bad', stages: { 'fanout-demo': { parts: 4, faults: { badInput: [1] } } } }));
+    await enqueueRun(
+      kit.context,
+      plan({ runId: 'bad', stages: { 'fanout-demo': { parts: 4, faults: { badInput: [1] } } } }),
+    );
     const status = await watchRun(kit.context, 'bad', { intervalMs: 100 });
 
     expect(status.state).toBe('failed');
-    expect(status.error).toMatch(/^\[RUN_FAILED\] run bad: 1 of 1 stage\(s\) did not complete \(fanout-demo failed: \[DEMO_BAD_PART\] part 1 of fanout-demo/);
+    expect(status.error).toMatch(
+      /^\[RUN_FAILED\] run bad: 1 of 1 stage\(s\) did not complete \(fanout-demo failed: \[DEMO_BAD_PART\] part 1 of fanout-demo/,
+    );
     const bad = await partJob('bad', 1);
     expect(bad?.attemptsMade).toBe(1);
     expect(bad?.failedReason).toMatch(/^\[DEMO_BAD_PART\] part 1 of fanout-demo has input marked bad/);
@@ -59,21 +70,36 @@ describe('failures, retries and cancellation', () => {
     const manifest = await readRunManifest('bad');
     expect(manifest.status).toBe('failed');
     expect(manifest.stages[0]).toMatchObject({ name: 'fanout-demo', status: 'failed', parts: 4 });
-    expect(manifest.stages[0]?.error).toMatch(/^\[DEMO_BAD_PART\] .* \(job fanout-demo\/bad\.fanout-demo\.part-00001\./);
+    expect(manifest.stages[0]?.error).toMatch(
+      /^\[DEMO_BAD_PART\] .* \(job fanout-demo\/bad\.fanout-demo\.part-00001\./,
+    );
   });
 
   it('fails a stage job whose input does not match its schema once, and writes nothing', async () => {
     await kit.startWorkers({ queues: ['fanout-demo'] });
-    const job = await kit.context.queue('fanout-demo').add(
-      'stage',
-      { v: 1, runId: 'raw', stage: 'fanout-demo', seed: '0', artifactsRoot: kit.artifactsRoot, outputPrefix: 'runs/raw/fanout-demo/', input: { parts: 'many' }, inputHash: 'x' },
-      { ...stageJobOptions({ attempts: 3, backoffMs: 10 }, kit.env.HAT_JOB_DATA_LIMIT), jobId: 'raw.fanout-demo.x' },
-    );
+    const job = await kit.context
+      .queue('fanout-demo')
+      .add(
+        'stage',
+        {
+          v: 1,
+          runId: 'raw',
+          stage: 'fanout-demo',
+          seed: '0',
+          artifactsRoot: kit.artifactsRoot,
+          outputPrefix: 'runs/raw/fanout-demo/',
+          input: { parts: 'many' },
+          inputHash: 'x',
+        },
+        { ...stageJobOptions({ attempts: 3, backoffMs: 10 }, kit.env.HAT_JOB_DATA_LIMIT), jobId: 'raw.fanout-demo.x' },
+      );
     await waitFor(async () => (await kit.context.queue('fanout-demo').getJobState(job.id ?? '')) === 'failed');
     const failed = await kit.context.queue('fanout-demo').getJob(job.id ?? '');
     if (!failed) throw new Error('the failed job is gone');
     expect(failed.attemptsMade).toBe(1);
-    expect(failed.failedReason).toMatch(/^\[STAGE_INPUT_INVALID\] the config of stage "fanout-demo" is invalid.*\n.*input\.parts/);
+    expect(failed.failedReason).toMatch(
+      /^\[STAGE_INPUT_INVALID\] the config of stage "fanout-demo" is invalid.*\n.*input\.parts/,
+    );
     const written = [];
     for await (const object of kit.store.list('runs/raw/')) written.push(object);
     expect(written).toEqual([]);
@@ -82,11 +108,26 @@ describe('failures, retries and cancellation', () => {
   it('refuses job data over HAT_JOB_DATA_LIMIT before enqueueing anything', async () => {
     const small = await createQueueTestKit({ HAT_JOB_DATA_LIMIT: '600' });
     try {
-      const big = planRun({ runId: 'big', stages: { noop: { label: 'x'.repeat(180), inputs: Array.from({ length: 4 }, (_, index) => `file:///data/${'y'.repeat(60)}/${index}`) } } }, { env: small.env, now: new Date() });
+      const big = planRun(
+        {
+          runId: 'big',
+          stages: {
+            noop: {
+              label: 'x'.repeat(180),
+              inputs: Array.from({ length: 4 }, (_, index) => `file:///data/${'y'.repeat(60)}/${index}`),
+            },
+          },
+        },
+        { env: small.env, now: new Date() },
+      );
       const error = await enqueueRun(small.context, big).catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(BadInputError);
-      expect((error as BadInputError).message).toMatch(/^\[JOB_DATA_TOO_LARGE\] job data for stage "noop" \(job big\.noop\.[0-9a-f]+\) is \d+ bytes, over the limit of 600 bytes \(HAT_JOB_DATA_LIMIT\)/);
-      expect(await small.context.runsQueue.getJobCounts()).toEqual(expect.objectContaining({ waiting: 0, 'waiting-children': 0 }));
+      expect((error as BadInputError).message).toMatch(
+        /^\[JOB_DATA_TOO_LARGE\] job data for stage "noop" \(job big\.noop\.[0-9a-f]+\) is \d+ bytes, over the limit of 600 bytes \(HAT_JOB_DATA_LIMIT\)/,
+      );
+      expect(await small.context.runsQueue.getJobCounts()).toEqual(
+        expect.objectContaining({ waiting: 0, 'waiting-children': 0 }),
+      );
       expect(await small.context.queue('noop').count()).toBe(0);
     } finally {
       await small.cleanup();
@@ -153,7 +194,9 @@ describe('failures, retries and cancellation', () => {
     const status = await watchRun(kit.context, 'stop', { intervalMs: 100 });
     expect(status.state).toBe('cancelled');
     expect(status.error).toMatch(/^\[RUN_CANCELLED\] run stop was cancelled/);
-    const parts = (await kit.context.queue('fanout-demo').getJobs(['completed', 'waiting', 'delayed', 'active', 'failed'])).filter((job) => job.name === 'part');
+    const parts = (
+      await kit.context.queue('fanout-demo').getJobs(['completed', 'waiting', 'delayed', 'active', 'failed'])
+    ).filter((job) => job.name === 'part');
     expect(parts.length).toBeLessThan(12);
     expect(await kit.context.queue('fanout-demo').getWaitingCount()).toBe(0);
     expect(await kit.store.head('runs/stop/fanout-demo/manifest.json')).toBeUndefined();

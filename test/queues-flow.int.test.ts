@@ -32,12 +32,19 @@ describe('run flows', () => {
     const status = await watchRun(kit.context, 'fan50', { intervalMs: 100 });
 
     expect(status.state).toBe('completed');
-    expect(status.stages).toEqual([expect.objectContaining({ name: 'fanout-demo', state: 'completed', partsDone: 50, partsTotal: 50 })]);
+    expect(status.stages).toEqual([
+      expect.objectContaining({ name: 'fanout-demo', state: 'completed', partsDone: 50, partsTotal: 50 }),
+    ]);
 
     const manifestKey = 'runs/fan50/fanout-demo/manifest.json';
     const manifest = await readManifest(kit.store, manifestKey);
     expect(manifest.objects).toHaveLength(50);
-    expect(manifest.objects.map((object) => object.key)).toEqual(Array.from({ length: 50 }, (_, index) => `runs/fan50/fanout-demo/part-${String(index).padStart(5, '0')}.jsonl.gz`));
+    expect(manifest.objects.map((object) => object.key)).toEqual(
+      Array.from(
+        { length: 50 },
+        (_, index) => `runs/fan50/fanout-demo/part-${String(index).padStart(5, '0')}.jsonl.gz`,
+      ),
+    );
     expect(manifest.objects.every((object) => object.records === 3)).toBe(true);
     const records = [];
     for await (const record of readJsonl(kit.store, 'runs/fan50/fanout-demo/part-00049.jsonl.gz')) records.push(record);
@@ -49,10 +56,19 @@ describe('run flows', () => {
     expect(Math.max(...partPositions)).toBeLessThan(manifestAt);
     expect(kit.putOrder[kit.putOrder.length - 1]).toBe(runManifestKey('fan50'));
 
-    const runManifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer(runManifestKey('fan50'))).toString()));
+    const runManifest = runManifestSchema.parse(
+      JSON.parse((await kit.store.getBuffer(runManifestKey('fan50'))).toString()),
+    );
     expect(runManifest).toMatchObject({ runId: 'fan50', status: 'completed' });
     expect(runManifest.stages).toEqual([
-      expect.objectContaining({ name: 'fanout-demo', status: 'completed', parts: 50, objects: 50, records: 150, manifestUri: kit.store.uriOf(manifestKey) }),
+      expect.objectContaining({
+        name: 'fanout-demo',
+        status: 'completed',
+        parts: 50,
+        objects: 50,
+        records: 150,
+        manifestUri: kit.store.uriOf(manifestKey),
+      }),
     ]);
     const html = (await kit.store.getBuffer(runReportKeys('fan50').html)).toString();
     expect(html).toContain('<svg');
@@ -72,7 +88,11 @@ describe('run flows', () => {
     // Through the API (it sees the run exists) and straight through the FlowProducer (the
     // deterministic ids alone must make it a no-op), with a later clock.
     const replanned = plan(config, new Date('2025-02-01T00:00:00Z'));
-    expect(await enqueueRun(kit.context, replanned)).toEqual({ runId: 'again', enqueued: false, existingState: 'completed' });
+    expect(await enqueueRun(kit.context, replanned)).toEqual({
+      runId: 'again',
+      enqueued: false,
+      existingState: 'completed',
+    });
     await kit.context.flowProducer.add(buildRunFlow(replanned, { jobDataLimit: kit.env.HAT_JOB_DATA_LIMIT }));
     await new Promise((resolve) => setTimeout(resolve, 1_000));
 
@@ -87,7 +107,9 @@ describe('run flows', () => {
 
   it('refuses to reuse a run id with a different config', async () => {
     await enqueueRun(kit.context, plan({ runId: 'taken', stages: { noop: {} } }));
-    await expect(enqueueRun(kit.context, plan({ runId: 'taken', stages: { noop: { label: 'other' } } }))).rejects.toThrow(/\[RUN_EXISTS\] run taken already exists/);
+    await expect(
+      enqueueRun(kit.context, plan({ runId: 'taken', stages: { noop: { label: 'other' } } })),
+    ).rejects.toThrow(/\[RUN_EXISTS\] run taken already exists/);
   });
 
   it('chains a stage to an earlier stage output and records both in the run manifest', async () => {
@@ -95,16 +117,26 @@ describe('run flows', () => {
       runId: 'chain',
       stages: { noop: { label: 'reader', inputs: ['${stages.fanout-demo.manifestUri}'] }, 'fanout-demo': { parts: 3 } },
     });
-    expect(runPlan.stages.find((stage) => stage.name === 'noop')?.input).toEqual({ label: 'reader', inputs: [kit.store.uriOf('runs/chain/fanout-demo/manifest.json')] });
+    expect(runPlan.stages.find((stage) => stage.name === 'noop')?.input).toEqual({
+      label: 'reader',
+      inputs: [kit.store.uriOf('runs/chain/fanout-demo/manifest.json')],
+    });
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
     await enqueueRun(kit.context, runPlan);
     const status = await watchRun(kit.context, 'chain', { intervalMs: 100 });
     if (status.state !== 'completed') console.log(JSON.stringify(status, null, 1));
     expect(status.state).toBe('completed');
 
-    const noopJob = await kit.context.queue('noop').getJob(status.stages.find((stage) => stage.name === 'noop')?.jobId ?? '');
-    expect(noopJob?.returnvalue.output).toEqual({ label: 'reader', inputs: [{ uri: kit.store.uriOf('runs/chain/fanout-demo/manifest.json'), objects: 3 }] });
-    const runManifest = runManifestSchema.parse(JSON.parse((await kit.store.getBuffer(runManifestKey('chain'))).toString()));
+    const noopJob = await kit.context
+      .queue('noop')
+      .getJob(status.stages.find((stage) => stage.name === 'noop')?.jobId ?? '');
+    expect(noopJob?.returnvalue.output).toEqual({
+      label: 'reader',
+      inputs: [{ uri: kit.store.uriOf('runs/chain/fanout-demo/manifest.json'), objects: 3 }],
+    });
+    const runManifest = runManifestSchema.parse(
+      JSON.parse((await kit.store.getBuffer(runManifestKey('chain'))).toString()),
+    );
     expect(runManifest.stages.map((stage) => [stage.name, stage.status, stage.dependsOn])).toEqual([
       ['noop', 'completed', ['fanout-demo']],
       ['fanout-demo', 'completed', []],
@@ -129,7 +161,16 @@ describe('run flows', () => {
     try {
       expect(tagged.prefix).toMatch(/^\{test-[0-9a-f-]+\}$/);
       await tagged.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
-      await enqueueRun(tagged.context, planRun({ runId: 'tagged', stages: { 'fanout-demo': { parts: 3 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }, { env: tagged.env, now: new Date() }));
+      await enqueueRun(
+        tagged.context,
+        planRun(
+          {
+            runId: 'tagged',
+            stages: { 'fanout-demo': { parts: 3 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } },
+          },
+          { env: tagged.env, now: new Date() },
+        ),
+      );
       expect((await watchRun(tagged.context, 'tagged', { intervalMs: 100 })).state).toBe('completed');
       const keys = await tagged.context.connection.keys(`${tagged.prefix}:*`);
       expect(keys.length).toBeGreaterThan(10);

@@ -16,7 +16,12 @@ describe('scheduled kickoffs and sandboxed stages', () => {
   });
 
   it('a scheduled kickoff starts one run whose id comes from the scheduled time; a retried kickoff starts nothing', async () => {
-    await setSchedule(kit.context, { name: 'minutely', cron: '* * * * *', tz: 'Europe/Berlin', config: { stages: { 'fanout-demo': { parts: 2 } } } }, kit.env, new Date());
+    await setSchedule(
+      kit.context,
+      { name: 'minutely', cron: '* * * * *', tz: 'Europe/Berlin', config: { stages: { 'fanout-demo': { parts: 2 } } } },
+      kit.env,
+      new Date(),
+    );
     const [kickoff] = await kit.context.runsQueue.getDelayed();
     if (!kickoff) throw new Error('the scheduler added no kickoff job');
     expect(kickoff.name).toBe('kickoff');
@@ -35,7 +40,11 @@ describe('scheduled kickoffs and sandboxed stages', () => {
     const done = await waitFor(finished);
     expect(done?.returnvalue).toEqual({ kind: 'kickoff', runId, enqueued: true });
     const run = await kit.context.runsQueue.getJob(runId);
-    expect(run?.data).toMatchObject({ runId, source: 'schedule:minutely', stages: [expect.objectContaining({ name: 'fanout-demo' })] });
+    expect(run?.data).toMatchObject({
+      runId,
+      source: 'schedule:minutely',
+      stages: [expect.objectContaining({ name: 'fanout-demo' })],
+    });
 
     await done?.retry('completed');
     const again = await waitFor(async () => {
@@ -43,7 +52,9 @@ describe('scheduled kickoffs and sandboxed stages', () => {
       return job?.returnvalue?.enqueued === false ? job : undefined;
     });
     expect(again.returnvalue).toEqual({ kind: 'kickoff', runId, enqueued: false });
-    const runs = (await kit.context.runsQueue.getJobs(['waiting-children', 'waiting', 'active', 'completed', 'failed'])).filter((job) => job.name === 'run');
+    const runs = (
+      await kit.context.runsQueue.getJobs(['waiting-children', 'waiting', 'active', 'completed', 'failed'])
+    ).filter((job) => job.name === 'run');
     expect(runs.map((job) => job.id)).toEqual([runId]);
   });
 
@@ -54,7 +65,13 @@ describe('scheduled kickoffs and sandboxed stages', () => {
     const stalled: string[] = [];
     for (const worker of pool.workers) worker.on('stalled', (jobId) => stalled.push(jobId));
 
-    await enqueueRun(kit.context, planRun({ runId: 'cpu', stages: { 'hash-demo': { parts: 2, rounds: 600_000 } } }, { env: kit.env, now: new Date() }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'cpu', stages: { 'hash-demo': { parts: 2, rounds: 600_000 } } },
+        { env: kit.env, now: new Date() },
+      ),
+    );
     const status = await watchRun(kit.context, 'cpu', { intervalMs: 200 });
     expect([status.state, status.error, status.stages[0]?.error]).toEqual(['completed', undefined, undefined]);
 
@@ -65,6 +82,8 @@ describe('scheduled kickoffs and sandboxed stages', () => {
       expect(part.attemptsStarted).toBe(1);
     }
     expect(stalled).toEqual([]);
-    expect((await readManifest(kit.store, 'runs/cpu/hash-demo/manifest.json')).objects.map((object) => object.key)).toEqual(['runs/cpu/hash-demo/digests.jsonl.gz']);
+    expect(
+      (await readManifest(kit.store, 'runs/cpu/hash-demo/manifest.json')).objects.map((object) => object.key),
+    ).toEqual(['runs/cpu/hash-demo/digests.jsonl.gz']);
   });
 });

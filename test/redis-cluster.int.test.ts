@@ -21,8 +21,9 @@ import { scanKeyBatches } from '../queues/bullmq/redis-connection';
 const redisServer = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
 const haveRedisServer = redisServer.status === 0 && spawnSync('redis-cli', ['--version']).status === 0;
 if (!haveRedisServer) {
-   
-  console.warn('test/redis-cluster.int.test.ts skipped: redis-server / redis-cli are not installed (apt-get install redis-server)');
+  console.warn(
+    'test/redis-cluster.int.test.ts skipped: redis-server / redis-cli are not installed (apt-get install redis-server)',
+  );
 }
 const describeWithRedis = haveRedisServer ? describe : describe.skip;
 
@@ -54,18 +55,54 @@ async function startLocalCluster(directory: string): Promise<LocalCluster> {
       ports.push(port);
       const child = spawn(
         'redis-server',
-        ['--port', String(port), '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-port', String(busPort), '--cluster-node-timeout', '5000', '--dir', directory, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
+        [
+          '--port',
+          String(port),
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          `nodes-${port}.conf`,
+          '--cluster-port',
+          String(busPort),
+          '--cluster-node-timeout',
+          '5000',
+          '--dir',
+          directory,
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--daemonize',
+          'no',
+        ],
         { stdio: 'ignore' },
       );
       children.push(child);
     }
     for (const port of ports) {
-      await waitFor(async () => spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() === 'PONG', 10_000, 50);
+      await waitFor(
+        async () => spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout.trim() === 'PONG',
+        10_000,
+        50,
+      );
     }
-    const create = spawnSync('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    const create = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${create.stdout}${create.stderr}`);
     for (const port of ports) {
-      await waitFor(async () => spawnSync('redis-cli', ['-p', String(port), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes('cluster_state:ok'), 20_000, 100);
+      await waitFor(
+        async () =>
+          spawnSync('redis-cli', ['-p', String(port), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
+            'cluster_state:ok',
+          ),
+        20_000,
+        100,
+      );
     }
     return { ports, nodes: ports.map((port) => `127.0.0.1:${port}`).join(','), stop };
   } catch (error) {
@@ -96,7 +133,16 @@ describeWithRedis('Redis Cluster (three local nodes)', () => {
     kit = await createQueueTestKit({ REDIS_CLUSTER_NODES: cluster.nodes }, { hashTag: true });
     expect(kit.context.connection).toBeInstanceOf(Cluster);
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'], concurrency: 4 });
-    const plan = planRun({ runId: 'cluster', stages: { 'fanout-demo': { parts: 6, recordsPerPart: 3, faults: { transientOnFirstAttempt: [2] } }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }, { env: kit.env, now: new Date() });
+    const plan = planRun(
+      {
+        runId: 'cluster',
+        stages: {
+          'fanout-demo': { parts: 6, recordsPerPart: 3, faults: { transientOnFirstAttempt: [2] } },
+          noop: { inputs: ['${stages.fanout-demo.manifestUri}'] },
+        },
+      },
+      { env: kit.env, now: new Date() },
+    );
     expect(await enqueueRun(kit.context, plan)).toEqual({ runId: 'cluster', enqueued: true });
 
     const status = await watchRun(kit.context, 'cluster', { intervalMs: 100 });
@@ -128,9 +174,13 @@ describeWithRedis('Redis Cluster (three local nodes)', () => {
 
   it('defaults the prefix to {hat} in cluster mode and refuses a prefix without a hash tag', async () => {
     expect(loadEnv({ REDIS_CLUSTER_NODES: cluster.nodes }).HAT_REDIS_PREFIX).toBe('{hat}');
-    expect(() => loadEnv({ REDIS_CLUSTER_NODES: cluster.nodes, HAT_REDIS_PREFIX: 'hat' })).toThrow(/HAT_REDIS_PREFIX: "hat" has no hash tag, but REDIS_CLUSTER_NODES is set; use a prefix such as \{hat\}/);
+    expect(() => loadEnv({ REDIS_CLUSTER_NODES: cluster.nodes, HAT_REDIS_PREFIX: 'hat' })).toThrow(
+      /HAT_REDIS_PREFIX: "hat" has no hash tag, but REDIS_CLUSTER_NODES is set; use a prefix such as \{hat\}/,
+    );
     expect(() => loadEnv({ REDIS_CLUSTER_NODES: 'not a node list' })).toThrow(/REDIS_CLUSTER_NODES/);
-    const context = await openQueueContext(loadEnv({ REDIS_CLUSTER_NODES: `redis://127.0.0.1:${cluster.ports[1]}`, HAT_REDIS_PREFIX: '{probe}' }));
+    const context = await openQueueContext(
+      loadEnv({ REDIS_CLUSTER_NODES: `redis://127.0.0.1:${cluster.ports[1]}`, HAT_REDIS_PREFIX: '{probe}' }),
+    );
     try {
       // One seed is enough: the client discovers the other nodes.
       const nodes = (context.connection as Cluster).nodes('master');

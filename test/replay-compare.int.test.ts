@@ -27,8 +27,16 @@ afterAll(async () => {
   await rm(scratch, { recursive: true, force: true });
 });
 
-async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: number }, sessionsUri: string, servingLines: string[] = []): Promise<string> {
-  const server = await OpenAiTestServer.start({ seed: name, timing: { ttftMs: { distribution: 'uniform', ...ttftMs }, tokenDelayMs: 1 } });
+async function replayAgainst(
+  name: string,
+  ttftMs: { minMs: number; maxMs: number },
+  sessionsUri: string,
+  servingLines: string[] = [],
+): Promise<string> {
+  const server = await OpenAiTestServer.start({
+    seed: name,
+    timing: { ttftMs: { distribution: 'uniform', ...ttftMs }, tokenDelayMs: 1 },
+  });
   servers.push(server);
   const config = join(scratch, `${name}.yaml`);
   await writeFile(
@@ -54,15 +62,26 @@ async function replayAgainst(name: string, ttftMs: { minMs: number; maxMs: numbe
   const result = await hat('stage', 'replay', '--config', config, '--in', sessionsUri, '--out', out, '--json');
   expect(result.stderr).not.toMatch(/hat:/);
   expect(result.code).toBe(0);
-  expect(JSON.parse(result.stdout)).toMatchObject({ sessions: 40, calls: 80, callsFailed: 0, reportUri: `${out}/report.json` });
+  expect(JSON.parse(result.stdout)).toMatchObject({
+    sessions: 40,
+    calls: 80,
+    callsFailed: 0,
+    reportUri: `${out}/report.json`,
+  });
   return join(scratch, name, 'report.json');
 }
 
 it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON', async () => {
   const store = new FileArtifactStore(scratch);
   const sessions = await writeJsonl(store, 'sessions.jsonl.gz', syntheticSessions({ count: 10, toolMs: 5 }));
-  const fast = await replayAgainst('fast', { minMs: 20, maxMs: 40 }, sessions.uri, ['  hardware: 1x NVIDIA H20 96 GB', '  serving: { speculative: mtp, numSpeculativeTokens: 1 }']);
-  const slow = await replayAgainst('slow', { minMs: 60, maxMs: 80 }, sessions.uri, ['  hardware: 1x NVIDIA H20 96 GB', '  serving: { speculative: none }']);
+  const fast = await replayAgainst('fast', { minMs: 20, maxMs: 40 }, sessions.uri, [
+    '  hardware: 1x NVIDIA H20 96 GB',
+    '  serving: { speculative: mtp, numSpeculativeTokens: 1 }',
+  ]);
+  const slow = await replayAgainst('slow', { minMs: 60, maxMs: 80 }, sessions.uri, [
+    '  hardware: 1x NVIDIA H20 96 GB',
+    '  serving: { speculative: none }',
+  ]);
 
   const json = await hat('replay', 'compare', fast, slow, '--json', '--seed', '7', '--resamples', '400');
   expect(json.code).toBe(0);
@@ -77,13 +96,24 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
   expect(comparison.significantMetrics).toContain('session_e2e_ms');
   expect(comparison.a.target).toMatch(/LOCAL TEST SERVER/);
   // Same hardware, different serving flags: the comparison says so.
-  expect(comparison.warnings).toEqual(['serving.speculative differs: A mtp, B none', 'serving.numSpeculativeTokens differs: A 1, B (not set)']);
+  expect(comparison.warnings).toEqual([
+    'serving.speculative differs: A mtp, B none',
+    'serving.numSpeculativeTokens differs: A 1, B (not set)',
+  ]);
   expect(json.stderr).toMatch(/warning: serving\.speculative differs: A mtp, B none/);
   const fastReport = JSON.parse(await readFile(fast, 'utf8'));
-  expect(fastReport.target).toMatchObject({ hardware: '1x NVIDIA H20 96 GB', serving: { speculative: 'mtp', numSpeculativeTokens: 1 }, server: { engine: 'hat-test-server', models: [{ id: 'test-model' }] } });
-  expect(await readFile(join(scratch, 'fast', 'report.html'), 'utf8')).toMatch(/<b>hardware<\/b>: 1x NVIDIA H20 96 GB · <b>engine<\/b>: hat-test-server/);
+  expect(fastReport.target).toMatchObject({
+    hardware: '1x NVIDIA H20 96 GB',
+    serving: { speculative: 'mtp', numSpeculativeTokens: 1 },
+    server: { engine: 'hat-test-server', models: [{ id: 'test-model' }] },
+  });
+  expect(await readFile(join(scratch, 'fast', 'report.html'), 'utf8')).toMatch(
+    /<b>hardware<\/b>: 1x NVIDIA H20 96 GB · <b>engine<\/b>: hat-test-server/,
+  );
   // The same seed gives the same intervals.
-  expect(JSON.parse((await hat('replay', 'compare', fast, slow, '--json', '--seed', '7', '--resamples', '400')).stdout)).toEqual(comparison);
+  expect(
+    JSON.parse((await hat('replay', 'compare', fast, slow, '--json', '--seed', '7', '--resamples', '400')).stdout),
+  ).toEqual(comparison);
 
   const same = await hat('replay', 'compare', fast, fast, '--metrics', 'ttft_ms,tpot_ms', '--resamples', '200');
   expect(same.code).toBe(0);
@@ -92,7 +122,9 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
   expect(same.stdout).not.toMatch(/WARNING/);
   const text = await hat('replay', 'compare', fast, slow, '--resamples', '200', '--percentiles', '50');
   expect(text.stdout).toMatch(/^ttft_ms\s+P50\s.*higher$/m);
-  expect(text.stdout).toMatch(/^WARNING: serving\.speculative differs: A mtp, B none; the reports measured different serving setups$/m);
+  expect(text.stdout).toMatch(
+    /^WARNING: serving\.speculative differs: A mtp, B none; the reports measured different serving setups$/m,
+  );
 });
 
 it('refuses a file that is not a replay report, naming it (exit 2)', async () => {

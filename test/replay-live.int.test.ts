@@ -8,7 +8,11 @@ import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { loadHarness } from '../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 import { silentLogger } from '../shared/log/logger';
-import { OpenAiTestServer, type RecordedRequest, type ScriptedChatResponse } from '../shared/models/testing/openai-test-server';
+import {
+  OpenAiTestServer,
+  type RecordedRequest,
+  type ScriptedChatResponse,
+} from '../shared/models/testing/openai-test-server';
 import { runEpisode } from '../shared/simulator/agent-loop';
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
@@ -39,21 +43,31 @@ afterEach(async () => {
   await rm(directory, { recursive: true, force: true });
 });
 
-const assistants = (trajectory: Trajectory) => trajectory.messages.filter((message): message is AssistantMessage => message.role === 'assistant');
-const conversationKey = (messages: ChatMessage[]) => `${messages[0]?.content}\u0000${messages.find((message) => message.role === 'user')?.content}`;
+const assistants = (trajectory: Trajectory) =>
+  trajectory.messages.filter((message): message is AssistantMessage => message.role === 'assistant');
+const conversationKey = (messages: ChatMessage[]) =>
+  `${messages[0]?.content}\u0000${messages.find((message) => message.role === 'user')?.content}`;
 
 it('feeds the live model its own outputs, runs its tool calls in the simulator under its own tool_call_ids, and counts divergences from the recording', async () => {
   const harness = await loadHarness(sampleHarnessDirectory());
-  const tasks = generateTasks({ count: 10, seed: 'replay-live', categoryWeights: { chit_chat: 0, out_of_catalog: 0, compliance_trap: 0 } });
+  const tasks = generateTasks({
+    count: 10,
+    seed: 'replay-live',
+    categoryWeights: { chit_chat: 0, out_of_catalog: 0, compliance_trap: 0 },
+  });
   const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
   const trajectories: Trajectory[] = [];
   for (const task of tasks) trajectories.push(await runEpisode({ policy: expert, harness, task }));
-  const withTools = trajectories.filter((trajectory) => assistants(trajectory).some((message) => (message.tool_calls?.length ?? 0) > 0));
+  const withTools = trajectories.filter((trajectory) =>
+    assistants(trajectory).some((message) => (message.tool_calls?.length ?? 0) > 0),
+  );
   expect(withTools.length).toBeGreaterThanOrEqual(6);
 
   // Sessions whose live model alters the arguments of every tool call it repeats.
   const altered = new Set(withTools.slice(0, 2).map((trajectory) => trajectory.id));
-  const recordedByConversation = new Map(trajectories.map((trajectory) => [conversationKey(trajectory.messages), trajectory]));
+  const recordedByConversation = new Map(
+    trajectories.map((trajectory) => [conversationKey(trajectory.messages), trajectory]),
+  );
   const answered = new Map<string, number>();
   const serverIds = new Set<string>();
   server = await OpenAiTestServer.start({
@@ -67,7 +81,10 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
       return {
         toolCalls: message.tool_calls.map((call) => {
           const args = JSON.parse(call.function.arguments) as Record<string, unknown>;
-          return { name: call.function.name, arguments: altered.has(recorded.id) ? { ...args, item_id: 'item-that-does-not-exist' } : args };
+          return {
+            name: call.function.name,
+            arguments: altered.has(recorded.id) ? { ...args, item_id: 'item-that-does-not-exist' } : args,
+          };
         }),
       };
     },
@@ -107,7 +124,11 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
   const recordedSteps = trajectories.reduce((sum, trajectory) => sum + assistants(trajectory).length, 0);
   const alteredToolSteps = trajectories
     .filter((trajectory) => altered.has(trajectory.id))
-    .reduce((sum, trajectory) => sum + assistants(trajectory).filter((message) => (message.tool_calls?.length ?? 0) > 0).length, 0);
+    .reduce(
+      (sum, trajectory) =>
+        sum + assistants(trajectory).filter((message) => (message.tool_calls?.length ?? 0) > 0).length,
+      0,
+    );
   expect(report.live).toEqual({
     steps: recordedSteps,
     divergedSteps: alteredToolSteps,
@@ -120,7 +141,11 @@ it('feeds the live model its own outputs, runs its tool calls in the simulator u
   // Every tool result the live model read answers a tool_call_id the server itself issued.
   for (const request of server.chatRequests) {
     const messages = request.body.messages as ChatMessage[];
-    const issued = new Set(messages.flatMap((message) => (message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => call.id) : [])));
+    const issued = new Set(
+      messages.flatMap((message) =>
+        message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => call.id) : [],
+      ),
+    );
     for (const message of messages) {
       if (message.role !== 'tool') continue;
       expect(issued.has(message.tool_call_id)).toBe(true);

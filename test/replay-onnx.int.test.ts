@@ -22,14 +22,27 @@ it('replays against an in-process dummy-weight ONNX model and labels it as such 
     const modelDir = join(directory, 'tiny-model');
     makeDummyDecoder({ outDir: modelDir, tokenizer: 'bytes', hidden: 16, layers: 2, seed: 3 });
     const store = new FileArtifactStore(join(directory, 'out'));
-    const sessions = await writeJsonl(store, 'sessions.jsonl.gz', syntheticSessions({ count: 3, toolMs: 1, completionTokens: 6 }));
+    const sessions = await writeJsonl(
+      store,
+      'sessions.jsonl.gz',
+      syntheticSessions({ count: 3, toolMs: 1, completionTokens: 6 }),
+    );
     await runStageLocally(
       replayStage,
-      { inputs: [sessions.uri], target: { adapter: 'onnx', modelDir, intraOpThreads: 1, sampling: { temperature: 0 } }, load: { kind: 'closed', concurrency: 2 } },
+      {
+        inputs: [sessions.uri],
+        target: { adapter: 'onnx', modelDir, intraOpThreads: 1, sampling: { temperature: 0 } },
+        load: { kind: 'closed', concurrency: 2 },
+      },
       { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger() },
     );
     const report = JSON.parse((await store.getBuffer('report.json')).toString('utf8')) as ReplayReport;
-    expect(report.target).toMatchObject({ provider: 'onnx', dummyWeights: true, simulated: true, warning: expect.stringContaining('DUMMY-WEIGHT MODEL') });
+    expect(report.target).toMatchObject({
+      provider: 'onnx',
+      dummyWeights: true,
+      simulated: true,
+      warning: expect.stringContaining('DUMMY-WEIGHT MODEL'),
+    });
     expect(report.counts).toMatchObject({ sessions: 3, calls: 6, callsFailed: 0 });
     // Output capped at the recorded length (6 tokens), counted by the model itself.
     expect(report.metrics.output_tokens.summary.max).toBeLessThanOrEqual(6);

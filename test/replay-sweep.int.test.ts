@@ -41,7 +41,9 @@ it('finds the known capacity step, stops at the first step that breaks the SLO, 
     ends.push(...running);
     const last = (request.body?.messages ?? []).at(-1) as { role?: string } | undefined;
     const script: ScriptedChatResponse =
-      last?.role === 'user' ? { toolCalls: [{ name: 'get_item_detail', arguments: { item_id: 'item-1' } }] } : { content: 'In stock today.' };
+      last?.role === 'user'
+        ? { toolCalls: [{ name: 'get_item_detail', arguments: { item_id: 'item-1' } }] }
+        : { content: 'In stock today.' };
     const timing = { ttftMs: 30 * (running.length + 1), tokenDelayMs: 1 };
     ends.push(now + timing.ttftMs + (completionTokensOf(script) + 1) * timing.tokenDelayMs);
     return { ...script, timing };
@@ -71,7 +73,18 @@ it('finds the known capacity step, stops at the first step that breaks the SLO, 
     ].join('\n'),
   );
   const out = join(scratch, 'out');
-  const result = await runHatInProcess({ HAT_LOG_LEVEL: 'silent' }, 'replay', 'sweep', '--config', config, '--in', sessions.uri, '--out', pathToFileURL(out).href, '--json');
+  const result = await runHatInProcess(
+    { HAT_LOG_LEVEL: 'silent' },
+    'replay',
+    'sweep',
+    '--config',
+    config,
+    '--in',
+    sessions.uri,
+    '--out',
+    pathToFileURL(out).href,
+    '--json',
+  );
   expect(result.stderr).not.toMatch(/hat:/);
   expect(result.code).toBe(0);
   const sweep = JSON.parse(result.stdout) as SweepReport;
@@ -101,7 +114,12 @@ it('finds the known capacity step, stops at the first step that breaks the SLO, 
   const low = await readReplayReport(join(out, 'step-00', 'report.json'));
   const high = await readReplayReport(join(out, 'step-03', 'report.json'));
   expect(low.target.hardware).toBe('local test server');
-  const comparison = compareReports(low, high, { a: 'step-00', b: 'step-03' }, { metrics: ['turn_response_from_intended_ms', 'ttft_ms'], resamples: 200 });
+  const comparison = compareReports(
+    low,
+    high,
+    { a: 'step-00', b: 'step-03' },
+    { metrics: ['turn_response_from_intended_ms', 'ttft_ms'], resamples: 200 },
+  );
   expect(comparison.significantMetrics).toEqual(['turn_response_from_intended_ms', 'ttft_ms']);
   expect(comparison.warnings).toEqual([]);
 });

@@ -39,7 +39,9 @@ async function writeSessions(name: string, records: unknown[]): Promise<string> 
   return info.uri;
 }
 
-async function runReplay(config: Record<string, unknown>): Promise<{ report: ReplayReport; output: Record<string, unknown> }> {
+async function runReplay(
+  config: Record<string, unknown>,
+): Promise<{ report: ReplayReport; output: Record<string, unknown> }> {
   const result = await runStageLocally(replayStage, config, {
     store,
     openObject: (uri) => openArtifactObject(uri),
@@ -68,7 +70,13 @@ describe('replay against the local streaming test server', () => {
       const inputs = [await writeSessions('sessions.jsonl.gz', syntheticSessions({ count: 32, toolMs: 40 }))];
       const { report } = await runReplay({
         inputs,
-        target: { adapter: 'openai', baseUrl: `${serverProcess.url}/v1`, model: 'test-model', concurrency: 128, maxRetries: 0 },
+        target: {
+          adapter: 'openai',
+          baseUrl: `${serverProcess.url}/v1`,
+          model: 'test-model',
+          concurrency: 128,
+          maxRetries: 0,
+        },
         load: { kind: 'closed', concurrency: 64 },
         sessions: 192,
         // One warmup session per measured one: every keep-alive connection is open before measuring.
@@ -82,8 +90,15 @@ describe('replay against the local streaming test server', () => {
         .filter((call) => call.callIndex === 0)
         .map((call) => call.dispatchMs)
         .sort((left, right) => left - right);
-      expect((firstDispatches[31]) - (firstDispatches[0])).toBeGreaterThan(20);
-      expect(report.counts).toMatchObject({ sessions: 192, sessionsFailed: 0, calls: 384, callsFailed: 0, unreplayable: 0, outputTokensEstimated: 0 });
+      expect(firstDispatches[31] - firstDispatches[0]).toBeGreaterThan(20);
+      expect(report.counts).toMatchObject({
+        sessions: 192,
+        sessionsFailed: 0,
+        calls: 384,
+        callsFailed: 0,
+        unreplayable: 0,
+        outputTokensEstimated: 0,
+      });
       expect(injected).toHaveLength(384);
       // What the server did, in vLLM's definitions: the role chunk after the TTFT delay, then
       // `tokens + 1` chunks with choices (one per token, then the finish chunk) after the token delay each.
@@ -97,7 +112,9 @@ describe('replay against the local streaming test server', () => {
       for (const [metric, values] of Object.entries(expected)) {
         const wanted = percentilesOf(values, [50, 90, 95, 99]);
         const got = report.metrics[metric].summary.percentiles;
-        errors[metric] = [got.p50, got.p90, got.p95, got.p99].map((value, index) => relativeError(value, wanted[index]));
+        errors[metric] = [got.p50, got.p90, got.p95, got.p99].map((value, index) =>
+          relativeError(value, wanted[index]),
+        );
         expect(report.metrics[metric].summary.count).toBe(values.length);
       }
       // A 2% claim needs timestamps taken on time: when the replay's loop runs late beyond a bare
@@ -110,7 +127,11 @@ describe('replay against the local streaming test server', () => {
         for (const values of Object.values(errors)) for (const error of values) expect(error).toBeLessThan(0.02);
       } else {
         if (clientLate) expect(report.notes.join(' ')).toMatch(/event loop ran late/);
-        console.warn('oversubscribed machine: the 2% check needs both event loops on time', { errors, client: report.client, serverLoopP99Ms: server.eventLoopDelayP99Ms });
+        console.warn('oversubscribed machine: the 2% check needs both event loops on time', {
+          errors,
+          client: report.client,
+          serverLoopP99Ms: server.eventLoopDelayP99Ms,
+        });
       }
       expect(report.specDecode).toMatchObject({
         available: true,
@@ -122,7 +143,11 @@ describe('replay against the local streaming test server', () => {
         acceptanceLength: 2.8,
         perPositionAcceptanceRate: [0.8, 0.6, 0.4],
       });
-      expect(report.target).toMatchObject({ testServer: true, simulated: true, warning: expect.stringContaining('LOCAL TEST SERVER') });
+      expect(report.target).toMatchObject({
+        testServer: true,
+        simulated: true,
+        warning: expect.stringContaining('LOCAL TEST SERVER'),
+      });
       // The spec-decode series the server exposes are recorded with the serving facts.
       expect(report.target.server?.specDecodeMetrics).toEqual([
         'vllm:spec_decode_num_accepted_tokens_per_pos_total',
@@ -148,7 +173,13 @@ describe('replay against the local streaming test server', () => {
       const inputs = [await writeSessions('sessions.jsonl.gz', [...simulated, ...production])];
       const { report } = await runReplay({
         inputs,
-        target: { adapter: 'openai', baseUrl: `${serverProcess.url}/v1`, model: 'test-model', concurrency: 64, maxRetries: 0 },
+        target: {
+          adapter: 'openai',
+          baseUrl: `${serverProcess.url}/v1`,
+          model: 'test-model',
+          concurrency: 64,
+          maxRetries: 0,
+        },
         load: { kind: 'closed', concurrency: 16 },
         warmupSessions: 16,
         toolLatency: { tools: { get_item_detail: { p50Ms: 300, p95Ms: 900 } }, default: { p50Ms: 120, p95Ms: 400 } },
@@ -162,11 +193,17 @@ describe('replay against the local streaming test server', () => {
 
       // Think times: production traces keep their recorded 700 ms; simulator sessions draw from the model.
       const sessions = new Map([...simulated, ...production].map((session) => [session.id, session]));
-      const toolCalls = part.calls.filter((call) => (sessions.get(call.sessionId)!.messages[call.messageIndex] as { tool_calls?: unknown[] }).tool_calls);
-      const productionThinks = toolCalls.filter((call) => call.sessionId.startsWith('production')).map((call) => call.thinkMs);
+      const toolCalls = part.calls.filter(
+        (call) => (sessions.get(call.sessionId)!.messages[call.messageIndex] as { tool_calls?: unknown[] }).tool_calls,
+      );
+      const productionThinks = toolCalls
+        .filter((call) => call.sessionId.startsWith('production'))
+        .map((call) => call.thinkMs);
       expect(productionThinks).toHaveLength(24);
       expect(new Set(productionThinks)).toEqual(new Set([700]));
-      const detailThinks = toolCalls.filter((call) => !call.sessionId.startsWith('production') && call.messageIndex !== 8).map((call) => call.thinkMs);
+      const detailThinks = toolCalls
+        .filter((call) => !call.sessionId.startsWith('production') && call.messageIndex !== 8)
+        .map((call) => call.thinkMs);
       expect(detailThinks).toHaveLength(80);
       // A lognormal with p50 300 ms: the sample median of 80 draws lands near it (seeded, so stable).
       const [detailMedian] = percentilesOf(detailThinks, [50]);
@@ -177,8 +214,17 @@ describe('replay against the local streaming test server', () => {
       const truth = { response: [] as number[], firstToken: [] as number[] };
       for (const turn of part.turns) {
         const session = sessions.get(turn.sessionId)!;
-        const calls = part.calls.filter((call) => call.sessionId === turn.sessionId && session.calls.findIndex((plan) => plan.messageIndex === call.messageIndex) >= 0)
-          .filter((call) => session.messages.slice(0, call.messageIndex).filter((message) => message.role === 'user').length - 1 === turn.turnIndex);
+        const calls = part.calls
+          .filter(
+            (call) =>
+              call.sessionId === turn.sessionId &&
+              session.calls.findIndex((plan) => plan.messageIndex === call.messageIndex) >= 0,
+          )
+          .filter(
+            (call) =>
+              session.messages.slice(0, call.messageIndex).filter((message) => message.role === 'user').length - 1 ===
+              turn.turnIndex,
+          );
         expect(calls).toHaveLength(turn.calls);
         let elapsed = 0;
         calls.forEach((call, position) => {
@@ -193,7 +239,10 @@ describe('replay against the local streaming test server', () => {
         });
       }
       const errors: Record<string, number[]> = {};
-      for (const [metric, values] of [['turn_response_from_intended_ms', truth.response], ['turn_first_token_from_intended_ms', truth.firstToken]] as const) {
+      for (const [metric, values] of [
+        ['turn_response_from_intended_ms', truth.response],
+        ['turn_first_token_from_intended_ms', truth.firstToken],
+      ] as const) {
         const wanted = percentilesOf(values, [50, 90, 95]);
         const got = report.metrics[metric].summary.percentiles;
         errors[metric] = [got.p50, got.p90, got.p95].map((value, index) => relativeError(value, wanted[index]));
@@ -204,10 +253,16 @@ describe('replay against the local streaming test server', () => {
         for (const values of Object.values(errors)) for (const error of values) expect(error).toBeLessThan(0.02);
       } else {
         if (clientLate) expect(report.notes.join(' ')).toMatch(/event loop ran late/);
-        console.warn('oversubscribed machine: the 2% check needs both event loops on time', { errors, client: report.client, serverLoopP99Ms: server.eventLoopDelayP99Ms });
+        console.warn('oversubscribed machine: the 2% check needs both event loops on time', {
+          errors,
+          client: report.client,
+          serverLoopP99Ms: server.eventLoopDelayP99Ms,
+        });
       }
       // The default SLO judges the viewer turn, and the HTML shows the turn figures.
-      expect(report.slo.objectives.map((objective) => [objective.metric, objective.percentile, objective.maxMs])).toEqual([
+      expect(
+        report.slo.objectives.map((objective) => [objective.metric, objective.percentile, objective.maxMs]),
+      ).toEqual([
         ['turn_response_from_intended_ms', 50, 3407],
         ['turn_response_from_intended_ms', 95, 8114],
       ]);
@@ -236,7 +291,13 @@ describe('replay against the local streaming test server', () => {
       const { report } = await runReplay({
         inputs,
         // The client sends at most 4 requests at once: during the stall the rest wait at its gate.
-        target: { adapter: 'openai', baseUrl: `${serverProcess.url}/v1`, model: 'test-model', concurrency: 4, maxRetries: 0 },
+        target: {
+          adapter: 'openai',
+          baseUrl: `${serverProcess.url}/v1`,
+          model: 'test-model',
+          concurrency: 4,
+          maxRetries: 0,
+        },
         load: { kind: 'open', rate: 40, burstiness: 1 },
         sessions: 100,
         metricsUrl: `${serverProcess.url}/metrics`,
@@ -259,7 +320,9 @@ describe('replay against the local streaming test server', () => {
         expect(call.ttftFromIntendedMs as number).toBeGreaterThanOrEqual(remaining - 25);
       }
       // Most of them queued at the client gate and were sent after the stall: the vLLM clock (from the actual send) does not see it.
-      const hidden = duringStall.filter((call) => (call.ttftMs as number) < (stallEnd - (part.window.startEpochMs + call.intendedMs)) / 2);
+      const hidden = duringStall.filter(
+        (call) => (call.ttftMs as number) < (stallEnd - (part.window.startEpochMs + call.intendedMs)) / 2,
+      );
       expect(hidden.length).toBeGreaterThan(duringStall.length / 2);
       const ttft = report.metrics.ttft_ms.summary.percentiles;
       const fromIntended = report.metrics.ttft_from_intended_ms.summary.percentiles;
@@ -280,7 +343,15 @@ describe('replay against the local streaming test server', () => {
     (orphanTool.messages[3] as { tool_call_id: string }).tool_call_id = 'call_nobody_made';
     const missingToolMs = syntheticSessions({ count: 1, prefix: 'no-tool-ms' })[0];
     delete (missingToolMs.calls[0] as { toolMs?: number }).toolMs;
-    const lines = [...good.slice(0, 6), noCalls, { hello: 'not a session' }, orphanTool, good[0], missingToolMs, ...good.slice(6)].map((record) => JSON.stringify(record));
+    const lines = [
+      ...good.slice(0, 6),
+      noCalls,
+      { hello: 'not a session' },
+      orphanTool,
+      good[0],
+      missingToolMs,
+      ...good.slice(6),
+    ].map((record) => JSON.stringify(record));
     lines.splice(3, 0, '{ this is not json');
     await store.put('sessions.jsonl', `${lines.join('\n')}\n`);
     const { report, output } = await runReplay({
@@ -292,7 +363,9 @@ describe('replay against the local streaming test server', () => {
       percentiles: [50, 90, 99, 99.9],
     });
 
-    expect(report.unreplayable.map((item) => [item.reason, item.sessionId, item.source.replace(/^.*sessions\.jsonl: /, '')])).toEqual([
+    expect(
+      report.unreplayable.map((item) => [item.reason, item.sessionId, item.source.replace(/^.*sessions\.jsonl: /, '')]),
+    ).toEqual([
       ['malformed_record', undefined, 'line 4'],
       ['missing_timings', 'no-calls-0000', 'line 8'],
       ['malformed_record', undefined, 'line 9'],
@@ -300,7 +373,13 @@ describe('replay against the local streaming test server', () => {
       ['duplicate_id', 'session-0000', 'line 11'],
       ['missing_timings', 'no-tool-ms-0000', 'line 12'],
     ]);
-    expect(report.counts).toMatchObject({ sessions: 12, sessionsFailed: 0, calls: 24, callsFailed: 0, unreplayable: 6 });
+    expect(report.counts).toMatchObject({
+      sessions: 12,
+      sessionsFailed: 0,
+      calls: 24,
+      callsFailed: 0,
+      unreplayable: 6,
+    });
     expect(output).toMatchObject({ sessions: 12, calls: 24, unreplayable: 6, verdict: 'pass' });
 
     const parts = await Promise.all([0, 1, 2].map((index) => readReplayPartFile(store, `part-0000${index}.json.gz`)));
@@ -324,11 +403,23 @@ describe('replay against the local streaming test server', () => {
     expect(html).toContain('no-tool-ms-0000');
     const manifest = JSON.parse((await store.getBuffer('manifest.json')).toString('utf8'));
     expect(manifest.objects.map((object: { key: string }) => object.key).sort()).toEqual(
-      ['part-00000.json.gz', 'part-00001.json.gz', 'part-00002.json.gz', 'report.html', 'report.json', 'requests.csv', 'sessions.csv', 'turns.csv'].sort(),
+      [
+        'part-00000.json.gz',
+        'part-00001.json.gz',
+        'part-00002.json.gz',
+        'report.html',
+        'report.json',
+        'requests.csv',
+        'sessions.csv',
+        'turns.csv',
+      ].sort(),
     );
-    expect(manifest.lineage.inputs).toEqual([{ uri: store.uriOf('sessions.jsonl'), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
+    expect(manifest.lineage.inputs).toEqual([
+      { uri: store.uriOf('sessions.jsonl'), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    ]);
     const manifestTime = (await store.head('manifest.json'))!.lastModified!.getTime();
-    for (const object of manifest.objects) expect((await store.head(object.key))!.lastModified!.getTime()).toBeLessThanOrEqual(manifestTime);
+    for (const object of manifest.objects)
+      expect((await store.head(object.key))!.lastModified!.getTime()).toBeLessThanOrEqual(manifestTime);
   });
 
   it('excludes failed requests from the percentiles and counts them; a target that refuses every request fails the stage as bad input', async () => {
@@ -338,13 +429,18 @@ describe('replay against the local streaming test server', () => {
     const target = { adapter: 'openai', baseUrl: server.baseUrl, model: 'test-model', concurrency: 8, maxRetries: 0 };
     const { report } = await runReplay({ inputs, target, load: { kind: 'closed', concurrency: 1 } });
     expect(report.counts).toMatchObject({ sessions: 20, sessionsFailed: 3, calls: 37, callsFailed: 3 });
-    expect(report.failures).toEqual([{ code: 'MODEL_UNAVAILABLE', count: 3, example: expect.stringContaining('engine overloaded') }]);
+    expect(report.failures).toEqual([
+      { code: 'MODEL_UNAVAILABLE', count: 3, example: expect.stringContaining('engine overloaded') },
+    ]);
     expect(report.metrics.ttft_ms.summary.count).toBe(34);
     expect(report.metrics.session_e2e_ms.summary.count).toBe(17);
     expect(report.notes.join(' ')).toMatch(/3 call\(s\) failed and are excluded/);
 
-    server.setResponder(() => ({ fault: { kind: 'status', status: 404, message: 'The model `test-model` does not exist.' } }));
-    await expect(runReplay({ inputs, target, load: { kind: 'closed', concurrency: 2 } })).rejects.toThrow(/\[REPLAY_TARGET_REFUSED\] all 20 calls .* failed.*does not exist/);
+    server.setResponder(() => ({
+      fault: { kind: 'status', status: 404, message: 'The model `test-model` does not exist.' },
+    }));
+    await expect(runReplay({ inputs, target, load: { kind: 'closed', concurrency: 2 } })).rejects.toThrow(
+      /\[REPLAY_TARGET_REFUSED\] all 20 calls .* failed.*does not exist/,
+    );
   });
 });
-

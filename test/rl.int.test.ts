@@ -26,7 +26,12 @@ import { rlInputSchema, type RlInputConfig, type RlOutput } from '../workers/rl/
 import { episodeSeedOf, groupHarnesses, runRlPart, samplingSeedOf } from '../workers/rl/rl-part';
 import type { RlStats } from '../workers/rl/rl-stats';
 import { runHatInProcess } from './support/hat-in-process';
-import { OpenAiTestServer, type RecordedRequest, type ScriptedChatResponse, type ServerFault } from './support/openai-test-server';
+import {
+  OpenAiTestServer,
+  type RecordedRequest,
+  type ScriptedChatResponse,
+  type ServerFault,
+} from './support/openai-test-server';
 import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
 
 /**
@@ -45,7 +50,11 @@ interface PolicyServer {
   callsBySeed: Map<number, number>;
 }
 
-async function startPolicyServer(locate: () => { store: ArtifactStore; key: string }, config: RlInputConfig, fault?: Fault): Promise<PolicyServer> {
+async function startPolicyServer(
+  locate: () => { store: ArtifactStore; key: string },
+  config: RlInputConfig,
+  fault?: Fault,
+): Promise<PolicyServer> {
   const callsBySeed = new Map<number, number>();
   let policies: Promise<Map<number, ModelClient>> | undefined;
   // Built once, on the first request: the group plan exists by then (plan runs before any part).
@@ -58,8 +67,13 @@ async function startPolicyServer(locate: () => { store: ArtifactStore; key: stri
     const harnesses = groupHarnesses(groups, canonical, harnessHash(canonical), { seed: input.seed!, config: input });
     const bySeed = new Map<number, ModelClient>();
     for (const [position, group] of groups.entries()) {
-      const policy = new StochasticPolicy({ seed: 'served', tasks: [group.task], harnesses: [harnesses[position].harness] });
-      for (let sample = 0; sample < input.groupSize; sample++) bySeed.set(samplingSeedOf(episodeSeedOf(input.seed!, group.groupIndex, sample)), policy);
+      const policy = new StochasticPolicy({
+        seed: 'served',
+        tasks: [group.task],
+        harnesses: [harnesses[position].harness],
+      });
+      for (let sample = 0; sample < input.groupSize; sample++)
+        bySeed.set(samplingSeedOf(episodeSeedOf(input.seed!, group.groupIndex, sample)), policy);
     }
     return bySeed;
   };
@@ -73,14 +87,25 @@ async function startPolicyServer(locate: () => { store: ArtifactStore; key: stri
     responder: async (request): Promise<ScriptedChatResponse | { fault: ServerFault }> => {
       const seed = request.body.seed as number;
       callsBySeed.set(seed, (callsBySeed.get(seed) ?? 0) + 1);
-      const step = 1 + (request.body.messages as Array<{ role: string }>).filter((message) => message.role === 'assistant').length;
+      const step =
+        1 + (request.body.messages as Array<{ role: string }>).filter((message) => message.role === 'assistant').length;
       const injected = fault?.(request, step);
       if (injected) return { fault: injected };
-      const response = await (await policyFor(seed)).chat({ messages: request.body.messages, tools: request.body.tools, seed });
+      const response = await (
+        await policyFor(seed)
+      ).chat({ messages: request.body.messages, tools: request.body.tools, seed });
       const { content, tool_calls: toolCalls } = response.message;
       return {
         ...(content ? { content } : {}),
-        ...(toolCalls?.length ? { toolCalls: toolCalls.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments })) } : {}),
+        ...(toolCalls?.length
+          ? {
+              toolCalls: toolCalls.map((call) => ({
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+              })),
+            }
+          : {}),
       };
     },
   });
@@ -90,7 +115,9 @@ async function startPolicyServer(locate: () => { store: ArtifactStore; key: stri
 async function readRecords(store: ArtifactStore, manifestKey: string): Promise<EpisodeRecord[]> {
   const manifest = await readManifest(store, manifestKey);
   const records: EpisodeRecord[] = [];
-  for (const object of manifest.objects.filter((entry) => entry.key.endsWith('.jsonl.gz') && !entry.key.endsWith('groups.jsonl.gz'))) {
+  for (const object of manifest.objects.filter(
+    (entry) => entry.key.endsWith('.jsonl.gz') && !entry.key.endsWith('groups.jsonl.gz'),
+  )) {
     for await (const record of readJsonl<EpisodeRecord>(store, object.key)) records.push(record);
   }
   return records;
@@ -113,21 +140,41 @@ describe('rl stage through queues (real Redis) against an OpenAI-compatible poli
   });
 
   it('plays groups through the served policy, writes Parquet that DuckDB reads back, and records the real policy', async () => {
-    let config: RlInputConfig = { seed: 'q', generate: { count: 8, seed: 'q' }, groups: 4, groupSize: 3, groupsPerPart: 2, canonicalShare: 0.5 };
+    let config: RlInputConfig = {
+      seed: 'q',
+      generate: { count: 8, seed: 'q' },
+      groups: 4,
+      groupSize: 3,
+      groupsPerPart: 2,
+      canonicalShare: 0.5,
+    };
     const policy = await startPolicyServer(() => ({ store: kit.store, key: 'runs/rl-q/rl/groups.jsonl.gz' }), config);
     servers.push(policy.server);
-    config = { ...config, policy: { adapter: 'openai', baseUrl: policy.server.baseUrl, model: 'policy-checkpoint', maxRetries: 0 } };
+    config = {
+      ...config,
+      policy: { adapter: 'openai', baseUrl: policy.server.baseUrl, model: 'policy-checkpoint', maxRetries: 0 },
+    };
     await kit.startWorkers({ queues: ['rl', 'runs'] });
-    await enqueueRun(kit.context, planRun({ runId: 'rl-q', stages: { rl: config } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }));
+    await enqueueRun(
+      kit.context,
+      planRun({ runId: 'rl-q', stages: { rl: config } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }),
+    );
     const status = await watchRun(kit.context, 'rl-q', { intervalMs: 100 });
     expect(status.state).toBe('completed');
-    expect(status.stages).toEqual([expect.objectContaining({ name: 'rl', state: 'completed', partsDone: 2, partsTotal: 2 })]);
+    expect(status.stages).toEqual([
+      expect.objectContaining({ name: 'rl', state: 'completed', partsDone: 2, partsTotal: 2 }),
+    ]);
 
     const manifestKey = 'runs/rl-q/rl/manifest.json';
     const records = await readRecords(kit.store, manifestKey);
     expect(records).toHaveLength(12);
     expect(records.every((record) => record.status === 'ok')).toBe(true);
-    expect(records.every((record) => (record.metadata.policy as { provider: string; id: string; simulated: boolean }).simulated === false)).toBe(true);
+    expect(
+      records.every(
+        (record) =>
+          (record.metadata.policy as { provider: string; id: string; simulated: boolean }).simulated === false,
+      ),
+    ).toBe(true);
     // Every episode its own sampling seed; each seed's calls are one episode's steps.
     expect(policy.callsBySeed.size).toBe(12);
     const steps = records.reduce((sum, record) => sum + (record.metadata.steps as number), 0);
@@ -170,7 +217,11 @@ describe('rl stage through queues (real Redis) against an OpenAI-compatible poli
       expect(Math.abs(Number(row.advantage_sum))).toBeLessThan(1e-9);
     }
     expect(rows.reduce((sum, row) => sum + Number(row.trained), 0)).toBe(stats.counts.tokens.trained);
-    const first = (await connection.runAndReadAll(`select prompt, reward, metadata->>'$.task_id' as task from read_parquet('${glob}') where "index" = 0`)).getRowObjectsJson()[0] as Record<string, string | number>;
+    const first = (
+      await connection.runAndReadAll(
+        `select prompt, reward, metadata->>'$.task_id' as task from read_parquet('${glob}') where "index" = 0`,
+      )
+    ).getRowObjectsJson()[0] as Record<string, string | number>;
     const firstRecord = records.find((record) => record.index === 0)!;
     expect(first).toEqual({ prompt: firstRecord.prompt, reward: firstRecord.reward, task: firstRecord.task_id });
     expect(JSON.parse(first.prompt as string)[0].role).toBe('system');
@@ -183,22 +234,50 @@ describe('rl stage: policy errors mid-episode', () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-rl-errors-'));
     directories.push(directory);
     const store = new FileArtifactStore(directory);
-    const base: RlInputConfig = { seed: 'faults', generate: { count: 6, seed: 'faults', categoryWeights: { chit_chat: 0, out_of_catalog: 0, compliance_trap: 0 } }, groups: 4, groupSize: 2, canonicalShare: 0, groupsWithFailures };
+    const base: RlInputConfig = {
+      seed: 'faults',
+      generate: { count: 6, seed: 'faults', categoryWeights: { chit_chat: 0, out_of_catalog: 0, compliance_trap: 0 } },
+      groups: 4,
+      groupSize: 2,
+      canonicalShare: 0,
+      groupsWithFailures,
+    };
     // The second call of episode (group 1, sample 0) fails with HTTP 500 on every attempt; that of (group 2, sample 1) with HTTP 400;
     // the first call of (group 3, sample 0) gets no answer within the episode's time limit.
     const serverErrorSeed = samplingSeedOf(episodeSeedOf('faults', 1, 0));
     const badRequestSeed = samplingSeedOf(episodeSeedOf('faults', 2, 1));
     const slowSeed = samplingSeedOf(episodeSeedOf('faults', 3, 0));
-    const policy = await startPolicyServer(() => ({ store, key: 'groups.jsonl.gz' }), base, (request, step) => {
-      if (request.body.seed === slowSeed) return { kind: 'slow-first-byte', delayMs: 60_000 };
-      if (step !== 2) return undefined;
-      if (request.body.seed === serverErrorSeed) return { kind: 'status', status: 500, message: 'engine crashed' };
-      if (request.body.seed === badRequestSeed) return { kind: 'status', status: 400, message: 'prompt too long' };
-      return undefined;
-    });
+    const policy = await startPolicyServer(
+      () => ({ store, key: 'groups.jsonl.gz' }),
+      base,
+      (request, step) => {
+        if (request.body.seed === slowSeed) return { kind: 'slow-first-byte', delayMs: 60_000 };
+        if (step !== 2) return undefined;
+        if (request.body.seed === serverErrorSeed) return { kind: 'status', status: 500, message: 'engine crashed' };
+        if (request.body.seed === badRequestSeed) return { kind: 'status', status: 400, message: 'prompt too long' };
+        return undefined;
+      },
+    );
     servers.push(policy.server);
-    const config = { ...base, episodeTimeoutMs: 4_000, policy: { adapter: 'openai', baseUrl: policy.server.baseUrl, model: 'policy-checkpoint', maxRetries: 2, retryInitialDelayMs: 1, retryMaxDelayMs: 2 } };
-    const result = await runStageLocally(rlStage, config, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed: 'unused', concurrency: 1 });
+    const config = {
+      ...base,
+      episodeTimeoutMs: 4_000,
+      policy: {
+        adapter: 'openai',
+        baseUrl: policy.server.baseUrl,
+        model: 'policy-checkpoint',
+        maxRetries: 2,
+        retryInitialDelayMs: 1,
+        retryMaxDelayMs: 2,
+      },
+    };
+    const result = await runStageLocally(rlStage, config, {
+      store,
+      openObject: (uri) => openArtifactObject(uri),
+      logger: silentLogger(),
+      seed: 'unused',
+      concurrency: 1,
+    });
     const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as RlStats;
     return { output: result.output as RlOutput, records: await readRecords(store, 'manifest.json'), stats, policy };
   }
@@ -224,7 +303,11 @@ describe('rl stage: policy errors mid-episode', () => {
     const timedOut = records.find((record) => record.group_index === 3 && record.sample_index === 0)!;
     expect(timedOut).toMatchObject({ status: 'timeout', advantage: 0, tokens: [], metadata: { steps: 0 } });
     expect(timedOut.status_reason).toMatch(/RL_EPISODE_TIMEOUT|abort/i);
-    expect(records.filter((record) => record.status !== 'model_error' && record.status !== 'timeout').every((record) => record.status === 'ok')).toBe(true);
+    expect(
+      records
+        .filter((record) => record.status !== 'model_error' && record.status !== 'timeout')
+        .every((record) => record.status === 'ok'),
+    ).toBe(true);
     expect(stats.counts.episodes.byStatus).toEqual({ model_error: 2, ok: 5, timeout: 1 });
     expect(stats.counts.groups).toMatchObject({ played: 4, withFailures: 3, withFailuresDropped: 0, kept: 4 });
     expect(stats.counts.episodes.scored).toBe(5);
@@ -238,7 +321,9 @@ describe('rl stage: policy errors mid-episode', () => {
   });
 
   it('fails the part as transient when most episodes hit endpoint errors (the endpoint looks down)', async () => {
-    const server = await OpenAiTestServer.start({ responder: () => ({ fault: { kind: 'status', status: 503, message: 'overloaded' } }) });
+    const server = await OpenAiTestServer.start({
+      responder: () => ({ fault: { kind: 'status', status: 503, message: 'overloaded' } }),
+    });
     servers.push(server);
     const directory = await mkdtemp(join(tmpdir(), 'hat-rl-down-'));
     directories.push(directory);
@@ -256,7 +341,12 @@ describe('rl stage: policy errors mid-episode', () => {
       signal: new AbortController().signal,
       services: {},
     });
-    const input = rlInputSchema.parse({ generate: { count: 2, seed: 'down' }, groups: 2, groupSize: 2, policy: { adapter: 'openai', baseUrl: server.baseUrl, model: 'm', maxRetries: 0 } });
+    const input = rlInputSchema.parse({
+      generate: { count: 2, seed: 'down' },
+      groups: 2,
+      groupSize: 2,
+      policy: { adapter: 'openai', baseUrl: server.baseUrl, model: 'm', maxRetries: 0 },
+    });
     const [part] = await planRl(input, deps);
     const failure = runRlPart(part, deps);
     await expect(failure).rejects.toThrow(/^\[RL_POLICY_UNAVAILABLE\] 4 of 4 episodes .*HTTP 503.*overloaded/);
@@ -273,11 +363,27 @@ it('`hat stage rl` runs the stage in-process onto a local S3-compatible server',
     const configFile = join(directory, 'rl.yaml');
     await writeFile(configFile, 'generate: { count: 4, seed: cli }\ngroups: 3\ngroupSize: 2\n');
     const out = `s3://${server.bucket}/rl-cli`;
-    const result = await runHatInProcess({ ...process.env, ...server.env, S3_FORCE_PATH_STYLE: 'true', HAT_LOG_LEVEL: 'silent' }, 'stage', 'rl', '--config', configFile, '--out', out, '--seed', '5', '--json');
+    const result = await runHatInProcess(
+      { ...process.env, ...server.env, S3_FORCE_PATH_STYLE: 'true', HAT_LOG_LEVEL: 'silent' },
+      'stage',
+      'rl',
+      '--config',
+      configFile,
+      '--out',
+      out,
+      '--seed',
+      '5',
+      '--json',
+    );
     expect(result.stderr).not.toMatch(/hat: /);
     expect(result.code).toBe(0);
     const output = JSON.parse(result.stdout) as RlOutput;
-    expect(output).toMatchObject({ groups: 3, episodes: 6, simulatedPolicy: true, manifestUri: `${out}/manifest.json` });
+    expect(output).toMatchObject({
+      groups: 3,
+      episodes: 6,
+      simulatedPolicy: true,
+      manifestUri: `${out}/manifest.json`,
+    });
     const store = createArtifactStore(out, { ...server.env, S3_FORCE_PATH_STYLE: 'true' });
     try {
       expect((await readRecords(store, 'manifest.json')).length).toBe(6);

@@ -21,12 +21,19 @@ describe('run reports tell the truth', () => {
   });
 
   const plan = (config: unknown) => planRun(config, { env: kit.env, now: new Date() });
-  const readJson = async (key: string) => JSON.parse((await kit.store.getBuffer(key)).toString()) as Record<string, unknown>;
+  const readJson = async (key: string) =>
+    JSON.parse((await kit.store.getBuffer(key)).toString()) as Record<string, unknown>;
 
   it('records an upstream stage that completed as completed when a downstream stage fails', async () => {
     const missing = kit.store.uriOf('runs/elsewhere/manifest.json');
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
-    await enqueueRun(kit.context, plan({ runId: 'downfail', stages: { 'fanout-demo': { parts: 3 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}', missing] } } }));
+    await enqueueRun(
+      kit.context,
+      plan({
+        runId: 'downfail',
+        stages: { 'fanout-demo': { parts: 3 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}', missing] } },
+      }),
+    );
     const status = await watchRun(kit.context, 'downfail', { intervalMs: 100 });
     expect(status.state).toBe('failed');
     expect(await kit.store.head('runs/downfail/fanout-demo/manifest.json')).toBeDefined();
@@ -37,8 +44,16 @@ describe('run reports tell the truth', () => {
     expect(byName.get('noop')?.status).toBe('failed');
     const report = await readJson(runReportKeys('downfail').json);
     expect(JSON.stringify(report)).toContain('"completed"');
-    const reportStages = (report.stages as Array<{ name: string; status: string }>).map((stage) => [stage.name, stage.status]);
-    expect(reportStages).toEqual(expect.arrayContaining([['fanout-demo', 'completed'], ['noop', 'failed']]));
+    const reportStages = (report.stages as Array<{ name: string; status: string }>).map((stage) => [
+      stage.name,
+      stage.status,
+    ]);
+    expect(reportStages).toEqual(
+      expect.arrayContaining([
+        ['fanout-demo', 'completed'],
+        ['noop', 'failed'],
+      ]),
+    );
     const html = (await kit.store.getBuffer(runReportKeys('downfail').html)).toString();
     expect(html).toMatch(/fanout-demo[\s\S]*completed/);
     const shown = await getRunStatus(kit.context, 'downfail');
@@ -48,13 +63,22 @@ describe('run reports tell the truth', () => {
   it('records a stage that completed before a cancel as completed in the cancelled run', async () => {
     // No noop worker: the downstream stage waits until the cancel.
     await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
-    await enqueueRun(kit.context, plan({ runId: 'cancelmid', stages: { 'fanout-demo': { parts: 2 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }));
+    await enqueueRun(
+      kit.context,
+      plan({
+        runId: 'cancelmid',
+        stages: { 'fanout-demo': { parts: 2 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } },
+      }),
+    );
     await waitFor(async () => (await kit.store.head('runs/cancelmid/fanout-demo/manifest.json')) !== undefined, 30_000);
     await cancelRun(kit.context, 'cancelmid', Date.now());
     const status = await watchRun(kit.context, 'cancelmid', { intervalMs: 100 });
     expect(status.state).toBe('cancelled');
     const manifest = runManifestSchema.parse(await readJson(runManifestKey('cancelmid')));
-    expect(manifest.stages.find((stage) => stage.name === 'fanout-demo')).toMatchObject({ status: 'completed', objects: 2 });
+    expect(manifest.stages.find((stage) => stage.name === 'fanout-demo')).toMatchObject({
+      status: 'completed',
+      objects: 2,
+    });
     expect(manifest.stages.find((stage) => stage.name === 'noop')?.status).toBe('cancelled');
   });
 
@@ -74,7 +98,12 @@ describe('run reports tell the truth', () => {
       await failing.startWorkers({ queues: ['fanout-demo', 'runs'], openStore });
       const config = join(failing.artifactsDirectory, 'run.yaml');
       await writeFile(config, 'runId: unwritten\nstages:\n  fanout-demo: { parts: 2 }\n');
-      const environment = { ...process.env, HAT_REDIS_PREFIX: failing.prefix, HAT_ARTIFACTS: failing.artifactsRoot, HAT_LOG_LEVEL: 'silent' };
+      const environment = {
+        ...process.env,
+        HAT_REDIS_PREFIX: failing.prefix,
+        HAT_ARTIFACTS: failing.artifactsRoot,
+        HAT_LOG_LEVEL: 'silent',
+      };
       const result = await runHatInProcess(environment, 'run', config, '--wait');
       expect(result.code).toBe(1);
       expect(result.stderr).toContain("[RUN_JOB_FAILED] cannot write the run's report and manifest: socket hang up");
@@ -90,15 +119,34 @@ describe('run reports tell the truth', () => {
 
   it('hat runs retry resumes a cancelled run, reusing every part that had finished', async () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'], concurrency: 2 });
-    await enqueueRun(kit.context, plan({ runId: 'resume', stages: { 'fanout-demo': { parts: 10, partDelayMs: 400 }, noop: { inputs: ['${stages.fanout-demo.manifestUri}'] } } }));
-    await waitFor(async () => ((await getRunStatus(kit.context, 'resume')).stages.find((stage) => stage.name === 'fanout-demo')?.partsDone ?? 0) >= 3, 30_000);
+    await enqueueRun(
+      kit.context,
+      plan({
+        runId: 'resume',
+        stages: {
+          'fanout-demo': { parts: 10, partDelayMs: 400 },
+          noop: { inputs: ['${stages.fanout-demo.manifestUri}'] },
+        },
+      }),
+    );
+    await waitFor(
+      async () =>
+        ((await getRunStatus(kit.context, 'resume')).stages.find((stage) => stage.name === 'fanout-demo')?.partsDone ??
+          0) >= 3,
+      30_000,
+    );
     await cancelRun(kit.context, 'resume', Date.now());
     expect((await watchRun(kit.context, 'resume', { intervalMs: 100 })).state).toBe('cancelled');
     const finishedBefore = kit.putOrder.filter((key) => /part-\d+\.jsonl\.gz$/.test(key));
     expect(finishedBefore.length).toBeGreaterThanOrEqual(3);
     expect(finishedBefore.length).toBeLessThan(10);
 
-    const environment = { ...process.env, HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: kit.artifactsRoot, HAT_LOG_LEVEL: 'silent' };
+    const environment = {
+      ...process.env,
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: kit.artifactsRoot,
+      HAT_LOG_LEVEL: 'silent',
+    };
     const retried = await runHatInProcess(environment, 'runs', 'retry', 'resume');
     expect(retried.stdout).toContain('resuming cancelled run resume');
     expect(retried.code).toBe(0);

@@ -21,7 +21,16 @@ describe('hat serve (CLI)', () => {
     let printed = '';
     stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
     const environment = { ...process.env, HAT_LOG_LEVEL: 'error', VLLM_API_KEY: 'sesame' };
-    const argv = ['serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--port', '0', '--cache-dir', cacheDir, '--max-model-len', '512'];
+    const argv = [
+      'serve',
+      'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1',
+      '--port',
+      '0',
+      '--cache-dir',
+      cacheDir,
+      '--max-model-len',
+      '512',
+    ];
     const running = runCli(argv, new CliContext(stdout, new PassThrough(), environment));
     let baseUrl: string | undefined;
     for (let attempt = 0; attempt < 600 && !baseUrl; attempt++) {
@@ -32,8 +41,15 @@ describe('hat serve (CLI)', () => {
     // The key comes from VLLM_API_KEY, as with vLLM; /health stays open.
     expect((await fetch(`${baseUrl}/models`)).status).toBe(401);
     expect((await fetch(`${baseUrl!.replace(/\/v1$/, '')}/health`)).status).toBe(200);
-    const models = (await (await fetch(`${baseUrl}/models`, { headers: { authorization: 'Bearer sesame' } })).json()) as any;
-    expect(models.data[0]).toMatchObject({ hat_dummy_weights: true, logprobs_mode: 'raw_logprobs', hat_tool_call_parser: 'hermes', max_model_len: 512 });
+    const models = (await (
+      await fetch(`${baseUrl}/models`, { headers: { authorization: 'Bearer sesame' } })
+    ).json()) as any;
+    expect(models.data[0]).toMatchObject({
+      hat_dummy_weights: true,
+      logprobs_mode: 'raw_logprobs',
+      hat_tool_call_parser: 'hermes',
+      max_model_len: 512,
+    });
     expect(printed).toContain('random weights (dummy model)');
     process.emit('SIGTERM');
     expect(await running).toBe(0);
@@ -45,7 +61,15 @@ describe('hat serve (CLI)', () => {
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
     const port = String((blocker.address() as AddressInfo).port);
     try {
-      const result = await runHatInProcess(process.env, 'serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--cache-dir', cacheDir, '--port', port);
+      const result = await runHatInProcess(
+        process.env,
+        'serve',
+        'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1',
+        '--cache-dir',
+        cacheDir,
+        '--port',
+        port,
+      );
       expect(result.code).toBe(2);
       expect(result.stderr).toMatch(new RegExp(`SERVE_LISTEN_FAILED.*:${port} \\(EADDRINUSE\\)`));
     } finally {
@@ -57,7 +81,10 @@ describe('hat serve (CLI)', () => {
     [['serve', 'dummy:bytes?layers=0', '--cache-dir'], /SERVE_MODEL_SPEC.*layers/],
     [['serve', '/nonexistent/model-dir'], /SERVE_MODEL_SPEC.*neither a directory/],
     [['serve', 'dummy:bytes', '--logprobs-mode', 'final'], /--logprobs-mode takes raw_logprobs or processed_logprobs/],
-    [['serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--tool-call-parser', 'nope', '--cache-dir'], /TOOL_PARSER_UNKNOWN/],
+    [
+      ['serve', 'dummy:bytes?layers=1&hidden=16&heads=2&kvHeads=1', '--tool-call-parser', 'nope', '--cache-dir'],
+      /TOOL_PARSER_UNKNOWN/,
+    ],
   ])('refuses %j with exit code 2', async (argv, message) => {
     const args = argv[argv.length - 1] === '--cache-dir' ? [...argv, cacheDir] : argv;
     const result = await runHatInProcess(process.env, ...args);

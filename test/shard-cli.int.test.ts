@@ -34,14 +34,37 @@ describe('hat stage shard', () => {
 
   beforeAll(async () => {
     directory = await mkdtemp(join(tmpdir(), 'hat-shard-cli-'));
-    await writeFile(join(directory, 'collect.yaml'), 'generate: { count: 120, seed: shard-cli, itemCount: 600 }\ntasksPerPart: 60\n');
-    const collected = await runHatInProcess(environment(), 'stage', 'collect', '--config', join(directory, 'collect.yaml'), '--out', uri('collect'), '--seed', seed);
+    await writeFile(
+      join(directory, 'collect.yaml'),
+      'generate: { count: 120, seed: shard-cli, itemCount: 600 }\ntasksPerPart: 60\n',
+    );
+    const collected = await runHatInProcess(
+      environment(),
+      'stage',
+      'collect',
+      '--config',
+      join(directory, 'collect.yaml'),
+      '--out',
+      uri('collect'),
+      '--seed',
+      seed,
+    );
     expect([collected.code, collected.stderr.slice(-300)]).toEqual([0, expect.any(String)]);
     await writeFile(
       join(directory, 'augment.yaml'),
       `trajectories: ["${uri('collect')}/manifest.json"]\ntasks: ["${uri('collect')}/manifest.json"]\nharness: ${sampleHarnessDirectory()}\nvariantsPerTrajectory: 2\nvariantPool: 6\nrecordsPerPart: 60\n`,
     );
-    const augmented = await runHatInProcess(environment(), 'stage', 'augment', '--config', join(directory, 'augment.yaml'), '--out', uri('augment'), '--seed', seed);
+    const augmented = await runHatInProcess(
+      environment(),
+      'stage',
+      'augment',
+      '--config',
+      join(directory, 'augment.yaml'),
+      '--out',
+      uri('augment'),
+      '--seed',
+      seed,
+    );
     expect([augmented.code, augmented.stderr.slice(-300)]).toEqual([0, expect.any(String)]);
   }, 300_000);
   afterAll(async () => {
@@ -64,7 +87,18 @@ describe('hat stage shard', () => {
       ].join('\n'),
     );
     const out = s3.freshUri();
-    const result = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, 'shard.yaml'), '--out', out, '--seed', seed, '--json');
+    const result = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--config',
+      join(directory, 'shard.yaml'),
+      '--out',
+      out,
+      '--seed',
+      seed,
+      '--json',
+    );
     expect([result.code, result.stderr.slice(-500)]).toEqual([0, expect.stringContaining('shard: completed')]);
     const output = JSON.parse(result.stdout) as ShardOutput;
     expect(output.manifestUri).toBe(`${out}/manifest.json`);
@@ -77,7 +111,9 @@ describe('hat stage shard', () => {
     expect(teacher.records).toBe(120);
     expect(hsa.records).toBeGreaterThan(120);
     expect(output.records).toBe(teacher.records + hsa.records);
-    expect(output.samples + output.duplicates + Object.values(output.rejected).reduce((sum, count) => sum + count, 0)).toBe(output.records);
+    expect(
+      output.samples + output.duplicates + Object.values(output.rejected).reduce((sum, count) => sum + count, 0),
+    ).toBe(output.records);
     expect(hsa.trainSamples).toBeLessThan(hsa.accepted);
     expect(Object.keys(output.splits).sort()).toEqual(['heldout', 'train', 'validation']);
     expect(stats.splits.heldout!.uniqueSamples).toBeGreaterThan(0);
@@ -85,19 +121,48 @@ describe('hat stage shard', () => {
 
     // Every object the manifest lists is there; shards hold token ids the tokenizer gives for the rendered conversations.
     const kinds = manifest.objects.map((object) => object.kind);
-    for (const kind of ['packed', 'sft-openai', 'sft-ms-swift', 'sft-llama-factory', 'verl-sft', 'card', 'stats', 'llama-factory-dataset-info']) expect(kinds).toContain(kind);
+    for (const kind of [
+      'packed',
+      'sft-openai',
+      'sft-ms-swift',
+      'sft-llama-factory',
+      'verl-sft',
+      'card',
+      'stats',
+      'llama-factory-dataset-info',
+    ])
+      expect(kinds).toContain(kind);
     const tokenizer = await loadChatTokenizer({ preset: 'qwen3' });
-    const rows = (await decodeParquet(await store.getBuffer('train/packed-00000.parquet'))) as Array<{ input_ids: number[]; loss_mask: number[]; cu_seqlens: number[]; source_ids: string[] }>;
+    const rows = (await decodeParquet(await store.getBuffer('train/packed-00000.parquet'))) as Array<{
+      input_ids: number[];
+      loss_mask: number[];
+      cu_seqlens: number[];
+      source_ids: string[];
+    }>;
     const conversations = new Map(
-      gunzipSync(await store.getBuffer('train/openai.jsonl.gz')).toString('utf8').trim().split('\n').map((line) => {
-        const record = JSON.parse(line) as { id: string; source_id: string };
-        return [record.id, record] as const;
-      }),
+      gunzipSync(await store.getBuffer('train/openai.jsonl.gz'))
+        .toString('utf8')
+        .trim()
+        .split('\n')
+        .map((line) => {
+          const record = JSON.parse(line) as { id: string; source_id: string };
+          return [record.id, record] as const;
+        }),
     );
     const trained = new Map<string, { messages: ChatMessage[]; tools: ToolSpec[] }>();
-    for (const [, name] of [['teacher', 'collect'], ['hsa', 'augment']]) {
-      for (const object of (await readManifest(new FileArtifactStore(join(directory, name)), 'manifest.json')).objects.filter((candidate) => (candidate.kind ?? 'trajectories') === 'trajectories' && candidate.key.endsWith('.jsonl.gz'))) {
-        for (const line of gunzipSync(await new FileArtifactStore(join(directory, name)).getBuffer(object.key)).toString('utf8').trim().split('\n')) {
+    for (const [, name] of [
+      ['teacher', 'collect'],
+      ['hsa', 'augment'],
+    ]) {
+      for (const object of (
+        await readManifest(new FileArtifactStore(join(directory, name)), 'manifest.json')
+      ).objects.filter(
+        (candidate) => (candidate.kind ?? 'trajectories') === 'trajectories' && candidate.key.endsWith('.jsonl.gz'),
+      )) {
+        for (const line of gunzipSync(await new FileArtifactStore(join(directory, name)).getBuffer(object.key))
+          .toString('utf8')
+          .trim()
+          .split('\n')) {
           const trajectory = JSON.parse(line) as { id: string; messages: ChatMessage[]; tools: ToolSpec[] };
           trained.set(trajectory.id, trajectory);
         }
@@ -108,7 +173,10 @@ describe('hat stage shard', () => {
         const id = sourceId.replace(/@\d+$/, '');
         expect(conversations.has(sourceId)).toBe(true);
         const trajectory = trained.get(id)!;
-        const expected = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, { trainOn: 'all', now: new Date('2025-01-01T00:00:00Z') });
+        const expected = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, {
+          trainOn: 'all',
+          now: new Date('2025-01-01T00:00:00Z'),
+        });
         if (!expected.ok) throw new Error(expected.reason);
         const [start, end] = [row.cu_seqlens[index], row.cu_seqlens[index + 1]];
         expect(row.input_ids.slice(start, end)).toEqual(tokenizer.encode(expected.sample.text));
@@ -120,7 +188,18 @@ describe('hat stage shard', () => {
     expect(card).toContain(`variants \`${variant}\``);
 
     // Plain --in URIs: one set of weight 1, defaults everywhere else.
-    const plain = await runHatInProcess(environment(), 'stage', 'shard', '--in', `${uri('collect')}/manifest.json`, '--out', uri('plain'), '--seed', seed, '--json');
+    const plain = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--in',
+      `${uri('collect')}/manifest.json`,
+      '--out',
+      uri('plain'),
+      '--seed',
+      seed,
+      '--json',
+    );
     expect(plain.code).toBe(0);
     expect(JSON.parse(plain.stdout) as ShardOutput).toMatchObject({ records: 120, duplicates: 0 });
   }, 300_000);
@@ -129,15 +208,22 @@ describe('hat stage shard', () => {
     const originals = new Map<string, { messages: ChatMessage[]; tools: ToolSpec[] }>();
     for (const name of ['collect', 'augment']) {
       const store = new FileArtifactStore(join(directory, name));
-      for (const object of (await readManifest(store, 'manifest.json')).objects.filter((candidate) => (candidate.kind ?? 'trajectories') === 'trajectories' && candidate.key.endsWith('.jsonl.gz'))) {
-        for (const line of gunzipSync(await store.getBuffer(object.key)).toString('utf8').trim().split('\n')) {
+      for (const object of (await readManifest(store, 'manifest.json')).objects.filter(
+        (candidate) => (candidate.kind ?? 'trajectories') === 'trajectories' && candidate.key.endsWith('.jsonl.gz'),
+      )) {
+        for (const line of gunzipSync(await store.getBuffer(object.key))
+          .toString('utf8')
+          .trim()
+          .split('\n')) {
           const trajectory = JSON.parse(line) as { id: string; messages: ChatMessage[]; tools: ToolSpec[] };
           originals.set(trajectory.id, trajectory);
         }
       }
     }
     // The set carries hook injections as system messages after the first turn: what Qwen3.5 refuses as they are.
-    const withHooks = [...originals.values()].filter((trajectory) => trajectory.messages.slice(1).some((message) => message.role === 'system'));
+    const withHooks = [...originals.values()].filter((trajectory) =>
+      trajectory.messages.slice(1).some((message) => message.role === 'system'),
+    );
     expect(withHooks.length).toBeGreaterThan(originals.size / 4);
 
     const qwen35Path = join(__dirname, '..', 'shared', 'text', '__fixtures__', 'chat-templates', 'Qwen3.5-4B.jinja');
@@ -146,25 +232,58 @@ describe('hat stage shard', () => {
     const own = presetTokenizer('qwen3');
     const settings = [
       { name: 'qwen3', yaml: '', template: qwen3, form: 'system-messages' as const, thinking: undefined },
-      { name: 'qwen3_5-thinking', yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\n`, template: qwen35, form: 'folded' as const, thinking: undefined },
-      { name: 'qwen3_5-no-thinking', yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\nenableThinking: false\n`, template: qwen35, form: 'folded' as const, thinking: false },
+      {
+        name: 'qwen3_5-thinking',
+        yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\n`,
+        template: qwen35,
+        form: 'folded' as const,
+        thinking: undefined,
+      },
+      {
+        name: 'qwen3_5-no-thinking',
+        yaml: `tokenizer: { preset: qwen3, chatTemplate: "${qwen35Path}" }\nenableThinking: false\n`,
+        template: qwen35,
+        form: 'folded' as const,
+        thinking: false,
+      },
     ];
     for (const setting of settings) {
       await writeFile(
         join(directory, `${setting.name}.yaml`),
         `inputs: ["${uri('collect')}/manifest.json", "${uri('augment')}/manifest.json"]\nvalidationFraction: 0\nsequenceLength: 32768\nrecordsPerPart: 200\n${setting.yaml}`,
       );
-      const result = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, `${setting.name}.yaml`), '--out', uri(setting.name), '--seed', seed, '--json');
+      const result = await runHatInProcess(
+        environment(),
+        'stage',
+        'shard',
+        '--config',
+        join(directory, `${setting.name}.yaml`),
+        '--out',
+        uri(setting.name),
+        '--seed',
+        seed,
+        '--json',
+      );
       expect([setting.name, result.code, result.stderr.slice(-400)]).toEqual([setting.name, 0, expect.any(String)]);
       const output = JSON.parse(result.stdout) as ShardOutput;
-      expect([setting.name, output.rejected, output.overLength]).toEqual([setting.name, {}, { dropped: 0, truncated: 0 }]);
+      expect([setting.name, output.rejected, output.overLength]).toEqual([
+        setting.name,
+        {},
+        { dropped: 0, truncated: 0 },
+      ]);
       expect(output.samples + output.duplicates).toBe(output.records);
 
       const store = new FileArtifactStore(join(directory, setting.name));
       const template = new Template(setting.template);
       let checked = 0;
-      for (const object of (await readManifest(store, 'manifest.json')).objects.filter((candidate) => candidate.kind === 'packed')) {
-        const rows = (await decodeParquet(await store.getBuffer(object.key))) as Array<{ input_ids: number[]; cu_seqlens: number[]; source_ids: string[] }>;
+      for (const object of (await readManifest(store, 'manifest.json')).objects.filter(
+        (candidate) => candidate.kind === 'packed',
+      )) {
+        const rows = (await decodeParquet(await store.getBuffer(object.key))) as Array<{
+          input_ids: number[];
+          cu_seqlens: number[];
+          source_ids: string[];
+        }>;
         for (const row of rows) {
           for (const [index, sourceId] of row.source_ids.entries()) {
             const original = originals.get(sourceId.replace(/@\d+$/, ''))!;
@@ -177,7 +296,9 @@ describe('hat stage shard', () => {
               add_generation_prompt: false,
               ...(setting.thinking === undefined ? {} : { enable_thinking: setting.thinking }),
             });
-            expect(row.input_ids.slice(row.cu_seqlens[index], row.cu_seqlens[index + 1])).toEqual(own.encode(text, { add_special_tokens: false }).ids);
+            expect(row.input_ids.slice(row.cu_seqlens[index], row.cu_seqlens[index + 1])).toEqual(
+              own.encode(text, { add_special_tokens: false }).ids,
+            );
             checked++;
           }
         }
@@ -195,11 +316,27 @@ describe('hat stage shard', () => {
   }, 600_000);
 
   it('refuses bad input with exit code 2 and a message that names the field', async () => {
-    const missing = await runHatInProcess(environment(), 'stage', 'shard', '--in', uri('nothing.jsonl.gz'), '--out', uri('bad'));
+    const missing = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--in',
+      uri('nothing.jsonl.gz'),
+      '--out',
+      uri('bad'),
+    );
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('[MISSING_INPUT] inputs[0].uri');
     await writeFile(join(directory, 'bad.yaml'), 'inputs: [x.jsonl.gz]\nsequenceLength: 4\npacking: maybe\n');
-    const invalid = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, 'bad.yaml'), '--out', uri('bad'));
+    const invalid = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--config',
+      join(directory, 'bad.yaml'),
+      '--out',
+      uri('bad'),
+    );
     expect(invalid.code).toBe(2);
     expect(invalid.stderr).toContain('STAGE_INPUT_INVALID');
     expect(invalid.stderr).toContain('sequenceLength');

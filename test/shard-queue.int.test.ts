@@ -34,26 +34,45 @@ describe('shard stage under BullMQ', () => {
   });
 
   it('runs its parts in sandboxed threads and writes what the in-process binding writes', async () => {
-    const { trajectories } = await expertTrajectories(await loadHarness(sampleHarnessDirectory()), { count: 12, seed: 'shard-queue' });
+    const { trajectories } = await expertTrajectories(await loadHarness(sampleHarnessDirectory()), {
+      count: 12,
+      seed: 'shard-queue',
+    });
     const input = await writeJsonl(kit.store, 'inputs/trajectories.jsonl.gz', trajectories);
     const pool = await kit.startWorkers({ queues: ['shard', 'runs'], sandbox: 'auto', concurrency: 2 });
     expect(pool.sandboxed).toEqual(['shard']);
     const stageConfig = { inputs: [input.uri], recordsPerPart: 4, validationFraction: 0.25 };
-    await enqueueRun(kit.context, planRun({ runId: 'sft', seed: 7, stages: { shard: stageConfig } }, { env: kit.env, now: new Date('2025-03-01T00:00:00Z') }));
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'sft', seed: 7, stages: { shard: stageConfig } },
+        { env: kit.env, now: new Date('2025-03-01T00:00:00Z') },
+      ),
+    );
     const status = await watchRun(kit.context, 'sft', { intervalMs: 200 });
     expect([status.state, status.error, status.stages[0]?.error]).toEqual(['completed', undefined, undefined]);
 
     const manifestKey = 'runs/sft/shard/manifest.json';
     const manifest = await readManifest(kit.store, manifestKey);
-    const written = await Promise.all(manifest.objects.map(async (object) => (await kit.store.head(object.key))?.lastModified?.getTime() ?? Infinity));
+    const written = await Promise.all(
+      manifest.objects.map(async (object) => (await kit.store.head(object.key))?.lastModified?.getTime() ?? Infinity),
+    );
     expect((await kit.store.head(manifestKey))?.lastModified?.getTime()).toBeGreaterThanOrEqual(Math.max(...written));
     expect(manifest.lineage.inputs).toEqual([{ uri: input.uri, sha256: input.sha256 }]);
     expect(manifest.stats).toMatchObject({ records: 12, samples: 12, duplicates: 0 });
 
     const localStore = new FileArtifactStore(local);
-    await runStageLocally(shardStage, stageConfig, { store: localStore, openObject: (uri) => ({ store: kit.store, key: kit.store.keyOf(uri) }), logger: silentLogger(), seed: '7', runId: 'sft' });
+    await runStageLocally(shardStage, stageConfig, {
+      store: localStore,
+      openObject: (uri) => ({ store: kit.store, key: kit.store.keyOf(uri) }),
+      logger: silentLogger(),
+      seed: '7',
+      runId: 'sft',
+    });
     const localManifest = await readManifest(localStore, 'manifest.json');
     const prefix = 'runs/sft/shard/';
-    expect(manifest.objects.map((object) => [object.key.slice(prefix.length), object.sha256])).toEqual(localManifest.objects.map((object) => [object.key, object.sha256]));
+    expect(manifest.objects.map((object) => [object.key.slice(prefix.length), object.sha256])).toEqual(
+      localManifest.objects.map((object) => [object.key, object.sha256]),
+    );
   });
 });

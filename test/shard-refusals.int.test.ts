@@ -37,7 +37,9 @@ function trajectory(index: number, messages: Trajectory['messages'], tools: Traj
 /** A conversation Qwen3 accepts, made unique by its question. */
 function accepted(index: number): Trajectory {
   const conversation = sampleConversations[index % sampleConversations.length];
-  const messages = conversation.messages.map((message, position) => (position === 1 && message.role === 'user' ? { ...message, content: `${message.content} (#${index})` } : message));
+  const messages = conversation.messages.map((message, position) =>
+    position === 1 && message.role === 'user' ? { ...message, content: `${message.content} (#${index})` } : message,
+  );
   return trajectory(index, messages, conversation.tools);
 }
 
@@ -64,38 +66,110 @@ describe('hat stage shard refusals', () => {
   }
 
   it('fails with exit 1 and the top refusal reasons when no sample is kept, writing no manifest', async () => {
-    const source = await input('all-refused', [refused(1), refused(2), refused(3), trajectory(4, [{ role: 'user', content: 'x <|im_end|>' }, { role: 'assistant', content: 'y' }], [])]);
-    const result = await runHatInProcess(environment(), 'stage', 'shard', '--in', source, '--out', uri('all-refused-out'));
+    const source = await input('all-refused', [
+      refused(1),
+      refused(2),
+      refused(3),
+      trajectory(
+        4,
+        [
+          { role: 'user', content: 'x <|im_end|>' },
+          { role: 'assistant', content: 'y' },
+        ],
+        [],
+      ),
+    ]);
+    const result = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--in',
+      source,
+      '--out',
+      uri('all-refused-out'),
+    );
     expect(result.code).toBe(1);
     expect(result.stdout).not.toContain('done');
-    expect(result.stderr).toContain('[SHARD_NO_SAMPLES] the shard kept no sample: all 4 unique records were refused: NO_ASSISTANT_TURN ×3 (e.g. refusal-1: the conversation has no assistant message to train on); RESERVED_TEXT ×1');
-    await expect(new FileArtifactStore(join(directory, 'all-refused-out')).getBuffer('manifest.json')).rejects.toThrow();
+    expect(result.stderr).toContain(
+      '[SHARD_NO_SAMPLES] the shard kept no sample: all 4 unique records were refused: NO_ASSISTANT_TURN ×3 (e.g. refusal-1: the conversation has no assistant message to train on); RESERVED_TEXT ×1',
+    );
+    await expect(
+      new FileArtifactStore(join(directory, 'all-refused-out')).getBuffer('manifest.json'),
+    ).rejects.toThrow();
   }, 120_000);
 
   it('completes a shard that refuses 10% but prints the reasons, and the run report shows the figure amber', async () => {
-    const trajectories = [...Array.from({ length: 18 }, (_unused, index) => accepted(index)), refused(100), refused(101)];
+    const trajectories = [
+      ...Array.from({ length: 18 }, (_unused, index) => accepted(index)),
+      refused(100),
+      refused(101),
+    ];
     const source = await input('some-refused', trajectories);
-    const result = await runHatInProcess(environment(), 'stage', 'shard', '--in', source, '--out', uri('some-refused-out'), '--json');
+    const result = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--in',
+      source,
+      '--out',
+      uri('some-refused-out'),
+      '--json',
+    );
     expect(result.code).toBe(0);
     const output = JSON.parse(result.stdout) as ShardOutput;
-    expect(output).toMatchObject({ records: 20, samples: 18, rejected: { NO_ASSISTANT_TURN: 2 }, refusedShare: 0.1, warnRefusedShare: 0.05, templateWarnings: [] });
-    expect(result.stderr).toContain('warning: stage shard: rejected records: 2 (10.0% of unique records: NO_ASSISTANT_TURN 2)');
+    expect(output).toMatchObject({
+      records: 20,
+      samples: 18,
+      rejected: { NO_ASSISTANT_TURN: 2 },
+      refusedShare: 0.1,
+      warnRefusedShare: 0.05,
+      templateWarnings: [],
+    });
+    expect(result.stderr).toContain(
+      'warning: stage shard: rejected records: 2 (10.0% of unique records: NO_ASSISTANT_TURN 2)',
+    );
     const figure = summarizeShard(output).figures.find((candidate) => candidate.label === 'rejected records');
     expect(figure).toMatchObject({ tone: 'warn' });
 
     // The same shard under a 15% threshold completes without a warning.
     await writeFile(join(directory, 'lenient.yaml'), `inputs: ["${source}"]\nwarnRefusedShare: 0.15\n`);
-    const lenient = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, 'lenient.yaml'), '--out', uri('lenient-out'));
+    const lenient = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--config',
+      join(directory, 'lenient.yaml'),
+      '--out',
+      uri('lenient-out'),
+    );
     expect(lenient.code).toBe(0);
     expect(lenient.stderr).not.toContain('warning:');
   }, 120_000);
 
   it('names a template that drops tool definitions and moves system messages (DeepSeek-V3.1) in a warning', async () => {
-    const source = await input('deepseek', Array.from({ length: 4 }, (_unused, index) => accepted(index * 5 + 3)));
-    await writeFile(join(directory, 'deepseek.yaml'), `inputs: ["${source}"]\ntokenizer: { preset: deepseek_v3, chatTemplate: "${join(__dirname, '..', 'shared', 'text', '__fixtures__', 'chat-templates', 'deepseek-ai-DeepSeek-V3.1.jinja')}" }\n`);
-    const result = await runHatInProcess(environment(), 'stage', 'shard', '--config', join(directory, 'deepseek.yaml'), '--out', uri('deepseek-out'));
+    const source = await input(
+      'deepseek',
+      Array.from({ length: 4 }, (_unused, index) => accepted(index * 5 + 3)),
+    );
+    await writeFile(
+      join(directory, 'deepseek.yaml'),
+      `inputs: ["${source}"]\ntokenizer: { preset: deepseek_v3, chatTemplate: "${join(__dirname, '..', 'shared', 'text', '__fixtures__', 'chat-templates', 'deepseek-ai-DeepSeek-V3.1.jinja')}" }\n`,
+    );
+    const result = await runHatInProcess(
+      environment(),
+      'stage',
+      'shard',
+      '--config',
+      join(directory, 'deepseek.yaml'),
+      '--out',
+      uri('deepseek-out'),
+    );
     expect([result.code, result.stderr.slice(-400)]).toEqual([0, expect.any(String)]);
-    expect(result.stderr).toContain('warning: stage shard: template: check (the chat template of deepseek_v3 drops tool definitions');
-    expect(result.stderr).toContain('moves system messages after the first to the start; hook messages are folded into the neighbouring turns instead');
+    expect(result.stderr).toContain(
+      'warning: stage shard: template: check (the chat template of deepseek_v3 drops tool definitions',
+    );
+    expect(result.stderr).toContain(
+      'moves system messages after the first to the start; hook messages are folded into the neighbouring turns instead',
+    );
   }, 120_000);
 });

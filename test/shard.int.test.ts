@@ -14,7 +14,11 @@ import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 import { createLogger } from '../shared/log/logger';
 import { golden } from '../shared/text/__fixtures__/golden';
 import { presetFiles, presetTokenizer } from '../shared/text/__fixtures__/preset-files';
-import { sampleConversations, toolSession, type SampleConversation } from '../shared/text/__fixtures__/sample-conversations';
+import {
+  sampleConversations,
+  toolSession,
+  type SampleConversation,
+} from '../shared/text/__fixtures__/sample-conversations';
 import { specialTokenText, type ChatTokenizer } from '../shared/text/chat-tokenizer';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
@@ -70,9 +74,20 @@ function variantOf(trajectory: Trajectory, variantHash: string, families: string
     ...trajectory,
     id: `${trajectory.id}-${variantHash}`,
     harness: { ...trajectory.harness, variantHash, families },
-    tools: trajectory.tools.map((tool) => ({ ...tool, function: { ...tool.function, name: rename(tool.function.name) } })),
+    tools: trajectory.tools.map((tool) => ({
+      ...tool,
+      function: { ...tool.function, name: rename(tool.function.name) },
+    })),
     messages: trajectory.messages.map((message): ChatMessage =>
-      message.role === 'assistant' && message.tool_calls ? { ...message, tool_calls: message.tool_calls.map((call) => ({ ...call, function: { ...call.function, name: rename(call.function.name) } })) } : message,
+      message.role === 'assistant' && message.tool_calls
+        ? {
+            ...message,
+            tool_calls: message.tool_calls.map((call) => ({
+              ...call,
+              function: { ...call.function, name: rename(call.function.name) },
+            })),
+          }
+        : message,
     ),
     meta: { sourceTrajectoryId: trajectory.id },
   };
@@ -105,7 +120,13 @@ function segmentsOf(row: PackedRow, sequenceLength: number): Segment[] {
   expect(row.cu_seqlens.at(-1)).toBe(sequenceLength);
   const segments = row.source_ids.map((sourceId, index) => {
     const [start, end] = [row.cu_seqlens[index], row.cu_seqlens[index + 1]];
-    return { sourceId, ids: row.input_ids.slice(start, end), mask: row.loss_mask.slice(start, end), labels: row.labels.slice(start, end), positions: row.position_ids.slice(start, end) };
+    return {
+      sourceId,
+      ids: row.input_ids.slice(start, end),
+      mask: row.loss_mask.slice(start, end),
+      labels: row.labels.slice(start, end),
+      positions: row.position_ids.slice(start, end),
+    };
   });
   expect(row.num_samples).toBe(segments.length);
   expect(row.num_tokens).toBe(row.cu_seqlens[segments.length]);
@@ -146,7 +167,10 @@ describe('shard stage', () => {
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'hat-shard-'));
     tokenizer = await loadChatTokenizer({ preset: 'qwen3' });
-    ({ trajectories: simulated } = await expertTrajectories(await loadHarness(sampleHarnessDirectory()), { count: 24, seed: 'shard-int' }));
+    ({ trajectories: simulated } = await expertTrajectories(await loadHarness(sampleHarnessDirectory()), {
+      count: 24,
+      seed: 'shard-int',
+    }));
   });
   afterAll(async () => {
     await stores.close();
@@ -161,7 +185,17 @@ describe('shard stage', () => {
   async function runShard(config: Record<string, unknown>, options: { directory?: string; seed?: string } = {}) {
     const directory = options.directory ?? join(root, `out-${++runs}`);
     const store = stores.storeFor(`file://${directory}`);
-    const result = await runStageLocally(shardStage, { renderDate, ...config }, { store, openObject: stores.openObject, logger: createLogger({ level: 'silent' }), seed: options.seed ?? 'shard-int', clock: { now: () => Date.parse('2025-03-01T00:00:00Z') } });
+    const result = await runStageLocally(
+      shardStage,
+      { renderDate, ...config },
+      {
+        store,
+        openObject: stores.openObject,
+        logger: createLogger({ level: 'silent' }),
+        seed: options.seed ?? 'shard-int',
+        clock: { now: () => Date.parse('2025-03-01T00:00:00Z') },
+      },
+    );
     const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as ShardStats;
     const rows = async (key: string) => (await decodeParquet(await store.getBuffer(key))) as unknown as PackedRow[];
     return { directory, store, output: result.output as ShardOutput, parts: result.parts, stats, rows };
@@ -171,7 +205,13 @@ describe('shard stage', () => {
     const input = await writeInput('mixed', [...fixtures, ...simulated]);
     const run = await runShard({ inputs: [input], sequenceLength: 16384, validationFraction: 0, recordsPerPart: 10 });
     expect(run.parts).toBe(3);
-    expect(run.output).toMatchObject({ records: 29, samples: 29, duplicates: 0, rejected: {}, overLength: { dropped: 0, truncated: 0 } });
+    expect(run.output).toMatchObject({
+      records: 29,
+      samples: 29,
+      duplicates: 0,
+      rejected: {},
+      overLength: { dropped: 0, truncated: 0 },
+    });
     const config = presetFiles('qwen3').config;
     const template = new Template(config.chat_template as string);
     const own = presetTokenizer('qwen3');
@@ -185,8 +225,18 @@ describe('shard stage', () => {
       for (const segment of segmentsOf(row, 16384)) {
         const trajectory = byId.get(segment.sourceId)!;
         seen.add(segment.sourceId);
-        const templateInput = trajectoryToTemplateInput(trajectory.messages, trajectory.tools, tokenizer.templateFeatures);
-        const direct = template.render({ messages: templateInput.messages, tools: templateInput.tools, add_generation_prompt: false, bos_token: specialTokenText(config.bos_token), eos_token: specialTokenText(config.eos_token) });
+        const templateInput = trajectoryToTemplateInput(
+          trajectory.messages,
+          trajectory.tools,
+          tokenizer.templateFeatures,
+        );
+        const direct = template.render({
+          messages: templateInput.messages,
+          tools: templateInput.tools,
+          add_generation_prompt: false,
+          bos_token: specialTokenText(config.bos_token),
+          eos_token: specialTokenText(config.eos_token),
+        });
         expect(tokenizer.decode(segment.ids)).toBe(direct);
         expect(segment.ids).toEqual(own.encode(direct, { add_special_tokens: false }).ids);
         const marked = markedText(tokenizer, segment);
@@ -204,10 +254,20 @@ describe('shard stage', () => {
     expect(seen.size).toBe(29);
     expect(run.stats.splits.train).toMatchObject({ uniqueSamples: 29, samples: 29, tasks: 29 });
     const footer = await parquetMetadataOf(await run.store.getBuffer('train/packed-00000.parquet'));
-    expect(footer).toMatchObject({ 'hat.tokenizer_fingerprint': tokenizer.fingerprint, 'hat.template_hash': tokenizer.templateHash, 'hat.sequence_length': '16384', 'hat.pad_token_id': String(padId), 'hat.split': 'train' });
+    expect(footer).toMatchObject({
+      'hat.tokenizer_fingerprint': tokenizer.fingerprint,
+      'hat.template_hash': tokenizer.templateHash,
+      'hat.sequence_length': '16384',
+      'hat.pad_token_id': String(padId),
+      'hat.split': 'train',
+    });
 
     // The JSONL exports hold the same conversations; the card tells the figures.
-    const openai = gunzipSync(await run.store.getBuffer('train/openai.jsonl.gz')).toString('utf8').trim().split('\n').map((line) => JSON.parse(line) as { id: string; messages: unknown[]; tools: string });
+    const openai = gunzipSync(await run.store.getBuffer('train/openai.jsonl.gz'))
+      .toString('utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string; messages: unknown[]; tools: string });
     expect(openai.map((record) => record.id)).toEqual([...fixtures, ...simulated].map((trajectory) => trajectory.id));
     expect(JSON.parse(openai[0].tools)).toEqual(toolSession.tools);
     const card = (await run.store.getBuffer('README.md')).toString('utf8');
@@ -222,12 +282,27 @@ describe('shard stage', () => {
     const instance = await DuckDBInstance.create(':memory:');
     const connection = await instance.connect();
     try {
-      const packed = await connection.runAndReadAll(`select * exclude (file_row_number) from read_parquet('${join(run.directory, 'train/packed-00000.parquet')}', file_row_number = true) order by file_row_number`);
+      const packed = await connection.runAndReadAll(
+        `select * exclude (file_row_number) from read_parquet('${join(run.directory, 'train/packed-00000.parquet')}', file_row_number = true) order by file_row_number`,
+      );
       expect(packed.getRowObjectsJson()).toEqual(ours);
-      const verl = await connection.runAndReadAll(`select id, messages, tools, tools_schema_hash, enable_thinking from read_parquet('${join(run.directory, 'train/verl-00000.parquet')}', file_row_number = true) order by file_row_number`);
-      const verlRows = verl.getRowObjectsJson() as Array<{ id: string; messages: string; tools: string; enable_thinking: boolean | null }>;
-      const openai = gunzipSync(await run.store.getBuffer('train/openai.jsonl.gz')).toString('utf8').trim().split('\n').map((line) => JSON.parse(line) as { id: string; messages: unknown[]; tools: string });
-      expect(verlRows.map((row) => [row.id, JSON.parse(row.messages), row.tools, row.enable_thinking])).toEqual(openai.map((record) => [record.id, record.messages, record.tools, null]));
+      const verl = await connection.runAndReadAll(
+        `select id, messages, tools, tools_schema_hash, enable_thinking from read_parquet('${join(run.directory, 'train/verl-00000.parquet')}', file_row_number = true) order by file_row_number`,
+      );
+      const verlRows = verl.getRowObjectsJson() as Array<{
+        id: string;
+        messages: string;
+        tools: string;
+        enable_thinking: boolean | null;
+      }>;
+      const openai = gunzipSync(await run.store.getBuffer('train/openai.jsonl.gz'))
+        .toString('utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { id: string; messages: unknown[]; tools: string });
+      expect(verlRows.map((row) => [row.id, JSON.parse(row.messages), row.tools, row.enable_thinking])).toEqual(
+        openai.map((record) => [record.id, record.messages, record.tools, null]),
+      );
     } finally {
       connection.closeSync();
     }
@@ -239,39 +314,68 @@ describe('shard stage', () => {
       id: 'respaced-copy',
       messages: toolSession.messages.map((message) =>
         message.role === 'assistant' && message.tool_calls
-          ? { ...message, tool_calls: message.tool_calls.map((call, index) => ({ ...call, id: `other${index}`, function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments), null, 2) } })) }
-          : message.role === 'user' ? { ...message, content: ` ${message.content} ` } : message,
+          ? {
+              ...message,
+              tool_calls: message.tool_calls.map((call, index) => ({
+                ...call,
+                id: `other${index}`,
+                function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments), null, 2) },
+              })),
+            }
+          : message.role === 'user'
+            ? { ...message, content: ` ${message.content} ` }
+            : message,
       ),
     });
     const first = await writeInput('dedup-a', [session, { ...session, id: 'exact-copy' }]);
     const second = await writeInput('dedup-b', [respaced, fixtures[1]]);
     const run = await runShard({ inputs: [first, second], validationFraction: 0 });
     expect(run.output).toMatchObject({ records: 4, samples: 2, duplicates: 2 });
-    expect(run.stats.inputs.map((set) => [set.name, set.records, set.accepted, set.duplicates])).toEqual([['set-1', 2, 1, 1], ['set-2', 2, 1, 1]]);
+    expect(run.stats.inputs.map((set) => [set.name, set.records, set.accepted, set.duplicates])).toEqual([
+      ['set-1', 2, 1, 1],
+      ['set-2', 2, 1, 1],
+    ]);
     const ids = (await run.rows('train/packed-00000.parquet')).flatMap((row) => row.source_ids);
     expect(ids.sort()).toEqual([session.id, fixtures[1].id].sort());
   });
 
   it('splits by task, keeps held-out variants and their tasks out of training', async () => {
     const heldVariants = simulated.slice(0, 6).map((trajectory) => variantOf(trajectory, 'vhash-b', ['hooks']));
-    const otherVariants = simulated.slice(3, 12).map((trajectory) => variantOf(trajectory, 'vhash-a', ['tool_schemas']));
+    const otherVariants = simulated
+      .slice(3, 12)
+      .map((trajectory) => variantOf(trajectory, 'vhash-a', ['tool_schemas']));
     const input = await writeInput('variants', [...simulated, ...heldVariants, ...otherVariants]);
     const run = await runShard({ inputs: [input], validationFraction: 0.25, heldOut: { families: ['hooks'] } });
-    const taskOf = new Map([...simulated, ...heldVariants, ...otherVariants].map((trajectory) => [trajectory.id, trajectory.taskId]));
-    const idsIn = async (split: string) => (await Promise.all(run.stats.splits[split as 'train'] ? [run.rows(`${split}/packed-00000.parquet`)] : [])).flat().flatMap((row) => row.source_ids);
+    const taskOf = new Map(
+      [...simulated, ...heldVariants, ...otherVariants].map((trajectory) => [trajectory.id, trajectory.taskId]),
+    );
+    const idsIn = async (split: string) =>
+      (await Promise.all(run.stats.splits[split as 'train'] ? [run.rows(`${split}/packed-00000.parquet`)] : []))
+        .flat()
+        .flatMap((row) => row.source_ids);
     const [train, validation, heldout] = await Promise.all(['train', 'validation', 'heldout'].map(idsIn));
     expect(heldout.sort()).toEqual(heldVariants.map((trajectory) => trajectory.id).sort());
     const trainTasks = new Set(train.map((id) => taskOf.get(id)));
     for (const id of [...validation, ...heldout]) expect(trainTasks.has(taskOf.get(id))).toBe(false);
     // The held-out variants' tasks are evaluation tasks: their other samples went to validation.
     const heldTasks = new Set(heldVariants.map((trajectory) => trajectory.taskId));
-    const sameTask = [...simulated, ...otherVariants].filter((trajectory) => heldTasks.has(trajectory.taskId)).map((trajectory) => trajectory.id);
+    const sameTask = [...simulated, ...otherVariants]
+      .filter((trajectory) => heldTasks.has(trajectory.taskId))
+      .map((trajectory) => trajectory.id);
     expect(sameTask).toHaveLength(9);
     for (const id of sameTask) expect(validation).toContain(id);
-    expect(train.length + validation.length + heldout.length).toBe(simulated.length + heldVariants.length + otherVariants.length);
+    expect(train.length + validation.length + heldout.length).toBe(
+      simulated.length + heldVariants.length + otherVariants.length,
+    );
     expect(run.stats.splits.heldout).toMatchObject({ uniqueSamples: 6, tasks: 6 });
-    const heldoutExport = gunzipSync(await run.store.getBuffer('heldout/openai.jsonl.gz')).toString('utf8').trim().split('\n').map((line) => JSON.parse(line) as { task_id: string });
-    expect(heldoutExport.map((record) => record.task_id).sort()).toEqual(heldVariants.map((trajectory) => trajectory.taskId).sort());
+    const heldoutExport = gunzipSync(await run.store.getBuffer('heldout/openai.jsonl.gz'))
+      .toString('utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { task_id: string });
+    expect(heldoutExport.map((record) => record.task_id).sort()).toEqual(
+      heldVariants.map((trajectory) => trajectory.taskId).sort(),
+    );
   });
 
   it('truncates an over-length conversation after the last assistant turn that fits, or drops it, by option', async () => {
@@ -286,27 +390,57 @@ describe('shard stage', () => {
     expect(lengthOf(toolSession.messages.slice(0, 8))).toBeGreaterThan(sequenceLength);
     const input = await writeInput('long', [fixtures[0], fixtures[1]]);
 
-    const truncated = await runShard({ inputs: [input], sequenceLength, validationFraction: 0, overLength: 'truncate' });
+    const truncated = await runShard({
+      inputs: [input],
+      sequenceLength,
+      validationFraction: 0,
+      overLength: 'truncate',
+    });
     expect(truncated.output.overLength).toEqual({ dropped: 0, truncated: 1 });
-    const segments = (await truncated.rows('train/packed-00000.parquet')).flatMap((row) => segmentsOf(row, sequenceLength));
+    const segments = (await truncated.rows('train/packed-00000.parquet')).flatMap((row) =>
+      segmentsOf(row, sequenceLength),
+    );
     const cut = segments.find((segment) => segment.sourceId === fixtures[0].id)!;
     const expected = tokenizeConversation(tokenizer, toolSession.messages.slice(0, 6), toolSession.tools, options);
     expect(expected.ok && cut.ids).toEqual(expected.ok && expected.sample.inputIds);
     expect(expected.ok && cut.mask).toEqual(expected.ok && expected.sample.lossMask);
     expect(tokenizer.decode(cut.ids).endsWith('新人可用 NEW20 券打 8 折 🎁<|im_end|>\n')).toBe(true);
-    const exported = gunzipSync(await truncated.store.getBuffer('train/openai.jsonl.gz')).toString('utf8').trim().split('\n').map((line) => JSON.parse(line) as { id: string; messages: ChatMessage[] });
+    const exported = gunzipSync(await truncated.store.getBuffer('train/openai.jsonl.gz'))
+      .toString('utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string; messages: ChatMessage[] });
     expect(exported.find((record) => record.id === fixtures[0].id)!.messages).toHaveLength(6);
 
     const dropped = await runShard({ inputs: [input], sequenceLength, validationFraction: 0, overLength: 'drop' });
-    expect(dropped.output).toMatchObject({ samples: 1, rejected: { OVER_LENGTH: 1 }, overLength: { dropped: 1, truncated: 0 } });
-    expect((await dropped.rows('train/packed-00000.parquet')).flatMap((row) => row.source_ids)).toEqual([fixtures[1].id]);
-    expect(dropped.stats.rejectionExamples).toEqual([{ code: 'OVER_LENGTH', id: fixtures[0].id, reason: expect.stringContaining(`more than the sequence length ${sequenceLength}`) }]);
+    expect(dropped.output).toMatchObject({
+      samples: 1,
+      rejected: { OVER_LENGTH: 1 },
+      overLength: { dropped: 1, truncated: 0 },
+    });
+    expect((await dropped.rows('train/packed-00000.parquet')).flatMap((row) => row.source_ids)).toEqual([
+      fixtures[1].id,
+    ]);
+    expect(dropped.stats.rejectionExamples).toEqual([
+      {
+        code: 'OVER_LENGTH',
+        id: fixtures[0].id,
+        reason: expect.stringContaining(`more than the sequence length ${sequenceLength}`),
+      },
+    ]);
   });
 
   it('mixes input sets by weight in the train split only', async () => {
     const doubled = await writeInput('weight-a', fixtures);
     const halved = await writeInput('weight-b', simulated);
-    const run = await runShard({ inputs: [{ uri: doubled, weight: 2, name: 'hand' }, { uri: halved, weight: 0.5, name: 'sim' }], validationFraction: 0.2, sequenceLength: 16384 });
+    const run = await runShard({
+      inputs: [
+        { uri: doubled, weight: 2, name: 'hand' },
+        { uri: halved, weight: 0.5, name: 'sim' },
+      ],
+      validationFraction: 0.2,
+      sequenceLength: 16384,
+    });
     const [hand, sim] = run.stats.inputs;
     const ids = (await run.rows('train/packed-00000.parquet')).flatMap((row) => row.source_ids);
     const handTrain = ids.filter((id) => id.startsWith('fixture-') && !id.includes('@'));
@@ -328,9 +462,13 @@ describe('shard stage', () => {
     const manifest = await readManifest(new FileArtifactStore(first.directory), 'manifest.json');
     expect(manifest.objects.length).toBeGreaterThan(10);
     for (const object of manifest.objects) {
-      expect([object.key, await readFile(join(second.directory, object.key))]).toEqual([object.key, await readFile(join(first.directory, object.key))]);
+      expect([object.key, await readFile(join(second.directory, object.key))]).toEqual([
+        object.key,
+        await readFile(join(first.directory, object.key)),
+      ]);
     }
-    const manifestText = (directory: string) => readFile(join(directory, 'manifest.json'), 'utf8').then((text) => text.replaceAll(directory, '<root>'));
+    const manifestText = (directory: string) =>
+      readFile(join(directory, 'manifest.json'), 'utf8').then((text) => text.replaceAll(directory, '<root>'));
     expect(await manifestText(second.directory)).toBe(await manifestText(first.directory));
 
     const before = await stat(join(first.directory, 'train/packed-00000.parquet'));
@@ -339,6 +477,11 @@ describe('shard stage', () => {
     expect((await stat(join(first.directory, 'train/packed-00000.parquet'))).mtimeMs).toBe(before.mtimeMs);
 
     const otherSeed = await runShard(config, { seed: 'another-seed' });
-    expect(Buffer.compare(await readFile(join(otherSeed.directory, 'train/packed-00000.parquet')), await readFile(join(first.directory, 'train/packed-00000.parquet')))).not.toBe(0);
+    expect(
+      Buffer.compare(
+        await readFile(join(otherSeed.directory, 'train/packed-00000.parquet')),
+        await readFile(join(first.directory, 'train/packed-00000.parquet')),
+      ),
+    ).not.toBe(0);
   });
 });

@@ -35,7 +35,14 @@ async function digestOf(store: MemoryArtifactStore, prefix: string): Promise<{ d
     keys.push(object.key);
     const bytes = await store.getBuffer(object.key);
     hash.update(`${object.key}\n`);
-    hash.update(object.key.endsWith('.gz') ? bytes : bytes.toString('utf8').replaceAll(checkout, 'file:///checkout').replaceAll(`"${codeVersion}"`, `"${version}+golden"`));
+    hash.update(
+      object.key.endsWith('.gz')
+        ? bytes
+        : bytes
+            .toString('utf8')
+            .replaceAll(checkout, 'file:///checkout')
+            .replaceAll(`"${codeVersion}"`, `"${version}+golden"`),
+    );
     hash.update('\n');
   }
   return { digest: hash.digest('hex'), keys };
@@ -53,13 +60,31 @@ describe('stage outputs for a fixed seed', () => {
       seed: 'golden',
       runId: 'golden',
     };
-    const collected = (await runStageLocally(collectStage, { generate: { count: 60, seed: 'golden', itemCount: 500 }, tasksPerPart: 25 }, { ...options, outputPrefix: 'collect' })).output as { manifestUri: string };
-    const augmented = (await runStageLocally(augmentStage, { inputs: [collected.manifestUri], variantsPerTrajectory: 1, recordsPerPart: 25 }, { ...options, outputPrefix: 'augment' })).output as {
+    const collected = (
+      await runStageLocally(
+        collectStage,
+        { generate: { count: 60, seed: 'golden', itemCount: 500 }, tasksPerPart: 25 },
+        { ...options, outputPrefix: 'collect' },
+      )
+    ).output as { manifestUri: string };
+    const augmented = (
+      await runStageLocally(
+        augmentStage,
+        { inputs: [collected.manifestUri], variantsPerTrajectory: 1, recordsPerPart: 25 },
+        { ...options, outputPrefix: 'augment' },
+      )
+    ).output as {
       manifestUri: string;
     };
     await runStageLocally(
       shardStage,
-      { inputs: [collected.manifestUri, augmented.manifestUri], tokenizer: { preset: 'qwen3' }, sequenceLength: 8192, recordsPerPart: 40, renderDate: '2025-01-02T03:04:05Z' },
+      {
+        inputs: [collected.manifestUri, augmented.manifestUri],
+        tokenizer: { preset: 'qwen3' },
+        sequenceLength: 8192,
+        recordsPerPart: 40,
+        renderDate: '2025-01-02T03:04:05Z',
+      },
       { ...options, outputPrefix: 'shard' },
     );
     const actual: Record<string, string> = {};

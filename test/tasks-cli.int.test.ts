@@ -21,7 +21,20 @@ async function readTasks(uri: string): Promise<Task[]> {
 describe('hat tasks against an S3-compatible store', () => {
   it('generates tasks to an s3:// URI', async () => {
     const uri = `${s3.freshUri()}/tasks/generated.jsonl.gz`;
-    const result = await hat(s3.env, 'tasks', 'generate', '--count', '25', '--seed', 's3', '--items', '300', '--out', uri, '--json');
+    const result = await hat(
+      s3.env,
+      'tasks',
+      'generate',
+      '--count',
+      '25',
+      '--seed',
+      's3',
+      '--items',
+      '300',
+      '--out',
+      uri,
+      '--json',
+    );
     expect(result.code).toBe(0);
     expect(JSON.parse(result.stdout)).toMatchObject({ uri, records: 25 });
     expect(await readTasks(uri)).toEqual(generateTasks({ count: 25, seed: 's3', world: { itemCount: 300 } }));
@@ -30,7 +43,9 @@ describe('hat tasks against an S3-compatible store', () => {
   it('imports gzip logs from an s3:// URI', async () => {
     const root = s3.freshUri();
     const room = generateTasks({ count: 1, seed: 's3-logs', world: { itemCount: 100 } })[0].room;
-    const lines = ['这个多少钱', '这个包邮吗', '收件人张三 13900001111 这个能开发票吗'].map((message) => JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message }));
+    const lines = ['这个多少钱', '这个包邮吗', '收件人张三 13900001111 这个能开发票吗'].map((message) =>
+      JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message }),
+    );
     const { store, key } = openArtifactObject(`${root}/logs/day.jsonl.gz`, s3.env);
     await store.put(key, gzipSync(`${lines.join('\n')}\n`));
     await store.close();

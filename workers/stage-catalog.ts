@@ -18,7 +18,19 @@ import { shardStage } from './shard/processor';
  * pipeline stage here when it lands. The example stages (noop, fanout-demo, hash-demo) exist for
  * framework tests, benchmarks and the demo; they are not part of the pipeline.
  */
-export const catalogStages: AnyStage[] = [noopStage, fanoutDemoStage, hashDemoStage, collectStage, augmentStage, shardStage, distillStage, rlStage, replayStage, evalStage, gateStage];
+export const catalogStages: AnyStage[] = [
+  noopStage,
+  fanoutDemoStage,
+  hashDemoStage,
+  collectStage,
+  augmentStage,
+  shardStage,
+  distillStage,
+  rlStage,
+  replayStage,
+  evalStage,
+  gateStage,
+];
 
 /**
  * What every process does at start-up (CLI, workers, sandboxed processors): registers the model

@@ -9,7 +9,11 @@ import { workerData } from 'node:worker_threads';
 import { createLogger } from '../shared/log/logger';
 import { registerCatalogStages } from './stage-catalog';
 import { openQueueContext } from '../queues/bullmq/queue-context';
-import { createStageJobProcessor, type StageJobHandle, type StageJobRuntime } from '../queues/bullmq/stage-job-processor';
+import {
+  createStageJobProcessor,
+  type StageJobHandle,
+  type StageJobRuntime,
+} from '../queues/bullmq/stage-job-processor';
 import { getStage } from '../queues/stage-kit/stage-registry';
 import { createStageJobRuntime, createStoreCache } from '../queues/bullmq/stage-runtime';
 import type { SandboxWorkerData } from '../queues/bullmq/worker-factory';
@@ -28,7 +32,11 @@ function sandboxRuntime(): Promise<StageJobRuntime> {
   return sharedRuntime;
 }
 
-export default async function processSandboxedJob(job: StageJobHandle, token?: string, signal?: AbortSignal): Promise<unknown> {
+export default async function processSandboxedJob(
+  job: StageJobHandle,
+  token?: string,
+  signal?: AbortSignal,
+): Promise<unknown> {
   const runtime = await sandboxRuntime();
   // The kind when the run names the stage differently (`sft_data: { stage: shard }`), else the name.
   const data = job.data as { stage?: unknown; kind?: unknown };

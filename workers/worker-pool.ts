@@ -7,7 +7,12 @@ import { readManifest } from '../shared/artifacts/manifest';
 import { BadInputError } from '../shared/errors';
 import { createLogger, type Logger } from '../shared/log/logger';
 import { declaresCounters } from '../shared/metrics/prometheus-stage-counters';
-import { createWorkerMetrics, queueDepthStates, type WorkerMetrics, type WorkerMetricsOptions } from '../shared/metrics/prometheus-worker-metrics';
+import {
+  createWorkerMetrics,
+  queueDepthStates,
+  type WorkerMetrics,
+  type WorkerMetricsOptions,
+} from '../shared/metrics/prometheus-worker-metrics';
 import { systemClock, type Clock, type StageServices } from '../queues/stage-kit/define-stage';
 import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
 import { runsQueueName } from '../queues/stage-kit/stage-names';
@@ -23,7 +28,9 @@ import { registerCatalogStages } from './stage-catalog';
  * compiled code, else in `dist/` (sources run by jest). Undefined when it has not been built.
  */
 export function sandboxEntryFile(): string | undefined {
-  const file = __filename.endsWith('.js') ? join(__dirname, 'stage-sandbox.js') : join(__dirname, '..', 'dist', 'workers', 'stage-sandbox.js');
+  const file = __filename.endsWith('.js')
+    ? join(__dirname, 'stage-sandbox.js')
+    : join(__dirname, '..', 'dist', 'workers', 'stage-sandbox.js');
   return existsSync(file) ? file : undefined;
 }
 
@@ -70,7 +77,10 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   const queues = options.queues ?? [...stageNames(), runsQueueName];
   const unknown = queues.filter((name) => name !== runsQueueName && !findStage(name));
   if (unknown.length > 0) {
-    throw new BadInputError('UNKNOWN_STAGE', `--stages names unknown stage(s) ${unknown.join(', ')}; known: ${[...stageNames(), runsQueueName].join(', ')}`);
+    throw new BadInputError(
+      'UNKNOWN_STAGE',
+      `--stages names unknown stage(s) ${unknown.join(', ')}; known: ${[...stageNames(), runsQueueName].join(', ')}`,
+    );
   }
   const logger = options.logger ?? createLogger({ level: env.HAT_LOG_LEVEL });
   const clock = options.clock ?? systemClock;
@@ -97,13 +107,24 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       observer: metrics,
     };
     if (name === runsQueueName) {
-      workers.push(createRunWorker(createRunJobRuntime(context, stores, logger, clock), { ...common, concurrency: options.concurrency ?? 4 }));
+      workers.push(
+        createRunWorker(createRunJobRuntime(context, stores, logger, clock), {
+          ...common,
+          concurrency: options.concurrency ?? 4,
+        }),
+      );
       continue;
     }
     const stage = listStages().find((item) => item.name === name);
     if (!stage) continue;
     const concurrency = options.concurrency ?? stage.queue?.concurrency ?? env.HAT_WORKER_CONCURRENCY;
-    const created = createStageWorker(stage, stageRuntime, { ...common, concurrency, env, sandbox: options.sandbox, sandboxEntry: sandboxEntryFile() });
+    const created = createStageWorker(stage, stageRuntime, {
+      ...common,
+      concurrency,
+      env,
+      sandbox: options.sandbox,
+      sandboxEntry: sandboxEntryFile(),
+    });
     workers.push(created.worker);
     if (created.sandboxed) sandboxed.push(name);
   }
@@ -136,7 +157,13 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
 }
 
 /** Metrics over the served queues; stage counters read manifests through the pool's stores. */
-function createPoolMetrics(queues: string[], context: QueueContext, stores: StoreCache, logger: Logger, settings: NonNullable<WorkerPoolOptions['metrics']>): WorkerMetrics {
+function createPoolMetrics(
+  queues: string[],
+  context: QueueContext,
+  stores: StoreCache,
+  logger: Logger,
+  settings: NonNullable<WorkerPoolOptions['metrics']>,
+): WorkerMetrics {
   return createWorkerMetrics({
     ...settings,
     queues,
@@ -148,7 +175,10 @@ function createPoolMetrics(queues: string[], context: QueueContext, stores: Stor
     },
     partCountersDeclared: (stage) => {
       const definition = findStage(stage);
-      return definition?.kind === 'fan-out' && (definition.partCounters !== undefined || declaresCounters(definition.partOutput));
+      return (
+        definition?.kind === 'fan-out' &&
+        (definition.partCounters !== undefined || declaresCounters(definition.partOutput))
+      );
     },
     partCounters: (stage, output) => {
       const definition = findStage(stage);

@@ -45,10 +45,19 @@ const registerList: RegisterArtifactsSubcommand = (artifacts, context) => {
         return found;
       });
       if (options.json) {
-        return context.printJson(objects.map((info) => ({ uri: info.uri, key: info.key, bytes: info.bytes, lastModified: info.lastModified?.toISOString() })));
+        return context.printJson(
+          objects.map((info) => ({
+            uri: info.uri,
+            key: info.key,
+            bytes: info.bytes,
+            lastModified: info.lastModified?.toISOString(),
+          })),
+        );
       }
       for (const info of objects) {
-        context.print(`${formatBytes(info.bytes).padStart(9)}  ${info.lastModified?.toISOString() ?? '-'.padEnd(24)}  ${info.uri}`);
+        context.print(
+          `${formatBytes(info.bytes).padStart(9)}  ${info.lastModified?.toISOString() ?? '-'.padEnd(24)}  ${info.uri}`,
+        );
       }
       const total = objects.reduce((sum, info) => sum + info.bytes, 0);
       context.print(`${objects.length} object${objects.length === 1 ? '' : 's'}, ${formatBytes(total)}`);
@@ -88,14 +97,17 @@ function printManifest(context: CliContext, uri: string, manifest: Manifest): vo
   context.print(`  objects (${manifest.objects.length}, ${records} records, ${formatBytes(bytes)}):`);
   for (const object of manifest.objects) {
     const count = object.records === undefined ? '' : `${object.records} records, `;
-    context.print(`    ${object.uri}  (${object.format} v${object.schemaVersion}, ${count}${formatBytes(object.bytes)}, sha256 ${object.sha256.slice(0, 12)})`);
+    context.print(
+      `    ${object.uri}  (${object.format} v${object.schemaVersion}, ${count}${formatBytes(object.bytes)}, sha256 ${object.sha256.slice(0, 12)})`,
+    );
   }
   context.print(`  inputs (${manifest.lineage.inputs.length}):`);
   for (const input of manifest.lineage.inputs) context.print(`    ${input.uri}  (sha256 ${input.sha256.slice(0, 12)})`);
   const stats = Object.entries(manifest.stats);
   if (stats.length > 0) {
     context.print('  stats:');
-    for (const [name, value] of stats) context.print(`    ${name}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+    for (const [name, value] of stats)
+      context.print(`    ${name}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
   }
 }
 
@@ -116,6 +128,8 @@ const registerManifest: RegisterArtifactsSubcommand = (artifacts, context) => {
 
 /** `hat artifacts ls | cat | manifest <uri>`: look at run artifacts on S3 or local disk. */
 export const registerArtifactsCommand: RegisterCommand = (program, context) => {
-  const artifacts = program.command('artifacts').description('inspect run artifacts (s3:// or file://); S3 settings come from S3_ENDPOINT, S3_REGION, AWS_*');
+  const artifacts = program
+    .command('artifacts')
+    .description('inspect run artifacts (s3:// or file://); S3 settings come from S3_ENDPOINT, S3_REGION, AWS_*');
   for (const register of [registerList, registerCat, registerManifest]) register(artifacts, context);
 };

@@ -1,5 +1,11 @@
 import type { Command } from 'commander';
-import { listPromotions, pointerLocationOf, readPromotedCheckpoint, writePromotion, type PromotedCheckpoint } from '../../queues/runs/promoted-checkpoint';
+import {
+  listPromotions,
+  pointerLocationOf,
+  readPromotedCheckpoint,
+  writePromotion,
+  type PromotedCheckpoint,
+} from '../../queues/runs/promoted-checkpoint';
 import { gateDecisionObject, gateStageName, type GateDecisionRecord } from '../../queues/runs/run-gate';
 import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
@@ -18,8 +24,13 @@ interface PromoteOptions {
 /** The artifact root the pointer lives under: `--artifacts`, else HAT_ARTIFACTS. */
 function artifactsRootOf(context: CliContext, given: string | undefined): string {
   const root = given ?? context.env.HAT_ARTIFACTS;
-  if (!root) throw new BadInputError('NO_ARTIFACTS', 'no artifact store: pass --artifacts s3://bucket/prefix (or file:///dir), or set HAT_ARTIFACTS');
-  if (!/^(s3|file):\/\/.+/.test(root)) throw new BadInputError('NO_ARTIFACTS', `"${root}" must be an s3://bucket/prefix or file:///absolute/dir URI`);
+  if (!root)
+    throw new BadInputError(
+      'NO_ARTIFACTS',
+      'no artifact store: pass --artifacts s3://bucket/prefix (or file:///dir), or set HAT_ARTIFACTS',
+    );
+  if (!/^(s3|file):\/\/.+/.test(root))
+    throw new BadInputError('NO_ARTIFACTS', `"${root}" must be an s3://bucket/prefix or file:///absolute/dir URI`);
   return root;
 }
 
@@ -34,7 +45,9 @@ function describe(record: PromotedCheckpoint): string {
 export function registerPromotionCommands(checkpoint: Command, context: CliContext): void {
   checkpoint
     .command('promote')
-    .description('make a checkpoint the promoted one (what latestCheckpoint resolves to for the next run), overriding the gate')
+    .description(
+      'make a checkpoint the promoted one (what latestCheckpoint resolves to for the next run), overriding the gate',
+    )
     .option('--endpoint <url>', 'OpenAI-compatible base URL serving it')
     .option('--model <name>', 'model id it is served under')
     .option('--run <runId>', "promote the candidate a run's gate decided about (held or not)")
@@ -48,13 +61,19 @@ export function registerPromotionCommands(checkpoint: Command, context: CliConte
         const location = pointerLocationOf(root, stores.openObject);
         let checkpointFields: { endpoint: string; model: string; label?: string; scoresUri?: string };
         if (options.run) {
-          if (options.endpoint || options.model) throw new BadInputError('BAD_USAGE', 'give --run, or --endpoint with --model, not both');
+          if (options.endpoint || options.model)
+            throw new BadInputError('BAD_USAGE', 'give --run, or --endpoint with --model, not both');
           const key = `${location.prefix}${stagePrefix(options.run, gateStageName)}${gateDecisionObject}`;
-          if (!(await location.store.head(key))) throw new BadInputError('NO_GATE_DECISION', `run ${options.run} has no gate decision at ${location.store.uriOf(key)}; check the run id and --artifacts`);
+          if (!(await location.store.head(key)))
+            throw new BadInputError(
+              'NO_GATE_DECISION',
+              `run ${options.run} has no gate decision at ${location.store.uriOf(key)}; check the run id and --artifacts`,
+            );
           const decision = JSON.parse((await location.store.getBuffer(key)).toString('utf8')) as GateDecisionRecord;
           checkpointFields = { ...decision.checkpoint, label: decision.candidate, scoresUri: decision.scoresUri };
         } else {
-          if (!options.endpoint || !options.model) throw new BadInputError('BAD_USAGE', 'give --endpoint <url> and --model <name> (or --run <runId>)');
+          if (!options.endpoint || !options.model)
+            throw new BadInputError('BAD_USAGE', 'give --endpoint <url> and --model <name> (or --run <runId>)');
           checkpointFields = { endpoint: options.endpoint, model: options.model };
         }
         const record: PromotedCheckpoint = {
@@ -88,7 +107,10 @@ export function registerPromotionCommands(checkpoint: Command, context: CliConte
         if (options.json) return context.printJson({ promoted: current ?? null, history });
         if (!current) context.print(`no promoted checkpoint under ${root}`);
         else context.print(`promoted: ${describe(current)}`);
-        for (const record of [...history].reverse()) context.print(`  ${record.promotedAt}  ${record.model} at ${record.endpoint}  ${record.promotedBy}${record.runId ? ` ${record.runId}` : ''}  ${record.reasons.join('; ')}`);
+        for (const record of [...history].reverse())
+          context.print(
+            `  ${record.promotedAt}  ${record.model} at ${record.endpoint}  ${record.promotedBy}${record.runId ? ` ${record.runId}` : ''}  ${record.reasons.join('; ')}`,
+          );
       } finally {
         await stores.close();
       }

@@ -60,15 +60,24 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const token = options.token;
   if (!options.insecureNoAuth) {
     if (token === undefined || token.trim() === '') {
-      throw new BadInputError('DASHBOARD_TOKEN_MISSING', 'hat dashboard needs a token: give --token <t> or set HAT_DASHBOARD_TOKEN (e.g. `openssl rand -hex 32`); --insecure-no-auth serves it to anyone who can reach the port');
+      throw new BadInputError(
+        'DASHBOARD_TOKEN_MISSING',
+        'hat dashboard needs a token: give --token <t> or set HAT_DASHBOARD_TOKEN (e.g. `openssl rand -hex 32`); --insecure-no-auth serves it to anyone who can reach the port',
+      );
     }
     if (token.length < minimumTokenLength) {
-      throw new BadInputError('DASHBOARD_TOKEN_WEAK', `--token must be at least ${minimumTokenLength} characters (e.g. \`openssl rand -hex 32\`)`);
+      throw new BadInputError(
+        'DASHBOARD_TOKEN_WEAK',
+        `--token must be at least ${minimumTokenLength} characters (e.g. \`openssl rand -hex 32\`)`,
+      );
     }
     // A header's value is trimmed before it is compared, so such a token could never match; and
     // blanks in a secret are usually a paste gone wrong.
     if (/\s/.test(token)) {
-      throw new BadInputError('DASHBOARD_TOKEN_WEAK', '--token must not contain spaces or other whitespace (e.g. `openssl rand -hex 32`)');
+      throw new BadInputError(
+        'DASHBOARD_TOKEN_WEAK',
+        '--token must not contain spaces or other whitespace (e.g. `openssl rand -hex 32`)',
+      );
     }
   }
   registerCatalogStages();
@@ -80,7 +89,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const serverAdapter = new ExpressAdapter();
     serverAdapter.setBasePath('/');
     createBullBoard({
-      queues: queues.map((name) => new BullMQAdapter(context.queue(name), { readOnlyMode: options.readOnly ?? false, allowRetries: !(options.readOnly ?? false) })),
+      queues: queues.map(
+        (name) =>
+          new BullMQAdapter(context.queue(name), {
+            readOnlyMode: options.readOnly ?? false,
+            allowRetries: !(options.readOnly ?? false),
+          }),
+      ),
       // @bull-board/express 9.10.1 (the newest) nests its own @bull-board/api 9.10.1 beside our
       // 9.10.2: the adapter interface is the same, only the private fields differ in the types.
       serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
@@ -95,7 +110,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const listenHost = options.host ?? '127.0.0.1';
     const server = await listen(app, options.port, listenHost);
     const port = (server.address() as AddressInfo).port;
-    const host = listenHost === '0.0.0.0' || listenHost === '::' ? '127.0.0.1' : listenHost.includes(':') ? `[${listenHost}]` : listenHost;
+    const host =
+      listenHost === '0.0.0.0' || listenHost === '::'
+        ? '127.0.0.1'
+        : listenHost.includes(':')
+          ? `[${listenHost}]`
+          : listenHost;
     return {
       port,
       url: `http://${host}:${port}/`,
@@ -142,12 +162,22 @@ function serveRunObject(context: QueueContext, env: HatEnv, stores: StoreCache) 
       if (!run || !root) return void response.status(404).type('text/plain').send(`no run ${runId} in this prefix\n`);
       const key = validateObjectKey(`runs/${runId}/${path || 'run-report.html'}`);
       const store = stores.storeFor(root);
-      const body = await store.getBuffer(key).catch((error: unknown) => (errorCodeOf(error) === 'ARTIFACT_NOT_FOUND' ? undefined : Promise.reject(error)));
-      if (!body) return void response.status(404).type('text/plain').send(`${store.uriOf(key)} does not exist\n`);
+      const body = await store
+        .getBuffer(key)
+        .catch((error: unknown) => (errorCodeOf(error) === 'ARTIFACT_NOT_FOUND' ? undefined : Promise.reject(error)));
+      if (!body)
+        return void response
+          .status(404)
+          .type('text/plain')
+          .send(`${store.uriOf(key)} does not exist\n`);
       const extension = key.slice(key.lastIndexOf('.') + 1);
       response.type(contentTypes[extension] ?? 'application/octet-stream').send(body);
     } catch (error) {
-      if (errorCodeOf(error) === 'BAD_OBJECT_KEY') return void response.status(400).type('text/plain').send(`${(error as Error).message}\n`);
+      if (errorCodeOf(error) === 'BAD_OBJECT_KEY')
+        return void response
+          .status(400)
+          .type('text/plain')
+          .send(`${(error as Error).message}\n`);
       next(error);
     }
   };
@@ -157,7 +187,14 @@ function listen(app: express.Express, port: number, host: string): Promise<Serve
   return new Promise((resolve, reject) => {
     const server = app.listen(port, host);
     const onError = (error: NodeJS.ErrnoException) =>
-      reject(error.code === 'EADDRINUSE' || error.code === 'EACCES' ? new BadInputError('DASHBOARD_PORT_UNAVAILABLE', `--port ${port}: cannot listen on ${host}:${port} (${error.code}); pick a free port`) : error);
+      reject(
+        error.code === 'EADDRINUSE' || error.code === 'EACCES'
+          ? new BadInputError(
+              'DASHBOARD_PORT_UNAVAILABLE',
+              `--port ${port}: cannot listen on ${host}:${port} (${error.code}); pick a free port`,
+            )
+          : error,
+      );
     server.once('error', onError);
     server.once('listening', () => {
       server.off('error', onError);
@@ -194,7 +231,10 @@ function requireToken(token: string) {
     if (queryToken !== null && sameSecret(queryToken, token)) {
       url.searchParams.delete('token');
       const secure = request.secure || request.headers['x-forwarded-proto'] === 'https';
-      response.setHeader('Set-Cookie', `${dashboardCookieName}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200${secure ? '; Secure' : ''}`);
+      response.setHeader(
+        'Set-Cookie',
+        `${dashboardCookieName}=${session}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200${secure ? '; Secure' : ''}`,
+      );
       response.redirect(303, `${url.pathname}${url.search}`);
       return;
     }
@@ -236,8 +276,13 @@ export const registerDashboardCommand: RegisterCommand = (program: Command, cont
       });
       const shutdown = nextShutdownSignal();
       if (options.insecureNoAuth) context.logger.warn('dashboard serves without authentication (--insecure-no-auth)');
-      context.logger.info({ url: dashboard.url, queues: dashboard.queues, prefix: context.env.HAT_REDIS_PREFIX }, 'dashboard ready');
-      context.print(`dashboard: ${dashboard.url} (open ${dashboard.url}?token=<token> once, or send Authorization: Bearer <token>)`);
+      context.logger.info(
+        { url: dashboard.url, queues: dashboard.queues, prefix: context.env.HAT_REDIS_PREFIX },
+        'dashboard ready',
+      );
+      context.print(
+        `dashboard: ${dashboard.url} (open ${dashboard.url}?token=<token> once, or send Authorization: Bearer <token>)`,
+      );
       const signal = await shutdown;
       context.logger.info({ signal }, 'dashboard shutting down');
       await dashboard.close();

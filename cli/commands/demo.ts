@@ -26,7 +26,8 @@ import type { RegisterCommand } from './index';
 /** The project root (where package.json is), from sources or from dist/. */
 function projectRoot(): string {
   let directory = __dirname;
-  while (!existsSync(join(directory, 'package.json')) && dirname(directory) !== directory) directory = dirname(directory);
+  while (!existsSync(join(directory, 'package.json')) && dirname(directory) !== directory)
+    directory = dirname(directory);
   return directory;
 }
 
@@ -63,7 +64,9 @@ export async function startDemoModelServers(config: unknown, log: (line: string)
       if (!server) {
         server = await startServeServer({ model: spec, servedModelName: modelName, logprobsMode });
         servers.set(key, server);
-        log(`started hat serve for ${modelName} (${spec}${server.dummyWeights ? ', dummy weights' : ''}) at ${server.baseUrl}`);
+        log(
+          `started hat serve for ${modelName} (${spec}${server.dummyWeights ? ', dummy weights' : ''}) at ${server.baseUrl}`,
+        );
       }
       record.baseUrl = server.baseUrl;
       record.dummyWeights = server.dummyWeights;
@@ -119,9 +122,20 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       let plan: ReturnType<typeof planRun>;
       let pool: Awaited<ReturnType<typeof startWorkerPool>>;
       try {
-        plan = planRun(source.value, { env, now: new Date(), file: configFile, locator: source.locator, artifacts: artifactsRoot, source: 'demo' });
+        plan = planRun(source.value, {
+          env,
+          now: new Date(),
+          file: configFile,
+          locator: source.locator,
+          artifacts: artifactsRoot,
+          source: 'demo',
+        });
         const logger = createLogger({ level: process.env.HAT_LOG_LEVEL ?? 'warn' });
-        pool = await startWorkerPool({ env, queues: [...new Set(plan.stages.map((stage) => stage.kind)), runsQueueName], logger });
+        pool = await startWorkerPool({
+          env,
+          queues: [...new Set(plan.stages.map((stage) => stage.kind)), runsQueueName],
+          logger,
+        });
       } catch (error) {
         await stopModelServers();
         await server?.stop();
@@ -132,12 +146,21 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
       try {
         await pool.waitUntilReady();
         await enqueueRun(pool.context, plan);
-        context.stderr.write(`run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`);
+        context.stderr.write(
+          `run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`,
+        );
         if (plan.handoffs.length > 0) {
-          context.stderr.write(`trainer handoffs ${plan.handoffs.map((handoff) => handoff.name).join(' -> ')}: answered by the SIMULATED TRAINER (no training happens; each checkpoint is a re-seeded dummy model)\n`);
-          trainer = startDemoTrainer(plan.runId, pool.context, env, checkpointServers, (line) => context.stderr.write(`${line}\n`));
+          context.stderr.write(
+            `trainer handoffs ${plan.handoffs.map((handoff) => handoff.name).join(' -> ')}: answered by the SIMULATED TRAINER (no training happens; each checkpoint is a re-seeded dummy model)\n`,
+          );
+          trainer = startDemoTrainer(plan.runId, pool.context, env, checkpointServers, (line) =>
+            context.stderr.write(`${line}\n`),
+          );
         }
-        const status = await waitForRunWithProgress((onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }), context.stderr);
+        const status = await waitForRunWithProgress(
+          (onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }),
+          context.stderr,
+        );
         for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
         if (server) {
           // The report as a local file a browser opens directly (the S3 server stops with the demo).
@@ -151,11 +174,14 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
           } finally {
             await store.close();
           }
-          context.stderr.write(`  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`);
+          context.stderr.write(
+            `  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`,
+          );
         }
         if (options.json) context.printJson(status);
         else context.print(status.reportHtmlUri);
-        if (status.state !== 'completed') throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
+        if (status.state !== 'completed')
+          throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
       } finally {
         await trainer?.stop();
         await pool.close();
@@ -171,7 +197,13 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
  * re-seeded dummy model, served by `hat serve` in this process (into `servers`, closed by the
  * caller) and registered with its endpoint, model id and directory, labelled simulated training.
  */
-function startDemoTrainer(runId: string, queues: QueueContext, env: HatEnv, servers: ServeServer[], log: (line: string) => void): { stop(): Promise<void> } {
+function startDemoTrainer(
+  runId: string,
+  queues: QueueContext,
+  env: HatEnv,
+  servers: ServeServer[],
+  log: (line: string) => void,
+): { stop(): Promise<void> } {
   const stores = new Map<string, ArtifactStore>();
   const storeFor = (rootUri: string): ArtifactStore => {
     let store = stores.get(rootUri);
@@ -191,7 +223,9 @@ function startDemoTrainer(runId: string, queues: QueueContext, env: HatEnv, serv
       return served.baseUrl;
     },
     onRegistered: (event) =>
-      log(`SIMULATED TRAINING (no training happened): handoff ${event.handoff} -> checkpoint ${event.model} (re-seeded dummy model${event.policyVersion !== undefined ? `, policy v${event.policyVersion}` : ''}) served at ${event.endpoint}`),
+      log(
+        `SIMULATED TRAINING (no training happened): handoff ${event.handoff} -> checkpoint ${event.model} (re-seeded dummy model${event.policyVersion !== undefined ? `, policy v${event.policyVersion}` : ''}) served at ${event.endpoint}`,
+      ),
     onError: (error) => log(`simulated trainer: ${error.message} (trying again)`),
   });
   return {
@@ -208,7 +242,9 @@ function startDemoTrainer(runId: string, queues: QueueContext, env: HatEnv, serv
  * the demo's S3 server has stopped. Returns how many were copied.
  */
 async function copyStageReports(store: ArtifactStore, runId: string, directory: string): Promise<number> {
-  const manifest = JSON.parse((await store.getBuffer(runManifestKey(runId))).toString('utf8')) as { stages: Array<{ links?: Array<{ uri: string }> }> };
+  const manifest = JSON.parse((await store.getBuffer(runManifestKey(runId))).toString('utf8')) as {
+    stages: Array<{ links?: Array<{ uri: string }> }>;
+  };
   const runRoot = `${store.rootUri}/runs/${runId}`;
   let copied = 0;
   for (const link of manifest.stages.flatMap((stage) => stage.links ?? [])) {

@@ -12,7 +12,11 @@ const hat = (...argv: string[]) => runHatInProcess({}, ...argv);
 async function tree(directory: string): Promise<Record<string, string>> {
   const files: Record<string, string> = {};
   for (const entry of await readdir(directory, { recursive: true, withFileTypes: true })) {
-    if (entry.isFile()) files[join(entry.parentPath, entry.name).slice(directory.length)] = await readFile(join(entry.parentPath, entry.name), 'utf8');
+    if (entry.isFile())
+      files[join(entry.parentPath, entry.name).slice(directory.length)] = await readFile(
+        join(entry.parentPath, entry.name),
+        'utf8',
+      );
   }
   return files;
 }
@@ -40,7 +44,9 @@ describe('hat harness variants', () => {
     for (const directory of directories) {
       const variant = await loadHarness(join(out, directory));
       expect(harnessHash(variant)).not.toBe(original);
-      const mapping = variantMappingSchema.parse(JSON.parse(await readFile(join(out, directory, 'mapping.json'), 'utf8')));
+      const mapping = variantMappingSchema.parse(
+        JSON.parse(await readFile(join(out, directory, 'mapping.json'), 'utf8')),
+      );
       expect(mapping.sourceHash).toBe(original);
       expect(directory).toMatch(/^variant-0\d-[0-9a-f]{8}$/);
     }
@@ -50,8 +56,32 @@ describe('hat harness variants', () => {
   });
 
   it('gives the same bytes for the same seed and applies exactly the families asked for', async () => {
-    await hat('harness', 'variants', sample, '--n', '2', '--seed', 's', '--out', join(scratch, 'b1'), '--families', 'tool_schemas,hooks');
-    await hat('harness', 'variants', sample, '--n', '2', '--seed', 's', '--out', join(scratch, 'b2'), '--families', 'tool_schemas,hooks');
+    await hat(
+      'harness',
+      'variants',
+      sample,
+      '--n',
+      '2',
+      '--seed',
+      's',
+      '--out',
+      join(scratch, 'b1'),
+      '--families',
+      'tool_schemas,hooks',
+    );
+    await hat(
+      'harness',
+      'variants',
+      sample,
+      '--n',
+      '2',
+      '--seed',
+      's',
+      '--out',
+      join(scratch, 'b2'),
+      '--families',
+      'tool_schemas,hooks',
+    );
     const first = await tree(join(scratch, 'b1'));
     expect(await tree(join(scratch, 'b2'))).toEqual(first);
     const summary = JSON.parse(first['/variants.json']) as { variants: Array<{ families: string[] }> };
@@ -62,8 +92,22 @@ describe('hat harness variants', () => {
   });
 
   it('exits 2 naming the unknown family', async () => {
-    const result = await hat('harness', 'variants', sample, '--n', '1', '--seed', '1', '--out', join(scratch, 'c'), '--families', 'tools,hooks');
+    const result = await hat(
+      'harness',
+      'variants',
+      sample,
+      '--n',
+      '1',
+      '--seed',
+      '1',
+      '--out',
+      join(scratch, 'c'),
+      '--families',
+      'tools,hooks',
+    );
     expect(result.code).toBe(2);
-    expect(result.stderr).toContain('--families: unknown family tools; use a comma-separated list of: skill_ids, skill_content, tool_schemas, prompt_structure, hooks');
+    expect(result.stderr).toContain(
+      '--families: unknown family tools; use a comma-separated list of: skill_ids, skill_content, tool_schemas, prompt_structure, hooks',
+    );
   });
 });

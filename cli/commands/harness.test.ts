@@ -17,7 +17,11 @@ async function hat(...argv: string[]): Promise<{ code: number; stdout: string; s
   stdout.on('data', (chunk: Buffer) => chunks.stdout.push(chunk));
   stderr.on('data', (chunk: Buffer) => chunks.stderr.push(chunk));
   const code = await runCli(argv, new CliContext(stdout, stderr, {}));
-  return { code, stdout: Buffer.concat(chunks.stdout).toString('utf8'), stderr: Buffer.concat(chunks.stderr).toString('utf8') };
+  return {
+    code,
+    stdout: Buffer.concat(chunks.stdout).toString('utf8'),
+    stderr: Buffer.concat(chunks.stderr).toString('utf8'),
+  };
 }
 
 let scratch: string;
@@ -48,7 +52,11 @@ describe('hat harness validate', () => {
   it('prints the summary as JSON with --json', async () => {
     const result = await hat('harness', 'validate', sample, '--json');
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.stdout)).toMatchObject({ id: 'live-host', format: 'markdown', counts: { sections: 6, skills: 7, tools: 9, hooks: 6 } });
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      id: 'live-host',
+      format: 'markdown',
+      counts: { sections: 6, skills: 7, tools: 9, hooks: 6 },
+    });
   });
 
   it('exits 2 and lists every problem of a broken harness', async () => {
@@ -84,7 +92,9 @@ describe('hat harness diff', () => {
         ...harness,
         version: '1.1.0',
         prompt: { ...harness.prompt, format: 'xml' },
-        hooks: harness.hooks.map((hook) => (hook.id === 'reply_length' ? { ...hook, constraint: { type: 'max_chars', value: 80 } } : hook)),
+        hooks: harness.hooks.map((hook) =>
+          hook.id === 'reply_length' ? { ...hook, constraint: { type: 'max_chars', value: 80 } } : hook,
+        ),
       },
       changed,
     );
@@ -93,7 +103,9 @@ describe('hat harness diff', () => {
   it('prints the changes as text (exit 0)', async () => {
     const result = await hat('harness', 'diff', sample, changed);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/^--- live-host 1\.0\.0 \([0-9a-f]{12}\)\n\+\+\+ live-host 1\.1\.0 \([0-9a-f]{12}\)\n/);
+    expect(result.stdout).toMatch(
+      /^--- live-host 1\.0\.0 \([0-9a-f]{12}\)\n\+\+\+ live-host 1\.1\.0 \([0-9a-f]{12}\)\n/,
+    );
     expect(result.stdout).toContain('prompt\n  format: markdown -> xml\n');
     expect(result.stdout).toContain('hooks\n  ~ hook reply_length\n      constraint: max_chars 60 -> max_chars 80\n');
   });
@@ -122,7 +134,8 @@ describe('hat harness diff', () => {
     }
     const result = await hat('harness', 'diff', ...sides);
     expect(result.code).toBe(2);
-    for (const side of sides) expect(result.stderr).toContain(`${join(side, 'skills', 'compliance.md')}: line 2: name: missing`);
+    for (const side of sides)
+      expect(result.stderr).toContain(`${join(side, 'skills', 'compliance.md')}: line 2: name: missing`);
     expect((await hat('harness', 'diff', join(scratch, 'nothing-a'), sample)).code).toBe(2);
   });
 });

@@ -51,7 +51,9 @@ const registerValidate: RegisterHarnessSubcommand = (harness, context) => {
 /** Loads both sides; when both are invalid, reports the problems of both in one error. */
 async function loadPair(first: string, second: string): Promise<[Harness, Harness]> {
   const results = await Promise.allSettled([loadHarness(first), loadHarness(second)]);
-  const failures = results.flatMap((result, index) => (result.status === 'rejected' ? [{ error: result.reason as unknown, directory: index === 0 ? first : second }] : []));
+  const failures = results.flatMap((result, index) =>
+    result.status === 'rejected' ? [{ error: result.reason as unknown, directory: index === 0 ? first : second }] : [],
+  );
   if (failures.length === 2 && failures.every((failure) => failure.error instanceof ValidationError)) {
     const problems = failures.flatMap(({ error, directory }) =>
       (error as ValidationError).problems.map((problem) => ({ ...problem, file: join(directory, problem.file ?? '') })),
@@ -81,7 +83,11 @@ const registerDiff: RegisterHarnessSubcommand = (harness, context) => {
  * --out <dir>` (HSA) belongs here: its module exports a `RegisterHarnessSubcommand` and is
  * added to this list.
  */
-export const harnessSubcommands: RegisterHarnessSubcommand[] = [registerValidate, registerDiff, registerHarnessVariants];
+export const harnessSubcommands: RegisterHarnessSubcommand[] = [
+  registerValidate,
+  registerDiff,
+  registerHarnessVariants,
+];
 
 export const registerHarnessCommand: RegisterCommand = (program, context) => {
   const harness = program.command('harness').description('validate, compare and vary harness directories');

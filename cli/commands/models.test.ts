@@ -29,12 +29,30 @@ afterAll(() => {
 describe('hat models', () => {
   it('make-dummy writes a model directory and says its weights are random', async () => {
     const out = join(workDirectory, 'dummy');
-    const result = await hat('models', 'make-dummy', '--out', out, '--tokenizer', 'bytes', '--hidden', '16', '--layers', '1', '--seed', '3');
+    const result = await hat(
+      'models',
+      'make-dummy',
+      '--out',
+      out,
+      '--tokenizer',
+      'bytes',
+      '--hidden',
+      '16',
+      '--layers',
+      '1',
+      '--seed',
+      '3',
+    );
     expect(result.code).toBe(0);
-    for (const file of ['model.onnx', 'config.json', 'tokenizer.json', 'tokenizer_config.json']) expect(existsSync(join(out, file))).toBe(true);
+    for (const file of ['model.onnx', 'config.json', 'tokenizer.json', 'tokenizer_config.json'])
+      expect(existsSync(join(out, file))).toBe(true);
     expect(result.stdout).toContain('random weights');
     expect(result.stdout).toContain('vocab 282');
-    expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'))).toMatchObject({ hat_dummy_weights: true, hidden_size: 16, num_hidden_layers: 1 });
+    expect(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8'))).toMatchObject({
+      hat_dummy_weights: true,
+      hidden_size: 16,
+      num_hidden_layers: 1,
+    });
   });
 
   it('info and chat load the model in-process', async () => {
@@ -45,14 +63,27 @@ describe('hat models', () => {
     expect(JSON.parse(info.stdout)).toMatchObject({ dummyWeights: true, layers: 2, vocabularySize: 282 });
     const chat = await hat('models', 'chat', out, '--message', 'Hello', '--max-tokens', '5', '--seed', '1', '--json');
     expect(chat.code).toBe(0);
-    const response = JSON.parse(chat.stdout) as { usage: { completionTokens: number }; logprobs: unknown[]; dummyWeights: boolean };
+    const response = JSON.parse(chat.stdout) as {
+      usage: { completionTokens: number };
+      logprobs: unknown[];
+      dummyWeights: boolean;
+    };
     expect(response.usage.completionTokens).toBeLessThanOrEqual(5);
     expect(response.logprobs).toHaveLength(response.usage.completionTokens);
     expect(response.dummyWeights).toBe(true);
   });
 
   it('exits 2 with the flag named on bad input', async () => {
-    const badShape = await hat('models', 'make-dummy', '--out', join(workDirectory, 'bad'), '--tokenizer', 'bytes', '--hidden', '30');
+    const badShape = await hat(
+      'models',
+      'make-dummy',
+      '--out',
+      join(workDirectory, 'bad'),
+      '--tokenizer',
+      'bytes',
+      '--hidden',
+      '30',
+    );
     expect(badShape.code).toBe(2);
     expect(badShape.stderr).toContain('[DUMMY_MODEL_SHAPE] --hidden 30 must be a multiple of --heads 4');
     const notANumber = await hat('models', 'make-dummy', '--out', join(workDirectory, 'bad'), '--layers', 'two');

@@ -30,13 +30,15 @@ function confidenceLevel(value: string): number {
 
 function percentileList(value: string): number[] {
   const values = value.split(',').map((item) => Number(item.trim()));
-  if (values.some((item) => !(item > 0 && item <= 100))) throw new InvalidArgumentError('must be comma-separated percentiles in (0, 100], e.g. 50,95,99');
+  if (values.some((item) => !(item > 0 && item <= 100)))
+    throw new InvalidArgumentError('must be comma-separated percentiles in (0, 100], e.g. 50,95,99');
   return values;
 }
 
 function ladderList(value: string): number[] {
   const values = value.split(',').map((item) => Number(item.trim()));
-  if (values.some((item) => !(item > 0))) throw new InvalidArgumentError('must be comma-separated positive loads, e.g. 1,2,4,8,16');
+  if (values.some((item) => !(item > 0)))
+    throw new InvalidArgumentError('must be comma-separated positive loads, e.g. 1,2,4,8,16');
   return values;
 }
 
@@ -52,7 +54,10 @@ interface SweepOptions {
 }
 
 function metricList(value: string): string[] {
-  return value.split(',').map((item) => item.trim()).filter(Boolean);
+  return value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
 }
 
 /**
@@ -74,28 +79,44 @@ export const registerReplayCommand: RegisterCommand = (program: Command, context
     .option('--percentiles <list>', 'percentiles to compare (default: those the reports list)', percentileList)
     .option('--metrics <list>', 'metrics to compare (default: all with samples in both)', metricList)
     .action(async (a: string, b: string, options: CompareOptions) => {
-      const [reportA, reportB] = await Promise.all([readReplayReport(a, context.env), readReplayReport(b, context.env)]);
-      const comparison = compareReports(reportA, reportB, { a, b }, {
-        seed: options.seed,
-        resamples: options.resamples,
-        confidence: options.confidence,
-        ...(options.percentiles ? { percentiles: options.percentiles } : {}),
-        ...(options.metrics ? { metrics: options.metrics } : {}),
-      });
+      const [reportA, reportB] = await Promise.all([
+        readReplayReport(a, context.env),
+        readReplayReport(b, context.env),
+      ]);
+      const comparison = compareReports(
+        reportA,
+        reportB,
+        { a, b },
+        {
+          seed: options.seed,
+          resamples: options.resamples,
+          confidence: options.confidence,
+          ...(options.percentiles ? { percentiles: options.percentiles } : {}),
+          ...(options.metrics ? { metrics: options.metrics } : {}),
+        },
+      );
       if (options.json) {
         for (const warning of comparison.warnings) context.stderr.write(`warning: ${warning}\n`);
         context.printJson(comparison);
-      }
-      else context.stdout.write(formatComparison(comparison));
+      } else context.stdout.write(formatComparison(comparison));
     });
 
   replay
     .command('sweep')
-    .description('capacity sweep: the replay at a ladder of loads until one breaks the SLO; highest load holding it, latency vs load, knee')
+    .description(
+      'capacity sweep: the replay at a ladder of loads until one breaks the SLO; highest load holding it, latency vs load, knee',
+    )
     .requiredOption('--config <file>', 'replay stage config (YAML); its sweep: block, or --ladder')
     .option('--in <uri...>', "input URIs (set as the config's inputs)")
-    .requiredOption('--out <uri>', 'where step-NN/ reports, sweep.json and sweep.html go: s3://bucket/prefix or file:///dir')
-    .option('--ladder <list>', 'loads to try, ascending: concurrencies (closed loop) or sessions/s (open loop); overrides sweep.ladder', ladderList)
+    .requiredOption(
+      '--out <uri>',
+      'where step-NN/ reports, sweep.json and sweep.html go: s3://bucket/prefix or file:///dir',
+    )
+    .option(
+      '--ladder <list>',
+      'loads to try, ascending: concurrencies (closed loop) or sessions/s (open loop); overrides sweep.ladder',
+      ladderList,
+    )
     .option('--sessions-per-step <n>', 'sessions each step replays (overrides sweep.sessionsPerStep)', positiveInteger)
     .option('--run-id <id>', 'run id recorded in manifests', 'local')
     .option('--seed <seed>', 'seed of the random choices', '0')
@@ -113,7 +134,10 @@ export const registerReplayCommand: RegisterCommand = (program: Command, context
       if (!checked.success) {
         const problems = new ProblemCollector();
         problems.addAll(source.locator.zodProblems(checked.error));
-        problems.throwIfAny('STAGE_INPUT_INVALID', 'the replay sweep config is invalid; fix the fields named below (a sweep needs sweep.ladder or --ladder)');
+        problems.throwIfAny(
+          'STAGE_INPUT_INVALID',
+          'the replay sweep config is invalid; fix the fields named below (a sweep needs sweep.ladder or --ladder)',
+        );
       }
       const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
       try {
@@ -145,7 +169,11 @@ export function formatSweep(report: SweepReport, htmlUri: string): string {
       .join('; ');
     lines.push(`  step ${step.index}: ${step.load} ${unit}: SLO ${step.verdict}; ${latency}`);
   }
-  lines.push(report.capacity ? `capacity: ${report.capacity.load} ${unit}${report.capacity.turnGoodputPerSecond !== null ? `, goodput ${report.capacity.turnGoodputPerSecond.toFixed(3)} turns/s` : ''}` : 'capacity: none (the first step broke the SLO)');
+  lines.push(
+    report.capacity
+      ? `capacity: ${report.capacity.load} ${unit}${report.capacity.turnGoodputPerSecond !== null ? `, goodput ${report.capacity.turnGoodputPerSecond.toFixed(3)} turns/s` : ''}`
+      : 'capacity: none (the first step broke the SLO)',
+  );
   if (report.knee) lines.push(`knee: ${report.knee.load} ${unit} (${report.knee.metric} P50)`);
   lines.push(`${report.stoppedBecause}`, `chart: ${htmlUri}`);
   return `${lines.join('\n')}\n`;

@@ -34,7 +34,10 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
     .option('--json', 'print the result as JSON on stdout')
     .option('--artifacts <uri>', 'artifact root (beats the config and HAT_ARTIFACTS)')
     .option('--run-id <id>', 'run id (beats the config)')
-    .option('--skip-endpoint-checks', 'do not ask model servers for their models (planning offline); inputs are still checked')
+    .option(
+      '--skip-endpoint-checks',
+      'do not ask model servers for their models (planning offline); inputs are still checked',
+    )
     .action(async (file: string, options: RunOptions) => {
       registerCatalogStages();
       const source = await readConfigFile(file);
@@ -55,43 +58,65 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
       }
       const { plan, notes } = checked;
       for (const note of notes) context.stderr.write(`note: ${formatProblem(note)}\n`);
-      for (const input of plan.resolvedInputs ?? []) context.stderr.write(`latest: ${input.path} -> ${input.partition}${input.skipped ? ` (passed over incomplete ${input.skipped.join(', ')})` : ''}\n`);
-      await withQueues(context, async (queues) => {
-        const result = await enqueueRun(queues, plan);
-        const stages = plan.stages.map((stage) => stage.name);
-        if (!options.wait) {
-          if (options.json) context.printJson({ ...result, stages, ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}) });
-          else if (result.enqueued) context.print(`enqueued run ${plan.runId} (stages: ${stages.join(', ')})`);
-          else {
-            const next = result.existingState === 'failed' ? `; \`hat runs retry ${plan.runId}\` continues it (failed or cancelled), reusing finished parts` : '';
-            context.print(`run ${plan.runId} already exists (${result.existingState}); nothing enqueued${next}`);
-          }
-          return;
-        }
-        context.stderr.write(`${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`);
-        const status = await waitForRunWithProgress(
-          (onStatus) =>
-            watchRun(queues, plan.runId, {
-              onStatus,
-              redisUnavailableMs: context.env.HAT_WATCH_REDIS_TIMEOUT_MS,
-              onRedisUnavailable: (error) =>
-                context.stderr.write(
-                  error
-                    ? `\nRedis does not answer (${error.message}); still following run ${plan.runId}, for up to ${Math.round(context.env.HAT_WATCH_REDIS_TIMEOUT_MS / 1000)} s\n`
-                    : `Redis answers again; following run ${plan.runId}\n`,
-                ),
-            }),
-          context.stderr,
+      for (const input of plan.resolvedInputs ?? [])
+        context.stderr.write(
+          `latest: ${input.path} -> ${input.partition}${input.skipped ? ` (passed over incomplete ${input.skipped.join(', ')})` : ''}\n`,
         );
-        const outputs = createStoreCache(context.env);
-        const written = await writtenRunOutputs(status, outputs.openObject).finally(() => outputs.close());
-        for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
-        if (options.json) context.printJson({ ...status, written });
-        else if (written.report) context.print(status.reportHtmlUri);
-        if (status.state !== 'completed') {
-          const see = written.manifest ? `see ${status.runManifestUri}` : `its run manifest was not written; \`hat runs show ${plan.runId}\` shows each stage`;
-          throw new HatError(status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED', `run ${plan.runId} ${status.state}; ${see}`);
-        }
-      }, options.wait ? { role: 'watcher' } : {});
+      await withQueues(
+        context,
+        async (queues) => {
+          const result = await enqueueRun(queues, plan);
+          const stages = plan.stages.map((stage) => stage.name);
+          if (!options.wait) {
+            if (options.json)
+              context.printJson({
+                ...result,
+                stages,
+                ...(plan.resolvedInputs ? { resolvedInputs: plan.resolvedInputs } : {}),
+              });
+            else if (result.enqueued) context.print(`enqueued run ${plan.runId} (stages: ${stages.join(', ')})`);
+            else {
+              const next =
+                result.existingState === 'failed'
+                  ? `; \`hat runs retry ${plan.runId}\` continues it (failed or cancelled), reusing finished parts`
+                  : '';
+              context.print(`run ${plan.runId} already exists (${result.existingState}); nothing enqueued${next}`);
+            }
+            return;
+          }
+          context.stderr.write(
+            `${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`,
+          );
+          const status = await waitForRunWithProgress(
+            (onStatus) =>
+              watchRun(queues, plan.runId, {
+                onStatus,
+                redisUnavailableMs: context.env.HAT_WATCH_REDIS_TIMEOUT_MS,
+                onRedisUnavailable: (error) =>
+                  context.stderr.write(
+                    error
+                      ? `\nRedis does not answer (${error.message}); still following run ${plan.runId}, for up to ${Math.round(context.env.HAT_WATCH_REDIS_TIMEOUT_MS / 1000)} s\n`
+                      : `Redis answers again; following run ${plan.runId}\n`,
+                  ),
+              }),
+            context.stderr,
+          );
+          const outputs = createStoreCache(context.env);
+          const written = await writtenRunOutputs(status, outputs.openObject).finally(() => outputs.close());
+          for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
+          if (options.json) context.printJson({ ...status, written });
+          else if (written.report) context.print(status.reportHtmlUri);
+          if (status.state !== 'completed') {
+            const see = written.manifest
+              ? `see ${status.runManifestUri}`
+              : `its run manifest was not written; \`hat runs show ${plan.runId}\` shows each stage`;
+            throw new HatError(
+              status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED',
+              `run ${plan.runId} ${status.state}; ${see}`,
+            );
+          }
+        },
+        options.wait ? { role: 'watcher' } : {},
+      );
     });
 };

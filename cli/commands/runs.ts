@@ -1,5 +1,12 @@
 import type { Command } from 'commander';
-import { cancelRun, getRunStatus, listRuns, retryRun, type HandoffStatus, type RunStatus } from '../../queues/runs/run-control';
+import {
+  cancelRun,
+  getRunStatus,
+  listRuns,
+  retryRun,
+  type HandoffStatus,
+  type RunStatus,
+} from '../../queues/runs/run-control';
 import { figureLines } from '../../queues/stage-kit/stage-summary';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
@@ -7,14 +14,18 @@ import type { RegisterCommand } from './index';
 
 /** A checkpoint as one line: where it is served or stored, its policy version, whether it is simulated. */
 export function describeCheckpoint(checkpoint: NonNullable<HandoffStatus['checkpoint']>): string {
-  const where = checkpoint.endpoint ? `${checkpoint.model ?? '?'} at ${checkpoint.endpoint}` : `model dir ${checkpoint.modelDir ?? '?'}`;
+  const where = checkpoint.endpoint
+    ? `${checkpoint.model ?? '?'} at ${checkpoint.endpoint}`
+    : `model dir ${checkpoint.modelDir ?? '?'}`;
   return `${where}${checkpoint.policyVersion !== undefined ? `, policy v${checkpoint.policyVersion}` : ''}${checkpoint.simulated ? ' (SIMULATED TRAINING: a re-seeded dummy model)' : ''}`;
 }
 
 /** A handoff's lines of `hat runs show`: what it waits for and what to do. */
 function describeHandoff(handoff: HandoffStatus): string {
   const version = handoff.policyVersion !== undefined ? `, policy v${handoff.policyVersion}` : '';
-  const lines = [`  ${handoff.name} (handoff after ${handoff.after.join(', ')}, before ${handoff.before.join(', ')}${version}): ${handoff.state}`];
+  const lines = [
+    `  ${handoff.name} (handoff after ${handoff.after.join(', ')}, before ${handoff.before.join(', ')}${version}): ${handoff.state}`,
+  ];
   if (handoff.state === 'waiting-for-checkpoint') {
     lines.push(`    waiting for a checkpoint since ${handoff.requestedAt ?? '?'}, deadline ${handoff.deadline ?? '?'}`);
     lines.push(`    training request: ${handoff.requestUri}`);
@@ -26,12 +37,19 @@ function describeHandoff(handoff: HandoffStatus): string {
 }
 
 function printStatus(context: CliContext, status: RunStatus): void {
-  context.print(`run ${status.runId}: ${status.state} (source ${status.source}, created ${status.createdAt}${status.finishedAt ? `, finished ${status.finishedAt}` : ''})`);
+  context.print(
+    `run ${status.runId}: ${status.state} (source ${status.source}, created ${status.createdAt}${status.finishedAt ? `, finished ${status.finishedAt}` : ''})`,
+  );
   if (status.error) context.print(`  error: ${status.error}`);
   for (const stage of status.stages) {
-    const parts = stage.partsTotal > 0 ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}` : 'single job';
+    const parts =
+      stage.partsTotal > 0
+        ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}`
+        : 'single job';
     const label = `${stage.name}${stage.kind ? ` (${stage.kind})` : ''}${stage.policyVersion !== undefined ? ` [policy v${stage.policyVersion}]` : ''}`;
-    context.print(`  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.note ? `\n    ${stage.note}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`);
+    context.print(
+      `  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.note ? `\n    ${stage.note}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`,
+    );
     for (const line of figureLines(stage.figures ?? [])) context.print(`    ${line}`);
   }
   for (const handoff of status.handoffs ?? []) context.print(describeHandoff(handoff));
@@ -53,7 +71,10 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
         const list = await listRuns(queues, options.limit);
         if (options.json) return context.printJson(list);
         if (list.length === 0) return context.print('no runs');
-        for (const run of list) context.print(`${run.runId}  ${run.state.padEnd(9)}  ${run.createdAt}  ${run.source}  ${run.stages.join(',')}`);
+        for (const run of list)
+          context.print(
+            `${run.runId}  ${run.state.padEnd(9)}  ${run.createdAt}  ${run.source}  ${run.stages.join(',')}`,
+          );
       });
     });
   runs
@@ -75,8 +96,14 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
     .action(async (runId: string) => {
       await withQueues(context, async (queues) => {
         const result = await retryRun(queues, runId);
-        if (result.resumed) context.print(`resuming cancelled run ${runId}: stages ${result.retriedStages.join(', ')} enqueued again; finished parts are reused`);
-        else context.print(`retrying run ${runId}: ${result.retriedParts} failed part(s), stage(s) ${result.retriedStages.join(', ') || '(none)'}`);
+        if (result.resumed)
+          context.print(
+            `resuming cancelled run ${runId}: stages ${result.retriedStages.join(', ')} enqueued again; finished parts are reused`,
+          );
+        else
+          context.print(
+            `retrying run ${runId}: ${result.retriedParts} failed part(s), stage(s) ${result.retriedStages.join(', ') || '(none)'}`,
+          );
       });
     });
   runs
@@ -86,7 +113,9 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
     .action(async (runId: string) => {
       await withQueues(context, async (queues) => {
         const result = await cancelRun(queues, runId, Date.now());
-        context.print(`cancelled run ${runId}: removed its ${result.pendingBefore} pending stage job(s) and their waiting parts; running jobs finish, then the run records "cancelled"`);
+        context.print(
+          `cancelled run ${runId}: removed its ${result.pendingBefore} pending stage job(s) and their waiting parts; running jobs finish, then the run records "cancelled"`,
+        );
       });
     });
 };

@@ -19,9 +19,24 @@ export const registerScheduleCommand: RegisterCommand = (program: Command, conte
     .action(async (name: string, options: { cron: string; tz: string; config: string; json?: boolean }) => {
       const source = await readConfigFile(options.config);
       await withQueues(context, async (queues) => {
-        const info = await setSchedule(queues, { name, cron: options.cron, tz: options.tz, config: source.value, configFile: options.config, locator: source.locator }, context.env, new Date());
+        const info = await setSchedule(
+          queues,
+          {
+            name,
+            cron: options.cron,
+            tz: options.tz,
+            config: source.value,
+            configFile: options.config,
+            locator: source.locator,
+          },
+          context.env,
+          new Date(),
+        );
         if (options.json) context.printJson(info);
-        else context.print(`schedule ${info.name}: "${info.cron}" (${info.tz}), next run ${info.next ?? 'unknown'}, stages ${info.stages.join(', ')}`);
+        else
+          context.print(
+            `schedule ${info.name}: "${info.cron}" (${info.tz}), next run ${info.next ?? 'unknown'}, stages ${info.stages.join(', ')}`,
+          );
       });
     });
   schedule
@@ -33,7 +48,10 @@ export const registerScheduleCommand: RegisterCommand = (program: Command, conte
         const list = await listSchedules(queues);
         if (options.json) return context.printJson(list);
         if (list.length === 0) return context.print('no schedules');
-        for (const item of list) context.print(`${item.name}  "${item.cron ?? ''}"  ${item.tz ?? 'UTC'}  next ${item.next ?? '-'}  ${item.configFile ?? ''}`);
+        for (const item of list)
+          context.print(
+            `${item.name}  "${item.cron ?? ''}"  ${item.tz ?? 'UTC'}  next ${item.next ?? '-'}  ${item.configFile ?? ''}`,
+          );
       });
     });
   schedule

@@ -37,7 +37,7 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
     .description('run one stage in-process (no Redis): plan, parts and finish locally')
     .argument('<name>', 'registered stage name')
     .option('--config <file>', 'stage config (YAML); default {}')
-    .option('--in <uri...>', 'input URIs (set as the config\'s inputs)')
+    .option('--in <uri...>', "input URIs (set as the config's inputs)")
     .requiredOption('--out <uri>', 'where the output goes: s3://bucket/prefix or file:///dir')
     .option('--run-id <id>', 'run id recorded in manifests', 'local')
     .option('--seed <seed>', 'seed of the random choices', '0')
@@ -46,15 +46,20 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
     .action(async (name: string, options: StageOptions) => {
       registerCatalogStages();
       const stage = getStage(name);
-      const source = options.config ? await readConfigFile(options.config, 'stage config') : { value: {}, locator: plainLocator() };
+      const source = options.config
+        ? await readConfigFile(options.config, 'stage config')
+        : { value: {}, locator: plainLocator() };
       const value = source.value ?? {};
-      const config = options.in && options.in.length > 0 ? { ...(value), inputs: options.in } : value;
+      const config = options.in && options.in.length > 0 ? { ...value, inputs: options.in } : value;
       const checked = stage.input.safeParse(config);
       const problems = new ProblemCollector();
       for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
       if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));
       if (!problems.ok) {
-        problems.throwIfAny('STAGE_INPUT_INVALID', `the config of stage "${name}" is invalid; fix the fields named below`);
+        problems.throwIfAny(
+          'STAGE_INPUT_INVALID',
+          `the config of stage "${name}" is invalid; fix the fields named below`,
+        );
       }
       const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
       const store = stores.storeFor(options.out);
@@ -69,17 +74,29 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           concurrency: options.concurrency,
           storageRetryMs: context.env.HAT_STORAGE_RETRY_MS,
           onProgress: (progress) =>
-            view.update([{ name: progress.stage, state: localStates[progress.phase], partsDone: progress.partsDone, partsTotal: progress.partsTotal }]),
+            view.update([
+              {
+                name: progress.stage,
+                state: localStates[progress.phase],
+                partsDone: progress.partsDone,
+                partsTotal: progress.partsTotal,
+              },
+            ]),
         });
         view.stop();
         if (options.json) context.printJson(result.output);
         else {
           const manifestUri = (result.output as { manifestUri?: unknown }).manifestUri;
-          context.print(`stage ${name}: done${result.parts > 0 ? `, ${result.parts} parts` : ''}${typeof manifestUri === 'string' ? `; manifest ${manifestUri}` : ''}`);
+          context.print(
+            `stage ${name}: done${result.parts > 0 ? `, ${result.parts} parts` : ''}${typeof manifestUri === 'string' ? `; manifest ${manifestUri}` : ''}`,
+          );
         }
         // Figures the run report shows amber or red are printed too (on stderr, so --json stays parseable).
-        const flagged = (summarizeStageOutput(name, result.output)?.figures ?? []).filter((figure) => figure.tone === 'warn' || figure.tone === 'fail');
-        for (const line of figureLines(flagged)) context.stderr.write(`warning: stage ${name}: ${line.replace(/^! /, '')}\n`);
+        const flagged = (summarizeStageOutput(name, result.output)?.figures ?? []).filter(
+          (figure) => figure.tone === 'warn' || figure.tone === 'fail',
+        );
+        for (const line of figureLines(flagged))
+          context.stderr.write(`warning: stage ${name}: ${line.replace(/^! /, '')}\n`);
       } finally {
         view.stop();
         await stores.close();

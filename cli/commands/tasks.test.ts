@@ -40,9 +40,34 @@ describe('hat tasks generate', () => {
 
   it('honours --weights and rejects bad options with exit 2', async () => {
     const out = join(scratch, 'traps.jsonl.gz');
-    const json = await hat('tasks', 'generate', '--count', '12', '--seed', '1', '--items', '200', '--weights', 'compliance_trap=1,price=0,spec=0,stock_size=0,coupon_math=0,shipping_after_sales=0,comparison=0,chit_chat=0,multi_question=0,multi_turn=0,out_of_catalog=0', '--out', out, '--json');
+    const json = await hat(
+      'tasks',
+      'generate',
+      '--count',
+      '12',
+      '--seed',
+      '1',
+      '--items',
+      '200',
+      '--weights',
+      'compliance_trap=1,price=0,spec=0,stock_size=0,coupon_math=0,shipping_after_sales=0,comparison=0,chit_chat=0,multi_question=0,multi_turn=0,out_of_catalog=0',
+      '--out',
+      out,
+      '--json',
+    );
     expect(JSON.parse(json.stdout).byCategory).toEqual({ compliance_trap: 12 });
-    const badWeight = await hat('tasks', 'generate', '--count', '2', '--seed', '1', '--weights', 'prices=1', '--out', out);
+    const badWeight = await hat(
+      'tasks',
+      'generate',
+      '--count',
+      '2',
+      '--seed',
+      '1',
+      '--weights',
+      'prices=1',
+      '--out',
+      out,
+    );
     expect(badWeight.code).toBe(2);
     expect(badWeight.stderr).toContain('--weights entry "prices=1"');
     expect((await hat('tasks', 'generate', '--count', '0', '--seed', '1', '--out', out)).code).toBe(2);
@@ -58,8 +83,14 @@ describe('hat tasks import', () => {
 
   it('imports good lines, skips and reports bad ones, and exits 2 with --on-bad-line fail', async () => {
     const room = generateTasks({ count: 1, seed: 'cli-logs', world: { itemCount: 100 } })[0].room;
-    const entry = (message: string) => JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message });
-    const logs = await writeLogs([entry('这个多少钱？电话13812345678'), 'oops', entry('主播晚上好'), entry('这个包邮吗')]);
+    const entry = (message: string) =>
+      JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message });
+    const logs = await writeLogs([
+      entry('这个多少钱？电话13812345678'),
+      'oops',
+      entry('主播晚上好'),
+      entry('这个包邮吗'),
+    ]);
     const out = join(scratch, 'imported.jsonl.gz');
     const result = await hat('tasks', 'import', logs, '--out', out);
     expect(result.code).toBe(0);
@@ -71,7 +102,15 @@ describe('hat tasks import', () => {
     expect(tasks.map((task) => task.category)).toEqual(['price', 'chit_chat', 'shipping_after_sales']);
     expect(tasks[0].turns[0].message).toBe('这个多少钱？电话[PHONE]');
 
-    const failed = await hat('tasks', 'import', logs, '--out', join(scratch, 'never.jsonl.gz'), '--on-bad-line', 'fail');
+    const failed = await hat(
+      'tasks',
+      'import',
+      logs,
+      '--out',
+      join(scratch, 'never.jsonl.gz'),
+      '--on-bad-line',
+      'fail',
+    );
     expect(failed.code).toBe(2);
     expect(failed.stderr).toMatch(/\[BAD_LOG_LINES\][\s\S]*line 2: not valid JSON/);
     await expect(readFile(join(scratch, 'never.jsonl.gz'))).rejects.toThrow();

@@ -28,7 +28,11 @@ export function toArtifactUri(target: string): string {
 function positiveInteger(flag: string, maximum = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
     const parsed = Number(value);
-    if (!Number.isInteger(parsed) || parsed < 1 || parsed > maximum) throw new BadInputError('BAD_OPTION', `${flag} must be a whole number from 1 to ${maximum}, got ${JSON.stringify(value)}`);
+    if (!Number.isInteger(parsed) || parsed < 1 || parsed > maximum)
+      throw new BadInputError(
+        'BAD_OPTION',
+        `${flag} must be a whole number from 1 to ${maximum}, got ${JSON.stringify(value)}`,
+      );
     return parsed;
   };
 }
@@ -40,7 +44,10 @@ function parseWeights(value: string): Partial<Record<TaskCategory, number>> {
     const [name, raw] = pair.split('=');
     const weight = Number(raw);
     if (!taskCategories.includes(name as TaskCategory) || raw === undefined || !Number.isFinite(weight) || weight < 0) {
-      throw new BadInputError('BAD_OPTION', `--weights entry ${JSON.stringify(pair)} must be category=weight with weight >= 0; categories: ${taskCategories.join(', ')}`);
+      throw new BadInputError(
+        'BAD_OPTION',
+        `--weights entry ${JSON.stringify(pair)} must be category=weight with weight >= 0; categories: ${taskCategories.join(', ')}`,
+      );
     }
     weights[name as TaskCategory] = weight;
   }
@@ -76,7 +83,8 @@ function countByCategory(tasks: Task[]): Partial<Record<TaskCategory, number>> {
 }
 
 function printCounts(context: CliContext, counts: Partial<Record<TaskCategory, number>>): void {
-  for (const category of taskCategories) if (counts[category] !== undefined) context.print(`  ${category.padEnd(22)} ${counts[category]}`);
+  for (const category of taskCategories)
+    if (counts[category] !== undefined) context.print(`  ${category.padEnd(22)} ${counts[category]}`);
 }
 
 const registerGenerate = (tasks: Command, context: CliContext): void => {
@@ -89,45 +97,91 @@ const registerGenerate = (tasks: Command, context: CliContext): void => {
     .option('--items <n>', 'catalog size the rooms are drawn from (default 2000)', positiveInteger('--items', 100_000))
     .option('--weights <list>', 'category weights, e.g. price=2,chit_chat=0', parseWeights)
     .option('--json', 'print the summary as JSON')
-    .action(async (options: { count: number; seed: string; out: string; items?: number; weights?: Partial<Record<TaskCategory, number>>; json?: boolean }) => {
-      const generated = generateTasks({ count: options.count, seed: options.seed, world: { itemCount: options.items }, categoryWeights: options.weights });
-      const written = await writeTasks(context, options.out, generated);
-      const summary = { uri: written.uri, records: written.records, bytes: written.bytes, sha256: written.sha256, byCategory: countByCategory(generated) };
-      if (options.json) return context.printJson(summary);
-      context.print(`wrote ${summary.records} tasks to ${summary.uri} (${summary.bytes} bytes, sha256 ${summary.sha256.slice(0, 16)}…)`);
-      printCounts(context, summary.byCategory);
-    });
+    .action(
+      async (options: {
+        count: number;
+        seed: string;
+        out: string;
+        items?: number;
+        weights?: Partial<Record<TaskCategory, number>>;
+        json?: boolean;
+      }) => {
+        const generated = generateTasks({
+          count: options.count,
+          seed: options.seed,
+          world: { itemCount: options.items },
+          categoryWeights: options.weights,
+        });
+        const written = await writeTasks(context, options.out, generated);
+        const summary = {
+          uri: written.uri,
+          records: written.records,
+          bytes: written.bytes,
+          sha256: written.sha256,
+          byCategory: countByCategory(generated),
+        };
+        if (options.json) return context.printJson(summary);
+        context.print(
+          `wrote ${summary.records} tasks to ${summary.uri} (${summary.bytes} bytes, sha256 ${summary.sha256.slice(0, 16)}…)`,
+        );
+        printCounts(context, summary.byCategory);
+      },
+    );
 };
 
 const registerImport = (tasks: Command, context: CliContext): void => {
   tasks
     .command('import')
-    .description('turn production live-room logs (JSONL, see shared/simulator/LOG_FORMAT.md) into redacted, deduplicated, classified tasks')
+    .description(
+      'turn production live-room logs (JSONL, see shared/simulator/LOG_FORMAT.md) into redacted, deduplicated, classified tasks',
+    )
     .argument('<logs>', 'log file: a local path or URI (.gz is gunzipped)')
     .requiredOption('--out <path-or-uri>', 'output object (gzip JSONL of tasks)')
     .option('--on-bad-line <mode>', 'skip: report malformed lines and go on; fail: exit 2 listing them', 'skip')
-    .option('--per-category <n>', 'keep at most n tasks per category (seeded sample)', positiveInteger('--per-category'))
+    .option(
+      '--per-category <n>',
+      'keep at most n tasks per category (seeded sample)',
+      positiveInteger('--per-category'),
+    )
     .option('--seed <seed>', 'seed of the per-category sample', '0')
     .option('--json', 'print the report as JSON')
-    .action(async (logs: string, options: { out: string; onBadLine: string; perCategory?: number; seed: string; json?: boolean }) => {
-      if (options.onBadLine !== 'skip' && options.onBadLine !== 'fail') {
-        throw new BadInputError('BAD_OPTION', `--on-bad-line must be skip or fail, got ${JSON.stringify(options.onBadLine)}`);
-      }
-      const { tasks: imported, report } = await importProductionLogs(readLines(logs, context), {
-        file: logs,
-        onBadLine: options.onBadLine,
-        perCategory: options.perCategory,
-        seed: options.seed,
-      });
-      const written = await writeTasks(context, options.out, imported);
-      for (const problem of report.badLines.slice(0, 20)) context.stderr.write(`hat: skipped bad line: ${formatProblem(problem)}\n`);
-      if (report.badLines.length > 20) context.stderr.write(`hat: … and ${report.badLines.length - 20} more bad-line problems\n`);
-      if (options.json) return context.printJson({ uri: written.uri, records: written.records, ...report });
-      context.print(`read ${report.lines} lines: ${written.records} tasks written to ${written.uri}`);
-      context.print(`  bad lines skipped: ${new Set(report.badLines.map((problem) => problem.line)).size}, duplicates: ${report.duplicates}, unclassified: ${report.unclassified.length}`);
-      context.print(`  redacted: ${Object.entries(report.redactions).map(([kind, count]) => `${kind} ${count}`).join(', ') || 'nothing'}`);
-      printCounts(context, report.imported);
-    });
+    .action(
+      async (
+        logs: string,
+        options: { out: string; onBadLine: string; perCategory?: number; seed: string; json?: boolean },
+      ) => {
+        if (options.onBadLine !== 'skip' && options.onBadLine !== 'fail') {
+          throw new BadInputError(
+            'BAD_OPTION',
+            `--on-bad-line must be skip or fail, got ${JSON.stringify(options.onBadLine)}`,
+          );
+        }
+        const { tasks: imported, report } = await importProductionLogs(readLines(logs, context), {
+          file: logs,
+          onBadLine: options.onBadLine,
+          perCategory: options.perCategory,
+          seed: options.seed,
+        });
+        const written = await writeTasks(context, options.out, imported);
+        for (const problem of report.badLines.slice(0, 20))
+          context.stderr.write(`hat: skipped bad line: ${formatProblem(problem)}\n`);
+        if (report.badLines.length > 20)
+          context.stderr.write(`hat: … and ${report.badLines.length - 20} more bad-line problems\n`);
+        if (options.json) return context.printJson({ uri: written.uri, records: written.records, ...report });
+        context.print(`read ${report.lines} lines: ${written.records} tasks written to ${written.uri}`);
+        context.print(
+          `  bad lines skipped: ${new Set(report.badLines.map((problem) => problem.line)).size}, duplicates: ${report.duplicates}, unclassified: ${report.unclassified.length}`,
+        );
+        context.print(
+          `  redacted: ${
+            Object.entries(report.redactions)
+              .map(([kind, count]) => `${kind} ${count}`)
+              .join(', ') || 'nothing'
+          }`,
+        );
+        printCounts(context, report.imported);
+      },
+    );
 };
 
 function formatSummary(name: string, summary: RewardSummary): string {
@@ -137,7 +191,7 @@ function formatSummary(name: string, summary: RewardSummary): string {
 const registerExpertReport = (tasks: Command, context: CliContext): void => {
   tasks
     .command('expert-report')
-    .description("play generated tasks with the scripted expert and print its reward distribution by category")
+    .description('play generated tasks with the scripted expert and print its reward distribution by category')
     .option('--count <n>', 'number of tasks', positiveInteger('--count', 1_000_000), 2000)
     .requiredOption('--seed <seed>', 'task seed')
     .option('--harness <dir>', 'harness directory (default: the sample live-host harness)')
@@ -145,10 +199,19 @@ const registerExpertReport = (tasks: Command, context: CliContext): void => {
     .option('--json', 'print the report as JSON')
     .action(async (options: { count: number; seed: string; harness?: string; items?: number; json?: boolean }) => {
       const harness = await loadHarness(options.harness ?? sampleHarnessDirectory());
-      const report = await expertReport({ count: options.count, seed: options.seed, harness, world: { itemCount: options.items } });
+      const report = await expertReport({
+        count: options.count,
+        seed: options.seed,
+        harness,
+        world: { itemCount: options.items },
+      });
       if (options.json) return context.printJson(report);
-      context.print(`scripted expert on ${report.count} tasks (seed ${report.seed}, harness ${report.harness.id} ${report.harness.hash.slice(0, 12)})`);
-      context.print(`  ${'category'.padEnd(22)} ${'tasks'.padStart(6)} ${'mean'.padStart(6)} ${'p10'.padStart(6)} ${'>=0.95'.padStart(7)}`);
+      context.print(
+        `scripted expert on ${report.count} tasks (seed ${report.seed}, harness ${report.harness.id} ${report.harness.hash.slice(0, 12)})`,
+      );
+      context.print(
+        `  ${'category'.padEnd(22)} ${'tasks'.padStart(6)} ${'mean'.padStart(6)} ${'p10'.padStart(6)} ${'>=0.95'.padStart(7)}`,
+      );
       for (const category of taskCategories) {
         const summary = report.byCategory[category];
         if (summary !== undefined) context.print(formatSummary(category, summary));
@@ -159,7 +222,9 @@ const registerExpertReport = (tasks: Command, context: CliContext): void => {
 };
 
 export const registerTasksCommand: RegisterCommand = (program, context) => {
-  const tasks = program.command('tasks').description('simulator task sets: generate, import production logs, expert reward report');
+  const tasks = program
+    .command('tasks')
+    .description('simulator task sets: generate, import production logs, expert reward report');
   registerGenerate(tasks, context);
   registerImport(tasks, context);
   registerExpertReport(tasks, context);

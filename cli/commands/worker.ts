@@ -37,9 +37,17 @@ export const registerWorkerCommand: RegisterCommand = (program: Command, context
     .command('worker')
     .description('run workers for some or all stages (and the runs queue) until SIGTERM/SIGINT')
     .option('--stages <names>', 'comma-separated stage names, "runs" for run jobs; default: every stage and runs')
-    .option('--concurrency <n>', 'jobs at once per queue (default: each stage\'s, else HAT_WORKER_CONCURRENCY)', positiveInteger)
+    .option(
+      '--concurrency <n>',
+      "jobs at once per queue (default: each stage's, else HAT_WORKER_CONCURRENCY)",
+      positiveInteger,
+    )
     .option('--no-sandbox', 'run CPU-heavy stages in-process instead of sandboxed worker threads')
-    .option('--metrics-port <port>', 'serve Prometheus metrics at http://<host>:<port>/metrics (queue depths, job durations, retries, failures, stage counters)', portNumber)
+    .option(
+      '--metrics-port <port>',
+      'serve Prometheus metrics at http://<host>:<port>/metrics (queue depths, job durations, retries, failures, stage counters)',
+      portNumber,
+    )
     .option('--metrics-host <host>', 'address the metrics server listens on', '0.0.0.0')
     .action(async (options: WorkerOptions) => {
       const queues = options.stages
@@ -59,13 +67,20 @@ export const registerWorkerCommand: RegisterCommand = (program: Command, context
       try {
         await pool.waitUntilReady();
         if (pool.metrics && options.metricsPort !== undefined) {
-          metricsServer = await startMetricsServer(pool.metrics, { port: options.metricsPort, host: options.metricsHost, logger: context.logger });
+          metricsServer = await startMetricsServer(pool.metrics, {
+            port: options.metricsPort,
+            host: options.metricsHost,
+            logger: context.logger,
+          });
         }
       } catch (error) {
         await pool.close(context.env.HAT_SHUTDOWN_TIMEOUT_MS);
         throw error;
       }
-      context.logger.info({ queues: pool.queues, sandboxed: pool.sandboxed, prefix: pool.context.prefix, metrics: metricsServer?.url }, 'worker ready');
+      context.logger.info(
+        { queues: pool.queues, sandboxed: pool.sandboxed, prefix: pool.context.prefix, metrics: metricsServer?.url },
+        'worker ready',
+      );
       const signal = await shutdown;
       const bound = context.env.HAT_SHUTDOWN_TIMEOUT_MS;
       context.logger.info({ signal, timeoutMs: bound }, 'shutting down');

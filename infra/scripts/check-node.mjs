@@ -6,7 +6,12 @@ import { dirname, join } from 'node:path';
 
 const root = join(dirname(new URL(import.meta.url).pathname), '..', '..');
 const range = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).engines.node;
-const parse = (text) => text.split('.').map((part) => Number(part)).concat([0, 0, 0]).slice(0, 3);
+const parse = (text) =>
+  text
+    .split('.')
+    .map((part) => Number(part))
+    .concat([0, 0, 0])
+    .slice(0, 3);
 const compare = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 const current = parse(process.versions.node);
 
@@ -21,7 +26,9 @@ function satisfies(clause) {
 }
 
 if (!range.split('||').some(satisfies)) {
-  console.error(`This project needs Node.js ${range} (every dependency accepts that range); this is Node.js ${process.versions.node}.`);
+  console.error(
+    `This project needs Node.js ${range} (every dependency accepts that range); this is Node.js ${process.versions.node}.`,
+  );
   console.error('Install a supported Node.js (for example with nvm: nvm install 20) and run the command again.');
   process.exit(1);
 }

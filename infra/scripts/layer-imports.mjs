@@ -63,7 +63,8 @@ function* sourceFiles(dir) {
   }
 }
 
-const specifierPattern = /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|\bjest\.(?:mock|requireActual)\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm;
+const specifierPattern =
+  /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|\bjest\.(?:mock|requireActual)\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm;
 const counts = new Map();
 const violations = [];
 for (const top of ['shared', 'queues', 'workers', 'cli', 'bench', 'test']) {

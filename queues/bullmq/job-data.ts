@@ -95,7 +95,10 @@ export function isStageJobResult(value: unknown): value is StageJobResult {
 }
 
 /** Stage results by stage name, including the upstream results each one carries (the whole tree below a job). */
-export function flattenStageResults(results: Iterable<StageJobResult>, into = new Map<string, StageJobResult>()): Map<string, StageJobResult> {
+export function flattenStageResults(
+  results: Iterable<StageJobResult>,
+  into = new Map<string, StageJobResult>(),
+): Map<string, StageJobResult> {
   for (const result of results) {
     into.set(result.stage, result);
     flattenStageResults(result.upstream ?? [], into);

@@ -20,7 +20,9 @@ describe('backoff', () => {
   });
 
   it('reads the base delay from the job options', () => {
-    const delay = hatBackoffStrategy(1, backoffType, undefined, { opts: { backoff: { type: backoffType, delay: 40 } } } as never) as number;
+    const delay = hatBackoffStrategy(1, backoffType, undefined, {
+      opts: { backoff: { type: backoffType, delay: 40 } },
+    } as never) as number;
     expect(delay).toBeGreaterThanOrEqual(20);
     expect(delay).toBeLessThanOrEqual(40);
   });
@@ -29,7 +31,9 @@ describe('backoff', () => {
 describe('checkJobDataSize', () => {
   it('passes data within the limit and names stage, job and size otherwise', () => {
     expect(() => checkJobDataSize({ uri: 's3://b/k' }, 100, { stage: 'collect' })).not.toThrow();
-    expect(() => checkJobDataSize({ payload: 'x'.repeat(200) }, 100, { stage: 'collect', jobId: 'r.collect.1' })).toThrow(
+    expect(() =>
+      checkJobDataSize({ payload: 'x'.repeat(200) }, 100, { stage: 'collect', jobId: 'r.collect.1' }),
+    ).toThrow(
       /^\[JOB_DATA_TOO_LARGE\] job data for stage "collect" \(job r\.collect\.1\) is 214 bytes, over the limit of 100 bytes/,
     );
   });

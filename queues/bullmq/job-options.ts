@@ -7,7 +7,6 @@ export { backoffDelay, defaultAttempts, defaultBackoffMs, maxBackoffMs } from '.
 /** Name of the backoff type registered by every worker (see `hatBackoffStrategy`). */
 export const backoffType = 'hat-exponential-jitter';
 
-
 const day = 24 * 3600;
 
 /**
@@ -59,7 +58,12 @@ export function runJobOptions(sizeLimit: number): JobsOptions {
  * server's Retry-After hint (TransientError.retryAfterMs) is a floor. Written by hand because
  * BullMQ's built-in jitter cannot see the error's hint.
  */
-export const hatBackoffStrategy: BackoffStrategy = (attemptsMade: number, type?: string, error?: Error, job?: MinimalJob) => {
+export const hatBackoffStrategy: BackoffStrategy = (
+  attemptsMade: number,
+  type?: string,
+  error?: Error,
+  job?: MinimalJob,
+) => {
   const backoff = job?.opts.backoff;
   const base = typeof backoff === 'object' && typeof backoff.delay === 'number' ? backoff.delay : defaultBackoffMs;
   if (type !== undefined && type !== backoffType) return base;
@@ -75,7 +79,11 @@ export function jsonBytes(value: unknown): number {
  * Refuses job data over the limit before it reaches Redis: jobs carry artifact URIs and small
  * parameters, never payloads.
  */
-export function checkJobDataSize(data: unknown, limit: number, what: { stage?: string; label?: string; jobId?: string }): void {
+export function checkJobDataSize(
+  data: unknown,
+  limit: number,
+  what: { stage?: string; label?: string; jobId?: string },
+): void {
   const bytes = jsonBytes(data);
   if (bytes > limit) {
     const subject = what.label ?? `stage "${what.stage}"`;

@@ -2,7 +2,13 @@ import { FlowProducer, Queue } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
 import { eventsMaxLength } from './job-options';
 import { runsQueueName } from '../stage-kit/stage-names';
-import { closeRedisConnection, createRedisConnection, waitForRedis, type RedisClient, type RedisRole } from './redis-connection';
+import {
+  closeRedisConnection,
+  createRedisConnection,
+  waitForRedis,
+  type RedisClient,
+  type RedisRole,
+} from './redis-connection';
 
 /**
  * The queues of one prefix over one Redis connection: what the CLI, workers and tests share.
@@ -34,7 +40,9 @@ export interface QueueContextOptions {
 /** Opens a context and checks that Redis answers (REDIS_UNAVAILABLE otherwise). */
 export async function openQueueContext(env: HatEnv, options: QueueContextOptions = {}): Promise<QueueContext> {
   const ownsConnection = options.connection === undefined;
-  const connection = options.connection ?? createRedisConnection(env, options.role ?? 'producer', { connectionName: options.connectionName });
+  const connection =
+    options.connection ??
+    createRedisConnection(env, options.role ?? 'producer', { connectionName: options.connectionName });
   try {
     await waitForRedis(connection, env.REDIS_CLUSTER_NODES ?? env.REDIS_URL);
   } catch (error) {

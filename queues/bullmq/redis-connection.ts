@@ -34,11 +34,20 @@ const watcherRetryStrategy = (times: number): number => Math.min(times * 200, 2_
  * REDIS_URL. Keys are namespaced with BullMQ's `prefix` option, never ioredis `keyPrefix`
  * (BullMQ's Lua scripts build keys themselves and would miss it).
  */
-export function createRedisConnection(env: RedisEnv, role: RedisRole, options: RedisConnectionOptions = {}): RedisClient {
+export function createRedisConnection(
+  env: RedisEnv,
+  role: RedisRole,
+  options: RedisConnectionOptions = {},
+): RedisClient {
   const roleOptions: RedisOptions =
     role === 'worker'
       ? { maxRetriesPerRequest: null, enableReadyCheck: true }
-      : { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5_000, retryStrategy: role === 'watcher' ? watcherRetryStrategy : producerRetryStrategy };
+      : {
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          connectTimeout: 5_000,
+          retryStrategy: role === 'watcher' ? watcherRetryStrategy : producerRetryStrategy,
+        };
   const connection: RedisClient = env.REDIS_CLUSTER_NODES
     ? createClusterConnection(env.REDIS_CLUSTER_NODES, role, { connectionName: options.connectionName, ...roleOptions })
     : new Redis(env.REDIS_URL, { connectionName: options.connectionName, lazyConnect: false, ...roleOptions });
@@ -76,7 +85,10 @@ export function parseClusterNodes(setting: string): { nodes: ClusterNode[]; redi
     const url = new URL(/^rediss?:\/\//.test(entry) ? entry : `redis://${entry}`);
     const port = Number(url.port || 6379);
     if (!url.hostname || !Number.isInteger(port)) {
-      throw new BadInputError('BAD_ENV', `REDIS_CLUSTER_NODES entry "${redactUrl(entry)}" is not host:port; list seed nodes as host:port,host:port`);
+      throw new BadInputError(
+        'BAD_ENV',
+        `REDIS_CLUSTER_NODES entry "${redactUrl(entry)}" is not host:port; list seed nodes as host:port,host:port`,
+      );
     }
     redisOptions ??= {
       ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
@@ -85,7 +97,8 @@ export function parseClusterNodes(setting: string): { nodes: ClusterNode[]; redi
     };
     return { host: url.hostname, port };
   });
-  if (nodes.length === 0) throw new BadInputError('BAD_ENV', 'REDIS_CLUSTER_NODES is empty; list seed nodes as host:port,host:port');
+  if (nodes.length === 0)
+    throw new BadInputError('BAD_ENV', 'REDIS_CLUSTER_NODES is empty; list seed nodes as host:port,host:port');
   return { nodes, redisOptions: redisOptions ?? {} };
 }
 
@@ -104,7 +117,12 @@ export async function waitForRedis(connection: RedisClient, url: string, timeout
   await new Promise<void>((resolve, reject) => {
     const fail = (reason: string) => {
       cleanup();
-      reject(new HatError('REDIS_UNAVAILABLE', `cannot reach Redis at ${redactUrl(url)} (${reason}); start Redis or set ${setting}`));
+      reject(
+        new HatError(
+          'REDIS_UNAVAILABLE',
+          `cannot reach Redis at ${redactUrl(url)} (${reason}); start Redis or set ${setting}`,
+        ),
+      );
     };
     const onReady = () => {
       cleanup();
@@ -148,7 +166,11 @@ export function redactUrl(url: string): string {
 }
 
 /** Keys of one Redis node matching `pattern`, a SCAN batch at a time (never KEYS, which blocks the server). */
-export async function* scanKeyBatches(client: Pick<Redis, 'scan'>, pattern: string, count = 1000): AsyncGenerator<string[]> {
+export async function* scanKeyBatches(
+  client: Pick<Redis, 'scan'>,
+  pattern: string,
+  count = 1000,
+): AsyncGenerator<string[]> {
   let cursor = '0';
   do {
     const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', count);

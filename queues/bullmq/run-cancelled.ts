@@ -7,5 +7,7 @@ import type { QueueContext } from './queue-context';
 export async function isRunCancelled(context: QueueContext, runId: string): Promise<boolean> {
   const job = await context.runsQueue.getJob(runId);
   const data: unknown = job?.data;
-  return typeof data === 'object' && data !== null && typeof (data as { cancelledAt?: unknown }).cancelledAt === 'number';
+  return (
+    typeof data === 'object' && data !== null && typeof (data as { cancelledAt?: unknown }).cancelledAt === 'number'
+  );
 }

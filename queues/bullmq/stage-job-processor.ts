@@ -1,10 +1,25 @@
-import { DelayedError, RateLimitError, UnrecoverableError, WaitingChildrenError, WaitingError, type JobProgress, type JobsOptions } from 'bullmq';
+import {
+  DelayedError,
+  RateLimitError,
+  UnrecoverableError,
+  WaitingChildrenError,
+  WaitingError,
+  type JobProgress,
+  type JobsOptions,
+} from 'bullmq';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { isStorageFault } from '../../shared/artifacts/storage-errors';
 import { redactUrlCredentials } from '../../shared/config/url-credentials';
 import { BadInputError, HatError } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
-import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageProgress, StageServices } from '../stage-kit/define-stage';
+import type {
+  AnyStage,
+  Clock,
+  FanOutStageDefinition,
+  StageDeps,
+  StageProgress,
+  StageServices,
+} from '../stage-kit/define-stage';
 import {
   holdOver,
   isPartJobResult,
@@ -19,7 +34,16 @@ import {
 import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, stageJobOptions } from './job-options';
-import { buildStageDeps, checkResult, manifestUriOf, parseOrThrow, parseStageInput, planParts, runPart, throttledProgress } from '../stage-kit/stage-execution';
+import {
+  buildStageDeps,
+  checkResult,
+  manifestUriOf,
+  parseOrThrow,
+  parseStageInput,
+  planParts,
+  runPart,
+  throttledProgress,
+} from '../stage-kit/stage-execution';
 
 /**
  * The BullMQ binding of a stage. Job names: `stage` (the stage job: plan, then fan in) and
@@ -85,7 +109,11 @@ export interface StageJobRuntime {
   storageRetry?: { budgetMs: number; maxDelayMs: number };
 }
 
-export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: AbortSignal) => Promise<StageJobResult | PartJobResult>;
+export type StageJobProcessor = (
+  job: StageJobHandle,
+  token?: string,
+  signal?: AbortSignal,
+) => Promise<StageJobResult | PartJobResult>;
 
 /** Builds the processor a BullMQ Worker (or sandboxed child) runs for one stage's queue. */
 export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
@@ -95,7 +123,9 @@ export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntim
     const jobSignal = signal ?? new AbortController().signal;
     try {
       const result = await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
-        job.name === 'part' ? processPartJob(stage, runtime, job, jobSignal) : processStageJob(stage, runtime, job, token, jobSignal),
+        job.name === 'part'
+          ? processPartJob(stage, runtime, job, jobSignal)
+          : processStageJob(stage, runtime, job, token, jobSignal),
       );
       outages.end(job);
       return result;
@@ -173,7 +203,12 @@ export function toWorkerError(error: unknown): unknown {
  * to lapse and without spending an attempt. Work that ignores the signal is left to finish or be
  * cut off with the process; its writes are idempotent.
  */
-async function handBackOnAbort<T>(job: StageJobHandle, token: string | undefined, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+async function handBackOnAbort<T>(
+  job: StageJobHandle,
+  token: string | undefined,
+  signal: AbortSignal,
+  work: () => Promise<T>,
+): Promise<T> {
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_resolve, reject) => {
     onAbort = () => reject(new Error('aborted'));
@@ -209,7 +244,11 @@ function jobDeps(
   part?: StageDeps['part'],
 ): StageDeps {
   const kind = data.kind ?? data.stage;
-  if (kind !== stageName) throw new BadInputError('BAD_JOB_DATA', `job ${jobLabel(job)} is for stage "${kind}" but sits in the queue of stage "${stageName}"`);
+  if (kind !== stageName)
+    throw new BadInputError(
+      'BAD_JOB_DATA',
+      `job ${jobLabel(job)} is for stage "${kind}" but sits in the queue of stage "${stageName}"`,
+    );
   return buildStageDeps({
     store: runtime.storeFor(data.artifactsRoot),
     outputPrefix: data.outputPrefix,
@@ -228,39 +267,68 @@ function jobDeps(
   });
 }
 
-async function processPartJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, signal: AbortSignal): Promise<PartJobResult> {
+async function processPartJob(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  signal: AbortSignal,
+): Promise<PartJobResult> {
   const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
-  if (stage.kind !== 'fan-out') throw new HatError('BAD_JOB_DATA', `stage "${stage.name}" does not fan out, but job ${jobLabel(job)} is one of its parts`);
-  const input = parseOrThrow(stage.partInput, data.input, 'PART_INPUT_INVALID', `part input of stage "${stage.name}" is invalid`, jobLabel(job), 'input');
+  if (stage.kind !== 'fan-out')
+    throw new HatError(
+      'BAD_JOB_DATA',
+      `stage "${stage.name}" does not fan out, but job ${jobLabel(job)} is one of its parts`,
+    );
+  const input = parseOrThrow(
+    stage.partInput,
+    data.input,
+    'PART_INPUT_INVALID',
+    `part input of stage "${stage.name}" is invalid`,
+    jobLabel(job),
+    'input',
+  );
   const part = { index: data.index, id: partIdOf(data.index), count: data.count };
   const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => job.updateProgress({ ...report }), part);
   const output = await runPart(stage, deps, { id: part.id, input, inputHash: data.inputHash });
   return { kind: 'part', index: data.index, output };
 }
 
-async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, token: string | undefined, signal: AbortSignal): Promise<StageJobResult> {
+async function processStageJob(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  token: string | undefined,
+  signal: AbortSignal,
+): Promise<StageJobResult> {
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
   // none skips the round trip (it matters for many small single-job stages).
-  if ((data.upstream.length > 0 || data.step === 'fan-in') && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
+  if ((data.upstream.length > 0 || data.step === 'fan-in') && (await job.moveToWaitingChildren(token)))
+    throw new WaitingChildrenError();
   const startedAt = data.startedAt ?? runtime.clock.now();
   if (data.step === 'plan' && data.upstream.length > 0) {
     // A stage below held this one back (the gate held its candidate): done, without running.
     const upstream = Object.values(await job.getChildrenValues()).filter(isStageJobResult);
     const heldBy = holdOver(data.stage, upstream);
     if (heldBy) {
-      runtime.logger.info({ stage: data.stage, runId: data.runId, heldBy: heldBy.stage, reasons: heldBy.reasons }, 'stage held back; not run');
+      runtime.logger.info(
+        { stage: data.stage, runId: data.runId, heldBy: heldBy.stage, reasons: heldBy.reasons },
+        'stage held back; not run',
+      );
       return { ...stageResult(data.stage, job, null, 0, startedAt, runtime.clock.now(), upstream), heldBy };
     }
   }
   const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
-  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }));
+  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) =>
+    sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }),
+  );
 
   if (stage.kind === 'single') {
     const processor = stage.createProcessor(deps);
     const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
-    const upstream = data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
+    const upstream =
+      data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
     return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
   }
 
@@ -277,16 +345,32 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
     const expected = data.partCount ?? 0;
     if (parts.length === expected) {
       await sendProgress({ phase: 'finish', partsTotal: expected });
-      const finished = await stage.finish(input, parts.map((part) => part.output), deps);
+      const finished = await stage.finish(
+        input,
+        parts.map((part) => part.output),
+        deps,
+      );
       const output = checkResult(stage.output, finished, stage.name, 'stage output');
       await sendProgress({ phase: 'done', partsTotal: expected });
-      return stageResult(data.stage, job, output, expected, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
+      return stageResult(
+        data.stage,
+        job,
+        output,
+        expected,
+        startedAt,
+        runtime.clock.now(),
+        upstream,
+        stage.holdOf?.(output),
+      );
     }
     // Fewer results than parts: some were removed (cancel, retention). Cancelled runs stop here;
     // otherwise plan again, which re-adds only the missing parts (ids are deterministic).
     if (await runtime.isRunCancelled(data.runId)) throw runCancelled(data.runId);
     if (round > 0) {
-      throw new HatError('PARTS_MISSING', `stage "${stage.name}" expected ${expected} part results but found ${parts.length} after re-adding the missing parts`);
+      throw new HatError(
+        'PARTS_MISSING',
+        `stage "${stage.name}" expected ${expected} part results but found ${parts.length} after re-adding the missing parts`,
+      );
     }
     deps.logger.warn({ expected, found: parts.length }, 'part results missing; re-adding the missing parts');
     data = { ...data, step: 'plan' };
@@ -330,9 +414,29 @@ async function addParts(
   return next;
 }
 
-function stageResult(stage: string, job: StageJobHandle, output: unknown, parts: number, startedAt: number, finishedAt: number, upstream: StageJobResult[], hold?: StageHold): StageJobResult {
+function stageResult(
+  stage: string,
+  job: StageJobHandle,
+  output: unknown,
+  parts: number,
+  startedAt: number,
+  finishedAt: number,
+  upstream: StageJobResult[],
+  hold?: StageHold,
+): StageJobResult {
   const manifestUri = manifestUriOf(output);
-  return { kind: 'stage', stage, jobId: job.id ?? '', output, ...(manifestUri ? { manifestUri } : {}), parts, startedAt, finishedAt, upstream, ...(hold ? { hold } : {}) };
+  return {
+    kind: 'stage',
+    stage,
+    jobId: job.id ?? '',
+    output,
+    ...(manifestUri ? { manifestUri } : {}),
+    parts,
+    startedAt,
+    finishedAt,
+    upstream,
+    ...(hold ? { hold } : {}),
+  };
 }
 
 function runCancelled(runId: string): HatError {

@@ -1,5 +1,9 @@
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
-import { createArtifactStore, openArtifactObject, type ArtifactStoreEnv } from '../../shared/artifacts/create-artifact-store';
+import {
+  createArtifactStore,
+  openArtifactObject,
+  type ArtifactStoreEnv,
+} from '../../shared/artifacts/create-artifact-store';
 import { withStorageRetries } from '../../shared/artifacts/retrying-artifact-store';
 import type { Logger } from '../../shared/log/logger';
 import { systemClock, type Clock, type StageServices } from '../stage-kit/define-stage';
@@ -19,9 +23,16 @@ export interface StoreCache {
  * Stores of one process, each opened once. With HAT_STORAGE_RETRY_MS set (a parsed env has its
  * default), every store waits out storage faults (see withStorageRetries).
  */
-export function createStoreCache(env: ArtifactStoreEnv, open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env)): StoreCache {
+export function createStoreCache(
+  env: ArtifactStoreEnv,
+  open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env),
+): StoreCache {
   const stores = new Map<string, ArtifactStore>();
-  const policy = { budgetMs: env.HAT_STORAGE_RETRY_MS ?? 0, initialDelayMs: 500, maxDelayMs: env.HAT_STORAGE_RETRY_MAX_DELAY_MS ?? 30_000 };
+  const policy = {
+    budgetMs: env.HAT_STORAGE_RETRY_MS ?? 0,
+    initialDelayMs: 500,
+    maxDelayMs: env.HAT_STORAGE_RETRY_MAX_DELAY_MS ?? 30_000,
+  };
   const retrying = (store: ArtifactStore) => withStorageRetries(store, policy);
   const storeFor = (rootUri: string): ArtifactStore => {
     const root = rootUri.replace(/\/+$/, '');
@@ -83,6 +94,9 @@ export function createStageJobRuntime(options: StageRuntimeOptions): StageJobRun
       }
     },
     isRunCancelled: (runId: string) => isRunCancelled(context, runId),
-    storageRetry: { budgetMs: context.env.HAT_STORAGE_RETRY_MS, maxDelayMs: context.env.HAT_STORAGE_RETRY_MAX_DELAY_MS },
+    storageRetry: {
+      budgetMs: context.env.HAT_STORAGE_RETRY_MS,
+      maxDelayMs: context.env.HAT_STORAGE_RETRY_MAX_DELAY_MS,
+    },
   };
 }

@@ -49,7 +49,11 @@ export function jobLogBindings(queue: string, job: Job): Record<string, unknown>
  * connection must be a worker connection (`maxRetriesPerRequest: null`); BullMQ duplicates it
  * for its blocking reads.
  */
-export function createQueueWorker(queueName: string, processor: Processor | string, options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown }): Worker {
+export function createQueueWorker(
+  queueName: string,
+  processor: Processor | string,
+  options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown },
+): Worker {
   const worker = new Worker(queueName, processor, {
     connection: options.connection,
     prefix: options.prefix,
@@ -64,12 +68,21 @@ export function createQueueWorker(queueName: string, processor: Processor | stri
   worker.on('failed', (job, error) => {
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
-    logger[final ? 'error' : 'warn']({ ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message }, final ? 'job failed' : 'job attempt failed; will retry');
+    logger[final ? 'error' : 'warn'](
+      { ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message },
+      final ? 'job failed' : 'job attempt failed; will retry',
+    );
     observer?.jobFailed(queueName, job, error, final);
   });
   worker.on('completed', (job, result) => {
     if (logger.isLevelEnabled('debug')) {
-      logger.debug({ ...jobLogBindings(queueName, job), durationMs: job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined }, 'job completed');
+      logger.debug(
+        {
+          ...jobLogBindings(queueName, job),
+          durationMs: job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined,
+        },
+        'job completed',
+      );
     }
     observer?.jobCompleted(queueName, job, result);
   });
@@ -97,15 +110,25 @@ export interface StageWorkerOptions extends QueueWorkerOptions {
 }
 
 /** The Worker of one stage's queue (stage jobs and their parts). */
-export function createStageWorker(stage: AnyStage, runtime: StageJobRuntime, options: StageWorkerOptions): { worker: Worker; sandboxed: boolean } {
+export function createStageWorker(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  options: StageWorkerOptions,
+): { worker: Worker; sandboxed: boolean } {
   const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs;
   if (stage.queue?.cpuHeavy && (options.sandbox ?? 'auto') === 'auto') {
     const file = options.sandboxEntry;
     if (file) {
       const workerData: SandboxWorkerData = { hatSandbox: { env: options.env } };
-      return { worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }), sandboxed: true };
+      return {
+        worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }),
+        sandboxed: true,
+      };
     }
-    options.logger.warn({ stage: stage.name }, 'CPU-heavy stage runs in-process: dist/workers/stage-sandbox.js is not built (run `npm run build`)');
+    options.logger.warn(
+      { stage: stage.name },
+      'CPU-heavy stage runs in-process: dist/workers/stage-sandbox.js is not built (run `npm run build`)',
+    );
   }
   const processor = createStageJobProcessor(stage, runtime) as unknown as Processor;
   return { worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs }), sandboxed: false };
@@ -118,12 +141,18 @@ export function createStageWorker(stage: AnyStage, runtime: StageJobRuntime, opt
  * whether the bound was hit. Never waits longer than `timeoutMs + graceMs`: `worker.close()` can
  * hang (unreachable Redis, a processor that ignores its signal), and a shutdown must end.
  */
-export async function closeWorkersWithin(workers: Worker[], timeoutMs: number, logger: Logger, graceMs = 2_000): Promise<{ forced: boolean }> {
+export async function closeWorkersWithin(
+  workers: Worker[],
+  timeoutMs: number,
+  logger: Logger,
+  graceMs = 2_000,
+): Promise<{ forced: boolean }> {
   const closing = Promise.allSettled(workers.map((worker) => worker.close()));
   if (await settlesWithin(closing, timeoutMs)) return { forced: false };
   logger.warn({ timeoutMs }, 'shutdown bound reached; handing active jobs back to the queue');
   for (const worker of workers) worker.cancelAllJobs('shutdown');
-  if (!(await settlesWithin(closing, graceMs))) logger.error({ graceMs }, 'workers did not close after handing jobs back; exiting anyway (their locks will lapse)');
+  if (!(await settlesWithin(closing, graceMs)))
+    logger.error({ graceMs }, 'workers did not close after handing jobs back; exiting anyway (their locks will lapse)');
   return { forced: true };
 }
 

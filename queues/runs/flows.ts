@@ -32,7 +32,9 @@ export interface RunFlowOptions {
 }
 
 /** Which stage each stage's job hangs under (undefined: under the run job). */
-export function treeParents(stages: readonly Pick<PlannedStage, 'name' | 'dependsOn'>[]): Map<string, string | undefined> {
+export function treeParents(
+  stages: readonly Pick<PlannedStage, 'name' | 'dependsOn'>[],
+): Map<string, string | undefined> {
   const names = stages.map((stage) => stage.name);
   const dependents = new Map<string, string[]>(names.map((name) => [name, []]));
   for (const stage of stages) for (const dependency of stage.dependsOn) dependents.get(dependency)?.push(stage.name);
@@ -46,7 +48,10 @@ export function treeParents(stages: readonly Pick<PlannedStage, 'name' | 'depend
     component.set(name, count);
     while (pending.length > 0) {
       const current = pending.pop() as string;
-      const neighbours = [...(stages.find((stage) => stage.name === current)?.dependsOn ?? []), ...(dependents.get(current) ?? [])];
+      const neighbours = [
+        ...(stages.find((stage) => stage.name === current)?.dependsOn ?? []),
+        ...(dependents.get(current) ?? []),
+      ];
       for (const next of neighbours) {
         if (!component.has(next)) {
           component.set(next, count);
@@ -76,8 +81,16 @@ function topologicalOrder(stages: readonly Pick<PlannedStage, 'name' | 'dependsO
   const order: string[] = [];
   const remaining = [...stages];
   while (remaining.length > 0) {
-    const next = remaining.findIndex((stage) => stage.dependsOn.every((dependency) => order.includes(dependency) || !remaining.some((item) => item.name === dependency)));
-    if (next < 0) throw new BadInputError('STAGE_CYCLE', `stages ${remaining.map((stage) => stage.name).join(', ')} reference each other in a cycle`);
+    const next = remaining.findIndex((stage) =>
+      stage.dependsOn.every(
+        (dependency) => order.includes(dependency) || !remaining.some((item) => item.name === dependency),
+      ),
+    );
+    if (next < 0)
+      throw new BadInputError(
+        'STAGE_CYCLE',
+        `stages ${remaining.map((stage) => stage.name).join(', ')} reference each other in a cycle`,
+      );
     order.push((remaining.splice(next, 1)[0] as PlannedStage).name);
   }
   return order;
@@ -119,7 +132,9 @@ export function runJobData(plan: RunPlan): RunJobData {
 }
 
 /** A stage as its flow node needs it. */
-export type FlowStage = Pick<PlannedStage, 'name' | 'jobId' | 'input' | 'inputHash' | 'outputPrefix' | 'dependsOn'> & { kind?: string };
+export type FlowStage = Pick<PlannedStage, 'name' | 'jobId' | 'input' | 'inputHash' | 'outputPrefix' | 'dependsOn'> & {
+  kind?: string;
+};
 
 /** What every stage node of one run shares. */
 export interface StageForestContext {
@@ -144,9 +159,15 @@ export interface ExtraFlowNode {
  * placed by `treeParents`. Roots get `ignoreDependencyOnFailure` (their parent, the run or the
  * handoff, always runs and records the failure); stages below another stage fail it.
  */
-export function buildStageForest(stages: readonly FlowStage[], context: StageForestContext, extra?: ExtraFlowNode): FlowJob[] {
+export function buildStageForest(
+  stages: readonly FlowStage[],
+  context: StageForestContext,
+  extra?: ExtraFlowNode,
+): FlowJob[] {
   const defaults = context.stageDefaults ?? ((kind: string) => getStage(kind).queue ?? {});
-  const nodes: Array<Pick<PlannedStage, 'name' | 'dependsOn'>> = extra ? [...stages, { name: extra.name, dependsOn: extra.dependsOn }] : [...stages];
+  const nodes: Array<Pick<PlannedStage, 'name' | 'dependsOn'>> = extra
+    ? [...stages, { name: extra.name, dependsOn: extra.dependsOn }]
+    : [...stages];
   const parents = treeParents(nodes);
   const childrenOf = (parent: string | undefined) => nodes.filter((node) => parents.get(node.name) === parent);
 
@@ -188,16 +209,33 @@ export function buildStageForest(stages: readonly FlowStage[], context: StageFor
 export function buildRunFlow(plan: RunPlan, options: RunFlowOptions): FlowJob {
   const handoff = plan.handoffs[0];
   const extra: ExtraFlowNode | undefined = handoff
-    ? { name: handoffNodeName(handoff.name), dependsOn: handoff.after, build: (children, isRoot) => handoffFlowJob(handoffJobData(plan, handoff, []), children, isRoot, options.jobDataLimit) }
+    ? {
+        name: handoffNodeName(handoff.name),
+        dependsOn: handoff.after,
+        build: (children, isRoot) =>
+          handoffFlowJob(handoffJobData(plan, handoff, []), children, isRoot, options.jobDataLimit),
+      }
     : undefined;
   const children = buildStageForest(
     plan.stages.filter((stage) => !stage.afterHandoff),
-    { runId: plan.runId, seed: plan.seed, artifactsRoot: plan.artifactsRoot, jobDataLimit: options.jobDataLimit, stageDefaults: options.stageDefaults },
+    {
+      runId: plan.runId,
+      seed: plan.seed,
+      artifactsRoot: plan.artifactsRoot,
+      jobDataLimit: options.jobDataLimit,
+      stageDefaults: options.stageDefaults,
+    },
     extra,
   );
   const data = runJobData(plan);
   checkJobDataSize(data, options.jobDataLimit, { label: 'the run job', jobId: plan.runId });
-  return { name: 'run', queueName: runsQueueName, data, opts: { ...runJobOptions(options.jobDataLimit), jobId: plan.runId }, children };
+  return {
+    name: 'run',
+    queueName: runsQueueName,
+    data,
+    opts: { ...runJobOptions(options.jobDataLimit), jobId: plan.runId },
+    children,
+  };
 }
 
 export interface EnqueueRunResult {

@@ -58,26 +58,57 @@ function assertTimeZone(tz: string): void {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: tz });
   } catch {
-    throw new BadInputError('BAD_TIMEZONE', `--tz "${tz}" is not a known IANA time zone; use a name such as Europe/Berlin or UTC`);
+    throw new BadInputError(
+      'BAD_TIMEZONE',
+      `--tz "${tz}" is not a known IANA time zone; use a name such as Europe/Berlin or UTC`,
+    );
   }
 }
 
 /** Creates or replaces a schedule after validating its name, zone, cron and run config. */
-export async function setSchedule(context: QueueContext, spec: ScheduleSpec, env: Pick<HatEnv, 'HAT_ARTIFACTS'>, now: Date): Promise<ScheduleInfo> {
+export async function setSchedule(
+  context: QueueContext,
+  spec: ScheduleSpec,
+  env: Pick<HatEnv, 'HAT_ARTIFACTS'>,
+  now: Date,
+): Promise<ScheduleInfo> {
   if (!scheduleNamePattern.test(spec.name)) {
-    throw new BadInputError('BAD_SCHEDULE_NAME', `schedule name "${spec.name}" is not allowed: use lower-case letters, digits and "-" (it becomes part of run ids)`);
+    throw new BadInputError(
+      'BAD_SCHEDULE_NAME',
+      `schedule name "${spec.name}" is not allowed: use lower-case letters, digits and "-" (it becomes part of run ids)`,
+    );
   }
   assertTimeZone(spec.tz);
   // The same validation a firing will do, so a broken config fails now, not at 2 am.
-  const plan = planRun(spec.config, { env, now, runId: scheduledRunId(spec.name, now), source: `schedule:${spec.name}`, file: spec.configFile, locator: spec.locator });
-  const data: KickoffJobData = { v: 1, schedule: spec.name, config: spec.config, ...(spec.configFile ? { configFile: spec.configFile } : {}) };
+  const plan = planRun(spec.config, {
+    env,
+    now,
+    runId: scheduledRunId(spec.name, now),
+    source: `schedule:${spec.name}`,
+    file: spec.configFile,
+    locator: spec.locator,
+  });
+  const data: KickoffJobData = {
+    v: 1,
+    schedule: spec.name,
+    config: spec.config,
+    ...(spec.configFile ? { configFile: spec.configFile } : {}),
+  };
   checkJobDataSize(data, context.env.HAT_JOB_DATA_LIMIT, { label: `schedule "${spec.name}"` });
   const { sizeLimit: _sizeLimit, ...options } = runJobOptions(context.env.HAT_JOB_DATA_LIMIT);
   try {
-    await context.runsQueue.upsertJobScheduler(spec.name, { pattern: spec.cron, tz: spec.tz }, { name: 'kickoff', data, opts: options });
+    await context.runsQueue.upsertJobScheduler(
+      spec.name,
+      { pattern: spec.cron, tz: spec.tz },
+      { name: 'kickoff', data, opts: options },
+    );
   } catch (error) {
     if (error instanceof BadInputError) throw error;
-    throw new BadInputError('BAD_CRON', `--cron "${spec.cron}" was refused (${(error as Error).message}); use five fields, e.g. "0 2 * * *" for 02:00 daily`, { cause: error });
+    throw new BadInputError(
+      'BAD_CRON',
+      `--cron "${spec.cron}" was refused (${(error as Error).message}); use five fields, e.g. "0 2 * * *" for 02:00 daily`,
+      { cause: error },
+    );
   }
   const info = (await listSchedules(context)).find((schedule) => schedule.name === spec.name);
   return info ?? { name: spec.name, cron: spec.cron, tz: spec.tz, stages: plan.stages.map((stage) => stage.name) };
@@ -88,7 +119,10 @@ export async function listSchedules(context: QueueContext): Promise<ScheduleInfo
   return schedulers
     .map((scheduler) => {
       const data = scheduler.template?.data as Partial<KickoffJobData> | undefined;
-      const stages = data?.config && typeof data.config === 'object' ? Object.keys((data.config as { stages?: object }).stages ?? {}) : [];
+      const stages =
+        data?.config && typeof data.config === 'object'
+          ? Object.keys((data.config as { stages?: object }).stages ?? {})
+          : [];
       return {
         name: scheduler.id ?? scheduler.key,
         ...(scheduler.pattern ? { cron: scheduler.pattern } : {}),

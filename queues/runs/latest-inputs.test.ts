@@ -28,7 +28,11 @@ describe('latest inputs', () => {
   });
 
   it('picks the newest complete dated partition and records what it passed over', async () => {
-    const { resolved, problems } = await resolve({ collect: { tasks: { latest: 's3://logs/tasks', partition: 'dt=YYYY-MM-DD', file: 'tasks.jsonl.gz', marker: '_SUCCESS' } } });
+    const { resolved, problems } = await resolve({
+      collect: {
+        tasks: { latest: 's3://logs/tasks', partition: 'dt=YYYY-MM-DD', file: 'tasks.jsonl.gz', marker: '_SUCCESS' },
+      },
+    });
     expect(problems).toEqual([]);
     expect(resolved).toEqual([
       {
@@ -43,10 +47,15 @@ describe('latest inputs', () => {
   });
 
   it('without a file, resolves to every object of the partition but the marker and hidden names', async () => {
-    const { resolved } = await resolve({ augment: { trajectories: [{ latest: 's3://logs/tasks/', partition: 'dt=YYYY-MM-DD', marker: '_SUCCESS' }] } });
+    const { resolved } = await resolve({
+      augment: { trajectories: [{ latest: 's3://logs/tasks/', partition: 'dt=YYYY-MM-DD', marker: '_SUCCESS' }] },
+    });
     expect(resolved[0]).toMatchObject({
       path: 'stages.augment.trajectories[0]',
-      resolved: ['memory://logs/tasks/dt=2025-01-31/extra.jsonl.gz', 'memory://logs/tasks/dt=2025-01-31/tasks.jsonl.gz'],
+      resolved: [
+        'memory://logs/tasks/dt=2025-01-31/extra.jsonl.gz',
+        'memory://logs/tasks/dt=2025-01-31/tasks.jsonl.gz',
+      ],
     });
   });
 
@@ -71,7 +80,12 @@ describe('latest inputs', () => {
     expect(problems.map((problem) => [problem.path.join('.'), problem.message])).toEqual([
       ['stages.shard.inputs.0.partition', expect.stringMatching(/must be "lexicographic" or a pattern with YYYY/)],
       ['stages.shard.inputs.0', expect.stringMatching(/unknown key\(s\) "colour"/)],
-      ['stages.collect.tasks', expect.stringMatching(/^\[NO_LATEST_INPUT\] no partition matching dt=YYYY-MM-DD holding missing\.jsonl\.gz under s3:\/\/logs\/tasks\/ \(found 3 incomplete: dt=2025-02-01, dt=2025-01-31, dt=2025-01-30\)/)],
+      [
+        'stages.collect.tasks',
+        expect.stringMatching(
+          /^\[NO_LATEST_INPUT\] no partition matching dt=YYYY-MM-DD holding missing\.jsonl\.gz under s3:\/\/logs\/tasks\/ \(found 3 incomplete: dt=2025-02-01, dt=2025-01-31, dt=2025-01-30\)/,
+        ),
+      ],
     ]);
   });
 
@@ -87,7 +101,9 @@ describe('latest inputs', () => {
 
     await store.put('harness/CURRENT', 'v11');
     const broken = await resolve({ collect: { harness: { latestHarness: 's3://logs/harness/' } } });
-    expect(broken.problems[0]?.message).toMatch(/\[BAD_HARNESS_POINTER\] s3:\/\/logs\/harness\/CURRENT names version "v11", but .*v11\/harness\.yaml does not exist/);
+    expect(broken.problems[0]?.message).toMatch(
+      /\[BAD_HARNESS_POINTER\] s3:\/\/logs\/harness\/CURRENT names version "v11", but .*v11\/harness\.yaml does not exist/,
+    );
   });
 
   it('finds specs anywhere in stage configs and compares versions numerically', () => {

@@ -4,7 +4,12 @@ import { compareKeys } from '../../shared/artifacts/object-key';
 import { BadInputError, HatError } from '../../shared/errors';
 import { formatPath, type PathSegment } from '../../shared/harness/source-document';
 import type { StageDeps } from '../stage-kit/define-stage';
-import { latestCheckpointPlaceholder, latestCheckpointSpecSchema, resolveLatestCheckpoint, type LatestCheckpointSpec } from './promoted-checkpoint';
+import {
+  latestCheckpointPlaceholder,
+  latestCheckpointSpecSchema,
+  resolveLatestCheckpoint,
+  type LatestCheckpointSpec,
+} from './promoted-checkpoint';
 
 /**
  * `latest` inputs of a run config: a stage config value may name "the newest partition under a
@@ -58,9 +63,19 @@ export const latestPartitionSpecSchema = z
       .string()
       .min(1)
       .default('lexicographic')
-      .refine((pattern) => pattern === 'lexicographic' || partitionFields.some((field) => pattern.includes(field)), 'must be "lexicographic" or a pattern with YYYY, MM, DD, HH or mm, e.g. "dt=YYYY-MM-DD"'),
+      .refine(
+        (pattern) => pattern === 'lexicographic' || partitionFields.some((field) => pattern.includes(field)),
+        'must be "lexicographic" or a pattern with YYYY, MM, DD, HH or mm, e.g. "dt=YYYY-MM-DD"',
+      ),
     /** The one object of the partition to use, e.g. `tasks.jsonl.gz`; partitions without it are passed over. */
-    file: z.string().min(1).regex(/^(?!\/)(?!.*(^|\/)\.{1,2}(\/|$)).+$/, 'must be a relative key inside the partition without "." or ".." segments').optional(),
+    file: z
+      .string()
+      .min(1)
+      .regex(
+        /^(?!\/)(?!.*(^|\/)\.{1,2}(\/|$)).+$/,
+        'must be a relative key inside the partition without "." or ".." segments',
+      )
+      .optional(),
     /** An object that marks a partition complete, e.g. `_SUCCESS`; partitions without it are passed over. */
     marker: singleName.optional(),
   })
@@ -103,33 +118,50 @@ export interface LatestSpecLocation {
 
 /** Whether a config value is written as a `latest` spec (valid or not). */
 export function isLatestSpecValue(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && ('latest' in value || 'latestHarness' in value || 'latestCheckpoint' in value);
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    ('latest' in value || 'latestHarness' in value || 'latestCheckpoint' in value)
+  );
 }
 
 /**
  * Every `latest` spec under `stages`, each checked against its schema. Problems carry paths
  * (`stages.collect.tasks.partition`) for the config's locator.
  */
-export function findLatestSpecs(stages: unknown, basePath: PathSegment[] = ['stages']): { specs: LatestSpecLocation[]; problems: Array<{ path: PathSegment[]; message: string }> } {
+export function findLatestSpecs(
+  stages: unknown,
+  basePath: PathSegment[] = ['stages'],
+): { specs: LatestSpecLocation[]; problems: Array<{ path: PathSegment[]; message: string }> } {
   const specs: LatestSpecLocation[] = [];
   const problems: Array<{ path: PathSegment[]; message: string }> = [];
   const visit = (value: unknown, path: PathSegment[]) => {
     if (isLatestSpecValue(value)) {
-      const schema = 'latestHarness' in value ? latestHarnessSpecSchema : 'latestCheckpoint' in value ? latestCheckpointSpecSchema : latestPartitionSpecSchema;
+      const schema =
+        'latestHarness' in value
+          ? latestHarnessSpecSchema
+          : 'latestCheckpoint' in value
+            ? latestCheckpointSpecSchema
+            : latestPartitionSpecSchema;
       const parsed = (schema as z.ZodType<LatestSpec>).safeParse(value);
       if (parsed.success) specs.push({ path, spec: parsed.data });
-      else for (const issue of parsed.error.issues) problems.push({ path: [...path, ...(issue.path as PathSegment[])], message: issueMessage(issue) });
+      else
+        for (const issue of parsed.error.issues)
+          problems.push({ path: [...path, ...(issue.path as PathSegment[])], message: issueMessage(issue) });
       return;
     }
     if (Array.isArray(value)) value.forEach((item, index) => visit(item, [...path, index]));
-    else if (value !== null && typeof value === 'object') for (const [key, item] of Object.entries(value)) visit(item, [...path, key]);
+    else if (value !== null && typeof value === 'object')
+      for (const [key, item] of Object.entries(value)) visit(item, [...path, key]);
   };
   visit(stages, basePath);
   return { specs, problems };
 }
 
 function issueMessage(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'unrecognized_keys') return `unknown key(s) ${issue.keys.map((key) => JSON.stringify(key)).join(', ')}; a latest input takes latest, partition, file and marker (or latestHarness alone)`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown key(s) ${issue.keys.map((key) => JSON.stringify(key)).join(', ')}; a latest input takes latest, partition, file and marker (or latestHarness alone)`;
   return issue.message;
 }
 
@@ -153,14 +185,21 @@ export interface ResolveLatestOptions {
  * what it finds (or does not find): each unresolvable spec is a problem at its path, so a run
  * reports it with every other problem of its config.
  */
-export async function resolveLatestInputs(config: unknown, options: ResolveLatestOptions): Promise<{ resolved: ResolvedInput[]; problems: Array<{ path: PathSegment[]; message: string }> }> {
+export async function resolveLatestInputs(
+  config: unknown,
+  options: ResolveLatestOptions,
+): Promise<{ resolved: ResolvedInput[]; problems: Array<{ path: PathSegment[]; message: string }> }> {
   const stages = typeof config === 'object' && config !== null ? (config as { stages?: unknown }).stages : undefined;
   const { specs, problems } = findLatestSpecs(stages);
   const resolved: ResolvedInput[] = [];
   for (const { path, spec } of specs) {
     try {
       const result =
-        'latestHarness' in spec ? await resolveHarness(spec, options) : 'latestCheckpoint' in spec ? await resolveLatestCheckpoint(spec, options.openObject) : await resolvePartition(spec, options);
+        'latestHarness' in spec
+          ? await resolveHarness(spec, options)
+          : 'latestCheckpoint' in spec
+            ? await resolveLatestCheckpoint(spec, options.openObject)
+            : await resolvePartition(spec, options);
       resolved.push({ path: formatPath(path), spec: { ...spec }, ...result, resolvedAt: options.now.toISOString() });
     } catch (error) {
       if (!HatError.isInstance(error) || error.retryable) throw error;
@@ -206,7 +245,10 @@ function partitionMatcher(pattern: string): { segments: number; order(name: stri
   };
 }
 
-async function resolvePartition(spec: LatestPartitionSpec, options: ResolveLatestOptions): Promise<Omit<ResolvedInput, 'path' | 'spec' | 'resolvedAt'>> {
+async function resolvePartition(
+  spec: LatestPartitionSpec,
+  options: ResolveLatestOptions,
+): Promise<Omit<ResolvedInput, 'path' | 'spec' | 'resolvedAt'>> {
   const { store, prefix } = openPrefix(spec.latest, options.openObject);
   const matcher = partitionMatcher(spec.partition);
   const partitions = new Map<string, Partition>();
@@ -226,22 +268,36 @@ async function resolvePartition(spec: LatestPartitionSpec, options: ResolveLates
     const last = segments[segments.length - 1] ?? '';
     if (inside !== spec.marker && !last.startsWith('_') && !last.startsWith('.')) partition.objects.push(object.key);
   }
-  const newestFirst = [...partitions.values()].sort((left, right) => compareKeys(right.order, left.order) || compareKeys(right.name, left.name));
+  const newestFirst = [...partitions.values()].sort(
+    (left, right) => compareKeys(right.order, left.order) || compareKeys(right.name, left.name),
+  );
   const complete = (partition: Partition) =>
-    (spec.marker === undefined || partition.keys.has(spec.marker)) && (spec.file === undefined ? partition.objects.length > 0 : partition.keys.has(spec.file));
+    (spec.marker === undefined || partition.keys.has(spec.marker)) &&
+    (spec.file === undefined ? partition.objects.length > 0 : partition.keys.has(spec.file));
   const chosen = newestFirst.find(complete);
-  const requirement = [spec.file ? `holding ${spec.file}` : 'holding objects', spec.marker ? `and ${spec.marker}` : ''].filter(Boolean).join(' ');
+  const requirement = [spec.file ? `holding ${spec.file}` : 'holding objects', spec.marker ? `and ${spec.marker}` : '']
+    .filter(Boolean)
+    .join(' ');
   if (!chosen) {
     throw new BadInputError(
       'NO_LATEST_INPUT',
       `no partition ${spec.partition === 'lexicographic' ? '' : `matching ${spec.partition} `}${requirement} under ${spec.latest}` +
-        `${newestFirst.length > 0 ? ` (found ${newestFirst.length} incomplete: ${newestFirst.slice(0, 3).map((partition) => partition.name).join(', ')})` : ''}; ` +
+        `${
+          newestFirst.length > 0
+            ? ` (found ${newestFirst.length} incomplete: ${newestFirst
+                .slice(0, 3)
+                .map((partition) => partition.name)
+                .join(', ')})`
+            : ''
+        }; ` +
         'write the input there first, or point latest at the prefix that holds the partitions',
     );
   }
   const skipped = newestFirst.slice(0, newestFirst.indexOf(chosen)).map((partition) => partition.name);
   const partitionPrefix = `${prefix}${chosen.name}/`;
-  const resolved = spec.file ? store.uriOf(`${partitionPrefix}${spec.file}`) : chosen.objects.map((key) => store.uriOf(key));
+  const resolved = spec.file
+    ? store.uriOf(`${partitionPrefix}${spec.file}`)
+    : chosen.objects.map((key) => store.uriOf(key));
   return { partition: chosen.name, resolved, ...(skipped.length > 0 ? { skipped } : {}) };
 }
 
@@ -249,7 +305,10 @@ async function resolvePartition(spec: LatestPartitionSpec, options: ResolveLates
 export const currentHarnessPointer = 'CURRENT';
 const harnessFile = 'harness.yaml';
 
-async function resolveHarness(spec: LatestHarnessSpec, options: ResolveLatestOptions): Promise<Omit<ResolvedInput, 'path' | 'spec' | 'resolvedAt'>> {
+async function resolveHarness(
+  spec: LatestHarnessSpec,
+  options: ResolveLatestOptions,
+): Promise<Omit<ResolvedInput, 'path' | 'spec' | 'resolvedAt'>> {
   const { store, prefix } = openPrefix(spec.latestHarness, options.openObject);
   const versions = new Set<string>();
   let hasPointer = false;
@@ -263,16 +322,25 @@ async function resolveHarness(spec: LatestHarnessSpec, options: ResolveLatestOpt
   if (hasPointer) {
     version = (await store.getBuffer(`${prefix}${currentHarnessPointer}`)).toString('utf8').trim();
     if (!/^(?!\.{1,2}$)[A-Za-z0-9._-]+$/.test(version)) {
-      throw new BadInputError('BAD_HARNESS_POINTER', `${spec.latestHarness}${currentHarnessPointer} holds ${JSON.stringify(version.slice(0, 80))}, not a version folder name; write the name of a folder under ${spec.latestHarness} (e.g. v12) into it`);
+      throw new BadInputError(
+        'BAD_HARNESS_POINTER',
+        `${spec.latestHarness}${currentHarnessPointer} holds ${JSON.stringify(version.slice(0, 80))}, not a version folder name; write the name of a folder under ${spec.latestHarness} (e.g. v12) into it`,
+      );
     }
     if (!versions.has(version)) {
-      throw new BadInputError('BAD_HARNESS_POINTER', `${spec.latestHarness}${currentHarnessPointer} names version "${version}", but ${spec.latestHarness}${version}/${harnessFile} does not exist; upload that version or fix the pointer`);
+      throw new BadInputError(
+        'BAD_HARNESS_POINTER',
+        `${spec.latestHarness}${currentHarnessPointer} names version "${version}", but ${spec.latestHarness}${version}/${harnessFile} does not exist; upload that version or fix the pointer`,
+      );
     }
   } else {
     version = [...versions].sort(compareVersions).pop();
   }
   if (version === undefined) {
-    throw new BadInputError('NO_LATEST_INPUT', `no harness version under ${spec.latestHarness}: expected <version>/${harnessFile} folders (and optionally a ${currentHarnessPointer} object naming one); upload a harness there first`);
+    throw new BadInputError(
+      'NO_LATEST_INPUT',
+      `no harness version under ${spec.latestHarness}: expected <version>/${harnessFile} folders (and optionally a ${currentHarnessPointer} object naming one); upload a harness there first`,
+    );
   }
   return { partition: version, resolved: store.uriOf(`${prefix}${version}`) };
 }
@@ -288,7 +356,9 @@ export function compareVersions(left: string, right: string): number {
     if (x === undefined) return -1;
     if (y === undefined) return 1;
     const bothNumbers = /^\d/.test(x) && /^\d/.test(y);
-    const order = bothNumbers ? Number(BigInt(x) - BigInt(y) > 0n) - Number(BigInt(x) - BigInt(y) < 0n) : compareKeys(x, y);
+    const order = bothNumbers
+      ? Number(BigInt(x) - BigInt(y) > 0n) - Number(BigInt(x) - BigInt(y) < 0n)
+      : compareKeys(x, y);
     if (order !== 0) return order;
   }
   return 0;

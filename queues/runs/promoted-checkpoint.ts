@@ -64,7 +64,10 @@ export async function readPromotedCheckpoint(location: PointerLocation): Promise
   const text = (await location.store.getBuffer(key)).toString('utf8');
   const parsed = promotedCheckpointSchema.safeParse(JSON.parse(text));
   if (!parsed.success) {
-    throw new BadInputError('BAD_PROMOTED_CHECKPOINT', `${location.store.uriOf(key)} is not a promoted-checkpoint record (${parsed.error.issues[0]?.message}); rewrite it with \`hat checkpoint promote\``);
+    throw new BadInputError(
+      'BAD_PROMOTED_CHECKPOINT',
+      `${location.store.uriOf(key)} is not a promoted-checkpoint record (${parsed.error.issues[0]?.message}); rewrite it with \`hat checkpoint promote\``,
+    );
   }
   return parsed.data;
 }
@@ -76,10 +79,17 @@ export function promotionHistoryKey(record: Pick<PromotedCheckpoint, 'promotedAt
 }
 
 /** Records a promotion: the history entry first, then the pointer. Idempotent for the same record. */
-export async function writePromotion(location: PointerLocation, record: PromotedCheckpoint): Promise<{ pointerUri: string; historyUri: string }> {
+export async function writePromotion(
+  location: PointerLocation,
+  record: PromotedCheckpoint,
+): Promise<{ pointerUri: string; historyUri: string }> {
   const body = `${JSON.stringify(promotedCheckpointSchema.parse(record), null, 2)}\n`;
-  const history = await location.store.put(`${location.prefix}${promotionHistoryKey(record)}`, body, { contentType: 'application/json' });
-  const pointer = await location.store.put(`${location.prefix}${promotedPointerKey}`, body, { contentType: 'application/json' });
+  const history = await location.store.put(`${location.prefix}${promotionHistoryKey(record)}`, body, {
+    contentType: 'application/json',
+  });
+  const pointer = await location.store.put(`${location.prefix}${promotedPointerKey}`, body, {
+    contentType: 'application/json',
+  });
   return { pointerUri: pointer.uri, historyUri: history.uri };
 }
 
@@ -88,17 +98,26 @@ export async function listPromotions(location: PointerLocation): Promise<Promote
   const records: PromotedCheckpoint[] = [];
   for await (const object of location.store.list(`${location.prefix}${promotionHistoryPrefix}`)) {
     if (!object.key.endsWith('.json')) continue;
-    const parsed = promotedCheckpointSchema.safeParse(JSON.parse((await location.store.getBuffer(object.key)).toString('utf8')));
+    const parsed = promotedCheckpointSchema.safeParse(
+      JSON.parse((await location.store.getBuffer(object.key)).toString('utf8')),
+    );
     if (parsed.success) records.push(parsed.data);
   }
-  return records.sort((left, right) => (left.promotedAt < right.promotedAt ? -1 : left.promotedAt > right.promotedAt ? 1 : 0));
+  return records.sort((left, right) =>
+    left.promotedAt < right.promotedAt ? -1 : left.promotedAt > right.promotedAt ? 1 : 0,
+  );
 }
 
 /** A `latest` input naming a field of the promoted checkpoint under an artifact root. */
 export const latestCheckpointSpecSchema = z
   .object({
     /** The artifact root holding `checkpoints/promoted.json`, e.g. `s3://hat/`. */
-    latestCheckpoint: z.string().regex(/^(s3|file):\/\/.+/, 'must be the s3://bucket/prefix/ or file:///dir/ artifact root holding checkpoints/promoted.json'),
+    latestCheckpoint: z
+      .string()
+      .regex(
+        /^(s3|file):\/\/.+/,
+        'must be the s3://bucket/prefix/ or file:///dir/ artifact root holding checkpoints/promoted.json',
+      ),
     /** Which field: `endpoint` (a baseUrl) or `model` (the served model id). */
     field: z.enum(['endpoint', 'model']),
   })
@@ -111,7 +130,10 @@ export function latestCheckpointPlaceholder(spec: LatestCheckpointSpec): string 
 }
 
 /** Resolves a `latestCheckpoint` input: the field of the promoted checkpoint, or NO_LATEST_INPUT when none was promoted. */
-export async function resolveLatestCheckpoint(spec: LatestCheckpointSpec, openObject: StageDeps['openObject']): Promise<{ partition: string; resolved: string }> {
+export async function resolveLatestCheckpoint(
+  spec: LatestCheckpointSpec,
+  openObject: StageDeps['openObject'],
+): Promise<{ partition: string; resolved: string }> {
   const root = spec.latestCheckpoint.replace(/\/+$/, '');
   const location = pointerLocationOf(root, openObject);
   const record = await readPromotedCheckpoint(location);
@@ -121,5 +143,8 @@ export async function resolveLatestCheckpoint(spec: LatestCheckpointSpec, openOb
       `no promoted checkpoint under ${spec.latestCheckpoint} (${promotedPointerKey} is missing); promote one first: hat checkpoint promote --endpoint <url> --model <name> --artifacts ${spec.latestCheckpoint}`,
     );
   }
-  return { partition: `${record.model}@${record.promotedAt}`, resolved: spec.field === 'endpoint' ? record.endpoint : record.model };
+  return {
+    partition: `${record.model}@${record.promotedAt}`,
+    resolved: spec.field === 'endpoint' ? record.endpoint : record.model,
+  };
 }

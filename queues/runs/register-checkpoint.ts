@@ -72,20 +72,37 @@ const optionNames: Record<string, string> = {
   policyVersion: 'policy-version',
 };
 
-export async function registerCheckpoint(context: QueueContext, input: RegisterCheckpointInput): Promise<RegisterCheckpointResult> {
+export async function registerCheckpoint(
+  context: QueueContext,
+  input: RegisterCheckpointInput,
+): Promise<RegisterCheckpointResult> {
   const runJob = await context.runsQueue.getJob(input.runId);
-  if (!runJob || runJob.name !== 'run') throw new BadInputError('RUN_NOT_FOUND', `no run "${input.runId}" in Redis (prefix ${context.prefix}); see \`hat runs list\``);
+  if (!runJob || runJob.name !== 'run')
+    throw new BadInputError(
+      'RUN_NOT_FOUND',
+      `no run "${input.runId}" in Redis (prefix ${context.prefix}); see \`hat runs list\``,
+    );
   const run = parseJobData(runJobDataSchema, runJob.data, `runs:${input.runId}`);
   const handoffs = run.handoffs ?? [];
   if (handoffs.length === 0) {
-    throw new BadInputError('NO_HANDOFF', `run ${input.runId} has no trainer handoff, so nothing waits for a checkpoint; add handoffs: { <name>: { after: [...] } } to its run config`);
+    throw new BadInputError(
+      'NO_HANDOFF',
+      `run ${input.runId} has no trainer handoff, so nothing waits for a checkpoint; add handoffs: { <name>: { after: [...] } } to its run config`,
+    );
   }
   const names = handoffs.map((handoff) => handoff.name).join(', ');
   if (input.handoff === undefined && handoffs.length > 1) {
-    throw new BadInputError('HANDOFF_REQUIRED', `run ${input.runId} has several trainer handoffs (${names}); say which one this checkpoint answers with --handoff <name>`);
+    throw new BadInputError(
+      'HANDOFF_REQUIRED',
+      `run ${input.runId} has several trainer handoffs (${names}); say which one this checkpoint answers with --handoff <name>`,
+    );
   }
   const entry = input.handoff === undefined ? handoffs[0] : handoffs.find((handoff) => handoff.name === input.handoff);
-  if (!entry) throw new BadInputError('WRONG_HANDOFF', `run ${input.runId} has no handoff "${input.handoff}"; its handoffs: ${names}`);
+  if (!entry)
+    throw new BadInputError(
+      'WRONG_HANDOFF',
+      `run ${input.runId} has no handoff "${input.handoff}"; its handoffs: ${names}`,
+    );
   const handoffJob = await context.runsQueue.getJob(entry.jobId);
   if (!handoffJob) {
     // A later handoff of the chain: its job is added once the one before it has its checkpoint.
@@ -113,8 +130,15 @@ export async function registerCheckpoint(context: QueueContext, input: RegisterC
       `--request ${input.requestUri} is not the training request of handoff ${entry.name} of run ${input.runId} (${requestUri}); this checkpoint was trained for another run or handoff`,
     );
   }
-  if (input.policyVersion !== undefined && entry.policyVersion !== undefined && input.policyVersion !== entry.policyVersion) {
-    throw new BadInputError('WRONG_CHECKPOINT', `--policy-version ${input.policyVersion}: handoff ${entry.name} of run ${input.runId} asks for policy version ${entry.policyVersion}`);
+  if (
+    input.policyVersion !== undefined &&
+    entry.policyVersion !== undefined &&
+    input.policyVersion !== entry.policyVersion
+  ) {
+    throw new BadInputError(
+      'WRONG_CHECKPOINT',
+      `--policy-version ${input.policyVersion}: handoff ${entry.name} of run ${input.runId} asks for policy version ${entry.policyVersion}`,
+    );
   }
 
   const markerResult = checkpointMarkerSchema.safeParse({
@@ -126,39 +150,71 @@ export async function registerCheckpoint(context: QueueContext, input: RegisterC
     ...(input.modelDir !== undefined ? { modelDir: input.modelDir } : {}),
     ...(input.tokenizerFingerprint ? { tokenizerFingerprint: input.tokenizerFingerprint } : {}),
     ...(input.checkpointUri ? { checkpointUri: input.checkpointUri } : {}),
-    ...((input.policyVersion ?? entry.policyVersion) !== undefined ? { policyVersion: input.policyVersion ?? entry.policyVersion } : {}),
+    ...((input.policyVersion ?? entry.policyVersion) !== undefined
+      ? { policyVersion: input.policyVersion ?? entry.policyVersion }
+      : {}),
     ...(input.simulated ? { simulated: true } : {}),
     registeredAt: input.now.toISOString(),
     registeredBy: input.registeredBy ?? 'cli',
   });
   if (!markerResult.success) {
     const problems = new ProblemCollector();
-    problems.addAll(zodProblems(markerResult.error).map((problem) => ({ ...problem, path: `--${optionNames[problem.path ?? ''] ?? problem.path}` })));
+    problems.addAll(
+      zodProblems(markerResult.error).map((problem) => ({
+        ...problem,
+        path: `--${optionNames[problem.path ?? ''] ?? problem.path}`,
+      })),
+    );
     problems.throwIfAny('BAD_CHECKPOINT', 'the checkpoint is not usable; fix the options named below');
   }
   const marker = markerResult.data as CheckpointMarker;
 
   if (input.checkEndpoint && marker.endpoint !== undefined) {
-    const found = await modelServerProblems({ baseUrl: marker.endpoint, model: marker.model, ...(input.apiKeyEnv ? { apiKeyEnv: input.apiKeyEnv } : {}) }, [], { environment: input.environment });
+    const found = await modelServerProblems(
+      { baseUrl: marker.endpoint, model: marker.model, ...(input.apiKeyEnv ? { apiKeyEnv: input.apiKeyEnv } : {}) },
+      [],
+      { environment: input.environment },
+    );
     if (found.length > 0) {
       const problems = new ProblemCollector();
-      problems.addAll(found.map((finding) => ({ path: finding.path.length > 0 ? `--${formatPath(finding.path) === 'baseUrl' ? 'endpoint' : formatPath(finding.path) === 'apiKeyEnv' ? 'api-key-env' : formatPath(finding.path)}` : undefined, message: finding.message })));
-      problems.throwIfAny('CHECKPOINT_ENDPOINT_UNUSABLE', `the checkpoint endpoint cannot serve run ${input.runId} (pass --skip-endpoint-check to register it anyway)`);
+      problems.addAll(
+        found.map((finding) => ({
+          path:
+            finding.path.length > 0
+              ? `--${formatPath(finding.path) === 'baseUrl' ? 'endpoint' : formatPath(finding.path) === 'apiKeyEnv' ? 'api-key-env' : formatPath(finding.path)}`
+              : undefined,
+          message: finding.message,
+        })),
+      );
+      problems.throwIfAny(
+        'CHECKPOINT_ENDPOINT_UNUSABLE',
+        `the checkpoint endpoint cannot serve run ${input.runId} (pass --skip-endpoint-check to register it anyway)`,
+      );
     }
   }
 
   const store = input.storeFor(run.artifactsRoot);
   if (marker.tokenizerFingerprint !== undefined && (await store.head(trainingRequestKey(input.runId, entry.name)))) {
-    const request = JSON.parse((await store.getBuffer(trainingRequestKey(input.runId, entry.name))).toString('utf8')) as Partial<TrainingRequest>;
+    const request = JSON.parse(
+      (await store.getBuffer(trainingRequestKey(input.runId, entry.name))).toString('utf8'),
+    ) as Partial<TrainingRequest>;
     const expected = request.tokenizer?.fingerprint;
     if (expected !== undefined && expected !== marker.tokenizerFingerprint) {
-      throw new BadInputError('TOKENIZER_MISMATCH', `--tokenizer-fingerprint ${marker.tokenizerFingerprint} is not the tokenizer run ${input.runId}'s training data was tokenized with (${expected}); register a checkpoint trained on that data`);
+      throw new BadInputError(
+        'TOKENIZER_MISMATCH',
+        `--tokenizer-fingerprint ${marker.tokenizerFingerprint} is not the tokenizer run ${input.runId}'s training data was tokenized with (${expected}); register a checkpoint trained on that data`,
+      );
     }
   }
 
   const key = checkpointMarkerKey(input.runId, entry.name);
-  const existing = (await store.head(key)) ? (JSON.parse((await store.getBuffer(key)).toString('utf8')) as Partial<CheckpointMarker>) : undefined;
-  const unchanged = existing?.endpoint === marker.endpoint && existing?.model === marker.model && existing?.modelDir === marker.modelDir;
+  const existing = (await store.head(key))
+    ? (JSON.parse((await store.getBuffer(key)).toString('utf8')) as Partial<CheckpointMarker>)
+    : undefined;
+  const unchanged =
+    existing?.endpoint === marker.endpoint &&
+    existing?.model === marker.model &&
+    existing?.modelDir === marker.modelDir;
   if (!unchanged) await store.put(key, `${JSON.stringify(marker, null, 2)}\n`, { contentType: 'application/json' });
 
   let woken = false;
@@ -169,12 +225,27 @@ export async function registerCheckpoint(context: QueueContext, input: RegisterC
       () => undefined,
     );
   }
-  const handoffState = jobState === 'failed' ? 'failed' : parsed.data.step === 'wait-checkpoint' ? 'waiting-for-checkpoint' : 'waiting-for-stages';
-  return { runId: input.runId, handoff: entry.name, markerUri: `${layout.root}/${key}`, handoffState, woken, unchanged };
+  const handoffState =
+    jobState === 'failed'
+      ? 'failed'
+      : parsed.data.step === 'wait-checkpoint'
+        ? 'waiting-for-checkpoint'
+        : 'waiting-for-stages';
+  return {
+    runId: input.runId,
+    handoff: entry.name,
+    markerUri: `${layout.root}/${key}`,
+    handoffState,
+    woken,
+    unchanged,
+  };
 }
 
 /** The handoff of the chain the run is at (the last one with a job). */
-async function currentHandoff(context: QueueContext, handoffs: NonNullable<RunJobData['handoffs']>): Promise<string | undefined> {
+async function currentHandoff(
+  context: QueueContext,
+  handoffs: NonNullable<RunJobData['handoffs']>,
+): Promise<string | undefined> {
   let current: string | undefined;
   for (const handoff of handoffs) if (await context.runsQueue.getJob(handoff.jobId)) current = handoff.name;
   return current;

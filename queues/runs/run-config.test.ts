@@ -11,7 +11,12 @@ describe('planRun', () => {
     const plan = planRun({ seed: 7, stages: { 'fanout-demo': { parts: 3 } } }, { env, now });
     expect(plan.runId).toMatch(/^run-20250131T020000Z-[0-9a-f]{8}$/);
     expect(plan.runId.endsWith(plan.configHash.slice(0, 8))).toBe(true);
-    expect(plan).toMatchObject({ artifactsRoot: 'file:///data/hat', seed: '7', createdAt: now.getTime(), source: 'cli' });
+    expect(plan).toMatchObject({
+      artifactsRoot: 'file:///data/hat',
+      seed: '7',
+      createdAt: now.getTime(),
+      source: 'cli',
+    });
     expect(plan.stages).toEqual([
       {
         name: 'fanout-demo',
@@ -27,12 +32,21 @@ describe('planRun', () => {
     const again = planRun({ seed: 7, stages: { 'fanout-demo': { parts: 3 } } }, { env, now });
     expect(again.runId).toBe(plan.runId);
     expect(again.stages[0]?.jobId).toBe(plan.stages[0]?.jobId);
-    expect(planRun({ seed: 8, stages: { 'fanout-demo': { parts: 3 } } }, { env, now }).configHash).not.toBe(plan.configHash);
+    expect(planRun({ seed: 8, stages: { 'fanout-demo': { parts: 3 } } }, { env, now }).configHash).not.toBe(
+      plan.configHash,
+    );
   });
 
   it('resolves references to earlier stages and run fields, and records the dependencies', () => {
     const plan = planRun(
-      { runId: 'r1', artifacts: 's3://bucket/hat/', stages: { noop: { label: '${run.id}/${run.seed}', inputs: ['${stages.fanout-demo.manifestUri}'] }, 'fanout-demo': {} } },
+      {
+        runId: 'r1',
+        artifacts: 's3://bucket/hat/',
+        stages: {
+          noop: { label: '${run.id}/${run.seed}', inputs: ['${stages.fanout-demo.manifestUri}'] },
+          'fanout-demo': {},
+        },
+      },
       { env: {}, now },
     );
     expect(plan.artifactsRoot).toBe('s3://bucket/hat');
@@ -63,8 +77,12 @@ describe('planRun', () => {
     expect(problems).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^artifacts: no artifact store/),
-        expect.stringMatching(/^stages\.no-such-stage: unknown stage "no-such-stage"; registered stages: .*fanout-demo/),
-        expect.stringMatching(/^stages\.noop\.inputs\[0\]: \$\{stages\.shard\.manifestUri\} refers to stage "shard", which this run does not include/),
+        expect.stringMatching(
+          /^stages\.no-such-stage: unknown stage "no-such-stage"; registered stages: .*fanout-demo/,
+        ),
+        expect.stringMatching(
+          /^stages\.noop\.inputs\[0\]: \$\{stages\.shard\.manifestUri\} refers to stage "shard", which this run does not include/,
+        ),
         expect.stringMatching(/^stages\.noop\.inputs\[1\]: unknown reference \$\{nonsense\}/),
         expect.stringMatching(/^stages\.fanout-demo\.parts: /),
         expect.stringMatching(/^stages\.fanout-demo: .*extra/),
@@ -76,9 +94,22 @@ describe('planRun', () => {
 
   it('refuses stages that reference each other in a cycle, and a stage reading itself', () => {
     expect(() =>
-      planRun({ runId: 'c', stages: { noop: { inputs: ['${stages.fanout-demo.manifestUri}'] }, 'fanout-demo': { parts: '${stages.noop.outputUri}' } } }, { env, now }),
-    ).toThrow(/stages reference each other in a cycle \((noop -> fanout-demo -> noop|fanout-demo -> noop -> fanout-demo)\)/);
-    expect(() => planRun({ runId: 's', stages: { noop: { inputs: ['${stages.noop.manifestUri}'] } } }, { env, now })).toThrow(/a stage cannot read its own output/);
+      planRun(
+        {
+          runId: 'c',
+          stages: {
+            noop: { inputs: ['${stages.fanout-demo.manifestUri}'] },
+            'fanout-demo': { parts: '${stages.noop.outputUri}' },
+          },
+        },
+        { env, now },
+      ),
+    ).toThrow(
+      /stages reference each other in a cycle \((noop -> fanout-demo -> noop|fanout-demo -> noop -> fanout-demo)\)/,
+    );
+    expect(() =>
+      planRun({ runId: 's', stages: { noop: { inputs: ['${stages.noop.manifestUri}'] } } }, { env, now }),
+    ).toThrow(/a stage cannot read its own output/);
   });
 
   it('refuses an empty stage list, unknown top-level keys and bad run ids', () => {

@@ -50,16 +50,24 @@ import { gateConfigSchema, gateStageConfig, gateStageName } from './run-gate';
  * queues/runs/latest-inputs.ts), resolved when the run is created and passed in as `resolvedInputs`.
  */
 
-const artifactsUri = z.string().regex(/^(s3|file):\/\/.+/, 'must be an s3://bucket/prefix or file:///absolute/path URI');
+const artifactsUri = z
+  .string()
+  .regex(/^(s3|file):\/\/.+/, 'must be an s3://bucket/prefix or file:///absolute/path URI');
 
 export const runConfigSchema = z
   .object({
     /** Run id; default `run-<UTC time>-<first 8 hex of the config hash>`. */
-    runId: z.string().regex(runIdPattern, 'use letters, digits, ".", "_" and "-" (at most 100, not only digits)').optional(),
+    runId: z
+      .string()
+      .regex(runIdPattern, 'use letters, digits, ".", "_" and "-" (at most 100, not only digits)')
+      .optional(),
     /** Root of the run's artifact store; default HAT_ARTIFACTS. */
     artifacts: artifactsUri.optional(),
     /** Seed of every random choice of the run. Default "0". */
-    seed: z.union([z.string().min(1), z.number().int()]).transform(String).default('0'),
+    seed: z
+      .union([z.string().min(1), z.number().int()])
+      .transform(String)
+      .default('0'),
     /** Stages to run, by name, each with its config (validated by the stage's input schema). */
     stages: z
       .record(z.string(), z.record(z.string(), z.unknown()).nullish())
@@ -126,10 +134,15 @@ export interface ProblemLocator {
 
 /** A locator for a config that did not come from a file we can point into (scheduled kickoffs). */
 export function plainLocator(file?: string): ProblemLocator {
-  const problem = (path: readonly PathSegment[], message: string): Problem => ({ file, path: path.length > 0 ? formatPath(path) : undefined, message });
+  const problem = (path: readonly PathSegment[], message: string): Problem => ({
+    file,
+    path: path.length > 0 ? formatPath(path) : undefined,
+    message,
+  });
   return {
     problem,
-    zodProblems: (error, prefix = []) => error.issues.map((issue) => problem([...prefix, ...(issue.path as PathSegment[])], issue.message)),
+    zodProblems: (error, prefix = []) =>
+      error.issues.map((issue) => problem([...prefix, ...(issue.path as PathSegment[])], issue.message)),
   };
 }
 
@@ -146,7 +159,10 @@ export async function readConfigFile(file: string, what = 'run config'): Promise
   try {
     bytes = await readFile(file);
   } catch (error) {
-    throw new BadInputError('CONFIG_NOT_FOUND', `cannot read ${what} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); check the path`);
+    throw new BadInputError(
+      'CONFIG_NOT_FOUND',
+      `cannot read ${what} ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); check the path`,
+    );
   }
   const text = decodeUtf8Strict(bytes, file);
   const document = new SourceDocument(file, text, 'yaml');
@@ -258,10 +274,19 @@ class RunPlanner {
     // The gate is planned as a stage of its own (it reads the eval stage's manifest like any stage).
     const gate = this.config.gate;
     if (gate) {
-      if (this.config.stages[gateStageName] !== undefined) this.problem(['stages', gateStageName], `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`);
+      if (this.config.stages[gateStageName] !== undefined)
+        this.problem(
+          ['stages', gateStageName],
+          `"${gateStageName}" is the name of the stage a gate: section adds; rename this stage`,
+        );
       else {
         const after = this.stageConfigs.findIndex((stage) => stage.name === gate.eval);
-        const gateInstance: StageInstance = { name: gateStageName, kind: gateStageName, config: gateStageConfig(gate), path: ['gate'] };
+        const gateInstance: StageInstance = {
+          name: gateStageName,
+          kind: gateStageName,
+          config: gateStageConfig(gate),
+          path: ['gate'],
+        };
         this.stageConfigs.splice(after < 0 ? this.stageConfigs.length : after + 1, 0, gateInstance);
       }
     }
@@ -273,13 +298,23 @@ class RunPlanner {
   private checkArtifactsRoot(): void {
     const { options, config } = this;
     const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
-    this.artifactsRoot = rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
+    this.artifactsRoot =
+      rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
     if (!rootSetting) {
-      this.problem(['artifacts'], 'no artifact store: set `artifacts:` in the config (s3://bucket/prefix or file:///dir), pass --artifacts, or set HAT_ARTIFACTS');
+      this.problem(
+        ['artifacts'],
+        'no artifact store: set `artifacts:` in the config (s3://bucket/prefix or file:///dir), pass --artifacts, or set HAT_ARTIFACTS',
+      );
     } else if (!this.artifactsRoot) {
-      this.problems.add({ path: options.artifacts ? '--artifacts' : 'HAT_ARTIFACTS', message: `"${rootSetting}" must be an s3://bucket/prefix or file:///absolute/path URI` });
+      this.problems.add({
+        path: options.artifacts ? '--artifacts' : 'HAT_ARTIFACTS',
+        message: `"${rootSetting}" must be an s3://bucket/prefix or file:///absolute/path URI`,
+      });
     } else if (hasDotSegment(rootSetting)) {
-      this.problem(['artifacts'], `"${rootSetting}" has a "." or ".." segment; give the artifact root as a plain s3://bucket/prefix or file:///absolute/path`);
+      this.problem(
+        ['artifacts'],
+        `"${rootSetting}" has a "." or ".." segment; give the artifact root as a plain s3://bucket/prefix or file:///absolute/path`,
+      );
     }
   }
 
@@ -287,7 +322,10 @@ class RunPlanner {
     for (const stage of this.stageConfigs) {
       if (findStage(stage.kind)) continue;
       const where = stage.kind === stage.name ? stage.path : [...stage.path, 'stage'];
-      this.problem(where, `unknown stage ${stage.kind === stage.name ? '' : 'kind '}"${stage.kind}"; registered stages: ${stageNames().join(', ')}`);
+      this.problem(
+        where,
+        `unknown stage ${stage.kind === stage.name ? '' : 'kind '}"${stage.kind}"; registered stages: ${stageNames().join(', ')}`,
+      );
     }
   }
 
@@ -295,22 +333,41 @@ class RunPlanner {
   private identifyRun(): void {
     const { options, config } = this;
     if (options.runId !== undefined && !runIdPattern.test(options.runId)) {
-      this.problems.add({ path: 'runId', message: `run id "${options.runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits)` });
+      this.problems.add({
+        path: 'runId',
+        message: `run id "${options.runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits)`,
+      });
       this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
     }
     // Over the config as written: `latest` specs, not what they resolved to, so a retried scheduled
     // kickoff that resolves a newer partition still finds (and leaves alone) the run it started.
-    this.configHash = hashValue({ seed: config.seed, artifacts: this.artifactsRoot, stages: config.stages, handoff: config.handoff, handoffs: config.handoffs, ...(config.gate ? { gate: config.gate } : {}) });
+    this.configHash = hashValue({
+      seed: config.seed,
+      artifacts: this.artifactsRoot,
+      stages: config.stages,
+      handoff: config.handoff,
+      handoffs: config.handoffs,
+      ...(config.gate ? { gate: config.gate } : {}),
+    });
     this.runId = options.runId ?? config.runId ?? deriveRunId(this.configHash, options.now);
   }
 
   private checkGate(): void {
     const gate = this.config.gate;
     if (!gate) return;
-    if (!this.names.has(gate.eval)) this.problem(['gate', 'eval'], `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`);
+    if (!this.names.has(gate.eval))
+      this.problem(
+        ['gate', 'eval'],
+        `stage "${gate.eval}" is not in this run; name the eval stage listed under stages`,
+      );
     gate.before.forEach((name, index) => {
-      if (!this.names.has(name) || name === gateStageName) this.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`);
-      else if (name === gate.eval) this.problem(['gate', 'before', index], `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`);
+      if (!this.names.has(name) || name === gateStageName)
+        this.problem(['gate', 'before', index], `stage "${name}" is not in this run; name a stage listed under stages`);
+      else if (name === gate.eval)
+        this.problem(
+          ['gate', 'before', index],
+          `stage "${name}" is the eval the gate reads; it cannot also wait for the gate`,
+        );
     });
   }
 
@@ -319,12 +376,20 @@ class RunPlanner {
     for (const handoff of this.handoffs) {
       for (const field of ['after', 'before'] as const) {
         handoff.config[field].forEach((name, index) => {
-          if (!this.names.has(name)) this.problem([...handoff.path, field, index], `stage "${name}" is not in this run; name a stage listed under stages`);
+          if (!this.names.has(name))
+            this.problem(
+              [...handoff.path, field, index],
+              `stage "${name}" is not in this run; name a stage listed under stages`,
+            );
           else if (field === 'before') this.waitsFor.get(name)?.add(handoff.name);
         });
       }
       handoff.config.before.forEach((name, index) => {
-        if (handoff.config.after.includes(name)) this.problem([...handoff.path, 'before', index], `stage "${name}" is in both after and before; a stage runs either before the training or after it`);
+        if (handoff.config.after.includes(name))
+          this.problem(
+            [...handoff.path, 'before', index],
+            `stage "${name}" is in both after and before; a stage runs either before the training or after it`,
+          );
       });
     }
   }
@@ -341,13 +406,19 @@ class RunPlanner {
     };
     const resolved = this.stageConfigs.map((instance) => {
       this.dependsOn.set(instance.name, new Set());
-      const value = substitute(instance.config, instance.path, (reference, path) => this.resolveReference(instance.name, reference, path), resolveLatest) as Record<string, unknown>;
+      const value = substitute(
+        instance.config,
+        instance.path,
+        (reference, path) => this.resolveReference(instance.name, reference, path),
+        resolveLatest,
+      ) as Record<string, unknown>;
       for (const problem of outputEscapes(value, instance.path)) this.problem(problem.path, problem.message);
       // Reported above; the stage schema need not call them unknown keys as well.
       return { instance, value: Object.fromEntries(Object.entries(value).filter(([key]) => !outputKeys.has(key))) };
     });
     // Stages the gate holds back read its decision: they run after it, and not at all on a hold.
-    for (const name of this.config.gate?.before ?? []) if (name !== this.config.gate?.eval) this.dependsOn.get(name)?.add(gateStageName);
+    for (const name of this.config.gate?.before ?? [])
+      if (name !== this.config.gate?.eval) this.dependsOn.get(name)?.add(gateStageName);
     return resolved;
   }
 
@@ -359,9 +430,15 @@ class RunPlanner {
       if (!(checkpointFields as readonly string[]).includes(field)) {
         this.problem(path, `unknown reference \${${reference}}; a checkpoint offers ${checkpointFields.join(', ')}`);
       } else if (handoff === undefined) {
-        this.problem(path, `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config (or handoffs: { <name>: ... } and \${checkpoints.<name>.${field}})`);
+        this.problem(
+          path,
+          `\${${reference}} needs a trainer handoff: add handoff: { after: [...], before: [${stage}] } to the run config (or handoffs: { <name>: ... } and \${checkpoints.<name>.${field}})`,
+        );
       } else if (!this.handoffNames.has(handoff)) {
-        this.problem(path, `\${${reference}} names handoff "${handoff}", which this run does not have; handoffs: ${[...this.handoffNames].join(', ') || 'none (add handoffs: { <name>: { after: [...] } })'}`);
+        this.problem(
+          path,
+          `\${${reference}} names handoff "${handoff}", which this run does not have; handoffs: ${[...this.handoffNames].join(', ') || 'none (add handoffs: { <name>: { after: [...] } })'}`,
+        );
       } else {
         this.waitsFor.get(stage)?.add(handoff);
       }
@@ -372,7 +449,10 @@ class RunPlanner {
     if (stageMatch) {
       const [, target, field] = stageMatch as unknown as [string, string, 'manifestUri' | 'outputUri'];
       if (!this.names.has(target)) {
-        this.problem(path, `\${${reference}} refers to stage "${target}", which this run does not include; add it under stages`);
+        this.problem(
+          path,
+          `\${${reference}} refers to stage "${target}", which this run does not include; add it under stages`,
+        );
         return undefined;
       }
       if (target === stage) {
@@ -385,7 +465,8 @@ class RunPlanner {
       return field === 'manifestUri' ? layout.stageManifestUri(target) : layout.stageOutputUri(target);
     }
     const runMatch = runReferencePattern.exec(reference);
-    if (runMatch) return runMatch[1] === 'id' ? this.runId : runMatch[1] === 'seed' ? this.config.seed : this.artifactsRoot;
+    if (runMatch)
+      return runMatch[1] === 'id' ? this.runId : runMatch[1] === 'seed' ? this.config.seed : this.artifactsRoot;
     this.problem(
       path,
       `unknown reference \${${reference}}; use \${stages.<name>.manifestUri}, \${stages.<name>.outputUri}, \${run.id}, \${run.seed}, \${run.artifacts}` +
@@ -397,13 +478,26 @@ class RunPlanner {
   /** The graph of stages and handoffs (`handoff:<name>`: a handoff may share its name with a stage), and its cycles. */
   private buildGraph(): void {
     const node = handoffNodeName;
-    this.graph = new Map<string, Set<string>>([...this.dependsOn].map(([name, targets]) => [name, new Set([...targets, ...[...(this.waitsFor.get(name) ?? [])].map(node)])]));
+    this.graph = new Map<string, Set<string>>(
+      [...this.dependsOn].map(([name, targets]) => [
+        name,
+        new Set([...targets, ...[...(this.waitsFor.get(name) ?? [])].map(node)]),
+      ]),
+    );
     for (const handoff of this.handoffs) {
-      this.graph.set(node(handoff.name), new Set([...handoff.config.after.filter((name) => this.names.has(name)), ...(handoff.follows !== undefined ? [node(handoff.follows)] : [])]));
+      this.graph.set(
+        node(handoff.name),
+        new Set([
+          ...handoff.config.after.filter((name) => this.names.has(name)),
+          ...(handoff.follows !== undefined ? [node(handoff.follows)] : []),
+        ]),
+      );
     }
     for (const cycle of findCycles(this.graph)) {
       const first = cycle[0];
-      const path = isHandoffNode(first) ? (this.handoffs.find((handoff) => node(handoff.name) === first)?.path ?? []) : (this.stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
+      const path = isHandoffNode(first)
+        ? (this.handoffs.find((handoff) => node(handoff.name) === first)?.path ?? [])
+        : (this.stageConfigs.find((stage) => stage.name === first)?.path ?? ['stages', first]);
       const message = cycle.some(isHandoffNode)
         ? `stages and handoffs wait for each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages and checkpoints that come before it`
         : `stages reference each other in a cycle (${cycle.join(' -> ')}); a stage can only read stages that run before it`;
@@ -431,7 +525,9 @@ class RunPlanner {
   private chainHandoffs(): void {
     const node = handoffNodeName;
     const handoffCount = (name: string) => [...this.ancestorsOf(node(name))].filter(isHandoffNode).length;
-    this.chain = this.cyclic ? [] : [...this.handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
+    this.chain = this.cyclic
+      ? []
+      : [...this.handoffs].sort((left, right) => handoffCount(left.name) - handoffCount(right.name));
     for (let index = 1; index < this.chain.length; index++) {
       const previous = this.chain[index - 1];
       const current = this.chain[index];
@@ -450,7 +546,12 @@ class RunPlanner {
     let found: string | undefined;
     for (const item of this.ancestorsOf(name)) {
       const handoff = isHandoffNode(item) ? item.slice(handoffNodeName('').length) : undefined;
-      if (handoff !== undefined && this.order.has(handoff) && (found === undefined || (this.order.get(handoff) as number) > (this.order.get(found) as number))) found = handoff;
+      if (
+        handoff !== undefined &&
+        this.order.has(handoff) &&
+        (found === undefined || (this.order.get(handoff) as number) > (this.order.get(found) as number))
+      )
+        found = handoff;
     }
     return found;
   }
@@ -461,16 +562,24 @@ class RunPlanner {
     const check = (name: string, path: PathSegment[], targets: Iterable<string>, what: string) => {
       const segment = this.segmentOf(name);
       if (segment === undefined) return;
-      const owner = isHandoffNode(name) ? this.chain[(this.order.get(name.slice(node('').length)) as number) - 1]?.name : segment;
+      const owner = isHandoffNode(name)
+        ? this.chain[(this.order.get(name.slice(node('').length)) as number) - 1]?.name
+        : segment;
       if (owner === undefined) return;
       for (const target of targets) {
-        if (!this.names.has(target) || this.segmentOf(target) === owner || this.ancestorsOf(node(owner)).has(target)) continue;
-        this.problem(path, `${what} stage "${target}", which handoff ${owner} does not wait for; add "${target}" to ${owner === 'train' && this.config.handoff ? 'handoff' : `handoffs.${owner}`}.after`);
+        if (!this.names.has(target) || this.segmentOf(target) === owner || this.ancestorsOf(node(owner)).has(target))
+          continue;
+        this.problem(
+          path,
+          `${what} stage "${target}", which handoff ${owner} does not wait for; add "${target}" to ${owner === 'train' && this.config.handoff ? 'handoff' : `handoffs.${owner}`}.after`,
+        );
       }
     };
     for (const stage of this.stageConfigs) check(stage.name, stage.path, this.dependsOn.get(stage.name) ?? [], 'reads');
     // A round handoff with maxStaleness polls for its round, which an earlier handoff started (workers/run/handoff-processor.ts).
-    for (const handoff of this.handoffs) if ((this.order.get(handoff.name) ?? 0) > 0 && handoff.follows === undefined) check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
+    for (const handoff of this.handoffs)
+      if ((this.order.get(handoff.name) ?? 0) > 0 && handoff.follows === undefined)
+        check(node(handoff.name), [...handoff.path, 'after'], handoff.config.after, 'waits for');
   }
 
   /** Each stage's input checked against its stage's schema (held-back stages with checkpoint placeholders). */
@@ -498,7 +607,14 @@ class RunPlanner {
         outputPrefix: stagePrefix(this.runId, instance.name),
         dependsOn: [...(this.dependsOn.get(instance.name) ?? [])],
         ...(held ? { afterHandoff: true as const, template: stageValue, ...(segment ? { segment } : {}) } : {}),
-        ...(instance.round ? { round: { ...instance.round, policyVersion: typeof policyVersion === 'number' ? policyVersion : instance.round.index } } : {}),
+        ...(instance.round
+          ? {
+              round: {
+                ...instance.round,
+                policyVersion: typeof policyVersion === 'number' ? policyVersion : instance.round.index,
+              },
+            }
+          : {}),
       });
     }
     return stages;
@@ -506,7 +622,10 @@ class RunPlanner {
 
   private runPlan(stages: PlannedStage[]): RunPlan {
     const { options, config, runId } = this;
-    const waiting = (handoff: string) => this.stageConfigs.filter((stage) => this.ancestorsOf(stage.name).has(handoffNodeName(handoff))).map((stage) => stage.name);
+    const waiting = (handoff: string) =>
+      this.stageConfigs
+        .filter((stage) => this.ancestorsOf(stage.name).has(handoffNodeName(handoff)))
+        .map((stage) => stage.name);
     return {
       runId,
       configHash: this.configHash,
@@ -527,7 +646,9 @@ class RunPlanner {
         ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
         order: index,
       })),
-      ...(options.resolvedInputs && options.resolvedInputs.length > 0 ? { resolvedInputs: options.resolvedInputs } : {}),
+      ...(options.resolvedInputs && options.resolvedInputs.length > 0
+        ? { resolvedInputs: options.resolvedInputs }
+        : {}),
     };
   }
 }
@@ -548,7 +669,8 @@ function substitute(
   resolve: (reference: string, path: PathSegment[]) => string | undefined,
   resolveLatest: (spec: Record<string, unknown>, path: PathSegment[]) => unknown,
 ): unknown {
-  if (typeof value === 'string') return value.replace(referencePattern, (whole, reference: string) => resolve(reference.trim(), path) ?? whole);
+  if (typeof value === 'string')
+    return value.replace(referencePattern, (whole, reference: string) => resolve(reference.trim(), path) ?? whole);
   if (isLatestSpecValue(value)) return resolveLatest(value, path);
   if (Array.isArray(value)) {
     return value.flatMap((item, index) => {
@@ -557,7 +679,9 @@ function substitute(
     });
   }
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, substitute(item, [...path, key], resolve, resolveLatest)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, substitute(item, [...path, key], resolve, resolveLatest)]),
+    );
   }
   return value;
 }
@@ -568,7 +692,9 @@ const outputKeys = new Set(['out', 'output', 'outputPrefix', 'outputUri', 'outpu
 /** Whether a URI's path has `.` or `..` segments (`s3://b/runs/../x`, `file:///data/../etc`). */
 function hasDotSegment(uri: string): boolean {
   const path = uri.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, '');
-  return path.split('/').some((segment) => segment === '.' || segment === '..' || segment === '%2e%2e' || segment === '%2E%2E');
+  return path
+    .split('/')
+    .some((segment) => segment === '.' || segment === '..' || segment === '%2e%2e' || segment === '%2E%2E');
 }
 
 /**
@@ -580,14 +706,21 @@ function outputEscapes(value: unknown, path: PathSegment[]): Array<{ path: PathS
   const found: Array<{ path: PathSegment[]; message: string }> = [];
   const visit = (item: unknown, at: PathSegment[]) => {
     if (typeof item === 'string') {
-      if (/^(s3|file):\/\//.test(item) && hasDotSegment(item)) found.push({ path: at, message: `"${item}" has a "." or ".." segment; object keys cannot climb out of their prefix, give the URI without them` });
+      if (/^(s3|file):\/\//.test(item) && hasDotSegment(item))
+        found.push({
+          path: at,
+          message: `"${item}" has a "." or ".." segment; object keys cannot climb out of their prefix, give the URI without them`,
+        });
       return;
     }
     if (Array.isArray(item)) return item.forEach((entry, index) => visit(entry, [...at, index]));
     if (item === null || typeof item !== 'object') return;
     for (const [key, entry] of Object.entries(item)) {
       if (at.length === path.length && outputKeys.has(key)) {
-        found.push({ path: [...at, key], message: `a run decides where stages write (runs/<runId>/<stage>/ under the run's artifacts); remove "${key}" and set artifacts: to choose the store` });
+        found.push({
+          path: [...at, key],
+          message: `a run decides where stages write (runs/<runId>/<stage>/ under the run's artifacts); remove "${key}" and set artifacts: to choose the store`,
+        });
       } else visit(entry, [...at, key]);
     }
   };

@@ -9,7 +9,14 @@ import { runJobDataSchema, stageKindOf, type RunJobData } from './run-job-data';
 import type { QueueContext } from '../bullmq/queue-context';
 import { runsQueueName } from '../stage-kit/stage-names';
 import { runLayout } from './run-layout';
-import { checkpointMarkerKey, handoffJobDataSchema, handoffNodeName, registerCommandOf, trainingRequestKey, type HandoffJobData } from './run-handoff';
+import {
+  checkpointMarkerKey,
+  handoffJobDataSchema,
+  handoffNodeName,
+  registerCommandOf,
+  trainingRequestKey,
+  type HandoffJobData,
+} from './run-handoff';
 import type { StageJobProgress } from '../bullmq/stage-job-processor';
 import { summarizeStageOutput, type StageFigure } from '../stage-kit/stage-summary';
 
@@ -107,7 +114,11 @@ export interface RunSummary {
 
 async function loadRun(context: QueueContext, runId: string): Promise<{ job: Job; data: RunJobData }> {
   const job = await context.runsQueue.getJob(runId);
-  if (!job || job.name !== 'run') throw new BadInputError('RUN_NOT_FOUND', `no run "${runId}" in Redis (prefix ${context.prefix}); see \`hat runs list\``);
+  if (!job || job.name !== 'run')
+    throw new BadInputError(
+      'RUN_NOT_FOUND',
+      `no run "${runId}" in Redis (prefix ${context.prefix}); see \`hat runs list\``,
+    );
   return { job, data: parseJobData(runJobDataSchema, job.data, `runs:${runId}`) };
 }
 
@@ -124,7 +135,12 @@ export function failedChildKey(reason: string): { queue: string; id: string } | 
 }
 
 /** The failure of a job, followed down through "child ... failed" to the job that really failed (a part names itself). */
-export async function failureDetail(getJob: (queue: string, id: string) => Promise<Job | undefined>, queue: string, id: string, depth = 0): Promise<string | undefined> {
+export async function failureDetail(
+  getJob: (queue: string, id: string) => Promise<Job | undefined>,
+  queue: string,
+  id: string,
+  depth = 0,
+): Promise<string | undefined> {
   const job = await getJob(queue, id);
   if (!job?.failedReason) return undefined;
   const child = failedChildKey(job.failedReason);
@@ -141,7 +157,13 @@ async function stageFailure(context: QueueContext, name: string, job: Job): Prom
   const child = failedChildKey(job.failedReason);
   if (child && child.queue === runsQueueName) return `the trainer handoff it waits for failed`;
   if (child && child.queue !== name) return `upstream stage ${child.queue} failed`;
-  return (await failureDetail(async (queue, id) => (await context.queue(queue).getJob(id)) ?? undefined, name, job.id ?? '')) ?? job.failedReason;
+  return (
+    (await failureDetail(
+      async (queue, id) => (await context.queue(queue).getJob(id)) ?? undefined,
+      name,
+      job.id ?? '',
+    )) ?? job.failedReason
+  );
 }
 
 /** The run and every stage: state, parts done/total, errors, where the report goes. */
@@ -152,22 +174,36 @@ export async function getRunStatus(context: QueueContext, runId: string): Promis
   // A stage the handoff holds back has no job until a checkpoint is registered: waiting, or never to run once the run ended.
   const stages = await Promise.all(
     data.stages.map(async (entry) => ({
-      ...(await stageStatus(context, entry.name, entry.jobId, entry.afterHandoff === true && !finishedRun, stageKindOf(entry))),
+      ...(await stageStatus(
+        context,
+        entry.name,
+        entry.jobId,
+        entry.afterHandoff === true && !finishedRun,
+        stageKindOf(entry),
+      )),
       ...(entry.kind ? { kind: entry.kind } : {}),
       ...(entry.afterHandoff ? { handoff: entry.handoff ?? data.handoffs?.[0]?.name } : {}),
       ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
     })),
   );
-  const state = runStateOf(jobState, job.failedReason, stages.some((stage) => stage.state !== 'waiting'));
+  const state = runStateOf(
+    jobState,
+    job.failedReason,
+    stages.some((stage) => stage.state !== 'waiting'),
+  );
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const handoffs = data.handoffs ? await Promise.all(data.handoffs.map((entry) => handoffStatus(context, data, entry, layout.root))) : undefined;
+  const handoffs = data.handoffs
+    ? await Promise.all(data.handoffs.map((entry) => handoffStatus(context, data, entry, layout.root)))
+    : undefined;
   const finished = state === 'completed' || state === 'failed' || state === 'cancelled';
   return {
     runId: data.runId,
     state,
     source: data.source,
     createdAt: new Date(data.createdAt).toISOString(),
-    ...(finished && job.finishedOn ? { finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - data.createdAt) } : {}),
+    ...(finished && job.finishedOn
+      ? { finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - data.createdAt) }
+      : {}),
     artifactsRoot: layout.root,
     runManifestUri: layout.runManifestUri,
     reportHtmlUri: layout.reportHtmlUri,
@@ -178,7 +214,12 @@ export async function getRunStatus(context: QueueContext, runId: string): Promis
   };
 }
 
-async function handoffStatus(context: QueueContext, run: RunJobData, entry: NonNullable<RunJobData['handoffs']>[number], root: string): Promise<HandoffStatus> {
+async function handoffStatus(
+  context: QueueContext,
+  run: RunJobData,
+  entry: NonNullable<RunJobData['handoffs']>[number],
+  root: string,
+): Promise<HandoffStatus> {
   const base = {
     name: entry.name,
     jobId: entry.jobId,
@@ -196,13 +237,23 @@ async function handoffStatus(context: QueueContext, run: RunJobData, entry: NonN
   const step: HandoffJobData | undefined = data.success ? data.data : undefined;
   const jobState = await job.getState();
   const state: HandoffStatus['state'] =
-    jobState === 'failed' ? 'failed' : jobState === 'completed' ? 'completed' : step?.step === 'post' ? 'running' : step?.step === 'wait-checkpoint' ? 'waiting-for-checkpoint' : 'waiting-for-stages';
+    jobState === 'failed'
+      ? 'failed'
+      : jobState === 'completed'
+        ? 'completed'
+        : step?.step === 'post'
+          ? 'running'
+          : step?.step === 'wait-checkpoint'
+            ? 'waiting-for-checkpoint'
+            : 'waiting-for-stages';
   const checkpoint = step?.checkpoint;
   return {
     ...base,
     state,
     ...(step?.requestedAt ? { requestedAt: new Date(step.requestedAt).toISOString() } : {}),
-    ...(step?.deadline && state === 'waiting-for-checkpoint' ? { deadline: new Date(step.deadline).toISOString() } : {}),
+    ...(step?.deadline && state === 'waiting-for-checkpoint'
+      ? { deadline: new Date(step.deadline).toISOString() }
+      : {}),
     ...(checkpoint
       ? {
           checkpoint: {
@@ -218,7 +269,13 @@ async function handoffStatus(context: QueueContext, run: RunJobData, entry: NonN
   };
 }
 
-async function stageStatus(context: QueueContext, name: string, jobId: string, awaitingHandoff = false, kind = name): Promise<StageStatus> {
+async function stageStatus(
+  context: QueueContext,
+  name: string,
+  jobId: string,
+  awaitingHandoff = false,
+  kind = name,
+): Promise<StageStatus> {
   const base = { name, jobId, partsTotal: 0, partsDone: 0, partsFailed: 0, attempts: 0 };
   const job = await context.queue(kind).getJob(jobId);
   if (!job) return { ...base, state: awaitingHandoff ? 'waiting' : 'removed' };
@@ -228,13 +285,30 @@ async function stageStatus(context: QueueContext, name: string, jobId: string, a
   const progress = (typeof job.progress === 'object' ? job.progress : {}) as Partial<StageJobProgress>;
   const jobState = await job.getState();
   const timing = {
-    ...(job.processedOn ? { startedAt: new Date(data.success && data.data.startedAt ? data.data.startedAt : job.processedOn).toISOString() } : {}),
+    ...(job.processedOn
+      ? {
+          startedAt: new Date(
+            data.success && data.data.startedAt ? data.data.startedAt : job.processedOn,
+          ).toISOString(),
+        }
+      : {}),
     ...(job.finishedOn ? { finishedAt: new Date(job.finishedOn).toISOString() } : {}),
   };
-  const common = { ...base, partsTotal, attempts: job.attemptsMade, ...(progress.phase ? { phase: progress.phase } : {}), ...timing };
+  const common = {
+    ...base,
+    partsTotal,
+    attempts: job.attemptsMade,
+    ...(progress.phase ? { phase: progress.phase } : {}),
+    ...timing,
+  };
   if (jobState === 'completed') {
     const result = job.returnvalue as StageJobResult | undefined;
-    if (result?.heldBy) return { ...common, state: 'not-run', note: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}` };
+    if (result?.heldBy)
+      return {
+        ...common,
+        state: 'not-run',
+        note: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}`,
+      };
     const figures = figuresOf(kind, result?.output);
     const hold = result?.hold;
     return {
@@ -278,8 +352,15 @@ function figuresOf(stage: string, output: unknown): StageFigure[] | undefined {
 
 /** Runs known to Redis, newest first. */
 export async function listRuns(context: QueueContext, limit = 50): Promise<RunSummary[]> {
-  const jobs = await context.runsQueue.getJobs(['waiting-children', 'waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'], 0, -1, false);
-  const runs = jobs.filter((job): job is Job => Boolean(job) && job.name === 'run').sort((left, right) => right.timestamp - left.timestamp);
+  const jobs = await context.runsQueue.getJobs(
+    ['waiting-children', 'waiting', 'prioritized', 'delayed', 'active', 'completed', 'failed'],
+    0,
+    -1,
+    false,
+  );
+  const runs = jobs
+    .filter((job): job is Job => Boolean(job) && job.name === 'run')
+    .sort((left, right) => right.timestamp - left.timestamp);
   const summaries: RunSummary[] = [];
   for (const job of runs.slice(0, limit)) {
     const data = runJobDataSchema.safeParse(job.data);
@@ -290,7 +371,9 @@ export async function listRuns(context: QueueContext, limit = 50): Promise<RunSu
       state: runStateOf(jobState, job.failedReason, jobState === 'active' || jobState === 'waiting-children'),
       source: data.data.source,
       createdAt: new Date(data.data.createdAt).toISOString(),
-      ...(job.finishedOn && (jobState === 'completed' || jobState === 'failed') ? { finishedAt: new Date(job.finishedOn).toISOString() } : {}),
+      ...(job.finishedOn && (jobState === 'completed' || jobState === 'failed')
+        ? { finishedAt: new Date(job.finishedOn).toISOString() }
+        : {}),
       stages: data.data.stages.map((stage) => stage.name),
     });
   }
@@ -302,11 +385,18 @@ export async function listRuns(context: QueueContext, limit = 50): Promise<RunSu
  * then removes every job of the run that has not started. Jobs already running finish; the run
  * job then writes its manifest with status `cancelled`.
  */
-export async function cancelRun(context: QueueContext, runId: string, now: number): Promise<{ runId: string; pendingBefore: number }> {
+export async function cancelRun(
+  context: QueueContext,
+  runId: string,
+  now: number,
+): Promise<{ runId: string; pendingBefore: number }> {
   const { job, data } = await loadRun(context, runId);
   const state = await job.getState();
   if (state === 'completed' || state === 'failed') {
-    throw new BadInputError('RUN_FINISHED', `run ${runId} has already ${state === 'completed' ? 'completed' : 'failed'}; there is nothing to cancel`);
+    throw new BadInputError(
+      'RUN_FINISHED',
+      `run ${runId} has already ${state === 'completed' ? 'completed' : 'failed'}; there is nothing to cancel`,
+    );
   }
   const pending = await job.getDependenciesCount({ unprocessed: true });
   if (data.cancelledAt === undefined) await job.updateData({ ...data, cancelledAt: now });
@@ -353,7 +443,8 @@ export async function retryRun(
 ): Promise<{ runId: string; retriedParts: number; retriedStages: string[]; resumed?: boolean }> {
   const { job, data } = await loadRun(context, runId);
   const state = await job.getState();
-  if (state === 'failed' && errorCodeOf(job.failedReason) === 'RUN_CANCELLED') return resumeCancelledRun(context, job, data);
+  if (state === 'failed' && errorCodeOf(job.failedReason) === 'RUN_CANCELLED')
+    return resumeCancelledRun(context, job, data);
   if (state !== 'failed') {
     throw new BadInputError('RUN_NOT_FAILED', `run ${runId} is ${state}; only failed or cancelled runs can be retried`);
   }
@@ -379,7 +470,8 @@ export async function retryRun(
     return true;
   };
   const handoffs = data.handoffs ?? [];
-  const segmentOf = (stage: RunJobData['stages'][number]) => (stage.afterHandoff ? (stage.handoff ?? handoffs[0]?.name) : undefined);
+  const segmentOf = (stage: RunJobData['stages'][number]) =>
+    stage.afterHandoff ? (stage.handoff ?? handoffs[0]?.name) : undefined;
   // One group: the stages a handoff adds (or the first flow's), and the next handoff above the ones it waits for.
   const retryGroup = async (segment: string | undefined): Promise<boolean> => {
     const members = data.stages.filter((stage) => segmentOf(stage) === segment);
@@ -390,7 +482,9 @@ export async function retryRun(
       ...(next ? [{ name: handoffNodeName(next.name), dependsOn: next.after.filter(within) }] : []),
     ];
     let retried = false;
-    for (const name of bottomUp(nodes)) retried = (next && name === handoffNodeName(next.name) ? await retryHandoff(next) : await retryStage(name)) || retried;
+    for (const name of bottomUp(nodes))
+      retried =
+        (next && name === handoffNodeName(next.name) ? await retryHandoff(next) : await retryStage(name)) || retried;
     return retried;
   };
   const retryHandoff = async (handoff: NonNullable<RunJobData['handoffs']>[number]): Promise<boolean> => {
@@ -422,7 +516,11 @@ export async function retryRun(
  * whose outputs and marker are complete returns them as they are, and stages rewrite the same
  * bytes. Only a run whose every job has stopped (the run job failed as cancelled) is resumed.
  */
-async function resumeCancelledRun(context: QueueContext, job: Job, data: RunJobData): Promise<{ runId: string; retriedParts: number; retriedStages: string[]; resumed: true }> {
+async function resumeCancelledRun(
+  context: QueueContext,
+  job: Job,
+  data: RunJobData,
+): Promise<{ runId: string; retriedParts: number; retriedStages: string[]; resumed: true }> {
   const parsed = data.plan === undefined ? undefined : runPlanSchema.safeParse(data.plan);
   if (!parsed?.success) {
     throw new BadInputError(
@@ -501,7 +599,8 @@ export async function watchRun(
 }
 
 /** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
-const connectionErrorPattern = /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
+const connectionErrorPattern =
+  /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
 
 /** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
 export function isRedisConnectionError(error: unknown): boolean {

@@ -40,17 +40,37 @@ export interface GateRule {
   reference: { kind: 'number'; value: number } | { kind: 'model'; label: string; offset: number };
 }
 
-const rulePattern = /^\s*([a-z][a-z0-9_]*(?:\.[a-z0-9_-]+)*)\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|([a-z][a-z0-9_-]*)\s*(?:([+-])\s*(\d+(?:\.\d+)?))?)\s*$/;
+const rulePattern =
+  /^\s*([a-z][a-z0-9_]*(?:\.[a-z0-9_-]+)*)\s*(>=|<=|>|<)\s*(?:(-?\d+(?:\.\d+)?)|([a-z][a-z0-9_-]*)\s*(?:([+-])\s*(\d+(?:\.\d+)?))?)\s*$/;
 
 /** Parses a rule; a message saying how to write it when it does not parse. */
 export function parseGateRule(text: string): GateRule | { error: string } {
   const match = rulePattern.exec(text);
   if (!match) {
-    return { error: `"${text}" is not a gate rule; write <metric> <op> <number | label [+|- number]>, e.g. "live_stream_qa >= baseline - 0.5" or "ifeval.prompt_strict > 80"` };
+    return {
+      error: `"${text}" is not a gate rule; write <metric> <op> <number | label [+|- number]>, e.g. "live_stream_qa >= baseline - 0.5" or "ifeval.prompt_strict > 80"`,
+    };
   }
-  const [, metric, operator, number, label, sign, offset] = match as unknown as [string, string, GateOperator, string | undefined, string | undefined, string | undefined, string | undefined];
+  const [, metric, operator, number, label, sign, offset] = match as unknown as [
+    string,
+    string,
+    GateOperator,
+    string | undefined,
+    string | undefined,
+    string | undefined,
+    string | undefined,
+  ];
   if (number !== undefined) return { text, metric, operator, reference: { kind: 'number', value: Number(number) } };
-  return { text, metric, operator, reference: { kind: 'model', label: label as string, offset: offset === undefined ? 0 : (sign === '-' ? -1 : 1) * Number(offset) } };
+  return {
+    text,
+    metric,
+    operator,
+    reference: {
+      kind: 'model',
+      label: label as string,
+      offset: offset === undefined ? 0 : (sign === '-' ? -1 : 1) * Number(offset),
+    },
+  };
 }
 
 export const gateConfigSchema = z
@@ -105,10 +125,15 @@ const format = (value: number) => value.toFixed(2);
  * A metric missing for the candidate, or a reference label that is not evaluated, fails its rule
  * (a gate must not promote on numbers it does not have).
  */
-export function evaluateGate(rules: readonly string[], candidate: string, metrics: Record<string, Record<string, number>>): GateDecision {
+export function evaluateGate(
+  rules: readonly string[],
+  candidate: string,
+  metrics: Record<string, Record<string, number>>,
+): GateDecision {
   const checks: GateCheck[] = rules.map((text) => {
     const rule = parseGateRule(text);
-    if ('error' in rule) return { rule: text, metric: '', value: null, threshold: null, passed: false, reason: rule.error };
+    if ('error' in rule)
+      return { rule: text, metric: '', value: null, threshold: null, passed: false, reason: rule.error };
     const value = metrics[candidate]?.[rule.metric] ?? null;
     let threshold: number | null;
     let describe: string;
@@ -118,21 +143,61 @@ export function evaluateGate(rules: readonly string[], candidate: string, metric
     } else {
       const base = metrics[rule.reference.label]?.[rule.metric];
       threshold = base === undefined ? null : base + rule.reference.offset;
-      const offset = rule.reference.offset === 0 ? '' : ` ${rule.reference.offset > 0 ? '+' : '-'} ${Math.abs(rule.reference.offset)}`;
-      describe = base === undefined ? `${rule.reference.label}${offset}` : `${rule.reference.label} ${format(base)}${offset}${offset ? ` = ${format(threshold as number)}` : ''}`;
+      const offset =
+        rule.reference.offset === 0
+          ? ''
+          : ` ${rule.reference.offset > 0 ? '+' : '-'} ${Math.abs(rule.reference.offset)}`;
+      describe =
+        base === undefined
+          ? `${rule.reference.label}${offset}`
+          : `${rule.reference.label} ${format(base)}${offset}${offset ? ` = ${format(threshold as number)}` : ''}`;
     }
-    if (value === null) return { rule: text, metric: rule.metric, value, threshold, passed: false, reason: `${rule.metric}: the candidate ${candidate} has no such score (not evaluated?)` };
+    if (value === null)
+      return {
+        rule: text,
+        metric: rule.metric,
+        value,
+        threshold,
+        passed: false,
+        reason: `${rule.metric}: the candidate ${candidate} has no such score (not evaluated?)`,
+      };
     if (threshold === null) {
       const label = (rule.reference as { label: string }).label;
       const known = Object.keys(metrics);
-      return { rule: text, metric: rule.metric, value, threshold, passed: false, reason: `${rule.metric}: no ${label} score to compare with${known.includes(label) ? '' : ` (${label} is not an evaluated model; labels: ${known.join(', ')})`}` };
+      return {
+        rule: text,
+        metric: rule.metric,
+        value,
+        threshold,
+        passed: false,
+        reason: `${rule.metric}: no ${label} score to compare with${known.includes(label) ? '' : ` (${label} is not an evaluated model; labels: ${known.join(', ')})`}`,
+      };
     }
-    const passed = rule.operator === '>=' ? value >= threshold : rule.operator === '>' ? value > threshold : rule.operator === '<=' ? value <= threshold : value < threshold;
+    const passed =
+      rule.operator === '>='
+        ? value >= threshold
+        : rule.operator === '>'
+          ? value > threshold
+          : rule.operator === '<='
+            ? value <= threshold
+            : value < threshold;
     const shown = passed ? rule.operator : { '>=': '<', '>': '<=', '<=': '>', '<': '>=' }[rule.operator];
-    return { rule: text, metric: rule.metric, value, threshold, passed, reason: `${rule.metric} ${format(value)} ${shown} ${describe}` };
+    return {
+      rule: text,
+      metric: rule.metric,
+      value,
+      threshold,
+      passed,
+      reason: `${rule.metric} ${format(value)} ${shown} ${describe}`,
+    };
   });
   const failed = checks.filter((check) => !check.passed);
-  return { decision: failed.length === 0 ? 'promote' : 'hold', candidate, checks, reasons: (failed.length > 0 ? failed : checks).map((check) => check.reason) };
+  return {
+    decision: failed.length === 0 ? 'promote' : 'hold',
+    candidate,
+    checks,
+    reasons: (failed.length > 0 ? failed : checks).map((check) => check.reason),
+  };
 }
 
 /** The `gate` stage config planning adds for a run's `gate:` section (references resolved by the planner like any stage's). */

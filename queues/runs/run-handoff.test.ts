@@ -13,7 +13,12 @@ describe('runs with a trainer handoff', () => {
   const replayTarget = { adapter: 'openai', baseUrl: '${checkpoint.endpoint}', model: '${checkpoint.model}' };
   const config = {
     runId: 'h1',
-    handoff: { after: ['fanout-demo'], before: ['replay', 'noop'], timeoutMinutes: 30, hyperparameters: { learningRate: 1e-5 } },
+    handoff: {
+      after: ['fanout-demo'],
+      before: ['replay', 'noop'],
+      timeoutMinutes: 30,
+      hyperparameters: { learningRate: 1e-5 },
+    },
     stages: {
       'fanout-demo': { parts: 2 },
       'hash-demo': { parts: 1 },
@@ -26,7 +31,8 @@ describe('runs with a trainer handoff', () => {
     try {
       planRun(value, { env, now, file: 'run.yaml' });
     } catch (error) {
-      if (error instanceof ValidationError) return error.problems.map((problem) => `${problem.path}: ${problem.message}`);
+      if (error instanceof ValidationError)
+        return error.problems.map((problem) => `${problem.path}: ${problem.message}`);
       throw error;
     }
     return [];
@@ -35,16 +41,31 @@ describe('runs with a trainer handoff', () => {
   it('validates held-back stages with placeholders and keeps their configs with ${checkpoint.*} for the handoff', () => {
     const plan = planRun(config, { env, now });
     expect(plan.handoffs).toEqual([
-      { name: 'train', jobId: 'h1.train.handoff', after: ['fanout-demo'], before: ['replay', 'noop'], timeoutMs: 1_800_000, pollIntervalMs: 60_000, hyperparameters: { learningRate: 1e-5 }, order: 0 },
+      {
+        name: 'train',
+        jobId: 'h1.train.handoff',
+        after: ['fanout-demo'],
+        before: ['replay', 'noop'],
+        timeoutMs: 1_800_000,
+        pollIntervalMs: 60_000,
+        hyperparameters: { learningRate: 1e-5 },
+        order: 0,
+      },
     ]);
-    const trainTarget = { adapter: 'openai', baseUrl: '${checkpoints.train.endpoint}', model: '${checkpoints.train.model}' };
+    const trainTarget = {
+      adapter: 'openai',
+      baseUrl: '${checkpoints.train.endpoint}',
+      model: '${checkpoints.train.model}',
+    };
     const replay = plan.stages.find((stage) => stage.name === 'replay');
     expect(replay).toMatchObject({
       afterHandoff: true,
       input: { target: { baseUrl: checkpointPlaceholders.endpoint, model: checkpointPlaceholders.model } },
       template: { inputs: ['s3://bucket/hat/runs/h1/fanout-demo/manifest.json'], target: trainTarget },
     });
-    expect(fillCheckpointReferences(replay?.template, 'train', { endpoint: 'http://serve:8000/v1', model: 'ckpt-7' })).toMatchObject({ target: { baseUrl: 'http://serve:8000/v1', model: 'ckpt-7' } });
+    expect(
+      fillCheckpointReferences(replay?.template, 'train', { endpoint: 'http://serve:8000/v1', model: 'ckpt-7' }),
+    ).toMatchObject({ target: { baseUrl: 'http://serve:8000/v1', model: 'ckpt-7' } });
     expect(plan.stages.find((stage) => stage.name === 'fanout-demo')?.afterHandoff).toBeUndefined();
   });
 
@@ -53,7 +74,12 @@ describe('runs with a trainer handoff', () => {
     const flow = buildRunFlow(plan, { jobDataLimit: 64 * 1024 });
     expect(flow.data).toMatchObject({
       handoffs: [{ name: 'train', jobId: 'h1.train.handoff', after: ['fanout-demo'], before: ['replay', 'noop'] }],
-      stages: [{ name: 'fanout-demo' }, { name: 'hash-demo' }, { name: 'replay', afterHandoff: true }, { name: 'noop', afterHandoff: true }],
+      stages: [
+        { name: 'fanout-demo' },
+        { name: 'hash-demo' },
+        { name: 'replay', afterHandoff: true },
+        { name: 'noop', afterHandoff: true },
+      ],
     });
     const children = flow.children as FlowJob[];
     expect(children.map((child) => [child.queueName, child.name, child.opts?.ignoreDependencyOnFailure])).toEqual([
@@ -62,9 +88,16 @@ describe('runs with a trainer handoff', () => {
     ]);
     const handoff = children[1];
     expect(handoff.opts?.jobId).toBe('h1.train.handoff');
-    expect((handoff.children as FlowJob[]).map((child) => [child.queueName, child.opts?.failParentOnFailure])).toEqual([['fanout-demo', true]]);
+    expect((handoff.children as FlowJob[]).map((child) => [child.queueName, child.opts?.failParentOnFailure])).toEqual([
+      ['fanout-demo', true],
+    ]);
     const data = handoff.data as HandoffJobData;
-    expect(data).toMatchObject({ step: 'wait-stages', upstream: ['fanout-demo'], timeoutMs: 1_800_000, pollIntervalMs: 60_000 });
+    expect(data).toMatchObject({
+      step: 'wait-stages',
+      upstream: ['fanout-demo'],
+      timeoutMs: 1_800_000,
+      pollIntervalMs: 60_000,
+    });
     expect(data.post.map((stage) => [stage.name, stage.jobId, stage.dependsOn])).toEqual([
       ['replay', plan.stages[2]?.jobId, []],
       ['noop', plan.stages[3]?.jobId, ['replay']],
@@ -72,24 +105,58 @@ describe('runs with a trainer handoff', () => {
   });
 
   it('makes a stage that references the checkpoint wait for it, and refuses reads across the handoff the wrong way', () => {
-    const implicit = planRun({ ...config, stages: { ...config.stages, noop: { label: '${checkpoint.endpoint}' } }, handoff: { after: ['fanout-demo'], before: ['replay'] } }, { env, now });
-    expect(implicit.stages.find((stage) => stage.name === 'noop')).toMatchObject({ afterHandoff: true, segment: 'train' });
-    expect(problemsOf({ runId: 'x', stages: { noop: { label: '${checkpoint.model}' } } })).toEqual([expect.stringMatching(/needs a trainer handoff/)]);
+    const implicit = planRun(
+      {
+        ...config,
+        stages: { ...config.stages, noop: { label: '${checkpoint.endpoint}' } },
+        handoff: { after: ['fanout-demo'], before: ['replay'] },
+      },
+      { env, now },
+    );
+    expect(implicit.stages.find((stage) => stage.name === 'noop')).toMatchObject({
+      afterHandoff: true,
+      segment: 'train',
+    });
+    expect(problemsOf({ runId: 'x', stages: { noop: { label: '${checkpoint.model}' } } })).toEqual([
+      expect.stringMatching(/needs a trainer handoff/),
+    ]);
     // hash-demo is not awaited by the handoff, yet replay (held back) would read it.
     expect(
-      problemsOf({ ...config, stages: { ...config.stages, replay: { inputs: ['${stages.hash-demo.manifestUri}'], target: replayTarget } } }),
-    ).toEqual([expect.stringMatching(/^stages\.replay: reads stage "hash-demo", which handoff train does not wait for; add "hash-demo" to handoff\.after/)]);
-    expect(problemsOf({ ...config, handoff: { after: ['fanout-demo', 'nope'], before: ['fanout-demo', 'replay'] } })).toEqual(
-      expect.arrayContaining([expect.stringMatching(/^handoff\.after\[1\]: stage "nope" is not in this run/), expect.stringMatching(/^handoff\.before\[0\]: stage "fanout-demo" is in both/)]),
+      problemsOf({
+        ...config,
+        stages: { ...config.stages, replay: { inputs: ['${stages.hash-demo.manifestUri}'], target: replayTarget } },
+      }),
+    ).toEqual([
+      expect.stringMatching(
+        /^stages\.replay: reads stage "hash-demo", which handoff train does not wait for; add "hash-demo" to handoff\.after/,
+      ),
+    ]);
+    expect(
+      problemsOf({ ...config, handoff: { after: ['fanout-demo', 'nope'], before: ['fanout-demo', 'replay'] } }),
+    ).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^handoff\.after\[1\]: stage "nope" is not in this run/),
+        expect.stringMatching(/^handoff\.before\[0\]: stage "fanout-demo" is in both/),
+      ]),
     );
   });
 
   it('refuses configs that would write outside the run prefix', () => {
-    expect(problemsOf({ runId: 'x', stages: { 'fanout-demo': { parts: 1, out: '/etc' }, noop: { inputs: ['s3://bucket/hat/runs/x/../../secrets/manifest.json'] } } })).toEqual([
+    expect(
+      problemsOf({
+        runId: 'x',
+        stages: {
+          'fanout-demo': { parts: 1, out: '/etc' },
+          noop: { inputs: ['s3://bucket/hat/runs/x/../../secrets/manifest.json'] },
+        },
+      }),
+    ).toEqual([
       expect.stringMatching(/^stages\.fanout-demo\.out: a run decides where stages write/),
       expect.stringMatching(/^stages\.noop\.inputs\[0\]: ".*" has a "\." or "\.\." segment/),
     ]);
-    expect(problemsOf({ runId: 'x', artifacts: 'file:///data/../etc', stages: { noop: {} } })).toEqual([expect.stringMatching(/^artifacts: .* has a "\." or "\.\." segment/)]);
+    expect(problemsOf({ runId: 'x', artifacts: 'file:///data/../etc', stages: { noop: {} } })).toEqual([
+      expect.stringMatching(/^artifacts: .* has a "\." or "\.\." segment/),
+    ]);
   });
 });
 
@@ -98,15 +165,25 @@ describe('examples/nightly.yaml', () => {
 
   it("plans the method's order: shard, SFT handoff, two distill rounds with a handoff between, OPD handoff, rl, RL handoff, replay", async () => {
     const source = await readConfigFile(join(__dirname, '..', '..', 'examples', 'nightly.yaml'));
-    const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 's3://hat/runs-root' }, now: new Date('2025-01-30T18:00:00Z'), runId: 'nightly-20250130T180000Z', file: source.file, locator: source.locator });
-    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion, handoff.order])).toEqual([
-      ['sft', ['sft_data'], undefined, 0],
-      ['opd-round-1', ['opd-round-1'], 2, 1],
-      ['opd', ['opd-round-2'], 3, 2],
-      ['rl', ['rl'], undefined, 3],
-    ]);
+    const plan = planRun(source.value, {
+      env: { HAT_ARTIFACTS: 's3://hat/runs-root' },
+      now: new Date('2025-01-30T18:00:00Z'),
+      runId: 'nightly-20250130T180000Z',
+      file: source.file,
+      locator: source.locator,
+    });
+    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion, handoff.order])).toEqual(
+      [
+        ['sft', ['sft_data'], undefined, 0],
+        ['opd-round-1', ['opd-round-1'], 2, 1],
+        ['opd', ['opd-round-2'], 3, 2],
+        ['rl', ['rl'], undefined, 3],
+      ],
+    );
     expect(plan.handoffs[0]?.timeoutMs).toBe(480 * 60_000);
-    expect(plan.stages.map((stage) => [stage.name, stage.kind, stage.segment ?? null, stage.round?.policyVersion ?? null])).toEqual([
+    expect(
+      plan.stages.map((stage) => [stage.name, stage.kind, stage.segment ?? null, stage.round?.policyVersion ?? null]),
+    ).toEqual([
       ['collect', 'collect', null, null],
       ['augment', 'augment', null, null],
       ['sft_data', 'shard', null, null],
@@ -118,11 +195,21 @@ describe('examples/nightly.yaml', () => {
       ['replay', 'replay', 'rl', null],
     ]);
     expect(plan.stages.find((stage) => stage.name === 'replay')?.dependsOn).toEqual(['collect', 'gate']);
-    expect(plan.handoffs.find((handoff) => handoff.name === 'rl')?.before).toEqual(expect.arrayContaining(['eval', 'gate', 'replay']));
-    expect(plan.stages.find((stage) => stage.name === 'opd-round-2')?.template).toMatchObject({ student: { modelDir: '${checkpoints.opd-round-1.modelDir}' }, policyVersion: 2 });
+    expect(plan.handoffs.find((handoff) => handoff.name === 'rl')?.before).toEqual(
+      expect.arrayContaining(['eval', 'gate', 'replay']),
+    );
+    expect(plan.stages.find((stage) => stage.name === 'opd-round-2')?.template).toMatchObject({
+      student: { modelDir: '${checkpoints.opd-round-1.modelDir}' },
+      policyVersion: 2,
+    });
     // Unresolved `latest` inputs plan with placeholders (as `hat schedule set` validates them).
-    expect(plan.stages[0]?.input).toMatchObject({ tasks: ['s3://hat/tasks/imported/dt=YYYY-MM-DD/tasks.jsonl.gz'], harness: 's3://hat/harness/live-host/CURRENT-VERSION' });
-    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({ policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}' } });
+    expect(plan.stages[0]?.input).toMatchObject({
+      tasks: ['s3://hat/tasks/imported/dt=YYYY-MM-DD/tasks.jsonl.gz'],
+      harness: 's3://hat/harness/live-host/CURRENT-VERSION',
+    });
+    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({
+      policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}' },
+    });
   });
 });
 
@@ -132,25 +219,41 @@ describe('examples/demo-run.yaml', () => {
   // `hat demo` runs the method's order, its simulated trainer answering each handoff.
   it('plans SFT -> OPD in two rounds -> RL, each on-policy stage sampling the checkpoint before it', async () => {
     const source = await readConfigFile(join(__dirname, '..', '..', 'examples', 'demo-run.yaml'));
-    const plan = planRun(source.value, { env: { HAT_ARTIFACTS: 'file:///tmp/demo' }, now: new Date('2025-01-30T18:00:00Z'), file: source.file, locator: source.locator });
+    const plan = planRun(source.value, {
+      env: { HAT_ARTIFACTS: 'file:///tmp/demo' },
+      now: new Date('2025-01-30T18:00:00Z'),
+      file: source.file,
+      locator: source.locator,
+    });
     expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion ?? null])).toEqual([
       ['sft', ['shard'], null],
       ['opd-round-1', ['distill-round-1'], 2],
       ['opd', ['distill-round-2'], 3],
       ['rl', ['rl'], null],
     ]);
-    expect(plan.stages.map((stage) => [stage.name, stage.segment ?? null, stage.round?.policyVersion ?? null])).toEqual([
-      ['collect', null, null],
-      ['augment', null, null],
-      ['shard', null, null],
-      ['distill-round-1', 'sft', 1],
-      ['distill-round-2', 'opd-round-1', 2],
-      ['rl', 'opd', null],
-      ['replay', null, null],
-      ['eval', null, null],
-    ]);
-    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({ policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}', dummyWeights: true }, policyVersion: '${checkpoints.opd.policyVersion}' });
+    expect(plan.stages.map((stage) => [stage.name, stage.segment ?? null, stage.round?.policyVersion ?? null])).toEqual(
+      [
+        ['collect', null, null],
+        ['augment', null, null],
+        ['shard', null, null],
+        ['distill-round-1', 'sft', 1],
+        ['distill-round-2', 'opd-round-1', 2],
+        ['rl', 'opd', null],
+        ['replay', null, null],
+        ['eval', null, null],
+      ],
+    );
+    expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({
+      policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}', dummyWeights: true },
+      policyVersion: '${checkpoints.opd.policyVersion}',
+    });
     // The rl stage's policy version is a number once the OPD checkpoint (v3) fills it in.
-    expect(fillCheckpointReferences({ policyVersion: '${checkpoints.opd.policyVersion}', label: 'v${checkpoints.opd.policyVersion}' }, 'opd', { policyVersion: '3' })).toEqual({ policyVersion: 3, label: 'v3' });
+    expect(
+      fillCheckpointReferences(
+        { policyVersion: '${checkpoints.opd.policyVersion}', label: 'v${checkpoints.opd.policyVersion}' },
+        'opd',
+        { policyVersion: '3' },
+      ),
+    ).toEqual({ policyVersion: 3, label: 'v3' });
   });
 });

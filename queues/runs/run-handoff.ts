@@ -56,7 +56,9 @@ export function handoffJobId(runId: string, handoff = handoffStageName): string 
  * config keeps `runs/<runId>/train/`.
  */
 export function handoffPrefix(runId: string, handoff = handoffStageName): string {
-  return handoff === handoffStageName ? stagePrefix(runId, handoffStageName) : `${stagePrefix(runId, 'handoffs')}${handoff}/`;
+  return handoff === handoffStageName
+    ? stagePrefix(runId, handoffStageName)
+    : `${stagePrefix(runId, 'handoffs')}${handoff}/`;
 }
 
 /** `<handoff prefix>request.json`: what the trainer gets. */
@@ -80,7 +82,11 @@ const handoffFields = {
   /** Stages that complete before the training request is written (e.g. `[shard]`). */
   after: stageNameList,
   /** How long to wait for a checkpoint after the request is written, minutes. Default 1440 (a day). */
-  timeoutMinutes: z.number().positive().max(30 * 24 * 60).default(24 * 60),
+  timeoutMinutes: z
+    .number()
+    .positive()
+    .max(30 * 24 * 60)
+    .default(24 * 60),
   /** How often the trainer's own marker is looked for, seconds (`hat checkpoint register` wakes the run at once). Default 60. */
   pollSeconds: z.number().int().min(1).max(3600).default(60),
   /** Suggested hyperparameters, passed through to the request as written. Default {}. */
@@ -146,11 +152,22 @@ export function checkpointValuesOf(marker: Partial<CheckpointMarker>): Checkpoin
  * references to other handoffs are kept for them. `missing` collects referenced fields the
  * checkpoint does not have (they are kept as written).
  */
-export function fillCheckpointReferences(value: unknown, handoff: string, checkpoint: CheckpointValues, missing?: Set<string>): unknown {
+export function fillCheckpointReferences(
+  value: unknown,
+  handoff: string,
+  checkpoint: CheckpointValues,
+  missing?: Set<string>,
+): unknown {
   if (typeof value === 'string') {
     // A field that is nothing but `${checkpoints.<handoff>.policyVersion}` gets the number (e.g. an rl stage's `policyVersion`).
     const whole = /^\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.policyVersion\s*\}$/.exec(value);
-    if (whole && whole[1] === handoff && checkpoint.policyVersion !== undefined && /^\d+$/.test(checkpoint.policyVersion)) return Number(checkpoint.policyVersion);
+    if (
+      whole &&
+      whole[1] === handoff &&
+      checkpoint.policyVersion !== undefined &&
+      /^\d+$/.test(checkpoint.policyVersion)
+    )
+      return Number(checkpoint.policyVersion);
     return value.replace(checkpointReferenceInText, (whole, name: string, field: string) => {
       if (name !== handoff) return whole;
       const filled = checkpoint[field as CheckpointField];
@@ -160,7 +177,9 @@ export function fillCheckpointReferences(value: unknown, handoff: string, checkp
   }
   if (Array.isArray(value)) return value.map((item) => fillCheckpointReferences(item, handoff, checkpoint, missing));
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, fillCheckpointReferences(item, handoff, checkpoint, missing)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, fillCheckpointReferences(item, handoff, checkpoint, missing)]),
+    );
   }
   return value;
 }
@@ -169,14 +188,16 @@ export function fillCheckpointReferences(value: unknown, handoff: string, checkp
 export function checkpointsNamedIn(value: unknown, into = new Set<string>()): Set<string> {
   if (typeof value === 'string') for (const match of value.matchAll(checkpointReferenceInText)) into.add(match[1]);
   else if (Array.isArray(value)) value.forEach((item) => checkpointsNamedIn(item, into));
-  else if (value !== null && typeof value === 'object') Object.values(value).forEach((item) => checkpointsNamedIn(item, into));
+  else if (value !== null && typeof value === 'object')
+    Object.values(value).forEach((item) => checkpointsNamedIn(item, into));
   return into;
 }
 
 /** Fills every handoff's placeholders (planning validates waiting stages this way). */
 export function fillCheckpointPlaceholders(value: unknown): unknown {
   let filled = value;
-  for (const handoff of checkpointsNamedIn(value)) filled = fillCheckpointReferences(filled, handoff, checkpointPlaceholders);
+  for (const handoff of checkpointsNamedIn(value))
+    filled = fillCheckpointReferences(filled, handoff, checkpointPlaceholders);
   return filled;
 }
 
@@ -224,10 +245,18 @@ export const checkpointMarkerSchema = z
   })
   .superRefine((marker, context) => {
     if (marker.endpoint === undefined && marker.modelDir === undefined) {
-      context.addIssue({ code: 'custom', path: ['endpoint'], message: 'give endpoint and model (a served checkpoint) or modelDir (an exported model directory)' });
+      context.addIssue({
+        code: 'custom',
+        path: ['endpoint'],
+        message: 'give endpoint and model (a served checkpoint) or modelDir (an exported model directory)',
+      });
     }
     if (marker.endpoint !== undefined && marker.model === undefined) {
-      context.addIssue({ code: 'custom', path: ['model'], message: 'a served checkpoint needs the model id its endpoint serves it under' });
+      context.addIssue({
+        code: 'custom',
+        path: ['model'],
+        message: 'a served checkpoint needs the model id its endpoint serves it under',
+      });
     }
   });
 export type CheckpointMarker = z.infer<typeof checkpointMarkerSchema>;
@@ -257,7 +286,13 @@ export interface TrainingRequest {
   /** Code version of the pipeline that wrote the data. */
   codeVersion: string;
   /** The `after` stages' manifests and the data objects they list (Parquet shards, JSONL exports). */
-  datasets: Array<{ stage: string; kind?: string; policyVersion?: number; manifestUri: string; objects: TrainingDatasetObject[] }>;
+  datasets: Array<{
+    stage: string;
+    kind?: string;
+    policyVersion?: number;
+    manifestUri: string;
+    objects: TrainingDatasetObject[];
+  }>;
   /** Tokenizer the data was tokenized with (the shard stage's), when a stage recorded one. */
   tokenizer?: { name?: string; fingerprint: string; templateHash?: string };
   /** Suggested hyperparameters from the run config, as written. */
@@ -275,7 +310,12 @@ export interface TrainingRequest {
 }
 
 /** A dataset a handoff left out of its request because its policy version was too old (maxStaleness). */
-export const staleDatasetSchema = z.object({ stage: z.string(), policyVersion: z.number().int().positive(), records: z.number().int().nonnegative(), reason: z.string() });
+export const staleDatasetSchema = z.object({
+  stage: z.string(),
+  policyVersion: z.number().int().positive(),
+  records: z.number().int().nonnegative(),
+  reason: z.string(),
+});
 export type StaleDataset = z.infer<typeof staleDatasetSchema>;
 
 /** One stage that waits for a handoff's checkpoint, as the handoff job keeps it until it is registered. */
@@ -312,7 +352,9 @@ const handoffJobDataShape = {
   /** Rounds with maxStaleness: datasets whose policy version is below (policyVersion - 1) - maxStaleness are dropped from the request and counted. */
   maxStaleness: z.number().int().min(0).optional(),
   /** `after` stages an earlier handoff added (a round that started early): polled for until they complete. */
-  awaits: z.array(z.object({ name: z.string().min(1), queue: z.string().min(1), jobId: z.string().min(1) })).default([]),
+  awaits: z
+    .array(z.object({ name: z.string().min(1), queue: z.string().min(1), jobId: z.string().min(1) }))
+    .default([]),
   post: z.array(postStageSchema),
   /** `wait-stages` until the `after` stages complete, `wait-checkpoint` once the request is out, `post` once the `before` stages are added. */
   step: z.enum(['wait-stages', 'wait-checkpoint', 'post']).default('wait-stages'),
@@ -387,12 +429,22 @@ export interface HandoffSegment {
 }
 
 /** The job data of a planned handoff, with the stages that wait for it and the handoffs after it nested. */
-export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream: string[], awaits: HandoffJobData['awaits'] = []): HandoffJobData {
+export function handoffJobData(
+  plan: RunPlan,
+  handoff: PlannedHandoff,
+  upstream: string[],
+  awaits: HandoffJobData['awaits'] = [],
+): HandoffJobData {
   const following = plan.handoffs.find((candidate) => candidate.order === handoff.order + 1);
   const segment = plan.stages.filter((stage) => stage.segment === handoff.name);
   const inSegment = (name: string) => segment.some((stage) => stage.name === name);
   // A round that started before this handoff's checkpoint (maxStaleness) is not below the next handoff: it polls for it.
-  const awaitedByNext = following?.maxStaleness !== undefined ? plan.stages.filter((stage) => following.after.includes(stage.name) && !inSegment(stage.name) && stage.afterHandoff) : [];
+  const awaitedByNext =
+    following?.maxStaleness !== undefined
+      ? plan.stages.filter(
+          (stage) => following.after.includes(stage.name) && !inSegment(stage.name) && stage.afterHandoff,
+        )
+      : [];
   return {
     v: 1,
     runId: plan.runId,
@@ -418,17 +470,43 @@ export function handoffJobData(plan: RunPlan, handoff: PlannedHandoff, upstream:
     })),
     step: 'wait-stages',
     ...(following
-      ? { next: handoffJobData(plan, following, following.after.filter(inSegment), awaitedByNext.map((stage) => ({ name: stage.name, queue: stage.kind, jobId: stage.jobId }))) }
+      ? {
+          next: handoffJobData(
+            plan,
+            following,
+            following.after.filter(inSegment),
+            awaitedByNext.map((stage) => ({ name: stage.name, queue: stage.kind, jobId: stage.jobId })),
+          ),
+        }
       : {}),
   };
 }
 
 /** A handoff job above `children` (its `after` stages' flow roots); `data` from handoffJobData. */
-export function handoffFlowJob(data: HandoffJobData, children: FlowJob[], underParent: boolean, jobDataLimit: number): FlowJob {
+export function handoffFlowJob(
+  data: HandoffJobData,
+  children: FlowJob[],
+  underParent: boolean,
+  jobDataLimit: number,
+): FlowJob {
   const jobId = handoffJobId(data.runId, data.name);
-  const withUpstream: HandoffJobData = { ...data, upstream: children.map((child) => (child.data as { stage?: string }).stage ?? child.name) };
+  const withUpstream: HandoffJobData = {
+    ...data,
+    upstream: children.map((child) => (child.data as { stage?: string }).stage ?? child.name),
+  };
   checkJobDataSize(withUpstream, jobDataLimit, { label: `the trainer handoff ${data.name}`, jobId });
   // Waiting is a delayed job, not a failed attempt; the attempts cover store and Redis faults.
-  const opts = { ...runJobOptions(jobDataLimit), attempts: 5, jobId, ...(underParent ? { ignoreDependencyOnFailure: true } : { failParentOnFailure: true }) };
-  return { name: 'handoff', queueName: runsQueueName, data: withUpstream, opts, ...(children.length > 0 ? { children } : {}) };
+  const opts = {
+    ...runJobOptions(jobDataLimit),
+    attempts: 5,
+    jobId,
+    ...(underParent ? { ignoreDependencyOnFailure: true } : { failParentOnFailure: true }),
+  };
+  return {
+    name: 'handoff',
+    queueName: runsQueueName,
+    data: withUpstream,
+    opts,
+    ...(children.length > 0 ? { children } : {}),
+  };
 }

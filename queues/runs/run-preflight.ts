@@ -72,18 +72,27 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
     if (typeof value === 'string') {
       if (value.includes('${')) return;
       const isInput = artifactUri.test(value) || (key !== undefined && inputKeys.has(key));
-      if (isInput && !(options.runOutputRoot && value.startsWith(options.runOutputRoot)) && !inputs.has(value)) inputs.set(value, path);
+      if (isInput && !(options.runOutputRoot && value.startsWith(options.runOutputRoot)) && !inputs.has(value))
+        inputs.set(value, path);
       return;
     }
     if (Array.isArray(value)) return value.forEach((item, index) => visit(item, [...path, index], key));
     if (value === null || typeof value !== 'object') return;
     const record = value as Record<string, unknown>;
-    const isServer = typeof record.baseUrl === 'string' && (record.adapter === 'openai' || record.engine === 'vllm' || record.engine === 'sglang');
+    const isServer =
+      typeof record.baseUrl === 'string' &&
+      (record.adapter === 'openai' || record.engine === 'vllm' || record.engine === 'sglang');
     if (isServer && !JSON.stringify(record).includes('${')) {
-      const id = JSON.stringify([serverRootOf(record.baseUrl as string), record.model, record.apiKeyEnv, record.apiKeyFile]);
+      const id = JSON.stringify([
+        serverRootOf(record.baseUrl as string),
+        record.model,
+        record.apiKeyEnv,
+        record.apiKeyFile,
+      ]);
       if (!endpoints.has(id)) endpoints.set(id, { config: record, path });
     }
-    if ('student' in record && 'teacher' in record) distillPairs.push({ student: record.student, teacher: record.teacher, path });
+    if ('student' in record && 'teacher' in record)
+      distillPairs.push({ student: record.student, teacher: record.teacher, path });
     for (const [child, item] of Object.entries(record)) visit(item, [...path, child], child);
   };
   for (const [name, stageConfig] of Object.entries(stages)) visit(stageConfig, ['stages', name], undefined);
@@ -103,7 +112,8 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
       else if (finding) result.notes.push({ path: [...pair.path, 'teacher'], message: finding.message });
     }),
   ]);
-  const byPath = (left: PreflightFinding, right: PreflightFinding) => JSON.stringify(left.path).localeCompare(JSON.stringify(right.path));
+  const byPath = (left: PreflightFinding, right: PreflightFinding) =>
+    JSON.stringify(left.path).localeCompare(JSON.stringify(right.path));
   result.problems.sort(byPath);
   result.notes.sort(byPath);
   return result;
@@ -137,10 +147,16 @@ async function inputProblem(value: string, options: PreflightOptions): Promise<s
  * local files and `file://` inputs are read here (S3 inputs are checked by the stage when it
  * reads them); undefined when the content is fine or is not of a kind checked here.
  */
-async function localContentProblem(value: string, path: PathSegment[], options: PreflightOptions): Promise<string | undefined> {
+async function localContentProblem(
+  value: string,
+  path: PathSegment[],
+  options: PreflightOptions,
+): Promise<string | undefined> {
   if (value.startsWith('s3://')) return undefined;
   const key = [...path].reverse().find((segment) => typeof segment === 'string');
-  const local = value.startsWith('file://') ? value : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
+  const local = value.startsWith('file://')
+    ? value
+    : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
   try {
     if (key === 'harness') {
       const directory = fileUriToPath(local);
@@ -149,7 +165,9 @@ async function localContentProblem(value: string, path: PathSegment[], options: 
     }
     if ((key === 'tasks' || key === 'inputs') && /\.jsonl(\.gz)?$/.test(local)) {
       if (key === 'tasks') await readTaskSets([{ uri: local }], options.openObject);
-      else for await (const _record of readJsonl(options.openObject(local).store, options.openObject(local).key)) void _record;
+      else
+        for await (const _record of readJsonl(options.openObject(local).store, options.openObject(local).key))
+          void _record;
     }
     return undefined;
   } catch (error) {
@@ -170,30 +188,64 @@ export async function modelServerProblems(
 ): Promise<PreflightFinding[]> {
   const baseUrl = server.baseUrl as string;
   const model = typeof server.model === 'string' ? server.model : undefined;
-  const keySource = { apiKeyEnv: server.apiKeyEnv as string | undefined, apiKeyFile: server.apiKeyFile as string | undefined };
-  const keyName = keySource.apiKeyFile ? `the file ${keySource.apiKeyFile}` : keySource.apiKeyEnv ? `$${keySource.apiKeyEnv}` : undefined;
+  const keySource = {
+    apiKeyEnv: server.apiKeyEnv as string | undefined,
+    apiKeyFile: server.apiKeyFile as string | undefined,
+  };
+  const keyName = keySource.apiKeyFile
+    ? `the file ${keySource.apiKeyFile}`
+    : keySource.apiKeyEnv
+      ? `$${keySource.apiKeyEnv}`
+      : undefined;
   let authorization: string | undefined;
   try {
     authorization = loadApiKey(keySource, options.environment, path.map(String).join('.')).authorizationHeader();
   } catch (error) {
-    return [{ path: [...path, keySource.apiKeyFile ? 'apiKeyFile' : 'apiKeyEnv'], message: HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error) }];
+    return [
+      {
+        path: [...path, keySource.apiKeyFile ? 'apiKeyFile' : 'apiKeyEnv'],
+        message: HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error),
+      },
+    ];
   }
   const url = `${serverRootOf(baseUrl)}/v1/models`;
   const timeoutMs = options.endpointTimeoutMs ?? 5_000;
   let response: Response;
   try {
-    response = await fetch(url, { headers: { accept: 'application/json', ...(authorization ? { authorization } : {}) }, signal: AbortSignal.timeout(timeoutMs) });
+    response = await fetch(url, {
+      headers: { accept: 'application/json', ...(authorization ? { authorization } : {}) },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (cause?.code ?? cause?.message ?? (error as Error).message);
-    return [{ path: [...path, 'baseUrl'], message: `${baseUrl} does not answer GET /v1/models (${reason}); start the server or fix baseUrl, or pass --skip-endpoint-checks to plan without it` }];
+    const reason =
+      (error as Error).name === 'TimeoutError'
+        ? `no answer within ${timeoutMs} ms`
+        : (cause?.code ?? cause?.message ?? (error as Error).message);
+    return [
+      {
+        path: [...path, 'baseUrl'],
+        message: `${baseUrl} does not answer GET /v1/models (${reason}); start the server or fix baseUrl, or pass --skip-endpoint-checks to plan without it`,
+      },
+    ];
   }
   // The body is read for the model list only: servers that refuse a key may echo it back.
   const body = await response.text().catch(() => '');
   if (response.status === 401 || response.status === 403) {
-    return [{ path: [...path, keyName ? (keySource.apiKeyFile ? 'apiKeyFile' : 'apiKeyEnv') : 'baseUrl'], message: `${url} refused ${keyName ? `the API key from ${keyName}` : 'a request without an API key'} (HTTP ${response.status}); ${keyName ? 'check the key' : 'set apiKeyEnv or apiKeyFile'}` }];
+    return [
+      {
+        path: [...path, keyName ? (keySource.apiKeyFile ? 'apiKeyFile' : 'apiKeyEnv') : 'baseUrl'],
+        message: `${url} refused ${keyName ? `the API key from ${keyName}` : 'a request without an API key'} (HTTP ${response.status}); ${keyName ? 'check the key' : 'set apiKeyEnv or apiKeyFile'}`,
+      },
+    ];
   }
-  if (!response.ok) return [{ path: [...path, 'baseUrl'], message: `${url} answered HTTP ${response.status}; check that baseUrl is the server's OpenAI-compatible root` }];
+  if (!response.ok)
+    return [
+      {
+        path: [...path, 'baseUrl'],
+        message: `${url} answered HTTP ${response.status}; check that baseUrl is the server's OpenAI-compatible root`,
+      },
+    ];
   let listed: string[] | undefined;
   try {
     const parsed = JSON.parse(body) as { data?: Array<{ id?: unknown }> };
@@ -201,9 +253,20 @@ export async function modelServerProblems(
   } catch {
     listed = undefined;
   }
-  if (!listed) return [{ path: [...path, 'baseUrl'], message: `${url} did not answer with a model list ({"data": [{"id": ...}]}); check that baseUrl is an OpenAI-compatible server` }];
+  if (!listed)
+    return [
+      {
+        path: [...path, 'baseUrl'],
+        message: `${url} did not answer with a model list ({"data": [{"id": ...}]}); check that baseUrl is an OpenAI-compatible server`,
+      },
+    ];
   if (model !== undefined && !listed.includes(model)) {
-    return [{ path: [...path, 'model'], message: `the server at ${baseUrl} does not serve "${model}" (it lists: ${listed.slice(0, 10).join(', ') || 'nothing'}); fix model` }];
+    return [
+      {
+        path: [...path, 'model'],
+        message: `the server at ${baseUrl} does not serve "${model}" (it lists: ${listed.slice(0, 10).join(', ') || 'nothing'}); fix model`,
+      },
+    ];
   }
   return [];
 }
@@ -212,29 +275,43 @@ export async function modelServerProblems(
 async function fingerprintOf(config: unknown): Promise<{ fingerprint?: string; label: string }> {
   const model = (config ?? {}) as Record<string, unknown>;
   const load = async (source: ChatTokenizerSource) => (await loadChatTokenizer(source)).fingerprint;
-  if (model.engine === 'onnx' && typeof model.modelDir === 'string') return { fingerprint: await load({ modelDir: model.modelDir }), label: `onnx model ${model.modelDir}` };
+  if (model.engine === 'onnx' && typeof model.modelDir === 'string')
+    return { fingerprint: await load({ modelDir: model.modelDir }), label: `onnx model ${model.modelDir}` };
   if (model.engine === 'dummy') {
     const tokenizer = typeof model.tokenizer === 'string' ? model.tokenizer : 'qwen3';
-    if (Object.hasOwn(tokenizerPresets, tokenizer)) return { fingerprint: await load({ preset: tokenizer as keyof typeof tokenizerPresets }), label: `dummy model (tokenizer ${tokenizer})` };
-    if (tokenizer.includes('/')) return { fingerprint: await load({ modelDir: tokenizer }), label: `dummy model (tokenizer ${tokenizer})` };
+    if (Object.hasOwn(tokenizerPresets, tokenizer))
+      return {
+        fingerprint: await load({ preset: tokenizer as keyof typeof tokenizerPresets }),
+        label: `dummy model (tokenizer ${tokenizer})`,
+      };
+    if (tokenizer.includes('/'))
+      return { fingerprint: await load({ modelDir: tokenizer }), label: `dummy model (tokenizer ${tokenizer})` };
     return { label: `dummy model (tokenizer ${tokenizer})` };
   }
   if (model.engine === 'vllm' || model.engine === 'sglang') {
-    if (typeof model.tokenizerFingerprint === 'string') return { fingerprint: model.tokenizerFingerprint, label: `${model.engine} teacher (tokenizerFingerprint)` };
-    if (typeof model.tokenizer === 'object' && model.tokenizer !== null) return { fingerprint: await load(model.tokenizer), label: `${model.engine} teacher (tokenizer)` };
+    if (typeof model.tokenizerFingerprint === 'string')
+      return { fingerprint: model.tokenizerFingerprint, label: `${model.engine} teacher (tokenizerFingerprint)` };
+    if (typeof model.tokenizer === 'object' && model.tokenizer !== null)
+      return { fingerprint: await load(model.tokenizer), label: `${model.engine} teacher (tokenizer)` };
     return { label: `${model.engine} teacher ${String(model.baseUrl)}` };
   }
   return { label: String(model.engine ?? 'model') };
 }
 
 /** Whether a distillation student and teacher share a tokenizer, as far as can be told here. */
-async function tokenizerFinding(pair: { student: unknown; teacher: unknown }): Promise<{ problem: boolean; message: string } | undefined> {
+async function tokenizerFinding(pair: {
+  student: unknown;
+  teacher: unknown;
+}): Promise<{ problem: boolean; message: string } | undefined> {
   let student: Awaited<ReturnType<typeof fingerprintOf>>;
   let teacher: Awaited<ReturnType<typeof fingerprintOf>>;
   try {
     [student, teacher] = await Promise.all([fingerprintOf(pair.student), fingerprintOf(pair.teacher)]);
   } catch (error) {
-    return { problem: true, message: `cannot load a tokenizer to compare student and teacher: ${HatError.isInstance(error) ? error.message : String(error)}` };
+    return {
+      problem: true,
+      message: `cannot load a tokenizer to compare student and teacher: ${HatError.isInstance(error) ? error.message : String(error)}`,
+    };
   }
   if (student.fingerprint && teacher.fingerprint) {
     if (student.fingerprint === teacher.fingerprint) return undefined;
@@ -243,22 +320,32 @@ async function tokenizerFinding(pair: { student: unknown; teacher: unknown }): P
       message: `the teacher (${teacher.label}, tokenizer fingerprint ${teacher.fingerprint.slice(0, 16)}…) and the student (${student.label}, ${student.fingerprint.slice(0, 16)}…) do not share a tokenizer; teacher logprobs of the student's token ids would score different text. Pick models of one tokenizer family`,
     };
   }
-  return { problem: false, message: `tokenizer agreement of ${student.label} and ${teacher.label} is checked when the stage plans (the distill stage probes the scoring endpoint); give teacher.tokenizerFingerprint to check it here` };
+  return {
+    problem: false,
+    message: `tokenizer agreement of ${student.label} and ${teacher.label} is checked when the stage plans (the distill stage probes the scoring endpoint); give teacher.tokenizerFingerprint to check it here`,
+  };
 }
 
 /** Findings as problems of the config's locator. */
-export function locateFindings(findings: PreflightFinding[], locate: (path: PathSegment[], message: string) => Problem): Problem[] {
+export function locateFindings(
+  findings: PreflightFinding[],
+  locate: (path: PathSegment[], message: string) => Problem,
+): Problem[] {
   return findings.map((finding) => locate(finding.path, finding.message));
 }
 
-export interface PlanCheckedRunOptions extends Omit<PlanRunOptions, 'resolvedInputs' | 'file' | 'locator'>, Omit<PreflightOptions, 'runOutputRoot'> {}
+export interface PlanCheckedRunOptions
+  extends Omit<PlanRunOptions, 'resolvedInputs' | 'file' | 'locator'>, Omit<PreflightOptions, 'runOutputRoot'> {}
 
 /**
  * What `hat run` does before it enqueues: resolves `latest` inputs, plans the run and makes the
  * preflight checks, then throws one ValidationError (`BAD_RUN_CONFIG`, exit 2) listing every
  * problem of all three with file, line and path. Returns the plan and the notes to print.
  */
-export async function planCheckedRun(source: RunConfigSource, options: PlanCheckedRunOptions): Promise<{ plan: RunPlan; notes: Problem[] }> {
+export async function planCheckedRun(
+  source: RunConfigSource,
+  options: PlanCheckedRunOptions,
+): Promise<{ plan: RunPlan; notes: Problem[] }> {
   const { locator, file } = source;
   const locate = (path: PathSegment[], message: string) => locator.problem(path, message);
   const latest = await resolveLatestInputs(source.value, { openObject: options.openObject, now: options.now });
@@ -273,6 +360,7 @@ export async function planCheckedRun(source: RunConfigSource, options: PlanCheck
   const runOutputRoot = plan ? `${runLayout(plan.artifactsRoot, plan.runId).root}/runs/${plan.runId}/` : undefined;
   const checked = await preflightRunConfig(source.value, { ...options, ...(runOutputRoot ? { runOutputRoot } : {}) });
   problems.push(...locateFindings(checked.problems, locate));
-  if (problems.length > 0 || !plan) throw new ValidationError('BAD_RUN_CONFIG', `${file} has problems; fix them and run again`, problems);
+  if (problems.length > 0 || !plan)
+    throw new ValidationError('BAD_RUN_CONFIG', `${file} has problems; fix them and run again`, problems);
   return { plan, notes: locateFindings(checked.notes, locate) };
 }

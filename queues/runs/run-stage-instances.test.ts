@@ -25,7 +25,8 @@ describe('stage instances, handoff chains and rounds', () => {
     try {
       planRun(value, { env, now, file: 'run.yaml' });
     } catch (error) {
-      if (error instanceof ValidationError) return error.problems.map((problem) => `${problem.path}: ${problem.message}`);
+      if (error instanceof ValidationError)
+        return error.problems.map((problem) => `${problem.path}: ${problem.message}`);
       throw error;
     }
     return [];
@@ -39,7 +40,14 @@ describe('stage instances, handoff chains and rounds', () => {
     expect(data?.jobId).toMatch(/^r1\.data\./);
     const flow = buildRunFlow(plan, { jobDataLimit: 64 * 1024 });
     const children = flow.children as FlowJob[];
-    expect(children.map((child) => [child.queueName, child.name, (child.data as { stage?: string; kind?: string }).stage, (child.data as { kind?: string }).kind])).toEqual([
+    expect(
+      children.map((child) => [
+        child.queueName,
+        child.name,
+        (child.data as { stage?: string; kind?: string }).stage,
+        (child.data as { kind?: string }).kind,
+      ]),
+    ).toEqual([
       ['fanout-demo', 'stage', 'other', 'fanout-demo'],
       ['runs', 'handoff', undefined, undefined],
     ]);
@@ -47,32 +55,59 @@ describe('stage instances, handoff chains and rounds', () => {
 
   it('unrolls rounds: round k+1 reads the checkpoint trained on round k, records carry version k, later stages read the last round', () => {
     const plan = planRun(config, { env, now });
-    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.before, handoff.policyVersion ?? null])).toEqual([
+    expect(
+      plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.before, handoff.policyVersion ?? null]),
+    ).toEqual([
       ['sft', ['data'], ['rollouts-round-1', 'rollouts-round-2', 'rollouts-round-3', 'served'], null],
       ['opd-round-1', ['rollouts-round-1'], ['rollouts-round-2', 'rollouts-round-3', 'served'], 2],
       ['opd-round-2', ['rollouts-round-2'], ['rollouts-round-3', 'served'], 3],
       ['opd', ['rollouts-round-3'], ['served'], 4],
     ]);
     const rounds = plan.stages.filter((stage) => stage.round);
-    expect(rounds.map((stage) => [stage.name, stage.segment, stage.round?.policyVersion, (stage.template as { policy: { model: string } }).policy.model])).toEqual([
+    expect(
+      rounds.map((stage) => [
+        stage.name,
+        stage.segment,
+        stage.round?.policyVersion,
+        (stage.template as { policy: { model: string } }).policy.model,
+      ]),
+    ).toEqual([
       ['rollouts-round-1', 'sft', 1, '${checkpoints.sft.model}'],
       ['rollouts-round-2', 'opd-round-1', 2, '${checkpoints.opd-round-1.model}'],
       ['rollouts-round-3', 'opd-round-2', 3, '${checkpoints.opd-round-2.model}'],
     ]);
     expect(rounds.map((stage) => (stage.input as { policyVersion?: number }).policyVersion)).toEqual([1, 2, 3]);
-    expect(plan.stages.find((stage) => stage.name === 'served')).toMatchObject({ segment: 'opd', dependsOn: ['rollouts-round-3'], template: { inputs: ['s3://bucket/hat/runs/r1/rollouts-round-3/manifest.json'] } });
+    expect(plan.stages.find((stage) => stage.name === 'served')).toMatchObject({
+      segment: 'opd',
+      dependsOn: ['rollouts-round-3'],
+      template: { inputs: ['s3://bucket/hat/runs/r1/rollouts-round-3/manifest.json'] },
+    });
   });
 
   it('with maxStaleness 1, starts round k+1 on version k-1, makes each round handoff follow the one before and poll for a round started earlier', () => {
     const stale = { ...config, stages: { ...config.stages, rollouts: { ...config.stages.rollouts, maxStaleness: 1 } } };
     const plan = planRun(stale, { env, now });
     const rounds = plan.stages.filter((stage) => stage.round);
-    expect(rounds.map((stage) => [stage.name, stage.segment, stage.round?.policyVersion, (stage.input as { policyVersion?: number }).policyVersion])).toEqual([
+    expect(
+      rounds.map((stage) => [
+        stage.name,
+        stage.segment,
+        stage.round?.policyVersion,
+        (stage.input as { policyVersion?: number }).policyVersion,
+      ]),
+    ).toEqual([
       ['rollouts-round-1', 'sft', 1, 1],
       ['rollouts-round-2', 'sft', 1, 1],
       ['rollouts-round-3', 'opd-round-1', 2, 2],
     ]);
-    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.policyVersion ?? null, handoff.maxStaleness ?? null])).toEqual([
+    expect(
+      plan.handoffs.map((handoff) => [
+        handoff.name,
+        handoff.after,
+        handoff.policyVersion ?? null,
+        handoff.maxStaleness ?? null,
+      ]),
+    ).toEqual([
       ['sft', ['data'], null, null],
       ['opd-round-1', ['rollouts-round-1'], 2, 1],
       ['opd-round-2', ['rollouts-round-2'], 3, 1],
@@ -80,8 +115,14 @@ describe('stage instances, handoff chains and rounds', () => {
     ]);
     const flow = buildRunFlow(plan, { jobDataLimit: 64 * 1024 });
     const chain: string[] = [];
-    for (let data: HandoffJobData | undefined = (flow.children as FlowJob[])[1]?.data as HandoffJobData; data; data = data.next) {
-      chain.push(`${data.name}: post ${data.post.map((stage) => stage.name).join(', ') || '-'}; polls ${data.awaits.map((stage) => stage.name).join(', ') || '-'}`);
+    for (
+      let data: HandoffJobData | undefined = (flow.children as FlowJob[])[1]?.data as HandoffJobData;
+      data;
+      data = data.next
+    ) {
+      chain.push(
+        `${data.name}: post ${data.post.map((stage) => stage.name).join(', ') || '-'}; polls ${data.awaits.map((stage) => stage.name).join(', ') || '-'}`,
+      );
     }
     expect(chain).toEqual([
       'sft: post rollouts-round-1, rollouts-round-2; polls -',
@@ -92,11 +133,29 @@ describe('stage instances, handoff chains and rounds', () => {
   });
 
   it('drops and counts the datasets of a round older than the version trained from minus maxStaleness', () => {
-    const dataset = (stage: string, policyVersion: number, records: number) => ({ stage, policyVersion, manifestUri: `s3://b/${stage}/manifest.json`, objects: [{ uri: `s3://b/${stage}/e.jsonl.gz`, format: 'jsonl.gz', records, bytes: 1, sha256: 'x' }, { uri: `s3://b/${stage}/g.jsonl.gz`, kind: 'groups', format: 'jsonl.gz', records: 1, bytes: 1, sha256: 'x' }] });
+    const dataset = (stage: string, policyVersion: number, records: number) => ({
+      stage,
+      policyVersion,
+      manifestUri: `s3://b/${stage}/manifest.json`,
+      objects: [
+        { uri: `s3://b/${stage}/e.jsonl.gz`, format: 'jsonl.gz', records, bytes: 1, sha256: 'x' },
+        { uri: `s3://b/${stage}/g.jsonl.gz`, kind: 'groups', format: 'jsonl.gz', records: 1, bytes: 1, sha256: 'x' },
+      ],
+    });
     // Handoff for version 5 trains from version 4: with maxStaleness 1, v3 is kept, v2 is dropped.
-    const { kept, dropped } = staleDatasets({ policyVersion: 5, maxStaleness: 1 }, [dataset('r-3', 3, 4), dataset('r-2', 2, 6)]);
+    const { kept, dropped } = staleDatasets({ policyVersion: 5, maxStaleness: 1 }, [
+      dataset('r-3', 3, 4),
+      dataset('r-2', 2, 6),
+    ]);
     expect(kept.map((entry) => entry.stage)).toEqual(['r-3']);
-    expect(dropped).toEqual([{ stage: 'r-2', policyVersion: 2, records: 6, reason: 'sampled with policy v2, older than v3 (v4 - maxStaleness 1)' }]);
+    expect(dropped).toEqual([
+      {
+        stage: 'r-2',
+        policyVersion: 2,
+        records: 6,
+        reason: 'sampled with policy v2, older than v3 (v4 - maxStaleness 1)',
+      },
+    ]);
     expect(staleDatasets({ policyVersion: 5 }, [dataset('r-2', 2, 6)]).dropped).toEqual([]);
   });
 
@@ -104,32 +163,77 @@ describe('stage instances, handoff chains and rounds', () => {
     const flow = buildRunFlow(planRun(config, { env, now }), { jobDataLimit: 64 * 1024 });
     const sft = (flow.children as FlowJob[])[1];
     const chain: string[] = [];
-    for (let data: HandoffJobData | undefined = sft.data as HandoffJobData; data; data = data.next) chain.push(`${data.name}: ${data.post.map((stage) => stage.name).join(', ')}`);
-    expect(chain).toEqual(['sft: rollouts-round-1', 'opd-round-1: rollouts-round-2', 'opd-round-2: rollouts-round-3', 'opd: served']);
+    for (let data: HandoffJobData | undefined = sft.data as HandoffJobData; data; data = data.next)
+      chain.push(`${data.name}: ${data.post.map((stage) => stage.name).join(', ')}`);
+    expect(chain).toEqual([
+      'sft: rollouts-round-1',
+      'opd-round-1: rollouts-round-2',
+      'opd-round-2: rollouts-round-3',
+      'opd: served',
+    ]);
     expect((sft.opts as { jobId?: string }).jobId).toBe('r1.sft.handoff');
   });
 
   it('refuses rounds without a handoff or a starting checkpoint, maxStaleness outside 0..rounds-1, unknown kinds and handoffs, and handoffs that do not follow one another', () => {
     const { rollouts } = config.stages;
-    expect(problemsOf({ ...config, handoffs: { sft: { after: ['data'] } }, stages: { ...config.stages, served: { stage: 'noop' } } })).toEqual([
-      expect.stringMatching(/^stages\.rollouts\.rounds: each round hands its samples to the trainer: name "rollouts" in the after list of exactly one handoff \(found 0\)/),
+    expect(
+      problemsOf({
+        ...config,
+        handoffs: { sft: { after: ['data'] } },
+        stages: { ...config.stages, served: { stage: 'noop' } },
+      }),
+    ).toEqual([
+      expect.stringMatching(
+        /^stages\.rollouts\.rounds: each round hands its samples to the trainer: name "rollouts" in the after list of exactly one handoff \(found 0\)/,
+      ),
     ]);
-    expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, policy: { adapter: 'scripted' } } } })).toContainEqual(
-      expect.stringMatching(/^stages\.rollouts\.rounds: round k\+1 samples from the checkpoint trained on round k, .* it names none/),
+    expect(
+      problemsOf({
+        ...config,
+        stages: { ...config.stages, rollouts: { ...rollouts, policy: { adapter: 'scripted' } } },
+      }),
+    ).toContainEqual(
+      expect.stringMatching(
+        /^stages\.rollouts\.rounds: round k\+1 samples from the checkpoint trained on round k, .* it names none/,
+      ),
     );
     for (const maxStaleness of [3, -1, 1.5, '1']) {
       expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, maxStaleness } } })).toEqual([
-        expect.stringMatching(/^stages\.rollouts\.maxStaleness: must be a whole number from 0 to rounds - 1 \(2 here\)/),
+        expect.stringMatching(
+          /^stages\.rollouts\.maxStaleness: must be a whole number from 0 to rounds - 1 \(2 here\)/,
+        ),
       ]);
     }
-    expect(problemsOf({ ...config, stages: { ...config.stages, rollouts: { ...rollouts, rounds: undefined, maxStaleness: 1 } } })).toContainEqual(expect.stringMatching(/^stages\.rollouts\.maxStaleness: .*\(0 here\)/));
-    expect(problemsOf({ ...config, stages: { ...config.stages, other: { stage: 'fanout' } } })).toEqual([expect.stringMatching(/^stages\.other\.stage: unknown stage kind "fanout"/)]);
-    expect(problemsOf({ ...config, stages: { ...config.stages, served: { stage: 'noop', label: '${checkpoints.dpo.model}' } } })).toEqual([
-      expect.stringMatching(/^stages\.served\.label: \$\{checkpoints\.dpo\.model\} names handoff "dpo", which this run does not have/),
+    expect(
+      problemsOf({
+        ...config,
+        stages: { ...config.stages, rollouts: { ...rollouts, rounds: undefined, maxStaleness: 1 } },
+      }),
+    ).toContainEqual(expect.stringMatching(/^stages\.rollouts\.maxStaleness: .*\(0 here\)/));
+    expect(problemsOf({ ...config, stages: { ...config.stages, other: { stage: 'fanout' } } })).toEqual([
+      expect.stringMatching(/^stages\.other\.stage: unknown stage kind "fanout"/),
+    ]);
+    expect(
+      problemsOf({
+        ...config,
+        stages: { ...config.stages, served: { stage: 'noop', label: '${checkpoints.dpo.model}' } },
+      }),
+    ).toEqual([
+      expect.stringMatching(
+        /^stages\.served\.label: \$\{checkpoints\.dpo\.model\} names handoff "dpo", which this run does not have/,
+      ),
     ]);
     // Two handoffs after stages that wait for neither: nothing orders them.
     expect(
-      problemsOf({ runId: 'x', handoffs: { a: { after: ['data'] }, b: { after: ['other'] } }, stages: { data: { stage: 'fanout-demo' }, other: { stage: 'fanout-demo' }, n: { stage: 'noop', label: '${checkpoints.a.model} ${checkpoints.b.model}' } } }),
+      problemsOf({
+        runId: 'x',
+        handoffs: { a: { after: ['data'] }, b: { after: ['other'] } },
+        stages: {
+          data: { stage: 'fanout-demo' },
+          other: { stage: 'fanout-demo' },
+          n: { stage: 'noop', label: '${checkpoints.a.model} ${checkpoints.b.model}' },
+        },
+      }),
     ).toEqual([expect.stringMatching(/^handoffs\.b\.after: handoffs "a" and "b" do not wait for each other/)]);
   });
 

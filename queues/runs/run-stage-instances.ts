@@ -74,26 +74,44 @@ export interface RunInstances {
 const runLevelKeys = ['stage', 'rounds', 'maxStaleness'];
 
 /** Reads `stages`, `handoff` and `handoffs` of a parsed run config (their shapes checked by the run schema). */
-export function runInstances(config: { stages: Record<string, Record<string, unknown> | null | undefined>; handoff?: unknown; handoffs?: unknown }): RunInstances {
+export function runInstances(config: {
+  stages: Record<string, Record<string, unknown> | null | undefined>;
+  handoff?: unknown;
+  handoffs?: unknown;
+}): RunInstances {
   const problems: RunInstances['problems'] = [];
   const handoffs: HandoffInstance[] = [];
   if (config.handoff !== undefined && config.handoffs !== undefined) {
-    problems.push({ path: ['handoff'], message: 'give either handoff: (one trainer handoff, named train) or handoffs: { <name>: {...} }, not both' });
+    problems.push({
+      path: ['handoff'],
+      message: 'give either handoff: (one trainer handoff, named train) or handoffs: { <name>: {...} }, not both',
+    });
   }
   const legacy = config.handoff !== undefined ? handoffConfigSchema.parse(config.handoff) : undefined;
   if (legacy) handoffs.push({ name: handoffStageName, config: legacy, path: ['handoff'] });
   for (const [name, value] of Object.entries((config.handoffs ?? {}) as Record<string, unknown>)) {
-    if (!runNodeNamePattern.test(name)) problems.push({ path: ['handoffs', name], message: `handoff name "${name}" is not allowed: use letters, digits, "_" and "-" (at most 64)` });
+    if (!runNodeNamePattern.test(name))
+      problems.push({
+        path: ['handoffs', name],
+        message: `handoff name "${name}" is not allowed: use letters, digits, "_" and "-" (at most 64)`,
+      });
     handoffs.push({ name, config: namedHandoffConfigSchema.parse(value), path: ['handoffs', name] });
   }
 
   let stages: StageInstance[] = [];
   for (const [name, entry] of Object.entries(config.stages)) {
     const value = { ...(entry ?? {}) };
-    if (!runNodeNamePattern.test(name)) problems.push({ path: ['stages', name], message: `stage name "${name}" is not allowed: use letters, digits, "_" and "-" (at most 64)` });
+    if (!runNodeNamePattern.test(name))
+      problems.push({
+        path: ['stages', name],
+        message: `stage name "${name}" is not allowed: use letters, digits, "_" and "-" (at most 64)`,
+      });
     const kind = value.stage === undefined ? name : value.stage;
     if (typeof kind !== 'string' || kind.length === 0) {
-      problems.push({ path: ['stages', name, 'stage'], message: 'must name a registered stage kind (shard, distill, rl, ...)' });
+      problems.push({
+        path: ['stages', name, 'stage'],
+        message: 'must name a registered stage kind (shard, distill, rl, ...)',
+      });
       continue;
     }
     const onPolicy = onPolicyStageKinds.has(kind);
@@ -104,18 +122,36 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
       problems.push({ path: ['stages', name, 'rounds'], message: 'must be a whole number of rounds from 1 to 100' });
     }
     const roundCount = typeof rounds === 'number' && Number.isInteger(rounds) && rounds >= 1 ? rounds : 1;
-    if (maxStaleness !== undefined && !(Number.isInteger(maxStaleness) && (maxStaleness as number) >= 0 && (maxStaleness as number) <= roundCount - 1)) {
+    if (
+      maxStaleness !== undefined &&
+      !(Number.isInteger(maxStaleness) && (maxStaleness as number) >= 0 && (maxStaleness as number) <= roundCount - 1)
+    ) {
       problems.push({
         path: ['stages', name, 'maxStaleness'],
         message: `must be a whole number from 0 to rounds - 1 (${roundCount - 1} here): how many policy versions a round may sample behind the newest (0: each round waits for the checkpoint of the round before it); got ${JSON.stringify(maxStaleness)}`,
       });
     }
-    const staleness = typeof maxStaleness === 'number' && Number.isInteger(maxStaleness) && maxStaleness > 0 ? { maxStaleness } : {};
-    stages.push({ name, kind, config: value, path: ['stages', name], ...(typeof rounds === 'number' && rounds >= 2 ? { round: { index: 0, of: rounds, stage: name, ...staleness } } : {}) });
+    const staleness =
+      typeof maxStaleness === 'number' && Number.isInteger(maxStaleness) && maxStaleness > 0 ? { maxStaleness } : {};
+    stages.push({
+      name,
+      kind,
+      config: value,
+      path: ['stages', name],
+      ...(typeof rounds === 'number' && rounds >= 2
+        ? { round: { index: 0, of: rounds, stage: name, ...staleness } }
+        : {}),
+    });
   }
 
   // Legacy `${checkpoint.<field>}` is the single handoff's checkpoint.
-  if (legacy) stages = stages.map((stage) => ({ ...stage, config: rewriteStrings(stage.config, (text) => text.replace(/\$\{\s*checkpoint\.([A-Za-z]+)\s*\}/g, `\${checkpoints.${handoffStageName}.$1}`)) as Record<string, unknown> }));
+  if (legacy)
+    stages = stages.map((stage) => ({
+      ...stage,
+      config: rewriteStrings(stage.config, (text) =>
+        text.replace(/\$\{\s*checkpoint\.([A-Za-z]+)\s*\}/g, `\${checkpoints.${handoffStageName}.$1}`),
+      ) as Record<string, unknown>,
+    }));
 
   for (const roundedName of stages.filter((stage) => stage.round !== undefined).map((stage) => stage.name)) {
     const rounded = stages.find((stage) => stage.name === roundedName) as StageInstance;
@@ -126,11 +162,26 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
     stages = stages.flatMap((stage) => (stage.name === rounded.name ? unrolled.stages : [stage]));
     stages = stages.map((stage) => ({
       ...stage,
-      config: rewriteStrings(stage.config, (text) => text.replace(new RegExp(`\\$\\{\\s*stages\\.${escapeRegExp(rounded.name)}\\.`, 'g'), `\${stages.${last.name}.`)) as Record<string, unknown>,
+      config: rewriteStrings(stage.config, (text) =>
+        text.replace(new RegExp(`\\$\\{\\s*stages\\.${escapeRegExp(rounded.name)}\\.`, 'g'), `\${stages.${last.name}.`),
+      ) as Record<string, unknown>,
     }));
-    const renamed = handoffs.map((handoff) => ({ ...handoff, config: { ...handoff.config, after: handoff.config.after.map(renameStage), before: handoff.config.before.map(renameStage) } }));
+    const renamed = handoffs.map((handoff) => ({
+      ...handoff,
+      config: {
+        ...handoff.config,
+        after: handoff.config.after.map(renameStage),
+        before: handoff.config.before.map(renameStage),
+      },
+    }));
     const at = renamed.findIndex((handoff) => handoff.name === unrolled.handoff);
-    renamed.splice(at, 1, ...unrolled.handoffs.map((handoff) => (handoff.name === unrolled.handoff ? { ...handoff, config: { ...(renamed[at]).config } } : handoff)));
+    renamed.splice(
+      at,
+      1,
+      ...unrolled.handoffs.map((handoff) =>
+        handoff.name === unrolled.handoff ? { ...handoff, config: { ...renamed[at].config } } : handoff,
+      ),
+    );
     handoffs.splice(0, handoffs.length, ...renamed);
   }
   for (const stage of stages) if (stage.round && stage.round.index === 0) delete stage.round;
@@ -138,7 +189,11 @@ export function runInstances(config: { stages: Record<string, Record<string, unk
 }
 
 /** Round k of `stage` for k = 1..N, and the handoffs between them (the last is the stage's own handoff, version N+1). */
-function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problems: RunInstances['problems']): { stages: StageInstance[]; handoffs: HandoffInstance[]; handoff: string } | undefined {
+function unrollRounds(
+  stage: StageInstance,
+  handoffs: HandoffInstance[],
+  problems: RunInstances['problems'],
+): { stages: StageInstance[]; handoffs: HandoffInstance[]; handoff: string } | undefined {
   const { of: rounds, maxStaleness = 0 } = stage.round as NonNullable<StageInstance['round']>;
   const owners = handoffs.filter((handoff) => handoff.config.after.includes(stage.name));
   if (owners.length !== 1) {
@@ -166,12 +221,23 @@ function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problem
     // Round k samples version k, or with maxStaleness s the version k-s it may start on (at least 1).
     const version = Math.max(1, index - maxStaleness);
     const source = version === 1 ? start : roundHandoff(version - 1);
-    const config = rewriteStrings(stage.config, (text) => text.replace(new RegExp(`\\$\\{\\s*checkpoints\\.${escapeRegExp(start)}\\.`, 'g'), `\${checkpoints.${source}.`)) as Record<string, unknown>;
-    stages.push({ name, kind: stage.kind, config: { ...config, policyVersion: version }, path: stage.path, round: { index, of: rounds, stage: stage.name, ...(maxStaleness > 0 ? { maxStaleness } : {}) } });
+    const config = rewriteStrings(stage.config, (text) =>
+      text.replace(new RegExp(`\\$\\{\\s*checkpoints\\.${escapeRegExp(start)}\\.`, 'g'), `\${checkpoints.${source}.`),
+    ) as Record<string, unknown>;
+    stages.push({
+      name,
+      kind: stage.kind,
+      config: { ...config, policyVersion: version },
+      path: stage.path,
+      round: { index, of: rounds, stage: stage.name, ...(maxStaleness > 0 ? { maxStaleness } : {}) },
+    });
     const handoffConfig = index === rounds ? owner.config : { ...owner.config, after: [name], before: [] };
     between.push({
       name: roundHandoff(index),
-      config: index === rounds ? { ...handoffConfig, after: handoffConfig.after.map((item) => (item === stage.name ? name : item)) } : handoffConfig,
+      config:
+        index === rounds
+          ? { ...handoffConfig, after: handoffConfig.after.map((item) => (item === stage.name ? name : item)) }
+          : handoffConfig,
       path: owner.path,
       policyVersion: index + 1,
       ...(maxStaleness > 0 ? { maxStaleness, ...(index > 1 ? { follows: roundHandoff(index - 1) } : {}) } : {}),
@@ -183,7 +249,8 @@ function unrollRounds(stage: StageInstance, handoffs: HandoffInstance[], problem
 function rewriteStrings(value: unknown, rewrite: (text: string) => string): unknown {
   if (typeof value === 'string') return rewrite(value);
   if (Array.isArray(value)) return value.map((item) => rewriteStrings(item, rewrite));
-  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, rewriteStrings(item, rewrite)]));
+  if (value !== null && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, rewriteStrings(item, rewrite)]));
   return value;
 }
 

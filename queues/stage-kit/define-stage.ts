@@ -152,7 +152,12 @@ export interface SingleJobStageDefinition<Input, Output> extends StageContract<I
   createProcessor(deps: StageDeps): StageProcessor<Input, Output>;
 }
 
-export interface FanOutStageDefinition<Input, Output, PartInput, PartOutput> extends FanOutContract<Input, Output, PartInput, PartOutput> {
+export interface FanOutStageDefinition<Input, Output, PartInput, PartOutput> extends FanOutContract<
+  Input,
+  Output,
+  PartInput,
+  PartOutput
+> {
   kind: 'fan-out';
   /** Splits the input into part inputs; deterministic (same input, same parts, same order). */
   plan(input: Input, deps: StageDeps): PartInput[] | Promise<PartInput[]>;
@@ -163,8 +168,7 @@ export interface FanOutStageDefinition<Input, Output, PartInput, PartOutput> ext
 }
 
 export type StageDefinition<Input = unknown, Output = unknown, PartInput = unknown, PartOutput = unknown> =
-  | SingleJobStageDefinition<Input, Output>
-  | FanOutStageDefinition<Input, Output, PartInput, PartOutput>;
+  SingleJobStageDefinition<Input, Output> | FanOutStageDefinition<Input, Output, PartInput, PartOutput>;
 
 /** Any registered stage, types erased. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -176,30 +180,50 @@ export type SingleJobStageSpec<Input, Output> = StageContract<Input, Output> & {
   finish?: undefined;
 };
 
-export type FanOutStageSpec<Input, Output, PartInput, PartOutput> = FanOutContract<Input, Output, PartInput, PartOutput> & {
+export type FanOutStageSpec<Input, Output, PartInput, PartOutput> = FanOutContract<
+  Input,
+  Output,
+  PartInput,
+  PartOutput
+> & {
   plan(input: Input, deps: StageDeps): PartInput[] | Promise<PartInput[]>;
   createProcessor(deps: StageDeps): StageProcessor<PartInput, PartOutput>;
   finish(input: Input, partOutputs: PartOutput[], deps: StageDeps): Promise<Output>;
 };
 
 /** Defines a single-job stage or a fan-out stage (when `plan` is given). Does not register it. */
-export function defineStage<Input, Output>(spec: SingleJobStageSpec<Input, Output>): SingleJobStageDefinition<Input, Output>;
+export function defineStage<Input, Output>(
+  spec: SingleJobStageSpec<Input, Output>,
+): SingleJobStageDefinition<Input, Output>;
 export function defineStage<Input, Output, PartInput, PartOutput>(
   spec: FanOutStageSpec<Input, Output, PartInput, PartOutput>,
 ): FanOutStageDefinition<Input, Output, PartInput, PartOutput>;
-export function defineStage(spec: SingleJobStageSpec<unknown, unknown> | FanOutStageSpec<unknown, unknown, unknown, unknown>): AnyStage {
+export function defineStage(
+  spec: SingleJobStageSpec<unknown, unknown> | FanOutStageSpec<unknown, unknown, unknown, unknown>,
+): AnyStage {
   assertStageName(spec.name);
   const queue = spec.queue ?? {};
   for (const [field, value] of Object.entries(queue)) {
     if (typeof value === 'number' && (!Number.isInteger(value) || value < 1)) {
-      throw new BadInputError('BAD_STAGE_DEFINITION', `stage "${spec.name}": queue.${field} must be a positive integer, got ${value}`);
+      throw new BadInputError(
+        'BAD_STAGE_DEFINITION',
+        `stage "${spec.name}": queue.${field} must be a positive integer, got ${value}`,
+      );
     }
   }
   const { plan, finish } = spec as { plan?: unknown; finish?: unknown };
   if (plan) {
-    if (!finish) throw new BadInputError('BAD_STAGE_DEFINITION', `stage "${spec.name}" has plan() but no finish(); a fanned-out stage must fan in`);
+    if (!finish)
+      throw new BadInputError(
+        'BAD_STAGE_DEFINITION',
+        `stage "${spec.name}" has plan() but no finish(); a fanned-out stage must fan in`,
+      );
     return { ...spec, kind: 'fan-out' } as FanOutStageDefinition<unknown, unknown, unknown, unknown>;
   }
-  if (finish) throw new BadInputError('BAD_STAGE_DEFINITION', `stage "${spec.name}" has finish() but no plan(); finish() fans in parts that plan() made`);
+  if (finish)
+    throw new BadInputError(
+      'BAD_STAGE_DEFINITION',
+      `stage "${spec.name}" has finish() but no plan(); finish() fans in parts that plan() made`,
+    );
   return { ...spec, kind: 'single' } as SingleJobStageDefinition<unknown, unknown>;
 }

@@ -52,7 +52,10 @@ export function deriveRunId(configHash: string, at: Date, label = 'run'): string
 
 /** `20250131T020000Z`. */
 export function compactUtc(at: Date): string {
-  return at.toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
+  return at
+    .toISOString()
+    .replace(/\.\d{3}Z$/, 'Z')
+    .replace(/[-:]/g, '');
 }
 
 /** A BullMQ job key `<prefix>:<queue>:<id>` split into queue and id (our prefixes contain no `:`). */

@@ -13,8 +13,12 @@ import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
  * artifact store); none means the sample live-host harness. Validation is the harness loader's:
  * every problem at once, exit 2.
  */
-export async function loadHarnessFromUri(uri: string | undefined, openObject: StageDeps['openObject']): Promise<Harness> {
-  if (uri === undefined) return loadHarnessFromFiles(await readHarnessFiles(sampleHarnessDirectory()), 'sample live-host harness');
+export async function loadHarnessFromUri(
+  uri: string | undefined,
+  openObject: StageDeps['openObject'],
+): Promise<Harness> {
+  if (uri === undefined)
+    return loadHarnessFromFiles(await readHarnessFiles(sampleHarnessDirectory()), 'sample live-host harness');
   if (!uri.startsWith('s3://')) {
     const directory = uri.startsWith('file:') ? fileUriToPath(uri) : uri;
     return loadHarnessFromFiles(await readHarnessFiles(directory), directory);
@@ -25,9 +29,16 @@ export async function loadHarnessFromUri(uri: string | undefined, openObject: St
   for await (const object of store.list(prefix)) {
     const relative = object.key.slice(prefix.length);
     if (relative === HARNESS_FILE || relative.startsWith('skills/') || relative.startsWith('tools/')) {
-      files[relative] = decodeUtf8Strict(await store.getBuffer(object.key), store.uriOf(object.key)).replace(/\r\n/g, '\n');
+      files[relative] = decodeUtf8Strict(await store.getBuffer(object.key), store.uriOf(object.key)).replace(
+        /\r\n/g,
+        '\n',
+      );
     }
   }
-  if (!(HARNESS_FILE in files)) throw new BadInputError('BAD_HARNESS', `${uri}: no ${HARNESS_FILE} under this prefix; point harness at the prefix holding harness.yaml, skills/ and tools/`);
+  if (!(HARNESS_FILE in files))
+    throw new BadInputError(
+      'BAD_HARNESS',
+      `${uri}: no ${HARNESS_FILE} under this prefix; point harness at the prefix holding harness.yaml, skills/ and tools/`,
+    );
   return loadHarnessFromFiles(files, uri);
 }

@@ -10,17 +10,41 @@ import { runStageLocally, type LocalStageProgress } from './run-stage-locally';
 const clock = { now: () => Date.parse('2025-01-01T00:00:00Z') };
 
 function options(store: MemoryArtifactStore, extra: Partial<Parameters<typeof runStageLocally>[2]> = {}) {
-  return { store, openObject: (uri: string) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), clock, ...extra };
+  return {
+    store,
+    openObject: (uri: string) => ({ store, key: store.keyOf(uri) }),
+    logger: silentLogger(),
+    clock,
+    ...extra,
+  };
 }
 
 describe('runStageLocally', () => {
   it('plans, runs every part and fans in, writing the manifest; the same seed gives the same bytes', async () => {
     const first = new MemoryArtifactStore('one');
     const progress: LocalStageProgress[] = [];
-    const result = await runStageLocally(fanoutDemoStage, { parts: 4, recordsPerPart: 3 }, options(first, { seed: '9', onProgress: (report) => progress.push(report) }));
+    const result = await runStageLocally(
+      fanoutDemoStage,
+      { parts: 4, recordsPerPart: 3 },
+      options(first, { seed: '9', onProgress: (report) => progress.push(report) }),
+    );
     expect(result).toEqual({ output: { manifestUri: 'memory://one/manifest.json', parts: 4, records: 12 }, parts: 4 });
-    expect((await readManifest(first, 'manifest.json')).objects.map((object) => object.key)).toEqual(['part-00000.jsonl.gz', 'part-00001.jsonl.gz', 'part-00002.jsonl.gz', 'part-00003.jsonl.gz']);
-    expect(progress.map((report) => `${report.phase}:${report.partsDone}/${report.partsTotal}`)).toEqual(['plan:0/0', 'parts:0/4', 'parts:1/4', 'parts:2/4', 'parts:3/4', 'parts:4/4', 'finish:4/4', 'done:4/4']);
+    expect((await readManifest(first, 'manifest.json')).objects.map((object) => object.key)).toEqual([
+      'part-00000.jsonl.gz',
+      'part-00001.jsonl.gz',
+      'part-00002.jsonl.gz',
+      'part-00003.jsonl.gz',
+    ]);
+    expect(progress.map((report) => `${report.phase}:${report.partsDone}/${report.partsTotal}`)).toEqual([
+      'plan:0/0',
+      'parts:0/4',
+      'parts:1/4',
+      'parts:2/4',
+      'parts:3/4',
+      'parts:4/4',
+      'finish:4/4',
+      'done:4/4',
+    ]);
 
     const second = new MemoryArtifactStore('two');
     await runStageLocally(fanoutDemoStage, { parts: 4, recordsPerPart: 3 }, options(second, { seed: '9' }));
@@ -65,14 +89,18 @@ describe('runStageLocally', () => {
 
     it('stops at the first bad-input failure without retrying it', async () => {
       failures = { 0: 'bad' };
-      await expect(runStageLocally(stage, { parts: 2 }, options(new MemoryArtifactStore()))).rejects.toThrow(/^\[TEST_BAD\] part 0 is bad/);
+      await expect(runStageLocally(stage, { parts: 2 }, options(new MemoryArtifactStore()))).rejects.toThrow(
+        /^\[TEST_BAD\] part 0 is bad/,
+      );
       expect(calls.filter((index) => index === 0)).toHaveLength(1);
     });
 
     it('resumes: parts that finished before (their markers are there) are not processed again', async () => {
       const store = new MemoryArtifactStore();
       failures = { 2: 'bad' };
-      await expect(runStageLocally(stage, { parts: 3 }, options(store, { concurrency: 1 }))).rejects.toThrow(/TEST_BAD/);
+      await expect(runStageLocally(stage, { parts: 3 }, options(store, { concurrency: 1 }))).rejects.toThrow(
+        /TEST_BAD/,
+      );
       expect(calls).toEqual([0, 1, 2]);
       failures = {};
       calls.length = 0;
@@ -81,7 +109,9 @@ describe('runStageLocally', () => {
     });
 
     it('refuses input that does not match the stage schema, naming the field', async () => {
-      await expect(runStageLocally(stage, { parts: 'two' }, options(new MemoryArtifactStore()))).rejects.toThrow(/\[STAGE_INPUT_INVALID\][\s\S]*parts: /);
+      await expect(runStageLocally(stage, { parts: 'two' }, options(new MemoryArtifactStore()))).rejects.toThrow(
+        /\[STAGE_INPUT_INVALID\][\s\S]*parts: /,
+      );
       expect(calls).toEqual([]);
     });
   });

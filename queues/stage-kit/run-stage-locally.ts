@@ -3,7 +3,14 @@ import { isStorageFault } from '../../shared/artifacts/storage-errors';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { HatError } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
-import { systemClock, type AnyStage, type Clock, type FanOutStageDefinition, type StageDeps, type StageServices } from './define-stage';
+import {
+  systemClock,
+  type AnyStage,
+  type Clock,
+  type FanOutStageDefinition,
+  type StageDeps,
+  type StageServices,
+} from './define-stage';
 import { backoffDelay, defaultAttempts, defaultBackoffMs } from './retry-policy';
 import { buildStageDeps, checkResult, parseStageInput, planParts, runPart, type PlannedPart } from './stage-execution';
 
@@ -46,7 +53,11 @@ export interface LocalStageResult {
   parts: number;
 }
 
-export async function runStageLocally(stage: AnyStage, config: unknown, options: LocalStageOptions): Promise<LocalStageResult> {
+export async function runStageLocally(
+  stage: AnyStage,
+  config: unknown,
+  options: LocalStageOptions,
+): Promise<LocalStageResult> {
   const input = parseStageInput(stage, config, undefined);
   const controller = new AbortController();
   const abort = () => controller.abort(options.signal?.reason);
@@ -67,17 +78,28 @@ export async function runStageLocally(stage: AnyStage, config: unknown, options:
       signal: controller.signal,
       services: options.services ?? {},
     });
-  const report = (phase: LocalStageProgress['phase'], partsDone: number, partsTotal: number) => options.onProgress?.({ stage: stage.name, phase, partsDone, partsTotal });
+  const report = (phase: LocalStageProgress['phase'], partsDone: number, partsTotal: number) =>
+    options.onProgress?.({ stage: stage.name, phase, partsDone, partsTotal });
   try {
     if (stage.kind === 'single') {
       report('plan', 0, 0);
-      const output = await withAttempts(stage, options.storageRetryMs ?? 0, (attempt) => stage.createProcessor(depsFor(undefined, 0, attempt))(input));
+      const output = await withAttempts(stage, options.storageRetryMs ?? 0, (attempt) =>
+        stage.createProcessor(depsFor(undefined, 0, attempt))(input),
+      );
       report('done', 0, 0);
       return { output: checkResult(stage.output, output, stage.name, 'stage output'), parts: 0 };
     }
     report('plan', 0, 0);
     const parts = await planParts(stage, input, depsFor());
-    const outputs = await runParts(stage, parts, options.concurrency ?? stage.queue?.concurrency ?? 4, controller, depsFor, (done) => report('parts', done, parts.length), options.storageRetryMs ?? 0);
+    const outputs = await runParts(
+      stage,
+      parts,
+      options.concurrency ?? stage.queue?.concurrency ?? 4,
+      controller,
+      depsFor,
+      (done) => report('parts', done, parts.length),
+      options.storageRetryMs ?? 0,
+    );
     report('finish', parts.length, parts.length);
     const output = checkResult(stage.output, await stage.finish(input, outputs, depsFor()), stage.name, 'stage output');
     report('done', parts.length, parts.length);
@@ -103,7 +125,9 @@ async function runParts(
   const lane = async () => {
     while (next < parts.length && !controller.signal.aborted) {
       const part = parts[next++];
-      outputs[part.index] = await withAttempts(stage, storageRetryMs, (attempt) => runPart(stage, depsFor(part, parts.length, attempt), part));
+      outputs[part.index] = await withAttempts(stage, storageRetryMs, (attempt) =>
+        runPart(stage, depsFor(part, parts.length, attempt), part),
+      );
       onDone(++done);
     }
   };
@@ -122,7 +146,11 @@ async function runParts(
 }
 
 /** The stage's attempts and backoff, as BullMQ would apply them; permanent errors end at once. */
-async function withAttempts<T>(stage: AnyStage, storageRetryMs: number, work: (attempt: number) => Promise<T>): Promise<T> {
+async function withAttempts<T>(
+  stage: AnyStage,
+  storageRetryMs: number,
+  work: (attempt: number) => Promise<T>,
+): Promise<T> {
   const attempts = stage.queue?.attempts ?? defaultAttempts;
   let outageSince: number | undefined;
   let outageWaits = 0;

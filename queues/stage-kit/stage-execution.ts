@@ -5,7 +5,15 @@ import { HatError, ProblemCollector } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import type { Logger } from '../../shared/log/logger';
 import { Rng } from '../../shared/random/rng';
-import type { AnyStage, Clock, FanOutStageDefinition, StageDeps, StageOutputLocation, StageProgress, StageServices } from './define-stage';
+import type {
+  AnyStage,
+  Clock,
+  FanOutStageDefinition,
+  StageDeps,
+  StageOutputLocation,
+  StageProgress,
+  StageServices,
+} from './define-stage';
 import { partIdOf } from './job-ids';
 
 /**
@@ -26,7 +34,14 @@ export function stageOutputLocation(store: ArtifactStore, prefix: string): Stage
 }
 
 /** Parses with a schema; BadInputError `<code>` naming `where` and every field problem. */
-export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, code: string, summary: string, where?: string, pathPrefix = ''): T {
+export function parseOrThrow<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  code: string,
+  summary: string,
+  where?: string,
+  pathPrefix = '',
+): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const problems = new ProblemCollector();
@@ -37,7 +52,14 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, code: stri
 
 /** The stage config checked against the stage's input schema. */
 export function parseStageInput(stage: AnyStage, value: unknown, where?: string, pathPrefix = ''): unknown {
-  return parseOrThrow(stage.input, value, 'STAGE_INPUT_INVALID', `the config of stage "${stage.name}" is invalid; fix the fields named below`, where, pathPrefix);
+  return parseOrThrow(
+    stage.input,
+    value,
+    'STAGE_INPUT_INVALID',
+    `the config of stage "${stage.name}" is invalid; fix the fields named below`,
+    where,
+    pathPrefix,
+  );
 }
 
 /**
@@ -50,7 +72,10 @@ export function checkResult<T>(schema: z.ZodType<T>, value: unknown, stage: stri
   const detail = zodProblems(result.error)
     .map((problem) => `${problem.path}: ${problem.message}`)
     .join('; ');
-  throw new HatError('STAGE_OUTPUT_INVALID', `stage "${stage}" returned a ${what} that does not match its schema (${detail}); this is a bug in the stage`);
+  throw new HatError(
+    'STAGE_OUTPUT_INVALID',
+    `stage "${stage}" returned a ${what} that does not match its schema (${detail}); this is a bug in the stage`,
+  );
 }
 
 /** A planned part: its validated input and the hash that goes into its job id and marker. */
@@ -62,7 +87,11 @@ export interface PlannedPart {
 }
 
 /** Runs `plan` and validates every part input against the stage's part schema. */
-export async function planParts(stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>, input: unknown, deps: StageDeps): Promise<PlannedPart[]> {
+export async function planParts(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  input: unknown,
+  deps: StageDeps,
+): Promise<PlannedPart[]> {
   const partInputs = await stage.plan(input, deps);
   return partInputs.map((partInput, index) => {
     const parsed = checkResult(stage.partInput, partInput, stage.name, `part input (part ${index})`);
@@ -177,7 +206,10 @@ export function buildStageDeps(options: StageDepsOptions): StageDeps {
  * A progress reporter that sends at most one report per interval (the last one wins) and never
  * throws: progress is for people watching, losing one must not fail the work.
  */
-export function throttledProgress(send: (report: StageProgress) => Promise<unknown> | void, intervalMs = 500): (report: StageProgress) => void {
+export function throttledProgress(
+  send: (report: StageProgress) => Promise<unknown> | void,
+  intervalMs = 500,
+): (report: StageProgress) => void {
   let lastSent = 0;
   let pending: StageProgress | undefined;
   let timer: NodeJS.Timeout | undefined;

@@ -25,16 +25,36 @@ export function isManifestUri(uri: string): boolean {
  * Input URIs with stage manifests (`.../manifest.json`) replaced by the JSONL objects of `kind`
  * they list, in order (an object without a kind is its stage's main records, here trajectories).
  */
-export async function expandInputs(uris: readonly string[], openObject: StageDeps['openObject'], field: string, kind: 'trajectories' | 'tasks' | 'relabel'): Promise<InputObject[]> {
+export async function expandInputs(
+  uris: readonly string[],
+  openObject: StageDeps['openObject'],
+  field: string,
+  kind: 'trajectories' | 'tasks' | 'relabel',
+): Promise<InputObject[]> {
   const objects: InputObject[] = [];
   for (const uri of uris) {
     const { store, key } = openObject(uri);
-    if (!(await store.head(key))) throw new BadInputError('MISSING_INPUT', `${field}: ${uri} does not exist; check the URI or run the stage that writes it`);
+    if (!(await store.head(key)))
+      throw new BadInputError(
+        'MISSING_INPUT',
+        `${field}: ${uri} does not exist; check the URI or run the stage that writes it`,
+      );
     if (isManifestUri(uri)) {
       const manifest = await readManifest(store, key);
-      const listed = manifest.objects.filter((object) => jsonlKey.test(object.key) && (object.kind ?? 'trajectories') === kind);
-      if (listed.length === 0) throw new BadInputError('MISSING_INPUT', `${field}: manifest ${uri} lists no JSONL objects of ${kind}; point ${field} at the objects or a manifest that lists them`);
-      for (const object of listed) objects.push({ uri: object.uri, ...(object.records === undefined ? {} : { records: object.records }), sha256: object.sha256 });
+      const listed = manifest.objects.filter(
+        (object) => jsonlKey.test(object.key) && (object.kind ?? 'trajectories') === kind,
+      );
+      if (listed.length === 0)
+        throw new BadInputError(
+          'MISSING_INPUT',
+          `${field}: manifest ${uri} lists no JSONL objects of ${kind}; point ${field} at the objects or a manifest that lists them`,
+        );
+      for (const object of listed)
+        objects.push({
+          uri: object.uri,
+          ...(object.records === undefined ? {} : { records: object.records }),
+          sha256: object.sha256,
+        });
     } else {
       objects.push({ uri });
     }
@@ -47,7 +67,13 @@ export async function expandInputs(uris: readonly string[], openObject: StageDep
  * schema, and the sha256 of the stored bytes (lineage). A record that does not match names the
  * URI, line and field.
  */
-export async function readRecordRange<T>(openObject: StageDeps['openObject'], uri: string, schema: z.ZodType<T>, start = 0, end?: number): Promise<{ records: T[]; sha256: string }> {
+export async function readRecordRange<T>(
+  openObject: StageDeps['openObject'],
+  uri: string,
+  schema: z.ZodType<T>,
+  start = 0,
+  end?: number,
+): Promise<{ records: T[]; sha256: string }> {
   const { lines, sha256 } = await readJsonlLines(openObject, uri);
   const records: T[] = [];
   let index = 0;
@@ -61,14 +87,21 @@ export async function readRecordRange<T>(openObject: StageDeps['openObject'], ur
 }
 
 /** The lines of a JSONL object (gunzipped when `.gz`) and the sha256 of the stored bytes. */
-export async function readJsonlLines(openObject: StageDeps['openObject'], uri: string): Promise<{ lines: string[]; sha256: string }> {
+export async function readJsonlLines(
+  openObject: StageDeps['openObject'],
+  uri: string,
+): Promise<{ lines: string[]; sha256: string }> {
   const { store, key } = openObject(uri);
   const stored = await store.getBuffer(key);
   let text: string;
   try {
     text = (isGzipKey(key) ? gunzipSync(stored) : stored).toString('utf8');
   } catch (error) {
-    throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`, { cause: error });
+    throw new BadInputError(
+      'BAD_JSONL',
+      `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`,
+      { cause: error },
+    );
   }
   return { lines: text.split('\n'), sha256: sha256Hex(stored) };
 }
@@ -79,7 +112,10 @@ export function parseRecordLine<T>(uri: string, lineIndex: number, line: string,
   try {
     value = JSON.parse(line);
   } catch (error) {
-    throw new BadInputError('BAD_JSONL', `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`);
+    throw new BadInputError(
+      'BAD_JSONL',
+      `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
+    );
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw recordSchemaError(uri, lineIndex + 1, parsed.error, 'read');

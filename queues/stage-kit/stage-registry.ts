@@ -8,7 +8,10 @@ const stages = new Map<string, AnyStage>();
 export function registerStage(stage: AnyStage): AnyStage {
   const existing = stages.get(stage.name);
   if (existing && existing !== stage) {
-    throw new BadInputError('DUPLICATE_STAGE', `a different stage named "${stage.name}" is already registered; stage names must be unique`);
+    throw new BadInputError(
+      'DUPLICATE_STAGE',
+      `a different stage named "${stage.name}" is already registered; stage names must be unique`,
+    );
   }
   stages.set(stage.name, stage);
   return stage;
@@ -23,7 +26,10 @@ export function findStage(name: string): AnyStage | undefined {
 export function getStage(name: string): AnyStage {
   const stage = stages.get(name);
   if (!stage) {
-    throw new BadInputError('UNKNOWN_STAGE', `no stage named "${name}"; registered stages: ${stageNames().join(', ') || '(none)'}`);
+    throw new BadInputError(
+      'UNKNOWN_STAGE',
+      `no stage named "${name}"; registered stages: ${stageNames().join(', ') || '(none)'}`,
+    );
   }
   return stage;
 }

@@ -16,7 +16,11 @@ describe('stage figures', () => {
         { label: 'tasks to review', value: 3, tone: 'warn' },
         { label: 'latency SLO', value: 'pass', tone: 'pass' },
       ]),
-    ).toEqual(['acceptance rate: 50.0% (tasks with an accepted trajectory)', '! tasks to review: 3', 'latency SLO: pass']);
+    ).toEqual([
+      'acceptance rate: 50.0% (tasks with an accepted trajectory)',
+      '! tasks to review: 3',
+      'latency SLO: pass',
+    ]);
   });
 
   it('gives an empty whole a zero share rather than NaN', () => {

@@ -42,7 +42,10 @@ export function summarizeStageOutput(stage: string, output: unknown): StageSumma
 
 /** One line per figure, as `hat runs show` prints them: `label: value (detail)`, `!` before a warning or failure. */
 export function figureLines(figures: readonly StageFigure[]): string[] {
-  return figures.map((figure) => `${figure.tone === 'warn' || figure.tone === 'fail' ? '! ' : ''}${figure.label}: ${formatFigure(figure)}${figure.detail ? ` (${figure.detail})` : ''}`);
+  return figures.map(
+    (figure) =>
+      `${figure.tone === 'warn' || figure.tone === 'fail' ? '! ' : ''}${figure.label}: ${formatFigure(figure)}${figure.detail ? ` (${figure.detail})` : ''}`,
+  );
 }
 
 /** Share of `part` in `whole`; 0 for an empty whole. */

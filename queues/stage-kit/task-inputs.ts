@@ -14,7 +14,10 @@ export interface TaskSets {
  * field) and refuses a task id seen twice across them: trajectory, episode and group ids derive
  * from task ids, so a duplicate would make two different episodes indistinguishable.
  */
-export async function readTaskSets(objects: readonly InputObject[], openObject: StageDeps['openObject']): Promise<TaskSets> {
+export async function readTaskSets(
+  objects: readonly InputObject[],
+  openObject: StageDeps['openObject'],
+): Promise<TaskSets> {
   const tasks: Task[] = [];
   const lineage: TaskSets['lineage'] = [];
   const seen = new Map<string, string>();
@@ -23,7 +26,11 @@ export async function readTaskSets(objects: readonly InputObject[], openObject: 
     for (const [index, task] of records.entries()) {
       const where = `${object.uri}: record ${index + 1}`;
       const first = seen.get(task.id);
-      if (first !== undefined) throw new BadInputError('DUPLICATE_TASK_ID', `${where}: id: task id "${task.id}" already appears at ${first}; task ids must be unique across the task sets of one stage`);
+      if (first !== undefined)
+        throw new BadInputError(
+          'DUPLICATE_TASK_ID',
+          `${where}: id: task id "${task.id}" already appears at ${first}; task ids must be unique across the task sets of one stage`,
+        );
       seen.set(task.id, where);
       tasks.push(task);
     }

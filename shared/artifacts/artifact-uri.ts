@@ -19,7 +19,10 @@ export type ArtifactLocation =
 const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
 function badUri(uri: string, reason: string): never {
-  throw new BadInputError('BAD_ARTIFACT_URI', `artifact URI ${JSON.stringify(uri)} ${reason}; use s3://bucket/prefix or file:///absolute/path`);
+  throw new BadInputError(
+    'BAD_ARTIFACT_URI',
+    `artifact URI ${JSON.stringify(uri)} ${reason}; use s3://bucket/prefix or file:///absolute/path`,
+  );
 }
 
 /** Parses `s3://bucket/key` or `file:///abs/path`; throws BadInputError `BAD_ARTIFACT_URI` otherwise. */

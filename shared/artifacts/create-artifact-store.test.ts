@@ -4,27 +4,39 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { errorCodeOf } from '../errors';
 import { parseArtifactUri } from './artifact-uri';
-import { createArtifactStore, openArtifactObject, openArtifactPrefix, s3SettingsFromEnv } from './create-artifact-store';
+import {
+  createArtifactStore,
+  openArtifactObject,
+  openArtifactPrefix,
+  s3SettingsFromEnv,
+} from './create-artifact-store';
 import { FileArtifactStore } from './file-artifact-store';
 import { S3ArtifactStore } from './s3-artifact-store';
 
 describe('parseArtifactUri', () => {
   it('splits s3 and file URIs', () => {
-    expect(parseArtifactUri('s3://hat-artifacts/runs/r1/')).toEqual({ scheme: 's3', bucket: 'hat-artifacts', key: 'runs/r1/' });
+    expect(parseArtifactUri('s3://hat-artifacts/runs/r1/')).toEqual({
+      scheme: 's3',
+      bucket: 'hat-artifacts',
+      key: 'runs/r1/',
+    });
     expect(parseArtifactUri('s3://hat-artifacts')).toEqual({ scheme: 's3', bucket: 'hat-artifacts', key: '' });
     expect(parseArtifactUri('file:///tmp/hat%20out/x')).toEqual({ scheme: 'file', path: '/tmp/hat out/x' });
   });
 
-  it.each(['ftp://host/x', '/tmp/x', 's3://Bad_Bucket/x', 's3:///x', 'file://remote-host/x'])('rejects %j with BAD_ARTIFACT_URI', (uri) => {
-    let caught: unknown;
-    try {
-      parseArtifactUri(uri);
-    } catch (error) {
-      caught = error;
-    }
-    expect(errorCodeOf(caught)).toBe('BAD_ARTIFACT_URI');
-    expect((caught as Error).message).toContain('use s3://bucket/prefix or file:///absolute/path');
-  });
+  it.each(['ftp://host/x', '/tmp/x', 's3://Bad_Bucket/x', 's3:///x', 'file://remote-host/x'])(
+    'rejects %j with BAD_ARTIFACT_URI',
+    (uri) => {
+      let caught: unknown;
+      try {
+        parseArtifactUri(uri);
+      } catch (error) {
+        caught = error;
+      }
+      expect(errorCodeOf(caught)).toBe('BAD_ARTIFACT_URI');
+      expect((caught as Error).message).toContain('use s3://bucket/prefix or file:///absolute/path');
+    },
+  );
 });
 
 describe('createArtifactStore', () => {
@@ -46,7 +58,14 @@ describe('createArtifactStore', () => {
   });
 
   it('reads S3 settings from the environment: path style by default only with an endpoint', () => {
-    expect(s3SettingsFromEnv({ S3_ENDPOINT: 'http://minio:9000', S3_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'id', AWS_SECRET_ACCESS_KEY: 'secret' })).toEqual({
+    expect(
+      s3SettingsFromEnv({
+        S3_ENDPOINT: 'http://minio:9000',
+        S3_REGION: 'eu-west-1',
+        AWS_ACCESS_KEY_ID: 'id',
+        AWS_SECRET_ACCESS_KEY: 'secret',
+      }),
+    ).toEqual({
       endpoint: 'http://minio:9000',
       region: 'eu-west-1',
       forcePathStyle: undefined,

@@ -42,13 +42,18 @@ export function createArtifactStore(uri: string, env: ArtifactStoreEnv = {}): Ar
   const location = parseArtifactUri(uri);
   if (location.scheme === 'file') return new FileArtifactStore(location.path);
   const prefix = location.key.replace(/\/+$/, '');
-  return new S3ArtifactStore({ bucket: location.bucket, prefix: prefix ? validateObjectKey(prefix) : '', settings: s3SettingsFromEnv(env) });
+  return new S3ArtifactStore({
+    bucket: location.bucket,
+    prefix: prefix ? validateObjectKey(prefix) : '',
+    settings: s3SettingsFromEnv(env),
+  });
 }
 
 /** A store and the key of one object in it, for commands that take a single object URI. */
 export function openArtifactObject(uri: string, env: ArtifactStoreEnv = {}): { store: ArtifactStore; key: string } {
   const location = parseArtifactUri(uri);
-  if (location.scheme === 'file') return { store: new FileArtifactStore(dirname(location.path)), key: validateObjectKey(basename(location.path)) };
+  if (location.scheme === 'file')
+    return { store: new FileArtifactStore(dirname(location.path)), key: validateObjectKey(basename(location.path)) };
   return { store: createArtifactStore(`s3://${location.bucket}`, env), key: validateObjectKey(location.key) };
 }
 
@@ -56,9 +61,13 @@ export function openArtifactObject(uri: string, env: ArtifactStoreEnv = {}): { s
  * A store and a listing prefix for a URI that names a "folder" or the start of keys
  * (`s3://b/runs/r1/`, `file:///tmp/out/runs/r1/collect/part-`).
  */
-export async function openArtifactPrefix(uri: string, env: ArtifactStoreEnv = {}): Promise<{ store: ArtifactStore; prefix: string }> {
+export async function openArtifactPrefix(
+  uri: string,
+  env: ArtifactStoreEnv = {},
+): Promise<{ store: ArtifactStore; prefix: string }> {
   const location = parseArtifactUri(uri);
-  if (location.scheme === 's3') return { store: createArtifactStore(`s3://${location.bucket}`, env), prefix: validateKeyPrefix(location.key) };
+  if (location.scheme === 's3')
+    return { store: createArtifactStore(`s3://${location.bucket}`, env), prefix: validateKeyPrefix(location.key) };
   const isDirectory = await stat(location.path).then(
     (info) => info.isDirectory(),
     () => false,

@@ -22,7 +22,11 @@ function hasCode(error: unknown, ...codes: string[]): boolean {
 
 /** A file system cannot hold both `a` and `a/b`, which S3 can: say so instead of a raw ENOTDIR. */
 function keyConflict(uri: string, cause: unknown): BadInputError {
-  return new BadInputError('KEY_CONFLICT', `cannot write ${uri}: a file store cannot hold both a key and keys below it ("a" and "a/b"); choose keys that do not nest under each other`, { cause });
+  return new BadInputError(
+    'KEY_CONFLICT',
+    `cannot write ${uri}: a file store cannot hold both a key and keys below it ("a" and "a/b"); choose keys that do not nest under each other`,
+    { cause },
+  );
 }
 
 /** This machine in temp file names, so a sweep can tell its own dead writers from another host's. */
@@ -57,7 +61,10 @@ export class FileArtifactStore implements ArtifactStore {
 
   constructor(rootDirectory: string) {
     if (!isAbsolute(rootDirectory)) {
-      throw new BadInputError('BAD_ARTIFACT_URI', `file store root ${JSON.stringify(rootDirectory)} is not an absolute path; use file:///absolute/path`);
+      throw new BadInputError(
+        'BAD_ARTIFACT_URI',
+        `file store root ${JSON.stringify(rootDirectory)} is not an absolute path; use file:///absolute/path`,
+      );
     }
     this.rootDirectory = resolve(rootDirectory);
     this.rootUri = pathToFileURL(this.rootDirectory).href;
@@ -84,7 +91,11 @@ export class FileArtifactStore implements ArtifactStore {
     }
   }
 
-  private async putUnchecked(key: string, body: string | Uint8Array | Readable, _options: PutOptions): Promise<ObjectInfo> {
+  private async putUnchecked(
+    key: string,
+    body: string | Uint8Array | Readable,
+    _options: PutOptions,
+  ): Promise<ObjectInfo> {
     const path = this.pathOf(key);
     // A source that fails while the directory is being made must not crash the process as an
     // unhandled 'error': the failure is read from the stream when writing starts.
@@ -97,7 +108,10 @@ export class FileArtifactStore implements ArtifactStore {
       if (hasCode(error, 'ENOENT')) throw await diagnoseMissingDirectory(path, 'put', this.uriOf(key), error);
       throw error;
     }
-    const temporaryPath = join(directory, `${temporarySegmentPrefix}${hostTag}-${process.pid}-${randomBytes(8).toString('hex')}`);
+    const temporaryPath = join(
+      directory,
+      `${temporarySegmentPrefix}${hostTag}-${process.pid}-${randomBytes(8).toString('hex')}`,
+    );
     const handle = await open(temporaryPath, 'wx');
     let written: { bytes: number; sha256: string };
     try {
@@ -191,7 +205,14 @@ export class FileArtifactStore implements ArtifactStore {
         host === hostTag && pid !== undefined && /^\d+$/.test(pid)
           ? isDead(Number(pid))
           : Date.now() - ((await stat(path).catch(() => undefined))?.mtimeMs ?? Date.now()) > foreignTemporaryAgeMs;
-      if (stale && (await unlink(path).then(() => true, () => false))) removed += 1;
+      if (
+        stale &&
+        (await unlink(path).then(
+          () => true,
+          () => false,
+        ))
+      )
+        removed += 1;
     }
     return removed;
   }
@@ -202,7 +223,10 @@ export class FileArtifactStore implements ArtifactStore {
     return join(this.rootDirectory, validateObjectKey(key));
   }
 
-  private async writeBody(handle: FileHandle, body: string | Uint8Array | Readable): Promise<{ bytes: number; sha256: string }> {
+  private async writeBody(
+    handle: FileHandle,
+    body: string | Uint8Array | Readable,
+  ): Promise<{ bytes: number; sha256: string }> {
     if (typeof body === 'string' || ArrayBuffer.isView(body)) {
       const data = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
       await handle.writeFile(data);
@@ -231,7 +255,9 @@ export class FileArtifactStore implements ArtifactStore {
   }
 
   private mapReadError(error: unknown, key: string): unknown {
-    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR') ? artifactNotFound(this.uriOf(key), error) : (fileStorageError(error, 'get', this.uriOf(key)) ?? error);
+    return hasCode(error, 'ENOENT', 'ENOTDIR', 'EISDIR')
+      ? artifactNotFound(this.uriOf(key), error)
+      : (fileStorageError(error, 'get', this.uriOf(key)) ?? error);
   }
 
   /**
@@ -251,7 +277,8 @@ export class FileArtifactStore implements ArtifactStore {
       if (!isListableName(entry.name)) continue;
       if (entry.isDirectory()) {
         const sortKey = `${directoryKey}${entry.name}/`;
-        if (sortKey.startsWith(prefix) || prefix.startsWith(sortKey)) candidates.push({ sortKey, name: entry.name, isDirectory: true });
+        if (sortKey.startsWith(prefix) || prefix.startsWith(sortKey))
+          candidates.push({ sortKey, name: entry.name, isDirectory: true });
       } else if (entry.isFile()) {
         const sortKey = `${directoryKey}${entry.name}`;
         if (sortKey.startsWith(prefix)) candidates.push({ sortKey, name: entry.name, isDirectory: false });

@@ -13,7 +13,10 @@ describe('readJsonl and encodings', () => {
   it('reads multi-byte UTF-8 intact, also where a character straddles two stream chunks', async () => {
     const store = new MemoryArtifactStore();
     // Long enough that the gunzip stream hands it over in several chunks.
-    const records = Array.from({ length: 4_000 }, (_, index) => ({ index, text: `直播间 🛍️ 优惠券 ${'é'.repeat(index % 7)}` }));
+    const records = Array.from({ length: 4_000 }, (_, index) => ({
+      index,
+      text: `直播间 🛍️ 优惠券 ${'é'.repeat(index % 7)}`,
+    }));
     await store.put('a.jsonl.gz', gzipSync(records.map((record) => JSON.stringify(record)).join('\n')));
     expect(await readAll(store, 'a.jsonl.gz')).toEqual(records);
   });

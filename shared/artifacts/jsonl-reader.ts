@@ -21,7 +21,11 @@ export function isGzipKey(key: string): boolean {
  * Streams the records of a JSON Lines object (gunzipped when the key ends in `.gz`), one parsed
  * record at a time. Blank lines are skipped; line numbers count them, so they match an editor's.
  */
-export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string, options: JsonlReadOptions<T> = {}): AsyncGenerator<T> {
+export async function* readJsonl<T = unknown>(
+  store: ArtifactStore,
+  key: string,
+  options: JsonlReadOptions<T> = {},
+): AsyncGenerator<T> {
   const uri = store.uriOf(key);
   const source = await store.getStream(key);
   const gunzip = isGzipKey(key) ? createGunzip() : undefined;
@@ -49,7 +53,10 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
     try {
       value = JSON.parse(text);
     } catch (error) {
-      throw new BadInputError('BAD_JSONL', `${uri}: line ${lineNumber}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`);
+      throw new BadInputError(
+        'BAD_JSONL',
+        `${uri}: line ${lineNumber}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
+      );
     }
     if (!options.schema) return value as T;
     const result = options.schema.safeParse(value);
@@ -66,7 +73,10 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
         let start = 0;
         let newline = bytes.indexOf(10, start);
         while (newline !== -1) {
-          const line = pending.length === 0 ? bytes.subarray(start, newline) : Buffer.concat([...pending, bytes.subarray(start, newline)]);
+          const line =
+            pending.length === 0
+              ? bytes.subarray(start, newline)
+              : Buffer.concat([...pending, bytes.subarray(start, newline)]);
           pending = [];
           const record = parse(line);
           if (record !== undefined) yield record;
@@ -78,7 +88,11 @@ export async function* readJsonl<T = unknown>(store: ArtifactStore, key: string,
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (gunzip && typeof code === 'string' && code.startsWith('Z_')) {
-        throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`, { cause: error });
+        throw new BadInputError(
+          'BAD_JSONL',
+          `${uri}: not valid gzip data (${(error as Error).message}); is it a .gz file?`,
+          { cause: error },
+        );
       }
       throw error;
     }

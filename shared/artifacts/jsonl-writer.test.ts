@@ -44,7 +44,11 @@ describe('writeJsonl / readJsonl', () => {
     const result = await writeJsonl(store, 'runs/r1/collect/part-0000.jsonl.gz', records, { schema: recordSchema });
     const stored = await store.getBuffer('runs/r1/collect/part-0000.jsonl.gz');
     const text = gunzipSync(stored).toString('utf8');
-    expect(result).toMatchObject({ key: 'runs/r1/collect/part-0000.jsonl.gz', uri: 'memory://test/runs/r1/collect/part-0000.jsonl.gz', records: 5000 });
+    expect(result).toMatchObject({
+      key: 'runs/r1/collect/part-0000.jsonl.gz',
+      uri: 'memory://test/runs/r1/collect/part-0000.jsonl.gz',
+      records: 5000,
+    });
     expect(result.bytes).toBe(stored.byteLength);
     expect(result.sha256).toBe(sha256Hex(stored));
     expect(result.uncompressedBytes).toBe(Buffer.byteLength(text));
@@ -81,7 +85,14 @@ describe('writeJsonl / readJsonl', () => {
   it('refuses a record that does not match the schema, naming record and field, and publishes nothing', async () => {
     const store = new MemoryArtifactStore();
     const records: unknown[] = makeRecords(20);
-    records[16] = { id: 'r16', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'robot', content: 'x' }] };
+    records[16] = {
+      id: 'r16',
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a' },
+        { role: 'robot', content: 'x' },
+      ],
+    };
     const error = await caught(writeJsonl(store, 'bad.jsonl.gz', records as TestRecord[], { schema: recordSchema }));
     expect(errorCodeOf(error)).toBe('BAD_RECORD');
     expect(error.message).toContain('record 17 written to memory://test/bad.jsonl.gz');
@@ -108,12 +119,21 @@ describe('writeJsonl / readJsonl', () => {
   it('names the URI, line and field path of a stored record that does not match the schema', async () => {
     const store = new MemoryArtifactStore();
     const lines = makeRecords(20).map((record) => JSON.stringify(record));
-    lines[16] = JSON.stringify({ id: 'r16', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }, { role: 'robot', content: 'x' }] });
+    lines[16] = JSON.stringify({
+      id: 'r16',
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a' },
+        { role: 'robot', content: 'x' },
+      ],
+    });
     await store.put('p/x.jsonl.gz', gzipSync(`${lines.join('\n')}\n`));
     const read = collect(readJsonl(store, 'p/x.jsonl.gz', { schema: recordSchema }));
     const error = await caught(read);
     expect(errorCodeOf(error)).toBe('BAD_RECORD');
-    expect(error.message).toContain('memory://test/p/x.jsonl.gz: line 17: messages[2].role: Invalid option: expected one of');
+    expect(error.message).toContain(
+      'memory://test/p/x.jsonl.gz: line 17: messages[2].role: Invalid option: expected one of',
+    );
   });
 
   it('counts blank lines in line numbers and reports invalid JSON with its line', async () => {

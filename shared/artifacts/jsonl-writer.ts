@@ -40,7 +40,12 @@ export interface JsonlWriterOptions<T> {
  * The error for a record that does not match its schema: every problem names the URI, the line
  * (1-based record number) and the field path, e.g. `s3://b/x.jsonl.gz: line 17: messages[2].role: ...`.
  */
-export function recordSchemaError(uri: string, lineNumber: number, error: z.ZodError, direction: 'read' | 'write'): ValidationError {
+export function recordSchemaError(
+  uri: string,
+  lineNumber: number,
+  error: z.ZodError,
+  direction: 'read' | 'write',
+): ValidationError {
   const problems = zodProblems(error, uri).map((problem) => ({ ...problem, line: lineNumber }));
   const summary =
     direction === 'read'
@@ -123,7 +128,13 @@ export class JsonlWriter<T = unknown> {
       this.failed = error;
       throw error;
     }
-    return { ...info, bytes: this.meter.bytes, sha256: this.meter.sha256(), records: this.records, uncompressedBytes: this.uncompressedBytes };
+    return {
+      ...info,
+      bytes: this.meter.bytes,
+      sha256: this.meter.sha256(),
+      records: this.records,
+      uncompressedBytes: this.uncompressedBytes,
+    };
   }
 
   /** Gives up: the partial object is discarded and nothing appears under the key. */

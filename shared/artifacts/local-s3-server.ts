@@ -109,7 +109,12 @@ export async function startLocalS3Server(options: LocalS3ServerOptions = {}): Pr
     directory,
     accessKeyId: s3rverCredential,
     secretAccessKey: s3rverCredential,
-    env: { S3_ENDPOINT: endpoint, S3_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: s3rverCredential, AWS_SECRET_ACCESS_KEY: s3rverCredential },
+    env: {
+      S3_ENDPOINT: endpoint,
+      S3_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: s3rverCredential,
+      AWS_SECRET_ACCESS_KEY: s3rverCredential,
+    },
     stop() {
       stopping ??= (async () => {
         await stopChild(child);
@@ -120,12 +125,22 @@ export async function startLocalS3Server(options: LocalS3ServerOptions = {}): Pr
   };
 }
 
-function waitForListening(child: ChildProcess, timeoutMs: number, stderr: () => string, serverOptions: Record<string, unknown>): Promise<number> {
+function waitForListening(
+  child: ChildProcess,
+  timeoutMs: number,
+  stderr: () => string,
+  serverOptions: Record<string, unknown>,
+): Promise<number> {
   return new Promise<number>((resolve, reject) => {
     const fail = (reason: string) => {
       cleanup();
       const output = stderr().trim();
-      reject(new HatError('LOCAL_S3_START_FAILED', `the local S3 server (s3rver) did not start: ${reason}${output ? `\n${output}` : ''}`));
+      reject(
+        new HatError(
+          'LOCAL_S3_START_FAILED',
+          `the local S3 server (s3rver) did not start: ${reason}${output ? `\n${output}` : ''}`,
+        ),
+      );
     };
     const onMessage = (message: { type?: string; port?: number; message?: string }) => {
       if (message.type === 'listening' && typeof message.port === 'number') {
@@ -135,7 +150,8 @@ function waitForListening(child: ChildProcess, timeoutMs: number, stderr: () => 
         fail(message.message ?? 'unknown error');
       }
     };
-    const onExit = (code: number | null, signal: NodeJS.Signals | null) => fail(`it exited (${signal ?? `code ${code}`})`);
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      fail(`it exited (${signal ?? `code ${code}`})`);
     const onError = (error: Error) => fail(error.message);
     const timer = setTimeout(() => fail(`no answer within ${timeoutMs} ms`), timeoutMs);
     function cleanup() {

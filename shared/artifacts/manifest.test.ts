@@ -10,7 +10,10 @@ const fixedClock = () => new Date('2025-01-02T03:04:05.000Z');
 async function writeStageOutput(store: MemoryArtifactStore) {
   const parts = [];
   for (const part of ['part-0001', 'part-0000']) {
-    const result = await writeJsonl(store, stagePartKey('run-1', 'collect', part, 'jsonl.gz'), [{ part, n: 1 }, { part, n: 2 }]);
+    const result = await writeJsonl(store, stagePartKey('run-1', 'collect', part, 'jsonl.gz'), [
+      { part, n: 1 },
+      { part, n: 2 },
+    ]);
     parts.push(manifestObjectOf(result, { schemaVersion: 1, format: 'jsonl.gz' }));
   }
   const input: ManifestInput = {
@@ -30,9 +33,21 @@ describe('manifests', () => {
     const key = stageManifestKey('run-1', 'collect');
     expect(key).toBe('runs/run-1/collect/manifest.json');
     const { manifest, info } = await writeManifest(store, key, input, { clock: fixedClock });
-    expect(manifest.objects.map((object) => object.key)).toEqual(['runs/run-1/collect/part-0000.jsonl.gz', 'runs/run-1/collect/part-0001.jsonl.gz']);
-    expect(manifest).toMatchObject({ schemaVersion: 1, createdAt: '2025-01-02T03:04:05.000Z', lineage: { codeVersion, configHash: 'c0ffee' } });
-    expect(manifest.objects[0]).toMatchObject({ records: 2, format: 'jsonl.gz', schemaVersion: 1, uri: 'memory://test/runs/run-1/collect/part-0000.jsonl.gz' });
+    expect(manifest.objects.map((object) => object.key)).toEqual([
+      'runs/run-1/collect/part-0000.jsonl.gz',
+      'runs/run-1/collect/part-0001.jsonl.gz',
+    ]);
+    expect(manifest).toMatchObject({
+      schemaVersion: 1,
+      createdAt: '2025-01-02T03:04:05.000Z',
+      lineage: { codeVersion, configHash: 'c0ffee' },
+    });
+    expect(manifest.objects[0]).toMatchObject({
+      records: 2,
+      format: 'jsonl.gz',
+      schemaVersion: 1,
+      uri: 'memory://test/runs/run-1/collect/part-0000.jsonl.gz',
+    });
     expect(info.uri).toBe('memory://test/runs/run-1/collect/manifest.json');
     expect(await readManifest(store, key)).toEqual(manifest);
   });
@@ -41,7 +56,12 @@ describe('manifests', () => {
     const store = new MemoryArtifactStore();
     const input = await writeStageOutput(store);
     const first = await writeManifest(store, 'm1.json', input, { clock: fixedClock });
-    const second = await writeManifest(store, 'm2.json', { ...input, objects: [...input.objects].reverse() }, { clock: fixedClock });
+    const second = await writeManifest(
+      store,
+      'm2.json',
+      { ...input, objects: [...input.objects].reverse() },
+      { clock: fixedClock },
+    );
     expect(second.info.sha256).toBe(first.info.sha256);
   });
 
@@ -49,7 +69,9 @@ describe('manifests', () => {
     const store = new MemoryArtifactStore();
     const input = await writeStageOutput(store);
     await store.delete('runs/run-1/collect/part-0001.jsonl.gz');
-    const error = await writeManifest(store, 'runs/run-1/collect/manifest.json', input).catch((rejection: unknown) => rejection as Error);
+    const error = await writeManifest(store, 'runs/run-1/collect/manifest.json', input).catch(
+      (rejection: unknown) => rejection as Error,
+    );
     expect(errorCodeOf(error)).toBe('MANIFEST_OBJECT_MISSING');
     expect((error as Error).message).toContain('memory://test/runs/run-1/collect/part-0001.jsonl.gz');
     expect(await store.head('runs/run-1/collect/manifest.json')).toBeUndefined();
@@ -70,14 +92,26 @@ describe('manifests', () => {
 
   it('reports every problem of an invalid manifest with its field path', async () => {
     const store = new MemoryArtifactStore();
-    await store.put('bad.json', JSON.stringify({ schemaVersion: 1, stage: 'collect', objects: [{ key: 'x', uri: 'u', sha256: 'nothex', bytes: -1, schemaVersion: 1, format: 'jsonl.gz' }], lineage: { inputs: [], configHash: 'c', codeVersion: 'v' }, createdAt: 'yesterday' }));
+    await store.put(
+      'bad.json',
+      JSON.stringify({
+        schemaVersion: 1,
+        stage: 'collect',
+        objects: [{ key: 'x', uri: 'u', sha256: 'nothex', bytes: -1, schemaVersion: 1, format: 'jsonl.gz' }],
+        lineage: { inputs: [], configHash: 'c', codeVersion: 'v' },
+        createdAt: 'yesterday',
+      }),
+    );
     const error = await readManifest(store, 'bad.json').catch((rejection: unknown) => rejection as Error);
     expect(errorCodeOf(error)).toBe('BAD_MANIFEST');
     const message = (error as Error).message;
     expect(message).toContain('(4 problems)');
-    for (const path of ['runId', 'objects[0].sha256', 'objects[0].bytes', 'createdAt']) expect(message).toContain(`memory://test/bad.json: ${path}: `);
+    for (const path of ['runId', 'objects[0].sha256', 'objects[0].bytes', 'createdAt'])
+      expect(message).toContain(`memory://test/bad.json: ${path}: `);
 
     await store.put('garbage.json', '{"schemaVersion":');
-    await expect(readManifest(store, 'garbage.json')).rejects.toThrow(/^\[BAD_MANIFEST\] memory:\/\/test\/garbage\.json: not valid JSON/);
+    await expect(readManifest(store, 'garbage.json')).rejects.toThrow(
+      /^\[BAD_MANIFEST\] memory:\/\/test\/garbage\.json: not valid JSON/,
+    );
   });
 });

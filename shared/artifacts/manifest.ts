@@ -74,8 +74,12 @@ export interface WriteManifestOptions {
 }
 
 /** A manifest entry for an object a store put (its ObjectInfo carries the sha256). */
-export function manifestObjectOf(info: ObjectInfo & { records?: number }, details: { schemaVersion: number; format: string; records?: number; kind?: string }): ManifestObject {
-  if (!info.sha256) throw new HatError('MISSING_SHA256', `no sha256 known for ${info.uri}; use the ObjectInfo returned by put()`);
+export function manifestObjectOf(
+  info: ObjectInfo & { records?: number },
+  details: { schemaVersion: number; format: string; records?: number; kind?: string },
+): ManifestObject {
+  if (!info.sha256)
+    throw new HatError('MISSING_SHA256', `no sha256 known for ${info.uri}; use the ObjectInfo returned by put()`);
   const records = details.records ?? info.records;
   return {
     key: info.key,
@@ -93,14 +97,23 @@ export function manifestObjectOf(info: ObjectInfo & { records?: number }, detail
  * Publishes a stage's manifest. Call it after every object is written: by default it checks they
  * are all there, so a manifest never vouches for output that is missing.
  */
-export async function writeManifest(store: ArtifactStore, key: string, input: ManifestInput, options: WriteManifestOptions = {}): Promise<{ manifest: Manifest; info: ObjectInfo }> {
+export async function writeManifest(
+  store: ArtifactStore,
+  key: string,
+  input: ManifestInput,
+  options: WriteManifestOptions = {},
+): Promise<{ manifest: Manifest; info: ObjectInfo }> {
   const uri = store.uriOf(key);
   const candidate = {
     schemaVersion: MANIFEST_SCHEMA_VERSION,
     stage: input.stage,
     runId: input.runId,
     objects: [...input.objects].sort((left, right) => compareKeys(left.key, right.key)),
-    lineage: { inputs: input.lineage.inputs, configHash: input.lineage.configHash, codeVersion: input.lineage.codeVersion ?? currentCodeVersion },
+    lineage: {
+      inputs: input.lineage.inputs,
+      configHash: input.lineage.configHash,
+      codeVersion: input.lineage.codeVersion ?? currentCodeVersion,
+    },
     createdAt: (options.clock ?? (() => new Date()))().toISOString(),
     stats: input.stats ?? {},
   };
@@ -108,9 +121,13 @@ export async function writeManifest(store: ArtifactStore, key: string, input: Ma
   if (options.verifyObjects ?? true) {
     const missing = await findMissingObjects(store, manifest);
     if (missing.length > 0) {
-      throw new HatError('MANIFEST_OBJECT_MISSING', `refusing to write ${uri}: ${missing.length} listed object(s) are missing or differ in size: ${missing.slice(0, 5).join(', ')}`, {
-        details: { missing },
-      });
+      throw new HatError(
+        'MANIFEST_OBJECT_MISSING',
+        `refusing to write ${uri}: ${missing.length} listed object(s) are missing or differ in size: ${missing.slice(0, 5).join(', ')}`,
+        {
+          details: { missing },
+        },
+      );
     }
   }
   const info = await store.put(key, `${JSON.stringify(manifest, null, 2)}\n`, { contentType: 'application/json' });
@@ -125,7 +142,10 @@ export async function readManifest(store: ArtifactStore, key: string): Promise<M
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new BadInputError('BAD_MANIFEST', `${uri}: not valid JSON (${(error as Error).message}); rerun the stage to rewrite it`);
+    throw new BadInputError(
+      'BAD_MANIFEST',
+      `${uri}: not valid JSON (${(error as Error).message}); rerun the stage to rewrite it`,
+    );
   }
   return parseManifest(value, uri);
 }

@@ -23,7 +23,8 @@ export class MemoryArtifactStore implements ArtifactStore {
   }
 
   keyOf(uri: string): string {
-    if (!uri.startsWith(`${this.rootUri}/`)) throw new BadInputError('URI_OUTSIDE_STORE', `${uri} is not an object under ${this.rootUri}`);
+    if (!uri.startsWith(`${this.rootUri}/`))
+      throw new BadInputError('URI_OUTSIDE_STORE', `${uri} is not an object under ${this.rootUri}`);
     return validateObjectKey(uri.slice(this.rootUri.length + 1));
   }
 
@@ -54,7 +55,9 @@ export class MemoryArtifactStore implements ArtifactStore {
 
   async head(key: string): Promise<ObjectInfo | undefined> {
     const object = this.objects.get(validateObjectKey(key));
-    return object ? { key, uri: this.uriOf(key), bytes: object.data.byteLength, lastModified: object.lastModified } : undefined;
+    return object
+      ? { key, uri: this.uriOf(key), bytes: object.data.byteLength, lastModified: object.lastModified }
+      : undefined;
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {

@@ -3,9 +3,12 @@ import { errorCodeOf } from '../errors';
 import { compareKeys, validateKeyPrefix, validateObjectKey } from './object-key';
 
 describe('validateObjectKey', () => {
-  it.each(['runs/r1/collect/part-0000.jsonl.gz', 'manifest.json', 'a b/ü-é/x.y', '.hidden/file', 'a/..b/c..'])('accepts %j', (key) => {
-    expect(validateObjectKey(key)).toBe(key);
-  });
+  it.each(['runs/r1/collect/part-0000.jsonl.gz', 'manifest.json', 'a b/ü-é/x.y', '.hidden/file', 'a/..b/c..'])(
+    'accepts %j',
+    (key) => {
+      expect(validateObjectKey(key)).toBe(key);
+    },
+  );
 
   it.each([
     ['', /is empty/],
@@ -43,7 +46,8 @@ describe('validateKeyPrefix', () => {
   });
 
   it('rejects the same escapes as keys', () => {
-    for (const prefix of ['../', 'runs/../', '/abs', 'a//b', 'a\\b', '..']) expect(() => validateKeyPrefix(prefix)).toThrow(/BAD_OBJECT_KEY/);
+    for (const prefix of ['../', 'runs/../', '/abs', 'a//b', 'a\\b', '..'])
+      expect(() => validateKeyPrefix(prefix)).toThrow(/BAD_OBJECT_KEY/);
   });
 });
 
@@ -58,7 +62,9 @@ describe('compareKeys', () => {
   it('is a total order consistent with Buffer.compare', () => {
     fc.assert(
       fc.property(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'grapheme' }), (left, right) => {
-        expect(Math.sign(compareKeys(left, right))).toBe(Math.sign(Buffer.compare(Buffer.from(left), Buffer.from(right))));
+        expect(Math.sign(compareKeys(left, right))).toBe(
+          Math.sign(Buffer.compare(Buffer.from(left), Buffer.from(right))),
+        );
         expect(Math.sign(compareKeys(left, right))).toBe(-Math.sign(compareKeys(right, left)) || 0);
       }),
     );

@@ -28,7 +28,8 @@ function checkCharacters(key: string): void {
 function checkSegment(key: string, segment: string): void {
   if (segment === '') rejectKey(key, 'has an empty segment ("//", or a leading or trailing "/")');
   if (segment === '.' || segment === '..') rejectKey(key, `has a "${segment}" segment`);
-  if (segment.startsWith(temporarySegmentPrefix)) rejectKey(key, `has a segment starting with "${temporarySegmentPrefix}", which is reserved for in-progress writes`);
+  if (segment.startsWith(temporarySegmentPrefix))
+    rejectKey(key, `has a segment starting with "${temporarySegmentPrefix}", which is reserved for in-progress writes`);
 }
 
 /**

@@ -78,7 +78,11 @@ let writerModule: typeof import('hyparquet-writer') | undefined;
 let readerModule: typeof import('hyparquet') | undefined;
 
 /** Encodes rows into a Parquet file (bytes). */
-export function encodeParquet(columns: readonly ParquetColumn[], rows: readonly Record<string, unknown>[], options: ParquetEncodeOptions = {}): Uint8Array {
+export function encodeParquet(
+  columns: readonly ParquetColumn[],
+  rows: readonly Record<string, unknown>[],
+  options: ParquetEncodeOptions = {},
+): Uint8Array {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
   const columnData = columns.map((column) => ({
@@ -158,7 +162,13 @@ interface PageData {
 }
 
 /** Definition and repetition levels of rows [start, end) of a flat list column, computed per row rather than per value. */
-function flatListPage(column: ParquetColumn, data: FlatListColumn, rowStarts: number[], start: number, end: number): PageData {
+function flatListPage(
+  column: ParquetColumn,
+  data: FlatListColumn,
+  rowStarts: number[],
+  start: number,
+  end: number,
+): PageData {
   const elementType = (column.type as { list: string }).list;
   const valueStart = rowStarts[start];
   const valueEnd = rowStarts[end];
@@ -169,7 +179,9 @@ function flatListPage(column: ParquetColumn, data: FlatListColumn, rowStarts: nu
   const repetitionLevels = new Uint8Array(count).fill(1);
   let values: unknown[] | ArrayLike<unknown>;
   if (empty === 0 && elementType !== 'INT64') {
-    values = ArrayBuffer.isView(data.values) ? (data.values as unknown as Int32Array).subarray(valueStart, valueEnd) : Array.prototype.slice.call(data.values, valueStart, valueEnd);
+    values = ArrayBuffer.isView(data.values)
+      ? (data.values as unknown as Int32Array).subarray(valueStart, valueEnd)
+      : Array.prototype.slice.call(data.values, valueStart, valueEnd);
     let position = 0;
     for (let row = start; row < end; row++) {
       repetitionLevels[position] = 0;
@@ -201,11 +213,18 @@ function flatListPage(column: ParquetColumn, data: FlatListColumn, rowStarts: nu
 function rowPage(column: ParquetColumn, data: readonly unknown[], start: number, end: number): PageData {
   if (typeof column.type === 'object') {
     const lengths = data.slice(start, end).map((value, offset) => {
-      if (!Array.isArray(value) && !ArrayBuffer.isView(value)) throw new BadInputError('BAD_PARQUET_ROW', `row ${start + offset}: column "${column.name}" must be a list`);
+      if (!Array.isArray(value) && !ArrayBuffer.isView(value))
+        throw new BadInputError('BAD_PARQUET_ROW', `row ${start + offset}: column "${column.name}" must be a list`);
       return (value as ArrayLike<unknown>).length;
     });
     const values = data.slice(start, end).flatMap((value) => Array.from(value as ArrayLike<unknown>));
-    return flatListPage(column, { values, lengths }, lengths.reduce((starts, length) => (starts.push(starts.at(-1)! + length), starts), [0]), 0, lengths.length);
+    return flatListPage(
+      column,
+      { values, lengths },
+      lengths.reduce((starts, length) => (starts.push(starts.at(-1)! + length), starts), [0]),
+      0,
+      lengths.length,
+    );
   }
   const values = data.slice(start, end).map((value, offset) => columnValue(column, value, start + offset));
   return {
@@ -221,7 +240,11 @@ function rowPage(column: ParquetColumn, data: readonly unknown[], start: number,
  * encodeParquet, several times faster for large list columns given as FlatListColumn. Scalar
  * and list columns given per row are accepted too.
  */
-export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Readonly<Record<string, ParquetColumnData>>, options: ParquetEncodeOptions = {}): Uint8Array {
+export function encodeParquetColumns(
+  columns: readonly ParquetColumn[],
+  data: Readonly<Record<string, ParquetColumnData>>,
+  options: ParquetEncodeOptions = {},
+): Uint8Array {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
@@ -229,11 +252,16 @@ export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Re
   const rowCounts = columns.map((column) => {
     const values = data[column.name];
     if (values === undefined) throw new BadInputError('BAD_PARQUET_ROW', `column "${column.name}" has no data`);
-    if (isFlatList(values) && typeof column.type !== 'object') throw new BadInputError('BAD_PARQUET_ROW', `column "${column.name}" is not a list column but was given flat list data`);
+    if (isFlatList(values) && typeof column.type !== 'object')
+      throw new BadInputError(
+        'BAD_PARQUET_ROW',
+        `column "${column.name}" is not a list column but was given flat list data`,
+      );
     return isFlatList(values) ? values.lengths.length : values.length;
   });
   const rowCount = rowCounts[0] ?? 0;
-  if (rowCounts.some((count) => count !== rowCount)) throw new BadInputError('BAD_PARQUET_ROW', `columns have different row counts (${rowCounts.join(', ')})`);
+  if (rowCounts.some((count) => count !== rowCount))
+    throw new BadInputError('BAD_PARQUET_ROW', `columns have different row counts (${rowCounts.join(', ')})`);
   const schema = schemaOf(columns);
   const byteWriter = new writerModule.ByteWriter();
   const writer = new writerModule.ParquetWriter({
@@ -267,12 +295,17 @@ export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Re
     const groupOffset = byteWriter.offset;
     const chunks = columns.map((column, index) => {
       const values = data[column.name];
-      const pageData = isFlatList(values) ? flatListPage(column, values, rowStarts[index], start, end) : rowPage(column, values, start, end);
+      const pageData = isFlatList(values)
+        ? flatListPage(column, values, rowStarts[index], start, end)
+        : rowPage(column, values, start, end);
       const path = paths[index];
       const result = writeColumn({
         writer: byteWriter,
         column: {
-          columnName: path.slice(1).map((element) => element.name).join('.'),
+          columnName: path
+            .slice(1)
+            .map((element) => element.name)
+            .join('.'),
           element: path.at(-1) as never,
           schemaPath: path as never,
           codec: 'SNAPPY',
@@ -283,7 +316,10 @@ export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Re
           columnIndex: false,
           offsetIndex: true,
           // Plain integers: a dictionary over millions of token ids costs more time than it saves bytes.
-          encoding: typeof column.type === 'object' && column.type.list !== 'STRING' && column.type.list !== 'BOOLEAN' ? 'PLAIN' : undefined,
+          encoding:
+            typeof column.type === 'object' && column.type.list !== 'STRING' && column.type.list !== 'BOOLEAN'
+              ? 'PLAIN'
+              : undefined,
         },
         pageData: pageData as never,
       });
@@ -292,7 +328,12 @@ export function encodeParquetColumns(columns: readonly ParquetColumn[], data: Re
     });
     let totalBytes = 0n;
     for (const chunk of chunks) totalBytes += chunk.meta_data?.total_uncompressed_size ?? 0n;
-    writer.row_groups.push({ columns: chunks, total_byte_size: totalBytes, num_rows: BigInt(end - start), total_compressed_size: BigInt(byteWriter.offset - groupOffset) });
+    writer.row_groups.push({
+      columns: chunks,
+      total_byte_size: totalBytes,
+      num_rows: BigInt(end - start),
+      total_compressed_size: BigInt(byteWriter.offset - groupOffset),
+    });
     writer.num_rows += BigInt(end - start);
   }
   void writer.finish();

@@ -5,7 +5,10 @@ import { MemoryArtifactStore } from './memory-artifact-store';
 import { withStorageRetries, type StorageRetryPolicy } from './retrying-artifact-store';
 
 /** A memory store whose operations fail with `error` until `failures` runs out. */
-function flakyStore(failures: number, error: Error): { store: ArtifactStore; calls: () => number; failNext: (count: number) => void } {
+function flakyStore(
+  failures: number,
+  error: Error,
+): { store: ArtifactStore; calls: () => number; failNext: (count: number) => void } {
   const inner = new MemoryArtifactStore();
   let calls = 0;
   let left = failures;
@@ -50,7 +53,11 @@ function virtualTime(): Pick<StorageRetryPolicy, 'sleep' | 'now' | 'random'> & {
   };
 }
 
-const outage = () => new TransientError('STORAGE_READ_ONLY', 'put file:///data/x: the file system is read-only (EROFS); remount it read-write');
+const outage = () =>
+  new TransientError(
+    'STORAGE_READ_ONLY',
+    'put file:///data/x: the file system is read-only (EROFS); remount it read-write',
+  );
 
 describe('withStorageRetries', () => {
   it('waits out a storage outage of minutes with capped exponential backoff, then succeeds', async () => {
@@ -66,18 +73,32 @@ describe('withStorageRetries', () => {
   it('gives up after the budget with the real cause and how long it tried', async () => {
     const time = virtualTime();
     const { store } = flakyStore(1_000, outage());
-    const retrying = withStorageRetries(store, { budgetMs: 120_000, initialDelayMs: 1_000, maxDelayMs: 30_000, ...time });
-    await expect(retrying.getBuffer('a.json')).rejects.toThrow(/^\[STORAGE_READ_ONLY\] put file:\/\/\/data\/x: the file system is read-only \(EROFS\).*\(retried \d+ times over 120 s\)$/);
+    const retrying = withStorageRetries(store, {
+      budgetMs: 120_000,
+      initialDelayMs: 1_000,
+      maxDelayMs: 30_000,
+      ...time,
+    });
+    await expect(retrying.getBuffer('a.json')).rejects.toThrow(
+      /^\[STORAGE_READ_ONLY\] put file:\/\/\/data\/x: the file system is read-only \(EROFS\).*\(retried \d+ times over 120 s\)$/,
+    );
     expect(time.waited.reduce((sum, ms) => sum + ms, 0)).toBe(120_000);
   });
 
   it('does not retry bad input, nor a streamed put it could not replay', async () => {
     const time = virtualTime();
     const missing = flakyStore(1, new BadInputError('ARTIFACT_NOT_FOUND', 'x does not exist'));
-    await expect(withStorageRetries(missing.store, { budgetMs: 60_000, initialDelayMs: 10, maxDelayMs: 100, ...time }).head('x')).rejects.toThrow('[ARTIFACT_NOT_FOUND]');
+    await expect(
+      withStorageRetries(missing.store, { budgetMs: 60_000, initialDelayMs: 10, maxDelayMs: 100, ...time }).head('x'),
+    ).rejects.toThrow('[ARTIFACT_NOT_FOUND]');
     expect(missing.calls()).toBe(1);
     const streamed = flakyStore(1, outage());
-    await expect(withStorageRetries(streamed.store, { budgetMs: 60_000, initialDelayMs: 10, maxDelayMs: 100, ...time }).put('s', Readable.from(['x']))).rejects.toThrow('[STORAGE_READ_ONLY]');
+    await expect(
+      withStorageRetries(streamed.store, { budgetMs: 60_000, initialDelayMs: 10, maxDelayMs: 100, ...time }).put(
+        's',
+        Readable.from(['x']),
+      ),
+    ).rejects.toThrow('[STORAGE_READ_ONLY]');
     expect(streamed.calls()).toBe(1);
   });
 
@@ -88,7 +109,13 @@ describe('withStorageRetries', () => {
     await failing.store.put('runs/b', '2');
     failing.failNext(2);
     const listed: string[] = [];
-    for await (const object of withStorageRetries(failing.store, { budgetMs: 60_000, initialDelayMs: 10, maxDelayMs: 100, ...time }).list('runs/')) listed.push(object.key);
+    for await (const object of withStorageRetries(failing.store, {
+      budgetMs: 60_000,
+      initialDelayMs: 10,
+      maxDelayMs: 100,
+      ...time,
+    }).list('runs/'))
+      listed.push(object.key);
     expect(listed).toEqual(['runs/a', 'runs/b']);
   });
 });

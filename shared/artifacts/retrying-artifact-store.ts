@@ -38,11 +38,15 @@ export function withStorageRetries(store: ArtifactStore, policy: StorageRetryPol
       } catch (error) {
         const elapsed = now() - startedAt;
         if (!isStorageFault(error) || elapsed >= policy.budgetMs) {
-          if (attempt > 1 && error instanceof Error) error.message += ` (retried ${attempt - 1} time${attempt === 2 ? '' : 's'} over ${Math.round(elapsed / 1000)} s)`;
+          if (attempt > 1 && error instanceof Error)
+            error.message += ` (retried ${attempt - 1} time${attempt === 2 ? '' : 's'} over ${Math.round(elapsed / 1000)} s)`;
           throw error;
         }
         const exponential = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** (attempt - 1));
-        const delayMs = Math.min(Math.round(exponential * (0.5 + random() * 0.5)), Math.max(0, policy.budgetMs - elapsed));
+        const delayMs = Math.min(
+          Math.round(exponential * (0.5 + random() * 0.5)),
+          Math.max(0, policy.budgetMs - elapsed),
+        );
         policy.onRetry?.({ operation, key, attempt, delayMs, error });
         await sleep(delayMs);
       }
@@ -83,7 +87,12 @@ export function withStorageRetries(store: ArtifactStore, policy: StorageRetryPol
         },
       };
     },
-    ...(store.sweepTemporary ? { sweepTemporary: (prefix: string) => (store.sweepTemporary as (prefix: string) => Promise<number>).call(store, prefix) } : {}),
+    ...(store.sweepTemporary
+      ? {
+          sweepTemporary: (prefix: string) =>
+            (store.sweepTemporary as (prefix: string) => Promise<number>).call(store, prefix),
+        }
+      : {}),
     close: () => store.close(),
   };
 }

@@ -46,10 +46,27 @@ export interface S3ArtifactStoreOptions {
 }
 
 const minimumPartSize = 5 * 1024 * 1024;
-const throttlingNames = new Set(['SlowDown', 'Throttling', 'ThrottlingException', 'RequestTimeout', 'RequestTimeTooSkewed', 'TimeoutError', 'InternalError', 'ServiceUnavailable']);
+const throttlingNames = new Set([
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'RequestTimeout',
+  'RequestTimeTooSkewed',
+  'TimeoutError',
+  'InternalError',
+  'ServiceUnavailable',
+]);
 /** Connection-level failures, matched by message too: the SDK may wrap them and drop their `code`. */
-const networkFailure = /\b(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EAI_AGAIN|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|socket hang up)\b/;
-const accessNames = new Set(['AccessDenied', 'InvalidAccessKeyId', 'SignatureDoesNotMatch', 'ExpiredToken', 'InvalidToken', 'CredentialsProviderError']);
+const networkFailure =
+  /\b(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|EAI_AGAIN|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|socket hang up)\b/;
+const accessNames = new Set([
+  'AccessDenied',
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'InvalidToken',
+  'CredentialsProviderError',
+]);
 
 /** Builds an S3 client; non-AWS endpoints get path-style URLs and checksums only where required. */
 export function createS3Client(settings: S3Settings = {}): S3Client {
@@ -67,7 +84,11 @@ export function createS3Client(settings: S3Settings = {}): S3Client {
   }
   config.forcePathStyle = settings.forcePathStyle ?? settings.endpoint !== undefined;
   if (settings.accessKeyId && settings.secretAccessKey) {
-    config.credentials = { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey, sessionToken: settings.sessionToken };
+    config.credentials = {
+      accessKeyId: settings.accessKeyId,
+      secretAccessKey: settings.secretAccessKey,
+      sessionToken: settings.sessionToken,
+    };
   }
   // The SDK version is pinned in package-lock.json; its notice that *later* versions will need
   // Node 22 would otherwise print into every worker's log on Node 20. A user's own setting wins.
@@ -100,10 +121,18 @@ export function toArtifactStoreError(error: unknown, operation: string, uri: str
   const describe = () => `${name && name !== 'Error' ? `${name}: ` : ''}${message}`.trimEnd();
   if (name === 'NoSuchKey' || name === 'NotFound') return artifactNotFound(uri, error);
   if (name === 'NoSuchBucket') {
-    return new BadInputError('NO_SUCH_BUCKET', `${operation} ${uri}: the bucket does not exist; create it or fix HAT_ARTIFACTS / S3_ENDPOINT`, { cause: error, details });
+    return new BadInputError(
+      'NO_SUCH_BUCKET',
+      `${operation} ${uri}: the bucket does not exist; create it or fix HAT_ARTIFACTS / S3_ENDPOINT`,
+      { cause: error, details },
+    );
   }
   if (accessNames.has(name) || status === 401 || status === 403) {
-    return new BadInputError('S3_ACCESS_DENIED', `${operation} ${uri}: access denied (${name || status}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy`, { cause: error, details });
+    return new BadInputError(
+      'S3_ACCESS_DENIED',
+      `${operation} ${uri}: access denied (${name || status}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy`,
+      { cause: error, details },
+    );
   }
   const transient =
     (status !== undefined && (status >= 500 || status === 429)) ||
@@ -113,7 +142,10 @@ export function toArtifactStoreError(error: unknown, operation: string, uri: str
     networkFailure.test(message);
   if (transient) {
     const tries = attempts !== undefined ? ` after ${attempts} attempt${attempts === 1 ? '' : 's'}` : '';
-    return new TransientError('S3_UNAVAILABLE', `${operation} ${uri} failed${tries}: ${describe()}`, { cause: error, details });
+    return new TransientError('S3_UNAVAILABLE', `${operation} ${uri} failed${tries}: ${describe()}`, {
+      cause: error,
+      details,
+    });
   }
   return new HatError('S3_ERROR', `${operation} ${uri} failed: ${describe()}`, { cause: error, details });
 }
@@ -147,7 +179,12 @@ export class S3ArtifactStore implements ArtifactStore {
   keyOf(uri: string): string {
     const location = parseArtifactUri(uri);
     const rootKey = this.prefix ? `${this.prefix}/` : '';
-    if (location.scheme !== 's3' || location.bucket !== this.bucket || !location.key.startsWith(rootKey) || location.key === rootKey) {
+    if (
+      location.scheme !== 's3' ||
+      location.bucket !== this.bucket ||
+      !location.key.startsWith(rootKey) ||
+      location.key === rootKey
+    ) {
       throw new BadInputError('URI_OUTSIDE_STORE', `${uri} is not an object under ${this.rootUri}`);
     }
     return validateObjectKey(location.key.slice(rootKey.length));
@@ -159,7 +196,15 @@ export class S3ArtifactStore implements ArtifactStore {
     if (typeof body === 'string' || ArrayBuffer.isView(body)) {
       const data = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
       try {
-        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: objectKey, Body: data, ContentLength: data.byteLength, ContentType: options.contentType }));
+        await this.client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: objectKey,
+            Body: data,
+            ContentLength: data.byteLength,
+            ContentType: options.contentType,
+          }),
+        );
       } catch (error) {
         throw toArtifactStoreError(error, 'put', uri);
       }
@@ -193,8 +238,11 @@ export class S3ArtifactStore implements ArtifactStore {
   async getStream(key: string): Promise<Readable> {
     const uri = this.uriOf(key);
     try {
-      const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }));
-      if (!(response.Body instanceof Readable)) throw new HatError('S3_ERROR', `get ${uri}: the response has no readable body`);
+      const response = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }),
+      );
+      if (!(response.Body instanceof Readable))
+        throw new HatError('S3_ERROR', `get ${uri}: the response has no readable body`);
       return response.Body;
     } catch (error) {
       throw toArtifactStoreError(error, 'get', uri);
@@ -204,7 +252,9 @@ export class S3ArtifactStore implements ArtifactStore {
   async getBuffer(key: string): Promise<Buffer> {
     const uri = this.uriOf(key);
     try {
-      const response = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }));
+      const response = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }),
+      );
       if (!response.Body) throw new HatError('S3_ERROR', `get ${uri}: the response has no body`);
       return Buffer.from(await response.Body.transformToByteArray());
     } catch (error) {
@@ -215,7 +265,9 @@ export class S3ArtifactStore implements ArtifactStore {
   async head(key: string): Promise<ObjectInfo | undefined> {
     const uri = this.uriOf(key);
     try {
-      const response = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }));
+      const response = await this.client.send(
+        new HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKeyOf(key) }),
+      );
       return { key, uri, bytes: response.ContentLength ?? 0, lastModified: response.LastModified };
     } catch (error) {
       const mapped = toArtifactStoreError(error, 'head', uri);
@@ -232,7 +284,11 @@ export class S3ArtifactStore implements ArtifactStore {
       let page;
       try {
         page = await this.client.send(
-          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: `${rootKey}${prefix}`, ContinuationToken: continuationToken }),
+          new ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: `${rootKey}${prefix}`,
+            ContinuationToken: continuationToken,
+          }),
         );
       } catch (error) {
         throw toArtifactStoreError(error, 'list', `${this.rootUri}/${prefix}`);
@@ -240,7 +296,12 @@ export class S3ArtifactStore implements ArtifactStore {
       for (const object of page.Contents ?? []) {
         if (object.Key === undefined) continue;
         const key = object.Key.slice(rootKey.length);
-        yield { key, uri: `s3://${this.bucket}/${object.Key}`, bytes: object.Size ?? 0, lastModified: object.LastModified };
+        yield {
+          key,
+          uri: `s3://${this.bucket}/${object.Key}`,
+          bytes: object.Size ?? 0,
+          lastModified: object.LastModified,
+        };
       }
       continuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (continuationToken);

@@ -8,11 +8,23 @@ import { HatError, TransientError } from '../errors';
  * (and the store's own retry budget, HAT_STORAGE_RETRY_MS) wait for the operator.
  */
 const causes: Record<string, { code: string; what: string; fix: string }> = {
-  EROFS: { code: 'STORAGE_READ_ONLY', what: 'the file system is read-only (EROFS)', fix: 'remount it read-write or point the artifact root elsewhere' },
+  EROFS: {
+    code: 'STORAGE_READ_ONLY',
+    what: 'the file system is read-only (EROFS)',
+    fix: 'remount it read-write or point the artifact root elsewhere',
+  },
   ENOSPC: { code: 'STORAGE_FULL', what: 'no space left on the device (ENOSPC)', fix: 'free space or grow the volume' },
   EDQUOT: { code: 'STORAGE_FULL', what: 'the disk quota is exceeded (EDQUOT)', fix: 'raise the quota or free space' },
-  EACCES: { code: 'STORAGE_ACCESS_DENIED', what: 'permission denied (EACCES)', fix: 'give the worker\'s user write access to the artifact root' },
-  EPERM: { code: 'STORAGE_ACCESS_DENIED', what: 'operation not permitted (EPERM)', fix: 'give the worker\'s user write access to the artifact root' },
+  EACCES: {
+    code: 'STORAGE_ACCESS_DENIED',
+    what: 'permission denied (EACCES)',
+    fix: "give the worker's user write access to the artifact root",
+  },
+  EPERM: {
+    code: 'STORAGE_ACCESS_DENIED',
+    what: 'operation not permitted (EPERM)',
+    fix: "give the worker's user write access to the artifact root",
+  },
   EIO: { code: 'STORAGE_IO_ERROR', what: 'an I/O error from the device (EIO)', fix: 'check the volume' },
   ENOTCONN: { code: 'STORAGE_UNAVAILABLE', what: 'the volume is not connected (ENOTCONN)', fix: 'check the mount' },
   ESTALE: { code: 'STORAGE_UNAVAILABLE', what: 'a stale network file handle (ESTALE)', fix: 'check the mount' },
@@ -27,14 +39,19 @@ export function isStorageFault(error: unknown): boolean {
 }
 
 function codeOf(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null ? ((error as { code?: unknown }).code as string | undefined) : undefined;
+  return typeof error === 'object' && error !== null
+    ? ((error as { code?: unknown }).code as string | undefined)
+    : undefined;
 }
 
 /** A HatError naming the cause of a file-system error, or undefined when it is not a storage fault. */
 export function fileStorageError(error: unknown, operation: string, uri: string): HatError | undefined {
   const cause = causes[codeOf(error) ?? ''];
   if (!cause) return undefined;
-  return new TransientError(cause.code, `${operation} ${uri}: ${cause.what}; ${cause.fix}`, { cause: error, details: { operation, uri } });
+  return new TransientError(cause.code, `${operation} ${uri}: ${cause.what}; ${cause.fix}`, {
+    cause: error,
+    details: { operation, uri },
+  });
 }
 
 /**
@@ -42,7 +59,12 @@ export function fileStorageError(error: unknown, operation: string, uri: string)
  * parents one by one and returns the first error it met); the nearest directory that exists says
  * what is really wrong.
  */
-export async function diagnoseMissingDirectory(path: string, operation: string, uri: string, original: unknown): Promise<HatError> {
+export async function diagnoseMissingDirectory(
+  path: string,
+  operation: string,
+  uri: string,
+  original: unknown,
+): Promise<HatError> {
   let directory = path;
   for (;;) {
     const parent = dirname(directory);
@@ -62,8 +84,12 @@ export async function diagnoseMissingDirectory(path: string, operation: string, 
     if (parent === directory) break;
     directory = parent;
   }
-  return new TransientError('STORAGE_UNAVAILABLE', `${operation} ${uri}: cannot create ${dirname(path)} (${(original as Error).message}); is the volume mounted?`, {
-    cause: original,
-    details: { operation, uri },
-  });
+  return new TransientError(
+    'STORAGE_UNAVAILABLE',
+    `${operation} ${uri}: cannot create ${dirname(path)} (${(original as Error).message}); is the volume mounted?`,
+    {
+      cause: original,
+      details: { operation, uri },
+    },
+  );
 }

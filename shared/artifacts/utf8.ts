@@ -11,7 +11,15 @@ export function firstInvalidUtf8Byte(bytes: Uint8Array): number {
   while (index < bytes.length) {
     const lead = bytes[index] ?? 0;
     const [length, min, max] =
-      lead < 0x80 ? [1, 0, 0] : lead >= 0xc2 && lead <= 0xdf ? [2, 0x80, 0x7ff] : lead >= 0xe0 && lead <= 0xef ? [3, 0x800, 0xffff] : lead >= 0xf0 && lead <= 0xf4 ? [4, 0x10000, 0x10ffff] : [0, 0, 0];
+      lead < 0x80
+        ? [1, 0, 0]
+        : lead >= 0xc2 && lead <= 0xdf
+          ? [2, 0x80, 0x7ff]
+          : lead >= 0xe0 && lead <= 0xef
+            ? [3, 0x800, 0xffff]
+            : lead >= 0xf0 && lead <= 0xf4
+              ? [4, 0x10000, 0x10ffff]
+              : [0, 0, 0];
     if (length === 0) return index;
     if (length === 1) {
       index += 1;

@@ -19,12 +19,22 @@ export const envSchema = z.object({
    */
   REDIS_CLUSTER_NODES: z
     .string()
-    .regex(/^\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+)(\s*,\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+))*\s*$/, 'must be a comma-separated list of host:port (or redis://host:port) seed nodes')
+    .regex(
+      /^\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+)(\s*,\s*(rediss?:\/\/[^\s,]+|[^\s,:/]+:\d+))*\s*$/,
+      'must be a comma-separated list of host:port (or redis://host:port) seed nodes',
+    )
     .optional(),
   /** BullMQ key prefix; use a hash tag such as `{hat}` for Redis Cluster. Default `hat` (`{hat}` with REDIS_CLUSTER_NODES). */
-  HAT_REDIS_PREFIX: z.string().min(1).regex(/^[^\s:]+$/, 'must not contain spaces or ":"').default('hat'),
+  HAT_REDIS_PREFIX: z
+    .string()
+    .min(1)
+    .regex(/^[^\s:]+$/, 'must not contain spaces or ":"')
+    .default('hat'),
   /** Where run artifacts go: `s3://bucket/prefix` or `file:///abs/path`. Default: a local S3-compatible server the demo starts. */
-  HAT_ARTIFACTS: z.string().regex(/^(s3|file):\/\//, 'must start with s3:// or file://').optional(),
+  HAT_ARTIFACTS: z
+    .string()
+    .regex(/^(s3|file):\/\//, 'must start with s3:// or file://')
+    .optional(),
   /** S3 endpoint for S3-compatible servers (MinIO, s3rver, Ceph); unset for AWS. */
   S3_ENDPOINT: z.string().url().optional(),
   S3_REGION: z.string().min(1).default('us-east-1'),
@@ -80,7 +90,8 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): HatEnv {
   }
   // Redis Cluster keeps a multi-key operation to one slot, and a BullMQ flow spans queues: the
   // shared prefix must carry a hash tag, so cluster mode defaults to `{hat}` instead of `hat`.
-  if (picked.REDIS_CLUSTER_NODES !== undefined && picked.HAT_REDIS_PREFIX === undefined) picked.HAT_REDIS_PREFIX = clusterDefaultPrefix;
+  if (picked.REDIS_CLUSTER_NODES !== undefined && picked.HAT_REDIS_PREFIX === undefined)
+    picked.HAT_REDIS_PREFIX = clusterDefaultPrefix;
   const result = envSchema.safeParse(picked);
   const collector = new ProblemCollector();
   if (!result.success) collector.addAll(zodProblems(result.error, 'environment'));

@@ -2,8 +2,16 @@ import { findUrlCredentials, hasUrlCredentials, redactUrlCredentials } from './u
 
 describe('URL credentials', () => {
   it('finds userinfo in any URL of a config, by path', () => {
-    const config = { stages: { collect: { teacher: { baseUrl: 'http://user:sk-live-123@host:8000/v1' } }, replay: { targets: [{ url: 'https://tok@x.example/v1' }] } } };
-    expect(findUrlCredentials(config).map((problem) => problem.path.join('.'))).toEqual(['stages.collect.teacher.baseUrl', 'stages.replay.targets.0.url']);
+    const config = {
+      stages: {
+        collect: { teacher: { baseUrl: 'http://user:sk-live-123@host:8000/v1' } },
+        replay: { targets: [{ url: 'https://tok@x.example/v1' }] },
+      },
+    };
+    expect(findUrlCredentials(config).map((problem) => problem.path.join('.'))).toEqual([
+      'stages.collect.teacher.baseUrl',
+      'stages.replay.targets.0.url',
+    ]);
   });
 
   it('accepts URLs without userinfo and @ elsewhere in a URL or text', () => {
@@ -15,9 +23,9 @@ describe('URL credentials', () => {
   });
 
   it('redacts userinfo wherever it stands in a text, keeping the rest', () => {
-    expect(redactUrlCredentials('connect ECONNREFUSED http://user:sk-abc@10.0.0.1:8000/v1/chat (twice: https://k@h/)')).toBe(
-      'connect ECONNREFUSED http://[redacted]@10.0.0.1:8000/v1/chat (twice: https://[redacted]@h/)',
-    );
+    expect(
+      redactUrlCredentials('connect ECONNREFUSED http://user:sk-abc@10.0.0.1:8000/v1/chat (twice: https://k@h/)'),
+    ).toBe('connect ECONNREFUSED http://[redacted]@10.0.0.1:8000/v1/chat (twice: https://[redacted]@h/)');
     expect(redactUrlCredentials('no url here')).toBe('no url here');
   });
 });

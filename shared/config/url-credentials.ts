@@ -30,12 +30,20 @@ export interface UrlCredentialProblem {
 export function findUrlCredentials(value: unknown, path: (string | number)[] = []): UrlCredentialProblem[] {
   if (typeof value === 'string') {
     return hasUrlCredentials(value)
-      ? [{ path, message: 'holds credentials in a URL (user:password@); remove them and give the key with apiKeyEnv or apiKeyFile (S3: AWS_* variables)' }]
+      ? [
+          {
+            path,
+            message:
+              'holds credentials in a URL (user:password@); remove them and give the key with apiKeyEnv or apiKeyFile (S3: AWS_* variables)',
+          },
+        ]
       : [];
   }
   if (Array.isArray(value)) return value.flatMap((item, index) => findUrlCredentials(item, [...path, index]));
   if (value !== null && typeof value === 'object') {
-    return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) => findUrlCredentials(item, [...path, key]));
+    return Object.entries(value as Record<string, unknown>).flatMap(([key, item]) =>
+      findUrlCredentials(item, [...path, key]),
+    );
   }
   return [];
 }

@@ -50,7 +50,11 @@ export class BadInputError extends HatError {
 export class TransientError extends HatError {
   /** Server hint in milliseconds (Retry-After), when it gave one. */
   readonly retryAfterMs?: number;
-  constructor(code: string, message: string, options: Omit<HatErrorOptions, 'retryable'> & { retryAfterMs?: number } = {}) {
+  constructor(
+    code: string,
+    message: string,
+    options: Omit<HatErrorOptions, 'retryable'> & { retryAfterMs?: number } = {},
+  ) {
     super(code, message, { ...options, retryable: true });
     this.retryAfterMs = options.retryAfterMs;
   }
@@ -68,7 +72,10 @@ export function errorCodeOf(error: unknown): string | undefined {
 export function isRetryable(error: unknown): boolean {
   if (HatError.isInstance(error)) return error.retryable;
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && ['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'UND_ERR_SOCKET'].includes(code);
+  return (
+    typeof code === 'string' &&
+    ['ECONNRESET', 'ECONNREFUSED', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'UND_ERR_SOCKET'].includes(code)
+  );
 }
 
 /** The CLI's exit code for an error. */

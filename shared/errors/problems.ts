@@ -45,9 +45,13 @@ export class ValidationError extends BadInputError {
   readonly problems: Problem[];
   constructor(code: string, summary: string, problems: Problem[]) {
     const count = problems.length;
-    super(code, `${summary} (${count} problem${count === 1 ? '' : 's'}):\n${problems.map((p) => `  - ${formatProblem(p)}`).join('\n')}`, {
-      details: { problems },
-    });
+    super(
+      code,
+      `${summary} (${count} problem${count === 1 ? '' : 's'}):\n${problems.map((p) => `  - ${formatProblem(p)}`).join('\n')}`,
+      {
+        details: { problems },
+      },
+    );
     this.problems = problems;
   }
 }

@@ -16,7 +16,10 @@ function tool(harness: Harness, name: string): ToolDefinition {
 }
 
 function replaceTool(harness: Harness, name: string, edit: (tool: ToolDefinition) => ToolDefinition): Harness {
-  return { ...harness, tools: harness.tools.map((candidate) => (candidate.name === name ? edit(candidate) : candidate)) };
+  return {
+    ...harness,
+    tools: harness.tools.map((candidate) => (candidate.name === name ? edit(candidate) : candidate)),
+  };
 }
 
 function properties(definition: ToolDefinition): Record<string, Record<string, unknown>> {
@@ -34,7 +37,11 @@ describe('diffHarnesses', () => {
     const after = replaceTool(sample, 'get_item_detail', (definition) => ({
       ...definition,
       name: 'fetch_product',
-      parameters: { ...definition.parameters, properties: { product_ref: properties(definition).item_id }, required: ['product_ref'] },
+      parameters: {
+        ...definition.parameters,
+        properties: { product_ref: properties(definition).item_id },
+        required: ['product_ref'],
+      },
       binding: { capability: 'item_detail', arguments: { product_ref: 'item_id' } },
     }));
     const diff = diffHarnesses(sample, after);
@@ -43,10 +50,17 @@ describe('diffHarnesses', () => {
     expect(diff.tools.added).toEqual([]);
     expect(diff.tools.removed).toEqual([]);
     expect(diff.tools.changed).toEqual([
-      expect.objectContaining({ id: 'fetch_product', previousId: 'get_item_detail', bindingChanged: true, parameters: [{ kind: 'renamed', from: 'item_id', to: 'product_ref' }] }),
+      expect.objectContaining({
+        id: 'fetch_product',
+        previousId: 'get_item_detail',
+        bindingChanged: true,
+        parameters: [{ kind: 'renamed', from: 'item_id', to: 'product_ref' }],
+      }),
     ]);
     const text = formatHarnessDiff(diff);
-    expect(text).toContain('  ~ tool get_item_detail -> fetch_product (renamed)\n      binding changed\n      parameter item_id -> product_ref (renamed)\n');
+    expect(text).toContain(
+      '  ~ tool get_item_detail -> fetch_product (renamed)\n      binding changed\n      parameter item_id -> product_ref (renamed)\n',
+    );
   });
 
   it('reports parameter type, requirement, enum and description changes, and added or removed parameters', () => {
@@ -75,7 +89,12 @@ describe('diffHarnesses', () => {
       expect.arrayContaining([
         { kind: 'type_changed', path: 'limit', before: 'integer', after: 'number' },
         { kind: 'required_changed', path: 'category', before: false, after: true },
-        { kind: 'enum_changed', path: 'category', before: ['apparel', 'beauty', 'food', 'electronics', 'home'], after: ['apparel', 'beauty', 'food'] },
+        {
+          kind: 'enum_changed',
+          path: 'category',
+          before: ['apparel', 'beauty', 'food', 'electronics', 'home'],
+          after: ['apparel', 'beauty', 'food'],
+        },
         { kind: 'description_changed', path: 'query' },
         { kind: 'removed', path: 'max_price', type: 'number' },
         { kind: 'added', path: 'in_stock_only', type: 'boolean' },
@@ -96,7 +115,10 @@ describe('diffHarnesses', () => {
       parameters: { type: 'object', properties: {} },
       binding: { capability: 'live_script' },
     };
-    const after = { ...sample, tools: [...sample.tools.filter((definition) => definition.name !== 'compare_items'), extra] };
+    const after = {
+      ...sample,
+      tools: [...sample.tools.filter((definition) => definition.name !== 'compare_items'), extra],
+    };
     const diff = diffHarnesses(sample, after);
     expect(diff.tools.removed).toEqual(['compare_items']);
     // get_weather shares live_script's capability but not get_live_script's name: a new tool, since get_live_script is still there.
@@ -106,7 +128,10 @@ describe('diffHarnesses', () => {
   });
 
   it('detects renamed and changed skills, following tool renames in their tool lists', () => {
-    const renamedTool = replaceTool(sample, 'get_after_sales_policy', (definition) => ({ ...definition, name: 'lookup_policy' }));
+    const renamedTool = replaceTool(sample, 'get_after_sales_policy', (definition) => ({
+      ...definition,
+      name: 'lookup_policy',
+    }));
     const after: Harness = {
       ...renamedTool,
       skills: renamedTool.skills.map((skill) => {
@@ -114,7 +139,11 @@ describe('diffHarnesses', () => {
         if (skill.id === 'compliance') return { ...skill, body: `${skill.body}\n6. 新增一条。` };
         return skill;
       }),
-      hooks: renamedTool.hooks.map((hook) => (hook.id === 'tool_facts_only' ? { ...hook, skills: ['product_qa', 'price_calculation', 'service_questions'] } : hook)),
+      hooks: renamedTool.hooks.map((hook) =>
+        hook.id === 'tool_facts_only'
+          ? { ...hook, skills: ['product_qa', 'price_calculation', 'service_questions'] }
+          : hook,
+      ),
     };
     const diff = diffHarnesses(sample, after);
     expect(diff.tools.renamed).toEqual([{ from: 'get_after_sales_policy', to: 'lookup_policy' }]);
@@ -122,7 +151,9 @@ describe('diffHarnesses', () => {
     // Same tools modulo the rename, same skills modulo the rename: neither counts as a change.
     expect(diff.skills.changed).toEqual([{ id: 'compliance', fields: ['body'] }]);
     expect(diff.hooks.changed).toEqual([]);
-    expect(formatHarnessDiff(diff)).toContain('skills\n  ~ skill after_sales -> service_questions (renamed)\n  ~ skill compliance\n      body changed\n');
+    expect(formatHarnessDiff(diff)).toContain(
+      'skills\n  ~ skill after_sales -> service_questions (renamed)\n  ~ skill compliance\n      body changed\n',
+    );
   });
 
   it('reports hooks moved, renamed, with a changed constraint, added and removed', () => {
@@ -131,11 +162,26 @@ describe('diffHarnesses', () => {
       hooks: sample.hooks
         .filter((hook) => hook.id !== 'tool_facts_only')
         .map((hook) => {
-          if (hook.id === 'reply_length') return { ...hook, event: 'user_message' as const, placement: 'system_message' as const, constraint: { type: 'max_chars' as const, value: 80 } };
+          if (hook.id === 'reply_length')
+            return {
+              ...hook,
+              event: 'user_message' as const,
+              placement: 'system_message' as const,
+              constraint: { type: 'max_chars' as const, value: 80 },
+            };
           if (hook.id === 'persona_tone') return { ...hook, id: 'host_voice' };
           return hook;
         })
-        .concat([{ id: 'no_links', event: 'before_reply', placement: 'system_message', when: 'always', text: '不要发链接。', constraint: { type: 'none' } }]),
+        .concat([
+          {
+            id: 'no_links',
+            event: 'before_reply',
+            placement: 'system_message',
+            when: 'always',
+            text: '不要发链接。',
+            constraint: { type: 'none' },
+          },
+        ]),
     };
     const diff = diffHarnesses(sample, after);
     expect(diff.hooks.added).toEqual(['no_links']);
@@ -144,14 +190,19 @@ describe('diffHarnesses', () => {
     expect(diff.hooks.changed).toEqual([
       {
         id: 'reply_length',
-        moved: { before: { event: 'before_reply', placement: 'user_suffix' }, after: { event: 'user_message', placement: 'system_message' } },
+        moved: {
+          before: { event: 'before_reply', placement: 'user_suffix' },
+          after: { event: 'user_message', placement: 'system_message' },
+        },
         constraint: { before: { type: 'max_chars', value: 60 }, after: { type: 'max_chars', value: 80 } },
         textChanged: false,
         skillsChanged: false,
       },
     ]);
     const text = formatHarnessDiff(diff);
-    expect(text).toContain('  ~ hook reply_length\n      moved: before_reply/user_suffix -> user_message/system_message\n      constraint: max_chars 60 -> max_chars 80\n');
+    expect(text).toContain(
+      '  ~ hook reply_length\n      moved: before_reply/user_suffix -> user_message/system_message\n      constraint: max_chars 60 -> max_chars 80\n',
+    );
     expect(text).toContain('  ~ hook persona_tone -> host_voice (renamed)\n');
   });
 
@@ -175,7 +226,9 @@ describe('diffHarnesses', () => {
     expect(diff.sections.changed).toEqual([{ id: 'rules', fields: ['title'] }]);
     expect(diff.sections.reordered?.after.slice(0, 3)).toEqual(['rules', 'persona', 'abilities']);
     const text = formatHarnessDiff(diff);
-    expect(text).toContain('prompt\n  format: markdown -> xml\n  ~ section skills -> abilities (renamed)\n  ~ section rules\n      title changed\n  order: persona, rules, skills,');
+    expect(text).toContain(
+      'prompt\n  format: markdown -> xml\n  ~ section skills -> abilities (renamed)\n  ~ section rules\n      title changed\n  order: persona, rules, skills,',
+    );
     expect(diff.tools).toEqual({ added: [], removed: [], renamed: [], changed: [] });
   });
 
@@ -187,7 +240,11 @@ describe('diffHarnesses', () => {
         .filter((definition) => definition.name !== 'quote_final_price')
         .concat([
           { ...quote, name: 'price_with_coupons' },
-          { ...quote, name: 'price_decoy', parameters: { type: 'object', properties: { item_id: properties(quote).item_id } } },
+          {
+            ...quote,
+            name: 'price_decoy',
+            parameters: { type: 'object', properties: { item_id: properties(quote).item_id } },
+          },
         ]),
     };
     const diff = diffHarnesses(sample, after);

@@ -1,6 +1,16 @@
 import { canonicalJson } from '../hash/hash';
 import { harnessHash } from './harness-hash';
-import type { Harness, HookConstraint, HookDefinition, HookEvent, HookPlacement, PromptFormat, PromptSection, Skill, ToolDefinition } from './harness-types';
+import type {
+  Harness,
+  HookConstraint,
+  HookDefinition,
+  HookEvent,
+  HookPlacement,
+  PromptFormat,
+  PromptSection,
+  Skill,
+  ToolDefinition,
+} from './harness-types';
 import { schemaPropertyPaths, type SchemaProperty } from './json-schema-check';
 
 /**
@@ -95,7 +105,13 @@ interface Pairing<T> {
  * Pairs entries by name, then pairs what is left by similarity (best first, ties by position)
  * when the score reaches `threshold`: those are renames.
  */
-function pairEntries<T>(before: T[], after: T[], key: (item: T) => string, similarity: (a: T, b: T) => number, threshold: number): Pairing<T> {
+function pairEntries<T>(
+  before: T[],
+  after: T[],
+  key: (item: T) => string,
+  similarity: (a: T, b: T) => number,
+  threshold: number,
+): Pairing<T> {
   const afterByKey = new Map(after.map((item) => [key(item), item]));
   const pairs: Array<{ before: T; after: T }> = [];
   const pairedAfter = new Set<T>();
@@ -158,7 +174,8 @@ function familyDiff<T, Change extends EntryChange>(
   const beforeOrder = before.filter((item) => renameOf.has(item)).map((item) => key(renameOf.get(item) as T));
   const common = new Set(beforeOrder);
   const afterOrder = after.map(key).filter((name) => common.has(name));
-  if (beforeOrder.join('\u0000') !== afterOrder.join('\u0000')) diff.reordered = { before: before.map(key), after: after.map(key) };
+  if (beforeOrder.join('\u0000') !== afterOrder.join('\u0000'))
+    diff.reordered = { before: before.map(key), after: after.map(key) };
   return diff;
 }
 
@@ -183,14 +200,18 @@ interface BoundParameter extends SchemaProperty {
 
 function boundParameters(tool: ToolDefinition): BoundParameter[] {
   const mapped = tool.binding.arguments ?? {};
-  return schemaPropertyPaths(tool.parameters).map((property) => ({ ...property, argument: mapped[property.path] ?? property.path }));
+  return schemaPropertyPaths(tool.parameters).map((property) => ({
+    ...property,
+    argument: mapped[property.path] ?? property.path,
+  }));
 }
 
 function toolArguments(tool: ToolDefinition): Set<string> {
   const mapped = new Set(Object.values(tool.binding.arguments ?? {}));
   const paths = Object.keys(tool.binding.arguments ?? {});
-  for (const name of Object.keys((tool.parameters.properties ?? {}))) {
-    if (!paths.some((path) => path === name || path.startsWith(`${name}.`) || path.startsWith(`${name}[]`))) mapped.add(name);
+  for (const name of Object.keys(tool.parameters.properties ?? {})) {
+    if (!paths.some((path) => path === name || path.startsWith(`${name}.`) || path.startsWith(`${name}[]`)))
+      mapped.add(name);
   }
   return mapped;
 }
@@ -208,25 +229,47 @@ function diffParameters(a: ToolDefinition, b: ToolDefinition): ParameterChange[]
   const before = boundParameters(a);
   const after = boundParameters(b);
   // Bound arguments pair first (a rename keeps the argument), then equal paths, then look-alikes.
-  const byArgument = pairEntries(before, after, (parameter) => parameter.argument, () => 0, 1);
-  const byPath = pairEntries(byArgument.removed, byArgument.added, (parameter) => parameter.path, (x, y) => {
-    const sameType = typeOf(x.schema) === typeOf(y.schema);
-    const sameText = x.schema.description !== undefined && x.schema.description === y.schema.description;
-    const sameEnum = enumOf(x.schema) !== undefined && canonicalJson(enumOf(x.schema)) === canonicalJson(enumOf(y.schema));
-    return sameType && (sameText || sameEnum) ? 1 : 0;
-  }, 1);
+  const byArgument = pairEntries(
+    before,
+    after,
+    (parameter) => parameter.argument,
+    () => 0,
+    1,
+  );
+  const byPath = pairEntries(
+    byArgument.removed,
+    byArgument.added,
+    (parameter) => parameter.path,
+    (x, y) => {
+      const sameType = typeOf(x.schema) === typeOf(y.schema);
+      const sameText = x.schema.description !== undefined && x.schema.description === y.schema.description;
+      const sameEnum =
+        enumOf(x.schema) !== undefined && canonicalJson(enumOf(x.schema)) === canonicalJson(enumOf(y.schema));
+      return sameType && (sameText || sameEnum) ? 1 : 0;
+    },
+    1,
+  );
   const changes: ParameterChange[] = [];
   for (const { before: x, after: y } of [...byArgument.pairs, ...byPath.pairs]) {
     if (x.path !== y.path) changes.push({ kind: 'renamed', from: x.path, to: y.path });
-    if (typeOf(x.schema) !== typeOf(y.schema)) changes.push({ kind: 'type_changed', path: y.path, before: typeOf(x.schema), after: typeOf(y.schema) });
-    if (x.required !== y.required) changes.push({ kind: 'required_changed', path: y.path, before: x.required, after: y.required });
+    if (typeOf(x.schema) !== typeOf(y.schema))
+      changes.push({ kind: 'type_changed', path: y.path, before: typeOf(x.schema), after: typeOf(y.schema) });
+    if (x.required !== y.required)
+      changes.push({ kind: 'required_changed', path: y.path, before: x.required, after: y.required });
     if (canonicalJson(enumOf(x.schema) ?? null) !== canonicalJson(enumOf(y.schema) ?? null)) {
-      changes.push({ kind: 'enum_changed', path: y.path, before: enumOf(x.schema) ?? [], after: enumOf(y.schema) ?? [] });
+      changes.push({
+        kind: 'enum_changed',
+        path: y.path,
+        before: enumOf(x.schema) ?? [],
+        after: enumOf(y.schema) ?? [],
+      });
     }
     if (x.schema.description !== y.schema.description) changes.push({ kind: 'description_changed', path: y.path });
   }
-  for (const parameter of byPath.removed) changes.push({ kind: 'removed', path: parameter.path, type: typeOf(parameter.schema) });
-  for (const parameter of byPath.added) changes.push({ kind: 'added', path: parameter.path, type: typeOf(parameter.schema) });
+  for (const parameter of byPath.removed)
+    changes.push({ kind: 'removed', path: parameter.path, type: typeOf(parameter.schema) });
+  for (const parameter of byPath.added)
+    changes.push({ kind: 'added', path: parameter.path, type: typeOf(parameter.schema) });
   return changes;
 }
 
@@ -239,9 +282,12 @@ function compareTools(a: ToolDefinition, b: ToolDefinition): Omit<ToolChange, 'i
       canonicalJson({ arguments: b.binding.arguments ?? {}, enumValues: b.binding.enumValues ?? {} }),
     parameters,
   };
-  if (a.binding.capability !== b.binding.capability) change.capability = { before: a.binding.capability, after: b.binding.capability };
-  if (parameters.length === 0 && canonicalJson(a.parameters) !== canonicalJson(b.parameters)) parameters.push({ kind: 'schema_changed' });
-  const changed = change.descriptionChanged || change.bindingChanged || change.capability !== undefined || parameters.length > 0;
+  if (a.binding.capability !== b.binding.capability)
+    change.capability = { before: a.binding.capability, after: b.binding.capability };
+  if (parameters.length === 0 && canonicalJson(a.parameters) !== canonicalJson(b.parameters))
+    parameters.push({ kind: 'schema_changed' });
+  const changed =
+    change.descriptionChanged || change.bindingChanged || change.capability !== undefined || parameters.length > 0;
   return changed ? change : undefined;
 }
 
@@ -264,17 +310,27 @@ function diffSkills(before: Skill[], after: Skill[], toolName: (name: string) =>
       [tools(a), b.tools],
     ]);
   const pairing = pairEntries(before, after, (skill) => skill.id, similarity, 0.5);
-  return familyDiff<Skill, SkillChange>(before, after, (skill) => skill.id, pairing, (a, b) => {
-    const fields: SkillChange['fields'] = [];
-    if (a.name !== b.name) fields.push('name');
-    if (a.description !== b.description) fields.push('description');
-    if (canonicalJson(tools(a)) !== canonicalJson(b.tools)) fields.push('tools');
-    if (a.body !== b.body) fields.push('body');
-    return fields.length > 0 ? { fields } : undefined;
-  });
+  return familyDiff<Skill, SkillChange>(
+    before,
+    after,
+    (skill) => skill.id,
+    pairing,
+    (a, b) => {
+      const fields: SkillChange['fields'] = [];
+      if (a.name !== b.name) fields.push('name');
+      if (a.description !== b.description) fields.push('description');
+      if (canonicalJson(tools(a)) !== canonicalJson(b.tools)) fields.push('tools');
+      if (a.body !== b.body) fields.push('body');
+      return fields.length > 0 ? { fields } : undefined;
+    },
+  );
 }
 
-function diffHooks(before: HookDefinition[], after: HookDefinition[], skillId: (id: string) => string): FamilyDiff<HookChange> {
+function diffHooks(
+  before: HookDefinition[],
+  after: HookDefinition[],
+  skillId: (id: string) => string,
+): FamilyDiff<HookChange> {
   // The text, or a real constraint at the same spot, identifies a hook; sharing `none` says nothing.
   const similarity = (a: HookDefinition, b: HookDefinition) =>
     5 * Number(a.text === b.text) +
@@ -282,19 +338,29 @@ function diffHooks(before: HookDefinition[], after: HookDefinition[], skillId: (
     Number(a.event === b.event) +
     Number(a.placement === b.placement);
   const pairing = pairEntries(before, after, (hook) => hook.id, similarity, 5);
-  return familyDiff<HookDefinition, HookChange>(before, after, (hook) => hook.id, pairing, (a, b) => {
-    const change: Omit<HookChange, 'id' | 'previousId'> = {
-      textChanged: a.text !== b.text,
-      skillsChanged: canonicalJson((a.skills ?? []).map(skillId)) !== canonicalJson(b.skills ?? []),
-    };
-    if (a.event !== b.event || a.placement !== b.placement) {
-      change.moved = { before: { event: a.event, placement: a.placement }, after: { event: b.event, placement: b.placement } };
-    }
-    if (a.when !== b.when) change.when = { before: a.when, after: b.when };
-    if (canonicalJson(a.constraint) !== canonicalJson(b.constraint)) change.constraint = { before: a.constraint, after: b.constraint };
-    const changed = change.textChanged || change.skillsChanged || change.moved || change.when || change.constraint;
-    return changed ? change : undefined;
-  });
+  return familyDiff<HookDefinition, HookChange>(
+    before,
+    after,
+    (hook) => hook.id,
+    pairing,
+    (a, b) => {
+      const change: Omit<HookChange, 'id' | 'previousId'> = {
+        textChanged: a.text !== b.text,
+        skillsChanged: canonicalJson((a.skills ?? []).map(skillId)) !== canonicalJson(b.skills ?? []),
+      };
+      if (a.event !== b.event || a.placement !== b.placement) {
+        change.moved = {
+          before: { event: a.event, placement: a.placement },
+          after: { event: b.event, placement: b.placement },
+        };
+      }
+      if (a.when !== b.when) change.when = { before: a.when, after: b.when };
+      if (canonicalJson(a.constraint) !== canonicalJson(b.constraint))
+        change.constraint = { before: a.constraint, after: b.constraint };
+      const changed = change.textChanged || change.skillsChanged || change.moved || change.when || change.constraint;
+      return changed ? change : undefined;
+    },
+  );
 }
 
 const generatedSectionKinds = new Set(['skills', 'constraints', 'room_context']);
@@ -307,19 +373,31 @@ function diffSections(before: PromptSection[], after: PromptSection[]): FamilyDi
     return 0.5 + 0.25 * Number(a.title === b.title) + 0.25 * Number(a.content === b.content);
   };
   const pairing = pairEntries(before, after, (section) => section.id, similarity, 0.75);
-  return familyDiff<PromptSection, SectionChange>(before, after, (section) => section.id, pairing, (a, b) => {
-    const fields: SectionChange['fields'] = [];
-    if (a.kind !== b.kind) fields.push('kind');
-    if (a.title !== b.title) fields.push('title');
-    if (a.content !== b.content) fields.push('content');
-    return fields.length > 0 ? { fields } : undefined;
-  });
+  return familyDiff<PromptSection, SectionChange>(
+    before,
+    after,
+    (section) => section.id,
+    pairing,
+    (a, b) => {
+      const fields: SectionChange['fields'] = [];
+      if (a.kind !== b.kind) fields.push('kind');
+      if (a.title !== b.title) fields.push('title');
+      if (a.content !== b.content) fields.push('content');
+      return fields.length > 0 ? { fields } : undefined;
+    },
+  );
 }
 
 /** The semantic diff from `before` to `after`. */
 export function diffHarnesses(before: Harness, after: Harness): HarnessDiff {
   const toolPairing = pairEntries(before.tools, after.tools, (tool) => tool.name, toolSimilarity, 0.75);
-  const tools = familyDiff<ToolDefinition, ToolChange>(before.tools, after.tools, (tool) => tool.name, toolPairing, compareTools);
+  const tools = familyDiff<ToolDefinition, ToolChange>(
+    before.tools,
+    after.tools,
+    (tool) => tool.name,
+    toolPairing,
+    compareTools,
+  );
   const skills = diffSkills(before.skills, after.skills, renameMap(tools.renamed));
   const hooks = diffHooks(before.hooks, after.hooks, renameMap(skills.renamed));
   const beforeHash = harnessHash(before);
@@ -337,7 +415,8 @@ export function diffHarnesses(before: Harness, after: Harness): HarnessDiff {
     skills,
     hooks,
   };
-  if (before.prompt.format !== after.prompt.format) diff.format = { before: before.prompt.format, after: after.prompt.format };
+  if (before.prompt.format !== after.prompt.format)
+    diff.format = { before: before.prompt.format, after: after.prompt.format };
   return diff;
 }
 
@@ -393,13 +472,20 @@ function hookDetails(change: HookChange): string[] {
     lines.push(`moved: ${before.event}/${before.placement} -> ${after.event}/${after.placement}`);
   }
   if (change.when) lines.push(`when: ${change.when.before} -> ${change.when.after}`);
-  if (change.constraint) lines.push(`constraint: ${describeConstraint(change.constraint.before)} -> ${describeConstraint(change.constraint.after)}`);
+  if (change.constraint)
+    lines.push(
+      `constraint: ${describeConstraint(change.constraint.before)} -> ${describeConstraint(change.constraint.after)}`,
+    );
   if (change.textChanged) lines.push('text changed');
   if (change.skillsChanged) lines.push('skills changed');
   return lines;
 }
 
-function familyLines<Change extends EntryChange>(noun: string, family: FamilyDiff<Change>, details: (change: Change) => string[]): string[] {
+function familyLines<Change extends EntryChange>(
+  noun: string,
+  family: FamilyDiff<Change>,
+  details: (change: Change) => string[],
+): string[] {
   const lines: string[] = [];
   for (const name of family.added) lines.push(`  + ${noun} ${name}`);
   for (const name of family.removed) lines.push(`  - ${noun} ${name}`);
@@ -414,7 +500,8 @@ function familyLines<Change extends EntryChange>(noun: string, family: FamilyDif
     lines.push(`  ~ ${noun} ${change.id}`);
     lines.push(...details(change).map((line) => `      ${line}`));
   }
-  if (family.reordered) lines.push(`  order: ${family.reordered.before.join(', ')} -> ${family.reordered.after.join(', ')}`);
+  if (family.reordered)
+    lines.push(`  order: ${family.reordered.before.join(', ')} -> ${family.reordered.after.join(', ')}`);
   return lines;
 }
 
@@ -424,7 +511,8 @@ function titled(title: string, lines: string[]): string[] {
 
 /** Text rendering of a diff, one change per line, grouped by family. */
 export function formatHarnessDiff(diff: HarnessDiff): string {
-  const side = (label: string, value: HarnessDiff['before']) => `${label} ${value.id} ${value.version} (${value.hash.slice(0, 12)})`;
+  const side = (label: string, value: HarnessDiff['before']) =>
+    `${label} ${value.id} ${value.version} (${value.hash.slice(0, 12)})`;
   const lines = [side('---', diff.before), side('+++', diff.after)];
   const prompt: string[] = [];
   if (diff.persona.length > 0) prompt.push(`  persona ${diff.persona.join(', ')} changed`);
@@ -434,6 +522,7 @@ export function formatHarnessDiff(diff: HarnessDiff): string {
   lines.push(...titled('tools', familyLines('tool', diff.tools, toolDetails)));
   lines.push(...titled('skills', familyLines('skill', diff.skills, fieldsChanged)));
   lines.push(...titled('hooks', familyLines('hook', diff.hooks, hookDetails)));
-  if (lines.length === 2) lines.push(diff.identical ? 'no differences' : 'no semantic differences (content hash differs)');
+  if (lines.length === 2)
+    lines.push(diff.identical ? 'no differences' : 'no semantic differences (content hash differs)');
   return `${lines.join('\n')}\n`;
 }

@@ -50,7 +50,10 @@ function isHarnessPath(path: string): boolean {
 export async function readHarnessFiles(directory: string): Promise<HarnessFiles> {
   const info = await stat(directory).catch(() => undefined);
   if (!info?.isDirectory()) {
-    throw new BadInputError('BAD_HARNESS', `${directory}: not a harness directory; pass a directory holding ${HARNESS_FILE}, ${SKILLS_DIR}/ and ${TOOLS_DIR}/`);
+    throw new BadInputError(
+      'BAD_HARNESS',
+      `${directory}: not a harness directory; pass a directory holding ${HARNESS_FILE}, ${SKILLS_DIR}/ and ${TOOLS_DIR}/`,
+    );
   }
   const files: HarnessFiles = {};
   const entries = await readdir(directory, { recursive: true, withFileTypes: true });
@@ -58,7 +61,10 @@ export async function readHarnessFiles(directory: string): Promise<HarnessFiles>
     if (!entry.isFile()) continue;
     const relative = relativePath(directory, join(entry.parentPath, entry.name)).split(sep).join('/');
     if (!isHarnessPath(relative)) continue;
-    files[relative] = decodeUtf8Strict(await readFile(join(directory, relative)), join(directory, relative)).replace(/\r\n/g, '\n');
+    files[relative] = decodeUtf8Strict(await readFile(join(directory, relative)), join(directory, relative)).replace(
+      /\r\n/g,
+      '\n',
+    );
   }
   return files;
 }

@@ -14,6 +14,9 @@ export function harnessHash(harness: Harness): string {
     skills: harness.skills,
     tools: harness.tools,
     // An empty skills list on a hook means the same as none.
-    hooks: harness.hooks.map((hook) => ({ ...hook, skills: hook.skills && hook.skills.length > 0 ? hook.skills : undefined })),
+    hooks: harness.hooks.map((hook) => ({
+      ...hook,
+      skills: hook.skills && hook.skills.length > 0 ? hook.skills : undefined,
+    })),
   });
 }

@@ -39,7 +39,10 @@ function identifier(pattern: RegExp, noun: string) {
   return z.string().regex(pattern, { error: `invalid ${noun}: use letters, digits, "_" or "-" (${pattern.source})` });
 }
 
-const nonEmptyText = (noun: string) => z.string().refine((text) => text.trim().length > 0, { error: `${noun} is empty; write the text or remove the entry` });
+const nonEmptyText = (noun: string) =>
+  z
+    .string()
+    .refine((text) => text.trim().length > 0, { error: `${noun} is empty; write the text or remove the entry` });
 
 export const promptSectionSchema = z.strictObject({
   id: identifier(elementIdPattern, 'section id'),
@@ -57,7 +60,11 @@ export const hookConstraintSchema = z.discriminatedUnion(
     z.strictObject({ type: z.literal('max_chars'), value: z.number().int().positive() }),
     z.strictObject({ type: z.literal('must_mention'), target: oneOf(mentionTargets, 'must_mention target') }),
     z.strictObject({ type: z.literal('banned_terms'), terms: termList('banned term') }),
-    z.strictObject({ type: z.literal('tone'), markers: termList('tone marker'), minMarkers: z.number().int().nonnegative().optional() }),
+    z.strictObject({
+      type: z.literal('tone'),
+      markers: termList('tone marker'),
+      minMarkers: z.number().int().nonnegative().optional(),
+    }),
     z.strictObject({ type: z.literal('none') }),
   ],
   {

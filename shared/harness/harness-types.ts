@@ -105,7 +105,11 @@ export type HookConstraint =
 
 /** Conditions under which a hook is active. */
 export type HookCondition = 'always' | 'campaign_active' | 'featured_item_set';
-export const hookConditions = ['always', 'campaign_active', 'featured_item_set'] as const satisfies readonly HookCondition[];
+export const hookConditions = [
+  'always',
+  'campaign_active',
+  'featured_item_set',
+] as const satisfies readonly HookCondition[];
 
 export interface HookDefinition {
   id: string;
@@ -120,7 +124,15 @@ export interface HookDefinition {
 }
 
 /** Section kinds of the system prompt. `skills` lists skills, `tools_guide` mentions tools, `constraints` gathers system_prompt hooks. */
-export const sectionKinds = ['persona', 'rules', 'skills', 'tools_guide', 'constraints', 'room_context', 'text'] as const;
+export const sectionKinds = [
+  'persona',
+  'rules',
+  'skills',
+  'tools_guide',
+  'constraints',
+  'room_context',
+  'text',
+] as const;
 export type SectionKind = (typeof sectionKinds)[number];
 
 export interface PromptSection {

@@ -62,7 +62,10 @@ function compileAndCheck(schema: Record<string, unknown>): SchemaProblem[] {
     for (const error of validator.errors ?? []) {
       if (seen.has(error.instancePath)) continue;
       seen.add(error.instancePath);
-      problems.push({ path: pointerToPath(error.instancePath), message: `invalid JSON Schema: ${describeMetaError(error)}` });
+      problems.push({
+        path: pointerToPath(error.instancePath),
+        message: `invalid JSON Schema: ${describeMetaError(error)}`,
+      });
     }
     return problems;
   }
@@ -77,7 +80,8 @@ function compileAndCheck(schema: Record<string, unknown>): SchemaProblem[] {
     // Ajv caches compiled schemas by object; the augment stage loads thousands of variants.
     validator.removeSchema(schema);
   }
-  if (schema.type !== 'object') problems.push({ path: ['type'], message: 'function parameters must be a JSON Schema of type "object"' });
+  if (schema.type !== 'object')
+    problems.push({ path: ['type'], message: 'function parameters must be a JSON Schema of type "object"' });
   return problems;
 }
 
@@ -104,6 +108,7 @@ export function schemaPropertyPaths(schema: Record<string, unknown>, prefix = ''
     }
   }
   const items = schema.items as Record<string, unknown> | undefined;
-  if (items && typeof items === 'object' && !Array.isArray(items)) result.push(...schemaPropertyPaths(items, `${prefix}[]`));
+  if (items && typeof items === 'object' && !Array.isArray(items))
+    result.push(...schemaPropertyPaths(items, `${prefix}[]`));
   return result;
 }

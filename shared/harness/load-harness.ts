@@ -9,7 +9,13 @@ import {
   toolFilePath,
   type HarnessFiles,
 } from './harness-files';
-import { harnessFileSchema, hookSchema, promptSectionSchema, skillFrontMatterSchema, toolFileSchema } from './harness-schema';
+import {
+  harnessFileSchema,
+  hookSchema,
+  promptSectionSchema,
+  skillFrontMatterSchema,
+  toolFileSchema,
+} from './harness-schema';
 import {
   capabilityArgumentEnums,
   capabilityArguments,
@@ -54,7 +60,11 @@ export function validateHarness(harness: Harness): Problem[] {
     ['tool', harness.tools.map((tool) => tool.name), toolFilePath],
   ] as const) {
     names.forEach((name, index) => {
-      if (names.indexOf(name) !== index) problems.push({ file: path(name), message: `duplicate ${noun} ${JSON.stringify(name)}; ${noun} ids must be unique` });
+      if (names.indexOf(name) !== index)
+        problems.push({
+          file: path(name),
+          message: `duplicate ${noun} ${JSON.stringify(name)}; ${noun} ids must be unique`,
+        });
     });
   }
   return [...problems, ...parseHarnessFiles(harnessToFiles(harness)).problems];
@@ -76,23 +86,39 @@ export function parseHarnessFiles(files: HarnessFiles): { harness?: Harness; pro
   // A file that fails to parse still declares its name: references to it are not problems too.
   const unparsedSkills: string[] = [];
   const unparsedTools: string[] = [];
-  const skills = paths.filter((path) => path.startsWith(`${SKILLS_DIR}/`)).flatMap((path) => {
-    const parsed = parseSkillFile(path, files[path], problems);
-    const stem = stemOf(path, SKILLS_DIR, '.md');
-    if (parsed.length === 0 && stem !== undefined) unparsedSkills.push(stem);
-    return parsed;
-  });
-  const tools = paths.filter((path) => path.startsWith(`${TOOLS_DIR}/`)).flatMap((path) => {
-    const parsed = parseToolFile(path, files[path], problems);
-    const stem = stemOf(path, TOOLS_DIR, '.json');
-    if (parsed.length === 0 && stem !== undefined) unparsedTools.push(stem);
-    return parsed;
-  });
-  const toolNames = new Set([...reportDuplicates(tools, (tool) => tool.name, 'tool', ['function', 'name'], problems), ...unparsedTools]);
-  const skillIds = new Set([...reportDuplicates(skills, (skill) => skill.id, 'skill', ['id'], problems), ...unparsedSkills]);
+  const skills = paths
+    .filter((path) => path.startsWith(`${SKILLS_DIR}/`))
+    .flatMap((path) => {
+      const parsed = parseSkillFile(path, files[path], problems);
+      const stem = stemOf(path, SKILLS_DIR, '.md');
+      if (parsed.length === 0 && stem !== undefined) unparsedSkills.push(stem);
+      return parsed;
+    });
+  const tools = paths
+    .filter((path) => path.startsWith(`${TOOLS_DIR}/`))
+    .flatMap((path) => {
+      const parsed = parseToolFile(path, files[path], problems);
+      const stem = stemOf(path, TOOLS_DIR, '.json');
+      if (parsed.length === 0 && stem !== undefined) unparsedTools.push(stem);
+      return parsed;
+    });
+  const toolNames = new Set([
+    ...reportDuplicates(tools, (tool) => tool.name, 'tool', ['function', 'name'], problems),
+    ...unparsedTools,
+  ]);
+  const skillIds = new Set([
+    ...reportDuplicates(skills, (skill) => skill.id, 'skill', ['id'], problems),
+    ...unparsedSkills,
+  ]);
   for (const skill of skills) {
     skill.value.tools.forEach((name, index) => {
-      if (!toolNames.has(name)) problems.push(skill.document.problem(['tools', index], `skill uses tool ${JSON.stringify(name)}, which does not exist; add ${TOOLS_DIR}/${name}.json or fix the name`));
+      if (!toolNames.has(name))
+        problems.push(
+          skill.document.problem(
+            ['tools', index],
+            `skill uses tool ${JSON.stringify(name)}, which does not exist; add ${TOOLS_DIR}/${name}.json or fix the name`,
+          ),
+        );
     });
   }
   for (const tool of tools) checkBinding(tool, problems);
@@ -103,13 +129,35 @@ export function parseHarnessFiles(files: HarnessFiles): { harness?: Harness; pro
   reportDuplicates(hooks, (hook) => hook.id, 'hook', ['id'], problems);
   for (const hook of hooks) {
     hook.value.skills?.forEach((id, index) => {
-      if (!skillIds.has(id)) problems.push(hook.document.problem([...hook.path, 'skills', index], `hook names skill ${JSON.stringify(id)}, which does not exist; add ${SKILLS_DIR}/${id}.md or fix the id`));
+      if (!skillIds.has(id))
+        problems.push(
+          hook.document.problem(
+            [...hook.path, 'skills', index],
+            `hook names skill ${JSON.stringify(id)}, which does not exist; add ${SKILLS_DIR}/${id}.md or fix the id`,
+          ),
+        );
     });
     checkHook(hook, problems);
   }
   checkSections(sections, hooks, skills.length, document, problems);
-  const orderedSkills = applyOrder(skills.map((skill) => skill.value), (skill) => skill.id, skillIds, envelope.order?.skills, 'skills', document, problems);
-  const orderedTools = applyOrder(tools.map((tool) => tool.value), (tool) => tool.name, toolNames, envelope.order?.tools, 'tools', document, problems);
+  const orderedSkills = applyOrder(
+    skills.map((skill) => skill.value),
+    (skill) => skill.id,
+    skillIds,
+    envelope.order?.skills,
+    'skills',
+    document,
+    problems,
+  );
+  const orderedTools = applyOrder(
+    tools.map((tool) => tool.value),
+    (tool) => tool.name,
+    toolNames,
+    envelope.order?.tools,
+    'tools',
+    document,
+    problems,
+  );
 
   if (problems.length > 0) return { problems };
   const harness: Harness = {
@@ -128,7 +176,10 @@ export function parseHarnessFiles(files: HarnessFiles): { harness?: Harness; pro
 function parseManifest(files: HarnessFiles, problems: Problem[]) {
   const text = files[HARNESS_FILE];
   if (text === undefined) {
-    problems.push({ file: HARNESS_FILE, message: 'missing; a harness needs harness.yaml (id, version, persona, prompt, hooks)' });
+    problems.push({
+      file: HARNESS_FILE,
+      message: 'missing; a harness needs harness.yaml (id, version, persona, prompt, hooks)',
+    });
     return undefined;
   }
   const document = new SourceDocument(HARNESS_FILE, text, 'yaml');
@@ -169,7 +220,10 @@ function stemOf(path: string, directory: string, extension: string): string | un
 function fileStem(path: string, directory: string, extension: string, problems: Problem[]): string | undefined {
   const stem = stemOf(path, directory, extension);
   if (stem === undefined) {
-    problems.push({ file: path, message: `unexpected file; ${directory}/ holds only ${directory}/<name>${extension} files` });
+    problems.push({
+      file: path,
+      message: `unexpected file; ${directory}/ holds only ${directory}/<name>${extension} files`,
+    });
     return undefined;
   }
   return stem;
@@ -180,7 +234,11 @@ function parseSkillFile(path: string, text: string, problems: Problem[]): Array<
   if (stem === undefined) return [];
   const split = splitFrontMatter(text);
   if (!split) {
-    problems.push({ file: path, line: 1, message: 'missing YAML front matter; start the file with ---, then id, name, description, tools, then ---' });
+    problems.push({
+      file: path,
+      line: 1,
+      message: 'missing YAML front matter; start the file with ---, then id, name, description, tools, then ---',
+    });
     return [];
   }
   const document = new SourceDocument(path, split.frontMatter, 'yaml', 1);
@@ -188,12 +246,24 @@ function parseSkillFile(path: string, text: string, problems: Problem[]): Array<
   if (document.syntaxProblems.length > 0) return [];
   const parsed = skillFrontMatterSchema.safeParse(document.value);
   const bodyLine = split.frontMatter.split('\n').length + 3;
-  if (split.body.trim() === '') problems.push({ file: path, line: bodyLine, path: '(body)', message: 'the skill instructions (Markdown body after the front matter) are empty' });
+  if (split.body.trim() === '')
+    problems.push({
+      file: path,
+      line: bodyLine,
+      path: '(body)',
+      message: 'the skill instructions (Markdown body after the front matter) are empty',
+    });
   if (!parsed.success) {
     problems.push(...document.zodProblems(parsed.error));
     return [];
   }
-  if (parsed.data.id !== stem) problems.push(document.problem(['id'], `skill id ${JSON.stringify(parsed.data.id)} does not match the file name; rename the file to ${SKILLS_DIR}/${parsed.data.id}.md or change the id`));
+  if (parsed.data.id !== stem)
+    problems.push(
+      document.problem(
+        ['id'],
+        `skill id ${JSON.stringify(parsed.data.id)} does not match the file name; rename the file to ${SKILLS_DIR}/${parsed.data.id}.md or change the id`,
+      ),
+    );
   return [{ value: { ...parsed.data, body: split.body }, document, path: [] }];
 }
 
@@ -216,19 +286,43 @@ function parseToolFile(path: string, text: string, problems: Problem[]): Array<L
     return [];
   }
   const { function: definition, 'x-hat-binding': binding } = parsed.data;
-  if (definition.name !== stem) problems.push(document.problem(['function', 'name'], `function name ${JSON.stringify(definition.name)} does not match the file name; rename the file to ${TOOLS_DIR}/${definition.name}.json or change the name`));
-  return [{ value: { name: definition.name, description: definition.description, parameters: definition.parameters, binding }, document, path: [] }];
+  if (definition.name !== stem)
+    problems.push(
+      document.problem(
+        ['function', 'name'],
+        `function name ${JSON.stringify(definition.name)} does not match the file name; rename the file to ${TOOLS_DIR}/${definition.name}.json or change the name`,
+      ),
+    );
+  return [
+    {
+      value: { name: definition.name, description: definition.description, parameters: definition.parameters, binding },
+      document,
+      path: [],
+    },
+  ];
 }
 
 /** Reports every repeated key at its second and later occurrence; returns the set of keys. */
-function reportDuplicates<T>(items: Array<Located<T>>, key: (value: T) => string, noun: string, keyPath: PathSegment[], problems: Problem[]): Set<string> {
+function reportDuplicates<T>(
+  items: Array<Located<T>>,
+  key: (value: T) => string,
+  noun: string,
+  keyPath: PathSegment[],
+  problems: Problem[],
+): Set<string> {
   const first = new Map<string, Located<T>>();
   for (const item of items) {
     const name = key(item.value);
     const earlier = first.get(name);
     if (earlier) {
-      const where = earlier.document.file === item.document.file ? `at ${formatPath(earlier.path)}` : `in ${earlier.document.file}`;
-      problems.push(item.document.problem([...item.path, ...keyPath], `duplicate ${noun} ${JSON.stringify(name)} (also ${where}); ${noun} ids must be unique`));
+      const where =
+        earlier.document.file === item.document.file ? `at ${formatPath(earlier.path)}` : `in ${earlier.document.file}`;
+      problems.push(
+        item.document.problem(
+          [...item.path, ...keyPath],
+          `duplicate ${noun} ${JSON.stringify(name)} (also ${where}); ${noun} ids must be unique`,
+        ),
+      );
     } else {
       first.set(name, item);
     }
@@ -243,32 +337,74 @@ function checkBinding(tool: Located<ToolDefinition>, problems: Problem[]): void 
   const propertyPaths = new Set(schemaPropertyPaths(parameters).map((entry) => entry.path));
   const mapped = binding.arguments ?? {};
   for (const [path, name] of Object.entries(mapped)) {
-    if (!propertyPaths.has(path)) problems.push(tool.document.problem(['x-hat-binding', 'arguments', path], `maps parameter path ${JSON.stringify(path)}, which the parameters schema does not define`));
-    if (!canonical.includes(name)) problems.push(tool.document.problem(['x-hat-binding', 'arguments', path], `maps to ${JSON.stringify(name)}, not an argument of capability ${binding.capability} (arguments: ${expected})`));
+    if (!propertyPaths.has(path))
+      problems.push(
+        tool.document.problem(
+          ['x-hat-binding', 'arguments', path],
+          `maps parameter path ${JSON.stringify(path)}, which the parameters schema does not define`,
+        ),
+      );
+    if (!canonical.includes(name))
+      problems.push(
+        tool.document.problem(
+          ['x-hat-binding', 'arguments', path],
+          `maps to ${JSON.stringify(name)}, not an argument of capability ${binding.capability} (arguments: ${expected})`,
+        ),
+      );
   }
   const ignored = binding.ignoredArguments ?? [];
   ignored.forEach((path, index) => {
-    if (!propertyPaths.has(path)) problems.push(tool.document.problem(['x-hat-binding', 'ignoredArguments', index], `lists parameter path ${JSON.stringify(path)}, which the parameters schema does not define`));
-    if (path in mapped) problems.push(tool.document.problem(['x-hat-binding', 'ignoredArguments', index], `parameter path ${JSON.stringify(path)} is both mapped in x-hat-binding.arguments and ignored; keep one`));
+    if (!propertyPaths.has(path))
+      problems.push(
+        tool.document.problem(
+          ['x-hat-binding', 'ignoredArguments', index],
+          `lists parameter path ${JSON.stringify(path)}, which the parameters schema does not define`,
+        ),
+      );
+    if (path in mapped)
+      problems.push(
+        tool.document.problem(
+          ['x-hat-binding', 'ignoredArguments', index],
+          `parameter path ${JSON.stringify(path)} is both mapped in x-hat-binding.arguments and ignored; keep one`,
+        ),
+      );
   });
   // A top-level parameter that is neither mapped, ignored nor a canonical name would be lost on the way to the simulator.
   const properties = (parameters.properties ?? {}) as Record<string, unknown>;
   for (const name of Object.keys(properties)) {
-    const covered = name in mapped || ignored.includes(name) || Object.keys(mapped).some((path) => path.startsWith(`${name}.`) || path.startsWith(`${name}[]`));
+    const covered =
+      name in mapped ||
+      ignored.includes(name) ||
+      Object.keys(mapped).some((path) => path.startsWith(`${name}.`) || path.startsWith(`${name}[]`));
     if (!covered && !canonical.includes(name)) {
-      problems.push(tool.document.problem(['function', 'parameters', 'properties', name], `parameter ${JSON.stringify(name)} is not an argument of capability ${binding.capability} (arguments: ${expected}); rename it or map it in x-hat-binding.arguments`));
+      problems.push(
+        tool.document.problem(
+          ['function', 'parameters', 'properties', name],
+          `parameter ${JSON.stringify(name)} is not an argument of capability ${binding.capability} (arguments: ${expected}); rename it or map it in x-hat-binding.arguments`,
+        ),
+      );
     }
   }
   const enums = capabilityArgumentEnums[binding.capability] ?? {};
   for (const [argument, respellings] of Object.entries(binding.enumValues ?? {})) {
     const allowed = enums[argument];
     if (!allowed) {
-      problems.push(tool.document.problem(['x-hat-binding', 'enumValues', argument], `capability ${binding.capability} has no enum argument ${JSON.stringify(argument)}`));
+      problems.push(
+        tool.document.problem(
+          ['x-hat-binding', 'enumValues', argument],
+          `capability ${binding.capability} has no enum argument ${JSON.stringify(argument)}`,
+        ),
+      );
       continue;
     }
     for (const [variantValue, canonicalValue] of Object.entries(respellings)) {
       if (!allowed.includes(canonicalValue)) {
-        problems.push(tool.document.problem(['x-hat-binding', 'enumValues', argument, variantValue], `maps to ${JSON.stringify(canonicalValue)}, not a value of ${argument} (values: ${allowed.join(', ')})`));
+        problems.push(
+          tool.document.problem(
+            ['x-hat-binding', 'enumValues', argument, variantValue],
+            `maps to ${JSON.stringify(canonicalValue)}, not a value of ${argument} (values: ${allowed.join(', ')})`,
+          ),
+        );
       }
     }
   }
@@ -277,53 +413,113 @@ function checkBinding(tool: Located<ToolDefinition>, problems: Problem[]): void 
 function checkHook(hook: Located<HookDefinition>, problems: Problem[]): void {
   const { value, document, path } = hook;
   if (value.placement === 'user_suffix' && (value.event === 'session_start' || value.event === 'after_tool_result')) {
-    problems.push(document.problem([...path, 'placement'], `placement user_suffix needs a user turn, which event ${value.event} does not have; use system_message or system_prompt`));
+    problems.push(
+      document.problem(
+        [...path, 'placement'],
+        `placement user_suffix needs a user turn, which event ${value.event} does not have; use system_message or system_prompt`,
+      ),
+    );
   }
   if (value.placement === 'reminder_block' && value.event === 'session_start') {
-    problems.push(document.problem([...path, 'placement'], 'placement reminder_block follows a user turn or tool result, which event session_start does not have; use system_message or system_prompt'));
+    problems.push(
+      document.problem(
+        [...path, 'placement'],
+        'placement reminder_block follows a user turn or tool result, which event session_start does not have; use system_message or system_prompt',
+      ),
+    );
   }
   const allowed = hookPlaceholders(value.constraint);
   for (const match of value.text.matchAll(/\{([A-Za-z_]+)\}/g)) {
     const name = match[1];
     if (!allowed.includes(name)) {
-      problems.push(document.problem([...path, 'text'], `unknown placeholder {${name}} for a ${value.constraint.type} constraint; use ${allowed.map((item) => `{${item}}`).join(', ')}`));
+      problems.push(
+        document.problem(
+          [...path, 'text'],
+          `unknown placeholder {${name}} for a ${value.constraint.type} constraint; use ${allowed.map((item) => `{${item}}`).join(', ')}`,
+        ),
+      );
     }
   }
   const constraint = value.constraint;
-  if (constraint.type === 'tone' && constraint.minMarkers !== undefined && constraint.minMarkers > constraint.markers.length) {
-    problems.push(document.problem([...path, 'constraint', 'minMarkers'], `minMarkers ${constraint.minMarkers} is more than the ${constraint.markers.length} markers listed`));
+  if (
+    constraint.type === 'tone' &&
+    constraint.minMarkers !== undefined &&
+    constraint.minMarkers > constraint.markers.length
+  ) {
+    problems.push(
+      document.problem(
+        [...path, 'constraint', 'minMarkers'],
+        `minMarkers ${constraint.minMarkers} is more than the ${constraint.markers.length} markers listed`,
+      ),
+    );
   }
 }
 
 const generatedKinds = new Set(['skills', 'constraints', 'room_context']);
 
-function checkSections(sections: Array<Located<PromptSection>>, hooks: Array<Located<HookDefinition>>, skillCount: number, document: SourceDocument, problems: Problem[]): void {
+function checkSections(
+  sections: Array<Located<PromptSection>>,
+  hooks: Array<Located<HookDefinition>>,
+  skillCount: number,
+  document: SourceDocument,
+  problems: Problem[],
+): void {
   const kinds = new Map<string, number>();
   for (const section of sections) {
     const { kind, content } = section.value;
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
     if (!generatedKinds.has(kind) && content.trim() === '') {
-      problems.push(document.problem([...section.path, 'content'], `section ${JSON.stringify(section.value.id)} is empty; write its content or remove it`));
+      problems.push(
+        document.problem(
+          [...section.path, 'content'],
+          `section ${JSON.stringify(section.value.id)} is empty; write its content or remove it`,
+        ),
+      );
     }
     if (generatedKinds.has(kind) && (kinds.get(kind) ?? 0) > 1) {
-      problems.push(document.problem([...section.path, 'kind'], `a second ${kind} section would repeat what the first one renders; keep one`));
+      problems.push(
+        document.problem(
+          [...section.path, 'kind'],
+          `a second ${kind} section would repeat what the first one renders; keep one`,
+        ),
+      );
     }
     if (kind === 'skills' && skillCount === 0) {
-      problems.push(document.problem([...section.path, 'kind'], `skills section ${JSON.stringify(section.value.id)} is empty: the harness has no skills`));
+      problems.push(
+        document.problem(
+          [...section.path, 'kind'],
+          `skills section ${JSON.stringify(section.value.id)} is empty: the harness has no skills`,
+        ),
+      );
     }
   }
   const promptHooks = hooks.filter((hook) => hook.value.placement === 'system_prompt');
   if (skillCount > 0 && !kinds.has('skills')) {
-    problems.push(document.problem(['prompt', 'sections'], `the harness has ${skillCount} skills but no section of kind skills; the model would never see them`));
+    problems.push(
+      document.problem(
+        ['prompt', 'sections'],
+        `the harness has ${skillCount} skills but no section of kind skills; the model would never see them`,
+      ),
+    );
   }
   for (const hook of promptHooks) {
     if (!kinds.has('constraints')) {
-      problems.push(document.problem([...hook.path, 'placement'], `hook is placed in system_prompt but the prompt has no constraints section to hold it; add one or move the hook`));
+      problems.push(
+        document.problem(
+          [...hook.path, 'placement'],
+          `hook is placed in system_prompt but the prompt has no constraints section to hold it; add one or move the hook`,
+        ),
+      );
     }
   }
   for (const section of sections) {
     if (section.value.kind === 'constraints' && promptHooks.length === 0 && section.value.content.trim() === '') {
-      problems.push(document.problem([...section.path, 'content'], `constraints section ${JSON.stringify(section.value.id)} is empty: no hook is placed in system_prompt and it has no content`));
+      problems.push(
+        document.problem(
+          [...section.path, 'content'],
+          `constraints section ${JSON.stringify(section.value.id)} is empty: no hook is placed in system_prompt and it has no content`,
+        ),
+      );
     }
   }
 }
@@ -343,12 +539,27 @@ function applyOrder<T>(
   const seen = new Set<string>();
   const directory = field === 'skills' ? SKILLS_DIR : TOOLS_DIR;
   order.forEach((name, index) => {
-    if (seen.has(name)) problems.push(document.problem(['order', field, index], `${JSON.stringify(name)} is listed twice`));
-    else if (!declared.has(name)) problems.push(document.problem(['order', field, index], `${JSON.stringify(name)} is listed but ${directory}/ has no such file`));
+    if (seen.has(name))
+      problems.push(document.problem(['order', field, index], `${JSON.stringify(name)} is listed twice`));
+    else if (!declared.has(name))
+      problems.push(
+        document.problem(
+          ['order', field, index],
+          `${JSON.stringify(name)} is listed but ${directory}/ has no such file`,
+        ),
+      );
     seen.add(name);
   });
   for (const name of declared) {
-    if (!seen.has(name)) problems.push(document.problem(['order', field], `${JSON.stringify(name)} (in ${directory}/) is missing from order.${field}; list it or delete the file`));
+    if (!seen.has(name))
+      problems.push(
+        document.problem(
+          ['order', field],
+          `${JSON.stringify(name)} (in ${directory}/) is missing from order.${field}; list it or delete the file`,
+        ),
+      );
   }
-  return order.filter((name, index) => byKey.has(name) && order.indexOf(name) === index).map((name) => byKey.get(name) as T);
+  return order
+    .filter((name, index) => byKey.has(name) && order.indexOf(name) === index)
+    .map((name) => byKey.get(name) as T);
 }

@@ -2,7 +2,13 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promptFormats, type Harness, type PromptFormat } from './harness-types';
 import { loadHarness } from './load-harness';
-import { activeConstraints, renderHarness, renderHarnessShared, renderHookInjections, type RenderContext } from './render';
+import {
+  activeConstraints,
+  renderHarness,
+  renderHarnessShared,
+  renderHookInjections,
+  type RenderContext,
+} from './render';
 import { sampleHarnessDirectory } from './sample-harness';
 
 const goldenDirectory = join(__dirname, '__golden__');
@@ -16,7 +22,9 @@ async function expectGolden(name: string, actual: string): Promise<void> {
     return;
   }
   const expected = await readFile(path, 'utf8').catch(() => {
-    throw new Error(`golden file ${path} is missing; run UPDATE_GOLDEN=1 npx jest shared/harness/render.test.ts and review it`);
+    throw new Error(
+      `golden file ${path} is missing; run UPDATE_GOLDEN=1 npx jest shared/harness/render.test.ts and review it`,
+    );
   });
   expect(actual).toBe(expected);
 }
@@ -48,9 +56,13 @@ describe('renderHarness', () => {
   });
 
   it('renders the json format as parseable JSON listing every skill', () => {
-    const parsed = JSON.parse(renderHarness(inFormat('json'), campaignOn).systemPrompt) as { sections: Array<{ id: string; skills?: Array<{ id: string }> }> };
+    const parsed = JSON.parse(renderHarness(inFormat('json'), campaignOn).systemPrompt) as {
+      sections: Array<{ id: string; skills?: Array<{ id: string }> }>;
+    };
     expect(parsed.sections.map((section) => section.id)).toEqual(sample.prompt.sections.map((section) => section.id));
-    expect(parsed.sections.find((section) => section.id === 'skills')?.skills?.map((skill) => skill.id)).toEqual(sample.skills.map((skill) => skill.id));
+    expect(parsed.sections.find((section) => section.id === 'skills')?.skills?.map((skill) => skill.id)).toEqual(
+      sample.skills.map((skill) => skill.id),
+    );
   });
 
   it('gives the tools list as OpenAI function specs without bindings, as the golden file', async () => {
@@ -66,8 +78,13 @@ describe('renderHarness', () => {
   });
 
   it('copies parameter schemas exactly, an own __proto__ key included', () => {
-    const parameters = JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"},"n":{"type":["integer","null"],"enum":[1,null]}}}') as Record<string, unknown>;
-    const harness: Harness = { ...sample, tools: [{ ...sample.tools[0]!, parameters: parameters as Harness['tools'][number]['parameters'] }] };
+    const parameters = JSON.parse(
+      '{"type":"object","properties":{"__proto__":{"type":"string"},"n":{"type":["integer","null"],"enum":[1,null]}}}',
+    ) as Record<string, unknown>;
+    const harness: Harness = {
+      ...sample,
+      tools: [{ ...sample.tools[0]!, parameters: parameters as Harness['tools'][number]['parameters'] }],
+    };
     const copied = renderHarness(harness, campaignOn).tools[0]!.function.parameters;
     expect(copied).toEqual(structuredClone(parameters));
     expect(Object.keys((copied as { properties: object }).properties)).toEqual(['__proto__', 'n']);
@@ -101,12 +118,16 @@ describe('renderHookInjections', () => {
   it('injects the length limit and the coupon before a reply while a campaign runs', () => {
     const injections = renderHookInjections(sample, 'before_reply', campaignOn);
     expect(injections.userSuffix).toBe('\n（提示：直播节奏快，本条回复不超过60个字。）');
-    expect(injections.systemMessages).toEqual(['活动进行中：本条回复里请自然地提一句今天的优惠券"满300减50"，引导宝宝们先领券再下单。']);
+    expect(injections.systemMessages).toEqual([
+      '活动进行中：本条回复里请自然地提一句今天的优惠券"满300减50"，引导宝宝们先领券再下单。',
+    ]);
   });
 
   it('drops the coupon hook without a campaign, and without a coupon to mention', () => {
     expect(renderHookInjections(sample, 'before_reply', campaignOff).systemMessages).toEqual([]);
-    expect(renderHookInjections(sample, 'before_reply', { ...campaignOn, activeCoupon: undefined }).systemMessages).toEqual([]);
+    expect(
+      renderHookInjections(sample, 'before_reply', { ...campaignOn, activeCoupon: undefined }).systemMessages,
+    ).toEqual([]);
     expect(renderHookInjections(sample, 'before_reply', campaignOff).userSuffix).toContain('不超过60个字');
   });
 
@@ -135,12 +156,20 @@ describe('activeConstraints', () => {
       ['ad_law_terms', 'banned_terms'],
       ['persona_tone', 'tone'],
     ]);
-    expect(constraints[0]).toMatchObject({ constraint: { type: 'max_chars', value: 60 }, text: '（提示：直播节奏快，本条回复不超过60个字。）', event: 'before_reply' });
+    expect(constraints[0]).toMatchObject({
+      constraint: { type: 'max_chars', value: 60 },
+      text: '（提示：直播节奏快，本条回复不超过60个字。）',
+      event: 'before_reply',
+    });
     expect(constraints[1]).toMatchObject({ mention: '满300减50' });
     expect(constraints[1]?.text).toContain('满300减50');
   });
 
   it('drops the coupon constraint when no campaign runs', () => {
-    expect(activeConstraints(sample, campaignOff).map((entry) => entry.hookId)).toEqual(['reply_length', 'ad_law_terms', 'persona_tone']);
+    expect(activeConstraints(sample, campaignOff).map((entry) => entry.hookId)).toEqual([
+      'reply_length',
+      'ad_law_terms',
+      'persona_tone',
+    ]);
   });
 });

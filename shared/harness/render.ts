@@ -1,6 +1,15 @@
 import { hookBlock } from '../text/hook-messages';
 import type { ToolSpec } from '../trajectory/messages';
-import type { Harness, HookCondition, HookConstraint, HookDefinition, HookEvent, PromptFormat, PromptSection, Skill } from './harness-types';
+import type {
+  Harness,
+  HookCondition,
+  HookConstraint,
+  HookDefinition,
+  HookEvent,
+  PromptFormat,
+  PromptSection,
+  Skill,
+} from './harness-types';
 
 /**
  * What the model sees under a harness: the system prompt (sections in the harness's order and
@@ -60,7 +69,11 @@ function conditionHolds(when: HookCondition, context: RenderContext): boolean {
 
 function mentionValue(constraint: HookConstraint, context: RenderContext): string | undefined {
   if (constraint.type !== 'must_mention') return undefined;
-  const value = { active_coupon: context.activeCoupon, featured_item: context.featuredItem, campaign: context.campaign }[constraint.target];
+  const value = {
+    active_coupon: context.activeCoupon,
+    featured_item: context.featuredItem,
+    campaign: context.campaign,
+  }[constraint.target];
   return value || undefined;
 }
 
@@ -103,7 +116,11 @@ function hookTextInForce(hook: HookDefinition, context: RenderContext): string |
 }
 
 /** Injections for one event: text appended to the user turn (placement user_suffix, and reminder_block as a marked block), extra system messages (placement system_message). system_prompt-placed hooks are part of renderHarness's constraints section. */
-export function renderHookInjections(harness: Harness, event: HookEvent, context: RenderContext): { userSuffix: string; systemMessages: string[] } {
+export function renderHookInjections(
+  harness: Harness,
+  event: HookEvent,
+  context: RenderContext,
+): { userSuffix: string; systemMessages: string[] } {
   const suffixes: string[] = [];
   const systemMessages: string[] = [];
   for (const hook of harness.hooks) {
@@ -199,7 +216,14 @@ type SectionFormatter = (section: PromptSection, body: SectionBody, position: nu
 const formatters: Record<Exclude<PromptFormat, 'json'>, SectionFormatter> = {
   markdown: (section, body) => {
     const skills = body.skills.map((skill) =>
-      [`### ${skill.name}`, `- id: ${skill.id}`, `- description: ${skill.description}`, `- tools: ${toolList(skill)}`, '', skill.body.trim()].join('\n'),
+      [
+        `### ${skill.name}`,
+        `- id: ${skill.id}`,
+        `- description: ${skill.description}`,
+        `- tools: ${toolList(skill)}`,
+        '',
+        skill.body.trim(),
+      ].join('\n'),
     );
     const items = body.items.map((item) => `- ${item}`).join('\n');
     return nonEmpty([`## ${section.title}`, body.lead, items, ...skills, body.context]).join('\n\n');
@@ -230,7 +254,13 @@ const formatters: Record<Exclude<PromptFormat, 'json'>, SectionFormatter> = {
         indent([`description: ${skill.description}`, `tools: ${toolList(skill)}`, skill.body.trim()].join('\n'), 7),
       ].join('\n'),
     );
-    return nonEmpty([`${position}. ${section.title}`, indent(body.lead, 3), ...items, ...skills, indent(body.context, 3)]).join('\n');
+    return nonEmpty([
+      `${position}. ${section.title}`,
+      indent(body.lead, 3),
+      ...items,
+      ...skills,
+      indent(body.context, 3),
+    ]).join('\n');
   },
 };
 
@@ -240,7 +270,13 @@ function renderJson(sections: Array<{ section: PromptSection; body: SectionBody 
       const entry: Record<string, unknown> = { id: section.id, title: section.title, content: body.lead };
       if (body.items.length > 0) entry.items = body.items;
       if (body.skills.length > 0) {
-        entry.skills = body.skills.map((skill) => ({ id: skill.id, name: skill.name, description: skill.description, tools: skill.tools, instructions: skill.body.trim() }));
+        entry.skills = body.skills.map((skill) => ({
+          id: skill.id,
+          name: skill.name,
+          description: skill.description,
+          tools: skill.tools,
+          instructions: skill.body.trim(),
+        }));
       }
       if (body.context !== '') entry.context = body.context;
       return entry;
@@ -251,9 +287,14 @@ function renderJson(sections: Array<{ section: PromptSection; body: SectionBody 
 
 /** The system prompt the model sees under `harness` in `context` (renderHarness without the tools list, for callers that render many prompts). */
 export function renderSystemPrompt(harness: Harness, context: RenderContext): string {
-  const sections = harness.prompt.sections.map((section) => ({ section, body: sectionBody(section, harness, context) }));
+  const sections = harness.prompt.sections.map((section) => ({
+    section,
+    body: sectionBody(section, harness, context),
+  }));
   const format = harness.prompt.format;
-  return format === 'json' ? renderJson(sections) : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
+  return format === 'json'
+    ? renderJson(sections)
+    : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
 }
 
 /** A copy of a JSON value (tool parameter schemas are plain JSON): several times cheaper than structuredClone. */
@@ -264,7 +305,8 @@ function copyJson<T>(value: T): T {
   for (const key of Object.keys(value)) {
     const item = copyJson((value as Record<string, unknown>)[key]);
     // An own `__proto__` key (JSON.parse makes one) stays a key, as structuredClone keeps it.
-    if (key === '__proto__') Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true });
+    if (key === '__proto__')
+      Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true });
     else copy[key] = item;
   }
   return copy as T;

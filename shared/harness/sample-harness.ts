@@ -8,5 +8,5 @@ import { HARNESS_FILE } from './harness-files';
  */
 export function sampleHarnessDirectory(): string {
   const candidates = ['../..', '../../..'].map((up) => join(__dirname, up, 'examples', 'harness', 'live-host'));
-  return candidates.find((candidate) => existsSync(join(candidate, HARNESS_FILE))) ?? (candidates[0]);
+  return candidates.find((candidate) => existsSync(join(candidate, HARNESS_FILE))) ?? candidates[0];
 }

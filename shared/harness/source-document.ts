@@ -7,7 +7,10 @@ export type PathSegment = string | number;
 
 /** `prompt.sections[2].title`: the dot-path form every harness problem uses. */
 export function formatPath(segments: readonly PathSegment[]): string {
-  return segments.map((segment) => (typeof segment === 'number' ? `[${segment}]` : `.${segment}`)).join('').replace(/^\./, '');
+  return segments
+    .map((segment) => (typeof segment === 'number' ? `[${segment}]` : `.${segment}`))
+    .join('')
+    .replace(/^\./, '');
 }
 
 /**
@@ -47,7 +50,11 @@ export class SourceDocument {
         const message = (error as Error).message;
         const position = /position (\d+)/.exec(message)?.[1];
         this.parse();
-        this.syntaxProblems.push({ file, line: position === undefined ? undefined : this.lineAt(Number(position)), message: `invalid JSON: ${message}` });
+        this.syntaxProblems.push({
+          file,
+          line: position === undefined ? undefined : this.lineAt(Number(position)),
+          message: `invalid JSON: ${message}`,
+        });
       }
       this.value = value;
     }
@@ -80,7 +87,10 @@ export class SourceDocument {
     for (const issue of error.issues) {
       const path = [...prefix, ...(issue.path as PathSegment[])];
       if (issue.code === 'unrecognized_keys') {
-        for (const key of issue.keys) problems.push(this.problem([...path, key], `unknown key ${JSON.stringify(key)}; remove it or fix its spelling`));
+        for (const key of issue.keys)
+          problems.push(
+            this.problem([...path, key], `unknown key ${JSON.stringify(key)}; remove it or fix its spelling`),
+          );
       } else if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message)) {
         problems.push(this.problem(path, `missing; expected ${issue.expected}`));
       } else {

@@ -40,7 +40,11 @@ describe('writeHarness / harnessToFiles', () => {
     const harness: Harness = {
       ...sample,
       version: '1.10',
-      skills: [...sample.skills].reverse().map((skill, index) => (index === 0 ? { ...skill, body: '\n\n  indented first line\n---\ntrailing spaces   \n\n' } : skill)),
+      skills: [...sample.skills]
+        .reverse()
+        .map((skill, index) =>
+          index === 0 ? { ...skill, body: '\n\n  indented first line\n---\ntrailing spaces   \n\n' } : skill,
+        ),
       tools: [...sample.tools].reverse(),
       persona: { name: 'yes', style: 'key: value # not a comment' },
       meta: { parent: 'abc', families: ['tools', 'skills'], seed: 7 },
@@ -68,7 +72,10 @@ describe('writeHarness / harnessToFiles', () => {
     const smaller: Harness = {
       ...sample,
       tools: sample.tools.filter((tool) => tool.name !== 'compare_items'),
-      skills: sample.skills.map((skill) => ({ ...skill, tools: skill.tools.filter((name) => name !== 'compare_items') })),
+      skills: sample.skills.map((skill) => ({
+        ...skill,
+        tools: skill.tools.filter((name) => name !== 'compare_items'),
+      })),
     };
     await writeHarness(smaller, directory);
     expect(await readdir(join(directory, 'tools'))).not.toContain('compare_items.json');
@@ -78,14 +85,23 @@ describe('writeHarness / harnessToFiles', () => {
 
   it('round trips arbitrary text in every free-text field (property)', () => {
     // Braces are left out: `{name}` in hook text is a placeholder and is validated.
-    const text = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).filter((value) => value.trim() !== '' && !value.includes('{'));
+    const text = fc
+      .string({ unit: 'grapheme', minLength: 1, maxLength: 40 })
+      .filter((value) => value.trim() !== '' && !value.includes('{'));
     const body = fc.string({ unit: 'grapheme', maxLength: 200 }).filter((value) => value.trim() !== '');
     fc.assert(
       fc.property(text, text, body, text, text, (title, description, skillBody, hookText, toolDescription) => {
         const harness: Harness = {
           ...sample,
-          prompt: { ...sample.prompt, sections: sample.prompt.sections.map((section, index) => (index === 1 ? { ...section, title, content: skillBody } : section)) },
-          skills: sample.skills.map((skill, index) => (index === 0 ? { ...skill, description, body: skillBody } : skill)),
+          prompt: {
+            ...sample.prompt,
+            sections: sample.prompt.sections.map((section, index) =>
+              index === 1 ? { ...section, title, content: skillBody } : section,
+            ),
+          },
+          skills: sample.skills.map((skill, index) =>
+            index === 0 ? { ...skill, description, body: skillBody } : skill,
+          ),
           tools: sample.tools.map((tool, index) => (index === 0 ? { ...tool, description: toolDescription } : tool)),
           hooks: sample.hooks.map((hook, index) => (index === 4 ? { ...hook, text: hookText } : hook)),
         };

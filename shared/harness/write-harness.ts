@@ -1,12 +1,19 @@
 import { stringify } from 'yaml';
-import { HARNESS_FILE, joinFrontMatter, skillFilePath, toolFilePath, writeHarnessFiles, type HarnessFiles } from './harness-files';
+import {
+  HARNESS_FILE,
+  joinFrontMatter,
+  skillFilePath,
+  toolFilePath,
+  writeHarnessFiles,
+  type HarnessFiles,
+} from './harness-files';
 import { HARNESS_FILE_SCHEMA_VERSION } from './harness-schema';
 import type { Harness, HookDefinition } from './harness-types';
 
 const yamlOptions = { lineWidth: 0, indent: 2 } as const;
 
 function isSorted(names: string[]): boolean {
-  return names.every((name, index) => index === 0 || (names[index - 1]) < name);
+  return names.every((name, index) => index === 0 || names[index - 1] < name);
 }
 
 function hookToYaml(hook: HookDefinition): Record<string, unknown> {
@@ -41,7 +48,12 @@ export function harnessToFiles(harness: Harness): HarnessFiles {
     persona: { name: harness.persona.name, style: harness.persona.style },
     prompt: {
       format: harness.prompt.format,
-      sections: harness.prompt.sections.map((section) => ({ id: section.id, kind: section.kind, title: section.title, content: section.content })),
+      sections: harness.prompt.sections.map((section) => ({
+        id: section.id,
+        kind: section.kind,
+        title: section.title,
+        content: section.content,
+      })),
     },
     hooks: harness.hooks.map(hookToYaml),
   };
@@ -50,7 +62,10 @@ export function harnessToFiles(harness: Harness): HarnessFiles {
 
   const files: HarnessFiles = { [HARNESS_FILE]: stringify(manifest, yamlOptions) };
   for (const skill of harness.skills) {
-    const frontMatter = stringify({ id: skill.id, name: skill.name, description: skill.description, tools: skill.tools }, yamlOptions);
+    const frontMatter = stringify(
+      { id: skill.id, name: skill.name, description: skill.description, tools: skill.tools },
+      yamlOptions,
+    );
     files[skillFilePath(skill.id)] = joinFrontMatter(frontMatter, skill.body);
   }
   for (const tool of harness.tools) {

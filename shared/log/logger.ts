@@ -5,8 +5,18 @@ export type { Logger };
 
 /** Field names that hold secrets: their values never reach a log line. */
 export const secretFieldNames = [
-  'apiKey', 'api_key', 'authorization', 'Authorization', 'password', 'secretAccessKey', 'sessionToken', 'token', 'accessToken',
-  'AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'HAT_DASHBOARD_TOKEN',
+  'apiKey',
+  'api_key',
+  'authorization',
+  'Authorization',
+  'password',
+  'secretAccessKey',
+  'sessionToken',
+  'token',
+  'accessToken',
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'HAT_DASHBOARD_TOKEN',
 ];
 
 /** How deep a secret field is searched: `config.stages.collect.teacher.apiKey` is four levels down. */
@@ -16,13 +26,17 @@ const redactionDepth = 5;
  * Every secret field at the top and up to `redactionDepth` levels down (pino's redaction takes
  * explicit paths, compiled once, rather than walking each line).
  */
-export const redactedPaths = secretFieldNames.flatMap((name) => Array.from({ length: redactionDepth + 1 }, (_, depth) => `${'*.'.repeat(depth)}${name}`));
+export const redactedPaths = secretFieldNames.flatMap((name) =>
+  Array.from({ length: redactionDepth + 1 }, (_, depth) => `${'*.'.repeat(depth)}${name}`),
+);
 
 /**
  * Structured JSON logs (pino). Bindings carry run, stage, part and job ids; secrets are redacted.
  * Writes to stderr so command output on stdout stays machine-readable.
  */
-export function createLogger(options: { level?: string; bindings?: Record<string, unknown>; destination?: pino.DestinationStream } = {}): Logger {
+export function createLogger(
+  options: { level?: string; bindings?: Record<string, unknown>; destination?: pino.DestinationStream } = {},
+): Logger {
   const logger = pino(
     {
       level: options.level ?? process.env.HAT_LOG_LEVEL ?? 'info',

@@ -46,14 +46,26 @@ export interface BootstrapOptions {
  * Each resample is O(n): a resample of sorted samples is described by how often each position
  * was drawn, and its order statistics are found by walking those counts, so no resample is sorted.
  */
-export function bootstrapPercentileDifference(a: ArrayLike<number>, b: ArrayLike<number>, percentile: number, options: BootstrapOptions): PercentileDifference {
+export function bootstrapPercentileDifference(
+  a: ArrayLike<number>,
+  b: ArrayLike<number>,
+  percentile: number,
+  options: BootstrapOptions,
+): PercentileDifference {
   const sortedA = sortedSamples(a);
   const sortedB = sortedSamples(b);
   const confidence = options.confidence ?? 0.95;
   const valueA = percentileOfSorted(sortedA, percentile);
   const valueB = percentileOfSorted(sortedB, percentile);
   const difference = valueB - valueA;
-  const base = { percentile, a: valueA, b: valueB, difference, relativeDifference: valueA !== 0 && Number.isFinite(difference) ? difference / valueA : null, confidence };
+  const base = {
+    percentile,
+    a: valueA,
+    b: valueB,
+    difference,
+    relativeDifference: valueA !== 0 && Number.isFinite(difference) ? difference / valueA : null,
+    confidence,
+  };
   if (sortedA.length === 0 || sortedB.length === 0) {
     return { ...base, low: Number.NaN, high: Number.NaN, method: 'bootstrap', resamples: 0, significant: false };
   }
@@ -66,7 +78,9 @@ export function bootstrapPercentileDifference(a: ArrayLike<number>, b: ArrayLike
   const countsB = new Uint32Array(sortedB.length);
   const differences = new Float64Array(resamples);
   for (let round = 0; round < resamples; round++) {
-    differences[round] = resampledPercentile(sortedB, countsB, percentile, options.rng) - resampledPercentile(sortedA, countsA, percentile, options.rng);
+    differences[round] =
+      resampledPercentile(sortedB, countsB, percentile, options.rng) -
+      resampledPercentile(sortedA, countsA, percentile, options.rng);
   }
   differences.sort();
   const tail = ((1 - confidence) / 2) * 100;
@@ -101,7 +115,12 @@ function resampledPercentile(sorted: Float64Array, counts: Uint32Array, percenti
  * n samples has standard deviation sqrt(n q (1 - q))), and the difference of two independent
  * estimates has the sum of their variances.
  */
-function orderStatisticInterval(sortedA: Float64Array, sortedB: Float64Array, percentile: number, confidence: number): { low: number; high: number } {
+function orderStatisticInterval(
+  sortedA: Float64Array,
+  sortedB: Float64Array,
+  percentile: number,
+  confidence: number,
+): { low: number; high: number } {
   const z = normalQuantile(1 - (1 - confidence) / 2);
   const standardError = (sorted: Float64Array): number => {
     const count = sorted.length;
@@ -119,11 +138,20 @@ function orderStatisticInterval(sortedA: Float64Array, sortedB: Float64Array, pe
 
 /** Inverse of the standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9). */
 export function normalQuantile(probability: number): number {
-  const a = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1, 2.506628277459239];
-  const b = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1, 1];
-  const c = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+  const a = [
+    -3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.38357751867269e2, -3.066479806614716e1,
+    2.506628277459239,
+  ];
+  const b = [
+    -5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1, 1,
+  ];
+  const c = [
+    -7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968,
+    2.938163982698783,
+  ];
   const d = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416, 1];
-  const polynomial = (coefficients: number[], x: number) => coefficients.reduce((sum, coefficient) => sum * x + coefficient, 0);
+  const polynomial = (coefficients: number[], x: number) =>
+    coefficients.reduce((sum, coefficient) => sum * x + coefficient, 0);
   const tail = 0.02425;
   if (probability < tail) {
     const q = Math.sqrt(-2 * Math.log(probability));

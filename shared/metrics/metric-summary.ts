@@ -15,7 +15,10 @@ export interface MetricSummary {
 /** Default percentiles of every report: P50/P90/P95/P99. */
 export const defaultPercentiles: readonly number[] = [50, 90, 95, 99];
 
-export function summarizeSamples(values: ArrayLike<number>, percentiles: readonly number[] = defaultPercentiles): MetricSummary {
+export function summarizeSamples(
+  values: ArrayLike<number>,
+  percentiles: readonly number[] = defaultPercentiles,
+): MetricSummary {
   const sorted = sortedSamples(values);
   const count = sorted.length;
   const finite = (value: number): number | null => (Number.isFinite(value) ? value : null);
@@ -23,13 +26,13 @@ export function summarizeSamples(values: ArrayLike<number>, percentiles: readonl
   for (let index = 0; index < count; index++) sum += sorted[index];
   const mean = count > 0 ? sum / count : Number.NaN;
   let squares = 0;
-  for (let index = 0; index < count; index++) squares += ((sorted[index]) - mean) ** 2;
+  for (let index = 0; index < count; index++) squares += (sorted[index] - mean) ** 2;
   return {
     count,
     mean: finite(mean),
     std: count > 1 ? Math.sqrt(squares / (count - 1)) : null,
-    min: count > 0 ? (sorted[0]) : null,
-    max: count > 0 ? (sorted[count - 1]) : null,
+    min: count > 0 ? sorted[0] : null,
+    max: count > 0 ? sorted[count - 1] : null,
     percentiles: Object.fromEntries(percentiles.map((p) => [percentileKey(p), finite(percentileOfSorted(sorted, p))])),
   };
 }

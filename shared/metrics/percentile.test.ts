@@ -24,7 +24,14 @@ describe('percentilesOf', () => {
     const summary = summarizeSamples([2, 4, 4, 4, 5, 5, 7, 9], [50, 99]);
     expect(summary).toMatchObject({ count: 8, mean: 5, min: 2, max: 9, percentiles: { p50: 4.5 } });
     expect(summary.std).toBeCloseTo(2.138, 3);
-    expect(summarizeSamples([], [50])).toEqual({ count: 0, mean: null, std: null, min: null, max: null, percentiles: { p50: null } });
+    expect(summarizeSamples([], [50])).toEqual({
+      count: 0,
+      mean: null,
+      std: null,
+      min: null,
+      max: null,
+      percentiles: { p50: null },
+    });
   });
 });
 
@@ -33,19 +40,23 @@ describe('SampleSet', () => {
 
   it('merged parts give the percentiles of the union, through serialization', () => {
     fc.assert(
-      fc.property(fc.array(sample, { minLength: 1, maxLength: 5 }), fc.double({ min: 0, max: 100, noNaN: true }), (parts, p) => {
-        const sets = parts.map((values) => {
-          const set = new SampleSet();
-          set.addAll('ttft_ms', values);
-          return SampleSet.fromJSON(JSON.parse(JSON.stringify(set.toJSON())));
-        });
-        const merged = SampleSet.union(sets);
-        const union = parts.flat();
-        const expected = percentilesOf(union, [p])[0];
-        const actual = percentilesOf(merged.get('ttft_ms'), [p])[0];
-        if (union.length === 0) return Number.isNaN(actual);
-        return Object.is(actual, expected);
-      }),
+      fc.property(
+        fc.array(sample, { minLength: 1, maxLength: 5 }),
+        fc.double({ min: 0, max: 100, noNaN: true }),
+        (parts, p) => {
+          const sets = parts.map((values) => {
+            const set = new SampleSet();
+            set.addAll('ttft_ms', values);
+            return SampleSet.fromJSON(JSON.parse(JSON.stringify(set.toJSON())));
+          });
+          const merged = SampleSet.union(sets);
+          const union = parts.flat();
+          const expected = percentilesOf(union, [p])[0];
+          const actual = percentilesOf(merged.get('ttft_ms'), [p])[0];
+          if (union.length === 0) return Number.isNaN(actual);
+          return Object.is(actual, expected);
+        },
+      ),
     );
   });
 

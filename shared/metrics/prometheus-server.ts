@@ -40,7 +40,10 @@ export async function startMetricsServer(source: MetricsSource, options: Metrics
       return;
     }
     source.render().then(
-      (text) => response.writeHead(200, { 'content-type': source.contentType }).end(request.method === 'HEAD' ? undefined : text),
+      (text) =>
+        response
+          .writeHead(200, { 'content-type': source.contentType })
+          .end(request.method === 'HEAD' ? undefined : text),
       (error: unknown) => {
         options.logger?.error({ err: error }, 'cannot render metrics');
         response.writeHead(500, { 'content-type': 'text/plain' }).end('cannot render metrics\n');
@@ -54,7 +57,10 @@ export async function startMetricsServer(source: MetricsSource, options: Metrics
     const onError = (error: NodeJS.ErrnoException) => {
       reject(
         error.code === 'EADDRINUSE' || error.code === 'EACCES'
-          ? new BadInputError('METRICS_PORT_UNAVAILABLE', `--metrics-port ${options.port}: cannot listen on ${host}:${options.port} (${error.code}); pick a free port`)
+          ? new BadInputError(
+              'METRICS_PORT_UNAVAILABLE',
+              `--metrics-port ${options.port}: cannot listen on ${host}:${options.port} (${error.code}); pick a free port`,
+            )
           : error,
       );
     };

@@ -18,7 +18,8 @@
 const counterNamePattern = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/;
 
 /** Stats fields that measure rather than count (durations, ratios, means, percentiles). */
-const measurementPattern = /^(schemaVersion|mean|median|avg|p\d+|min|max)|(Ms|Seconds|Rate|Ratio|Fraction|Percent|Mean|P\d+)$/;
+const measurementPattern =
+  /^(schemaVersion|mean|median|avg|p\d+|min|max)|(Ms|Seconds|Rate|Ratio|Fraction|Percent|Mean|P\d+)$/;
 
 /** The numeric fields of `value.counters`, or undefined when `value` has no `counters` object. */
 export function countersOf(value: unknown): Record<string, number> | undefined {
@@ -26,7 +27,8 @@ export function countersOf(value: unknown): Record<string, number> | undefined {
   if (typeof counters !== 'object' || counters === null || Array.isArray(counters)) return undefined;
   const result: Record<string, number> = {};
   for (const [name, count] of Object.entries(counters)) {
-    if (typeof count === 'number' && Number.isFinite(count) && count >= 0 && counterNamePattern.test(name)) result[name] = count;
+    if (typeof count === 'number' && Number.isFinite(count) && count >= 0 && counterNamePattern.test(name))
+      result[name] = count;
   }
   return result;
 }

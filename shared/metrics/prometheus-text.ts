@@ -23,9 +23,18 @@ export function parsePrometheusText(text: string, source = 'metrics'): Prometheu
   const samples: PrometheusSample[] = [];
   const lines = text.split('\n');
   for (let lineIndex = 0; lineIndex < lines.length; lineIndex++) {
-    const line = (lines[lineIndex]).replace(/\r$/, '').trim();
+    const line = lines[lineIndex].replace(/\r$/, '').trim();
     if (line === '' || line.startsWith('#')) continue;
-    samples.push(parseSampleLine(line, () => new BadInputError('BAD_METRICS_TEXT', `${source}: line ${lineIndex + 1} is not a Prometheus sample: ${line.slice(0, 160)}`)));
+    samples.push(
+      parseSampleLine(
+        line,
+        () =>
+          new BadInputError(
+            'BAD_METRICS_TEXT',
+            `${source}: line ${lineIndex + 1} is not a Prometheus sample: ${line.slice(0, 160)}`,
+          ),
+      ),
+    );
   }
   return samples;
 }

@@ -27,7 +27,15 @@ export interface ObservedJob {
 }
 
 /** Job states reported by `hat_queue_jobs`. */
-export const queueDepthStates = ['waiting', 'prioritized', 'active', 'delayed', 'waiting-children', 'completed', 'failed'] as const;
+export const queueDepthStates = [
+  'waiting',
+  'prioritized',
+  'active',
+  'delayed',
+  'waiting-children',
+  'completed',
+  'failed',
+] as const;
 
 export interface WorkerMetricsOptions {
   /** Queues whose depths this process reports. */
@@ -72,12 +80,42 @@ export class WorkerMetrics {
   constructor(options: WorkerMetricsOptions) {
     this.#options = options;
     const registers = [this.registry];
-    this.#durations = new Histogram({ name: 'hat_job_duration_seconds', help: 'Job duration: a stage job from plan to fan-in, other jobs their last processing', labelNames: ['queue', 'job', 'outcome'], buckets: durationBuckets, registers });
-    this.#completed = new Counter({ name: 'hat_jobs_completed_total', help: 'Jobs completed', labelNames: ['queue', 'job'], registers });
-    this.#retries = new Counter({ name: 'hat_job_retries_total', help: 'Job attempts that failed and will be retried, by error code', labelNames: ['queue', 'code'], registers });
-    this.#failures = new Counter({ name: 'hat_job_failures_total', help: 'Jobs that failed for good, by error code', labelNames: ['queue', 'code'], registers });
-    this.#stageCounters = new Counter({ name: 'hat_stage_counter_total', help: 'Work reported by stages (trajectories, variants, tokens, episodes, ...)', labelNames: ['stage', 'counter'], registers });
-    this.#depthErrors = new Counter({ name: 'hat_queue_depth_errors_total', help: 'Scrapes that could not read queue depths from Redis', registers });
+    this.#durations = new Histogram({
+      name: 'hat_job_duration_seconds',
+      help: 'Job duration: a stage job from plan to fan-in, other jobs their last processing',
+      labelNames: ['queue', 'job', 'outcome'],
+      buckets: durationBuckets,
+      registers,
+    });
+    this.#completed = new Counter({
+      name: 'hat_jobs_completed_total',
+      help: 'Jobs completed',
+      labelNames: ['queue', 'job'],
+      registers,
+    });
+    this.#retries = new Counter({
+      name: 'hat_job_retries_total',
+      help: 'Job attempts that failed and will be retried, by error code',
+      labelNames: ['queue', 'code'],
+      registers,
+    });
+    this.#failures = new Counter({
+      name: 'hat_job_failures_total',
+      help: 'Jobs that failed for good, by error code',
+      labelNames: ['queue', 'code'],
+      registers,
+    });
+    this.#stageCounters = new Counter({
+      name: 'hat_stage_counter_total',
+      help: 'Work reported by stages (trajectories, variants, tokens, episodes, ...)',
+      labelNames: ['stage', 'counter'],
+      registers,
+    });
+    this.#depthErrors = new Counter({
+      name: 'hat_queue_depth_errors_total',
+      help: 'Scrapes that could not read queue depths from Redis',
+      registers,
+    });
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- prom-client calls collect() with the gauge as `this`
     const metrics = this;
     new Gauge({
@@ -99,12 +137,18 @@ export class WorkerMetrics {
   /** A job completed; `result` is what its processor returned. */
   jobCompleted(queue: string, job: ObservedJob, result: unknown): void {
     this.#completed.inc({ queue, job: job.name });
-    const stageResult = result as { kind?: unknown; startedAt?: unknown; finishedAt?: unknown; output?: unknown; manifestUri?: unknown } | null | undefined;
+    const stageResult = result as
+      | { kind?: unknown; startedAt?: unknown; finishedAt?: unknown; output?: unknown; manifestUri?: unknown }
+      | null
+      | undefined;
     const seconds =
-      stageResult?.kind === 'stage' && typeof stageResult.startedAt === 'number' && typeof stageResult.finishedAt === 'number'
+      stageResult?.kind === 'stage' &&
+      typeof stageResult.startedAt === 'number' &&
+      typeof stageResult.finishedAt === 'number'
         ? (stageResult.finishedAt - stageResult.startedAt) / 1000
         : this.#processingSeconds(job);
-    if (seconds !== undefined) this.#durations.observe({ queue, job: job.name, outcome: 'completed' }, Math.max(0, seconds));
+    if (seconds !== undefined)
+      this.#durations.observe({ queue, job: job.name, outcome: 'completed' }, Math.max(0, seconds));
     if (stageResult?.kind === 'part') this.#count(queue, this.#partCounters(queue, stageResult.output));
     else if (stageResult?.kind === 'stage' && !this.#options.partCountersDeclared?.(queue)) {
       const counters = countersOf(stageResult.output);
@@ -118,7 +162,8 @@ export class WorkerMetrics {
     const code = errorCodeOf(error.message);
     (final ? this.#failures : this.#retries).inc({ queue, code });
     const seconds = this.#processingSeconds(job);
-    if (seconds !== undefined) this.#durations.observe({ queue, job: job.name, outcome: 'failed' }, Math.max(0, seconds));
+    if (seconds !== undefined)
+      this.#durations.observe({ queue, job: job.name, outcome: 'failed' }, Math.max(0, seconds));
   }
 
   /** The exposition text (waits for stage counters still being read). */
@@ -137,7 +182,8 @@ export class WorkerMetrics {
   }
 
   #count(stage: string, counters: Record<string, number> | undefined): void {
-    for (const [counter, value] of Object.entries(counters ?? {})) if (value > 0) this.#stageCounters.inc({ stage, counter }, value);
+    for (const [counter, value] of Object.entries(counters ?? {}))
+      if (value > 0) this.#stageCounters.inc({ stage, counter }, value);
   }
 
   #partCounters(stage: string, output: unknown): Record<string, number> | undefined {
@@ -155,7 +201,12 @@ export class WorkerMetrics {
     if (!read) return;
     const pending: Promise<void> = read(manifestUri)
       .then((stats) => this.#count(stage, countersFromStats(stats)))
-      .catch((error: unknown) => this.#options.logger?.warn({ stage, manifestUri, err: error }, 'cannot read the stage manifest for its counters'))
+      .catch((error: unknown) =>
+        this.#options.logger?.warn(
+          { stage, manifestUri, err: error },
+          'cannot read the stage manifest for its counters',
+        ),
+      )
       .finally(() => this.#pending.delete(pending));
     this.#pending.add(pending);
   }
@@ -165,7 +216,9 @@ export class WorkerMetrics {
     if (this.#depths && now - this.#depths.at < (this.#options.depthCacheMs ?? 2_000)) return this.#depths.reading;
     const reading = (async () => {
       try {
-        const entries = await Promise.all(this.#options.queues.map(async (queue) => [queue, await this.#options.jobCounts(queue)] as const));
+        const entries = await Promise.all(
+          this.#options.queues.map(async (queue) => [queue, await this.#options.jobCounts(queue)] as const),
+        );
         this.#lastDepths = new Map(entries);
       } catch (error) {
         // A scrape must still answer while Redis is away: report the last depths and count the miss.

@@ -81,7 +81,10 @@ export class SampleSet {
   }
 }
 
-export const serializedSampleSetSchema = z.record(z.string(), z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64 of little-endian float64 samples'));
+export const serializedSampleSetSchema = z.record(
+  z.string(),
+  z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64 of little-endian float64 samples'),
+);
 export type SerializedSampleSet = z.infer<typeof serializedSampleSetSchema>;
 
 export function encodeFloat64(values: ArrayLike<number>): string {
@@ -93,7 +96,10 @@ export function encodeFloat64(values: ArrayLike<number>): string {
 export function decodeFloat64(text: string, where: string): Float64Array {
   const buffer = Buffer.from(text, 'base64');
   if (buffer.length % 8 !== 0) {
-    throw new BadInputError('BAD_SAMPLES', `${where}: ${buffer.length} bytes is not a whole number of float64 samples; the report or part file is damaged, rerun the replay`);
+    throw new BadInputError(
+      'BAD_SAMPLES',
+      `${where}: ${buffer.length} bytes is not a whole number of float64 samples; the report or part file is damaged, rerun the replay`,
+    );
   }
   const values = new Float64Array(buffer.length / 8);
   for (let index = 0; index < values.length; index++) values[index] = buffer.readDoubleLE(index * 8);

@@ -21,7 +21,13 @@ export interface SpecDecodeCounters {
 
 /** The counters in a scrape; series of the same name (engines, models) are summed. */
 export function readSpecDecodeCounters(samples: readonly PrometheusSample[]): SpecDecodeCounters {
-  const counters: SpecDecodeCounters = { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPosition: [], present: false };
+  const counters: SpecDecodeCounters = {
+    drafts: 0,
+    draftTokens: 0,
+    acceptedTokens: 0,
+    acceptedPerPosition: [],
+    present: false,
+  };
   for (const sample of samples) {
     if (!Number.isFinite(sample.value)) continue;
     switch (sample.name) {
@@ -73,14 +79,24 @@ const serverWideNote = 'server-wide counters: any other traffic to the server du
 
 /** Acceptance figures from two readings, as vLLM's own spec-decode logging computes them. */
 export function specDecodeDelta(before: SpecDecodeCounters, after: SpecDecodeCounters): SpecDecodeReport {
-  if (!before.present && !after.present) return { available: false, note: 'the server exposes no vllm:spec_decode_* counters (speculative decoding off, or not vLLM)' };
+  if (!before.present && !after.present)
+    return {
+      available: false,
+      note: 'the server exposes no vllm:spec_decode_* counters (speculative decoding off, or not vLLM)',
+    };
   const drafts = after.drafts - before.drafts;
   const draftTokens = after.draftTokens - before.draftTokens;
   const acceptedTokens = after.acceptedTokens - before.acceptedTokens;
   const positions = Math.max(before.acceptedPerPosition.length, after.acceptedPerPosition.length);
-  const acceptedPerPosition = Array.from({ length: positions }, (_, position) => (after.acceptedPerPosition[position] ?? 0) - (before.acceptedPerPosition[position] ?? 0));
+  const acceptedPerPosition = Array.from(
+    { length: positions },
+    (_, position) => (after.acceptedPerPosition[position] ?? 0) - (before.acceptedPerPosition[position] ?? 0),
+  );
   if (drafts < 0 || draftTokens < 0 || acceptedTokens < 0 || acceptedPerPosition.some((value) => value < 0)) {
-    return { available: false, note: 'a counter went down between the readings: the server restarted during the replay' };
+    return {
+      available: false,
+      note: 'a counter went down between the readings: the server restarted during the replay',
+    };
   }
   return {
     available: true,

@@ -53,7 +53,11 @@ export class ApiKey {
  * (an explicit mounted secret is the more specific setting). A named source that is missing or
  * empty is bad config, reported with the field to fix.
  */
-export function loadApiKey(source: ApiKeySource, environment: NodeJS.ProcessEnv = process.env, configPath = 'model'): ApiKey {
+export function loadApiKey(
+  source: ApiKeySource,
+  environment: NodeJS.ProcessEnv = process.env,
+  configPath = 'model',
+): ApiKey {
   if (source.apiKeyFile !== undefined) {
     let text: string;
     try {
@@ -65,7 +69,11 @@ export function loadApiKey(source: ApiKeySource, environment: NodeJS.ProcessEnv 
       );
     }
     const value = text.trim();
-    if (!value) throw new BadInputError(modelErrorCodes.apiKeyMissing, `${configPath}.apiKeyFile: ${source.apiKeyFile} is empty; write the API key into it`);
+    if (!value)
+      throw new BadInputError(
+        modelErrorCodes.apiKeyMissing,
+        `${configPath}.apiKeyFile: ${source.apiKeyFile} is empty; write the API key into it`,
+      );
     return new ApiKey(value);
   }
   if (source.apiKeyEnv !== undefined) {

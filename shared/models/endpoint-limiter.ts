@@ -107,10 +107,15 @@ export class EndpointLimiter {
   tighten(limits: EndpointLimits): void {
     this.limitsValue.concurrency = Math.min(this.limitsValue.concurrency, limits.concurrency);
     const requests = stricter(this.requestBucket?.perMinute, limits.requestsPerMinute);
-    if (requests !== this.requestBucket?.perMinute && requests !== undefined) this.requestBucket = new TokenBucket(requests);
+    if (requests !== this.requestBucket?.perMinute && requests !== undefined)
+      this.requestBucket = new TokenBucket(requests);
     const tokens = stricter(this.tokenBucket?.perMinute, limits.tokensPerMinute);
     if (tokens !== this.tokenBucket?.perMinute && tokens !== undefined) this.tokenBucket = new TokenBucket(tokens);
-    this.limitsValue = { concurrency: this.limitsValue.concurrency, requestsPerMinute: requests, tokensPerMinute: tokens };
+    this.limitsValue = {
+      concurrency: this.limitsValue.concurrency,
+      requestsPerMinute: requests,
+      tokensPerMinute: tokens,
+    };
     this.wakeWaiters();
   }
 
@@ -125,7 +130,11 @@ export class EndpointLimiter {
    */
   async acquire(estimatedTokens: number, signal?: AbortSignal, afterOwnBackoff = false): Promise<EndpointPermit> {
     const startedAt = performance.now();
-    for (let wait = this.pausedUntil - performance.now(); wait > 0 && !afterOwnBackoff; wait = this.pausedUntil - performance.now()) {
+    for (
+      let wait = this.pausedUntil - performance.now();
+      wait > 0 && !afterOwnBackoff;
+      wait = this.pausedUntil - performance.now()
+    ) {
       await abortableDelay(wait, signal);
     }
     await this.takeSlot(signal);

@@ -20,9 +20,13 @@ export const systemClock: ModelClock = {
 /** The error every model-client wait throws when the caller aborts. */
 export function abortedError(signal: AbortSignal | undefined): HatError {
   const reason = signal?.reason instanceof Error ? signal.reason.message : signal?.reason;
-  return new HatError('MODEL_ABORTED', `the model call was aborted by the caller${reason ? ` (${String(reason)})` : ''}`, {
-    cause: signal?.reason,
-  });
+  return new HatError(
+    'MODEL_ABORTED',
+    `the model call was aborted by the caller${reason ? ` (${String(reason)})` : ''}`,
+    {
+      cause: signal?.reason,
+    },
+  );
 }
 
 /** setTimeout as a promise that an AbortSignal can cut short. */
@@ -34,10 +38,13 @@ export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> 
       clearTimeout(timer);
       reject(abortedError(signal));
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, ms),
+    );
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -42,7 +42,12 @@ const longestServerMessage = 500;
  * (with the server's retry hint), every other 4xx is permanent bad input carrying the server's
  * own message and a hint of what to fix.
  */
-export function errorFromStatus(status: number, body: string, retryAfterMs: number | undefined, context: EndpointContext): HatError {
+export function errorFromStatus(
+  status: number,
+  body: string,
+  retryAfterMs: number | undefined,
+  context: EndpointContext,
+): HatError {
   const serverMessage = context.redact(serverMessageOf(body) ?? '(no message)');
   const where = `${context.url} (model ${context.model}) answered HTTP ${status}: ${serverMessage}`;
   const details = { status, url: context.url, model: context.model };
@@ -57,7 +62,8 @@ export function errorFromStatus(status: number, body: string, retryAfterMs: numb
 
 function hintFor(status: number): string {
   if (status === 401 || status === 403) return '; check the API key named by apiKeyEnv/apiKeyFile in the model config';
-  if (status === 404) return '; check baseUrl and model in the model config (GET /v1/models lists what the server serves)';
+  if (status === 404)
+    return '; check baseUrl and model in the model config (GET /v1/models lists what the server serves)';
   if (status === 413) return '; the request is too large for this server: shorten the prompt or lower maxTokens';
   return '; fix the request (messages, tools or sampling settings) or the model config';
 }
@@ -96,34 +102,58 @@ export function errorFromTransport(cause: unknown, context: EndpointContext, dur
   const reason = context.redact(cause instanceof Error ? cause.message : String(cause));
   const label = typeof code === 'string' ? `${code}: ${reason}` : reason;
   return duringStream
-    ? new TransientError(modelErrorCodes.streamDropped, `the response stream from ${context.url} broke off (${label})`, { cause })
-    : new TransientError(modelErrorCodes.connectionFailed, `could not reach ${context.url} (${label}); check that the server runs and baseUrl is right`, { cause });
+    ? new TransientError(
+        modelErrorCodes.streamDropped,
+        `the response stream from ${context.url} broke off (${label})`,
+        { cause },
+      )
+    : new TransientError(
+        modelErrorCodes.connectionFailed,
+        `could not reach ${context.url} (${label}); check that the server runs and baseUrl is right`,
+        { cause },
+      );
 }
 
 export function timeoutError(context: EndpointContext, timeoutMs: number): HatError {
-  return new TransientError(modelErrorCodes.timeout, `${context.url} (model ${context.model}) gave no complete response within ${timeoutMs} ms (timeoutMs)`);
+  return new TransientError(
+    modelErrorCodes.timeout,
+    `${context.url} (model ${context.model}) gave no complete response within ${timeoutMs} ms (timeoutMs)`,
+  );
 }
 
 export function streamDroppedError(context: EndpointContext, detail: string): HatError {
-  return new TransientError(modelErrorCodes.streamDropped, `the response stream from ${context.url} ended early: ${detail}`);
+  return new TransientError(
+    modelErrorCodes.streamDropped,
+    `the response stream from ${context.url} ended early: ${detail}`,
+  );
 }
 
 /** Garbage from the server: retried, since proxies and overloaded servers produce it transiently. */
 export function badResponseError(context: EndpointContext, detail: string): HatError {
-  return new TransientError(modelErrorCodes.badResponse, `${context.url} sent a response that is not OpenAI-compatible: ${context.redact(detail)}`);
+  return new TransientError(
+    modelErrorCodes.badResponse,
+    `${context.url} sent a response that is not OpenAI-compatible: ${context.redact(detail)}`,
+  );
 }
 
 /** Server-reported failure inside an otherwise good stream (vLLM sends these as data events). */
 export function streamErrorEvent(context: EndpointContext, body: string): HatError {
-  return new TransientError(modelErrorCodes.serverError, `${context.url} reported an error mid-stream: ${context.redact(serverMessageOf(body) ?? body)}`);
+  return new TransientError(
+    modelErrorCodes.serverError,
+    `${context.url} reported an error mid-stream: ${context.redact(serverMessageOf(body) ?? body)}`,
+  );
 }
 
 /** After the retries are spent: transient, so the job queue may still retry the job later. */
 export function unavailableError(context: EndpointContext, attempts: number, lastError: unknown): HatError {
   const last = lastError instanceof Error ? lastError.message : String(lastError);
-  return new TransientError(modelErrorCodes.unavailable, `${context.url} (model ${context.model}) failed ${attempts} attempt${attempts === 1 ? '' : 's'}; last: ${last}`, {
-    cause: lastError,
-    retryAfterMs: lastError instanceof TransientError ? lastError.retryAfterMs : undefined,
-    details: { attempts, lastCode: HatError.isInstance(lastError) ? lastError.code : undefined },
-  });
+  return new TransientError(
+    modelErrorCodes.unavailable,
+    `${context.url} (model ${context.model}) failed ${attempts} attempt${attempts === 1 ? '' : 's'}; last: ${last}`,
+    {
+      cause: lastError,
+      retryAfterMs: lastError instanceof TransientError ? lastError.retryAfterMs : undefined,
+      details: { attempts, lastCode: HatError.isInstance(lastError) ? lastError.code : undefined },
+    },
+  );
 }

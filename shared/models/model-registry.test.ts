@@ -1,12 +1,30 @@
 import { z } from 'zod';
 import type { ModelClient } from './model-client';
-import { createModelClient, modelAdapterNames, modelConfigProblems, modelConfigSchema, registerModelAdapter } from './model-registry';
+import {
+  createModelClient,
+  modelAdapterNames,
+  modelConfigProblems,
+  modelConfigSchema,
+  registerModelAdapter,
+} from './model-registry';
 
 describe('model registry', () => {
   test('reports every problem of a config in one pass, with paths and what to do', () => {
-    const problems = modelConfigProblems({ adapter: 'openai', baseUrl: 'ftp://x', apiKey: 'sk-1', timeoutMs: -1, extra: 1 }, 'models.teacher', 'run.yaml');
+    const problems = modelConfigProblems(
+      { adapter: 'openai', baseUrl: 'ftp://x', apiKey: 'sk-1', timeoutMs: -1, extra: 1 },
+      'models.teacher',
+      'run.yaml',
+    );
     const byPath = Object.fromEntries(problems.map((problem) => [problem.path, problem.message]));
-    expect(Object.keys(byPath).sort()).toEqual(['models.teacher', 'models.teacher.apiKey', 'models.teacher.baseUrl', 'models.teacher.model', 'models.teacher.timeoutMs'].sort());
+    expect(Object.keys(byPath).sort()).toEqual(
+      [
+        'models.teacher',
+        'models.teacher.apiKey',
+        'models.teacher.baseUrl',
+        'models.teacher.model',
+        'models.teacher.timeoutMs',
+      ].sort(),
+    );
     expect(byPath['models.teacher.apiKey']).toMatch(/apiKeyEnv/);
     expect(byPath['models.teacher']).toMatch(/extra/);
     expect(problems.every((problem) => problem.file === 'run.yaml')).toBe(true);
@@ -17,7 +35,11 @@ describe('model registry', () => {
       /\[MODEL_BAD_CONFIG\][\s\S]*models\.student\.adapter: "gemini" is not a known adapter; use one of: .*openai/,
     );
     expect(modelConfigSchema.safeParse({ adapter: 'openai', baseUrl: 'http://x:1/v1', model: 'm' }).success).toBe(true);
-    expect(modelConfigSchema.safeParse({ adapter: 'openai', baseUrl: 'http://x:1/v1' }).error?.issues.map((issue) => issue.path.join('.'))).toEqual(['model']);
+    expect(
+      modelConfigSchema
+        .safeParse({ adapter: 'openai', baseUrl: 'http://x:1/v1' })
+        .error?.issues.map((issue) => issue.path.join('.')),
+    ).toEqual(['model']);
   });
 
   test('adapters register by name with their own config schema', async () => {
@@ -42,6 +64,11 @@ describe('model registry', () => {
     const client = createModelClient({ adapter: 'echo-test' });
     expect((await client.chat({ messages: [{ role: 'user', content: 'hi' }] })).message.content).toBe('> hi');
     expect(modelConfigProblems({ adapter: 'echo-test', prefix: 3 })).toHaveLength(1);
-    expect(() => registerModelAdapter('echo-test', { configSchema: z.object({ adapter: z.literal('echo-test') }), create: () => echoClient('') })).toThrow(/already registered/);
+    expect(() =>
+      registerModelAdapter('echo-test', {
+        configSchema: z.object({ adapter: z.literal('echo-test') }),
+        create: () => echoClient(''),
+      }),
+    ).toThrow(/already registered/);
   });
 });

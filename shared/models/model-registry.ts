@@ -36,7 +36,10 @@ const adapters = new Map<string, ModelAdapterFactory>();
  * Adds an adapter under `name` (the config's `adapter` value). Registering a name twice with a
  * different factory is a programming error: two modules would fight over one backend.
  */
-export function registerModelAdapter<Config extends { adapter: string }>(name: string, factory: ModelAdapterFactory<Config>): void {
+export function registerModelAdapter<Config extends { adapter: string }>(
+  name: string,
+  factory: ModelAdapterFactory<Config>,
+): void {
   const existing = adapters.get(name);
   if (existing && existing !== (factory as unknown as ModelAdapterFactory)) {
     throw new Error(`model adapter "${name}" is already registered`);
@@ -52,7 +55,9 @@ export function modelAdapterNames(): string[] {
 /** Every problem of a model config, with dot-paths under `path`, in one pass. */
 export function modelConfigProblems(config: unknown, path = 'model', file?: string): Problem[] {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-    return [{ file, path, message: `must be an object with an "adapter" field (one of: ${modelAdapterNames().join(', ')})` }];
+    return [
+      { file, path, message: `must be an object with an "adapter" field (one of: ${modelAdapterNames().join(', ')})` },
+    ];
   }
   const record = config as Record<string, unknown>;
   const problems: Problem[] = secretKeys
@@ -60,7 +65,8 @@ export function modelConfigProblems(config: unknown, path = 'model', file?: stri
     .map((key) => ({
       file,
       path: `${path}.${key}`,
-      message: 'secrets never go in config files; put the key in an environment variable named by apiKeyEnv, or a file named by apiKeyFile',
+      message:
+        'secrets never go in config files; put the key in an environment variable named by apiKeyEnv, or a file named by apiKeyFile',
     }));
   const name = record.adapter;
   const factory = typeof name === 'string' ? adapters.get(name) : undefined;
@@ -82,14 +88,12 @@ export function modelConfigProblems(config: unknown, path = 'model', file?: stri
  * A model config as other configs embed it (run configs, stage configs): any registered adapter,
  * checked against that adapter's own schema, every problem with its path.
  */
-export const modelConfigSchema = z
-  .looseObject({ adapter: z.string().min(1) })
-  .superRefine((value, context) => {
-    for (const problem of modelConfigProblems(value, '')) {
-      const path = problem.path === '(root)' ? [] : (problem.path ?? '').split('.').filter(Boolean);
-      context.addIssue({ code: 'custom', message: problem.message, path });
-    }
-  });
+export const modelConfigSchema = z.looseObject({ adapter: z.string().min(1) }).superRefine((value, context) => {
+  for (const problem of modelConfigProblems(value, '')) {
+    const path = problem.path === '(root)' ? [] : (problem.path ?? '').split('.').filter(Boolean);
+    context.addIssue({ code: 'custom', message: problem.message, path });
+  }
+});
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 
 /**

@@ -6,7 +6,8 @@ const settings = { maxRetries: 3, initialDelayMs: 100, maxDelayMs: 250, maxRetry
 describe('RetryPolicy', () => {
   test('backs off exponentially up to the cap, minus up to a quarter of jitter', () => {
     const transient = new TransientError('MODEL_SERVER_ERROR', 'x');
-    const delays = (random: number): unknown[] => [1, 2, 3].map((attempt) => new RetryPolicy(settings, () => random).decide(transient, attempt));
+    const delays = (random: number): unknown[] =>
+      [1, 2, 3].map((attempt) => new RetryPolicy(settings, () => random).decide(transient, attempt));
     expect(delays(0)).toEqual([100, 200, 250].map((delayMs) => ({ action: 'retry', delayMs })));
     expect(delays(0.999999)).toEqual([75, 150, 188].map((delayMs) => ({ action: 'retry', delayMs })));
   });
@@ -16,9 +17,17 @@ describe('RetryPolicy', () => {
     expect(policy.decide(new TransientError('MODEL_TIMEOUT', 'x'), 4)).toEqual({ action: 'give-up' });
     expect(policy.decide(new BadInputError('MODEL_BAD_REQUEST', 'x'), 1)).toEqual({ action: 'fail' });
     expect(policy.decide(new Error('plain'), 1)).toEqual({ action: 'fail' });
-    expect(policy.decide(Object.assign(new Error('reset'), { code: 'ECONNRESET' }), 1)).toEqual({ action: 'retry', delayMs: 100 });
-    expect(policy.decide(new TransientError('MODEL_RATE_LIMITED', 'x', { retryAfterMs: 4000 }), 1)).toEqual({ action: 'retry', delayMs: 4000 });
-    expect(policy.decide(new TransientError('MODEL_RATE_LIMITED', 'x', { retryAfterMs: 20_000 }), 1)).toEqual({ action: 'give-up' });
+    expect(policy.decide(Object.assign(new Error('reset'), { code: 'ECONNRESET' }), 1)).toEqual({
+      action: 'retry',
+      delayMs: 100,
+    });
+    expect(policy.decide(new TransientError('MODEL_RATE_LIMITED', 'x', { retryAfterMs: 4000 }), 1)).toEqual({
+      action: 'retry',
+      delayMs: 4000,
+    });
+    expect(policy.decide(new TransientError('MODEL_RATE_LIMITED', 'x', { retryAfterMs: 20_000 }), 1)).toEqual({
+      action: 'give-up',
+    });
   });
 });
 

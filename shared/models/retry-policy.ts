@@ -45,7 +45,8 @@ export class RetryPolicy {
     if (!isRetryable(error)) return { action: 'fail' };
     if (attemptsMade > this.settings.maxRetries) return { action: 'give-up' };
     const hint = error instanceof TransientError ? error.retryAfterMs : undefined;
-    if (hint !== undefined) return hint <= this.settings.maxRetryAfterMs ? { action: 'retry', delayMs: hint } : { action: 'give-up' };
+    if (hint !== undefined)
+      return hint <= this.settings.maxRetryAfterMs ? { action: 'retry', delayMs: hint } : { action: 'give-up' };
     const exponential = Math.min(this.settings.maxDelayMs, this.settings.initialDelayMs * 2 ** (attemptsMade - 1));
     return { action: 'retry', delayMs: Math.round(exponential * (1 - jitterShare * this.random())) };
   }

@@ -89,7 +89,13 @@ function prepare(harness: Harness, context: RenderContext): PreparedHarness {
     byContext = new Map();
     preparedCache.set(harness, byContext);
   }
-  const key = JSON.stringify([context.campaignActive, context.activeCoupon, context.featuredItem, context.campaign, context.roomContext]);
+  const key = JSON.stringify([
+    context.campaignActive,
+    context.activeCoupon,
+    context.featuredItem,
+    context.campaign,
+    context.roomContext,
+  ]);
   let prepared = byContext.get(key);
   if (prepared !== undefined) {
     byContext.delete(key);
@@ -119,7 +125,17 @@ function sanitizeToolCalls(calls: ToolCall[], messageIndex: number): ToolCall[] 
     let id = typeof call.id === 'string' && call.id !== '' ? call.id : `call-${messageIndex}-${index}`;
     if (seen.has(id)) id = `${id}-${messageIndex}-${index}`;
     seen.add(id);
-    return { id, type: 'function', function: { name: String(call.function?.name ?? ''), arguments: typeof call.function?.arguments === 'string' ? call.function.arguments : JSON.stringify(call.function?.arguments ?? {}) } };
+    return {
+      id,
+      type: 'function',
+      function: {
+        name: String(call.function?.name ?? ''),
+        arguments:
+          typeof call.function?.arguments === 'string'
+            ? call.function.arguments
+            : JSON.stringify(call.function?.arguments ?? {}),
+      },
+    };
   });
 }
 
@@ -140,7 +156,10 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
   const clock = options.clock ?? simulatedClock(Date.parse(task.room.now));
   const startedAt = clock.now();
 
-  const { rendered, sessionStart, userMessage, beforeReply, afterToolResult } = prepare(harness, renderContextOf(world));
+  const { rendered, sessionStart, userMessage, beforeReply, afterToolResult } = prepare(
+    harness,
+    renderContextOf(world),
+  );
 
   const messages: ChatMessage[] = [{ role: 'system', content: rendered.systemPrompt }];
   for (const content of sessionStart.systemMessages) messages.push({ role: 'system', content });
@@ -181,10 +200,14 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
         break turns;
       }
       const messageIndex = messages.length;
-      const toolCalls = response.message.tool_calls !== undefined && response.message.tool_calls.length > 0 ? sanitizeToolCalls(response.message.tool_calls, messageIndex) : undefined;
+      const toolCalls =
+        response.message.tool_calls !== undefined && response.message.tool_calls.length > 0
+          ? sanitizeToolCalls(response.message.tool_calls, messageIndex)
+          : undefined;
       const assistant: AssistantMessage = { role: 'assistant', content: response.message.content ?? null };
       if (toolCalls !== undefined) assistant.tool_calls = toolCalls;
-      if (response.message.reasoning_content !== undefined) assistant.reasoning_content = response.message.reasoning_content;
+      if (response.message.reasoning_content !== undefined)
+        assistant.reasoning_content = response.message.reasoning_content;
       messages.push(assistant);
       const { timings, usage } = response;
       const record: CallRecord = {
@@ -198,7 +221,13 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
         finishReason: response.finishReason,
         attempts: response.attempts,
         toolMs: 0,
-        ...(response.logprobs && response.logprobs.length > 0 ? { logprobs: response.logprobs.map(({ token, logprob, bytes }) => (bytes ? { token, logprob, bytes } : { token, logprob })) } : {}),
+        ...(response.logprobs && response.logprobs.length > 0
+          ? {
+              logprobs: response.logprobs.map(({ token, logprob, bytes }) =>
+                bytes ? { token, logprob, bytes } : { token, logprob },
+              ),
+            }
+          : {}),
       };
       calls.push(record);
       modelMs += timings.e2eMs;
@@ -210,7 +239,13 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
       for (const call of toolCalls) {
         const execution = executeToolCall(world, harness, call);
         messages.push({ role: 'tool', tool_call_id: call.id, content: execution.content });
-        if (execution.issueKind !== undefined) issues.push({ messageIndex, toolCallId: call.id, kind: execution.issueKind, detail: execution.error?.message ?? '' });
+        if (execution.issueKind !== undefined)
+          issues.push({
+            messageIndex,
+            toolCallId: call.id,
+            kind: execution.issueKind,
+            detail: execution.error?.message ?? '',
+          });
         if (execution.durationMs > batchMs) batchMs = execution.durationMs;
       }
       record.toolMs = batchMs;
@@ -238,9 +273,19 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<Trajectory
       id: harness.id,
       version: harness.version,
       hash,
-      ...(options.variant !== undefined ? { variantHash: options.variant.hash, ...(options.variant.families !== undefined ? { families: options.variant.families } : {}) } : {}),
+      ...(options.variant !== undefined
+        ? {
+            variantHash: options.variant.hash,
+            ...(options.variant.families !== undefined ? { families: options.variant.families } : {}),
+          }
+        : {}),
     },
-    model: { provider: policy.provider, id: policy.modelId, sampling: { ...policy.sampling, ...options.sampling }, simulated: policy.simulated ?? false },
+    model: {
+      provider: policy.provider,
+      id: policy.modelId,
+      sampling: { ...policy.sampling, ...options.sampling },
+      simulated: policy.simulated ?? false,
+    },
     calls,
     issues,
     status,

@@ -71,19 +71,26 @@ function roomProblems(room: RoomSnapshot): string[] {
   const items = new Set(room.items.map((item) => item.itemId));
   const rules = new Set(room.shippingRules.map((rule) => rule.ruleId));
   const policies = new Set(room.policies.map((policy) => policy.policyId));
-  if (room.featuredItemId !== undefined && !items.has(room.featuredItemId)) problems.push(`room.featuredItemId ${room.featuredItemId} is not among room.items`);
+  if (room.featuredItemId !== undefined && !items.has(room.featuredItemId))
+    problems.push(`room.featuredItemId ${room.featuredItemId} is not among room.items`);
   room.links.forEach((link, index) => {
     if (!items.has(link.itemId)) problems.push(`room.links[${index}].itemId ${link.itemId} is not among room.items`);
   });
   room.items.forEach((item, index) => {
-    if (!rules.has(item.shippingRuleId)) problems.push(`room.items[${index}].shippingRuleId ${item.shippingRuleId} is not among room.shippingRules`);
-    if (!policies.has(item.policyId)) problems.push(`room.items[${index}].policyId ${item.policyId} is not among room.policies`);
+    if (!rules.has(item.shippingRuleId))
+      problems.push(`room.items[${index}].shippingRuleId ${item.shippingRuleId} is not among room.shippingRules`);
+    if (!policies.has(item.policyId))
+      problems.push(`room.items[${index}].policyId ${item.policyId} is not among room.policies`);
   });
   return problems;
 }
 
-function addCounts(target: Partial<Record<RedactionKind, number>>, counts: Partial<Record<RedactionKind, number>>): void {
-  for (const [kind, count] of Object.entries(counts) as Array<[RedactionKind, number]>) target[kind] = (target[kind] ?? 0) + count;
+function addCounts(
+  target: Partial<Record<RedactionKind, number>>,
+  counts: Partial<Record<RedactionKind, number>>,
+): void {
+  for (const [kind, count] of Object.entries(counts) as Array<[RedactionKind, number]>)
+    target[kind] = (target[kind] ?? 0) + count;
 }
 
 /**
@@ -92,9 +99,20 @@ function addCounts(target: Partial<Record<RedactionKind, number>>, counts: Parti
  * and intent, compute the expectations from the logged room, and sample per category. With
  * `onBadLine: 'fail'` any malformed line throws one ValidationError listing every bad line.
  */
-export async function importProductionLogs(lines: Iterable<string> | AsyncIterable<string>, options: ImportLogsOptions = {}): Promise<{ tasks: Task[]; report: ImportReport }> {
+export async function importProductionLogs(
+  lines: Iterable<string> | AsyncIterable<string>,
+  options: ImportLogsOptions = {},
+): Promise<{ tasks: Task[]; report: ImportReport }> {
   const file = options.file ?? 'logs';
-  const report: ImportReport = { lines: 0, badLines: [], duplicates: 0, unclassified: [], classified: {}, imported: {}, redactions: {} };
+  const report: ImportReport = {
+    lines: 0,
+    badLines: [],
+    duplicates: 0,
+    unclassified: [],
+    classified: {},
+    imported: {},
+    redactions: {},
+  };
   const seen = new Set<string>();
   const tasks: Task[] = [];
   for await (const raw of lines) {
@@ -115,7 +133,12 @@ export async function importProductionLogs(lines: Iterable<string> | AsyncIterab
       continue;
     }
     const line = parsed.data;
-    const problems = [...(line.room.roomId !== line.room_id ? [`room_id ${line.room_id} differs from room.roomId ${line.room.roomId}`] : []), ...roomProblems(line.room)];
+    const problems = [
+      ...(line.room.roomId !== line.room_id
+        ? [`room_id ${line.room_id} differs from room.roomId ${line.room.roomId}`]
+        : []),
+      ...roomProblems(line.room),
+    ];
     if (problems.length > 0) {
       report.badLines.push(...problems.map((message) => ({ file, line: lineNumber, message })));
       continue;
@@ -166,9 +189,14 @@ export async function importProductionLogs(lines: Iterable<string> | AsyncIterab
   }
 
   if (report.badLines.length > 0 && options.onBadLine === 'fail') {
-    throw new ValidationError('BAD_LOG_LINES', `${file} has malformed lines; fix them or import with --on-bad-line skip`, report.badLines);
+    throw new ValidationError(
+      'BAD_LOG_LINES',
+      `${file} has malformed lines; fix them or import with --on-bad-line skip`,
+      report.badLines,
+    );
   }
-  const selected = options.perCategory === undefined ? tasks : sampleByCategory(tasks, options.perCategory, options.seed ?? 0);
+  const selected =
+    options.perCategory === undefined ? tasks : sampleByCategory(tasks, options.perCategory, options.seed ?? 0);
   for (const task of selected) report.imported[task.category] = (report.imported[task.category] ?? 0) + 1;
   return { tasks: selected, report };
 }

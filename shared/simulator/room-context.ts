@@ -26,12 +26,16 @@ function buildContext(world: World): RenderContext {
   const lines = [`直播间ID：${snapshot.roomId}`];
   if (featured !== undefined) {
     const link = world.linkByItemId.get(featured.itemId);
-    lines.push(`正在讲解：${featured.shortName}（item_id: ${featured.itemId}${link !== undefined ? `，${link}号链接` : ''}）`);
+    lines.push(
+      `正在讲解：${featured.shortName}（item_id: ${featured.itemId}${link !== undefined ? `，${link}号链接` : ''}）`,
+    );
   } else {
     lines.push('正在讲解：暂无');
   }
   if (activeCampaign !== undefined) {
-    lines.push(`进行中的活动：${activeCampaign.name}（${beijingTime(activeCampaign.startsAt)} 至 ${beijingTime(activeCampaign.endsAt)}）`);
+    lines.push(
+      `进行中的活动：${activeCampaign.name}（${beijingTime(activeCampaign.startsAt)} 至 ${beijingTime(activeCampaign.endsAt)}）`,
+    );
     if (activeCoupon !== undefined) lines.push(`直播间专享券：${activeCoupon.name}（${couponLabel(activeCoupon)}）`);
   } else {
     lines.push('进行中的活动：无');

@@ -121,7 +121,10 @@ function perturb(message: TemplateMessage, markers: MarkerAllocator): Perturbati
       const label = `tool call ${index} (${call.function.name})`;
       return {
         ...call,
-        function: { name: wrap(call.function.name, `${label} name`) as string, arguments: wrap(call.function.arguments, `${label} arguments`) },
+        function: {
+          name: wrap(call.function.name, `${label} name`) as string,
+          arguments: wrap(call.function.arguments, `${label} arguments`),
+        },
       };
     });
   }
@@ -147,14 +150,21 @@ function changedRegion(text: string, other: string): Region | null {
     suffix < text.length - start &&
     suffix < other.length - start &&
     text[text.length - 1 - suffix] === other[other.length - 1 - suffix]
-  ) suffix++;
+  )
+    suffix++;
   let end = text.length - suffix;
   if (start > 0 && isLowSurrogate(text, start)) start--;
   if (end > start && end < text.length && isLowSurrogate(text, end)) end++;
   return { start, end };
 }
 
-function renderOrReject(render: Render, messages: TemplateMessage[], options: RenderOptions, messageIndex: number, what: string): string | SampleRejection {
+function renderOrReject(
+  render: Render,
+  messages: TemplateMessage[],
+  options: RenderOptions,
+  messageIndex: number,
+  what: string,
+): string | SampleRejection {
   try {
     return render(messages, options);
   } catch (error) {
@@ -179,7 +189,11 @@ function servedPrompt(request: LocateRequest, index: number, options: RenderOpti
   const prompt = renderOrReject(request.render, prefix, { ...options, addGenerationPrompt: true }, index, what);
   if (typeof prompt !== 'string') return prompt;
   if (!prompt.startsWith(closed)) {
-    return rejection('GENERATION_PROMPT_MISMATCH', `the generation prompt before assistant message ${index} is not the conversation so far plus a header; the template is unusable for masking`, index);
+    return rejection(
+      'GENERATION_PROMPT_MISMATCH',
+      `the generation prompt before assistant message ${index} is not the conversation so far plus a header; the template is unusable for masking`,
+      index,
+    );
   }
   return { prompt, header: prompt.slice(closed.length) };
 }
@@ -205,7 +219,13 @@ function servedPrompts(request: LocateRequest, index: number): ServedPrompt[] | 
  * the turn, absent from the prompt) are trained, while DeepSeek-V3's `<｜tool▁outputs▁end｜>`
  * (in the prompt too) is not.
  */
-function generationStart(text: string, prompts: ServedPrompt[], addedTokens: string[], lower: number, dataStart: number): GenerationStart | undefined {
+function generationStart(
+  text: string,
+  prompts: ServedPrompt[],
+  addedTokens: string[],
+  lower: number,
+  dataStart: number,
+): GenerationStart | undefined {
   for (const { prompt, header } of prompts) {
     for (let start = dataStart; start - lower >= header.length; start--) {
       // An empty match would train the previous message's closing text; only allowed when there is none.
@@ -225,12 +245,19 @@ function generationStart(text: string, prompts: ServedPrompt[], addedTokens: str
  * `<tool_call>\n<function=` of a turn that holds only tool calls). A header cut anywhere else (a
  * dropped newline) is not accepted.
  */
-function prefilledHeaderEnd(text: string, prompts: ServedPrompt[], addedTokens: string[], lower: number, dataStart: number): GenerationStart | undefined {
+function prefilledHeaderEnd(
+  text: string,
+  prompts: ServedPrompt[],
+  addedTokens: string[],
+  lower: number,
+  dataStart: number,
+): GenerationStart | undefined {
   for (const { prompt, header } of prompts) {
     for (let cut = header.length - 1; cut > 0; cut--) {
       if (!addedTokens.some((token) => header.startsWith(token, cut))) continue;
       const found = dataStart - cut >= lower ? text.lastIndexOf(header.slice(0, cut), dataStart - cut) : -1;
-      if (found >= lower) return { start: found + cut, prompt: prompt.slice(0, prompt.length - header.length + cut), promptFrom: found };
+      if (found >= lower)
+        return { start: found + cut, prompt: prompt.slice(0, prompt.length - header.length + cut), promptFrom: found };
     }
   }
   return undefined;
@@ -241,10 +268,19 @@ function prefilledHeaderEnd(text: string, prompts: ServedPrompt[], addedTokens: 
  * when that rendering minus the markers is exactly `text`, i.e. the markers changed no branch of
  * the template. Undefined when they did (a template that trims or inspects content).
  */
-function regionsFromOneRendering(request: LocateRequest, wanted: Set<number>): Array<Region | null> | SampleRejection | undefined {
+function regionsFromOneRendering(
+  request: LocateRequest,
+  wanted: Set<number>,
+): Array<Region | null> | SampleRejection | undefined {
   const markers = new MarkerAllocator();
   const perturbations = request.messages.map((message) => perturb(message, markers));
-  const rendered = renderOrReject(request.render, perturbations.map((perturbation) => perturbation.message), request.options, 0, 'rendering the conversation with markers');
+  const rendered = renderOrReject(
+    request.render,
+    perturbations.map((perturbation) => perturbation.message),
+    request.options,
+    0,
+    'rendering the conversation with markers',
+  );
   if (typeof rendered !== 'string') return undefined;
   if (rendered.replace(markerCharactersGlobal, '') !== request.text) return undefined;
   const positions = new Map<string, number[]>();
@@ -259,7 +295,12 @@ function regionsFromOneRendering(request: LocateRequest, wanted: Set<number>): A
   for (const [index, perturbation] of perturbations.entries()) {
     if (wanted.has(index)) {
       const missing = missingField(perturbation, (marker) => positions.has(marker));
-      if (missing) return rejection('FIELD_NOT_RENDERED', `the chat template does not render the ${missing} of assistant message ${index}`, index);
+      if (missing)
+        return rejection(
+          'FIELD_NOT_RENDERED',
+          `the chat template does not render the ${missing} of assistant message ${index}`,
+          index,
+        );
     }
     const found = perturbation.markers.flatMap((marker) => positions.get(marker) ?? []);
     regions.push(found.length > 0 ? { start: Math.min(...found), end: Math.max(...found) } : null);
@@ -274,11 +315,22 @@ function regionsByDifference(request: LocateRequest, wanted: Set<number>): Array
     const perturbation = perturb(request.messages[index], new MarkerAllocator());
     const variant = request.messages.slice();
     variant[index] = perturbation.message;
-    const rendered = renderOrReject(request.render, variant, request.options, index, `rendering message ${index} with markers`);
+    const rendered = renderOrReject(
+      request.render,
+      variant,
+      request.options,
+      index,
+      `rendering message ${index} with markers`,
+    );
     if (typeof rendered !== 'string') return rendered;
     if (wanted.has(index)) {
       const missing = missingField(perturbation, (marker) => rendered.includes(marker));
-      if (missing) return rejection('FIELD_NOT_RENDERED', `the chat template does not render the ${missing} of assistant message ${index}`, index);
+      if (missing)
+        return rejection(
+          'FIELD_NOT_RENDERED',
+          `the chat template does not render the ${missing} of assistant message ${index}`,
+          index,
+        );
     }
     regions.push(changedRegion(request.text, rendered));
   }
@@ -294,36 +346,59 @@ export function locateAssistantSpans(request: LocateRequest): { ok: true; spans:
   const spans: CharSpan[] = [];
   for (const index of request.messageIndices) {
     const region = regions[index];
-    if (!region) return rejection('FIELD_NOT_RENDERED', `the chat template does not render assistant message ${index} at all`, index);
+    if (!region)
+      return rejection(
+        'FIELD_NOT_RENDERED',
+        `the chat template does not render assistant message ${index} at all`,
+        index,
+      );
     const others = regions.filter((other, otherIndex): other is Region => other !== null && otherIndex !== index);
     const lower = Math.max(0, ...others.filter((other) => other.end <= region.start).map((other) => other.end));
-    const upper = Math.min(text.length, ...others.filter((other) => other.start >= region.end).map((other) => other.start));
+    const upper = Math.min(
+      text.length,
+      ...others.filter((other) => other.start >= region.end).map((other) => other.start),
+    );
 
     const prompts = servedPrompts(request, index);
     if (!Array.isArray(prompts)) return prompts;
     const opening = generationStart(text, prompts, request.addedTokens, lower, region.start);
     if (opening === undefined) {
-      return rejection('HEADER_NOT_FOUND', `the generation header ${JSON.stringify(prompts[0].header)} does not open assistant message ${index} in the rendering; the template renders this turn unlike the prompt the model is served`, index);
+      return rejection(
+        'HEADER_NOT_FOUND',
+        `the generation header ${JSON.stringify(prompts[0].header)} does not open assistant message ${index} in the rendering; the template renders this turn unlike the prompt the model is served`,
+        index,
+      );
     }
 
     let end: number | undefined;
     for (const token of request.endOfTurnTokens) {
       const found = text.indexOf(token, region.end);
-      if (found >= 0 && found + token.length <= upper && (end === undefined || found + token.length < end)) end = found + token.length;
+      if (found >= 0 && found + token.length <= upper && (end === undefined || found + token.length < end))
+        end = found + token.length;
     }
     if (end === undefined) {
-      return rejection('NO_END_OF_TURN', `no end-of-turn token (${request.endOfTurnTokens.join(', ') || 'none known'}) follows assistant message ${index} in the rendering; the model would not learn to stop`, index);
+      return rejection(
+        'NO_END_OF_TURN',
+        `no end-of-turn token (${request.endOfTurnTokens.join(', ') || 'none known'}) follows assistant message ${index} in the rendering; the model would not learn to stop`,
+        index,
+      );
     }
 
     const { start, prompt, promptFrom } = opening;
     const span: CharSpan = { messageIndex: index, start, end, prompt, promptFrom };
-    const overlapped = regions.findIndex((other, otherIndex) => (
-      other !== null && otherIndex !== index && (
-        (other.start < span.end && other.end > span.start) || (other.start === other.end && other.start > span.start && other.start < span.end)
-      )
-    ));
+    const overlapped = regions.findIndex(
+      (other, otherIndex) =>
+        other !== null &&
+        otherIndex !== index &&
+        ((other.start < span.end && other.end > span.start) ||
+          (other.start === other.end && other.start > span.start && other.start < span.end)),
+    );
     if (overlapped >= 0) {
-      return rejection('SPAN_OVERLAP', `the span of assistant message ${index} would include text of message ${overlapped} (${messages[overlapped].role})`, index);
+      return rejection(
+        'SPAN_OVERLAP',
+        `the span of assistant message ${index} would include text of message ${overlapped} (${messages[overlapped].role})`,
+        index,
+      );
     }
     spans.push(span);
   }

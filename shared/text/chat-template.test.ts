@@ -26,12 +26,16 @@ describe('ChatTemplate', () => {
     const template = new ChatTemplate('{{ strftime_now("%d %b %Y %H:%M") }}', {});
     const now = new Date(Date.UTC(2024, 6, 26, 23, 30));
     expect(template.render(messages, { now })).toBe('26 Jul 2024 23:30');
-    expect(strftime(new Date(Date.UTC(2025, 0, 5, 13, 4, 9)), '%A %a %B %m/%d/%y %I:%M:%S %p %j %% %Q')).toBe('Sunday Sun January 01/05/25 01:04:09 PM 005 % %Q');
+    expect(strftime(new Date(Date.UTC(2025, 0, 5, 13, 4, 9)), '%A %a %B %m/%d/%y %I:%M:%S %p %j %% %Q')).toBe(
+      'Sunday Sun January 01/05/25 01:04:09 PM 005 % %Q',
+    );
   });
 
   test('raise_exception in a template surfaces as a bad-input error carrying the template message', () => {
     const template = new ChatTemplate("{{ raise_exception('Conversation roles must alternate') }}", {});
-    expect(() => template.render(messages)).toThrow(/^\[CHAT_TEMPLATE_RENDER_FAILED\] .*Conversation roles must alternate/);
+    expect(() => template.render(messages)).toThrow(
+      /^\[CHAT_TEMPLATE_RENDER_FAILED\] .*Conversation roles must alternate/,
+    );
     try {
       template.render(messages);
     } catch (error) {
@@ -42,22 +46,37 @@ describe('ChatTemplate', () => {
   test('passes tools only when there are some, and enable_thinking only when set, as transformers does', () => {
     const template = new ChatTemplate('{{ tools is defined }}/{{ enable_thinking is defined }}', {});
     expect(template.render(messages, { tools: [] })).toBe('false/false');
-    expect(template.render(messages, { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], enableThinking: false })).toBe('true/true');
+    expect(
+      template.render(messages, {
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+        enableThinking: false,
+      }),
+    ).toBe('true/true');
   });
 
   test('named templates: tool_use when tools are given, default otherwise, or the one asked for', () => {
-    const template = new ChatTemplate([{ name: 'default', template: 'D' }, { name: 'tool_use', template: 'T' }], {});
+    const template = new ChatTemplate(
+      [
+        { name: 'default', template: 'D' },
+        { name: 'tool_use', template: 'T' },
+      ],
+      {},
+    );
     const tools = [{ type: 'function' as const, function: { name: 'f', parameters: {} } }];
     expect(template.render(messages)).toBe('D');
     expect(template.render(messages, { tools })).toBe('T');
     expect(template.render(messages, { templateName: 'default', tools })).toBe('D');
-    expect(() => template.render(messages, { templateName: 'rag' })).toThrow(/^\[CHAT_TEMPLATE_MISSING\] no chat template named "rag" \(have: default, tool_use\)/);
+    expect(() => template.render(messages, { templateName: 'rag' })).toThrow(
+      /^\[CHAT_TEMPLATE_MISSING\] no chat template named "rag" \(have: default, tool_use\)/,
+    );
     expect(template.hash).not.toBe(new ChatTemplate([{ name: 'default', template: 'D' }], {}).hash);
   });
 
   test('hashes the template text, and reports a template that does not parse', () => {
     expect(new ChatTemplate('{{ messages }}', {}).hash).toBe(sha256Hex('{{ messages }}'));
-    expect(() => new ChatTemplate('{% for m in messages %}', {})).toThrow(/^\[CHAT_TEMPLATE_INVALID\] chat template "default" does not parse/);
+    expect(() => new ChatTemplate('{% for m in messages %}', {})).toThrow(
+      /^\[CHAT_TEMPLATE_INVALID\] chat template "default" does not parse/,
+    );
   });
 });
 
@@ -73,23 +92,55 @@ describe('ChatTemplate.generationPrompt', () => {
         if (header === undefined) continue;
         checked.push(`${preset}/${String(enableThinking)}`);
         for (const conversation of sampleConversations) {
-          const input = trajectoryToTemplateInput(conversation.messages, conversation.tools, tokenizer.templateFeatures);
+          const input = trajectoryToTemplateInput(
+            conversation.messages,
+            conversation.tools,
+            tokenizer.templateFeatures,
+          );
           for (let end = 1; end <= input.messages.length; end++) {
             const prefix = input.messages.slice(0, end);
             const withTools = { ...options, tools: input.tools };
-            expect(tokenizer.render(prefix, { ...withTools, addGenerationPrompt: true })).toBe(tokenizer.render(prefix, { ...withTools, addGenerationPrompt: false }) + header);
+            expect(tokenizer.render(prefix, { ...withTools, addGenerationPrompt: true })).toBe(
+              tokenizer.render(prefix, { ...withTools, addGenerationPrompt: false }) + header,
+            );
           }
         }
       }
     }
-    expect(checked).toEqual(['qwen3/undefined', 'qwen3/false', 'qwen3/true', 'llama3_1/undefined', 'llama3_1/false', 'llama3_1/true']);
+    expect(checked).toEqual([
+      'qwen3/undefined',
+      'qwen3/false',
+      'qwen3/true',
+      'llama3_1/undefined',
+      'llama3_1/false',
+      'llama3_1/true',
+    ]);
   });
 
   test('is undefined when the block depends on the conversation or the switch is read elsewhere', () => {
     // DeepSeek-V3 style: whether the header is added depends on the last message.
-    expect(new ChatTemplate("{%- set ns = namespace(is_tool=false) %}{{ messages[0].content }}{% if add_generation_prompt and not ns.is_tool %}<A>{% endif %}", {}).generationPrompt()).toBeUndefined();
-    expect(new ChatTemplate("{% for m in messages %}{{ m.content }}{% if loop.last and add_generation_prompt %}!{% endif %}{% endfor %}{% if add_generation_prompt %}<A>{% endif %}", {}).generationPrompt()).toBeUndefined();
-    expect(new ChatTemplate("{% set enable_thinking = messages|length > 1 %}{{ messages[0].content }}{% if add_generation_prompt %}<A>{% if enable_thinking %}<t>{% endif %}{% endif %}", {}).generationPrompt()).toBeUndefined();
-    expect(new ChatTemplate("{{ messages[0].content }}{% if add_generation_prompt %}{{ bos_token }}A{% endif %}", { bos_token: '<s>' }).generationPrompt()).toBe('<s>A');
+    expect(
+      new ChatTemplate(
+        '{%- set ns = namespace(is_tool=false) %}{{ messages[0].content }}{% if add_generation_prompt and not ns.is_tool %}<A>{% endif %}',
+        {},
+      ).generationPrompt(),
+    ).toBeUndefined();
+    expect(
+      new ChatTemplate(
+        '{% for m in messages %}{{ m.content }}{% if loop.last and add_generation_prompt %}!{% endif %}{% endfor %}{% if add_generation_prompt %}<A>{% endif %}',
+        {},
+      ).generationPrompt(),
+    ).toBeUndefined();
+    expect(
+      new ChatTemplate(
+        '{% set enable_thinking = messages|length > 1 %}{{ messages[0].content }}{% if add_generation_prompt %}<A>{% if enable_thinking %}<t>{% endif %}{% endif %}',
+        {},
+      ).generationPrompt(),
+    ).toBeUndefined();
+    expect(
+      new ChatTemplate('{{ messages[0].content }}{% if add_generation_prompt %}{{ bos_token }}A{% endif %}', {
+        bos_token: '<s>',
+      }).generationPrompt(),
+    ).toBe('<s>A');
   });
 });

@@ -32,7 +32,15 @@ function range(start: number, stop?: number, step = 1): number[] {
 }
 
 /** The globals @huggingface/jinja's Template.render declares (its setupGlobals is not exported). */
-const globals: Record<string, unknown> = { true: true, false: false, none: null, True: true, False: false, None: null, range };
+const globals: Record<string, unknown> = {
+  true: true,
+  false: false,
+  none: null,
+  True: true,
+  False: false,
+  None: null,
+  range,
+};
 
 /** A node of @huggingface/jinja's syntax tree, as far as staticGenerationPrompt reads it. */
 type SyntaxNode = { type: string; [field: string]: unknown };
@@ -41,7 +49,8 @@ const constantNames = new Set(['true', 'false', 'none', 'True', 'False', 'None']
 
 /** Whether an expression or block reads only literals and the given variables (no messages, tools, loops or calls). */
 function readsOnly(node: SyntaxNode, variables: Set<string>): boolean {
-  const all = (nodes: unknown) => (nodes as SyntaxNode[] | undefined ?? []).every((child) => readsOnly(child, variables));
+  const all = (nodes: unknown) =>
+    ((nodes as SyntaxNode[] | undefined) ?? []).every((child) => readsOnly(child, variables));
   switch (node.type) {
     case 'If':
       return readsOnly(node.test as SyntaxNode, variables) && all(node.body) && all(node.alternate);
@@ -87,11 +96,14 @@ function staticGenerationPrompt(program: Template['parsed'], specialTokenNames: 
   const last = body.at(-1);
   const switches = new Set(['add_generation_prompt', 'enable_thinking', ...specialTokenNames]);
   if (!last || last.type !== 'If' || !readsOnly(last, switches)) return undefined;
-  const readsSwitch = (nodes: unknown) => [...nodesOf(nodes)].some((node) => node.type === 'Identifier' && node.value === 'add_generation_prompt');
+  const readsSwitch = (nodes: unknown) =>
+    [...nodesOf(nodes)].some((node) => node.type === 'Identifier' && node.value === 'add_generation_prompt');
   if (!readsSwitch(last.test) || readsSwitch(body.slice(0, -1))) return undefined;
   for (const node of nodesOf(body)) {
     if (node.type !== 'Set') continue;
-    const assigned = [...nodesOf(node.assignee)].filter((child) => child.type === 'Identifier').map((child) => child.value as string);
+    const assigned = [...nodesOf(node.assignee)]
+      .filter((child) => child.type === 'Identifier')
+      .map((child) => child.value as string);
     if (assigned.some((name) => switches.has(name))) return undefined;
   }
   return last;
@@ -101,7 +113,11 @@ function compile(name: string, text: string): Template {
   try {
     return new Template(text);
   } catch (error) {
-    throw new BadInputError('CHAT_TEMPLATE_INVALID', `chat template "${name}" does not parse: ${(error as Error).message}; fix the template or pass another one`, { cause: error });
+    throw new BadInputError(
+      'CHAT_TEMPLATE_INVALID',
+      `chat template "${name}" does not parse: ${(error as Error).message}; fix the template or pass another one`,
+      { cause: error },
+    );
   }
 }
 
@@ -125,7 +141,10 @@ export class ChatTemplate {
   /** Per template name: its generation-prompt block when that block is static (staticGenerationPrompt). */
   private readonly staticPrompts = new Map<string, SyntaxNode | undefined>();
 
-  constructor(source: ChatTemplateSource, private readonly specialTokenVariables: Record<string, unknown>) {
+  constructor(
+    source: ChatTemplateSource,
+    private readonly specialTokenVariables: Record<string, unknown>,
+  ) {
     if (typeof source === 'string') {
       this.texts.set('default', source);
       this.hash = sha256Hex(source);
@@ -146,7 +165,11 @@ export class ChatTemplate {
     try {
       return new Interpreter(this.environment(messages, options)).run(this.templates.get(name)!.parsed).value as string;
     } catch (error) {
-      throw new BadInputError('CHAT_TEMPLATE_RENDER_FAILED', `chat template "${name}" failed to render: ${(error as Error).message}`, { cause: error });
+      throw new BadInputError(
+        'CHAT_TEMPLATE_RENDER_FAILED',
+        `chat template "${name}" failed to render: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   }
 
@@ -163,9 +186,14 @@ export class ChatTemplate {
     if (!node) return undefined;
     try {
       const program = { type: 'Program', body: [node] } as unknown as Template['parsed'];
-      return new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program).value as string;
+      return new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program)
+        .value as string;
     } catch (error) {
-      throw new BadInputError('CHAT_TEMPLATE_RENDER_FAILED', `chat template "${name}" failed to render its generation prompt: ${(error as Error).message}`, { cause: error });
+      throw new BadInputError(
+        'CHAT_TEMPLATE_RENDER_FAILED',
+        `chat template "${name}" failed to render its generation prompt: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   }
 
@@ -203,12 +231,18 @@ export class ChatTemplate {
   private select(options: Pick<RenderOptions, 'tools' | 'templateName'>): string {
     if (options.templateName !== undefined) {
       if (!this.texts.has(options.templateName)) {
-        throw new BadInputError('CHAT_TEMPLATE_MISSING', `no chat template named "${options.templateName}" (have: ${this.names.join(', ')})`);
+        throw new BadInputError(
+          'CHAT_TEMPLATE_MISSING',
+          `no chat template named "${options.templateName}" (have: ${this.names.join(', ')})`,
+        );
       }
       return options.templateName;
     }
     if (options.tools && options.tools.length > 0 && this.texts.has('tool_use')) return 'tool_use';
     if (this.texts.has('default')) return 'default';
-    throw new BadInputError('CHAT_TEMPLATE_MISSING', `no "default" chat template among ${this.names.join(', ')}; name one with templateName`);
+    throw new BadInputError(
+      'CHAT_TEMPLATE_MISSING',
+      `no "default" chat template among ${this.names.join(', ')}; name one with templateName`,
+    );
   }
 }

@@ -1,7 +1,12 @@
 import { createHash } from 'node:crypto';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ChatTemplate, type ChatTemplateSource, type RenderOptions } from './chat-template';
-import { hookMessageFormFor, probeSystemMessagePlacement, type HookMessageForm, type SystemMessagePlacement } from './hook-messages';
+import {
+  hookMessageFormFor,
+  probeSystemMessagePlacement,
+  type HookMessageForm,
+  type SystemMessagePlacement,
+} from './hook-messages';
 import { SegmentedEncoder, type EncodedText } from './segmented-encoder';
 import { probeTemplateFeatures, type TemplateFeatures } from './template-features';
 import type { TemplateMessage } from './template-input';
@@ -84,14 +89,20 @@ function specialTokenVariables(config: Record<string, unknown>): Record<string, 
     if (text !== undefined) variables[key] = text;
   }
   if (Array.isArray(config.additional_special_tokens)) {
-    variables.additional_special_tokens = config.additional_special_tokens.map(specialTokenText).filter((text) => text !== undefined);
+    variables.additional_special_tokens = config.additional_special_tokens
+      .map(specialTokenText)
+      .filter((text) => text !== undefined);
   }
   return variables;
 }
 
 function fingerprintOf(tokenizer: Tokenizer): { fingerprint: string; vocabSize: number } {
-  const vocabulary = [...tokenizer.get_vocab(true)].map(([token, id]) => [id, token] as const).sort((a, b) => a[0] - b[0]);
-  const added = [...tokenizer.get_added_tokens_decoder()].map(([id, token]) => [id, token.content, token.special] as const).sort((a, b) => a[0] - b[0]);
+  const vocabulary = [...tokenizer.get_vocab(true)]
+    .map(([token, id]) => [id, token] as const)
+    .sort((a, b) => a[0] - b[0]);
+  const added = [...tokenizer.get_added_tokens_decoder()]
+    .map(([id, token]) => [id, token.content, token.special] as const)
+    .sort((a, b) => a[0] - b[0]);
   // One serialization, hashed in one call: per-entry hash updates cost ten times as much.
   const fingerprint = createHash('sha256').update(JSON.stringify({ vocabulary, added })).digest('hex');
   const largestId = Math.max(vocabulary.at(-1)?.[0] ?? -1, added.at(-1)?.[0] ?? -1);
@@ -102,7 +113,11 @@ function fingerprintOf(tokenizer: Tokenizer): { fingerprint: string; vocabSize: 
  * Parses tokenizer files. `endOfTurnIds` are generation_config.json's `eos_token_id` entries,
  * the ids serving stops on besides `eos_token`.
  */
-export function createTokenizerCore(tokenizerJson: Record<string, unknown>, config: Record<string, unknown>, endOfTurnIds: number[] = []): TokenizerCore {
+export function createTokenizerCore(
+  tokenizerJson: Record<string, unknown>,
+  config: Record<string, unknown>,
+  endOfTurnIds: number[] = [],
+): TokenizerCore {
   const tokenizer = new Tokenizer(tokenizerJson, config);
   const { fingerprint, vocabSize } = fingerprintOf(tokenizer);
   const added = [...tokenizer.get_added_tokens_decoder().values()];
@@ -127,7 +142,12 @@ export function createTokenizerCore(tokenizerJson: Record<string, unknown>, conf
 }
 
 /** Puts a tokenizer and a chat template together (probing what the template does with tools). */
-export function createChatTokenizer(name: string, core: TokenizerCore, chatTemplate: ChatTemplateSource, hookMessages?: HookMessageForm): ChatTokenizer {
+export function createChatTokenizer(
+  name: string,
+  core: TokenizerCore,
+  chatTemplate: ChatTemplateSource,
+  hookMessages?: HookMessageForm,
+): ChatTokenizer {
   const { tokenizer } = core;
   const template = new ChatTemplate(chatTemplate, specialTokenVariables(core.config));
   const render = (messages: TemplateMessage[], options: RenderOptions) => template.render(messages, options);
@@ -138,7 +158,10 @@ export function createChatTokenizer(name: string, core: TokenizerCore, chatTempl
     templateHash: template.hash,
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
     encodeAt: (text, offsets) => core.segmentedEncoder.encodeAt(text, offsets),
-    decode: (ids) => (ids.length === 0 ? '' : tokenizer.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false })),
+    decode: (ids) =>
+      ids.length === 0
+        ? ''
+        : tokenizer.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }),
     render,
     generationPrompt: (options) => template.generationPrompt(options),
     eosTokenId: core.eosTokenId,

@@ -1,7 +1,11 @@
 import type { ChatMessage } from '../trajectory/messages';
 import { hookBlock, hookMessageFormFor, normalizeHookMessages, withoutHookBlocks } from './hook-messages';
 
-const call = { id: 'call00001', type: 'function' as const, function: { name: 'get_item_detail', arguments: '{"item_id":"A1"}' } };
+const call = {
+  id: 'call00001',
+  type: 'function' as const,
+  function: { name: 'get_item_detail', arguments: '{"item_id":"A1"}' },
+};
 
 describe('normalizeHookMessages', () => {
   const conversation: ChatMessage[] = [
@@ -27,9 +31,16 @@ describe('normalizeHookMessages', () => {
     expect(result.messages).toEqual([
       { role: 'system', content: 'You are the host assistant.' },
       // A second system message at session start goes in front of the first user turn; one after it, behind.
-      { role: 'user', content: `${hookBlock('Session rule: mention the coupon.')}\nA1 price?\n${hookBlock('Reply in 30 characters or fewer.')}` },
+      {
+        role: 'user',
+        content: `${hookBlock('Session rule: mention the coupon.')}\nA1 price?\n${hookBlock('Reply in 30 characters or fewer.')}`,
+      },
       { role: 'assistant', content: null, tool_calls: [call] },
-      { role: 'tool', tool_call_id: 'call00001', content: `{"price": 129}\n${hookBlock('Quote the price from the tool.')}` },
+      {
+        role: 'tool',
+        tool_call_id: 'call00001',
+        content: `{"price": 129}\n${hookBlock('Quote the price from the tool.')}`,
+      },
       { role: 'assistant', content: 'A1 costs 129.' },
     ]);
     expect(hookBlock('x')).toBe('<system-reminder>\nx\n</system-reminder>');
@@ -38,13 +49,22 @@ describe('normalizeHookMessages', () => {
   });
 
   test('refuses a system message between two assistant turns instead of moving it to another moment', () => {
-    const result = normalizeHookMessages([{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'a' }, { role: 'system', content: 'hook' }, { role: 'assistant', content: 'b' }], 'folded');
+    const result = normalizeHookMessages(
+      [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'a' },
+        { role: 'system', content: 'hook' },
+        { role: 'assistant', content: 'b' },
+      ],
+      'folded',
+    );
     expect(result).toMatchObject({ ok: false, code: 'HOOK_NOT_FOLDABLE', messageIndex: 2 });
   });
 
   test('a template that renders system messages in place keeps them; any other placement folds', () => {
     expect(hookMessageFormFor('anywhere')).toBe('system-messages');
-    for (const placement of ['moved-to-start', 'dropped', 'refused'] as const) expect(hookMessageFormFor(placement)).toBe('folded');
+    for (const placement of ['moved-to-start', 'dropped', 'refused'] as const)
+      expect(hookMessageFormFor(placement)).toBe('folded');
   });
 
   test("withoutHookBlocks gives back a turn's own text", () => {

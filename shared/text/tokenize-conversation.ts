@@ -20,7 +20,14 @@ export interface TokenizedSample {
    * ends inside a token of the whole text (a thinking template's `<think>\n` before `\n</think>`):
    * the span then starts at that token, and its first characters are the prompt's last ones.
    */
-  assistantSpans: Array<{ start: number; end: number; tokenStart: number; tokenEnd: number; messageIndex: number; mergedPromptChars?: number }>;
+  assistantSpans: Array<{
+    start: number;
+    end: number;
+    tokenStart: number;
+    tokenEnd: number;
+    messageIndex: number;
+    mergedPromptChars?: number;
+  }>;
   /** The conversation as rendered: the input after hook normalization. */
   messages: ChatMessage[];
   /** Which hook normalization applied (see normalizeHookMessages). */
@@ -68,8 +75,20 @@ function escapeRegExp(text: string): string {
 /** Special-token and end-of-turn texts: inside message data they would tokenize as control tokens. */
 function reservedPattern(tokenizer: ChatTokenizer): RegExp | null {
   if (!reservedPatterns.has(tokenizer)) {
-    const texts = [...new Set([...tokenizer.specialTokens, ...tokenizer.endOfTurnTokens])].filter((text) => text !== '');
-    reservedPatterns.set(tokenizer, texts.length > 0 ? new RegExp(texts.sort((a, b) => b.length - a.length).map(escapeRegExp).join('|')) : null);
+    const texts = [...new Set([...tokenizer.specialTokens, ...tokenizer.endOfTurnTokens])].filter(
+      (text) => text !== '',
+    );
+    reservedPatterns.set(
+      tokenizer,
+      texts.length > 0
+        ? new RegExp(
+            texts
+              .sort((a, b) => b.length - a.length)
+              .map(escapeRegExp)
+              .join('|'),
+          )
+        : null,
+    );
   }
   return reservedPatterns.get(tokenizer)!;
 }
@@ -86,13 +105,27 @@ function stringsOf(value: unknown, into: string[] = []): string[] {
   return into;
 }
 
-function findReservedText(tokenizer: ChatTokenizer, messages: TemplateMessage[], tools: unknown): SampleRejection | undefined {
+function findReservedText(
+  tokenizer: ChatTokenizer,
+  messages: TemplateMessage[],
+  tools: unknown,
+): SampleRejection | undefined {
   const pattern = reservedPattern(tokenizer);
   const check = (value: unknown, where: string, messageIndex?: number): SampleRejection | undefined => {
     for (const text of stringsOf(value)) {
       const match = pattern?.exec(text);
-      if (match) return rejection('RESERVED_TEXT', `${where} contains the special-token text ${JSON.stringify(match[0])}; it would tokenize as a control token`, messageIndex);
-      if (markerCharacters.test(text)) return rejection('RESERVED_TEXT', `${where} contains characters of Unicode planes 15-16, which span location reserves`, messageIndex);
+      if (match)
+        return rejection(
+          'RESERVED_TEXT',
+          `${where} contains the special-token text ${JSON.stringify(match[0])}; it would tokenize as a control token`,
+          messageIndex,
+        );
+      if (markerCharacters.test(text))
+        return rejection(
+          'RESERVED_TEXT',
+          `${where} contains characters of Unicode planes 15-16, which span location reserves`,
+          messageIndex,
+        );
     }
     return undefined;
   };
@@ -112,17 +145,29 @@ function findReservedText(tokenizer: ChatTokenizer, messages: TemplateMessage[],
  * Hook system messages are first normalized for the template (normalizeHookMessages), so the
  * sample is what the model is served; `sample.messages` is the conversation as rendered.
  */
-export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMessage[], tools: ToolSpec[], options: TokenizeOptions): TokenizeResult {
+export function tokenizeConversation(
+  tokenizer: ChatTokenizer,
+  original: ChatMessage[],
+  tools: ToolSpec[],
+  options: TokenizeOptions,
+): TokenizeResult {
   const normalized = normalizeHookMessages(original, options.hookMessages ?? tokenizer.hookMessages);
   if (!normalized.ok) return normalized;
   const { messages } = normalized;
   const assistantIndices = messages.flatMap((message, index) => (message.role === 'assistant' ? [index] : []));
-  if (assistantIndices.length === 0) return rejection('NO_ASSISTANT_TURN', 'the conversation has no assistant message to train on');
+  if (assistantIndices.length === 0)
+    return rejection('NO_ASSISTANT_TURN', 'the conversation has no assistant message to train on');
   const trained = options.trainOn === 'last' ? assistantIndices.slice(-1) : assistantIndices;
   if (!tokenizer.templateFeatures.rendersToolCalls) {
-    const withCalls = trained.find((index) => (messages[index] as Extract<ChatMessage, { role: 'assistant' }>).tool_calls?.length);
+    const withCalls = trained.find(
+      (index) => (messages[index] as Extract<ChatMessage, { role: 'assistant' }>).tool_calls?.length,
+    );
     if (withCalls !== undefined) {
-      return rejection('TOOL_CALLS_NOT_RENDERED', `assistant message ${withCalls} has tool calls and the chat template of ${tokenizer.name} never renders tool calls; pass a template that does`, withCalls);
+      return rejection(
+        'TOOL_CALLS_NOT_RENDERED',
+        `assistant message ${withCalls} has tool calls and the chat template of ${tokenizer.name} never renders tool calls; pass a template that does`,
+        withCalls,
+      );
     }
   }
 
@@ -130,7 +175,11 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
   const reserved = findReservedText(tokenizer, input.messages, input.tools);
   if (reserved) return reserved;
 
-  const renderOptions: RenderOptions = { tools: sharedToolList(tokenizer, input.tools), enableThinking: options.enableThinking, now: options.now ?? new Date() };
+  const renderOptions: RenderOptions = {
+    tools: sharedToolList(tokenizer, input.tools),
+    enableThinking: options.enableThinking,
+    now: options.now ?? new Date(),
+  };
   let text: string;
   try {
     text = tokenizer.render(input.messages, renderOptions);
@@ -150,7 +199,15 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
   });
   if (!located.ok) return located;
 
-  const owners = new Map(located.spans.flatMap((span: CharSpan) => [[span.start, span.messageIndex], [span.end, span.messageIndex]] as const));
+  const owners = new Map(
+    located.spans.flatMap(
+      (span: CharSpan) =>
+        [
+          [span.start, span.messageIndex],
+          [span.end, span.messageIndex],
+        ] as const,
+    ),
+  );
   const boundaries = [...owners.keys()].sort((a, b) => a - b);
   // One encode of the whole text; each span boundary must be a token boundary of it.
   const { ids: inputIds, tokenIndex: boundaryTokens } = tokenizer.encodeAt(text, boundaries);
@@ -162,17 +219,27 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
   }
   const starts = new Map<number, { start: number; mergedPromptChars: number }>();
   if (inside.length > 0) {
-    const merged = mergedTokenStarts(tokenizer, text, located.spans.filter((span) => inside.includes(span.start)), tokenIndex);
+    const merged = mergedTokenStarts(
+      tokenizer,
+      text,
+      located.spans.filter((span) => inside.includes(span.start)),
+      tokenIndex,
+    );
     for (const [start, moved] of merged) {
       // Never into another trained span (a template that puts two assistant turns back to back).
-      if (located.spans.some((other) => other.start !== start && other.end > moved.start && other.start < start)) continue;
+      if (located.spans.some((other) => other.start !== start && other.end > moved.start && other.start < start))
+        continue;
       starts.set(start, moved);
     }
     for (const boundary of inside) {
       if (starts.has(boundary) && !located.spans.some((span) => span.end === boundary)) continue;
       const owner = owners.get(boundary);
       const context = JSON.stringify(text.slice(Math.max(0, boundary - 12), boundary + 12));
-      return rejection('TOKEN_BOUNDARY', `the span boundary at character ${boundary} (${context}) of assistant message ${owner} falls inside a token of the whole-text tokenization`, owner);
+      return rejection(
+        'TOKEN_BOUNDARY',
+        `the span boundary at character ${boundary} (${context}) of assistant message ${owner} falls inside a token of the whole-text tokenization`,
+        owner,
+      );
     }
   }
 
@@ -188,7 +255,11 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
     const expected = tokenizer.normalize(rendered);
     // Decoding returns normalized text (NFC for Qwen), or undoes the normalizer (Gemma's `▁` for spaces).
     if (decoded !== expected && decoded !== rendered) {
-      return rejection('DECODE_MISMATCH', `the masked tokens of assistant message ${span.messageIndex} decode to ${JSON.stringify(decoded.slice(0, 80))}, not the rendered ${JSON.stringify(expected.slice(0, 80))}`, span.messageIndex);
+      return rejection(
+        'DECODE_MISMATCH',
+        `the masked tokens of assistant message ${span.messageIndex} decode to ${JSON.stringify(decoded.slice(0, 80))}, not the rendered ${JSON.stringify(expected.slice(0, 80))}`,
+        span.messageIndex,
+      );
     }
     lossMask.fill(1, tokenStart, tokenEnd);
     assistantSpans.push({
@@ -200,7 +271,10 @@ export function tokenizeConversation(tokenizer: ChatTokenizer, original: ChatMes
       ...(moved ? { mergedPromptChars: moved.mergedPromptChars } : {}),
     });
   }
-  return { ok: true, sample: { text, inputIds, lossMask, assistantSpans, messages, hookMessages: normalized.normalization } };
+  return {
+    ok: true,
+    sample: { text, inputIds, lossMask, assistantSpans, messages, hookMessages: normalized.normalization },
+  };
 }
 
 /** How far back a span start may move into the served prompt's text (a merged token is a few characters). */

@@ -10,4 +10,7 @@ export const tokenizerSourceSchema = z
     hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
   })
   .strict()
-  .refine((value) => (value.preset === undefined) !== (value.modelDir === undefined), 'give exactly one of preset or modelDir');
+  .refine(
+    (value) => (value.preset === undefined) !== (value.modelDir === undefined),
+    'give exactly one of preset or modelDir',
+  );

@@ -30,7 +30,9 @@ export const callRecordSchema = z.object({
    * The generated tokens' logprobs as the endpoint reported them (chat completions asked with
    * `logprobs: true`, e.g. rl policies on chat endpoints); absent when not asked or not given.
    */
-  logprobs: z.array(z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()).optional() })).optional(),
+  logprobs: z
+    .array(z.object({ token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()).optional() }))
+    .optional(),
 });
 export type CallRecord = z.infer<typeof callRecordSchema>;
 
@@ -65,7 +67,9 @@ export const trajectoryMetaSchema = z.looseObject({
   /** collect: why a sample was not kept (rejected trajectories only). */
   rejection: z.looseObject({ reason: z.string(), detail: z.string().optional() }).optional(),
   /** augment: the variant the trajectory was rewritten into. */
-  augment: z.looseObject({ variantHash: z.string(), families: z.array(z.string()), replayChecked: z.boolean() }).optional(),
+  augment: z
+    .looseObject({ variantHash: z.string(), families: z.array(z.string()), replayChecked: z.boolean() })
+    .optional(),
   /** augment: the trajectory this one was rewritten from, and that trajectory's harness hash. */
   sourceTrajectoryId: z.string().optional(),
   sourceHarnessHash: z.string().optional(),
@@ -117,7 +121,9 @@ export const trajectorySchema = z.object({
     .default({})
     .superRefine((value, context) => {
       const result = trajectoryMetaSchema.safeParse(value);
-      if (!result.success) for (const issue of result.error.issues) context.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+      if (!result.success)
+        for (const issue of result.error.issues)
+          context.addIssue({ code: 'custom', message: issue.message, path: issue.path });
     })
     .transform((value) => value as TrajectoryMeta),
 });

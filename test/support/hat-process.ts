@@ -20,18 +20,32 @@ export interface HatProcess {
   exited: Promise<HatResult>;
 }
 
-export function startHat(args: string[], env: Record<string, string | undefined>, options: { cwd?: string } = {}): HatProcess {
-  const child = spawn(process.execPath, [hatMain, ...args], { env: { ...process.env, ...env }, cwd: options.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+export function startHat(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: { cwd?: string } = {},
+): HatProcess {
+  const child = spawn(process.execPath, [hatMain, ...args], {
+    env: { ...process.env, ...env },
+    cwd: options.cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout?.setEncoding('utf8').on('data', (text: string) => (stdout += text));
   child.stderr?.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  const exited = new Promise<HatResult>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  const exited = new Promise<HatResult>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
+  );
   return { child, stdout: () => stdout, stderr: () => stderr, exited };
 }
 
 /** Runs `hat` to completion (killed after `timeoutMs`). */
-export async function runHat(args: string[], env: Record<string, string | undefined>, options: { cwd?: string; timeoutMs?: number } = {}): Promise<HatResult> {
+export async function runHat(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: { cwd?: string; timeoutMs?: number } = {},
+): Promise<HatResult> {
   const hat = startHat(args, env, options);
   const timer = setTimeout(() => hat.child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
   try {

@@ -7,13 +7,38 @@ import { waitFor } from './queue-test-kit';
  * Redis down: started on `port` with its files in `dataDirectory`, resolved once it answers PING.
  */
 export async function startPrivateRedis(port: number, dataDirectory: string): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dataDirectory, '--appendonly', 'yes', '--save', '', '--protected-mode', 'no'], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      dataDirectory,
+      '--appendonly',
+      'yes',
+      '--save',
+      '',
+      '--protected-mode',
+      'no',
+    ],
+    {
+      stdio: 'ignore',
+    },
+  );
   const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   probe.on('error', () => undefined);
   try {
-    await waitFor(async () => (await probe.connect().then(() => probe.ping(), () => undefined)) === 'PONG', 10_000, 50);
+    await waitFor(
+      async () =>
+        (await probe.connect().then(
+          () => probe.ping(),
+          () => undefined,
+        )) === 'PONG',
+      10_000,
+      50,
+    );
   } finally {
     probe.disconnect();
   }

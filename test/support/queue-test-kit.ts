@@ -40,7 +40,11 @@ class RecordingStore extends FileArtifactStore {
     super(root);
   }
 
-  override async put(key: string, body: Parameters<ArtifactStore['put']>[1], options?: PutOptions): Promise<ObjectInfo> {
+  override async put(
+    key: string,
+    body: Parameters<ArtifactStore['put']>[1],
+    options?: PutOptions,
+  ): Promise<ObjectInfo> {
     const info = await super.put(key, body, options);
     this.order.push(key);
     return info;
@@ -48,12 +52,21 @@ class RecordingStore extends FileArtifactStore {
 }
 
 /** `hashTag`: a Redis Cluster style prefix `{test-<uuid>}` (every key of the flow in one slot). */
-export async function createQueueTestKit(envOverrides: Record<string, string> = {}, options: { hashTag?: boolean } = {}): Promise<QueueTestKit> {
+export async function createQueueTestKit(
+  envOverrides: Record<string, string> = {},
+  options: { hashTag?: boolean } = {},
+): Promise<QueueTestKit> {
   registerCatalogStages();
   const prefix = options.hashTag ? `{test-${randomUUID()}}` : `test-${randomUUID()}`;
   const artifactsDirectory = await mkdtemp(join(tmpdir(), 'hat-queues-'));
   const artifactsRoot = pathToFileURL(artifactsDirectory).href;
-  const env = loadEnv({ ...process.env, HAT_REDIS_PREFIX: prefix, HAT_ARTIFACTS: artifactsRoot, HAT_LOG_LEVEL: 'silent', ...envOverrides });
+  const env = loadEnv({
+    ...process.env,
+    HAT_REDIS_PREFIX: prefix,
+    HAT_ARTIFACTS: artifactsRoot,
+    HAT_LOG_LEVEL: 'silent',
+    ...envOverrides,
+  });
   const context = await openQueueContext(env);
   const putOrder: string[] = [];
   const pools: WorkerPool[] = [];
@@ -70,7 +83,10 @@ export async function createQueueTestKit(envOverrides: Record<string, string> = 
         env,
         logger: silentLogger(),
         sandbox: 'off',
-        openStore: (rootUri) => (rootUri === artifactsRoot ? new RecordingStore(artifactsDirectory, putOrder) : new FileArtifactStore(new URL(rootUri).pathname)),
+        openStore: (rootUri) =>
+          rootUri === artifactsRoot
+            ? new RecordingStore(artifactsDirectory, putOrder)
+            : new FileArtifactStore(new URL(rootUri).pathname),
         ...options,
       });
       pools.push(pool);
@@ -91,7 +107,11 @@ async function deleteKeys(context: QueueContext, prefix: string): Promise<void> 
 }
 
 /** Polls until the predicate holds (or fails after `timeoutMs`). */
-export async function waitFor<T>(probe: () => Promise<T | undefined | false>, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

@@ -77,7 +77,10 @@ export class S3FaultProxy {
 
   static async start(options: { target: string; rules?: S3FaultRule[]; seed?: string }): Promise<S3FaultProxy> {
     const server = http.createServer();
-    const proxy = new S3FaultProxy(server, new URL(options.target), { rules: options.rules ?? [], seed: options.seed ?? 's3-fault-proxy' });
+    const proxy = new S3FaultProxy(server, new URL(options.target), {
+      rules: options.rules ?? [],
+      seed: options.seed ?? 's3-fault-proxy',
+    });
     server.on('request', (request, response) => proxy.handle(request, response));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -137,11 +140,14 @@ export class S3FaultProxy {
       request.on('end', () => {
         const code = fault.code ?? (fault.status === 503 ? 'SlowDown' : 'InternalError');
         response.writeHead(fault.status, { 'content-type': 'application/xml' });
-        response.end(`<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>injected by the fault proxy</Message></Error>`);
+        response.end(
+          `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>injected by the fault proxy</Message></Error>`,
+        );
       });
       return;
     }
-    const window: PutWindow | undefined = method === 'PUT' ? { path: url.split('?')[0], startedAt: Date.now() } : undefined;
+    const window: PutWindow | undefined =
+      method === 'PUT' ? { path: url.split('?')[0], startedAt: Date.now() } : undefined;
     if (window) this.puts.push(window);
     const upstream = http.request(
       { host: this.target.hostname, port: this.target.port, method, path: url, headers: request.headers },

@@ -22,7 +22,13 @@ export { relabelEntrySchema, type RelabelEntry } from '../../shared/trajectory/r
  * ```
  */
 
-const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1)).min(1)]);
+const uriList = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((uri) => [uri]),
+  z.array(z.string().min(1)).min(1),
+]);
 
 export const augmentInputSchema = z
   .object({
@@ -55,14 +61,24 @@ export const augmentInputSchema = z
     reportSamples: z.number().int().min(0).max(50).default(4),
   })
   .strict()
-  .refine((input) => (input.trajectories?.length ?? 0) + (input.inputs?.length ?? 0) > 0, { error: 'no trajectories: set trajectories (or pass --in <uri> to hat stage)', path: ['trajectories'] })
-  .transform(({ inputs, trajectories, ...rest }) => ({ ...rest, trajectories: [...(trajectories ?? []), ...(inputs ?? [])] }));
+  .refine((input) => (input.trajectories?.length ?? 0) + (input.inputs?.length ?? 0) > 0, {
+    error: 'no trajectories: set trajectories (or pass --in <uri> to hat stage)',
+    path: ['trajectories'],
+  })
+  .transform(({ inputs, trajectories, ...rest }) => ({
+    ...rest,
+    trajectories: [...(trajectories ?? []), ...(inputs ?? [])],
+  }));
 export type AugmentInput = z.infer<typeof augmentInputSchema>;
 
 export const augmentPartInputSchema = z.object({
   index: z.number().int().nonnegative(),
   /** One input object and the record range of it this part handles (end exclusive; absent: to the end). */
-  source: z.object({ uri: z.string(), start: z.number().int().nonnegative(), end: z.number().int().positive().optional() }),
+  source: z.object({
+    uri: z.string(),
+    start: z.number().int().nonnegative(),
+    end: z.number().int().positive().optional(),
+  }),
   tasks: z.array(z.string()),
   /** Absent: the sample live-host harness (found where each worker's code is). */
   harness: z.string().optional(),
@@ -75,7 +91,13 @@ export const augmentPartInputSchema = z.object({
 });
 export type AugmentPartInput = z.infer<typeof augmentPartInputSchema>;
 
-const writtenObjectSchema = z.object({ key: z.string(), uri: z.string(), sha256: z.string(), bytes: z.number().int().nonnegative(), records: z.number().int().nonnegative() });
+const writtenObjectSchema = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int().nonnegative(),
+  records: z.number().int().nonnegative(),
+});
 
 export const augmentPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),
@@ -103,7 +125,10 @@ export const augmentOutputSchema = z.object({
   /** Distinct variants stored under variants/. */
   variants: z.number().int().nonnegative(),
   /** Each verification check: (trajectory, variant) pairs checked and failed. */
-  checks: z.record(z.string(), z.object({ checked: z.number().int().nonnegative(), failed: z.number().int().nonnegative() })),
+  checks: z.record(
+    z.string(),
+    z.object({ checked: z.number().int().nonnegative(), failed: z.number().int().nonnegative() }),
+  ),
   reportUri: z.string(),
   statsUri: z.string(),
 });
@@ -111,7 +136,8 @@ export type AugmentOutput = z.infer<typeof augmentOutputSchema>;
 
 export const augmentContract: FanOutContract<AugmentInput, AugmentOutput, AugmentPartInput, AugmentPartOutput> = {
   name: 'augment',
-  description: 'HSA: rewrite teacher trajectories into harness variants, verified by round trip, schema, leak and replay checks',
+  description:
+    'HSA: rewrite teacher trajectories into harness variants, verified by round trip, schema, leak and replay checks',
   input: augmentInputSchema,
   output: augmentOutputSchema,
   partInput: augmentPartInputSchema,

@@ -14,7 +14,12 @@ import { renderContextOf } from '../../shared/simulator/room-context';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
-import { relabelEntrySchema, type AugmentPartInput, type AugmentPartOutput, type RelabelEntry } from './augment-contract';
+import {
+  relabelEntrySchema,
+  type AugmentPartInput,
+  type AugmentPartOutput,
+  type RelabelEntry,
+} from './augment-contract';
 import { expandInputs, readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { readWantedTasks } from './task-lookup';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
@@ -30,7 +35,6 @@ import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
  */
 
 export const AUGMENTED_SCHEMA_VERSION = 1;
-
 
 /** A before/after pair for the HTML report. */
 export interface AugmentSample {
@@ -54,14 +58,22 @@ export interface AugmentEnvironment {
 const environments = new Map<string, AugmentEnvironment>();
 const ENVIRONMENT_CACHE_LIMIT = 4;
 
-export async function augmentEnvironment(part: Pick<AugmentPartInput, 'harness' | 'seed' | 'families' | 'variantPool'>, openObject: StageDeps['openObject']): Promise<AugmentEnvironment> {
+export async function augmentEnvironment(
+  part: Pick<AugmentPartInput, 'harness' | 'seed' | 'families' | 'variantPool'>,
+  openObject: StageDeps['openObject'],
+): Promise<AugmentEnvironment> {
   const canonical = await loadHarnessFromUri(part.harness, openObject);
   const canonicalHash = harnessHash(canonical);
   const key = hashValue({ harness: canonicalHash, seed: part.seed, families: part.families, size: part.variantPool });
   let environment = environments.get(key);
   if (environment === undefined) {
     const pool = generateVariantPool(canonical, { size: part.variantPool, seed: part.seed, weights: part.families });
-    environment = { canonical, canonicalHash, pool, prepared: pool.variants.map((variant) => prepareVariant(canonical, variant)) };
+    environment = {
+      canonical,
+      canonicalHash,
+      pool,
+      prepared: pool.variants.map((variant) => prepareVariant(canonical, variant)),
+    };
     if (environments.size >= ENVIRONMENT_CACHE_LIMIT) environments.delete(environments.keys().next().value as string);
     environments.set(key, environment);
   }
@@ -99,12 +111,22 @@ function writtenObject(result: JsonlWriteResult) {
 export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Promise<AugmentPartOutput> {
   const environment = await augmentEnvironment(part, deps.openObject);
   const { canonical, prepared } = environment;
-  const { records: trajectories, sha256 } = await readRecordRange(deps.openObject, part.source.uri, trajectorySchema, part.source.start, part.source.end);
+  const { records: trajectories, sha256 } = await readRecordRange(
+    deps.openObject,
+    part.source.uri,
+    trajectorySchema,
+    part.source.start,
+    part.source.end,
+  );
   const wanted = new Set(trajectories.map((trajectory) => trajectory.taskId));
   const taskRecords =
     part.tasks.length === 0
       ? { records: new Map<string, Task>(), objects: [] }
-      : await readWantedTasks(await expandInputs(part.tasks, deps.openObject, 'tasks', 'tasks'), deps.openObject, wanted);
+      : await readWantedTasks(
+          await expandInputs(part.tasks, deps.openObject, 'tasks', 'tasks'),
+          deps.openObject,
+          wanted,
+        );
   const tasks = taskRecords.records;
   const inputs = [{ uri: part.source.uri, sha256 }, ...taskRecords.objects];
 
@@ -124,27 +146,44 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
       const task = tasks.get(trajectory.taskId);
       const world = task === undefined ? undefined : createWorld(task.room);
       const recordedContext = renderContextSchema.safeParse(trajectory.meta.renderContext);
-      const context: RenderContext | undefined = recordedContext.success ? recordedContext.data : world === undefined ? undefined : renderContextOf(world);
+      const context: RenderContext | undefined = recordedContext.success
+        ? recordedContext.data
+        : world === undefined
+          ? undefined
+          : renderContextOf(world);
       if (context === undefined || (part.replayCheck && (task === undefined || world === undefined))) {
         stats.trajectories.missingTask++;
-        for (const variant of chosen) countPair(stats, variant.variant.mapping.families, { kept: false, reason: 'missing_task' }, []);
+        for (const variant of chosen)
+          countPair(stats, variant.variant.mapping.families, { kept: false, reason: 'missing_task' }, []);
         continue;
       }
       const parsed = parseRecordedTrajectory(trajectory, canonical, context);
       if (!parsed.ok) {
         stats.trajectories.unparseable++;
-        deps.logger.debug({ trajectoryId: trajectory.id, detail: parsed.detail }, 'trajectory does not match the canonical harness');
-        for (const variant of chosen) countPair(stats, variant.variant.mapping.families, { kept: false, reason: 'unparseable' }, [], 'timeline');
+        deps.logger.debug(
+          { trajectoryId: trajectory.id, detail: parsed.detail },
+          'trajectory does not match the canonical harness',
+        );
+        for (const variant of chosen)
+          countPair(stats, variant.variant.mapping.families, { kept: false, reason: 'unparseable' }, [], 'timeline');
         continue;
       }
-      const recordedReward = part.replayCheck ? scoreRecorded(task as Task, world as World, canonical, trajectory) : undefined;
+      const recordedReward = part.replayCheck
+        ? scoreRecorded(task as Task, world as World, canonical, trajectory)
+        : undefined;
       for (const variant of chosen) {
         const families = variant.variant.mapping.families;
         const outcome = augmentTrajectory(trajectory, parsed.timeline, context, variant);
         if (!outcome.ok) {
           countPair(stats, families, { kept: false, reason: outcome.reason }, outcome.passed, outcome.check);
           if (outcome.reason === 'constraint_changed') {
-            await relabel.write({ taskId: trajectory.taskId, trajectoryId: trajectory.id, reason: outcome.reason, variantHash: variant.variant.hash, detail: outcome.detail });
+            await relabel.write({
+              taskId: trajectory.taskId,
+              trajectoryId: trajectory.id,
+              reason: outcome.reason,
+              variantHash: variant.variant.hash,
+              detail: outcome.detail,
+            });
             // Whoever relabels needs the variant's files.
             variantsUsed.add(variant.variant.hash);
             stats.relabel++;
@@ -164,7 +203,10 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
             turnCount: scoredTurns(trajectory, task as Task),
           });
           if (!replay.ok) {
-            deps.logger.debug({ trajectoryId: trajectory.id, variant: variant.variant.hash, detail: replay.detail }, 'replay check failed');
+            deps.logger.debug(
+              { trajectoryId: trajectory.id, variant: variant.variant.hash, detail: replay.detail },
+              'replay check failed',
+            );
             countPair(stats, families, { kept: false, reason: replay.reason }, passed, 'replay');
             continue;
           }
@@ -174,12 +216,16 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
         const augmented: Trajectory = {
           ...outcome.trajectory,
           reward,
-          meta: { ...outcome.trajectory.meta, augment: { variantHash: variant.variant.hash, families, replayChecked: part.replayCheck } },
+          meta: {
+            ...outcome.trajectory.meta,
+            augment: { variantHash: variant.variant.hash, families, replayChecked: part.replayCheck },
+          },
         };
         await output.write(augmented);
         countPair(stats, families, { kept: true }, passed);
         variantsUsed.add(variant.variant.hash);
-        if (samples.length < part.reportSamples) samples.push({ source: trajectory, augmented, variantHash: variant.variant.hash });
+        if (samples.length < part.reportSamples)
+          samples.push({ source: trajectory, augmented, variantHash: variant.variant.hash });
       }
       deps.progress({ done: position + 1, total: trajectories.length });
     }

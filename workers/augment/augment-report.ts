@@ -44,7 +44,8 @@ function messageHtml(message: ChatMessage): string {
   const parts: string[] = [];
   if (message.content !== null && message.content !== '') parts.push(`<pre>${escape(message.content)}</pre>`);
   if (message.role === 'assistant') {
-    for (const call of message.tool_calls ?? []) parts.push(`<pre class="call">${escape(call.function.name)}(${escape(call.function.arguments)})</pre>`);
+    for (const call of message.tool_calls ?? [])
+      parts.push(`<pre class="call">${escape(call.function.name)}(${escape(call.function.arguments)})</pre>`);
   }
   const label = message.role === 'tool' ? `tool · ${escape(message.tool_call_id)}` : message.role;
   return `<div class="message ${message.role}"><div class="role">${label}</div>${parts.join('')}</div>`;
@@ -68,7 +69,10 @@ export function augmentReportHtml(input: AugmentReportInput): string {
   const reasonHeaders = stageDropReasons.map((reason) => `<th>${escape(reason)}</th>`).join('');
   const familyRows = hsaFamilies.map((family) => countsRow(family, stats.families[family])).join('\n');
   const checkRows = augmentChecks
-    .map((check) => `<tr><th>${check}</th><td>${stats.checks[check].checked}</td><td>${stats.checks[check].failed}</td><td>${percent(stats.checks[check].failed, stats.checks[check].checked)}</td></tr>`)
+    .map(
+      (check) =>
+        `<tr><th>${check}</th><td>${stats.checks[check].checked}</td><td>${stats.checks[check].failed}</td><td>${percent(stats.checks[check].failed, stats.checks[check].checked)}</td></tr>`,
+    )
     .join('\n');
   const byHash = new Map(input.variants.map((variant) => [variant.hash, variant]));
   const variantRows = input.variants

@@ -34,13 +34,21 @@ export function emptyStats(): AugmentStats {
     trajectories: { read: 0, unparseable: 0, missingTask: 0 },
     pairs: emptyCounts(),
     families: Object.fromEntries(hsaFamilies.map((family) => [family, emptyCounts()])) as Record<HsaFamily, PairCounts>,
-    checks: Object.fromEntries(augmentChecks.map((check) => [check, { checked: 0, failed: 0 }])) as AugmentStats['checks'],
+    checks: Object.fromEntries(
+      augmentChecks.map((check) => [check, { checked: 0, failed: 0 }]),
+    ) as AugmentStats['checks'],
     relabel: 0,
   };
 }
 
 /** Records one pair's outcome: `passed` checks counted as checked, `failed` as checked and failed. */
-export function countPair(stats: AugmentStats, families: readonly HsaFamily[], outcome: { kept: true } | { kept: false; reason: StageDropReason }, passed: readonly AugmentCheck[], failed?: AugmentCheck): void {
+export function countPair(
+  stats: AugmentStats,
+  families: readonly HsaFamily[],
+  outcome: { kept: true } | { kept: false; reason: StageDropReason },
+  passed: readonly AugmentCheck[],
+  failed?: AugmentCheck,
+): void {
   const targets = [stats.pairs, ...families.map((family) => stats.families[family])];
   for (const counts of targets) {
     counts.generated++;

@@ -10,8 +10,15 @@ import type { Trajectory } from '../../shared/trajectory/trajectory';
  * generated tasks under a harness through the agent loop. For benchmarks, tests and `hat demo`
  * runs that start at augment; deterministic under the seed.
  */
-export async function expertTrajectories(harness: Harness, options: { count: number; seed: string; itemCount?: number }): Promise<{ tasks: Task[]; trajectories: Trajectory[] }> {
-  const tasks = generateTasks({ count: options.count, seed: options.seed, world: { itemCount: options.itemCount ?? 500 } });
+export async function expertTrajectories(
+  harness: Harness,
+  options: { count: number; seed: string; itemCount?: number },
+): Promise<{ tasks: Task[]; trajectories: Trajectory[] }> {
+  const tasks = generateTasks({
+    count: options.count,
+    seed: options.seed,
+    world: { itemCount: options.itemCount ?? 500 },
+  });
   const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
   const trajectories: Trajectory[] = [];
   for (const task of tasks) trajectories.push(await runEpisode({ policy: expert, harness, task, seed: options.seed }));

@@ -42,7 +42,10 @@ async function inputStore(name: string): Promise<MemoryArtifactStore> {
     {
       stage: 'collect',
       runId: 'r',
-      objects: [manifestObjectOf(written, { schemaVersion: 1, format: 'jsonl.gz', kind: 'trajectories' }), manifestObjectOf(tasksWritten, { schemaVersion: 1, format: 'jsonl.gz', kind: 'tasks' })],
+      objects: [
+        manifestObjectOf(written, { schemaVersion: 1, format: 'jsonl.gz', kind: 'trajectories' }),
+        manifestObjectOf(tasksWritten, { schemaVersion: 1, format: 'jsonl.gz', kind: 'tasks' }),
+      ],
       lineage: { inputs: [], configHash: 'x' },
     },
     { clock: () => new Date(clock.now()) },
@@ -53,10 +56,29 @@ async function inputStore(name: string): Promise<MemoryArtifactStore> {
 async function augment(store: MemoryArtifactStore, config: Record<string, unknown>) {
   const result = await runStageLocally(
     augmentStage,
-    { trajectories: store.uriOf('collect/manifest.json'), harness: sampleHarnessDirectory(), variantPool: 6, seed: 'hsa', ...config },
-    { store, outputPrefix: 'augment', openObject: (uri) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), clock, seed: 'run-seed' },
+    {
+      trajectories: store.uriOf('collect/manifest.json'),
+      harness: sampleHarnessDirectory(),
+      variantPool: 6,
+      seed: 'hsa',
+      ...config,
+    },
+    {
+      store,
+      outputPrefix: 'augment',
+      openObject: (uri) => ({ store, key: store.keyOf(uri) }),
+      logger: silentLogger(),
+      clock,
+      seed: 'run-seed',
+    },
   );
-  return result.output as { manifestUri: string; trajectories: number; dropped: number; relabel: number; variants: number };
+  return result.output as {
+    manifestUri: string;
+    trajectories: number;
+    dropped: number;
+    relabel: number;
+    variants: number;
+  };
 }
 
 async function objects(store: MemoryArtifactStore, prefix: string): Promise<Map<string, string>> {
@@ -79,8 +101,14 @@ describe('augment stage', () => {
     const store = await inputStore('main');
     const output = await augment(store, { recordsPerPart: 10 });
     const manifest = await readManifest(store, 'augment/manifest.json');
-    const trajectoryKeys = manifest.objects.filter((object) => object.key.startsWith('augment/trajectories/')).map((object) => object.key);
-    expect(trajectoryKeys).toEqual(['augment/trajectories/part-00000.jsonl.gz', 'augment/trajectories/part-00001.jsonl.gz', 'augment/trajectories/part-00002.jsonl.gz']);
+    const trajectoryKeys = manifest.objects
+      .filter((object) => object.key.startsWith('augment/trajectories/'))
+      .map((object) => object.key);
+    expect(trajectoryKeys).toEqual([
+      'augment/trajectories/part-00000.jsonl.gz',
+      'augment/trajectories/part-00001.jsonl.gz',
+      'augment/trajectories/part-00002.jsonl.gz',
+    ]);
     const emitted = (await Promise.all(trajectoryKeys.map((key) => readAll<Trajectory>(store, key)))).flat();
     expect(emitted).toHaveLength(output.trajectories);
     expect(output.trajectories).toBeGreaterThan(trajectories.length * 3);
@@ -93,11 +121,17 @@ describe('augment stage', () => {
       expect(augmented.taskId).toBe(source.taskId);
       const prefix = `augment/variants/${augmented.harness.variantHash}/`;
       const files: Record<string, string> = {};
-      for await (const object of store.list(prefix)) files[object.key.slice(prefix.length)] = (await store.getBuffer(object.key)).toString('utf8');
+      for await (const object of store.list(prefix))
+        files[object.key.slice(prefix.length)] = (await store.getBuffer(object.key)).toString('utf8');
       const variant = loadHarnessFromFiles(files, prefix);
       expect(harnessHash(variant)).toBe(augmented.harness.hash);
-      expect(variantMappingSchema.parse(JSON.parse(files['mapping.json'])).families).toEqual(augmented.harness.families);
-      const rendered = renderHarness(variant, renderContextOf(createWorld((tasksById.get(augmented.taskId) as Task).room)));
+      expect(variantMappingSchema.parse(JSON.parse(files['mapping.json'])).families).toEqual(
+        augmented.harness.families,
+      );
+      const rendered = renderHarness(
+        variant,
+        renderContextOf(createWorld((tasksById.get(augmented.taskId) as Task).room)),
+      );
       expect(augmented.messages[0]).toEqual({ role: 'system', content: rendered.systemPrompt });
       expect(augmented.tools).toEqual(rendered.tools);
       // Replies are the teacher's own words.
@@ -108,7 +142,9 @@ describe('augment stage', () => {
     expect(stats.trajectories.read).toBe(trajectories.length);
     expect(stats.pairs.generated).toBe(trajectories.length * 4);
     expect(stats.pairs.kept + output.dropped).toBe(stats.pairs.generated);
-    expect(stats.checks.replay.checked).toBe(stats.pairs.kept + (stats.pairs.dropped.replay_result ?? 0) + (stats.pairs.dropped.replay_reward ?? 0));
+    expect(stats.checks.replay.checked).toBe(
+      stats.pairs.kept + (stats.pairs.dropped.replay_result ?? 0) + (stats.pairs.dropped.replay_reward ?? 0),
+    );
     const html = (await store.getBuffer('augment/report.html')).toString('utf8');
     expect(html).toContain('Before (canonical harness)');
     expect(html).toContain('Harness diff (canonical → variant)');
@@ -148,21 +184,42 @@ describe('augment stage', () => {
     for (const raw of entries) {
       const entry = relabelEntrySchema.parse(raw);
       expect(entry.reason).toBe('constraint_changed');
-      const mapping = variantMappingSchema.parse(JSON.parse((await store.getBuffer(`augment/variants/${entry.variantHash}/mapping.json`)).toString('utf8')));
-      const limit = Object.values(mapping.hooks).find((hook) => hook.constraint?.after.type === 'max_chars')?.constraint?.after as { value: number };
+      const mapping = variantMappingSchema.parse(
+        JSON.parse((await store.getBuffer(`augment/variants/${entry.variantHash}/mapping.json`)).toString('utf8')),
+      );
+      const limit = Object.values(mapping.hooks).find((hook) => hook.constraint?.after.type === 'max_chars')?.constraint
+        ?.after as { value: number };
       const source = sources.get(entry.trajectoryId) as Trajectory;
       expect(entry.taskId).toBe(source.taskId);
       expect(Math.max(...finalReplies(source).map((reply) => [...reply.trim()].length))).toBeGreaterThan(limit.value);
     }
   });
 
-  it('takes the collect stage\'s manifest as its input (hat stage augment --in), tasks included', async () => {
+  it("takes the collect stage's manifest as its input (hat stage augment --in), tasks included", async () => {
     const store = new MemoryArtifactStore('chain');
-    const options = { store, openObject: (uri: string) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), clock, seed: 'chain' };
-    const collected = (await runStageLocally(collectStage, { generate: { count: 12, seed: 'chain', itemCount: 300 } }, { ...options, outputPrefix: 'collect' })).output as { manifestUri: string };
-    const result = await runStageLocally(augmentStage, { inputs: [collected.manifestUri], variantPool: 4, variantsPerTrajectory: 2 }, { ...options, outputPrefix: 'augment' });
+    const options = {
+      store,
+      openObject: (uri: string) => ({ store, key: store.keyOf(uri) }),
+      logger: silentLogger(),
+      clock,
+      seed: 'chain',
+    };
+    const collected = (
+      await runStageLocally(
+        collectStage,
+        { generate: { count: 12, seed: 'chain', itemCount: 300 } },
+        { ...options, outputPrefix: 'collect' },
+      )
+    ).output as { manifestUri: string };
+    const result = await runStageLocally(
+      augmentStage,
+      { inputs: [collected.manifestUri], variantPool: 4, variantsPerTrajectory: 2 },
+      { ...options, outputPrefix: 'augment' },
+    );
     const output = result.output as { trajectories: number; dropped: number };
-    const accepted = (await readManifest(store, store.keyOf(collected.manifestUri))).objects.filter((object) => object.kind === 'trajectories').reduce((sum, object) => sum + (object.records ?? 0), 0);
+    const accepted = (await readManifest(store, store.keyOf(collected.manifestUri))).objects
+      .filter((object) => object.kind === 'trajectories')
+      .reduce((sum, object) => sum + (object.records ?? 0), 0);
     expect(accepted).toBeGreaterThan(0);
     expect(output.trajectories + output.dropped).toBe(accepted * 2);
     expect(output.trajectories).toBeGreaterThan(accepted);
@@ -170,9 +227,20 @@ describe('augment stage', () => {
 
   it('refuses bad input before any part runs', async () => {
     const store = await inputStore('bad');
-    await expect(augment(store, { trajectories: store.uriOf('collect/trajectories.jsonl.gz') })).rejects.toThrow(/^\[MISSING_TASKS\] augment: the replay check needs the tasks/);
-    await expect(augment(store, { tasks: store.uriOf('collect/no-tasks.jsonl.gz') })).rejects.toThrow(/^\[MISSING_INPUT\] tasks: memory:\/\/bad\/collect\/no-tasks\.jsonl\.gz does not exist/);
-    await expect(augment(store, { trajectories: store.uriOf('collect/nothing.jsonl.gz'), tasks: store.uriOf('collect/manifest.json') })).rejects.toThrow(/^\[MISSING_INPUT\] trajectories: memory:\/\/bad\/collect\/nothing\.jsonl\.gz does not exist/);
-    await expect(augment(store, { families: { hooks: 0 } })).rejects.toThrow(/STAGE_INPUT_INVALID[\s\S]*at least one family/);
+    await expect(augment(store, { trajectories: store.uriOf('collect/trajectories.jsonl.gz') })).rejects.toThrow(
+      /^\[MISSING_TASKS\] augment: the replay check needs the tasks/,
+    );
+    await expect(augment(store, { tasks: store.uriOf('collect/no-tasks.jsonl.gz') })).rejects.toThrow(
+      /^\[MISSING_INPUT\] tasks: memory:\/\/bad\/collect\/no-tasks\.jsonl\.gz does not exist/,
+    );
+    await expect(
+      augment(store, {
+        trajectories: store.uriOf('collect/nothing.jsonl.gz'),
+        tasks: store.uriOf('collect/manifest.json'),
+      }),
+    ).rejects.toThrow(/^\[MISSING_INPUT\] trajectories: memory:\/\/bad\/collect\/nothing\.jsonl\.gz does not exist/);
+    await expect(augment(store, { families: { hooks: 0 } })).rejects.toThrow(
+      /STAGE_INPUT_INVALID[\s\S]*at least one family/,
+    );
   });
 });

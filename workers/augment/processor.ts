@@ -22,7 +22,14 @@ import { hashValue } from '../../shared/hash/hash';
 import { variantToFiles } from '../../shared/harness/hsa/write-variant';
 import { VARIANT_MAPPING_SCHEMA_VERSION } from '../../shared/harness/hsa/variant-mapping';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
-import { augmentContract, relabelEntrySchema, type AugmentInput, type AugmentOutput, type AugmentPartInput, type AugmentPartOutput } from './augment-contract';
+import {
+  augmentContract,
+  relabelEntrySchema,
+  type AugmentInput,
+  type AugmentOutput,
+  type AugmentPartInput,
+  type AugmentPartOutput,
+} from './augment-contract';
 import { expandInputs, isManifestUri } from '../../queues/stage-kit/stage-inputs';
 import { augmentEnvironment, augmentPart, partStats, type AugmentSample } from './augment-part';
 import { augmentReportHtml } from './augment-report';
@@ -42,7 +49,10 @@ function taskUris(input: AugmentInput): string[] {
 export async function planAugment(input: AugmentInput, deps: StageDeps): Promise<AugmentPartInput[]> {
   const tasks = taskUris(input);
   if (input.replayCheck && tasks.length === 0) {
-    throw new BadInputError('MISSING_TASKS', 'augment: the replay check needs the tasks the trajectories played; set tasks (or pass the collect stage\'s manifest, which lists them) or replayCheck: false');
+    throw new BadInputError(
+      'MISSING_TASKS',
+      "augment: the replay check needs the tasks the trajectories played; set tasks (or pass the collect stage's manifest, which lists them) or replayCheck: false",
+    );
   }
   // Fail before any part runs when the harness does not load or an input is missing.
   await loadHarnessFromUri(input.harness, deps.openObject);
@@ -51,7 +61,11 @@ export async function planAugment(input: AugmentInput, deps: StageDeps): Promise
   const ranges = objects.flatMap((object) => {
     if (object.records === undefined) return [{ uri: object.uri, start: 0 }];
     const count = Math.max(1, Math.ceil(object.records / input.recordsPerPart));
-    return Array.from({ length: count }, (_, index) => ({ uri: object.uri, start: index * input.recordsPerPart, end: Math.max(1, Math.min(object.records as number, (index + 1) * input.recordsPerPart)) }));
+    return Array.from({ length: count }, (_, index) => ({
+      uri: object.uri,
+      start: index * input.recordsPerPart,
+      end: Math.max(1, Math.min(object.records as number, (index + 1) * input.recordsPerPart)),
+    }));
   });
   return ranges.map((source, index) => ({
     index,
@@ -72,19 +86,37 @@ export function createAugmentProcessor(deps: StageDeps) {
 }
 
 /** Fans in: stores the variants used, merges the relabel lists, writes stats and the report, then the manifest. */
-export async function finishAugment(input: AugmentInput, parts: AugmentPartOutput[], deps: StageDeps): Promise<AugmentOutput> {
+export async function finishAugment(
+  input: AugmentInput,
+  parts: AugmentPartOutput[],
+  deps: StageDeps,
+): Promise<AugmentOutput> {
   const seed = seedOf(input, deps);
-  const environment = await augmentEnvironment({ harness: input.harness, seed, families: input.families, variantPool: input.variantPool }, deps.openObject);
+  const environment = await augmentEnvironment(
+    { harness: input.harness, seed, families: input.families, variantPool: input.variantPool },
+    deps.openObject,
+  );
   const objects: ManifestObject[] = [];
 
-  for (const part of parts) objects.push(manifestObjectOf(part.trajectories, { schemaVersion: TRAJECTORY_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'trajectories' }));
+  for (const part of parts)
+    objects.push(
+      manifestObjectOf(part.trajectories, {
+        schemaVersion: TRAJECTORY_SCHEMA_VERSION,
+        format: 'jsonl.gz',
+        kind: 'trajectories',
+      }),
+    );
 
   const used = new Set(parts.flatMap((part) => part.variantsUsed));
   const variants = environment.pool.variants.filter((variant) => used.has(variant.hash));
   for (const variant of variants) {
-    for (const [path, text] of Object.entries(variantToFiles(variant)).sort(([left], [right]) => (left < right ? -1 : 1))) {
+    for (const [path, text] of Object.entries(variantToFiles(variant)).sort(([left], [right]) =>
+      left < right ? -1 : 1,
+    )) {
       const format = path.endsWith('.yaml') ? 'yaml' : path.endsWith('.md') ? 'md' : 'json';
-      const info = await deps.store.put(deps.output.key(`variants/${variant.hash}/${path}`), text, { contentType: format === 'json' ? 'application/json' : 'text/plain; charset=utf-8' });
+      const info = await deps.store.put(deps.output.key(`variants/${variant.hash}/${path}`), text, {
+        contentType: format === 'json' ? 'application/json' : 'text/plain; charset=utf-8',
+      });
       objects.push(manifestObjectOf(info, { schemaVersion: VARIANT_MAPPING_SCHEMA_VERSION, format, kind: 'variant' }));
     }
   }
@@ -95,17 +127,27 @@ export async function finishAugment(input: AugmentInput, parts: AugmentPartOutpu
       yield* readJsonl(store, key, { schema: relabelEntrySchema });
     }
   }
-  const relabel = await writeJsonl(deps.store, deps.output.key('relabel.jsonl.gz'), relabelEntries(), { schema: relabelEntrySchema });
+  const relabel = await writeJsonl(deps.store, deps.output.key('relabel.jsonl.gz'), relabelEntries(), {
+    schema: relabelEntrySchema,
+  });
   objects.push(manifestObjectOf(relabel, { schemaVersion: 1, format: 'jsonl.gz', kind: 'relabel' }));
 
   const stats = mergeStats(parts.map(partStats));
   const rejectedVariants: Record<string, number> = {};
-  for (const entry of environment.pool.rejected) rejectedVariants[entry.reason] = (rejectedVariants[entry.reason] ?? 0) + 1;
+  for (const entry of environment.pool.rejected)
+    rejectedVariants[entry.reason] = (rejectedVariants[entry.reason] ?? 0) + 1;
   const statsDocument = {
     ...stats,
-    variants: { pool: environment.pool.variants.length, used: variants.length, rejected: rejectedVariants, hashes: variants.map((variant) => ({ hash: variant.hash, families: variant.mapping.families })) },
+    variants: {
+      pool: environment.pool.variants.length,
+      used: variants.length,
+      rejected: rejectedVariants,
+      hashes: variants.map((variant) => ({ hash: variant.hash, families: variant.mapping.families })),
+    },
   };
-  const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(statsDocument, null, 2)}\n`, { contentType: 'application/json' });
+  const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(statsDocument, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   objects.push(manifestObjectOf(statsInfo, { schemaVersion: 1, format: 'json', kind: 'stats' }));
 
   const samples: AugmentSample[] = [];
@@ -126,7 +168,9 @@ export async function finishAugment(input: AugmentInput, parts: AugmentPartOutpu
     rejectedVariants,
     samples,
   });
-  const reportInfo = await deps.store.put(deps.output.key('report.html'), html, { contentType: 'text/html; charset=utf-8' });
+  const reportInfo = await deps.store.put(deps.output.key('report.html'), html, {
+    contentType: 'text/html; charset=utf-8',
+  });
   objects.push(manifestObjectOf(reportInfo, { schemaVersion: 1, format: 'html', kind: 'report' }));
 
   const inputs = new Map<string, string>();
@@ -134,10 +178,18 @@ export async function finishAugment(input: AugmentInput, parts: AugmentPartOutpu
   const { info } = await writeStageManifest(deps, {
     objects,
     lineage: {
-      inputs: [...inputs].map(([uri, sha256]) => ({ uri, sha256 })).concat([{ uri: input.harness ?? 'sample:live-host', sha256: environment.canonicalHash }]),
+      inputs: [...inputs]
+        .map(([uri, sha256]) => ({ uri, sha256 }))
+        .concat([{ uri: input.harness ?? 'sample:live-host', sha256: environment.canonicalHash }]),
       configHash: hashValue({ ...input, seed }),
     },
-    stats: { trajectories: stats.pairs.kept, dropped: droppedTotal(stats.pairs), relabel: stats.relabel, variants: variants.length, families: stats.families },
+    stats: {
+      trajectories: stats.pairs.kept,
+      dropped: droppedTotal(stats.pairs),
+      relabel: stats.relabel,
+      variants: variants.length,
+      families: stats.families,
+    },
   });
   return {
     manifestUri: info.uri,

@@ -21,7 +21,12 @@ let variant: Variant;
 beforeAll(async () => {
   canonical = await loadHarness(sampleHarnessDirectory());
   const { tasks, trajectories } = await expertTrajectories(canonical, { count: 60, seed: 'replay-check' });
-  const index = trajectories.findIndex((candidate) => candidate.messages.some((message) => message.role === 'assistant' && message.tool_calls?.some((call) => call.function.name === 'recommend_size')));
+  const index = trajectories.findIndex((candidate) =>
+    candidate.messages.some(
+      (message) =>
+        message.role === 'assistant' && message.tool_calls?.some((call) => call.function.name === 'recommend_size'),
+    ),
+  );
   task = tasks[index];
   trajectory = trajectories[index];
   // A variant that renamed recommend_size's height parameter (found by seed, so the test reads the real family's output).
@@ -67,7 +72,11 @@ describe('replay check', () => {
     const entry = broken.mapping.tools.recommend_size;
     const tool = broken.harness.tools.find((candidate) => candidate.name === entry.name)!;
     // Height goes where weight should, and back: the mapping (and so the round trip) still agrees with itself.
-    tool.binding.arguments = { [entry.parameters.item_id]: 'item_id', [entry.parameters.height_cm]: 'weight_kg', [entry.parameters.weight_kg]: 'height_cm' };
+    tool.binding.arguments = {
+      [entry.parameters.item_id]: 'item_id',
+      [entry.parameters.height_cm]: 'weight_kg',
+      [entry.parameters.weight_kg]: 'height_cm',
+    };
     const { outcome, replay } = run(broken);
     expect(outcome.passed).toEqual(['timeline', 'calls', 'constraints', 'round_trip', 'schema', 'no_leakage']);
     expect(replay).toMatchObject({ ok: false, reason: 'replay_result' });

@@ -16,21 +16,37 @@ import type { Reward, Trajectory } from '../../shared/trajectory/trajectory';
  * validates, but executes differently.
  */
 
-export type ReplayOutcome = { ok: true; reward: Reward } | { ok: false; reason: 'replay_result' | 'replay_reward'; detail: string };
+export type ReplayOutcome =
+  { ok: true; reward: Reward } | { ok: false; reason: 'replay_result' | 'replay_reward'; detail: string };
 
 /** Viewer turns the episode was scored on: the agent loop's record, else the user messages. */
 export function scoredTurns(trajectory: Trajectory, task: Task): number {
   const turns = trajectory.meta.session?.turns;
-  const recorded = typeof turns === 'number' ? turns : trajectory.messages.filter((message) => message.role === 'user').length;
+  const recorded =
+    typeof turns === 'number' ? turns : trajectory.messages.filter((message) => message.role === 'user').length;
   return Math.max(1, Math.min(recorded, task.turns.length));
 }
 
 /** The reward of a trajectory under the harness it was recorded with (computed once per trajectory). */
 export function scoreRecorded(task: Task, world: World, harness: Harness, trajectory: Trajectory): Reward {
-  return verifyEpisode({ task, world, harness, messages: trajectory.messages, turnCount: scoredTurns(trajectory, task) });
+  return verifyEpisode({
+    task,
+    world,
+    harness,
+    messages: trajectory.messages,
+    turnCount: scoredTurns(trajectory, task),
+  });
 }
 
-export function replayCheck(input: { task: Task; world: World; variant: Harness; messages: ChatMessage[]; calls: readonly RewrittenCall[]; recordedReward: Reward; turnCount: number }): ReplayOutcome {
+export function replayCheck(input: {
+  task: Task;
+  world: World;
+  variant: Harness;
+  messages: ChatMessage[];
+  calls: readonly RewrittenCall[];
+  recordedReward: Reward;
+  turnCount: number;
+}): ReplayOutcome {
   for (const call of input.calls) {
     const execution = executeToolCall(input.world, input.variant, call.rewritten);
     if (execution.content !== call.rewrittenResult) {
@@ -41,10 +57,20 @@ export function replayCheck(input: { task: Task; world: World; variant: Harness;
       };
     }
   }
-  const reward = verifyEpisode({ task: input.task, world: input.world, harness: input.variant, messages: input.messages, turnCount: input.turnCount });
+  const reward = verifyEpisode({
+    task: input.task,
+    world: input.world,
+    harness: input.variant,
+    messages: input.messages,
+    turnCount: input.turnCount,
+  });
   // Rewards are rounded to 4 places by the verifier: equal means equal.
   if (reward.total < input.recordedReward.total) {
-    return { ok: false, reason: 'replay_reward', detail: `reward ${reward.total} under the variant < ${input.recordedReward.total} recorded (${reward.notes.slice(0, 3).join('; ')})` };
+    return {
+      ok: false,
+      reason: 'replay_reward',
+      detail: `reward ${reward.total} under the variant < ${input.recordedReward.total} recorded (${reward.notes.slice(0, 3).join('; ')})`,
+    };
   }
   return { ok: true, reward };
 }

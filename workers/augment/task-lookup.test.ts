@@ -14,9 +14,16 @@ describe('readWantedTasks', () => {
     const first = await writeJsonl(store, 'a/tasks-0.jsonl.gz', tasks.slice(0, 3));
     const second = await writeJsonl(store, 'a/tasks-1.jsonl.gz', tasks.slice(3, 6));
     // The same id in a later object wins, as a whole read does.
-    const changed = { ...tasks[0]!, category: tasks[8]!.category === tasks[0]!.category ? 'other' : tasks[8]!.category };
+    const changed = {
+      ...tasks[0]!,
+      category: tasks[8]!.category === tasks[0]!.category ? 'other' : tasks[8]!.category,
+    };
     const third = await writeJsonl(store, 'a/tasks-2.jsonl.gz', [...tasks.slice(6, 9), changed]);
-    const objects = [first, second, third].map((info) => ({ uri: info.uri, records: info.records, sha256: info.sha256 }));
+    const objects = [first, second, third].map((info) => ({
+      uri: info.uri,
+      records: info.records,
+      sha256: info.sha256,
+    }));
     const lineage = [first, second, third].map((info) => ({ uri: info.uri, sha256: info.sha256 }));
     const wanted = new Set([tasks[0]!.id, tasks[4]!.id, 'absent']);
 
@@ -37,10 +44,14 @@ describe('readWantedTasks', () => {
   it('names the object and line of a bad task record, and reads objects without a listed sha256 whole', async () => {
     const bad = Buffer.from(`${JSON.stringify(tasks[0])}\n${JSON.stringify({ id: 'x' })}\n`);
     const info = await store.put('b/bad.jsonl.gz', gzipSync(bad));
-    await expect(readWantedTasks([{ uri: info.uri, sha256: sha256Hex(gzipSync(bad)) }], openObject, new Set(['x']))).rejects.toThrow(/b\/bad\.jsonl\.gz.*line 2/);
+    await expect(
+      readWantedTasks([{ uri: info.uri, sha256: sha256Hex(gzipSync(bad)) }], openObject, new Set(['x'])),
+    ).rejects.toThrow(/b\/bad\.jsonl\.gz.*line 2/);
     const broken = gzipSync(Buffer.from(`${JSON.stringify(tasks[0])}\nnot json\n`));
     const brokenInfo = await store.put('b/broken.jsonl.gz', broken);
-    await expect(readWantedTasks([{ uri: brokenInfo.uri, sha256: sha256Hex(broken) }], openObject, new Set([tasks[0]!.id]))).rejects.toThrow(/b\/broken\.jsonl\.gz: line 2: not valid JSON/);
+    await expect(
+      readWantedTasks([{ uri: brokenInfo.uri, sha256: sha256Hex(broken) }], openObject, new Set([tasks[0]!.id])),
+    ).rejects.toThrow(/b\/broken\.jsonl\.gz: line 2: not valid JSON/);
     const plain = await writeJsonl(store, 'b/plain.jsonl.gz', tasks.slice(0, 2));
     const direct = await readWantedTasks([{ uri: plain.uri }], openObject, new Set([tasks[1]!.id]));
     expect(direct.records).toEqual(new Map([[tasks[1]!.id, tasks[1]]]));

@@ -1,5 +1,10 @@
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
-import { readJsonlLines, parseRecordLine, readKeyedRecords, type InputObject } from '../../queues/stage-kit/stage-inputs';
+import {
+  readJsonlLines,
+  parseRecordLine,
+  readKeyedRecords,
+  type InputObject,
+} from '../../queues/stage-kit/stage-inputs';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 
 /**

@@ -24,7 +24,13 @@ export { taskGeneratorSchema, type TaskGenerator } from '../../shared/simulator/
  * ```
  */
 
-const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1)).min(1)]);
+const uriList = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((uri) => [uri]),
+  z.array(z.string().min(1)).min(1),
+]);
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
 
 /** Why a sample was not kept. */
@@ -108,7 +114,13 @@ export type CollectInput = z.infer<typeof collectInputSchema>;
 const sha256 = z.string().regex(/^[0-9a-f]{64}$/);
 const lineageEntrySchema = z.object({ uri: z.string(), sha256 });
 
-const writtenObjectSchema = z.object({ key: z.string(), uri: z.string(), sha256, bytes: z.number().int().nonnegative(), records: z.number().int().nonnegative() });
+const writtenObjectSchema = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256,
+  bytes: z.number().int().nonnegative(),
+  records: z.number().int().nonnegative(),
+});
 export type WrittenObject = z.infer<typeof writtenObjectSchema>;
 
 export const collectPartInputSchema = z.object({
@@ -189,11 +201,17 @@ export type ReviewEntry = z.infer<typeof reviewEntrySchema>;
 
 export const collectContract: FanOutContract<CollectInput, CollectOutput, CollectPartInput, CollectPartOutput> = {
   name: 'collect',
-  description: 'teacher trajectories: a model (OpenAI-compatible server or the scripted expert) plays simulator tasks, best-of-N by verifier reward',
+  description:
+    'teacher trajectories: a model (OpenAI-compatible server or the scripted expert) plays simulator tasks, best-of-N by verifier reward',
   input: collectInputSchema,
   output: collectOutputSchema,
   summarize: summarizeCollect,
-  partCounters: (part) => ({ tasks: part.tasks.records, trajectories: part.accepted.records, rejected: part.rejected.records, review: part.review.records }),
+  partCounters: (part) => ({
+    tasks: part.tasks.records,
+    trajectories: part.accepted.records,
+    rejected: part.rejected.records,
+    review: part.review.records,
+  }),
   partInput: collectPartInputSchema,
   partOutput: collectPartOutputSchema,
   // Model-bound: a part waits on the teacher; the per-endpoint limiter caps what reaches it.

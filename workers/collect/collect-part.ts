@@ -12,7 +12,13 @@ import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema'
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
-import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry, type WrittenObject } from './collect-contract';
+import {
+  reviewEntrySchema,
+  type CollectPartInput,
+  type CollectPartOutput,
+  type ReviewEntry,
+  type WrittenObject,
+} from './collect-contract';
 import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
 import { EpisodeTeacher, openTeacher } from './open-teacher';
 import { selectSamples } from './select-samples';
@@ -36,18 +42,27 @@ export function collectPartKeys(deps: Pick<StageDeps, 'output'>, index: number) 
 }
 
 /** Loads the harness a part names (absent: the sample harness) and checks it is the one the plan saw. */
-export async function loadPlannedHarness(harness: CollectPartInput['harness'], openObject: StageDeps['openObject']): Promise<{ harness: Harness; hash: string }> {
+export async function loadPlannedHarness(
+  harness: CollectPartInput['harness'],
+  openObject: StageDeps['openObject'],
+): Promise<{ harness: Harness; hash: string }> {
   const uri = harness.uri ?? sampleHarnessDirectory();
   const loaded = await loadHarnessFromUri(uri, openObject);
   const hash = harnessHash(loaded);
   if (hash !== harness.hash) {
-    throw new BadInputError('HARNESS_CHANGED', `collect.harness: ${uri} has hash ${hash.slice(0, 12)} now but ${harness.hash.slice(0, 12)} when the stage was planned; a harness must not change during a run: rerun the stage`);
+    throw new BadInputError(
+      'HARNESS_CHANGED',
+      `collect.harness: ${uri} has hash ${hash.slice(0, 12)} now but ${harness.hash.slice(0, 12)} when the stage was planned; a harness must not change during a run: rerun the stage`,
+    );
   }
   return { harness: loaded, hash };
 }
 
 /** Sampling of one sample: with several samples per task, each gets its own request seed. */
-export function samplingOf(part: Pick<CollectPartInput, 'sampling' | 'samplesPerTask'>, sampleIndex: number): SamplingSettings | undefined {
+export function samplingOf(
+  part: Pick<CollectPartInput, 'sampling' | 'samplesPerTask'>,
+  sampleIndex: number,
+): SamplingSettings | undefined {
   if (part.samplesPerTask === 1) return part.sampling;
   return { ...part.sampling, seed: (part.sampling?.seed ?? 0) + sampleIndex };
 }
@@ -100,7 +115,9 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
       const task = tasks[taskIndex];
       const teacher = new EpisodeTeacher(context.teacher);
       // A signal of its own per episode: the client listens on it per call, and many lanes listening on the job's one signal would pile up listeners.
-      const signal = AbortSignal.any(part.episodeTimeoutMs === undefined ? [deps.signal] : [deps.signal, AbortSignal.timeout(part.episodeTimeoutMs)]);
+      const signal = AbortSignal.any(
+        part.episodeTimeoutMs === undefined ? [deps.signal] : [deps.signal, AbortSignal.timeout(part.episodeTimeoutMs)],
+      );
       const trajectory = await runEpisode({
         policy: teacher,
         harness: context.harness,
@@ -116,7 +133,10 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
       });
       // A job being cancelled or handed back is not an episode outcome: stop, record nothing.
       if (deps.signal.aborted) throw abortedError(deps);
-      (results[taskIndex])[sampleIndex] = { trajectory, ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}) };
+      results[taskIndex][sampleIndex] = {
+        trajectory,
+        ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}),
+      };
       if (trajectory.status === 'model_error' && isRetryable(teacher.failure)) {
         failedInARow++;
         if (answered === 0 && failedInARow >= breakerThreshold) stopped = true;
@@ -124,7 +144,7 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
         failedInARow = 0;
         answered++;
       }
-      if (--(remaining[taskIndex]) === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
+      if (--remaining[taskIndex] === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
       // Scripted teachers answer without real I/O: let timers (lock renewal, progress) run.
       await yieldToEventLoop();
     }
@@ -150,14 +170,21 @@ function checkTeacherAnswered(results: EpisodeResult[][], stopped: boolean, part
   const failures = played.map((result) => result.failure);
   const last = failures[failures.length - 1];
   if (stopped || failures.some(isRetryable)) {
-    const retryAfterMs = Math.max(0, ...failures.map((failure) => (failure instanceof TransientError ? (failure.retryAfterMs ?? 0) : 0)));
+    const retryAfterMs = Math.max(
+      0,
+      ...failures.map((failure) => (failure instanceof TransientError ? (failure.retryAfterMs ?? 0) : 0)),
+    );
     throw new TransientError(
       'TEACHER_UNAVAILABLE',
       `collect ${partId}: every one of the ${played.length} episodes played failed to reach the teacher${stopped ? ' (the rest were not started)' : ''}; the part is retried later. Last error: ${messageOf(last)}`,
       { retryAfterMs: retryAfterMs > 0 ? retryAfterMs : undefined, cause: last },
     );
   }
-  throw new BadInputError('TEACHER_REJECTED', `collect ${partId}: the teacher refused every one of the ${played.length} episodes; fix collect.teacher. First error: ${messageOf(failures[0])}`, { cause: failures[0] });
+  throw new BadInputError(
+    'TEACHER_REJECTED',
+    `collect ${partId}: the teacher refused every one of the ${played.length} episodes; fix collect.teacher. First error: ${messageOf(failures[0])}`,
+    { cause: failures[0] },
+  );
 }
 
 function writtenObject(result: JsonlWriteResult): WrittenObject {
@@ -170,7 +197,10 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   const { harness, hash } = await loadPlannedHarness(part.harness, deps.openObject);
   const { records: tasks, sha256 } = await readRecordRange(deps.openObject, part.tasks.uri, taskSchema);
   if (sha256 !== part.tasks.sha256 || tasks.length !== part.tasks.records) {
-    throw new BadInputError('TASKS_CHANGED', `collect ${partId}: ${part.tasks.uri} is not the task slice this part was planned with; the stage was re-planned with other input: rerun the stage`);
+    throw new BadInputError(
+      'TASKS_CHANGED',
+      `collect ${partId}: ${part.tasks.uri} is not the task slice this part was planned with; the stage was re-planned with other input: rerun the stage`,
+    );
   }
 
   const teacher = openTeacher(part.teacher, { harness, tasks, logger: deps.logger, random: () => deps.rng.next() });
@@ -190,7 +220,7 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   try {
     for (const [taskIndex, task] of tasks.entries()) {
       const decisions = selectSamples(
-        (played.results[taskIndex]).map((result) => result.trajectory),
+        played.results[taskIndex].map((result) => result.trajectory),
         part.selection,
       );
       const counts = (stats[task.category] ??= emptyCounts());
@@ -208,8 +238,18 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
         }
         if (decision.reason === 'not_selected') counts.samplesPassed++;
         counts.rejected[decision.reason] = (counts.rejected[decision.reason] ?? 0) + 1;
-        reasons.push({ sampleIndex: trajectory.sampleIndex, trajectoryId: trajectory.id, status: trajectory.status, reason: decision.reason, reward: trajectory.reward.total, detail: decision.detail });
-        await rejected.write({ ...trajectory, meta: { ...trajectory.meta, rejection: { reason: decision.reason, detail: decision.detail } } });
+        reasons.push({
+          sampleIndex: trajectory.sampleIndex,
+          trajectoryId: trajectory.id,
+          status: trajectory.status,
+          reason: decision.reason,
+          reward: trajectory.reward.total,
+          detail: decision.detail,
+        });
+        await rejected.write({
+          ...trajectory,
+          meta: { ...trajectory.meta, rejection: { reason: decision.reason, detail: decision.detail } },
+        });
       }
       if (reasons.length === decisions.length) {
         counts.review++;
@@ -222,7 +262,11 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
     await Promise.all([accepted.abort(error), rejected.abort(error), review.abort(error)]);
     throw error;
   }
-  const [acceptedObject, rejectedObject, reviewObject] = await Promise.all([accepted.close(), rejected.close(), review.close()]);
+  const [acceptedObject, rejectedObject, reviewObject] = await Promise.all([
+    accepted.close(),
+    rejected.close(),
+    review.close(),
+  ]);
   return {
     index: part.index,
     tasks: part.tasks,

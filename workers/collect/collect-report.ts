@@ -69,7 +69,10 @@ function categoryChart(byCategory: CollectStatsDocument['byCategory']): string {
     `<rect x="${labelWidth}" y="4" width="12" height="12" fill="${chartColors.acceptance}"/><text x="${labelWidth + 16}" y="14" font-size="11">acceptance rate (tasks with an accepted trajectory)</text>` +
     `<rect x="${labelWidth + 300}" y="4" width="12" height="12" fill="${chartColors.reward}"/><text x="${labelWidth + 316}" y="14" font-size="11">mean reward of all samples</text>`;
   const grid = [0, 0.25, 0.5, 0.75, 1]
-    .map((tick) => `<line x1="${labelWidth + tick * barWidth}" y1="${top - 4}" x2="${labelWidth + tick * barWidth}" y2="${height - 4}" stroke="#ddd"/>`)
+    .map(
+      (tick) =>
+        `<line x1="${labelWidth + tick * barWidth}" y1="${top - 4}" x2="${labelWidth + tick * barWidth}" y2="${height - 4}" stroke="#ddd"/>`,
+    )
     .join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + barWidth + 240}" height="${height}" role="img" aria-label="acceptance rate and mean reward by category">${grid}${legend}${rows.join('')}</svg>`;
 }
@@ -86,13 +89,18 @@ function categoryRow(label: string, figures: CollectCounts & ReturnType<typeof d
 function reviewRows(entries: readonly ReviewEntry[]): string {
   return entries
     .map((entry) => {
-      const reasons = entry.reasons.map((reason) => `#${reason.sampleIndex} ${reason.reason}: ${reason.detail}`).join('\n');
+      const reasons = entry.reasons
+        .map((reason) => `#${reason.sampleIndex} ${reason.reason}: ${reason.detail}`)
+        .join('\n');
       return `<tr><td><code>${escapeHtml(entry.taskId)}</code></td><td>${escapeHtml(entry.category)}</td><td class="n">${entry.attempts}</td><td><pre>${escapeHtml(reasons)}</pre></td></tr>`;
     })
     .join('\n');
 }
 
-export function collectReportHtml(stats: CollectStatsDocument, review: { entries: readonly ReviewEntry[]; total: number }): string {
+export function collectReportHtml(
+  stats: CollectStatsDocument,
+  review: { entries: readonly ReviewEntry[]; total: number },
+): string {
   const { totals } = stats;
   const reasonHeaders = rejectionReasons.map((reason) => `<th>${escapeHtml(reason)}</th>`).join('');
   const categoryRows = Object.entries(stats.byCategory)

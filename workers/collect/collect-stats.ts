@@ -72,7 +72,8 @@ export function addSample(counts: CollectCounts, trajectory: Trajectory): void {
 export function mergeCounts(into: CollectCounts, from: CollectCounts): CollectCounts {
   for (const key of Object.keys(from) as Array<keyof CollectCounts>) {
     if (key === 'rejected') {
-      for (const [reason, value] of Object.entries(from.rejected)) into.rejected[reason] = (into.rejected[reason] ?? 0) + value;
+      for (const [reason, value] of Object.entries(from.rejected))
+        into.rejected[reason] = (into.rejected[reason] ?? 0) + value;
     } else {
       into[key] += from[key];
     }
@@ -81,10 +82,14 @@ export function mergeCounts(into: CollectCounts, from: CollectCounts): CollectCo
 }
 
 /** Category counts of several parts merged (in the order given), and the total over categories. */
-export function mergeCategoryCounts(parts: ReadonlyArray<Record<string, CollectCounts>>): { byCategory: Record<string, CollectCounts>; total: CollectCounts } {
+export function mergeCategoryCounts(parts: ReadonlyArray<Record<string, CollectCounts>>): {
+  byCategory: Record<string, CollectCounts>;
+  total: CollectCounts;
+} {
   const byCategory: Record<string, CollectCounts> = {};
   for (const part of parts) {
-    for (const [category, counts] of Object.entries(part)) mergeCounts((byCategory[category] ??= emptyCounts()), counts);
+    for (const [category, counts] of Object.entries(part))
+      mergeCounts((byCategory[category] ??= emptyCounts()), counts);
   }
   const sorted = Object.fromEntries(Object.entries(byCategory).sort(([left], [right]) => (left < right ? -1 : 1)));
   const total = emptyCounts();

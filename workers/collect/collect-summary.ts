@@ -6,8 +6,17 @@ export function summarizeCollect(output: CollectOutput): StageSummary {
   return {
     figures: [
       { label: 'tasks', value: output.tasks },
-      { label: 'acceptance rate', value: output.acceptanceRate, unit: 'ratio', detail: 'tasks with an accepted trajectory' },
-      { label: 'accepted trajectories', value: output.accepted, detail: `of ${output.samples} samples played; ${output.rejected} rejected by the verifier` },
+      {
+        label: 'acceptance rate',
+        value: output.acceptanceRate,
+        unit: 'ratio',
+        detail: 'tasks with an accepted trajectory',
+      },
+      {
+        label: 'accepted trajectories',
+        value: output.accepted,
+        detail: `of ${output.samples} samples played; ${output.rejected} rejected by the verifier`,
+      },
       {
         label: 'tasks to review',
         value: output.review,

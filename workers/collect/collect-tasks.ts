@@ -20,13 +20,17 @@ export interface CollectTasks {
  * task id appears twice: trajectory ids are derived from task ids, so a duplicate would make two
  * different episodes indistinguishable.
  */
-export async function loadCollectTasks(input: Pick<CollectInput, 'tasks' | 'inputs' | 'generate'>, openObject: StageDeps['openObject']): Promise<CollectTasks> {
+export async function loadCollectTasks(
+  input: Pick<CollectInput, 'tasks' | 'inputs' | 'generate'>,
+  openObject: StageDeps['openObject'],
+): Promise<CollectTasks> {
   if (input.generate !== undefined) {
     const { count, seed, itemCount, categoryWeights } = input.generate;
     try {
       return { tasks: generateTasks({ count, seed, world: { itemCount }, categoryWeights }), lineage: [] };
     } catch (error) {
-      if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);
+      if (error instanceof RangeError)
+        throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);
       throw error;
     }
   }
@@ -36,12 +40,21 @@ export async function loadCollectTasks(input: Pick<CollectInput, 'tasks' | 'inpu
   for (const uri of uris) {
     const { store, key } = openObject(uri);
     if (!(await store.head(key))) {
-      throw new BadInputError('MISSING_INPUT', `collect.${field}: ${uri} does not exist; check the path, or write a task set there with \`hat tasks generate --out ${uri}\``);
+      throw new BadInputError(
+        'MISSING_INPUT',
+        `collect.${field}: ${uri} does not exist; check the path, or write a task set there with \`hat tasks generate --out ${uri}\``,
+      );
     }
     // A collect manifest stands for the task slices it lists: play the same tasks again.
-    objects.push(...(isManifestUri(uri) ? await expandInputs([uri], openObject, `collect.${field}`, 'tasks') : [{ uri }]));
+    objects.push(
+      ...(isManifestUri(uri) ? await expandInputs([uri], openObject, `collect.${field}`, 'tasks') : [{ uri }]),
+    );
   }
   const { tasks, lineage } = await readTaskSets(objects, openObject);
-  if (tasks.length === 0) throw new BadInputError('NO_TASKS', `collect.${field}: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``);
+  if (tasks.length === 0)
+    throw new BadInputError(
+      'NO_TASKS',
+      `collect.${field}: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``,
+    );
   return { tasks, lineage };
 }

@@ -13,7 +13,10 @@ import type { Task } from '../../shared/simulator/tasks/task-schema';
  * API key comes from (apiKeyEnv/apiKeyFile); the key is read here, in the process that calls
  * the server, and never enters job data, artifacts or logs.
  */
-export function openTeacher(config: unknown, options: { harness: Harness; tasks: Iterable<Task>; logger?: Logger; random?: () => number }): ModelClient {
+export function openTeacher(
+  config: unknown,
+  options: { harness: Harness; tasks: Iterable<Task>; logger?: Logger; random?: () => number },
+): ModelClient {
   const expert = new ScriptedExpert({ tasks: options.tasks, harnesses: [options.harness] });
   return createModelClient(config, {
     configPath: 'collect.teacher',

@@ -10,7 +10,13 @@ import { collectStage } from './processor';
 const clock = { now: () => Date.parse('2025-01-01T00:00:00Z') };
 
 async function run(store: MemoryArtifactStore, config: Record<string, unknown>): Promise<CollectOutput> {
-  const result = await runStageLocally(collectStage, config, { store, openObject: (uri) => ({ store, key: store.keyOf(uri) }), logger: silentLogger(), clock, seed: 'unit' });
+  const result = await runStageLocally(collectStage, config, {
+    store,
+    openObject: (uri) => ({ store, key: store.keyOf(uri) }),
+    logger: silentLogger(),
+    clock,
+    seed: 'unit',
+  });
   return result.output as CollectOutput;
 }
 
@@ -27,7 +33,12 @@ async function recordsOf<T>(store: MemoryArtifactStore, kind: string): Promise<T
 describe('collect stage: best-of-N with a stochastic teacher', () => {
   const config = {
     generate: { count: 24, seed: 'best-of-n', itemCount: 200 },
-    teacher: { adapter: 'scripted', policy: 'stochastic', seed: 3, errorRates: { hallucinatedNumber: 0.5, wrongArgument: 0.4, malformedJson: 0.2 } },
+    teacher: {
+      adapter: 'scripted',
+      policy: 'stochastic',
+      seed: 3,
+      errorRates: { hallucinatedNumber: 0.5, wrongArgument: 0.4, malformedJson: 0.2 },
+    },
     samplesPerTask: 3,
     selection: { mode: 'best', minReward: 0.95 },
     tasksPerPart: 10,
@@ -39,7 +50,13 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     const accepted = await recordsOf<Trajectory>(store, 'trajectories');
     const rejected = await recordsOf<Trajectory>(store, 'rejected');
     const review = await recordsOf<ReviewEntry>(store, 'review');
-    expect(output).toMatchObject({ tasks: 24, samples: 72, accepted: accepted.length, rejected: rejected.length, review: review.length });
+    expect(output).toMatchObject({
+      tasks: 24,
+      samples: 72,
+      accepted: accepted.length,
+      rejected: rejected.length,
+      review: review.length,
+    });
     expect(accepted.length + rejected.length).toBe(72);
     // The stochastic teacher makes enough mistakes that some tasks fail every sample and some pass more than one.
     expect(review.length).toBeGreaterThan(0);
@@ -47,7 +64,8 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     expect(rejected.some((trajectory) => trajectory.meta.rejection?.reason === 'below_threshold')).toBe(true);
 
     const samplesByTask = new Map<string, Trajectory[]>();
-    for (const trajectory of [...accepted, ...rejected]) samplesByTask.set(trajectory.taskId, [...(samplesByTask.get(trajectory.taskId) ?? []), trajectory]);
+    for (const trajectory of [...accepted, ...rejected])
+      samplesByTask.set(trajectory.taskId, [...(samplesByTask.get(trajectory.taskId) ?? []), trajectory]);
     expect(samplesByTask.size).toBe(24);
     for (const [taskId, samples] of samplesByTask) {
       expect(samples.map((sample) => sample.sampleIndex).sort()).toEqual([0, 1, 2]);
@@ -55,20 +73,39 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
       const passing = samples.filter((sample) => sample.status === 'ok' && sample.reward.total >= 0.95);
       if (passing.length === 0) {
         expect(kept).toEqual([]);
-        expect(review.find((entry) => entry.taskId === taskId)?.reasons.map((reason) => reason.sampleIndex)).toEqual([0, 1, 2]);
+        expect(review.find((entry) => entry.taskId === taskId)?.reasons.map((reason) => reason.sampleIndex)).toEqual([
+          0, 1, 2,
+        ]);
         continue;
       }
       const best = Math.max(...passing.map((sample) => sample.reward.total));
       expect(kept).toHaveLength(1);
       expect(kept[0].reward.total).toBe(best);
-      expect(kept[0].sampleIndex).toBe(Math.min(...passing.filter((sample) => sample.reward.total === best).map((sample) => sample.sampleIndex)));
+      expect(kept[0].sampleIndex).toBe(
+        Math.min(...passing.filter((sample) => sample.reward.total === best).map((sample) => sample.sampleIndex)),
+      );
       expect(kept[0].meta.rejection).toBeUndefined();
     }
     // The samples of a task differ: each sends its own request seed to the teacher.
-    expect(new Set(accepted.concat(rejected).map((trajectory) => trajectory.model.sampling.seed))).toEqual(new Set([0, 1, 2]));
+    expect(new Set(accepted.concat(rejected).map((trajectory) => trajectory.model.sampling.seed))).toEqual(
+      new Set([0, 1, 2]),
+    );
 
-    const stats = JSON.parse((await store.getBuffer('stats.json')).toString()) as { totals: { tasks: number; tasksAccepted: number; review: number; rejected: Record<string, number>; acceptanceRate: number } };
-    expect(stats.totals).toMatchObject({ tasks: 24, tasksAccepted: 24 - review.length, review: review.length, acceptanceRate: Math.round(((24 - review.length) / 24) * 10_000) / 10_000 });
+    const stats = JSON.parse((await store.getBuffer('stats.json')).toString()) as {
+      totals: {
+        tasks: number;
+        tasksAccepted: number;
+        review: number;
+        rejected: Record<string, number>;
+        acceptanceRate: number;
+      };
+    };
+    expect(stats.totals).toMatchObject({
+      tasks: 24,
+      tasksAccepted: 24 - review.length,
+      review: review.length,
+      acceptanceRate: Math.round(((24 - review.length) / 24) * 10_000) / 10_000,
+    });
     expect(Object.values(stats.totals.rejected).reduce((sum, value) => sum + value, 0)).toBe(rejected.length);
     expect(output.acceptanceRate).toBe(stats.totals.acceptanceRate);
   });
@@ -79,7 +116,8 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     await run(first, config);
     await run(second, config);
     const manifest = await readManifest(first, 'manifest.json');
-    for (const object of manifest.objects) expect((await second.getBuffer(object.key)).equals(await first.getBuffer(object.key))).toBe(true);
+    for (const object of manifest.objects)
+      expect((await second.getBuffer(object.key)).equals(await first.getBuffer(object.key))).toBe(true);
 
     const all = new MemoryArtifactStore('all');
     const output = await run(all, { ...config, selection: { mode: 'all', minReward: 0.95 } });

@@ -38,7 +38,15 @@ import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import { TASK_SCHEMA_VERSION, taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { TRAJECTORY_SCHEMA_VERSION } from '../../shared/trajectory/trajectory';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
-import { collectContract, reviewEntrySchema, type CollectInput, type CollectOutput, type CollectPartInput, type CollectPartOutput, type ReviewEntry } from './collect-contract';
+import {
+  collectContract,
+  reviewEntrySchema,
+  type CollectInput,
+  type CollectOutput,
+  type CollectPartInput,
+  type CollectPartOutput,
+  type ReviewEntry,
+} from './collect-contract';
 import { collectPart, collectPartKeys } from './collect-part';
 import { COLLECT_STATS_SCHEMA_VERSION, collectReportHtml, type CollectStatsDocument } from './collect-report';
 import { deriveFigures, mergeCategoryCounts, rejectedTotal } from './collect-stats';
@@ -68,18 +76,37 @@ export async function planCollect(input: CollectInput, deps: StageDeps): Promise
   // Builds the teacher once: a bad config or an unreadable API key fails the stage here, once.
   await openTeacher(input.teacher, { harness, tasks: [] }).close?.();
 
-  const harnessLineageUri = harnessUri === undefined || !harnessUri.includes('://') ? pathToFileURL(harnessUri ?? sampleHarnessDirectory()).href : harnessUri;
-  const relabel = input.relabel === undefined ? undefined : await loadRelabelPlan(input.relabel, tasks, deps.openObject);
+  const harnessLineageUri =
+    harnessUri === undefined || !harnessUri.includes('://')
+      ? pathToFileURL(harnessUri ?? sampleHarnessDirectory()).href
+      : harnessUri;
+  const relabel =
+    input.relabel === undefined ? undefined : await loadRelabelPlan(input.relabel, tasks, deps.openObject);
   // What the parts play: every task under the harness, or each relabelled task under its variant.
-  const batches: Array<{ harness: CollectPartInput['harness']; variant?: CollectPartInput['variant']; tasks: Task[] }> = relabel
-    ? relabel.groups.map((group) => ({ harness: { uri: group.harnessUri, hash: group.hash }, variant: { hash: group.variantHash, ...(group.families ? { families: group.families } : {}) }, tasks: group.tasks }))
-    : [{ harness: { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash }, tasks }];
+  const batches: Array<{ harness: CollectPartInput['harness']; variant?: CollectPartInput['variant']; tasks: Task[] }> =
+    relabel
+      ? relabel.groups.map((group) => ({
+          harness: { uri: group.harnessUri, hash: group.hash },
+          variant: { hash: group.variantHash, ...(group.families ? { families: group.families } : {}) },
+          tasks: group.tasks,
+        }))
+      : [{ harness: { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash }, tasks }];
   const partLineage = [...lineage, ...(relabel ? relabel.lineage : [{ uri: harnessLineageUri, sha256: hash }])];
   const seed = input.seed ?? deps.run.seed;
   const parts: CollectPartInput[] = [];
   for (const batch of batches) {
     for (let start = 0; start < batch.tasks.length; start += input.tasksPerPart) {
-      parts.push(await planPart(input, deps, parts.length, batch, batch.tasks.slice(start, start + input.tasksPerPart), seed, partLineage));
+      parts.push(
+        await planPart(
+          input,
+          deps,
+          parts.length,
+          batch,
+          batch.tasks.slice(start, start + input.tasksPerPart),
+          seed,
+          partLineage,
+        ),
+      );
     }
   }
   return parts;
@@ -98,7 +125,13 @@ async function planPart(
   const written = await writeJsonl(deps.store, collectPartKeys(deps, index).tasks, slice, { schema: taskSchema });
   return {
     index,
-    tasks: { key: written.key, uri: written.uri, sha256: written.sha256, bytes: written.bytes, records: written.records },
+    tasks: {
+      key: written.key,
+      uri: written.uri,
+      sha256: written.sha256,
+      bytes: written.bytes,
+      records: written.records,
+    },
     harness: batch.harness,
     ...(batch.variant ? { variant: batch.variant } : {}),
     teacher: input.teacher,
@@ -119,14 +152,32 @@ export function createCollectProcessor(deps: StageDeps) {
 }
 
 /** Merges the review lists, writes stats and the report, then the manifest. */
-export async function finishCollect(input: CollectInput, parts: CollectPartOutput[], deps: StageDeps): Promise<CollectOutput> {
+export async function finishCollect(
+  input: CollectInput,
+  parts: CollectPartOutput[],
+  deps: StageDeps,
+): Promise<CollectOutput> {
   const harness = await loadHarnessFromUri(harnessUriOf(input) ?? sampleHarnessDirectory(), deps.openObject);
   const seed = input.seed ?? deps.run.seed;
   const objects: ManifestObject[] = [];
   for (const part of parts) {
-    objects.push(manifestObjectOf(part.tasks, { schemaVersion: TASK_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'tasks' }));
-    objects.push(manifestObjectOf(part.accepted, { schemaVersion: TRAJECTORY_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'trajectories' }));
-    objects.push(manifestObjectOf(part.rejected, { schemaVersion: TRAJECTORY_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'rejected' }));
+    objects.push(
+      manifestObjectOf(part.tasks, { schemaVersion: TASK_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'tasks' }),
+    );
+    objects.push(
+      manifestObjectOf(part.accepted, {
+        schemaVersion: TRAJECTORY_SCHEMA_VERSION,
+        format: 'jsonl.gz',
+        kind: 'trajectories',
+      }),
+    );
+    objects.push(
+      manifestObjectOf(part.rejected, {
+        schemaVersion: TRAJECTORY_SCHEMA_VERSION,
+        format: 'jsonl.gz',
+        kind: 'rejected',
+      }),
+    );
   }
 
   const shown: ReviewEntry[] = [];
@@ -139,13 +190,19 @@ export async function finishCollect(input: CollectInput, parts: CollectPartOutpu
       }
     }
   }
-  const review = await writeJsonl(deps.store, deps.output.key(reviewObject), reviewEntries(), { schema: reviewEntrySchema });
+  const review = await writeJsonl(deps.store, deps.output.key(reviewObject), reviewEntries(), {
+    schema: reviewEntrySchema,
+  });
   objects.push(manifestObjectOf(review, { schemaVersion: REVIEW_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'review' }));
 
   const { byCategory, total } = mergeCategoryCounts(parts.map((part) => part.stats));
   const startedAt = Math.min(...parts.map((part) => part.startedAt));
   const elapsedMs = Math.max(0, Math.max(...parts.map((part) => part.endedAt)) - startedAt);
-  const teacher = parts[0]?.teacher ?? { provider: input.teacher.adapter, model: String(input.teacher.model ?? input.teacher.adapter), simulated: false };
+  const teacher = parts[0]?.teacher ?? {
+    provider: input.teacher.adapter,
+    model: String(input.teacher.model ?? input.teacher.adapter),
+    simulated: false,
+  };
   const stats: CollectStatsDocument = {
     schemaVersion: COLLECT_STATS_SCHEMA_VERSION,
     runId: deps.run.id,
@@ -156,16 +213,26 @@ export async function finishCollect(input: CollectInput, parts: CollectPartOutpu
     selection: input.selection,
     parts: parts.length,
     totals: { ...total, ...deriveFigures(total) },
-    byCategory: Object.fromEntries(Object.entries(byCategory).map(([category, counts]) => [category, { ...counts, ...deriveFigures(counts) }])),
+    byCategory: Object.fromEntries(
+      Object.entries(byCategory).map(([category, counts]) => [category, { ...counts, ...deriveFigures(counts) }]),
+    ),
     time: {
       partsMs: parts.reduce((sum, part) => sum + (part.endedAt - part.startedAt), 0),
       elapsedMs,
       episodesPerSecond: elapsedMs === 0 ? 0 : Math.round((total.samples / (elapsedMs / 1000)) * 10) / 10,
     },
   };
-  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
-  objects.push(manifestObjectOf(statsInfo, { schemaVersion: COLLECT_STATS_SCHEMA_VERSION, format: 'json', kind: 'stats' }));
-  const reportInfo = await deps.store.put(deps.output.key(reportObject), collectReportHtml(stats, { entries: shown, total: review.records }), { contentType: 'text/html; charset=utf-8' });
+  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
+  objects.push(
+    manifestObjectOf(statsInfo, { schemaVersion: COLLECT_STATS_SCHEMA_VERSION, format: 'json', kind: 'stats' }),
+  );
+  const reportInfo = await deps.store.put(
+    deps.output.key(reportObject),
+    collectReportHtml(stats, { entries: shown, total: review.records }),
+    { contentType: 'text/html; charset=utf-8' },
+  );
   objects.push(manifestObjectOf(reportInfo, { schemaVersion: 1, format: 'html', kind: 'report' }));
 
   const summary = {
@@ -179,9 +246,19 @@ export async function finishCollect(input: CollectInput, parts: CollectPartOutpu
   const { info } = await writeStageManifest(deps, {
     objects,
     lineage: { inputs: parts[0]?.lineage ?? [], configHash: hashValue({ ...input, seed }) },
-    stats: { ...summary, meanAcceptedReward: stats.totals.meanAcceptedReward, teacher: `${teacher.provider}/${teacher.model}` },
+    stats: {
+      ...summary,
+      meanAcceptedReward: stats.totals.meanAcceptedReward,
+      teacher: `${teacher.provider}/${teacher.model}`,
+    },
   });
-  return { manifestUri: info.uri, ...summary, reviewUri: review.uri, statsUri: statsInfo.uri, reportUri: reportInfo.uri };
+  return {
+    manifestUri: info.uri,
+    ...summary,
+    reviewUri: review.uri,
+    statsUri: statsInfo.uri,
+    reportUri: reportInfo.uri,
+  };
 }
 
 export const collectStage = defineStage({

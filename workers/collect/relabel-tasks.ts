@@ -33,7 +33,11 @@ export interface RelabelPlan {
  * tasks by variant, loading each variant's harness from `variants/<hash>/` beside the list. Every
  * entry must name a task among `tasks`; a (task, variant) listed twice is played once.
  */
-export async function loadRelabelPlan(uri: string, tasks: readonly Task[], openObject: StageDeps['openObject']): Promise<RelabelPlan> {
+export async function loadRelabelPlan(
+  uri: string,
+  tasks: readonly Task[],
+  openObject: StageDeps['openObject'],
+): Promise<RelabelPlan> {
   const objects = await expandInputs([asArtifactUri(uri)], openObject, 'collect.relabel', 'relabel');
   const known = new Set(tasks.map((task) => task.id));
   const wanted = new Map<string, { harnessUri: string; taskIds: Set<string> }>();
@@ -50,9 +54,15 @@ export async function loadRelabelPlan(uri: string, tasks: readonly Task[], openO
         );
       }
       if (!/^[0-9a-f]{16,64}$/.test(entry.variantHash)) {
-        throw new BadInputError('BAD_RELABEL_ENTRY', `${object.uri}: record ${index + 1}: variantHash: "${entry.variantHash}" is not a variant hash; the list must come from the augment stage`);
+        throw new BadInputError(
+          'BAD_RELABEL_ENTRY',
+          `${object.uri}: record ${index + 1}: variantHash: "${entry.variantHash}" is not a variant hash; the list must come from the augment stage`,
+        );
       }
-      const group = wanted.get(entry.variantHash) ?? { harnessUri: `${variantsRoot}/${entry.variantHash}`, taskIds: new Set<string>() };
+      const group = wanted.get(entry.variantHash) ?? {
+        harnessUri: `${variantsRoot}/${entry.variantHash}`,
+        taskIds: new Set<string>(),
+      };
       group.taskIds.add(entry.taskId);
       wanted.set(entry.variantHash, group);
     }
@@ -63,12 +73,23 @@ export async function loadRelabelPlan(uri: string, tasks: readonly Task[], openO
     const hash = harnessHash(harness);
     const families = familiesOf(harness);
     lineage.push({ uri: group.harnessUri, sha256: hash });
-    groups.push({ variantHash, harnessUri: group.harnessUri, harness, hash, ...(families ? { families } : {}), tasks: tasks.filter((task) => group.taskIds.has(task.id)) });
+    groups.push({
+      variantHash,
+      harnessUri: group.harnessUri,
+      harness,
+      hash,
+      ...(families ? { families } : {}),
+      tasks: tasks.filter((task) => group.taskIds.has(task.id)),
+    });
   }
   return { groups, lineage };
 }
 
-async function loadVariantHarness(uri: string, variantHash: string, openObject: StageDeps['openObject']): Promise<Harness> {
+async function loadVariantHarness(
+  uri: string,
+  variantHash: string,
+  openObject: StageDeps['openObject'],
+): Promise<Harness> {
   try {
     return await loadHarnessFromUri(uri, openObject);
   } catch (error) {

@@ -21,11 +21,15 @@ function sample(sampleIndex: number, total: number, status: Trajectory['status']
   };
 }
 
-const outcomes = (decisions: ReturnType<typeof selectSamples>) => decisions.map((decision) => (decision.accepted ? 'accepted' : decision.reason));
+const outcomes = (decisions: ReturnType<typeof selectSamples>) =>
+  decisions.map((decision) => (decision.accepted ? 'accepted' : decision.reason));
 
 describe('selectSamples', () => {
   it('best: keeps the highest reward, the lowest sample index among equals, and names why each other sample lost', () => {
-    const decisions = selectSamples([sample(0, 0.9), sample(1, 1), sample(2, 1), sample(3, 0.5), sample(4, 1, 'model_error')], { mode: 'best', minReward: 0.8 });
+    const decisions = selectSamples(
+      [sample(0, 0.9), sample(1, 1), sample(2, 1), sample(3, 0.5), sample(4, 1, 'model_error')],
+      { mode: 'best', minReward: 0.8 },
+    );
     expect(outcomes(decisions)).toEqual(['not_selected', 'accepted', 'not_selected', 'below_threshold', 'model_error']);
     expect(decisions[0]).toMatchObject({ detail: 'sample 1 scored 1 (this one 0.9)' });
     expect(decisions[3]).toMatchObject({ detail: 'reward 0.5 < minReward 0.8 (facts: price missing)' });
@@ -33,12 +37,16 @@ describe('selectSamples', () => {
   });
 
   it('all: keeps every passing sample; a failed episode never passes, whatever its reward', () => {
-    expect(outcomes(selectSamples([sample(0, 0.9), sample(1, 1, 'step_limit'), sample(2, 0.8), sample(3, 0.79)], { mode: 'all', minReward: 0.8 }))).toEqual([
-      'accepted',
-      'step_limit',
-      'accepted',
-      'below_threshold',
-    ]);
-    expect(outcomes(selectSamples([sample(0, 0.2), sample(1, 1, 'timeout')], { mode: 'best', minReward: 0.8 }))).toEqual(['below_threshold', 'timeout']);
+    expect(
+      outcomes(
+        selectSamples([sample(0, 0.9), sample(1, 1, 'step_limit'), sample(2, 0.8), sample(3, 0.79)], {
+          mode: 'all',
+          minReward: 0.8,
+        }),
+      ),
+    ).toEqual(['accepted', 'step_limit', 'accepted', 'below_threshold']);
+    expect(
+      outcomes(selectSamples([sample(0, 0.2), sample(1, 1, 'timeout')], { mode: 'best', minReward: 0.8 })),
+    ).toEqual(['below_threshold', 'timeout']);
   });
 });

@@ -2,7 +2,9 @@ import type { Trajectory } from '../../shared/trajectory/trajectory';
 import type { CollectSelection, RejectionReason } from './collect-contract';
 
 /** What became of one sample of a task. */
-export type SampleDecision = { trajectory: Trajectory; accepted: true } | { trajectory: Trajectory; accepted: false; reason: RejectionReason; detail: string };
+export type SampleDecision =
+  | { trajectory: Trajectory; accepted: true }
+  | { trajectory: Trajectory; accepted: false; reason: RejectionReason; detail: string };
 
 /** Reward notes shown with a rejection: enough to see why, short enough for a report row. */
 function notesOf(trajectory: Trajectory): string {
@@ -18,17 +20,36 @@ function notesOf(trajectory: Trajectory): string {
  * ones as not_selected; `all` keeps every passing sample.
  */
 export function selectSamples(samples: readonly Trajectory[], selection: CollectSelection): SampleDecision[] {
-  const passed = samples.filter((trajectory) => trajectory.status === 'ok' && trajectory.reward.total >= selection.minReward);
+  const passed = samples.filter(
+    (trajectory) => trajectory.status === 'ok' && trajectory.reward.total >= selection.minReward,
+  );
   let best: Trajectory | undefined;
-  for (const trajectory of passed) if (best === undefined || trajectory.reward.total > best.reward.total) best = trajectory;
+  for (const trajectory of passed)
+    if (best === undefined || trajectory.reward.total > best.reward.total) best = trajectory;
   return samples.map((trajectory): SampleDecision => {
-    if (trajectory.status !== 'ok') return { trajectory, accepted: false, reason: trajectory.status, detail: trajectory.statusReason ?? trajectory.status };
+    if (trajectory.status !== 'ok')
+      return {
+        trajectory,
+        accepted: false,
+        reason: trajectory.status,
+        detail: trajectory.statusReason ?? trajectory.status,
+      };
     if (trajectory.reward.total < selection.minReward) {
-      return { trajectory, accepted: false, reason: 'below_threshold', detail: `reward ${trajectory.reward.total} < minReward ${selection.minReward}${notesOf(trajectory)}` };
+      return {
+        trajectory,
+        accepted: false,
+        reason: 'below_threshold',
+        detail: `reward ${trajectory.reward.total} < minReward ${selection.minReward}${notesOf(trajectory)}`,
+      };
     }
     if (selection.mode === 'best' && trajectory !== best) {
       const winner = best as Trajectory;
-      return { trajectory, accepted: false, reason: 'not_selected', detail: `sample ${winner.sampleIndex} scored ${winner.reward.total} (this one ${trajectory.reward.total})` };
+      return {
+        trajectory,
+        accepted: false,
+        reason: 'not_selected',
+        detail: `sample ${winner.sampleIndex} scored ${winner.reward.total} (this one ${trajectory.reward.total})`,
+      };
     }
     return { trajectory, accepted: true };
   });

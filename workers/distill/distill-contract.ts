@@ -2,7 +2,10 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
-import { checkLogprobsModeOfEngine, servedSamplerFieldsSchema } from '../../shared/models/token-exact/served-token-sampler';
+import {
+  checkLogprobsModeOfEngine,
+  servedSamplerFieldsSchema,
+} from '../../shared/models/token-exact/served-token-sampler';
 import { summarizeDistill } from './distill-summary';
 import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 
@@ -25,8 +28,15 @@ export { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config
  * ```
  */
 
-const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha256 (as recorded in a distill manifest under tokenizer.fingerprint)');
-const sourceName = z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'use lower-case letters, digits, ".", "_" and "-" (at most 64)');
+const sha256Hex = z
+  .string()
+  .regex(
+    /^[0-9a-f]{64}$/,
+    'must be a lowercase hex sha256 (as recorded in a distill manifest under tokenizer.fingerprint)',
+  );
+const sourceName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'use lower-case letters, digits, ".", "_" and "-" (at most 64)');
 const limit = z.number().int().positive().max(1_000_000).optional();
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
 
@@ -101,9 +111,17 @@ export const servedStudentSchema = servedSamplerFieldsSchema
   .superRefine(checkLogprobsModeOfEngine);
 export type ServedStudentConfig = z.infer<typeof servedStudentSchema>;
 
-export const studentModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, servedStudentSchema]);
+export const studentModelSchema = z.discriminatedUnion('engine', [
+  onnxModelSchema,
+  dummyModelSchema,
+  servedStudentSchema,
+]);
 export type StudentModelConfig = z.infer<typeof studentModelSchema>;
-export const teacherModelSchema = z.discriminatedUnion('engine', [onnxModelSchema, dummyModelSchema, remoteTeacherSchema]);
+export const teacherModelSchema = z.discriminatedUnion('engine', [
+  onnxModelSchema,
+  dummyModelSchema,
+  remoteTeacherSchema,
+]);
 export type TeacherModelConfig = z.infer<typeof teacherModelSchema>;
 export type InProcessModelConfig = z.infer<typeof onnxModelSchema> | z.infer<typeof dummyModelSchema>;
 
@@ -133,7 +151,10 @@ export const promptSourceSchema = z.discriminatedUnion('kind', [
       /** Simulator tasks (JSONL(.gz), `hat tasks generate`): an artifact URI or a local path. */
       uri: z.string().min(1).optional(),
       /** Or tasks generated here (the simulator's generator). */
-      generate: z.object({ count: z.number().int().min(1).max(100_000), seed: seedValue }).strict().optional(),
+      generate: z
+        .object({ count: z.number().int().min(1).max(100_000), seed: seedValue })
+        .strict()
+        .optional(),
       /** Harness directory the tasks are rendered through (system prompt, tools, hooks). Default: the sample live-host harness. */
       harness: z.string().min(1).optional(),
       /** Source label. Default `tasks`. */
@@ -141,7 +162,10 @@ export const promptSourceSchema = z.discriminatedUnion('kind', [
       limit,
     })
     .strict()
-    .refine((value) => (value.uri === undefined) !== (value.generate === undefined), 'give exactly one of uri or generate'),
+    .refine(
+      (value) => (value.uri === undefined) !== (value.generate === undefined),
+      'give exactly one of uri or generate',
+    ),
 ]);
 export type PromptSource = z.infer<typeof promptSourceSchema>;
 
@@ -162,7 +186,10 @@ export type DistillSampling = z.infer<typeof distillSamplingSchema>;
 export const distillInputSchema = z
   .object({
     /** Prompt sets, in order. Default: the shipped general instruction set. */
-    prompts: z.array(promptSourceSchema).min(1).default([{ kind: 'builtin', name: 'general-instructions' }]),
+    prompts: z
+      .array(promptSourceSchema)
+      .min(1)
+      .default([{ kind: 'builtin', name: 'general-instructions' }]),
     /** More JSONL prompt files (`hat stage distill --in <uri>`), read like `{ kind: jsonl }` sources. */
     inputs: z.array(z.string().min(1)).default([]),
     student: studentModelSchema,
@@ -195,7 +222,13 @@ export const distillInputSchema = z
 export type DistillInput = z.infer<typeof distillInputSchema>;
 export type DistillInputConfig = z.input<typeof distillInputSchema>;
 
-const objectRef = z.object({ key: z.string(), uri: z.string(), sha256: z.string(), bytes: z.number().int().nonnegative(), records: z.number().int().nonnegative() });
+const objectRef = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int().nonnegative(),
+  records: z.number().int().nonnegative(),
+});
 export type ObjectRef = z.infer<typeof objectRef>;
 
 /** Sums of one source within a part (means are taken in finish). */
@@ -240,11 +273,25 @@ export const distillModelsSummarySchema = z.object({
 export type DistillModelsSummary = z.infer<typeof distillModelsSummarySchema>;
 
 export const distillPartInputSchema = distillInputSchema
-  .pick({ student: true, teacher: true, samplesPerPrompt: true, sampling: true, teacherTopK: true, enableThinking: true, modelCacheDir: true, policyVersion: true })
+  .pick({
+    student: true,
+    teacher: true,
+    samplesPerPrompt: true,
+    sampling: true,
+    teacherTopK: true,
+    enableThinking: true,
+    modelCacheDir: true,
+    policyVersion: true,
+  })
   .extend({
     index: z.number().int().nonnegative(),
     /** The prompt snapshot `plan` wrote, and this part's slice of it. */
-    prompts: z.object({ uri: z.string(), sha256: z.string(), start: z.number().int().nonnegative(), count: z.number().int().positive() }),
+    prompts: z.object({
+      uri: z.string(),
+      sha256: z.string(),
+      start: z.number().int().nonnegative(),
+      count: z.number().int().positive(),
+    }),
     /** Resolved: the config's, else the sampling temperature (1 when greedy). */
     logprobTemperature: z.number().positive(),
     /** Resolved: the config's, else the run's. */
@@ -278,7 +325,8 @@ export type DistillOutput = z.infer<typeof distillOutputSchema>;
 
 export const distillContract: FanOutContract<DistillInput, DistillOutput, DistillPartInput, DistillPartOutput> = {
   name: 'distill',
-  description: 'on-policy distillation rollouts: student samples with token logprobs, teacher logprobs of the same token ids, per-token reverse KL',
+  description:
+    'on-policy distillation rollouts: student samples with token logprobs, teacher logprobs of the same token ids, per-token reverse KL',
   input: distillInputSchema,
   output: distillOutputSchema,
   summarize: summarizeDistill,

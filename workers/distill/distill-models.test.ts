@@ -21,7 +21,11 @@ describe('distill models', () => {
     expect(again).toBe(first);
     expect(other).not.toBe(first);
     expect(first).toMatch(/dummy-bytes-l1-h8-[0-9a-f]{10}$/);
-    expect(JSON.parse(readFileSync(join(first, 'config.json'), 'utf8'))).toMatchObject({ hat_dummy_weights: true, hat_dummy_seed: 'x', hidden_size: 8 });
+    expect(JSON.parse(readFileSync(join(first, 'config.json'), 'utf8'))).toMatchObject({
+      hat_dummy_weights: true,
+      hat_dummy_seed: 'x',
+      hidden_size: 8,
+    });
     expect(existsSync(join(first, 'model.onnx'))).toBe(true);
     expect(readdirSync(directory).filter((name) => name.includes('.tmp-'))).toEqual([]);
   });
@@ -29,10 +33,19 @@ describe('distill models', () => {
   it('puts both sides at the sampling temperature unless told otherwise, and keeps server teachers at 1', () => {
     expect(resolveLogprobTemperature({ sampling: { temperature: 0.7, topP: 1, topK: 0, maxNewTokens: 8 } })).toBe(0.7);
     expect(resolveLogprobTemperature({ sampling: { temperature: 0, topP: 1, topK: 0, maxNewTokens: 8 } })).toBe(1);
-    expect(resolveLogprobTemperature({ sampling: { temperature: 0.7, topP: 1, topK: 0, maxNewTokens: 8 }, logprobTemperature: 1 })).toBe(1);
-    const server = { engine: 'sglang', baseUrl: 'http://t:30000', model: 't' } as Parameters<typeof checkLogprobTemperature>[0];
+    expect(
+      resolveLogprobTemperature({
+        sampling: { temperature: 0.7, topP: 1, topK: 0, maxNewTokens: 8 },
+        logprobTemperature: 1,
+      }),
+    ).toBe(1);
+    const server = { engine: 'sglang', baseUrl: 'http://t:30000', model: 't' } as Parameters<
+      typeof checkLogprobTemperature
+    >[0];
     expect(() => checkLogprobTemperature(server, 1)).not.toThrow();
-    expect(() => checkLogprobTemperature(server, 0.7)).toThrow(/\[LOGPROB_TEMPERATURE_MISMATCH\] distill: the sglang teacher scores at temperature 1 only/);
+    expect(() => checkLogprobTemperature(server, 0.7)).toThrow(
+      /\[LOGPROB_TEMPERATURE_MISMATCH\] distill: the sglang teacher scores at temperature 1 only/,
+    );
     expect(() => checkLogprobTemperature({ engine: 'onnx', modelDir: '/m', batchSize: 8 }, 0.7)).not.toThrow();
   });
 });

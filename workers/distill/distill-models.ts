@@ -16,15 +16,40 @@ import { checkServedTokenizer } from '../../shared/models/token-exact/served-tok
 import type { TokenSampler } from '../../shared/models/token-exact/token-sampler';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
-import type { DistillInput, DistillSampling, InProcessModelConfig, ServedStudentConfig, StudentModelConfig, TeacherModelConfig } from './distill-contract';
+import type {
+  DistillInput,
+  DistillSampling,
+  InProcessModelConfig,
+  ServedStudentConfig,
+  StudentModelConfig,
+  TeacherModelConfig,
+} from './distill-contract';
 
 export { ensureDummyModel, type DummyModelOptions } from '../../shared/models/onnx/ensure-dummy-model';
 import { ensureDummyModel } from '../../shared/models/onnx/ensure-dummy-model';
 
 /** The two models of the demo: a small student and a larger teacher, random weights, Qwen3's tokenizer (so their fingerprints agree). */
 export const demoDistillModels = {
-  student: { engine: 'dummy', tokenizer: 'qwen3', layers: 2, hidden: 64, heads: 4, kvHeads: 2, seed: 'demo-student', modelId: 'demo-student' },
-  teacher: { engine: 'dummy', tokenizer: 'qwen3', layers: 4, hidden: 128, heads: 8, kvHeads: 4, seed: 'demo-teacher', modelId: 'demo-teacher' },
+  student: {
+    engine: 'dummy',
+    tokenizer: 'qwen3',
+    layers: 2,
+    hidden: 64,
+    heads: 4,
+    kvHeads: 2,
+    seed: 'demo-student',
+    modelId: 'demo-student',
+  },
+  teacher: {
+    engine: 'dummy',
+    tokenizer: 'qwen3',
+    layers: 4,
+    hidden: 128,
+    heads: 8,
+    kvHeads: 4,
+    seed: 'demo-teacher',
+    modelId: 'demo-teacher',
+  },
 } as const;
 
 /**
@@ -41,7 +66,14 @@ export function ensureDemoModels(dir: string): { studentDir: string; teacherDir:
 /** The model directory an in-process config names (generating a dummy model when it asks for one). */
 export function modelDirectoryOf(config: InProcessModelConfig, modelCacheDir: string): string {
   if (config.engine === 'onnx') return resolve(config.modelDir);
-  return ensureDummyModel(modelCacheDir, { tokenizer: config.tokenizer, layers: config.layers, hidden: config.hidden, heads: config.heads, kvHeads: config.kvHeads, seed: config.seed });
+  return ensureDummyModel(modelCacheDir, {
+    tokenizer: config.tokenizer,
+    layers: config.layers,
+    hidden: config.hidden,
+    heads: config.heads,
+    kvHeads: config.kvHeads,
+    seed: config.seed,
+  });
 }
 
 /** The temperature both sides' logprobs are computed at: the config's, else the sampling temperature (1 when greedy). */
@@ -75,7 +107,11 @@ export function isServedStudent(student: StudentModelConfig): student is ServedS
  * raw logprobs with logprobTemperature 0.7, or processed logprobs under top-p. In-process
  * students report logprobs at the sampling temperature and at 1, and rescore any other.
  */
-export function checkStudentLogprobs(student: StudentModelConfig, sampling: DistillSampling, temperature: number): LogprobDistribution | undefined {
+export function checkStudentLogprobs(
+  student: StudentModelConfig,
+  sampling: DistillSampling,
+  temperature: number,
+): LogprobDistribution | undefined {
   if (!isServedStudent(student)) return undefined;
   return checkDistillLogprobs('distill student', student.engine, logprobsModeOf(student), sampling, temperature);
 }
@@ -125,7 +161,10 @@ export class DistillModelCache {
     await Promise.allSettled(scorers.map((scorer) => scorer.close()));
   }
 
-  private async create(config: DistillModelsConfig, options: { logger?: Logger; signal?: AbortSignal }): Promise<DistillModels> {
+  private async create(
+    config: DistillModelsConfig,
+    options: { logger?: Logger; signal?: AbortSignal },
+  ): Promise<DistillModels> {
     let student: OnnxTokenScorer | undefined;
     let studentSampler: TokenSampler;
     let studentTokenizer: ChatTokenizer;
@@ -136,7 +175,13 @@ export class DistillModelCache {
       studentSampler = new ServedTokenSampler(served, { logger: options.logger, configPath: 'student' });
       studentLabel = `student ${served.model} (${served.engine} at ${studentSampler.location})`;
       // The student's ids go to the server as they are: it must read them as the local tokenizer does.
-      await checkServedTokenizer(served, studentTokenizer, { label: studentLabel, tokenizerLabel: `student.tokenizer ${studentTokenizer.name}`, logger: options.logger, configPath: 'student', signal: options.signal });
+      await checkServedTokenizer(served, studentTokenizer, {
+        label: studentLabel,
+        tokenizerLabel: `student.tokenizer ${studentTokenizer.name}`,
+        logger: options.logger,
+        configPath: 'student',
+        signal: options.signal,
+      });
     } else {
       const studentDir = modelDirectoryOf(config.student, config.modelCacheDir);
       student = this.inProcessScorer(config.student, studentDir);
@@ -157,7 +202,10 @@ export class DistillModelCache {
       teacher = createRemoteScorer(endpoint, { logger: options.logger, configPath: 'teacher' });
       const local = tokenizer ? (await loadChatTokenizer(tokenizer)).fingerprint : undefined;
       if (local !== undefined && tokenizerFingerprint !== undefined && local !== tokenizerFingerprint) {
-        throw new BadInputError('TOKENIZER_MISMATCH', `teacher.tokenizer has fingerprint ${local} but teacher.tokenizerFingerprint says ${tokenizerFingerprint}; keep the one that describes the served model`);
+        throw new BadInputError(
+          'TOKENIZER_MISMATCH',
+          `teacher.tokenizer has fingerprint ${local} but teacher.tokenizerFingerprint says ${tokenizerFingerprint}; keep the one that describes the served model`,
+        );
       }
       teacherFingerprint = local ?? tokenizerFingerprint;
       teacherLabel = `teacher ${teacher.modelId} (${teacher.engine} at ${teacher.location})`;
@@ -174,10 +222,19 @@ export class DistillModelCache {
   private inProcessScorer(config: InProcessModelConfig, modelDir: string): OnnxTokenScorer {
     const modelId = config.modelId ?? basename(modelDir);
     const maxLogitsFloats = config.maxLogitsFloats ?? defaultMaxLogitsFloats(modelDir, config.batchSize);
-    const key = hashValue({ modelDir, modelId, intraOpThreads: config.intraOpThreads, batchSize: config.batchSize, maxLogitsFloats });
+    const key = hashValue({
+      modelDir,
+      modelId,
+      intraOpThreads: config.intraOpThreads,
+      batchSize: config.batchSize,
+      maxLogitsFloats,
+    });
     let scorer = this.inProcess.get(key);
     if (!scorer) {
-      scorer = new OnnxTokenScorer(new OnnxModelClient({ modelDir, modelId, intraOpThreads: config.intraOpThreads, maxLogitsFloats }), { modelDir, batchSize: config.batchSize });
+      scorer = new OnnxTokenScorer(
+        new OnnxModelClient({ modelDir, modelId, intraOpThreads: config.intraOpThreads, maxLogitsFloats }),
+        { modelDir, batchSize: config.batchSize },
+      );
       this.inProcess.set(key, scorer);
     }
     return scorer;

@@ -32,7 +32,14 @@ import {
   type DistillPartOutput,
   type SourceTotals,
 } from './distill-contract';
-import { checkLogprobTemperature, checkStudentLogprobs, processDistillModels, resolveLogprobTemperature, type DistillModelCache, type DistillModels } from './distill-models';
+import {
+  checkLogprobTemperature,
+  checkStudentLogprobs,
+  processDistillModels,
+  resolveLogprobTemperature,
+  type DistillModelCache,
+  type DistillModels,
+} from './distill-models';
 import { DISTILL_PROMPTS_SCHEMA_VERSION, distillPromptSchema, loadPrompts, type DistillPrompt } from './prompt-sources';
 import { buildRolloutRecord, DISTILL_ROLLOUT_SCHEMA_VERSION, rolloutColumns } from './rollout-records';
 import { addRecord, buildStats, emptyTotals, type DistillStats } from './rollout-stats';
@@ -64,17 +71,31 @@ export async function planDistill(input: DistillInput, deps: StageDeps): Promise
   checkLogprobTemperature(input.teacher, logprobTemperature);
   checkStudentLogprobs(input.student, input.sampling, logprobTemperature);
   // Before any part runs: a bad pair fails the stage once, with the reason.
-  await modelsOf(deps).open({ student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir }, { logger: deps.logger, signal: deps.signal });
+  await modelsOf(deps).open(
+    { student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir },
+    { logger: deps.logger, signal: deps.signal },
+  );
   const { prompts, lineage } = await loadPrompts(input, deps.openObject);
-  const written = await writeJsonl(deps.store, deps.output.key(promptsObject), prompts, { schema: distillPromptSchema });
+  const written = await writeJsonl(deps.store, deps.output.key(promptsObject), prompts, {
+    schema: distillPromptSchema,
+  });
   const counts = new Map<string, number>();
   for (const prompt of prompts) counts.set(prompt.source, (counts.get(prompt.source) ?? 0) + 1);
-  await deps.store.put(deps.output.key(sourcesObject), `${JSON.stringify({ lineage, sources: Object.fromEntries(counts) }, null, 2)}\n`, { contentType: 'application/json' });
+  await deps.store.put(
+    deps.output.key(sourcesObject),
+    `${JSON.stringify({ lineage, sources: Object.fromEntries(counts) }, null, 2)}\n`,
+    { contentType: 'application/json' },
+  );
   const parts: DistillPartInput[] = [];
   for (let start = 0; start < prompts.length; start += input.promptsPerPart) {
     parts.push({
       index: parts.length,
-      prompts: { uri: written.uri, sha256: written.sha256, start, count: Math.min(input.promptsPerPart, prompts.length - start) },
+      prompts: {
+        uri: written.uri,
+        sha256: written.sha256,
+        start,
+        count: Math.min(input.promptsPerPart, prompts.length - start),
+      },
       student: input.student,
       teacher: input.teacher,
       samplesPerPrompt: input.samplesPerPrompt,
@@ -101,15 +122,24 @@ interface SampleRow {
 export function createDistillProcessor(deps: StageDeps) {
   return async (part: DistillPartInput): Promise<DistillPartOutput> => {
     const prompts = await readPromptSlice(part, deps);
-    const models = await modelsOf(deps).open({ student: part.student, teacher: part.teacher, modelCacheDir: part.modelCacheDir }, { logger: deps.logger, signal: deps.signal });
+    const models = await modelsOf(deps).open(
+      { student: part.student, teacher: part.teacher, modelCacheDir: part.modelCacheDir },
+      { logger: deps.logger, signal: deps.signal },
+    );
     const rows = renderRows(prompts, part, models);
     const total = rows.length;
     deps.progress({ done: 0, total, message: 'sampling' });
-    const samples = await sampleRows(rows, part, models, deps, (done) => deps.progress({ done, total, message: 'sampling' }));
+    const samples = await sampleRows(rows, part, models, deps, (done) =>
+      deps.progress({ done, total, message: 'sampling' }),
+    );
     const studentLogprobs = await studentLogprobsAt(rows, samples, part, models, deps.signal);
     deps.progress({ done: total, total, message: 'teacher scoring' });
-    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index]).tokenIds }));
-    const teacherScores = await models.teacher.score(requests, { temperature: part.logprobTemperature, topK: part.teacherTopK, signal: deps.signal });
+    const requests = rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: samples[index].tokenIds }));
+    const teacherScores = await models.teacher.score(requests, {
+      temperature: part.logprobTemperature,
+      topK: part.teacherTopK,
+      signal: deps.signal,
+    });
     const summary = modelsSummary(models, part);
     const records = rows.map((row, index) => {
       const sample = samples[index];
@@ -138,22 +168,45 @@ export function createDistillProcessor(deps: StageDeps) {
     const sources: Record<string, SourceTotals> = {};
     for (const record of records) addRecord((sources[record.source] ??= emptyTotals()), record);
     const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
-    const parquet = await writeParquet(deps.store, deps.output.key(`${name}.parquet`), rolloutColumns, records as unknown as Record<string, unknown>[], {
-      metadata: parquetMetadata(summary),
-    });
+    const parquet = await writeParquet(
+      deps.store,
+      deps.output.key(`${name}.parquet`),
+      rolloutColumns,
+      records as unknown as Record<string, unknown>[],
+      {
+        metadata: parquetMetadata(summary),
+      },
+    );
     const jsonl = await writeJsonl(deps.store, deps.output.key(`${name}.jsonl.gz`), records);
     deps.progress({ done: total, total, message: 'written' });
-    const ref = (info: { key: string; uri: string; sha256: string; bytes: number; records: number }) => ({ key: info.key, uri: info.uri, sha256: info.sha256, bytes: info.bytes, records: info.records });
+    const ref = (info: { key: string; uri: string; sha256: string; bytes: number; records: number }) => ({
+      key: info.key,
+      uri: info.uri,
+      sha256: info.sha256,
+      bytes: info.bytes,
+      records: info.records,
+    });
     return { parquet: ref(parquet), jsonl: ref(jsonl), rollouts: records.length, sources, models: summary };
   };
 }
 
 /** Writes `stats.json` and the manifest (last) from the parts' totals. */
-export async function finishDistill(input: DistillInput, parts: DistillPartOutput[], deps: StageDeps): Promise<DistillOutput> {
+export async function finishDistill(
+  input: DistillInput,
+  parts: DistillPartOutput[],
+  deps: StageDeps,
+): Promise<DistillOutput> {
   const models = parts[0]?.models;
-  if (!models) throw new HatError('DISTILL_NO_PARTS', 'distill finished without parts; plan always makes at least one, so this is a bug');
+  if (!models)
+    throw new HatError(
+      'DISTILL_NO_PARTS',
+      'distill finished without parts; plan always makes at least one, so this is a bug',
+    );
   if (parts.some((part) => hashValue(part.models) !== hashValue(models))) {
-    throw new HatError('DISTILL_MODELS_CHANGED', 'distill parts report different models or tokenizer checks (a model changed while the stage ran); rerun the stage');
+    throw new HatError(
+      'DISTILL_MODELS_CHANGED',
+      'distill parts report different models or tokenizer checks (a model changed while the stage ran); rerun the stage',
+    );
   }
   const stats: DistillStats = buildStats(
     parts.map((part) => part.sources),
@@ -163,24 +216,46 @@ export async function finishDistill(input: DistillInput, parts: DistillPartOutpu
       teacherTopK: input.teacherTopK,
     },
   );
-  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
+  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   const promptsKey = deps.output.key(promptsObject);
   const promptsBytes = await deps.store.getBuffer(promptsKey);
   const sourcesKey = deps.output.key(sourcesObject);
   const sourcesBytes = await deps.store.getBuffer(sourcesKey);
-  const lineage = (JSON.parse(sourcesBytes.toString('utf8')) as { lineage: Array<{ uri: string; sha256: string }> }).lineage;
+  const lineage = (JSON.parse(sourcesBytes.toString('utf8')) as { lineage: Array<{ uri: string; sha256: string }> })
+    .lineage;
   const objects: ManifestObject[] = [
     ...parts.flatMap((part) => [
       { ...part.parquet, schemaVersion: DISTILL_ROLLOUT_SCHEMA_VERSION, format: 'parquet' },
       { ...part.jsonl, schemaVersion: DISTILL_ROLLOUT_SCHEMA_VERSION, format: 'jsonl.gz' },
     ]),
-    { key: promptsKey, uri: deps.store.uriOf(promptsKey), sha256: sha256Hex(promptsBytes), bytes: promptsBytes.length, records: stats.global.prompts, schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION, format: 'jsonl.gz' },
-    { key: sourcesKey, uri: deps.store.uriOf(sourcesKey), sha256: sha256Hex(sourcesBytes), bytes: sourcesBytes.length, schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION, format: 'json' },
+    {
+      key: promptsKey,
+      uri: deps.store.uriOf(promptsKey),
+      sha256: sha256Hex(promptsBytes),
+      bytes: promptsBytes.length,
+      records: stats.global.prompts,
+      schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION,
+      format: 'jsonl.gz',
+    },
+    {
+      key: sourcesKey,
+      uri: deps.store.uriOf(sourcesKey),
+      sha256: sha256Hex(sourcesBytes),
+      bytes: sourcesBytes.length,
+      schemaVersion: DISTILL_PROMPTS_SCHEMA_VERSION,
+      format: 'json',
+    },
     manifestObjectOf(statsInfo, { schemaVersion: stats.schemaVersion, format: 'json' }),
   ];
   // The policy version in the stats lets a trainer handoff say which version each dataset came from.
   const manifestStats = { ...(stats as unknown as Record<string, unknown>), policyVersion: input.policyVersion ?? 1 };
-  const { info } = await writeStageManifest(deps, { objects, lineage: { inputs: lineage, configHash: hashValue(input) }, stats: manifestStats });
+  const { info } = await writeStageManifest(deps, {
+    objects,
+    lineage: { inputs: lineage, configHash: hashValue(input) },
+    stats: manifestStats,
+  });
   return {
     manifestUri: info.uri,
     statsUri: statsInfo.uri,
@@ -198,7 +273,10 @@ async function readPromptSlice(part: DistillPartInput, deps: StageDeps): Promise
   const { store, key } = deps.openObject(part.prompts.uri);
   const bytes = await store.getBuffer(key);
   if (sha256Hex(bytes) !== part.prompts.sha256) {
-    throw new HatError('DISTILL_PROMPTS_CHANGED', `${part.prompts.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`);
+    throw new HatError(
+      'DISTILL_PROMPTS_CHANGED',
+      `${part.prompts.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`,
+    );
   }
   const prompts: DistillPrompt[] = [];
   let index = 0;
@@ -214,7 +292,10 @@ function renderRows(prompts: DistillPrompt[], part: DistillPartInput, models: Di
   const tokenizer = models.studentTokenizer;
   return prompts.flatMap((prompt) => {
     // Hook messages normalized for the student's template, as the shard and rl stages train it.
-    const { text } = renderServedPrompt(tokenizer, prompt.messages, prompt.tools ?? [], { enableThinking: part.enableThinking, now: renderMoment });
+    const { text } = renderServedPrompt(tokenizer, prompt.messages, prompt.tools ?? [], {
+      enableThinking: part.enableThinking,
+      now: renderMoment,
+    });
     const promptIds = tokenizer.encode(text);
     return Array.from({ length: part.samplesPerPrompt }, (_, sampleIndex) => ({
       prompt,
@@ -243,7 +324,13 @@ function integerSeedOf(seed: string): number {
  * Student samples with per-token logprobs: in-process, `batchSize` sequences per forward batch;
  * served, one token-id request per sample (the endpoint's concurrency limit applies).
  */
-async function sampleRows(rows: SampleRow[], part: DistillPartInput, models: DistillModels, deps: StageDeps, onProgress: (done: number) => void): Promise<StudentSample[]> {
+async function sampleRows(
+  rows: SampleRow[],
+  part: DistillPartInput,
+  models: DistillModels,
+  deps: StageDeps,
+  onProgress: (done: number) => void,
+): Promise<StudentSample[]> {
   const { sampling } = part;
   const student = models.student;
   if (!student) {
@@ -271,12 +358,24 @@ async function sampleRows(rows: SampleRow[], part: DistillPartInput, models: Dis
     const generated = await student.exclusive((decoder) =>
       decoder.generateBatch(
         batch.map((row) => ({ promptIds: row.promptIds, seed: row.seed })),
-        { maxNewTokens: sampling.maxNewTokens, temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, logprobs: true, signal: deps.signal },
+        {
+          maxNewTokens: sampling.maxNewTokens,
+          temperature: sampling.temperature,
+          topP: sampling.topP,
+          topK: sampling.topK,
+          logprobs: true,
+          signal: deps.signal,
+        },
       ),
     );
     for (const result of generated) {
       const tokens = result.tokens ?? [];
-      results.push({ tokenIds: result.tokenIds, finishReason: result.finishReason, logprobs: tokens.map((token) => token.logprob), rawLogprobs: tokens.map((token) => token.rawLogprob) });
+      results.push({
+        tokenIds: result.tokenIds,
+        finishReason: result.finishReason,
+        logprobs: tokens.map((token) => token.logprob),
+        rawLogprobs: tokens.map((token) => token.rawLogprob),
+      });
     }
     onProgress(results.length);
   }
@@ -288,14 +387,20 @@ async function sampleRows(rows: SampleRow[], part: DistillPartInput, models: Dis
  * reports them at the sampling temperature and at 1; any other temperature is scored again by
  * the student. A served student's logprobs were checked at plan to be at the logprob temperature.
  */
-async function studentLogprobsAt(rows: SampleRow[], samples: StudentSample[], part: DistillPartInput, models: DistillModels, signal: AbortSignal): Promise<number[][]> {
+async function studentLogprobsAt(
+  rows: SampleRow[],
+  samples: StudentSample[],
+  part: DistillPartInput,
+  models: DistillModels,
+  signal: AbortSignal,
+): Promise<number[][]> {
   const temperature = part.logprobTemperature;
   if (!models.student) return samples.map((sample) => sample.logprobs);
   const sampledAt = logprobTemperatureOf(part.sampling.temperature);
   if (temperature === sampledAt) return samples.map((sample) => sample.logprobs);
   if (temperature === 1) return samples.map((sample) => sample.rawLogprobs ?? []);
   const rescored = await models.student.score(
-    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: (samples[index]).tokenIds })),
+    rows.map((row, index) => ({ promptIds: row.promptIds, completionIds: samples[index].tokenIds })),
     { temperature, topK: 0, signal },
   );
   return rescored.map((scores) => scores.logprobs);
@@ -317,7 +422,12 @@ function modelsSummary(models: DistillModels, part: DistillPartInput): DistillMo
       dummyWeights: models.teacher.dummyWeights,
       logprobTemperature: models.teacher.fixedLogprobTemperature ?? part.logprobTemperature,
     },
-    tokenizer: { fingerprint: models.agreement.fingerprint, templateHash: models.studentTokenizer.templateHash, verifiedBy: models.agreement.verifiedBy, probedTokens: models.agreement.probedTokens },
+    tokenizer: {
+      fingerprint: models.agreement.fingerprint,
+      templateHash: models.studentTokenizer.templateHash,
+      verifiedBy: models.agreement.verifiedBy,
+      probedTokens: models.agreement.probedTokens,
+    },
   };
 }
 

@@ -22,7 +22,10 @@ const open = (uri: string) => openArtifactObject(uri);
 
 describe('distill prompt sources', () => {
   it('ships 60 varied general instructions with unique ids, in English and Chinese, many with verifiable constraints', async () => {
-    const { prompts, lineage } = await loadPrompts({ prompts: [{ kind: 'builtin', name: 'general-instructions' }], inputs: [] }, open);
+    const { prompts, lineage } = await loadPrompts(
+      { prompts: [{ kind: 'builtin', name: 'general-instructions' }], inputs: [] },
+      open,
+    );
     expect(prompts).toHaveLength(60);
     expect(new Set(prompts.map((prompt) => prompt.id)).size).toBe(60);
     const users = prompts.map((prompt) => prompt.messages.at(-1)!.content);
@@ -36,27 +39,73 @@ describe('distill prompt sources', () => {
   it('reads {id, prompt, system} and {id, messages, tools}, applies limits, and names the file after itself', async () => {
     const path = file('mine.jsonl', [
       { id: 1, prompt: 'Hi', system: 'Be brief.', tags: ['extra fields are fine'] },
-      { id: 'b', messages: [{ role: 'user', content: '你好' }], tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] },
+      {
+        id: 'b',
+        messages: [{ role: 'user', content: '你好' }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+      },
       { id: 'c', prompt: 'cut by the limit' },
     ]);
     const { prompts } = await loadPrompts({ prompts: [{ kind: 'jsonl', uri: path, limit: 2 }], inputs: [] }, open);
     expect(prompts).toEqual([
-      { source: 'mine', id: '1', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] },
-      { source: 'mine', id: 'b', messages: [{ role: 'user', content: '你好' }], tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] },
+      {
+        source: 'mine',
+        id: '1',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'Hi' },
+        ],
+      },
+      {
+        source: 'mine',
+        id: 'b',
+        messages: [{ role: 'user', content: '你好' }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+      },
     ]);
   });
 
   it('reports bad lines with their number and what to do', async () => {
-    const path = file('bad.jsonl', [{ id: 'a', prompt: 'fine' }, { id: 'b' }, { id: 'c', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] }]);
-    await expect(loadPrompts({ prompts: [{ kind: 'jsonl', uri: path }], inputs: [] }, open)).rejects.toThrow(/line 2.*give exactly one of "messages" \(chat messages\) or "prompt"/s);
-    const ending = file('ending.jsonl', [{ id: 'c', messages: [{ role: 'user', content: 'q' }, { role: 'assistant', content: 'a' }] }]);
-    await expect(loadPrompts({ prompts: [], inputs: [ending] }, open)).rejects.toThrow(/line 1: messages\[1\]\.role: the last message is "assistant"; end with the user \(or tool\) turn/s);
-    const twice = file('twice.jsonl', [{ id: 'x', prompt: 'one' }, { id: 'x', prompt: 'two' }]);
-    await expect(loadPrompts({ prompts: [{ kind: 'jsonl', uri: twice }], inputs: [] }, open)).rejects.toMatchObject({ code: 'DUPLICATE_PROMPT_ID' });
+    const path = file('bad.jsonl', [
+      { id: 'a', prompt: 'fine' },
+      { id: 'b' },
+      {
+        id: 'c',
+        messages: [
+          { role: 'user', content: 'q' },
+          { role: 'assistant', content: 'a' },
+        ],
+      },
+    ]);
+    await expect(loadPrompts({ prompts: [{ kind: 'jsonl', uri: path }], inputs: [] }, open)).rejects.toThrow(
+      /line 2.*give exactly one of "messages" \(chat messages\) or "prompt"/s,
+    );
+    const ending = file('ending.jsonl', [
+      {
+        id: 'c',
+        messages: [
+          { role: 'user', content: 'q' },
+          { role: 'assistant', content: 'a' },
+        ],
+      },
+    ]);
+    await expect(loadPrompts({ prompts: [], inputs: [ending] }, open)).rejects.toThrow(
+      /line 1: messages\[1\]\.role: the last message is "assistant"; end with the user \(or tool\) turn/s,
+    );
+    const twice = file('twice.jsonl', [
+      { id: 'x', prompt: 'one' },
+      { id: 'x', prompt: 'two' },
+    ]);
+    await expect(loadPrompts({ prompts: [{ kind: 'jsonl', uri: twice }], inputs: [] }, open)).rejects.toMatchObject({
+      code: 'DUPLICATE_PROMPT_ID',
+    });
   });
 
-  it('renders simulator tasks through the harness: system prompt, hooks, the viewer\'s message and the tools', async () => {
-    const { prompts, lineage } = await loadPrompts({ prompts: [{ kind: 'tasks', generate: { count: 3, seed: '5' } }], inputs: [] }, open);
+  it("renders simulator tasks through the harness: system prompt, hooks, the viewer's message and the tools", async () => {
+    const { prompts, lineage } = await loadPrompts(
+      { prompts: [{ kind: 'tasks', generate: { count: 3, seed: '5' } }], inputs: [] },
+      open,
+    );
     expect(prompts).toHaveLength(3);
     for (const prompt of prompts) {
       expect(prompt.source).toBe('tasks');
@@ -66,7 +115,10 @@ describe('distill prompt sources', () => {
       expect(prompt.tools!.map((tool) => tool.function.name)).toContain('get_item_detail');
     }
     expect(lineage[0].uri).toMatch(/examples\/harness\/live-host$/);
-    const again = await loadPrompts({ prompts: [{ kind: 'tasks', generate: { count: 3, seed: '5' } }], inputs: [] }, open);
+    const again = await loadPrompts(
+      { prompts: [{ kind: 'tasks', generate: { count: 3, seed: '5' } }], inputs: [] },
+      open,
+    );
     expect(again.prompts).toEqual(prompts);
   });
 });

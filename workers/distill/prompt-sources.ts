@@ -44,20 +44,33 @@ export const promptRecordSchema = z
   })
   .superRefine((record, context) => {
     if ((record.messages === undefined) === (record.prompt === undefined)) {
-      context.addIssue({ code: 'custom', message: 'give exactly one of "messages" (chat messages) or "prompt" (a user message text)', path: [] });
+      context.addIssue({
+        code: 'custom',
+        message: 'give exactly one of "messages" (chat messages) or "prompt" (a user message text)',
+        path: [],
+      });
       return;
     }
-    if (record.messages !== undefined && record.system !== undefined) context.addIssue({ code: 'custom', message: '"system" goes with "prompt"; put a system message into "messages" instead', path: ['system'] });
+    if (record.messages !== undefined && record.system !== undefined)
+      context.addIssue({
+        code: 'custom',
+        message: '"system" goes with "prompt"; put a system message into "messages" instead',
+        path: ['system'],
+      });
     const last = record.messages?.at(-1);
     if (last && last.role !== 'user' && last.role !== 'tool') {
-      context.addIssue({ code: 'custom', message: `the last message is "${last.role}"; end with the user (or tool) turn the student should answer`, path: ['messages', record.messages!.length - 1, 'role'] });
+      context.addIssue({
+        code: 'custom',
+        message: `the last message is "${last.role}"; end with the user (or tool) turn the student should answer`,
+        path: ['messages', record.messages!.length - 1, 'role'],
+      });
     }
   });
 
 /** Where the shipped prompt sets live, from sources and from compiled code alike. */
 export function builtinPromptsDirectory(): string {
   const candidates = ['../..', '../../..'].map((up) => join(__dirname, up, 'examples', 'prompts'));
-  return candidates.find((candidate) => existsSync(join(candidate, 'general-instructions.jsonl'))) ?? (candidates[0]);
+  return candidates.find((candidate) => existsSync(join(candidate, 'general-instructions.jsonl'))) ?? candidates[0];
 }
 
 export interface LoadedPrompts {
@@ -69,8 +82,14 @@ export interface LoadedPrompts {
 type OpenObject = (uri: string) => { store: ArtifactStore; key: string };
 
 /** Reads every prompt source of the config in order, checks ids are unique per source, applies limits. */
-export async function loadPrompts(input: Pick<DistillInput, 'prompts' | 'inputs'>, openObject: OpenObject): Promise<LoadedPrompts> {
-  const sources: PromptSource[] = [...input.prompts, ...input.inputs.map((uri): PromptSource => ({ kind: 'jsonl', uri }))];
+export async function loadPrompts(
+  input: Pick<DistillInput, 'prompts' | 'inputs'>,
+  openObject: OpenObject,
+): Promise<LoadedPrompts> {
+  const sources: PromptSource[] = [
+    ...input.prompts,
+    ...input.inputs.map((uri): PromptSource => ({ kind: 'jsonl', uri })),
+  ];
   const prompts: DistillPrompt[] = [];
   const lineage: LoadedPrompts['lineage'] = [];
   for (const source of sources) {
@@ -78,14 +97,21 @@ export async function loadPrompts(input: Pick<DistillInput, 'prompts' | 'inputs'
     const seen = new Set(prompts.filter((prompt) => prompt.source === loaded.source).map((prompt) => prompt.id));
     for (const prompt of loaded.prompts.slice(0, source.limit ?? loaded.prompts.length)) {
       if (seen.has(prompt.id)) {
-        throw new BadInputError('DUPLICATE_PROMPT_ID', `prompt id "${prompt.id}" appears twice in source "${loaded.source}" (${loaded.where}); prompt ids must be unique within a source: fix the ids, or give the second file its own name`);
+        throw new BadInputError(
+          'DUPLICATE_PROMPT_ID',
+          `prompt id "${prompt.id}" appears twice in source "${loaded.source}" (${loaded.where}); prompt ids must be unique within a source: fix the ids, or give the second file its own name`,
+        );
       }
       seen.add(prompt.id);
       prompts.push({ source: loaded.source, ...prompt });
     }
     lineage.push(...loaded.lineage);
   }
-  if (prompts.length === 0) throw new BadInputError('NO_PROMPTS', 'the prompt sources of the distill stage hold no prompts; add prompts or remove the limits');
+  if (prompts.length === 0)
+    throw new BadInputError(
+      'NO_PROMPTS',
+      'the prompt sources of the distill stage hold no prompts; add prompts or remove the limits',
+    );
   return { prompts, lineage };
 }
 
@@ -104,7 +130,10 @@ async function loadSource(source: PromptSource, openObject: OpenObject): Promise
     }
     case 'jsonl': {
       const uri = asArtifactUri(source.uri);
-      return { ...(await readPromptFile(uri, openObject)), source: source.name ?? basename(uri).replace(/\.(jsonl|json)(\.gz)?$/, '') };
+      return {
+        ...(await readPromptFile(uri, openObject)),
+        source: source.name ?? basename(uri).replace(/\.(jsonl|json)(\.gz)?$/, ''),
+      };
     }
     case 'tasks': {
       const harnessDirectory = resolve(source.harness ?? sampleHarnessDirectory());
@@ -123,7 +152,12 @@ async function loadSource(source: PromptSource, openObject: OpenObject): Promise
         tasks = generateTasks({ count: generate.count, seed: generate.seed });
         where = `tasks generated with seed ${generate.seed}`;
       }
-      return { source: source.name ?? 'tasks', where, lineage, prompts: tasks.map((task) => ({ id: task.id, ...taskFirstTurn(task, harness) })) };
+      return {
+        source: source.name ?? 'tasks',
+        where,
+        lineage,
+        prompts: tasks.map((task) => ({ id: task.id, ...taskFirstTurn(task, harness) })),
+      };
     }
   }
 }
@@ -132,7 +166,10 @@ async function readPromptFile(uri: string, openObject: OpenObject): Promise<Omit
   const { store, key } = openObject(uri);
   const records = await collect(readJsonl(store, key, { schema: promptRecordSchema }));
   const prompts = records.map((record) => {
-    const messages: ChatMessage[] = record.messages ?? [...(record.system ? [{ role: 'system' as const, content: record.system }] : []), { role: 'user', content: record.prompt! }];
+    const messages: ChatMessage[] = record.messages ?? [
+      ...(record.system ? [{ role: 'system' as const, content: record.system }] : []),
+      { role: 'user', content: record.prompt! },
+    ];
     const tools: ToolSpec[] | undefined = record.tools && record.tools.length > 0 ? record.tools : undefined;
     return { id: record.id, messages, ...(tools ? { tools } : {}) };
   });

@@ -119,9 +119,11 @@ export function buildRolloutRecord(parts: RolloutParts): RolloutRecord {
   const student = parts.studentLogprobs.map((value) => Math.fround(value));
   const teacher = parts.teacher.logprobs.map((value) => Math.fround(value));
   if (student.length !== length || teacher.length !== length) {
-    throw new Error(`rollout ${parts.source}/${parts.promptId}#${parts.sampleIndex}: ${length} response tokens but ${student.length} student and ${teacher.length} teacher logprobs`);
+    throw new Error(
+      `rollout ${parts.source}/${parts.promptId}#${parts.sampleIndex}: ${length} response tokens but ${student.length} student and ${teacher.length} teacher logprobs`,
+    );
   }
-  const reverseKl = student.map((value, index) => Math.fround(value - (teacher[index])));
+  const reverseKl = student.map((value, index) => Math.fround(value - teacher[index]));
   const topIds: number[] = [];
   const topLogprobs: number[] = [];
   if (parts.teacherTopK > 0) {

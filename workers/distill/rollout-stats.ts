@@ -83,14 +83,24 @@ export interface DistillStats {
   /** True when the student or the teacher has random weights: these numbers say nothing about real models. */
   dummyWeights: boolean;
   models: DistillModelsSummary;
-  sampling: { temperature: number; topP: number; topK: number; maxNewTokens: number; samplesPerPrompt: number; seed: string };
+  sampling: {
+    temperature: number;
+    topP: number;
+    topK: number;
+    maxNewTokens: number;
+    samplesPerPrompt: number;
+    seed: string;
+  };
   teacherTopK: number;
   global: RolloutSummary;
   sources: Record<string, RolloutSummary>;
 }
 
 /** Sums per-source totals over parts (sources in order of first appearance) into the stage's stats. */
-export function buildStats(parts: ReadonlyArray<Record<string, SourceTotals>>, context: Omit<DistillStats, 'schemaVersion' | 'dummyWeights' | 'global' | 'sources'>): DistillStats {
+export function buildStats(
+  parts: ReadonlyArray<Record<string, SourceTotals>>,
+  context: Omit<DistillStats, 'schemaVersion' | 'dummyWeights' | 'global' | 'sources'>,
+): DistillStats {
   const bySource = new Map<string, SourceTotals>();
   const all = emptyTotals();
   for (const part of parts) {

@@ -38,12 +38,26 @@ afterAll(async () => {
 });
 
 function servedStudent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return { engine: 'vllm', baseUrl: serve.baseUrl, model: 'student', dummyWeights: true, maxRetries: 0, tokenizer: { modelDir: models.studentDir }, ...overrides };
+  return {
+    engine: 'vllm',
+    baseUrl: serve.baseUrl,
+    model: 'student',
+    dummyWeights: true,
+    maxRetries: 0,
+    tokenizer: { modelDir: models.studentDir },
+    ...overrides,
+  };
 }
 
 async function runDistill(config: Record<string, unknown>) {
   const store = new FileArtifactStore(await mkdtemp(join(root, 'run-')));
-  await runStageLocally(distillStage, config, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed: 'served', services: { distillModels: cache } });
+  await runStageLocally(distillStage, config, {
+    store,
+    openObject: (uri) => openArtifactObject(uri),
+    logger: silentLogger(),
+    seed: 'served',
+    services: { distillModels: cache },
+  });
   const records: RolloutRecord[] = [];
   for await (const record of readJsonl<RolloutRecord>(store, 'part-00000.jsonl.gz')) records.push(record);
   return { store, records };
@@ -51,14 +65,23 @@ async function runDistill(config: Record<string, unknown>) {
 
 describe('distill with a student served by hat serve (vLLM /v1/completions, token ids)', () => {
   it('records the served samples with logprobs equal to the student scoring its own ids, dummy weights on every row', async () => {
-    const { store, records } = await runDistill(tinyDistillConfig(models, { student: servedStudent(), prompts: [{ kind: 'builtin', limit: 2 }] }));
+    const { store, records } = await runDistill(
+      tinyDistillConfig(models, { student: servedStudent(), prompts: [{ kind: 'builtin', limit: 2 }] }),
+    );
     expect(records).toHaveLength(4);
     for (const record of records) {
-      expect(record).toMatchObject({ student_engine: 'vllm', dummy_weights: true, student_model: 'student', student_logprob_temperature: 1 });
+      expect(record).toMatchObject({
+        student_engine: 'vllm',
+        dummy_weights: true,
+        student_model: 'student',
+        student_logprob_temperature: 1,
+      });
       expect(record.response_ids.length).toBeGreaterThan(0);
       // vLLM's raw logprobs at temperature 1 are the student's own logprobs of the ids it sampled.
       const scored = await studentDecoder.score(record.prompt_ids, record.response_ids, { temperature: 1 });
-      record.rollout_log_probs.forEach((logprob, index) => expect(logprob).toBeCloseTo(scored.tokens[index].logprob, 3));
+      record.rollout_log_probs.forEach((logprob, index) =>
+        expect(logprob).toBeCloseTo(scored.tokens[index].logprob, 3),
+      );
     }
     // Samples differ by seed.
     expect(records[0].response_ids).not.toEqual(records[1].response_ids);
@@ -69,7 +92,9 @@ describe('distill with a student served by hat serve (vLLM /v1/completions, toke
   });
 
   it('refuses, exit 2, a served student whose logprobs are not at the KL temperature', async () => {
-    const failure = await runDistill(tinyDistillConfig(models, { student: servedStudent(), sampling: { temperature: 0.7, maxNewTokens: 10 } })).catch((error: unknown) => error);
+    const failure = await runDistill(
+      tinyDistillConfig(models, { student: servedStudent(), sampling: { temperature: 0.7, maxNewTokens: 10 } }),
+    ).catch((error: unknown) => error);
     expect(HatError.isInstance(failure) && failure.code).toBe('LOGPROB_DISTRIBUTION_MISMATCH');
     expect((failure as HatError).exitCode).toBe(2);
     expect((failure as Error).message).toContain('logprobTemperature: 1');

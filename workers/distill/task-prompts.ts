@@ -22,7 +22,10 @@ export function taskFirstTurn(task: Task, harness: Harness): { messages: ChatMes
   const messages: ChatMessage[] = [
     { role: 'system', content: rendered.systemPrompt },
     ...sessionStart.systemMessages.map((content): ChatMessage => ({ role: 'system', content })),
-    { role: 'user', content: suffix === '' ? text : suffix.startsWith('\n') ? `${text}${suffix}` : `${text}\n${suffix}` },
+    {
+      role: 'user',
+      content: suffix === '' ? text : suffix.startsWith('\n') ? `${text}${suffix}` : `${text}\n${suffix}`,
+    },
     ...userMessage.systemMessages.map((content): ChatMessage => ({ role: 'system', content })),
     ...beforeReply.systemMessages.map((content): ChatMessage => ({ role: 'system', content })),
   ];

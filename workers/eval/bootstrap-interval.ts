@@ -18,7 +18,7 @@ export function percentileOfSorted(sorted: readonly number[], fraction: number):
   const position = (sorted.length - 1) * fraction;
   const below = Math.floor(position);
   const above = Math.min(sorted.length - 1, below + 1);
-  return (sorted[below]) + ((sorted[above]) - (sorted[below])) * (position - below);
+  return sorted[below] + (sorted[above] - sorted[below]) * (position - below);
 }
 
 /**
@@ -26,7 +26,12 @@ export function percentileOfSorted(sorted: readonly number[], fraction: number):
  * the resampled unit indices. Deterministic under `seed` (a string naming what is resampled, so
  * two cells never share draws by accident).
  */
-export function bootstrapStatistic(units: number, statistic: (indices: readonly number[]) => number, samples: number, seed: string): { low: number; high: number } {
+export function bootstrapStatistic(
+  units: number,
+  statistic: (indices: readonly number[]) => number,
+  samples: number,
+  seed: string,
+): { low: number; high: number } {
   if (units === 0) return { low: 0, high: 0 };
   const rng = new Rng(`bootstrap/${seed}`);
   const draws: number[] = [];
@@ -41,11 +46,16 @@ export function bootstrapStatistic(units: number, statistic: (indices: readonly 
 
 /** Mean of item scores with a bootstrap 95% interval. */
 export function bootstrapMean(values: readonly number[], samples: number, seed: string): Interval {
-  const { low, high } = bootstrapStatistic(values.length, (indices) => {
-    let sum = 0;
-    for (const index of indices) sum += values[index];
-    return sum / indices.length;
-  }, samples, seed);
+  const { low, high } = bootstrapStatistic(
+    values.length,
+    (indices) => {
+      let sum = 0;
+      for (const index of indices) sum += values[index];
+      return sum / indices.length;
+    },
+    samples,
+    seed,
+  );
   return { score: mean(values), low, high, items: values.length };
 }
 
@@ -55,5 +65,9 @@ export function bootstrapMean(values: readonly number[], samples: number, seed: 
  */
 export function pairedDifference(a: readonly number[], b: readonly number[], samples: number, seed: string): Interval {
   if (a.length !== b.length) throw new Error(`paired comparison needs equal lengths (${a.length} vs ${b.length})`);
-  return bootstrapMean(a.map((value, index) => value - (b[index])), samples, seed);
+  return bootstrapMean(
+    a.map((value, index) => value - b[index]),
+    samples,
+    seed,
+  );
 }

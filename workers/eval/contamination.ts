@@ -37,11 +37,13 @@ function addRecord(footprint: TrainingFootprint, record: unknown): void {
   const value = record as Record<string, unknown>;
   for (const field of ['taskId', 'task_id']) if (typeof value[field] === 'string') footprint.taskIds.add(value[field]);
   // A task record itself (`hat tasks generate|import`): its id is the task id.
-  if (typeof value.id === 'string' && Array.isArray(value.turns) && typeof value.room === 'object') footprint.taskIds.add(value.id);
+  if (typeof value.id === 'string' && Array.isArray(value.turns) && typeof value.room === 'object')
+    footprint.taskIds.add(value.id);
   if (typeof value.prompt === 'string') footprint.promptTexts.add(normalizePromptText(value.prompt));
   if (Array.isArray(value.messages)) {
     for (const message of value.messages as Array<{ role?: unknown; content?: unknown }>) {
-      if (message?.role === 'user' && typeof message.content === 'string') footprint.promptTexts.add(normalizePromptText(message.content));
+      if (message?.role === 'user' && typeof message.content === 'string')
+        footprint.promptTexts.add(normalizePromptText(message.content));
     }
   }
   const harness = value.harness as { variantHash?: unknown } | undefined;
@@ -53,15 +55,27 @@ function addRecord(footprint: TrainingFootprint, record: unknown): void {
  * inputs that are manifests themselves are followed too (a shard manifest leads to the collect
  * and augment outputs it was built from), each object read once.
  */
-export async function readTrainingFootprint(uris: readonly string[], openObject: StageDeps['openObject']): Promise<TrainingFootprint> {
-  const footprint: TrainingFootprint = { taskIds: new Set(), promptTexts: new Set(), variantHashes: new Set(), objects: [] };
+export async function readTrainingFootprint(
+  uris: readonly string[],
+  openObject: StageDeps['openObject'],
+): Promise<TrainingFootprint> {
+  const footprint: TrainingFootprint = {
+    taskIds: new Set(),
+    promptTexts: new Set(),
+    variantHashes: new Set(),
+    objects: [],
+  };
   const seen = new Set<string>();
   const visit = async (uri: string, depth: number, field: string): Promise<void> => {
     if (seen.has(uri)) return;
     seen.add(uri);
     const { store, key } = openObject(uri);
     if (!(await store.head(key))) {
-      if (depth === 0) throw new BadInputError('MISSING_INPUT', `${field}: ${uri} does not exist; check the URI or run the stage that writes it`);
+      if (depth === 0)
+        throw new BadInputError(
+          'MISSING_INPUT',
+          `${field}: ${uri} does not exist; check the URI or run the stage that writes it`,
+        );
       return;
     }
     if (key.endsWith('manifest.json')) {
@@ -71,11 +85,17 @@ export async function readTrainingFootprint(uris: readonly string[], openObject:
         if (match) footprint.variantHashes.add(match[1]);
         if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field);
       }
-      if (depth < 3) for (const input of manifest.lineage.inputs) if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri)) await visit(input.uri, depth + 1, field);
+      if (depth < 3)
+        for (const input of manifest.lineage.inputs)
+          if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri)) await visit(input.uri, depth + 1, field);
       return;
     }
     if (!jsonlKey.test(key)) {
-      if (depth === 0) throw new BadInputError('EVAL_BAD_TRAINING_MANIFEST', `${field}: ${uri} is neither a stage manifest.json nor JSONL; give the manifests of the collect, augment, shard or distill outputs`);
+      if (depth === 0)
+        throw new BadInputError(
+          'EVAL_BAD_TRAINING_MANIFEST',
+          `${field}: ${uri} is neither a stage manifest.json nor JSONL; give the manifests of the collect, augment, shard or distill outputs`,
+        );
       return;
     }
     const bytes = await store.getBuffer(key);

@@ -28,8 +28,19 @@ import { evalPartCounters, summarizeEval } from './eval-summary';
  */
 
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
-const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1))]);
-const label = z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/, 'use 1-40 lowercase letters, digits, "_" or "-", starting with a letter (e.g. base, hat-new)');
+const uriList = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((uri) => [uri]),
+  z.array(z.string().min(1)),
+]);
+const label = z
+  .string()
+  .regex(
+    /^[a-z][a-z0-9_-]{0,39}$/,
+    'use 1-40 lowercase letters, digits, "_" or "-", starting with a letter (e.g. base, hat-new)',
+  );
 
 export const suiteNames = ['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom'] as const;
 export type SuiteName = (typeof suiteNames)[number];
@@ -46,7 +57,10 @@ export const evalModelSchema = z
     /** Mark the model as random-weight (a demo's dummy model); onnx dummy models are detected anyway. Default false. */
     dummyWeights: z.boolean().default(false),
     /** Suites this model takes (scripted simulator policies answer simulator tasks only). Default: every suite of the config. */
-    suites: z.array(z.enum(['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom'])).min(1).optional(),
+    suites: z
+      .array(z.enum(['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom']))
+      .min(1)
+      .optional(),
   })
   .strict();
 export type EvalModel = z.infer<typeof evalModelSchema>;
@@ -73,7 +87,9 @@ export const harnessVariantQaSchema = z
     /** HSA variants per task. Default 2. */
     variantsPerTask: z.number().int().min(1).max(32).default(2),
     /** Share of variant draws that apply each family. Default 0.6 each. */
-    families: z.partialRecord(hsaFamilySchema, z.number().min(0).max(1)).default(Object.fromEntries(hsaFamilies.map((family) => [family, 0.6]))),
+    families: z
+      .partialRecord(hsaFamilySchema, z.number().min(0).max(1))
+      .default(Object.fromEntries(hsaFamilies.map((family) => [family, 0.6]))),
     /**
      * Held-out transform operators: families excluded from training augmentation. Every task gets
      * one extra variant applying only these families; their scores are reported apart. Default none.
@@ -93,7 +109,10 @@ export const ifevalSuiteSchema = z
     maxTokens: z.number().int().positive().default(1024),
   })
   .strict()
-  .refine((suite) => suite.size === undefined || suite.keys === undefined, { message: 'give size or keys, not both', path: ['keys'] });
+  .refine((suite) => suite.size === undefined || suite.keys === undefined, {
+    message: 'give size or keys, not both',
+    path: ['keys'],
+  });
 
 export const customSuiteSchema = z
   .object({
@@ -113,7 +132,10 @@ export const judgeSchema = z
     /** Suites whose responses it rates (pointwise). Default [custom]. */
     suites: z.array(z.enum(suiteNames)).min(1).default(['custom']),
     /** The rubric: a version name and its text. Default the built-in `hat-judge-v1` (engagement, persuasion, tone). */
-    rubric: z.object({ version: z.string().min(1), text: z.string().min(1) }).strict().optional(),
+    rubric: z
+      .object({ version: z.string().min(1), text: z.string().min(1) })
+      .strict()
+      .optional(),
     sampling: samplingSettingsSchema.default({ temperature: 0, maxTokens: 256 }),
   })
   .strict();
@@ -130,7 +152,10 @@ export const evalInputSchema = z
         custom: customSuiteSchema.optional(),
       })
       .strict()
-      .refine((suites) => Object.values(suites).some((suite) => suite !== undefined), 'name at least one suite: live_stream_qa, harness_variant_qa, ifeval, custom'),
+      .refine(
+        (suites) => Object.values(suites).some((suite) => suite !== undefined),
+        'name at least one suite: live_stream_qa, harness_variant_qa, ifeval, custom',
+      ),
     /** The canonical harness (directory, `file://` or `s3://` prefix). Default: the sample live-host harness. */
     harness: z.string().min(1).optional(),
     judge: judgeSchema.optional(),
@@ -159,15 +184,30 @@ export const evalInputSchema = z
   .superRefine((input, context) => {
     const labels = input.models.map((model) => model.label);
     labels.forEach((name, index) => {
-      if (labels.indexOf(name) !== index) context.addIssue({ code: 'custom', path: ['models', index, 'label'], message: `label "${name}" is used twice; labels name models in results and gate rules` });
+      if (labels.indexOf(name) !== index)
+        context.addIssue({
+          code: 'custom',
+          path: ['models', index, 'label'],
+          message: `label "${name}" is used twice; labels name models in results and gate rules`,
+        });
     });
     (input.compare ?? []).forEach((pair, index) => {
       pair.forEach((name, side) => {
-        if (!labels.includes(name)) context.addIssue({ code: 'custom', path: ['compare', index, side], message: `"${name}" is not a model label here (labels: ${labels.join(', ')})` });
+        if (!labels.includes(name))
+          context.addIssue({
+            code: 'custom',
+            path: ['compare', index, side],
+            message: `"${name}" is not a model label here (labels: ${labels.join(', ')})`,
+          });
       });
     });
     const live = input.suites.live_stream_qa;
-    if (live && live.size === 0 && live.tasks.length === 0) context.addIssue({ code: 'custom', path: ['suites', 'live_stream_qa', 'size'], message: 'size 0 needs imported tasks; give tasks or a size' });
+    if (live && live.size === 0 && live.tasks.length === 0)
+      context.addIssue({
+        code: 'custom',
+        path: ['suites', 'live_stream_qa', 'size'],
+        message: 'size 0 needs imported tasks; give tasks or a size',
+      });
   });
 export type EvalInput = z.infer<typeof evalInputSchema>;
 export type EvalInputConfig = z.input<typeof evalInputSchema>;
@@ -177,14 +217,25 @@ export const evalPartInputSchema = z.object({
   model: evalModelSchema,
   suite: z.enum(suiteNames),
   /** The item plan `plan` wrote, and this part's slice of it (items of `suite`). */
-  items: z.object({ uri: z.string(), sha256: z.string(), start: z.number().int().nonnegative(), count: z.number().int().positive() }),
+  items: z.object({
+    uri: z.string(),
+    sha256: z.string(),
+    start: z.number().int().nonnegative(),
+    count: z.number().int().positive(),
+  }),
   config: evalInputSchema,
   seed: z.string(),
   harnessHash: z.string(),
 });
 export type EvalPartInput = z.infer<typeof evalPartInputSchema>;
 
-const objectRef = z.object({ key: z.string(), uri: z.string(), sha256: z.string(), bytes: z.number().int().nonnegative(), records: z.number().int().nonnegative() });
+const objectRef = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int().nonnegative(),
+  records: z.number().int().nonnegative(),
+});
 
 export const evalPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),
@@ -199,7 +250,12 @@ export const evalPartOutputSchema = z.object({
 export type EvalPartOutput = z.infer<typeof evalPartOutputSchema>;
 
 /** One leaderboard cell: a model's headline score on a suite, 0–100, with its bootstrap 95% interval. */
-export const leaderboardCellSchema = z.object({ score: z.number(), low: z.number(), high: z.number(), items: z.number().int() });
+export const leaderboardCellSchema = z.object({
+  score: z.number(),
+  low: z.number(),
+  high: z.number(),
+  items: z.number().int(),
+});
 
 export const evalOutputSchema = z.object({
   manifestUri: z.string(),
@@ -218,7 +274,8 @@ export type EvalOutput = z.infer<typeof evalOutputSchema>;
 
 export const evalContract: FanOutContract<EvalInput, EvalOutput, EvalPartInput, EvalPartOutput> = {
   name: 'eval',
-  description: 'Evaluation: models under test side by side on Live-Stream QA, Harness-Variant QA, IFEval and custom prompts, with intervals',
+  description:
+    'Evaluation: models under test side by side on Live-Stream QA, Harness-Variant QA, IFEval and custom prompts, with intervals',
   input: evalInputSchema,
   output: evalOutputSchema,
   summarize: summarizeEval,

@@ -17,7 +17,9 @@ import type { EvalInput, SuiteName } from './eval-contract';
 
 export const EVAL_ITEM_SCHEMA_VERSION = 1;
 
-const ruleCheckSchema = z.object({ instruction: z.string().min(1), kwargs: z.record(z.string(), z.unknown()).default({}) }).strict();
+const ruleCheckSchema = z
+  .object({ instruction: z.string().min(1), kwargs: z.record(z.string(), z.unknown()).default({}) })
+  .strict();
 export type RuleCheck = z.infer<typeof ruleCheckSchema>;
 
 /** The harness a harness_variant_qa item plays under: the canonical one, or a variant rebuilt from its seed. */
@@ -40,10 +42,36 @@ export type ItemHarness = z.infer<typeof itemHarnessSchema>;
 
 /** One eval item, as `plan` writes it to `items/<suite>.jsonl.gz`. */
 export const evalItemSchema = z.discriminatedUnion('suite', [
-  z.object({ suite: z.literal('live_stream_qa'), id: z.string(), category: z.string(), origin: z.enum(['generated', 'imported']), task: taskSchema }),
-  z.object({ suite: z.literal('harness_variant_qa'), id: z.string(), category: z.string(), taskId: z.string(), task: taskSchema, harness: itemHarnessSchema }),
-  z.object({ suite: z.literal('ifeval'), id: z.string(), key: z.number().int(), prompt: z.string(), instructionIds: z.array(z.string()), kwargs: z.array(z.record(z.string(), z.unknown())) }),
-  z.object({ suite: z.literal('custom'), id: z.string(), prompt: z.string(), checks: z.array(ruleCheckSchema), rubric: z.string().optional() }),
+  z.object({
+    suite: z.literal('live_stream_qa'),
+    id: z.string(),
+    category: z.string(),
+    origin: z.enum(['generated', 'imported']),
+    task: taskSchema,
+  }),
+  z.object({
+    suite: z.literal('harness_variant_qa'),
+    id: z.string(),
+    category: z.string(),
+    taskId: z.string(),
+    task: taskSchema,
+    harness: itemHarnessSchema,
+  }),
+  z.object({
+    suite: z.literal('ifeval'),
+    id: z.string(),
+    key: z.number().int(),
+    prompt: z.string(),
+    instructionIds: z.array(z.string()),
+    kwargs: z.array(z.record(z.string(), z.unknown())),
+  }),
+  z.object({
+    suite: z.literal('custom'),
+    id: z.string(),
+    prompt: z.string(),
+    checks: z.array(ruleCheckSchema),
+    rubric: z.string().optional(),
+  }),
 ]);
 export type EvalItem = z.infer<typeof evalItemSchema>;
 
@@ -65,7 +93,11 @@ export function asArtifactUri(target: string): string {
 }
 
 /** Held-out simulator tasks, spread over `categories` in turn: task i depends only on (seed, i, its category). */
-export function heldOutTasks(count: number, seed: string, categories: readonly TaskCategory[] = taskCategories): Task[] {
+export function heldOutTasks(
+  count: number,
+  seed: string,
+  categories: readonly TaskCategory[] = taskCategories,
+): Task[] {
   const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
   return Array.from({ length: count }, (_, index) => {
     const category = categories[index % categories.length];
@@ -77,12 +109,21 @@ export function heldOutTasks(count: number, seed: string, categories: readonly T
 const variantAttempts = 8;
 
 /** The variant an item names, rebuilt (the same bytes for the same canonical harness, seed and weights). */
-export function rebuildVariant(canonical: Harness, seed: string, weights: FamilyWeights): { harness: Harness; hash: string; families: HsaFamily[] } {
+export function rebuildVariant(
+  canonical: Harness,
+  seed: string,
+  weights: FamilyWeights,
+): { harness: Harness; hash: string; families: HsaFamily[] } {
   const pool = generateVariantPool(canonical, { size: 1, seed, weights, attempts: variantAttempts });
   const variant = pool.variants[0];
   if (!variant) {
-    const reasons = pool.rejected.slice(0, 3).map((rejection) => `${rejection.reason} (${rejection.families.join(', ')})`);
-    throw new BadInputError('EVAL_VARIANT_FAILED', `no valid HSA variant from seed ${seed} in ${variantAttempts} draws (${reasons.join('; ')}); check harness_variant_qa.families and the harness`);
+    const reasons = pool.rejected
+      .slice(0, 3)
+      .map((rejection) => `${rejection.reason} (${rejection.families.join(', ')})`);
+    throw new BadInputError(
+      'EVAL_VARIANT_FAILED',
+      `no valid HSA variant from seed ${seed} in ${variantAttempts} draws (${reasons.join('; ')}); check harness_variant_qa.families and the harness`,
+    );
   }
   return { harness: variant.harness, hash: variant.hash, families: variant.mapping.families };
 }
@@ -94,33 +135,77 @@ export interface SuiteItems {
 }
 
 /** Builds every suite's items (deterministic under the seed). `trainingVariants`: variant hashes seen in training. */
-export async function buildSuiteItems(input: EvalInput, canonical: Harness | undefined, trainingVariants: ReadonlySet<string>, openObject: StageDeps['openObject']): Promise<SuiteItems[]> {
+export async function buildSuiteItems(
+  input: EvalInput,
+  canonical: Harness | undefined,
+  trainingVariants: ReadonlySet<string>,
+  openObject: StageDeps['openObject'],
+): Promise<SuiteItems[]> {
   const suites: SuiteItems[] = [];
   const live = input.suites.live_stream_qa;
   if (live) {
     const generated = heldOutTasks(live.size, live.seed, live.categories);
-    const imported = live.tasks.length > 0 ? await readTaskSets(await expandInputs(live.tasks.map(asArtifactUri), openObject, 'suites.live_stream_qa.tasks', 'tasks'), openObject) : { tasks: [], lineage: [] };
+    const imported =
+      live.tasks.length > 0
+        ? await readTaskSets(
+            await expandInputs(live.tasks.map(asArtifactUri), openObject, 'suites.live_stream_qa.tasks', 'tasks'),
+            openObject,
+          )
+        : { tasks: [], lineage: [] };
     const items: EvalItem[] = [
-      ...generated.map((task) => ({ suite: 'live_stream_qa' as const, id: task.id, category: task.category, origin: 'generated' as const, task })),
-      ...imported.tasks.map((task) => ({ suite: 'live_stream_qa' as const, id: task.id, category: task.category, origin: 'imported' as const, task })),
+      ...generated.map((task) => ({
+        suite: 'live_stream_qa' as const,
+        id: task.id,
+        category: task.category,
+        origin: 'generated' as const,
+        task,
+      })),
+      ...imported.tasks.map((task) => ({
+        suite: 'live_stream_qa' as const,
+        id: task.id,
+        category: task.category,
+        origin: 'imported' as const,
+        task,
+      })),
     ];
     refuseDuplicateIds(items, 'suites.live_stream_qa');
     suites.push({ suite: 'live_stream_qa', items, lineage: imported.lineage });
   }
   const variantSuite = input.suites.harness_variant_qa;
   if (variantSuite) {
-    if (!canonical) throw new HatError('EVAL_NO_HARNESS', 'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug');
+    if (!canonical)
+      throw new HatError(
+        'EVAL_NO_HARNESS',
+        'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug',
+      );
     const tasks = heldOutTasks(variantSuite.size, variantSuite.seed);
     const items: EvalItem[] = [];
-    const heldOutWeights = Object.fromEntries(hsaFamilies.map((family) => [family, variantSuite.heldOutFamilies.includes(family) ? 1 : 0]));
+    const heldOutWeights = Object.fromEntries(
+      hsaFamilies.map((family) => [family, variantSuite.heldOutFamilies.includes(family) ? 1 : 0]),
+    );
     for (const [taskIndex, task] of tasks.entries()) {
-      items.push({ suite: 'harness_variant_qa', id: `${task.id}/canonical`, category: task.category, taskId: task.id, task, harness: { kind: 'canonical' } });
-      const draws: Array<{ seed: string; weights: FamilyWeights; heldOutOperator: boolean }> = Array.from({ length: variantSuite.variantsPerTask }, (_, variantIndex) => ({
-        seed: `${variantSuite.seed}/task-${taskIndex}/variant-${variantIndex}`,
-        weights: variantSuite.families,
-        heldOutOperator: false,
-      }));
-      if (variantSuite.heldOutFamilies.length > 0) draws.push({ seed: `${variantSuite.seed}/task-${taskIndex}/held-out-operator`, weights: heldOutWeights, heldOutOperator: true });
+      items.push({
+        suite: 'harness_variant_qa',
+        id: `${task.id}/canonical`,
+        category: task.category,
+        taskId: task.id,
+        task,
+        harness: { kind: 'canonical' },
+      });
+      const draws: Array<{ seed: string; weights: FamilyWeights; heldOutOperator: boolean }> = Array.from(
+        { length: variantSuite.variantsPerTask },
+        (_, variantIndex) => ({
+          seed: `${variantSuite.seed}/task-${taskIndex}/variant-${variantIndex}`,
+          weights: variantSuite.families,
+          heldOutOperator: false,
+        }),
+      );
+      if (variantSuite.heldOutFamilies.length > 0)
+        draws.push({
+          seed: `${variantSuite.seed}/task-${taskIndex}/held-out-operator`,
+          weights: heldOutWeights,
+          heldOutOperator: true,
+        });
       for (const draw of draws) {
         const variant = rebuildVariant(canonical, draw.seed, draw.weights);
         items.push({
@@ -129,7 +214,15 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness | und
           category: task.category,
           taskId: task.id,
           task,
-          harness: { kind: 'variant', seed: draw.seed, weights: draw.weights, hash: variant.hash, families: variant.families, heldOutVariant: !trainingVariants.has(variant.hash), heldOutOperator: draw.heldOutOperator },
+          harness: {
+            kind: 'variant',
+            seed: draw.seed,
+            weights: draw.weights,
+            hash: variant.hash,
+            families: variant.families,
+            heldOutVariant: !trainingVariants.has(variant.hash),
+            heldOutOperator: draw.heldOutOperator,
+          },
         });
       }
     }
@@ -143,12 +236,26 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness | und
     if (ifeval.keys) {
       const byKey = new Map(all.map((item) => [item.key, item]));
       const missing = ifeval.keys.filter((key) => !byKey.has(key));
-      if (missing.length > 0) throw new BadInputError('EVAL_BAD_SUITE', `suites.ifeval.keys: no IFEval prompt has key ${missing.slice(0, 5).join(', ')}; use keys of the shipped input_data.jsonl`);
+      if (missing.length > 0)
+        throw new BadInputError(
+          'EVAL_BAD_SUITE',
+          `suites.ifeval.keys: no IFEval prompt has key ${missing.slice(0, 5).join(', ')}; use keys of the shipped input_data.jsonl`,
+        );
       chosen = ifeval.keys.map((key) => byKey.get(key)!);
     } else if (ifeval.size !== undefined && ifeval.size < all.length) {
-      chosen = new Rng(`eval-ifeval/${ifeval.seed}`).shuffle(all).slice(0, ifeval.size).sort((left, right) => left.key - right.key);
+      chosen = new Rng(`eval-ifeval/${ifeval.seed}`)
+        .shuffle(all)
+        .slice(0, ifeval.size)
+        .sort((left, right) => left.key - right.key);
     }
-    const items: EvalItem[] = chosen.map((item) => ({ suite: 'ifeval', id: `ifeval-${item.key}`, key: item.key, prompt: item.prompt, instructionIds: item.instructionIds, kwargs: item.kwargs }));
+    const items: EvalItem[] = chosen.map((item) => ({
+      suite: 'ifeval',
+      id: `ifeval-${item.key}`,
+      key: item.key,
+      prompt: item.prompt,
+      instructionIds: item.instructionIds,
+      kwargs: item.kwargs,
+    }));
     suites.push({ suite: 'ifeval', items, lineage: [] });
   }
   const custom = input.suites.custom;
@@ -163,27 +270,45 @@ export async function buildSuiteItems(input: EvalInput, canonical: Harness | und
         }
       }
       if (record.checks.length === 0 && (record.rubric === undefined || !judged)) {
-        problems.add({ file: custom.prompts, path: `record ${index + 1}`, message: `prompt "${record.id}" has no rule checks${record.rubric ? ' and no judge rates custom' : ' and no rubric'}; add checks, or a rubric and judge: { suites: [custom] }` });
+        problems.add({
+          file: custom.prompts,
+          path: `record ${index + 1}`,
+          message: `prompt "${record.id}" has no rule checks${record.rubric ? ' and no judge rates custom' : ' and no rubric'}; add checks, or a rubric and judge: { suites: [custom] }`,
+        });
       }
     });
     problems.throwIfAny('EVAL_BAD_CUSTOM_PROMPTS', `${custom.prompts} has problems; fix them and run again`);
-    const items: EvalItem[] = records.map((record) => ({ suite: 'custom', id: record.id, prompt: record.prompt, checks: record.checks, ...(record.rubric ? { rubric: record.rubric } : {}) }));
+    const items: EvalItem[] = records.map((record) => ({
+      suite: 'custom',
+      id: record.id,
+      prompt: record.prompt,
+      checks: record.checks,
+      ...(record.rubric ? { rubric: record.rubric } : {}),
+    }));
     refuseDuplicateIds(items, custom.prompts);
     suites.push({ suite: 'custom', items, lineage: [{ uri: asArtifactUri(custom.prompts), sha256 }] });
   }
   return suites;
 }
 
-async function readCustomPrompts(uri: string, openObject: StageDeps['openObject']): Promise<{ records: Array<z.infer<typeof customPromptSchema>>; sha256: string }> {
+async function readCustomPrompts(
+  uri: string,
+  openObject: StageDeps['openObject'],
+): Promise<{ records: Array<z.infer<typeof customPromptSchema>>; sha256: string }> {
   const { store, key } = openObject(uri);
-  if (!(await store.head(key))) throw new BadInputError('MISSING_INPUT', `suites.custom.prompts: ${uri} does not exist; check the path`);
+  if (!(await store.head(key)))
+    throw new BadInputError('MISSING_INPUT', `suites.custom.prompts: ${uri} does not exist; check the path`);
   return readRecordRange(openObject, uri, customPromptSchema);
 }
 
 function refuseDuplicateIds(items: readonly EvalItem[], where: string): void {
   const seen = new Set<string>();
   for (const item of items) {
-    if (seen.has(item.id)) throw new BadInputError('EVAL_DUPLICATE_ITEM', `${where}: item id "${item.id}" appears twice; eval item ids must be unique within a suite`);
+    if (seen.has(item.id))
+      throw new BadInputError(
+        'EVAL_DUPLICATE_ITEM',
+        `${where}: item id "${item.id}" appears twice; eval item ids must be unique within a suite`,
+      );
     seen.add(item.id);
   }
 }

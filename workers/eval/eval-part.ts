@@ -35,7 +35,13 @@ export const evalResultSchema = z.object({
   origin: z.enum(['generated', 'imported']).optional(),
   /** harness_variant_qa: which harness the item ran under. */
   harness: z
-    .object({ kind: z.enum(['canonical', 'variant']), hash: z.string().optional(), families: z.array(z.string()).optional(), heldOutVariant: z.boolean().optional(), heldOutOperator: z.boolean().optional() })
+    .object({
+      kind: z.enum(['canonical', 'variant']),
+      hash: z.string().optional(),
+      families: z.array(z.string()).optional(),
+      heldOutVariant: z.boolean().optional(),
+      heldOutOperator: z.boolean().optional(),
+    })
     .optional(),
   prompt: z.string(),
   /** The model's final reply (episodes: the replies of every turn, one per line). */
@@ -55,7 +61,14 @@ export const evalResultSchema = z.object({
   calls: z.number().int().nonnegative(),
   usage: z.object({ promptTokens: z.number().int().nonnegative(), completionTokens: z.number().int().nonnegative() }),
   judge: z
-    .object({ score: z.number().nullable(), rating: z.number().optional(), reason: z.string().optional(), missing: z.boolean(), error: z.string().optional(), rubricHash: z.string() })
+    .object({
+      score: z.number().nullable(),
+      rating: z.number().optional(),
+      reason: z.string().optional(),
+      missing: z.boolean(),
+      error: z.string().optional(),
+      rubricHash: z.string(),
+    })
     .optional(),
 });
 export type EvalResult = z.infer<typeof evalResultSchema>;
@@ -66,7 +79,11 @@ export function harnessUriOf(config: Pick<EvalInput, 'harness'>): string {
 }
 
 /** Runs `work` over `items`, at most `limit` at once; the first failure stops new starts and is thrown. */
-async function forEachConcurrently<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+async function forEachConcurrently<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T, index: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   let failed = false;
   const lane = async (): Promise<void> => {
@@ -130,7 +147,8 @@ function samplingSeedOf(seed: string, label: string, itemId: string): number {
 function finalReplies(trajectory: Trajectory): string {
   const replies: string[] = [];
   for (const message of trajectory.messages) {
-    if (message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0 && message.content) replies.push(message.content);
+    if (message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0 && message.content)
+      replies.push(message.content);
   }
   return replies.join('\n');
 }
@@ -149,21 +167,44 @@ interface PreparedHarness {
  */
 export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise<EvalPartOutput> {
   const config = part.config;
-  const { records: items, sha256 } = await readRecordRange(deps.openObject, part.items.uri, evalItemSchema, part.items.start, part.items.start + part.items.count);
-  if (sha256 !== part.items.sha256) throw new HatError('EVAL_PLAN_CHANGED', `${part.items.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`);
+  const { records: items, sha256 } = await readRecordRange(
+    deps.openObject,
+    part.items.uri,
+    evalItemSchema,
+    part.items.start,
+    part.items.start + part.items.count,
+  );
+  if (sha256 !== part.items.sha256)
+    throw new HatError(
+      'EVAL_PLAN_CHANGED',
+      `${part.items.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`,
+    );
   const episodic = part.suite === 'live_stream_qa' || part.suite === 'harness_variant_qa';
   const canonical = episodic ? await loadHarnessFromUri(harnessUriOf(config), deps.openObject) : undefined;
   if (canonical && harnessHash(canonical) !== part.harnessHash) {
-    throw new HatError('EVAL_HARNESS_CHANGED', `the harness at ${harnessUriOf(config)} changed after the stage was planned; rerun the whole stage`);
+    throw new HatError(
+      'EVAL_HARNESS_CHANGED',
+      `the harness at ${harnessUriOf(config)} changed after the stage was planned; rerun the whole stage`,
+    );
   }
-  const canonicalPrepared: PreparedHarness | undefined = canonical ? { harness: canonical, hash: part.harnessHash } : undefined;
+  const canonicalPrepared: PreparedHarness | undefined = canonical
+    ? { harness: canonical, hash: part.harnessHash }
+    : undefined;
   const harnesses = items.map((item): PreparedHarness | undefined => {
     if (item.suite === 'live_stream_qa') return canonicalPrepared;
     if (item.suite !== 'harness_variant_qa') return undefined;
     if (item.harness.kind === 'canonical') return canonicalPrepared;
     const variant = rebuildVariant(canonical as Harness, item.harness.seed, item.harness.weights);
-    if (variant.hash !== item.harness.hash) throw new HatError('EVAL_VARIANT_CHANGED', `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`);
-    return { harness: variant.harness, hash: harnessHash(variant.harness), variant: { hash: variant.hash, families: variant.families } };
+    if (variant.hash !== item.harness.hash)
+      throw new HatError(
+        'EVAL_VARIANT_CHANGED',
+        `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`,
+      );
+    return {
+      harness: variant.harness,
+      hash: harnessHash(variant.harness),
+      variant: { hash: variant.hash, families: variant.families },
+    };
   });
 
   const clientDependencies = (configPath: string, tasks: readonly Task[], simulatorHarnesses: readonly Harness[]) => ({
@@ -171,7 +212,11 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     random: () => deps.rng.next(),
     configPath,
     // The scripted policies answer simulator tasks only: they are handed the tasks and harnesses they play.
-    services: { ...deps.services, [scriptedServiceKeys.tasks]: tasks, [scriptedServiceKeys.harnesses]: simulatorHarnesses },
+    services: {
+      ...deps.services,
+      [scriptedServiceKeys.tasks]: tasks,
+      [scriptedServiceKeys.harnesses]: simulatorHarnesses,
+    },
   });
   const clients = new Map<string, ModelClient>();
   const clientFor = (index: number): ModelClient => {
@@ -180,19 +225,30 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     const key = part.model.model.adapter === 'scripted' && prepared ? prepared.hash : 'shared';
     let client = clients.get(key);
     if (!client) {
-      const tasks = items.filter((_, position) => harnesses[position]?.hash === prepared?.hash).flatMap((item) => ('task' in item ? [item.task] : []));
-      client = createModelClient(part.model.model, clientDependencies(`eval.models.${part.model.label}.model`, tasks, prepared ? [prepared.harness] : []));
+      const tasks = items
+        .filter((_, position) => harnesses[position]?.hash === prepared?.hash)
+        .flatMap((item) => ('task' in item ? [item.task] : []));
+      client = createModelClient(
+        part.model.model,
+        clientDependencies(`eval.models.${part.model.label}.model`, tasks, prepared ? [prepared.harness] : []),
+      );
       clients.set(key, client);
     }
     return client;
   };
   const judgeConfig = config.judge && config.judge.suites.includes(part.suite) ? config.judge : undefined;
-  const judgeClient = judgeConfig ? createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], [])) : undefined;
+  const judgeClient = judgeConfig
+    ? createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], []))
+    : undefined;
   const rubric = judgeConfig?.rubric ?? defaultJudgeRubric;
   const results: EvalResult[] = new Array(items.length);
   const inProcess = part.model.model.adapter !== 'openai';
   let done = 0;
-  const deadlines = new ItemDeadlines(deps.signal, config.itemTimeoutMs, () => new HatError('EVAL_ITEM_TIMEOUT', `item over itemTimeoutMs (${config.itemTimeoutMs} ms)`));
+  const deadlines = new ItemDeadlines(
+    deps.signal,
+    config.itemTimeoutMs,
+    () => new HatError('EVAL_ITEM_TIMEOUT', `item over itemTimeoutMs (${config.itemTimeoutMs} ms)`),
+  );
   deps.progress({ done: 0, total: items.length, message: `${part.model.label}: ${part.suite}` });
   try {
     await forEachConcurrently(items, config.itemConcurrency, async (item, index) => {
@@ -211,14 +267,22 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
           });
           result.judge = { ...verdict, rubricHash: rubricHash(rubric) };
         } else if (judgeClient) {
-          result.judge = { score: null, missing: true, error: 'the model gave no answer to judge', rubricHash: rubricHash(rubric) };
+          result.judge = {
+            score: null,
+            missing: true,
+            error: 'the model gave no answer to judge',
+            rubricHash: rubricHash(rubric),
+          };
         }
         results[index] = result;
       } finally {
         itemDone();
       }
       // A job handed back (shutdown, cancel) is not an item timeout: stop, the part reruns.
-      if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('EVAL_ABORTED', 'the eval part was stopped (job cancelled or worker shutting down)');
+      if (deps.signal.aborted)
+        throw deps.signal.reason instanceof Error
+          ? deps.signal.reason
+          : new TransientError('EVAL_ABORTED', 'the eval part was stopped (job cancelled or worker shutting down)');
       done += 1;
       deps.progress({ done, total: items.length, message: `${part.model.label}: ${part.suite}` });
       // In-process models answer without I/O: yield so the job lock can be renewed between items.
@@ -248,7 +312,13 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     index: part.index,
     label: part.model.label,
     suite: part.suite,
-    results: { key: written.key, uri: written.uri, sha256: written.sha256, bytes: written.bytes, records: written.records },
+    results: {
+      key: written.key,
+      uri: written.uri,
+      sha256: written.sha256,
+      bytes: written.bytes,
+      records: written.records,
+    },
     items: results.length,
     modelErrors: modelErrors.length,
     judgeMissing: results.filter((result) => result.judge?.missing).length,
@@ -256,8 +326,20 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   };
 }
 
-async function evaluateItem(item: EvalItem, client: ModelClient, prepared: PreparedHarness | undefined, part: EvalPartInput, signal: AbortSignal): Promise<EvalResult> {
-  const base = { schemaVersion: EVAL_RESULT_SCHEMA_VERSION, suite: item.suite, itemId: item.id, model: part.model.label, prompt: promptTextOf(item) } as const;
+async function evaluateItem(
+  item: EvalItem,
+  client: ModelClient,
+  prepared: PreparedHarness | undefined,
+  part: EvalPartInput,
+  signal: AbortSignal,
+): Promise<EvalResult> {
+  const base = {
+    schemaVersion: EVAL_RESULT_SCHEMA_VERSION,
+    suite: item.suite,
+    itemId: item.id,
+    model: part.model.label,
+    prompt: promptTextOf(item),
+  } as const;
   const samplingSeed = samplingSeedOf(part.seed, part.model.label, item.id);
   if (item.suite === 'live_stream_qa' || item.suite === 'harness_variant_qa') {
     const harness = prepared as PreparedHarness;
@@ -282,7 +364,13 @@ async function evaluateItem(item: EvalItem, client: ModelClient, prepared: Prepa
             harness:
               item.harness.kind === 'canonical'
                 ? { kind: 'canonical' as const }
-                : { kind: 'variant' as const, hash: item.harness.hash, families: item.harness.families, heldOutVariant: item.harness.heldOutVariant, heldOutOperator: item.harness.heldOutOperator },
+                : {
+                    kind: 'variant' as const,
+                    hash: item.harness.hash,
+                    families: item.harness.families,
+                    heldOutVariant: item.harness.heldOutVariant,
+                    heldOutOperator: item.harness.heldOutOperator,
+                  },
           }
         : {}),
       response: finalReplies(trajectory),
@@ -290,7 +378,9 @@ async function evaluateItem(item: EvalItem, client: ModelClient, prepared: Prepa
       ...(trajectory.statusReason ? { error: trajectory.statusReason } : {}),
       // An episode the endpoint broke scores 0: the model under test did not answer.
       score: failed ? 0 : trajectory.reward.total * 100,
-      components: failed ? Object.fromEntries(Object.keys(trajectory.reward.components).map((key) => [key, 0])) : { ...trajectory.reward.components },
+      components: failed
+        ? Object.fromEntries(Object.keys(trajectory.reward.components).map((key) => [key, 0]))
+        : { ...trajectory.reward.components },
       checks: [],
       latencyMs: trajectory.calls.reduce((sum, call) => sum + call.e2eMs, 0),
       calls: trajectory.calls.length,
@@ -300,12 +390,19 @@ async function evaluateItem(item: EvalItem, client: ModelClient, prepared: Prepa
       },
     };
   }
-  const maxTokens = item.suite === 'ifeval' ? part.config.suites.ifeval?.maxTokens : part.config.suites.custom?.maxTokens;
+  const maxTokens =
+    item.suite === 'ifeval' ? part.config.suites.ifeval?.maxTokens : part.config.suites.custom?.maxTokens;
   let response = '';
   let latencyMs = 0;
   let usage = { promptTokens: 0, completionTokens: 0 };
   try {
-    const answer = await client.chat({ messages: [{ role: 'user', content: item.prompt }], ...part.model.sampling, ...(maxTokens ? { maxTokens } : {}), seed: samplingSeed, signal });
+    const answer = await client.chat({
+      messages: [{ role: 'user', content: item.prompt }],
+      ...part.model.sampling,
+      ...(maxTokens ? { maxTokens } : {}),
+      seed: samplingSeed,
+      signal,
+    });
     response = answer.message.content ?? '';
     latencyMs = answer.timings.e2eMs;
     usage = { promptTokens: answer.usage.promptTokens, completionTokens: answer.usage.completionTokens };
@@ -314,16 +411,33 @@ async function evaluateItem(item: EvalItem, client: ModelClient, prepared: Prepa
     if (HatError.isInstance(error) && !error.retryable && errorCodeOf(error) === 'MODEL_BAD_CONFIG') throw error;
     // An aborted job rethrows after this item (see the part loop); an item deadline is a timeout.
     const status = signal.aborted ? 'timeout' : 'model_error';
-    return { ...base, response: '', status, error: (error as Error).message, score: item.suite === 'custom' && item.checks.length === 0 ? null : 0, checks: [], latencyMs: 0, calls: 1, usage };
+    return {
+      ...base,
+      response: '',
+      status,
+      error: (error as Error).message,
+      score: item.suite === 'custom' && item.checks.length === 0 ? null : 0,
+      checks: [],
+      latencyMs: 0,
+      calls: 1,
+      usage,
+    };
   }
   if (item.suite === 'ifeval') {
-    const outcome = checkIfevalResponse({ key: item.key, prompt: item.prompt, instructionIds: item.instructionIds, kwargs: item.kwargs }, response);
+    const outcome = checkIfevalResponse(
+      { key: item.key, prompt: item.prompt, instructionIds: item.instructionIds, kwargs: item.kwargs },
+      response,
+    );
     return {
       ...base,
       response,
       status: 'ok',
       score: outcome.followedStrict ? 100 : 0,
-      checks: item.instructionIds.map((name, index) => ({ name, strict: outcome.strict[index] ?? false, loose: outcome.loose[index] ?? false })),
+      checks: item.instructionIds.map((name, index) => ({
+        name,
+        strict: outcome.strict[index] ?? false,
+        loose: outcome.loose[index] ?? false,
+      })),
       followedStrict: outcome.followedStrict,
       followedLoose: outcome.followedLoose,
       latencyMs,

@@ -9,8 +9,8 @@ import { escapeHtml } from '../../shared/report/html';
  * judge's scores apart from rule scores, paired comparisons and the contamination check.
  */
 
-
-const fixed = (value: number | null | undefined, digits = 1): string => (value === null || value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits));
+const fixed = (value: number | null | undefined, digits = 1): string =>
+  value === null || value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits);
 
 /** A 0–100 score as a bar with its interval as a whisker. */
 function intervalBar(cell: Interval | null | undefined): string {
@@ -36,7 +36,12 @@ function intervalTable(columns: string[], rows: Array<[string, Array<Interval | 
     .join('')}</table>`;
 }
 
-const suiteTitles: Record<string, string> = { live_stream_qa: 'Live-Stream QA', harness_variant_qa: 'Harness-Variant QA', ifeval: 'IFEval (prompt strict)', custom: 'Custom (rules)' };
+const suiteTitles: Record<string, string> = {
+  live_stream_qa: 'Live-Stream QA',
+  harness_variant_qa: 'Harness-Variant QA',
+  ifeval: 'IFEval (prompt strict)',
+  custom: 'Custom (rules)',
+};
 
 export function evalReportHtml(scores: EvalScores): string {
   const labels = scores.models.map((model) => model.label);
@@ -55,7 +60,9 @@ export function evalReportHtml(scores: EvalScores): string {
       ),
   );
   if (simulated.length > 0) {
-    sections.push(`<p class="warning">${simulated.map((model) => escapeHtml(model.label)).join(', ')}: random-weight or simulated models. Their numbers show the pipeline works, not model quality.</p>`);
+    sections.push(
+      `<p class="warning">${simulated.map((model) => escapeHtml(model.label)).join(', ')}: random-weight or simulated models. Their numbers show the pipeline works, not model quality.</p>`,
+    );
   }
   if (scores.comparisons.length > 0) {
     sections.push(
@@ -69,27 +76,63 @@ export function evalReportHtml(scores: EvalScores): string {
     );
   }
   if (suites.includes('live_stream_qa')) {
-    const categories = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.byCategory ?? {})))].sort();
-    sections.push(`<h2>Live-Stream QA by category</h2>${intervalTable(labels.map(modelName), categories.map((category) => [category, labels.map((label) => scores.scores[label]?.live_stream_qa?.byCategory[category])]))}`);
-    const components = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.components ?? {})))];
+    const categories = [
+      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.byCategory ?? {}))),
+    ].sort();
+    sections.push(
+      `<h2>Live-Stream QA by category</h2>${intervalTable(
+        labels.map(modelName),
+        categories.map((category) => [
+          category,
+          labels.map((label) => scores.scores[label]?.live_stream_qa?.byCategory[category]),
+        ]),
+      )}`,
+    );
+    const components = [
+      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.components ?? {}))),
+    ];
     sections.push(
       `<h3>Verifier components (mean × 100)</h3><table><tr><th></th>${components.map((name) => `<th>${escapeHtml(name)}</th>`).join('')}</tr>${labels
-        .map((label) => `<tr><th>${escapeHtml(modelName(label))}</th>${components.map((name) => `<td>${fixed(scores.scores[label]?.live_stream_qa?.components[name])}</td>`).join('')}</tr>`)
+        .map(
+          (label) =>
+            `<tr><th>${escapeHtml(modelName(label))}</th>${components.map((name) => `<td>${fixed(scores.scores[label]?.live_stream_qa?.components[name])}</td>`).join('')}</tr>`,
+        )
         .join('')}</table>`,
     );
   }
   if (suites.includes('harness_variant_qa')) {
     const rows: Array<[string, Array<Interval | null | undefined>]> = labels.map((label) => {
       const breakdown = scores.scores[label]?.harness_variant_qa;
-      return [modelName(label), [breakdown?.canonical, breakdown?.variant, breakdown?.gap, breakdown?.heldOutVariants, breakdown?.heldOutOperators]];
+      return [
+        modelName(label),
+        [
+          breakdown?.canonical,
+          breakdown?.variant,
+          breakdown?.gap,
+          breakdown?.heldOutVariants,
+          breakdown?.heldOutOperators,
+        ],
+      ];
     });
-    const share = labels.map((label) => scores.scores[label]?.harness_variant_qa?.heldOutVariantShare).find((value) => value !== undefined);
+    const share = labels
+      .map((label) => scores.scores[label]?.harness_variant_qa?.heldOutVariantShare)
+      .find((value) => value !== undefined);
     sections.push(
       `<h2>Harness-Variant QA</h2><p class="meta">Canonical harness vs HSA variants of the same tasks; gap = canonical − variant (interval over tasks). Held-out variants: hashes in no training manifest given (${fixed((share ?? 0) * 100)}% of variants). Held-out operators: variants applying only families excluded from training augmentation.</p>` +
         intervalTable(['canonical', 'variant', 'gap', 'held-out variants', 'held-out operators'], rows),
     );
-    const families = [...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.harness_variant_qa?.byFamily ?? {})))].sort();
-    sections.push(`<h3>By HSA family</h3>${intervalTable(labels.map(modelName), families.map((family) => [family, labels.map((label) => scores.scores[label]?.harness_variant_qa?.byFamily[family])]))}`);
+    const families = [
+      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.harness_variant_qa?.byFamily ?? {}))),
+    ].sort();
+    sections.push(
+      `<h3>By HSA family</h3>${intervalTable(
+        labels.map(modelName),
+        families.map((family) => [
+          family,
+          labels.map((label) => scores.scores[label]?.harness_variant_qa?.byFamily[family]),
+        ]),
+      )}`,
+    );
   }
   if (suites.includes('ifeval')) {
     sections.push(
@@ -115,8 +158,16 @@ export function evalReportHtml(scores: EvalScores): string {
     const judged = scores.judge.suites.filter((suite) => suites.includes(suite));
     sections.push(
       `<h2>Judge scores (apart from rule scores)</h2><p class="meta">judge ${escapeHtml(scores.judge.model)} · rubric ${escapeHtml(scores.judge.rubricVersion)} (${escapeHtml(scores.judge.rubricHash.slice(0, 12))}) · pointwise rating 1–5 mapped to 0–100 · ${scores.judge.missing} verdicts missing</p>` +
-        intervalTable(judged.map((suite) => suiteTitles[suite] ?? suite), labels.map((label) => [modelName(label), judged.map((suite) => scores.scores[label]?.judge?.[suite]?.overall)])) +
-        (scores.judge.missing > 0 ? `<p class="warning">${scores.judge.missing} items have no judge verdict (judge unavailable or unparsable); their rule scores are unaffected.</p>` : ''),
+        intervalTable(
+          judged.map((suite) => suiteTitles[suite] ?? suite),
+          labels.map((label) => [
+            modelName(label),
+            judged.map((suite) => scores.scores[label]?.judge?.[suite]?.overall),
+          ]),
+        ) +
+        (scores.judge.missing > 0
+          ? `<p class="warning">${scores.judge.missing} items have no judge verdict (judge unavailable or unparsable); their rule scores are unaffected.</p>`
+          : ''),
     );
   }
   const contamination = scores.contamination;
@@ -131,7 +182,10 @@ export function evalReportHtml(scores: EvalScores): string {
   );
   sections.push(
     `<h2>Models</h2><table><tr><th>label</th><th>provider</th><th>model</th><th>model errors</th></tr>${scores.models
-      .map((model) => `<tr><th>${escapeHtml(modelName(model.label))}</th><td>${escapeHtml(model.provider)}</td><td>${escapeHtml(model.modelId)}</td><td>${scores.scores[model.label]?.modelErrors ?? 0}</td></tr>`)
+      .map(
+        (model) =>
+          `<tr><th>${escapeHtml(modelName(model.label))}</th><td>${escapeHtml(model.provider)}</td><td>${escapeHtml(model.modelId)}</td><td>${scores.scores[model.label]?.modelErrors ?? 0}</td></tr>`,
+      )
       .join('')}</table>`,
   );
   return `<!doctype html>

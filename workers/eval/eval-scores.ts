@@ -31,10 +31,20 @@ export interface HarnessVariantBreakdown {
 export interface ModelScores {
   /** Flat metric name → value (0–100), what gate rules read: `live_stream_qa`, `ifeval.prompt_strict`, ... */
   metrics: Record<string, number>;
-  live_stream_qa?: { overall: Interval; byCategory: Record<string, Interval>; components: Record<string, number>; byOrigin: Record<string, Interval> };
+  live_stream_qa?: {
+    overall: Interval;
+    byCategory: Record<string, Interval>;
+    components: Record<string, number>;
+    byOrigin: Record<string, Interval>;
+  };
   harness_variant_qa?: HarnessVariantBreakdown;
   ifeval?: IfevalScores & { promptStrictInterval: Interval };
-  custom?: { overall: Interval | null; instructionStrict: number | null; instructionLoose: number | null; promptLoose: number | null };
+  custom?: {
+    overall: Interval | null;
+    instructionStrict: number | null;
+    instructionLoose: number | null;
+    promptLoose: number | null;
+  };
   /** Judge scores, reported apart from rule scores; `missing` items had no verdict. */
   judge?: Record<string, { overall: Interval | null; missing: number }>;
   modelErrors: number;
@@ -61,7 +71,12 @@ export interface EvalScores {
   scores: Record<string, ModelScores>;
   comparisons: Comparison[];
   judge?: { model: string; rubricVersion: string; rubricHash: string; suites: string[]; missing: number };
-  contamination: { manifests: string[]; checked: number; overlapping: Array<{ suite: string; itemId: string; matchedBy: 'task_id' | 'prompt_text' }>; allowOverlap: boolean };
+  contamination: {
+    manifests: string[];
+    checked: number;
+    overlapping: Array<{ suite: string; itemId: string; matchedBy: 'task_id' | 'prompt_text' }>;
+    allowOverlap: boolean;
+  };
 }
 
 /** The headline score of a suite: what the leaderboard and an unqualified gate metric mean. */
@@ -87,7 +102,9 @@ function group<T>(values: readonly T[], keyOf: (value: T) => string | undefined)
 const scoreOf = (result: EvalResult): number => result.score ?? 0;
 
 function intervals(groups: Map<string, EvalResult[]>, samples: number, seed: string): Record<string, Interval> {
-  return Object.fromEntries([...groups].map(([key, list]) => [key, bootstrapMean(list.map(scoreOf), samples, `${seed}/${key}`)]));
+  return Object.fromEntries(
+    [...groups].map(([key, list]) => [key, bootstrapMean(list.map(scoreOf), samples, `${seed}/${key}`)]),
+  );
 }
 
 /** Live-Stream QA: mean verifier score × 100, per category, per origin (generated vs imported), mean components. */
@@ -98,9 +115,17 @@ function scoreLive(results: EvalResult[], samples: number, seed: string): NonNul
   }
   return {
     overall: bootstrapMean(results.map(scoreOf), samples, seed),
-    byCategory: intervals(group(results, (result) => result.category), samples, `${seed}/category`),
+    byCategory: intervals(
+      group(results, (result) => result.category),
+      samples,
+      `${seed}/category`,
+    ),
     components,
-    byOrigin: intervals(group(results, (result) => result.origin), samples, `${seed}/origin`),
+    byOrigin: intervals(
+      group(results, (result) => result.origin),
+      samples,
+      `${seed}/origin`,
+    ),
   };
 }
 
@@ -121,16 +146,37 @@ function scoreVariants(results: EvalResult[], samples: number, seed: string): Ha
   const heldOutVariants = variants.filter((result) => result.harness?.heldOutVariant);
   const heldOutOperators = variants.filter((result) => result.harness?.heldOutOperator);
   const byFamily = new Map<string, EvalResult[]>();
-  for (const result of variants) for (const family of result.harness?.families ?? []) byFamily.set(family, [...(byFamily.get(family) ?? []), result]);
+  for (const result of variants)
+    for (const family of result.harness?.families ?? [])
+      byFamily.set(family, [...(byFamily.get(family) ?? []), result]);
   return {
     canonical: bootstrapMean(canonical.map(scoreOf), samples, `${seed}/canonical`),
     variant: bootstrapMean(variants.map(scoreOf), samples, `${seed}/variant`),
-    gap: { score: gapOf(tasks.map((_, index) => index)), low: gapBounds.low, high: gapBounds.high, items: tasks.length },
-    heldOutVariants: heldOutVariants.length > 0 ? bootstrapMean(heldOutVariants.map(scoreOf), samples, `${seed}/held-out-variants`) : null,
-    heldOutOperators: heldOutOperators.length > 0 ? bootstrapMean(heldOutOperators.map(scoreOf), samples, `${seed}/held-out-operators`) : null,
+    gap: {
+      score: gapOf(tasks.map((_, index) => index)),
+      low: gapBounds.low,
+      high: gapBounds.high,
+      items: tasks.length,
+    },
+    heldOutVariants:
+      heldOutVariants.length > 0
+        ? bootstrapMean(heldOutVariants.map(scoreOf), samples, `${seed}/held-out-variants`)
+        : null,
+    heldOutOperators:
+      heldOutOperators.length > 0
+        ? bootstrapMean(heldOutOperators.map(scoreOf), samples, `${seed}/held-out-operators`)
+        : null,
     heldOutVariantShare: variants.length > 0 ? heldOutVariants.length / variants.length : 0,
-    byFamily: intervals(new Map([...byFamily].sort(([left], [right]) => (left < right ? -1 : 1))), samples, `${seed}/family`),
-    byCategory: intervals(group(variants, (result) => result.category), samples, `${seed}/category`),
+    byFamily: intervals(
+      new Map([...byFamily].sort(([left], [right]) => (left < right ? -1 : 1))),
+      samples,
+      `${seed}/family`,
+    ),
+    byCategory: intervals(
+      group(variants, (result) => result.category),
+      samples,
+      `${seed}/category`,
+    ),
   };
 }
 
@@ -143,13 +189,21 @@ function scoreIfevalSuite(results: EvalResult[], samples: number, seed: string):
     followedStrict: result.followedStrict ?? false,
     followedLoose: result.followedLoose ?? false,
   }));
-  return { ...scoreIfeval(itemResults), promptStrictInterval: bootstrapMean(results.map((result) => (result.followedStrict ? 100 : 0)), samples, seed) };
+  return {
+    ...scoreIfeval(itemResults),
+    promptStrictInterval: bootstrapMean(
+      results.map((result) => (result.followedStrict ? 100 : 0)),
+      samples,
+      seed,
+    ),
+  };
 }
 
 function scoreCustom(results: EvalResult[], samples: number, seed: string): NonNullable<ModelScores['custom']> {
   const ruled = results.filter((result) => result.score !== null);
   const checks = ruled.flatMap((result) => result.checks);
-  const share = (values: boolean[]) => (values.length === 0 ? null : (values.filter(Boolean).length / values.length) * 100);
+  const share = (values: boolean[]) =>
+    values.length === 0 ? null : (values.filter(Boolean).length / values.length) * 100;
   return {
     overall: ruled.length > 0 ? bootstrapMean(ruled.map(scoreOf), samples, seed) : null,
     instructionStrict: share(checks.map((check) => check.strict)),
@@ -180,7 +234,11 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
   for (const model of options.models) {
     const own = results.filter((result) => result.model === model.label);
     const metrics: Record<string, number> = {};
-    const entry: ModelScores = { metrics, modelErrors: own.filter((result) => result.status === 'model_error' || result.status === 'timeout').length, meanLatencyMs: {} };
+    const entry: ModelScores = {
+      metrics,
+      modelErrors: own.filter((result) => result.status === 'model_error' || result.status === 'timeout').length,
+      meanLatencyMs: {},
+    };
     const board: Record<string, Interval> = {};
     for (const suite of options.suites) {
       const list = own.filter((result) => result.suite === suite);
@@ -193,8 +251,10 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
         entry.live_stream_qa = live;
         board[suite] = live.overall;
         metrics.live_stream_qa = live.overall.score;
-        for (const [category, cell] of Object.entries(live.byCategory)) metrics[`live_stream_qa.${category}`] = cell.score;
-        for (const [component, value] of Object.entries(live.components)) metrics[`live_stream_qa.component.${component}`] = value;
+        for (const [category, cell] of Object.entries(live.byCategory))
+          metrics[`live_stream_qa.${category}`] = cell.score;
+        for (const [component, value] of Object.entries(live.components))
+          metrics[`live_stream_qa.component.${component}`] = value;
       } else if (suite === 'harness_variant_qa') {
         const variants = scoreVariants(list, samples, seed);
         entry.harness_variant_qa = variants;
@@ -204,8 +264,10 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
         metrics['harness_variant_qa.canonical'] = variants.canonical.score;
         metrics['harness_variant_qa.gap'] = variants.gap.score;
         if (variants.heldOutVariants) metrics['harness_variant_qa.held_out_variants'] = variants.heldOutVariants.score;
-        if (variants.heldOutOperators) metrics['harness_variant_qa.held_out_operators'] = variants.heldOutOperators.score;
-        for (const [family, cell] of Object.entries(variants.byFamily)) metrics[`harness_variant_qa.${family}`] = cell.score;
+        if (variants.heldOutOperators)
+          metrics['harness_variant_qa.held_out_operators'] = variants.heldOutOperators.score;
+        for (const [family, cell] of Object.entries(variants.byFamily))
+          metrics[`harness_variant_qa.${family}`] = cell.score;
       } else if (suite === 'ifeval') {
         const ifeval = scoreIfevalSuite(list, samples, seed);
         entry.ifeval = ifeval;
@@ -228,9 +290,14 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
       }
       const judged = list.filter((result) => result.judge !== undefined);
       if (judged.length > 0) {
-        const present = judged.filter((result) => result.judge?.score !== null && result.judge?.score !== undefined).map((result) => result.judge!.score as number);
+        const present = judged
+          .filter((result) => result.judge?.score !== null && result.judge?.score !== undefined)
+          .map((result) => result.judge!.score as number);
         entry.judge ??= {};
-        entry.judge[suite] = { overall: present.length > 0 ? bootstrapMean(present, samples, `${seed}/judge`) : null, missing: judged.length - present.length };
+        entry.judge[suite] = {
+          overall: present.length > 0 ? bootstrapMean(present, samples, `${seed}/judge`) : null,
+          missing: judged.length - present.length,
+        };
         if (present.length > 0) metrics[`judge.${suite}`] = mean(present);
       }
     }
@@ -243,14 +310,30 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
       const headline = (label: string) =>
         new Map(
           results
-            .filter((result) => result.model === label && result.suite === suite && (suite !== 'harness_variant_qa' || result.harness?.kind === 'variant') && (suite !== 'custom' || result.score !== null))
+            .filter(
+              (result) =>
+                result.model === label &&
+                result.suite === suite &&
+                (suite !== 'harness_variant_qa' || result.harness?.kind === 'variant') &&
+                (suite !== 'custom' || result.score !== null),
+            )
             .map((result) => [result.itemId, suite === 'ifeval' ? (result.followedStrict ? 100 : 0) : scoreOf(result)]),
         );
       const left = headline(a);
       const right = headline(b);
       const shared = [...left.keys()].filter((id) => right.has(id)).sort();
       if (shared.length === 0) continue;
-      comparisons.push({ a, b, suite, difference: pairedDifference(shared.map((id) => left.get(id)!), shared.map((id) => right.get(id)!), samples, `${options.seed}/paired/${a}/${b}/${suite}`) });
+      comparisons.push({
+        a,
+        b,
+        suite,
+        difference: pairedDifference(
+          shared.map((id) => left.get(id)!),
+          shared.map((id) => right.get(id)!),
+          samples,
+          `${options.seed}/paired/${a}/${b}/${suite}`,
+        ),
+      });
     }
   }
   return {

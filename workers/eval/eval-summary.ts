@@ -1,20 +1,42 @@
 import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { EvalOutput, EvalPartOutput } from './eval-contract';
 
-const shortNames: Record<string, string> = { live_stream_qa: 'LSQA', harness_variant_qa: 'HVQA', ifeval: 'IFEval', custom: 'custom' };
+const shortNames: Record<string, string> = {
+  live_stream_qa: 'LSQA',
+  harness_variant_qa: 'HVQA',
+  ifeval: 'IFEval',
+  custom: 'custom',
+};
 
 /** Run-report figures of eval: one leaderboard row per model (suite scores with intervals), overlaps and missing judge verdicts. */
 export function summarizeEval(output: EvalOutput): StageSummary {
   const figures: StageSummary['figures'] = Object.entries(output.leaderboard).map(([label, suites]) => ({
     label: `leaderboard: ${label}${output.simulatedModels.includes(label) ? ' (dummy weights)' : ''}`,
     value: Object.entries(suites)
-      .map(([suite, cell]) => `${shortNames[suite] ?? suite} ${cell.score.toFixed(1)} [${cell.low.toFixed(1)}, ${cell.high.toFixed(1)}]`)
+      .map(
+        ([suite, cell]) =>
+          `${shortNames[suite] ?? suite} ${cell.score.toFixed(1)} [${cell.low.toFixed(1)}, ${cell.high.toFixed(1)}]`,
+      )
       .join(' · '),
-    ...(output.simulatedModels.includes(label) ? { tone: 'warn' as const, detail: 'random-weight or simulated model: plumbing, not quality' } : {}),
+    ...(output.simulatedModels.includes(label)
+      ? { tone: 'warn' as const, detail: 'random-weight or simulated model: plumbing, not quality' }
+      : {}),
   }));
   figures.push({ label: 'eval items', value: output.items });
-  if (output.overlapping > 0) figures.push({ label: 'items seen in training', value: output.overlapping, tone: 'warn', detail: 'allowOverlap: true; listed in the eval report' });
-  if (output.judgeMissing > 0) figures.push({ label: 'judge verdicts missing', value: output.judgeMissing, tone: 'warn', detail: 'rule scores unaffected' });
+  if (output.overlapping > 0)
+    figures.push({
+      label: 'items seen in training',
+      value: output.overlapping,
+      tone: 'warn',
+      detail: 'allowOverlap: true; listed in the eval report',
+    });
+  if (output.judgeMissing > 0)
+    figures.push({
+      label: 'judge verdicts missing',
+      value: output.judgeMissing,
+      tone: 'warn',
+      detail: 'rule scores unaffected',
+    });
   return {
     figures,
     links: [

@@ -47,7 +47,8 @@ export function parseJudgeRating(text: string): { rating: number; reason?: strin
     try {
       const value = JSON.parse(json) as { score?: unknown; reason?: unknown };
       const rating = Number(value.score);
-      if (Number.isFinite(rating) && rating >= 1 && rating <= 5) return { rating, ...(typeof value.reason === 'string' ? { reason: value.reason } : {}) };
+      if (Number.isFinite(rating) && rating >= 1 && rating <= 5)
+        return { rating, ...(typeof value.reason === 'string' ? { reason: value.reason } : {}) };
     } catch {
       // Not JSON after all: try the phrase below.
     }
@@ -85,8 +86,18 @@ export async function judgeResponse(options: {
       ...(options.signal ? { signal: options.signal } : {}),
     });
     const parsed = parseJudgeRating(answer.message.content ?? '');
-    if (!parsed) return { score: null, missing: true, error: `[JUDGE_UNPARSABLE] the judge's answer has no 1-5 score: ${JSON.stringify((answer.message.content ?? '').slice(0, 120))}` };
-    return { score: ((parsed.rating - 1) / 4) * 100, rating: parsed.rating, ...(parsed.reason ? { reason: parsed.reason } : {}), missing: false };
+    if (!parsed)
+      return {
+        score: null,
+        missing: true,
+        error: `[JUDGE_UNPARSABLE] the judge's answer has no 1-5 score: ${JSON.stringify((answer.message.content ?? '').slice(0, 120))}`,
+      };
+    return {
+      score: ((parsed.rating - 1) / 4) * 100,
+      rating: parsed.rating,
+      ...(parsed.reason ? { reason: parsed.reason } : {}),
+      missing: false,
+    };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     return { score: null, missing: true, error: errorCodeOf(error) ? message : `[JUDGE_UNAVAILABLE] ${message}` };

@@ -26,11 +26,20 @@ afterAll(async () => {
   await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
 });
 
-async function runEval(config: EvalInputConfig, seed = 'unit'): Promise<{ store: FileArtifactStore; output: EvalOutput; directory: string }> {
+async function runEval(
+  config: EvalInputConfig,
+  seed = 'unit',
+): Promise<{ store: FileArtifactStore; output: EvalOutput; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'hat-eval-'));
   directories.push(directory);
   const store = new FileArtifactStore(directory);
-  const result = await runStageLocally(evalStage, config, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed, concurrency: 1 });
+  const result = await runStageLocally(evalStage, config, {
+    store,
+    openObject: (uri) => openArtifactObject(uri),
+    logger: silentLogger(),
+    seed,
+    concurrency: 1,
+  });
   return { store, output: result.output as EvalOutput, directory };
 }
 
@@ -41,7 +50,8 @@ async function scoresOf(store: FileArtifactStore): Promise<EvalScores> {
 async function resultsOf(store: FileArtifactStore): Promise<EvalResult[]> {
   const manifest = await readManifest(store, 'manifest.json');
   const results: EvalResult[] = [];
-  for (const object of manifest.objects.filter((entry) => entry.kind === 'results')) for await (const record of readJsonl<EvalResult>(store, object.key)) results.push(record);
+  for (const object of manifest.objects.filter((entry) => entry.kind === 'results'))
+    for await (const record of readJsonl<EvalResult>(store, object.key)) results.push(record);
   return results;
 }
 
@@ -50,9 +60,19 @@ describe('eval stage with simulator policies (in-process)', () => {
     const { store, output } = await runEval({
       models: [
         { label: 'expert', model: { adapter: 'scripted', policy: 'expert' } },
-        { label: 'noisy', model: { adapter: 'scripted', policy: 'stochastic', errorRates: { wrongArgument: 0.5, hallucinatedNumber: 0.5 } } },
+        {
+          label: 'noisy',
+          model: {
+            adapter: 'scripted',
+            policy: 'stochastic',
+            errorRates: { wrongArgument: 0.5, hallucinatedNumber: 0.5 },
+          },
+        },
       ],
-      suites: { live_stream_qa: { size: 22 }, harness_variant_qa: { size: 4, variantsPerTask: 1, heldOutFamilies: ['hooks'] } },
+      suites: {
+        live_stream_qa: { size: 22 },
+        harness_variant_qa: { size: 4, variantsPerTask: 1, heldOutFamilies: ['hooks'] },
+      },
       itemsPerPart: 10,
       bootstrapSamples: 200,
     });
@@ -60,7 +80,9 @@ describe('eval stage with simulator policies (in-process)', () => {
     const expert = scores.scores.expert;
     expect(expert.live_stream_qa!.overall).toMatchObject({ score: 100, low: 100, high: 100, items: 22 });
     expect(Object.keys(expert.live_stream_qa!.byCategory)).toHaveLength(11);
-    expect(Object.values(expert.live_stream_qa!.byCategory).every((cell) => cell.score === 100 && cell.items === 2)).toBe(true);
+    expect(
+      Object.values(expert.live_stream_qa!.byCategory).every((cell) => cell.score === 100 && cell.items === 2),
+    ).toBe(true);
     const noisy = scores.scores.noisy.live_stream_qa!.overall;
     expect(noisy.score).toBeLessThan(100);
     expect(noisy.low).toBeLessThanOrEqual(noisy.score);
@@ -94,15 +116,31 @@ describe('eval stage with simulator policies (in-process)', () => {
   it('plays imported production Q&A beside the held-out tasks and reports them apart', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-eval-imported-'));
     directories.push(directory);
-    await writeJsonl(new FileArtifactStore(directory), 'imported.jsonl.gz', generateTasks({ count: 3, seed: 'production' }), { schema: taskSchema });
-    const { store } = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { live_stream_qa: { size: 11, tasks: join(directory, 'imported.jsonl.gz') } }, bootstrapSamples: 100 });
+    await writeJsonl(
+      new FileArtifactStore(directory),
+      'imported.jsonl.gz',
+      generateTasks({ count: 3, seed: 'production' }),
+      { schema: taskSchema },
+    );
+    const { store } = await runEval({
+      models: [{ label: 'expert', model: { adapter: 'scripted' } }],
+      suites: { live_stream_qa: { size: 11, tasks: join(directory, 'imported.jsonl.gz') } },
+      bootstrapSamples: 100,
+    });
     const live = (await scoresOf(store)).scores.expert.live_stream_qa!;
     expect(live.overall.items).toBe(14);
-    expect(Object.fromEntries(Object.entries(live.byOrigin).map(([origin, cell]) => [origin, cell.items]))).toEqual({ generated: 11, imported: 3 });
+    expect(Object.fromEntries(Object.entries(live.byOrigin).map(([origin, cell]) => [origin, cell.items]))).toEqual({
+      generated: 11,
+      imported: 3,
+    });
   }, 60_000);
 
-    it('is deterministic under the seed: the same config gives byte-identical scores.json', async () => {
-    const config: EvalInputConfig = { models: [{ label: 'noisy', model: { adapter: 'scripted', policy: 'stochastic' } }], suites: { live_stream_qa: { size: 11 } }, bootstrapSamples: 200 };
+  it('is deterministic under the seed: the same config gives byte-identical scores.json', async () => {
+    const config: EvalInputConfig = {
+      models: [{ label: 'noisy', model: { adapter: 'scripted', policy: 'stochastic' } }],
+      suites: { live_stream_qa: { size: 11 } },
+      bootstrapSamples: 200,
+    };
     const first = await runEval(config);
     const second = await runEval(config);
     expect((await second.store.getBuffer('scores.json')).equals(await first.store.getBuffer('scores.json'))).toBe(true);
@@ -112,7 +150,10 @@ describe('eval stage with simulator policies (in-process)', () => {
 describe('eval stage: contamination', () => {
   async function trainingSet(directory: string, taskIds: string[], prompts: string[]): Promise<string> {
     const store = new FileArtifactStore(directory);
-    const records = [...taskIds.map((taskId) => ({ taskId, messages: [{ role: 'user', content: 'hi' }] })), ...prompts.map((prompt, index) => ({ id: `p-${index}`, prompt }))];
+    const records = [
+      ...taskIds.map((taskId) => ({ taskId, messages: [{ role: 'user', content: 'hi' }] })),
+      ...prompts.map((prompt, index) => ({ id: `p-${index}`, prompt })),
+    ];
     await writeJsonl(store, 'training/part-00000.jsonl.gz', records);
     return join(directory, 'training/part-00000.jsonl.gz');
   }
@@ -125,7 +166,10 @@ describe('eval stage: contamination', () => {
     const training = await trainingSet(directory, [task.id], [`  ${ifevalPrompt.toUpperCase()}!! `]);
     const config: EvalInputConfig = {
       models: [{ label: 'expert', model: { adapter: 'scripted' } }],
-      suites: { live_stream_qa: { size: 3 }, ifeval: { keys: [loadIfevalItems().find((item) => item.prompt === ifevalPrompt)!.key] } },
+      suites: {
+        live_stream_qa: { size: 3 },
+        ifeval: { keys: [loadIfevalItems().find((item) => item.prompt === ifevalPrompt)!.key] },
+      },
       trainingManifests: [training],
     };
     const error = await runEval(config).catch((caught: unknown) => caught);
@@ -140,10 +184,18 @@ describe('eval stage: contamination', () => {
     directories.push(directory);
     const [task] = heldOutTasks(1, 'eval/live_stream_qa');
     const training = await trainingSet(directory, [task.id], []);
-    const { store, output } = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { live_stream_qa: { size: 2 } }, trainingManifests: [training], allowOverlap: true, bootstrapSamples: 100 });
+    const { store, output } = await runEval({
+      models: [{ label: 'expert', model: { adapter: 'scripted' } }],
+      suites: { live_stream_qa: { size: 2 } },
+      trainingManifests: [training],
+      allowOverlap: true,
+      bootstrapSamples: 100,
+    });
     expect(output.overlapping).toBe(1);
     const scores = await scoresOf(store);
-    expect(scores.contamination.overlapping).toEqual([{ suite: 'live_stream_qa', itemId: task.id, matchedBy: 'task_id' }]);
+    expect(scores.contamination.overlapping).toEqual([
+      { suite: 'live_stream_qa', itemId: task.id, matchedBy: 'task_id' },
+    ]);
     expect((await store.getBuffer('report.html')).toString('utf8')).toContain(task.id);
   }, 60_000);
 
@@ -153,7 +205,10 @@ describe('eval stage: contamination', () => {
       .split('\n')
       .filter((line) => line.trim() !== '')
       .map((line) => JSON.parse(line) as { prompt?: string; messages?: Array<{ role: string; content: string }> })
-      .flatMap((record) => [record.prompt ?? '', ...(record.messages ?? []).filter((message) => message.role === 'user').map((message) => message.content)])
+      .flatMap((record) => [
+        record.prompt ?? '',
+        ...(record.messages ?? []).filter((message) => message.role === 'user').map((message) => message.content),
+      ])
       .filter(Boolean)
       .map(normalizePromptText);
     expect(shipped.length).toBeGreaterThanOrEqual(60);
@@ -171,15 +226,27 @@ describe('eval stage: custom prompts', () => {
       judge: { model: { adapter: 'scripted' }, suites: ['custom'] },
     });
     const [suite] = await buildSuiteItems(input, undefined, new Set(), (uri) => openArtifactObject(uri));
-    expect(suite.items.map((item) => item.id)).toEqual(['host-intro-lowercase', 'coupon-no-commas', 'care-tips-ps', 'size-advice-short', 'warm-pitch']);
+    expect(suite.items.map((item) => item.id)).toEqual([
+      'host-intro-lowercase',
+      'coupon-no-commas',
+      'care-tips-ps',
+      'size-advice-short',
+      'warm-pitch',
+    ]);
   });
 
   it('refuses a custom check the IFEval vocabulary does not have (exit 2, file and record named)', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'hat-eval-custom-'));
     directories.push(directory);
     const file = join(directory, 'prompts.jsonl');
-    await writeFile(file, `${JSON.stringify({ id: 'a', prompt: 'Say hi', checks: [{ instruction: 'punctuation:no_semicolons' }] })}\n`);
-    const error = await runEval({ models: [{ label: 'expert', model: { adapter: 'scripted' } }], suites: { custom: { prompts: file } } }).catch((caught: unknown) => caught);
+    await writeFile(
+      file,
+      `${JSON.stringify({ id: 'a', prompt: 'Say hi', checks: [{ instruction: 'punctuation:no_semicolons' }] })}\n`,
+    );
+    const error = await runEval({
+      models: [{ label: 'expert', model: { adapter: 'scripted' } }],
+      suites: { custom: { prompts: file } },
+    }).catch((caught: unknown) => caught);
     expect(exitCodeOf(error)).toBe(2);
     expect((error as Error).message).toContain('[EVAL_BAD_CUSTOM_PROMPTS]');
     expect((error as Error).message).toContain('record 1.checks.0');
@@ -198,9 +265,21 @@ describe('eval item deadlines', () => {
       const directory = await mkdtemp(join(tmpdir(), 'hat-eval-deadline-'));
       directories.push(directory);
       const prompts = join(directory, 'prompts.jsonl');
-      await writeFile(prompts, ['slow', 'quick one', 'quick two'].map((prompt, index) => JSON.stringify({ id: `p${index}`, prompt, checks: [{ instruction: 'punctuation:no_comma' }] })).join('\n') + '\n');
+      await writeFile(
+        prompts,
+        ['slow', 'quick one', 'quick two']
+          .map((prompt, index) =>
+            JSON.stringify({ id: `p${index}`, prompt, checks: [{ instruction: 'punctuation:no_comma' }] }),
+          )
+          .join('\n') + '\n',
+      );
       const { store } = await runEval({
-        models: [{ label: 'served', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 } }],
+        models: [
+          {
+            label: 'served',
+            model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 },
+          },
+        ],
         suites: { custom: { prompts } },
         itemTimeoutMs: 300,
         bootstrapSamples: 100,

@@ -25,7 +25,15 @@ import { BadInputError, HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { findOverlaps, readTrainingFootprint, type Overlap } from './contamination';
-import { evalContract, suiteNames, type EvalInput, type EvalOutput, type EvalPartInput, type EvalPartOutput, type SuiteName } from './eval-contract';
+import {
+  evalContract,
+  suiteNames,
+  type EvalInput,
+  type EvalOutput,
+  type EvalPartInput,
+  type EvalPartOutput,
+  type SuiteName,
+} from './eval-contract';
 import { asArtifactUri, buildSuiteItems, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
 import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart, type EvalResult } from './eval-part';
 import { evalReportHtml } from './eval-report';
@@ -68,9 +76,17 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
   deps.progress({ message: 'building eval items' });
   const built = await buildSuiteItems(input, canonical, footprint.variantHashes, deps.openObject);
-  const overlapping = input.trainingManifests.length > 0 ? findOverlaps(built.flatMap((suite) => suite.items), footprint) : [];
+  const overlapping =
+    input.trainingManifests.length > 0
+      ? findOverlaps(
+          built.flatMap((suite) => suite.items),
+          footprint,
+        )
+      : [];
   if (overlapping.length > 0 && !input.allowOverlap) {
-    const listed = overlapping.slice(0, 20).map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlap.matchedBy.replace('_', ' ')})`);
+    const listed = overlapping
+      .slice(0, 20)
+      .map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlap.matchedBy.replace('_', ' ')})`);
     throw new BadInputError(
       'EVAL_CONTAMINATED',
       `${overlapping.length} eval item(s) appear in the training data of trainingManifests: ${listed.join(', ')}${overlapping.length > 20 ? ', …' : ''}; ` +
@@ -79,10 +95,17 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   }
   const items: EvalPlanRecord['items'] = [];
   for (const suite of built) {
-    if (suite.items.length === 0) throw new BadInputError('EVAL_EMPTY_SUITE', `suites.${suite.suite} has no items; give it a size or inputs`);
+    if (suite.items.length === 0)
+      throw new BadInputError('EVAL_EMPTY_SUITE', `suites.${suite.suite} has no items; give it a size or inputs`);
     // Validated where they are read (each part reads its range through evalItemSchema), not here too.
     const written = await writeJsonl(deps.store, deps.output.key(`items/${suite.suite}.jsonl.gz`), suite.items);
-    items.push({ suite: suite.suite, key: written.key, uri: written.uri, sha256: written.sha256, records: written.records });
+    items.push({
+      suite: suite.suite,
+      key: written.key,
+      uri: written.uri,
+      sha256: written.sha256,
+      records: written.records,
+    });
   }
   const record: EvalPlanRecord = {
     seed,
@@ -94,7 +117,9 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
     training: { manifests: input.trainingManifests, objects: footprint.objects },
     lineage: built.flatMap((suite) => suite.lineage),
   };
-  await deps.store.put(deps.output.key(planObject), `${JSON.stringify(record, null, 2)}\n`, { contentType: 'application/json' });
+  await deps.store.put(deps.output.key(planObject), `${JSON.stringify(record, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   const parts: EvalPartInput[] = [];
   for (const model of input.models) {
     for (const suite of items) {
@@ -104,7 +129,12 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
           index: parts.length,
           model,
           suite: suite.suite,
-          items: { uri: suite.uri, sha256: suite.sha256, start, count: Math.min(input.itemsPerPart, suite.records - start) },
+          items: {
+            uri: suite.uri,
+            sha256: suite.sha256,
+            start,
+            count: Math.min(input.itemsPerPart, suite.records - start),
+          },
           config: input,
           seed,
           harnessHash: hash,
@@ -121,13 +151,21 @@ export function createEvalProcessor(deps: StageDeps) {
 
 /** Reads every part's results, writes `scores.json` and `report.html`, then the manifest last. */
 export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps: StageDeps): Promise<EvalOutput> {
-  if (parts.length === 0) throw new HatError('EVAL_NO_PARTS', 'eval finished without parts; plan always makes at least one, so this is a bug');
+  if (parts.length === 0)
+    throw new HatError(
+      'EVAL_NO_PARTS',
+      'eval finished without parts; plan always makes at least one, so this is a bug',
+    );
   const planKey = deps.output.key(planObject);
   const plan = JSON.parse((await deps.store.getBuffer(planKey)).toString('utf8')) as EvalPlanRecord;
   const results: EvalResult[] = [];
   for (const part of parts) {
     const { records, sha256 } = await readRecordRange(deps.openObject, part.results.uri, evalResultSchema);
-    if (sha256 !== part.results.sha256) throw new HatError('EVAL_RESULTS_CHANGED', `${part.results.uri} changed after its part completed; rerun the stage`);
+    if (sha256 !== part.results.sha256)
+      throw new HatError(
+        'EVAL_RESULTS_CHANGED',
+        `${part.results.uri} changed after its part completed; rerun the stage`,
+      );
     results.push(...records);
   }
   const models: ScoredModel[] = input.models.map((model) => {
@@ -149,22 +187,60 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     models,
     suites: plan.suites,
     itemCounts: plan.itemCounts,
-    compare: input.compare ?? input.models.slice(1).map((model) => [input.models[0].label, model.label] as [string, string]),
+    compare:
+      input.compare ?? input.models.slice(1).map((model) => [input.models[0].label, model.label] as [string, string]),
     bootstrapSamples: input.bootstrapSamples,
     ...(input.judge && judgeModel
-      ? { judge: { model: String(judgeModel.model ?? judgeModel.modelDir ?? judgeModel.adapter), rubricVersion: rubric.version, rubricHash: rubricHash(rubric), suites: input.judge.suites, missing: judgeMissing } }
+      ? {
+          judge: {
+            model: String(judgeModel.model ?? judgeModel.modelDir ?? judgeModel.adapter),
+            rubricVersion: rubric.version,
+            rubricHash: rubricHash(rubric),
+            suites: input.judge.suites,
+            missing: judgeMissing,
+          },
+        }
       : {}),
-    contamination: { manifests: plan.training.manifests, checked: plan.training.objects.length, overlapping: plan.overlapping, allowOverlap: input.allowOverlap },
+    contamination: {
+      manifests: plan.training.manifests,
+      checked: plan.training.objects.length,
+      overlapping: plan.overlapping,
+      allowOverlap: input.allowOverlap,
+    },
   });
-  const scoresInfo = await deps.store.put(deps.output.key(scoresObject), `${JSON.stringify(scores, null, 2)}\n`, { contentType: 'application/json' });
-  const reportInfo = await deps.store.put(deps.output.key(reportObject), evalReportHtml(scores), { contentType: 'text/html; charset=utf-8' });
-  const stored = async (key: string, details: { schemaVersion: number; format: string; records?: number; kind: string }): Promise<ManifestObject> => {
+  const scoresInfo = await deps.store.put(deps.output.key(scoresObject), `${JSON.stringify(scores, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
+  const reportInfo = await deps.store.put(deps.output.key(reportObject), evalReportHtml(scores), {
+    contentType: 'text/html; charset=utf-8',
+  });
+  const stored = async (
+    key: string,
+    details: { schemaVersion: number; format: string; records?: number; kind: string },
+  ): Promise<ManifestObject> => {
     const bytes = await deps.store.getBuffer(key);
-    return manifestObjectOf({ key, uri: deps.store.uriOf(key), sha256: sha256Hex(bytes), bytes: bytes.length }, details);
+    return manifestObjectOf(
+      { key, uri: deps.store.uriOf(key), sha256: sha256Hex(bytes), bytes: bytes.length },
+      details,
+    );
   };
   const objects: ManifestObject[] = [
-    ...parts.map((part) => ({ ...part.results, schemaVersion: EVAL_RESULT_SCHEMA_VERSION, format: 'jsonl.gz', kind: 'results' })),
-    ...(await Promise.all(plan.items.map((entry) => stored(entry.key, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'jsonl.gz', records: entry.records, kind: 'items' })))),
+    ...parts.map((part) => ({
+      ...part.results,
+      schemaVersion: EVAL_RESULT_SCHEMA_VERSION,
+      format: 'jsonl.gz',
+      kind: 'results',
+    })),
+    ...(await Promise.all(
+      plan.items.map((entry) =>
+        stored(entry.key, {
+          schemaVersion: EVAL_ITEM_SCHEMA_VERSION,
+          format: 'jsonl.gz',
+          records: entry.records,
+          kind: 'items',
+        }),
+      ),
+    )),
     await stored(planKey, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'json', kind: 'plan' }),
     manifestObjectOf(scoresInfo, { schemaVersion: scores.schemaVersion, format: 'json', kind: 'scores' }),
     manifestObjectOf(reportInfo, { schemaVersion: scores.schemaVersion, format: 'html', kind: 'report' }),
@@ -172,10 +248,17 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
   const { info } = await writeStageManifest(deps, {
     objects,
     lineage: {
-      inputs: [...(plan.harness ? [{ uri: plan.harness.uri, sha256: plan.harness.hash }] : []), ...plan.lineage, ...plan.training.objects],
+      inputs: [
+        ...(plan.harness ? [{ uri: plan.harness.uri, sha256: plan.harness.hash }] : []),
+        ...plan.lineage,
+        ...plan.training.objects,
+      ],
       configHash: hashValue(input),
     },
-    stats: { leaderboard: scores.leaderboard, metrics: Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics])) },
+    stats: {
+      leaderboard: scores.leaderboard,
+      metrics: Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics])),
+    },
   });
   return {
     manifestUri: info.uri,

@@ -52,8 +52,21 @@ export type GateOutput = z.infer<typeof gateOutputSchema>;
 export function summarizeGate(output: GateOutput): StageSummary {
   return {
     figures: [
-      { label: 'gate decision', value: `${output.decision} ${output.candidate}`, tone: output.decision === 'promote' ? 'pass' : 'warn', detail: output.reasons.join('; ') },
-      ...(output.promoted ? [{ label: 'promoted checkpoint', value: output.candidate, detail: `what latestCheckpoint resolves to from the next run on (${output.pointerUri ?? ''})` }] : []),
+      {
+        label: 'gate decision',
+        value: `${output.decision} ${output.candidate}`,
+        tone: output.decision === 'promote' ? 'pass' : 'warn',
+        detail: output.reasons.join('; '),
+      },
+      ...(output.promoted
+        ? [
+            {
+              label: 'promoted checkpoint',
+              value: output.candidate,
+              detail: `what latestCheckpoint resolves to from the next run on (${output.pointerUri ?? ''})`,
+            },
+          ]
+        : []),
     ],
     links: [{ label: 'gate decision', uri: output.decisionUri }],
   };
@@ -65,7 +78,10 @@ export const gateContract: StageContract<GateInput, GateOutput> = {
   input: gateInputSchema,
   output: gateOutputSchema,
   summarize: summarizeGate,
-  holdOf: (output) => (output.decision === 'hold' ? { subject: output.candidate, reasons: output.reasons, stages: output.holds } : undefined),
+  holdOf: (output) =>
+    output.decision === 'hold'
+      ? { subject: output.candidate, reasons: output.reasons, stages: output.holds }
+      : undefined,
   // Reads one small JSON and writes two: nothing to retry beyond store faults.
   queue: { attempts: 3, backoffMs: 1000 },
 };

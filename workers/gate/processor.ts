@@ -10,7 +10,12 @@
  */
 import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage';
 import { pointerLocationOf, readPromotedCheckpoint, writePromotion } from '../../queues/runs/promoted-checkpoint';
-import { evaluateGate, gateDecisionObject, GATE_DECISION_SCHEMA_VERSION, type GateDecisionRecord } from '../../queues/runs/run-gate';
+import {
+  evaluateGate,
+  gateDecisionObject,
+  GATE_DECISION_SCHEMA_VERSION,
+  type GateDecisionRecord,
+} from '../../queues/runs/run-gate';
 import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
@@ -24,27 +29,39 @@ interface ScoresFile {
 
 async function readScores(uri: string, deps: StageDeps): Promise<{ scores: ScoresFile; uri: string; sha256: string }> {
   const { store, key } = deps.openObject(uri);
-  if (!(await store.head(key))) throw new BadInputError('MISSING_INPUT', `scores: ${uri} does not exist; run the eval stage first or fix the URI`);
+  if (!(await store.head(key)))
+    throw new BadInputError('MISSING_INPUT', `scores: ${uri} does not exist; run the eval stage first or fix the URI`);
   let scoresUri = uri;
   let scoresKey = key;
   let scoresStore = store;
   if (key.endsWith('manifest.json')) {
     const manifest = await readManifest(store, key);
     const object = manifest.objects.find((entry) => entry.kind === 'scores');
-    if (manifest.stage !== 'eval' || !object) throw new BadInputError('GATE_BAD_SCORES', `scores: ${uri} is a ${manifest.stage} manifest without scores; give the eval stage's manifest.json`);
+    if (manifest.stage !== 'eval' || !object)
+      throw new BadInputError(
+        'GATE_BAD_SCORES',
+        `scores: ${uri} is a ${manifest.stage} manifest without scores; give the eval stage's manifest.json`,
+      );
     ({ store: scoresStore, key: scoresKey } = deps.openObject(object.uri));
     scoresUri = object.uri;
   }
   const bytes = await scoresStore.getBuffer(scoresKey);
   const scores = JSON.parse(bytes.toString('utf8')) as ScoresFile;
-  if (!scores.scores || !Array.isArray(scores.models)) throw new BadInputError('GATE_BAD_SCORES', `scores: ${scoresUri} is not an eval scores.json (no models/scores); give the eval stage's manifest.json`);
+  if (!scores.scores || !Array.isArray(scores.models))
+    throw new BadInputError(
+      'GATE_BAD_SCORES',
+      `scores: ${scoresUri} is not an eval scores.json (no models/scores); give the eval stage's manifest.json`,
+    );
   return { scores, uri: scoresUri, sha256: sha256Hex(bytes) };
 }
 
 /** How the pointer names a model: its endpoint and model id (in-process adapters: by adapter and directory or policy). */
 function checkpointOf(config: Record<string, unknown>): { endpoint: string; model: string } {
   const adapter = String(config.adapter ?? 'unknown');
-  const endpoint = typeof config.baseUrl === 'string' ? config.baseUrl : `${adapter}:${String(config.modelDir ?? config.policy ?? '')}`;
+  const endpoint =
+    typeof config.baseUrl === 'string'
+      ? config.baseUrl
+      : `${adapter}:${String(config.modelDir ?? config.policy ?? '')}`;
   const model = typeof config.model === 'string' ? config.model : String(config.modelDir ?? config.policy ?? adapter);
   return { endpoint, model };
 }
@@ -53,7 +70,11 @@ export function createGateProcessor(deps: StageDeps) {
   return async (input: GateInput): Promise<GateOutput> => {
     const { scores, uri: scoresUri, sha256 } = await readScores(input.scores, deps);
     const model = scores.models.find((entry) => entry.label === input.candidate);
-    if (!model) throw new BadInputError('GATE_UNKNOWN_CANDIDATE', `candidate: "${input.candidate}" is not a model of ${scoresUri} (labels: ${scores.models.map((entry) => entry.label).join(', ')}); name an evaluated label`);
+    if (!model)
+      throw new BadInputError(
+        'GATE_UNKNOWN_CANDIDATE',
+        `candidate: "${input.candidate}" is not a model of ${scoresUri} (labels: ${scores.models.map((entry) => entry.label).join(', ')}); name an evaluated label`,
+      );
     const metrics = Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics]));
     const decision = evaluateGate(input.rules, input.candidate, metrics);
     const pointerStore = pointerLocationOf(input.pointerRoot, deps.openObject);
@@ -80,17 +101,39 @@ export function createGateProcessor(deps: StageDeps) {
       scoresUri,
       ...decision,
       checkpoint,
-      ...(previous ? { previous: { endpoint: previous.endpoint, model: previous.model, ...(previous.runId ? { runId: previous.runId } : {}), promotedAt: previous.promotedAt } } : {}),
+      ...(previous
+        ? {
+            previous: {
+              endpoint: previous.endpoint,
+              model: previous.model,
+              ...(previous.runId ? { runId: previous.runId } : {}),
+              promotedAt: previous.promotedAt,
+            },
+          }
+        : {}),
       promoted: promote,
       ...(pointerUri ? { pointerUri } : {}),
     };
-    const decisionInfo = await deps.store.put(deps.output.key(gateDecisionObject), `${JSON.stringify(record, null, 2)}\n`, { contentType: 'application/json' });
+    const decisionInfo = await deps.store.put(
+      deps.output.key(gateDecisionObject),
+      `${JSON.stringify(record, null, 2)}\n`,
+      { contentType: 'application/json' },
+    );
     const { info } = await writeStageManifest(deps, {
-      objects: [manifestObjectOf(decisionInfo, { schemaVersion: GATE_DECISION_SCHEMA_VERSION, format: 'json', kind: 'decision' })],
+      objects: [
+        manifestObjectOf(decisionInfo, {
+          schemaVersion: GATE_DECISION_SCHEMA_VERSION,
+          format: 'json',
+          kind: 'decision',
+        }),
+      ],
       lineage: { inputs: [{ uri: scoresUri, sha256 }], configHash: hashValue(input) },
       stats: { decision: decision.decision, candidate: input.candidate, reasons: decision.reasons },
     });
-    deps.logger.info({ decision: decision.decision, candidate: input.candidate, reasons: decision.reasons }, 'gate decided');
+    deps.logger.info(
+      { decision: decision.decision, candidate: input.candidate, reasons: decision.reasons },
+      'gate decided',
+    );
     return {
       manifestUri: info.uri,
       decisionUri: decisionInfo.uri,

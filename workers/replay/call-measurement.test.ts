@@ -3,14 +3,44 @@ import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import { failedCallRecord, outputTokensOf, succeededCallRecord } from './call-measurement';
 import { HatError } from '../../shared/errors';
 
-const placement = { sessionId: 's', sessionIndex: 3, callIndex: 1, messageIndex: 4, part: 0, intendedMs: 1000, dispatchMs: 1002, endMs: 1450, thinkMs: 30 };
+const placement = {
+  sessionId: 's',
+  sessionIndex: 3,
+  callIndex: 1,
+  messageIndex: 4,
+  part: 0,
+  intendedMs: 1000,
+  dispatchMs: 1002,
+  endMs: 1450,
+  thinkMs: 30,
+};
 
-function response(overrides: { completionTokens: number; estimated?: boolean; ttftMs?: number; e2eMs?: number; queueMs?: number; retryMs?: number; content?: string }): ChatResponse {
+function response(overrides: {
+  completionTokens: number;
+  estimated?: boolean;
+  ttftMs?: number;
+  e2eMs?: number;
+  queueMs?: number;
+  retryMs?: number;
+  content?: string;
+}): ChatResponse {
   return {
     message: { role: 'assistant', content: overrides.content ?? 'ok' },
     finishReason: 'stop',
-    usage: { promptTokens: 50, completionTokens: overrides.completionTokens, ...(overrides.estimated ? { estimated: true } : {}) },
-    timings: { startedAt: 0, queueMs: overrides.queueMs ?? 5, retryMs: overrides.retryMs ?? 0, ttftMs: overrides.ttftMs ?? 100, e2eMs: overrides.e2eMs ?? 400, itlMs: [], chunkCount: 3 },
+    usage: {
+      promptTokens: 50,
+      completionTokens: overrides.completionTokens,
+      ...(overrides.estimated ? { estimated: true } : {}),
+    },
+    timings: {
+      startedAt: 0,
+      queueMs: overrides.queueMs ?? 5,
+      retryMs: overrides.retryMs ?? 0,
+      ttftMs: overrides.ttftMs ?? 100,
+      e2eMs: overrides.e2eMs ?? 400,
+      itlMs: [],
+      chunkCount: 3,
+    },
     model: 'm',
     attempts: 1,
   };
@@ -48,7 +78,12 @@ describe('call records', () => {
 
   it('keep the error code of a failed call', () => {
     const record = failedCallRecord(placement, new HatError('MODEL_TIMEOUT', 'no answer in 5 ms'));
-    expect(record).toMatchObject({ status: 'failed', errorCode: 'MODEL_TIMEOUT', error: '[MODEL_TIMEOUT] no answer in 5 ms', scheduleLagMs: 2 });
+    expect(record).toMatchObject({
+      status: 'failed',
+      errorCode: 'MODEL_TIMEOUT',
+      error: '[MODEL_TIMEOUT] no answer in 5 ms',
+      scheduleLagMs: 2,
+    });
     expect(record.ttftMs).toBeUndefined();
   });
 });

@@ -29,7 +29,10 @@ export interface CallPlacement {
  * usage, the output retokenized with the target's tokenizer when one is configured, else the
  * client's estimate (content-bearing chunks). Anything but `usage` is flagged in the record.
  */
-export function outputTokensOf(response: ChatResponse, tokenizer?: TokenCounter): { count: number; source: 'usage' | 'tokenizer' | 'chunks' } {
+export function outputTokensOf(
+  response: ChatResponse,
+  tokenizer?: TokenCounter,
+): { count: number; source: 'usage' | 'tokenizer' | 'chunks' } {
   if (!response.usage.estimated) return { count: response.usage.completionTokens, source: 'usage' };
   if (tokenizer) {
     const message = response.message;
@@ -44,7 +47,11 @@ export function outputTokensOf(response: ChatResponse, tokenizer?: TokenCounter)
 }
 
 /** The record of a call that returned, with every vLLM metric and the intended-time variants. */
-export function succeededCallRecord(placement: CallPlacement, response: ChatResponse, tokenizer?: TokenCounter): ReplayCallRecord {
+export function succeededCallRecord(
+  placement: CallPlacement,
+  response: ChatResponse,
+  tokenizer?: TokenCounter,
+): ReplayCallRecord {
   const { timings } = response;
   const retryMs = timings.retryMs ?? 0;
   const sentMs = placement.dispatchMs + retryMs + timings.queueMs;
@@ -68,7 +75,9 @@ export function succeededCallRecord(placement: CallPlacement, response: ChatResp
     outputTokens: output.count,
     outputTokensSource: output.source,
     promptTokens: response.usage.promptTokens,
-    ...(response.usage.cachedPromptTokens !== undefined ? { cachedPromptTokens: response.usage.cachedPromptTokens } : {}),
+    ...(response.usage.cachedPromptTokens !== undefined
+      ? { cachedPromptTokens: response.usage.cachedPromptTokens }
+      : {}),
     ...(timings.chunkCount !== undefined ? { chunkCount: timings.chunkCount } : {}),
     finishReason: response.finishReason,
     attempts: response.attempts,

@@ -69,13 +69,20 @@ export async function readReplayReport(location: string, env: ArtifactStoreEnv =
     }
   } catch (error) {
     if (error instanceof BadInputError) throw error;
-    throw new BadInputError('REPORT_NOT_FOUND', `cannot read ${location} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass a replay report.json`, { cause: error });
+    throw new BadInputError(
+      'REPORT_NOT_FOUND',
+      `cannot read ${location} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); pass a replay report.json`,
+      { cause: error },
+    );
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new BadInputError('BAD_REPORT', `${location} is not JSON (${(error as Error).message}); pass the report.json a replay wrote`);
+    throw new BadInputError(
+      'BAD_REPORT',
+      `${location} is not JSON (${(error as Error).message}); pass the report.json a replay wrote`,
+    );
   }
   const parsed = replayReportSchema.safeParse(value);
   if (!parsed.success) {
@@ -91,15 +98,24 @@ export async function readReplayReport(location: string, env: ArtifactStoreEnv =
  * seeded bootstrap confidence interval of that difference from the raw samples both reports
  * carry; a difference whose interval excludes 0 exceeds run-to-run noise.
  */
-export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: string; b: string }, options: CompareOptions = {}): ReportComparison {
+export function compareReports(
+  a: ReplayReport,
+  b: ReplayReport,
+  sources: { a: string; b: string },
+  options: CompareOptions = {},
+): ReportComparison {
   const seed = options.seed ?? '0';
   const samplesA = SampleSet.fromJSON(a.samples, `${sources.a}: samples`);
   const samplesB = SampleSet.fromJSON(b.samples, `${sources.b}: samples`);
-  const percentiles = options.percentiles ?? [...new Set([...a.percentiles, ...b.percentiles])].sort((left, right) => left - right);
+  const percentiles =
+    options.percentiles ?? [...new Set([...a.percentiles, ...b.percentiles])].sort((left, right) => left - right);
   const names = options.metrics ?? Object.keys(a.metrics).filter((name) => name in b.metrics);
   const unknown = names.filter((name) => !(name in a.metrics) || !(name in b.metrics));
   if (unknown.length > 0) {
-    throw new BadInputError('UNKNOWN_METRIC', `--metrics names ${unknown.join(', ')}, which the reports do not both have; known: ${Object.keys(a.metrics).join(', ')}`);
+    throw new BadInputError(
+      'UNKNOWN_METRIC',
+      `--metrics names ${unknown.join(', ')}, which the reports do not both have; known: ${Object.keys(a.metrics).join(', ')}`,
+    );
   }
   const rng = new Rng(seed);
   const metrics: MetricComparison[] = [];
@@ -115,7 +131,11 @@ export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: s
       samplesA: valuesA.length,
       samplesB: valuesB.length,
       percentiles: percentiles.map((p) =>
-        bootstrapPercentileDifference(valuesA, valuesB, p, { rng: rng.fork(`${name}/${p}`), resamples: options.resamples, confidence: options.confidence }),
+        bootstrapPercentileDifference(valuesA, valuesB, p, {
+          rng: rng.fork(`${name}/${p}`),
+          resamples: options.resamples,
+          confidence: options.confidence,
+        }),
       ),
     });
   }
@@ -124,9 +144,17 @@ export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: s
     runId: report.runId,
     target: report.target.label,
     mode: report.mode,
-    load: report.load.kind === 'closed' ? `closed, ${report.load.concurrency} concurrent` : `open, ${report.load.rate}/s, burstiness ${report.load.burstiness}`,
+    load:
+      report.load.kind === 'closed'
+        ? `closed, ${report.load.concurrency} concurrent`
+        : `open, ${report.load.rate}/s, burstiness ${report.load.burstiness}`,
     verdict: report.slo.verdict,
-    specDecode: report.specDecode.available ? { acceptanceRate: report.specDecode.acceptanceRate ?? null, acceptanceLength: report.specDecode.acceptanceLength ?? null } : null,
+    specDecode: report.specDecode.available
+      ? {
+          acceptanceRate: report.specDecode.acceptanceRate ?? null,
+          acceptanceLength: report.specDecode.acceptanceLength ?? null,
+        }
+      : null,
   });
   return {
     a: side(a, sources.a),
@@ -135,7 +163,9 @@ export function compareReports(a: ReplayReport, b: ReplayReport, sources: { a: s
     resamples: options.resamples ?? 1000,
     seed,
     metrics,
-    significantMetrics: metrics.filter((metric) => metric.percentiles.some((difference) => difference.significant)).map((metric) => metric.metric),
+    significantMetrics: metrics
+      .filter((metric) => metric.percentiles.some((difference) => difference.significant))
+      .map((metric) => metric.metric),
     warnings: servingDifferences(a, b),
   };
 }
@@ -149,7 +179,10 @@ export function servingDifferences(a: ReplayReport, b: ReplayReport): string[] {
       hardware: report.target.hardware ?? '(not recorded)',
       engine: server?.engine ?? '(not recorded)',
       'engine version': server?.version ?? '(not recorded)',
-      'served model': (server?.models ?? []).map((model) => `${model.id}${model.maxModelLen !== undefined ? `/${model.maxModelLen}` : ''}`).join(',') || '(not recorded)',
+      'served model':
+        (server?.models ?? [])
+          .map((model) => `${model.id}${model.maxModelLen !== undefined ? `/${model.maxModelLen}` : ''}`)
+          .join(',') || '(not recorded)',
       ...Object.fromEntries(Object.entries(flags).map(([key, value]) => [`serving.${key}`, String(value)])),
     };
   };
@@ -165,14 +198,19 @@ export function servingDifferences(a: ReplayReport, b: ReplayReport): string[] {
 export function formatComparison(comparison: ReportComparison): string {
   const lines: string[] = [];
   const describe = (label: string, side: ComparedSide) => {
-    const spec = side.specDecode ? `, acceptance rate ${formatNumber(side.specDecode.acceptanceRate)}, length ${formatNumber(side.specDecode.acceptanceLength)}` : '';
+    const spec = side.specDecode
+      ? `, acceptance rate ${formatNumber(side.specDecode.acceptanceRate)}, length ${formatNumber(side.specDecode.acceptanceLength)}`
+      : '';
     lines.push(`${label}: ${side.target}`);
     lines.push(`   ${side.source} (run ${side.runId}, ${side.mode}, ${side.load}, SLO ${side.verdict}${spec})`);
   };
   describe('A', comparison.a);
   describe('B', comparison.b);
-  for (const warning of comparison.warnings) lines.push(`WARNING: ${warning}; the reports measured different serving setups`);
-  lines.push(`B - A per percentile; ${Math.round(comparison.confidence * 100)}% bootstrap intervals (${comparison.resamples} resamples, seed ${comparison.seed}); "noise" when the interval contains 0`);
+  for (const warning of comparison.warnings)
+    lines.push(`WARNING: ${warning}; the reports measured different serving setups`);
+  lines.push(
+    `B - A per percentile; ${Math.round(comparison.confidence * 100)}% bootstrap intervals (${comparison.resamples} resamples, seed ${comparison.seed}); "noise" when the interval contains 0`,
+  );
   const header = ['metric', 'pct', 'A', 'B', 'B - A', 'interval', 'change', 'verdict'];
   const rows: string[][] = [header];
   for (const metric of comparison.metrics) {
@@ -189,9 +227,21 @@ export function formatComparison(comparison: ReportComparison): string {
       ]);
     }
   }
-  const widths = header.map((_, column) => Math.max(...rows.map((row) => (row[column]).length)));
-  for (const row of rows) lines.push(row.map((cell, column) => (column < 2 || column === 7 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]))).join('  ').trimEnd());
-  lines.push(comparison.significantMetrics.length > 0 ? `beyond noise: ${comparison.significantMetrics.join(', ')}` : 'no difference beyond run-to-run noise');
+  const widths = header.map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  for (const row of rows)
+    lines.push(
+      row
+        .map((cell, column) =>
+          column < 2 || column === 7 ? cell.padEnd(widths[column]) : cell.padStart(widths[column]),
+        )
+        .join('  ')
+        .trimEnd(),
+    );
+  lines.push(
+    comparison.significantMetrics.length > 0
+      ? `beyond noise: ${comparison.significantMetrics.join(', ')}`
+      : 'no difference beyond run-to-run noise',
+  );
   return `${lines.join('\n')}\n`;
 }
 

@@ -51,16 +51,35 @@ function recordedTurns(session: ReplaySession): RecordedTurn[] {
  * recording offered or called must be one the harness can execute, and the session's task must
  * be known (its room is the world the tools read).
  */
-export function liveProblem(session: ReplaySession, harness: Harness, hasTask: boolean): UnreplayableSession | undefined {
+export function liveProblem(
+  session: ReplaySession,
+  harness: Harness,
+  hasTask: boolean,
+): UnreplayableSession | undefined {
   const offered = session.tools.map((tool) => tool.function.name);
-  const called = session.messages.flatMap((message) => (message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => call.function.name) : []));
+  const called = session.messages.flatMap((message) =>
+    message.role === 'assistant' ? (message.tool_calls ?? []).map((call) => call.function.name) : [],
+  );
   const unknown = [...new Set([...offered, ...called])].filter((name) => !findTool(harness, name));
   if (unknown.length > 0) {
-    return { sessionId: session.id, source: session.source, reason: 'unknown_tools', detail: `the harness has no tool named ${unknown.map((name) => JSON.stringify(name)).join(', ')}; live replay runs tools in the simulator through the harness` };
+    return {
+      sessionId: session.id,
+      source: session.source,
+      reason: 'unknown_tools',
+      detail: `the harness has no tool named ${unknown.map((name) => JSON.stringify(name)).join(', ')}; live replay runs tools in the simulator through the harness`,
+    };
   }
   if (!hasTask) {
-    const task = session.taskId === undefined ? 'the record names no taskId' : `task ${JSON.stringify(session.taskId)} is not in live.tasks`;
-    return { sessionId: session.id, source: session.source, reason: 'missing_task', detail: `${task}; live replay needs the task's room for the simulator` };
+    const task =
+      session.taskId === undefined
+        ? 'the record names no taskId'
+        : `task ${JSON.stringify(session.taskId)} is not in live.tasks`;
+    return {
+      sessionId: session.id,
+      source: session.source,
+      reason: 'missing_task',
+      detail: `${task}; live replay needs the task's room for the simulator`,
+    };
   }
   return undefined;
 }
@@ -87,12 +106,18 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
   const turns = recordedTurns(session);
   const maxSteps = options.maxStepsPerTurn ?? 6;
   const transcript: ChatMessage[] = [];
-  const summary: LiveSessionSummary = { steps: 0, divergedSteps: 0, toolNameDivergences: 0, argumentDivergences: 0, toolCallIdMap: {} };
+  const summary: LiveSessionSummary = {
+    steps: 0,
+    divergedSteps: 0,
+    toolNameDivergences: 0,
+    argumentDivergences: 0,
+    toolCallIdMap: {},
+  };
   const usedIds = new Set<string>();
   let turnIndex = 0;
   let stepInTurn = 0;
   let finished = turns.length === 0;
-  if (!finished) transcript.push(...(turns[0]).opening);
+  if (!finished) transcript.push(...turns[0].opening);
 
   return {
     next(): SessionStep | undefined {
@@ -114,7 +139,11 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
       if (divergence.kind !== 'none') summary.divergedSteps++;
       if (divergence.kind === 'arguments') summary.argumentDivergences++;
       else if (divergence.kind !== 'none') summary.toolNameDivergences++;
-      const assistant: AssistantMessage = { role: 'assistant', content: response.message.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) };
+      const assistant: AssistantMessage = {
+        role: 'assistant',
+        content: response.message.content ?? null,
+        ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+      };
       transcript.push(assistant);
       if (toolCalls.length > 0) {
         let slowestMs = 0;
@@ -129,7 +158,11 @@ export function liveDriver(session: ReplaySession, options: LiveDriverOptions): 
         stepInTurn++;
         if (stepInTurn >= maxSteps) finished = true;
         const names = toolCalls.map((call) => call.function.name);
-        const thinkMs = options.toolThinkTime ? options.toolThinkTime(names, summary.steps - 1) : divergence.kind === 'none' && recorded ? recorded.plan.thinkMsAfter : slowestMs;
+        const thinkMs = options.toolThinkTime
+          ? options.toolThinkTime(names, summary.steps - 1)
+          : divergence.kind === 'none' && recorded
+            ? recorded.plan.thinkMsAfter
+            : slowestMs;
         // A turn cut off at maxStepsPerTurn never got its answer: it ends no turn.
         return { thinkMs, divergence, endsTurn: false };
       }
@@ -156,20 +189,32 @@ function uniqueIds(calls: ToolCall[], used: Set<string>, messageIndex: number): 
 }
 
 function compareStep(recorded: AssistantMessage | undefined, live: ToolCall[]): LiveDivergence {
-  if (!recorded) return { kind: 'extra_step', detail: 'the recording has no step here: the live model took more steps' };
+  if (!recorded)
+    return { kind: 'extra_step', detail: 'the recording has no step here: the live model took more steps' };
   const recordedCalls = recorded.tool_calls ?? [];
-  if ((recordedCalls.length > 0) !== (live.length > 0)) {
-    return { kind: 'tools_vs_answer', detail: recordedCalls.length > 0 ? 'recorded tool calls, live answered' : 'recorded an answer, live called tools' };
+  if (recordedCalls.length > 0 !== live.length > 0) {
+    return {
+      kind: 'tools_vs_answer',
+      detail: recordedCalls.length > 0 ? 'recorded tool calls, live answered' : 'recorded an answer, live called tools',
+    };
   }
-  if (recordedCalls.length !== live.length) return { kind: 'tool_count', detail: `recorded ${recordedCalls.length} tool call(s), live ${live.length}` };
+  if (recordedCalls.length !== live.length)
+    return { kind: 'tool_count', detail: `recorded ${recordedCalls.length} tool call(s), live ${live.length}` };
   for (const [position, call] of live.entries()) {
     const expected = recordedCalls[position];
-    if (expected.function.name !== call.function.name) return { kind: 'tool_name', detail: `call ${position}: recorded ${expected.function.name}, live ${call.function.name}` };
+    if (expected.function.name !== call.function.name)
+      return {
+        kind: 'tool_name',
+        detail: `call ${position}: recorded ${expected.function.name}, live ${call.function.name}`,
+      };
   }
   for (const [position, call] of live.entries()) {
     const expected = recordedCalls[position];
     if (argumentKey(expected.function.arguments) !== argumentKey(call.function.arguments)) {
-      return { kind: 'arguments', detail: `call ${position} (${call.function.name}): recorded ${expected.function.arguments.slice(0, 200)}, live ${call.function.arguments.slice(0, 200)}` };
+      return {
+        kind: 'arguments',
+        detail: `call ${position} (${call.function.name}): recorded ${expected.function.arguments.slice(0, 200)}, live ${call.function.arguments.slice(0, 200)}`,
+      };
     }
   }
   return { kind: 'none' };

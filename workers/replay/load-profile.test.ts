@@ -2,7 +2,7 @@ import { Rng } from '../../shared/random/rng';
 import { arrivalOffsetsMs, loadProfileSchema, loadShare } from './load-profile';
 
 describe('open-loop arrivals', () => {
-  const gapsOf = (offsets: number[]) => offsets.slice(1).map((offset, index) => offset - (offsets[index]));
+  const gapsOf = (offsets: number[]) => offsets.slice(1).map((offset, index) => offset - offsets[index]);
   const stats = (values: number[]) => {
     const mean = values.reduce((sum, value) => sum + value, 0) / values.length;
     const variance = values.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (values.length - 1);

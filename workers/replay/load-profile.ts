@@ -42,13 +42,24 @@ export type LoadProfile = z.infer<typeof loadProfileSchema>;
 export function loadShare(load: LoadProfile, partIndex: number, parts: number): LoadProfile {
   if (load.kind === 'closed') {
     if (parts > load.concurrency) {
-      throw new BadInputError('REPLAY_TOO_MANY_PARTS', `parts (${parts}) exceeds load.concurrency (${load.concurrency}); every part needs at least one session in flight`);
+      throw new BadInputError(
+        'REPLAY_TOO_MANY_PARTS',
+        `parts (${parts}) exceeds load.concurrency (${load.concurrency}); every part needs at least one session in flight`,
+      );
     }
     const base = Math.floor(load.concurrency / parts);
     return { kind: 'closed', concurrency: base + (partIndex < load.concurrency % parts ? 1 : 0) };
   }
-  const maxConcurrency = load.maxConcurrency === undefined ? undefined : Math.max(1, Math.floor(load.maxConcurrency / parts) + (partIndex < load.maxConcurrency % parts ? 1 : 0));
-  return { kind: 'open', rate: load.rate / parts, burstiness: load.burstiness, ...(maxConcurrency !== undefined ? { maxConcurrency } : {}) };
+  const maxConcurrency =
+    load.maxConcurrency === undefined
+      ? undefined
+      : Math.max(1, Math.floor(load.maxConcurrency / parts) + (partIndex < load.maxConcurrency % parts ? 1 : 0));
+  return {
+    kind: 'open',
+    rate: load.rate / parts,
+    burstiness: load.burstiness,
+    ...(maxConcurrency !== undefined ? { maxConcurrency } : {}),
+  };
 }
 
 /**

@@ -42,8 +42,10 @@ export function mergeReplayParts(parts: ReadonlyArray<ReplayPartFile & { sampleS
   const afters = ordered.flatMap((part) => (part.specDecode.after ? [part.specDecode.after] : []));
   const earliest = befores.sort((left, right) => left.atEpochMs - right.atEpochMs)[0];
   const latest = afters.sort((left, right) => right.atEpochMs - left.atEpochMs)[0];
-  const bySessionThenCall = (left: { sessionIndex: number; callIndex?: number }, right: { sessionIndex: number; callIndex?: number }) =>
-    left.sessionIndex - right.sessionIndex || (left.callIndex ?? 0) - (right.callIndex ?? 0);
+  const bySessionThenCall = (
+    left: { sessionIndex: number; callIndex?: number },
+    right: { sessionIndex: number; callIndex?: number },
+  ) => left.sessionIndex - right.sessionIndex || (left.callIndex ?? 0) - (right.callIndex ?? 0);
   return {
     parts: ordered.length,
     target: first.target,

@@ -32,7 +32,14 @@ import { loadShare } from './load-profile';
 import { mergeReplayParts } from './merge-replay-parts';
 import { readRecordedSessions, type OpenObject } from './read-recorded-sessions';
 import type { ReplaySession, UnreplayableSession } from './recorded-session';
-import { modelConfigOf, replayContract, type ReplayInput, type ReplayOutput, type ReplayPartInput, type ReplayPartOutput } from './replay-contract';
+import {
+  modelConfigOf,
+  replayContract,
+  type ReplayInput,
+  type ReplayOutput,
+  type ReplayPartInput,
+  type ReplayPartOutput,
+} from './replay-contract';
 import { runReplayPart, type ScheduledSession } from './replay-engine';
 import type { ReplayCallRecord } from './replay-records';
 import { partFileOf, readReplayPartFile, REPLAY_PART_SCHEMA_VERSION, writeReplayPartFile } from './replay-part-file';
@@ -40,7 +47,16 @@ import { buildReplayReport, REPLAY_REPORT_SCHEMA_VERSION, type ReplayReport } fr
 import { callsCsv, sessionsCsv, turnsCsv } from './report-csv';
 import { renderReplayHtml, servingFacts } from './report-html';
 import { forcedHistoryDriver, type SessionDriver } from './session-driver';
-import { renderSweepHtml, stepLoad, summarizeSweep, sweepStepOf, SWEEP_SCHEMA_VERSION, type SweepConfig, type SweepReport, type SweepStep } from './replay-sweep';
+import {
+  renderSweepHtml,
+  stepLoad,
+  summarizeSweep,
+  sweepStepOf,
+  SWEEP_SCHEMA_VERSION,
+  type SweepConfig,
+  type SweepReport,
+  type SweepStep,
+} from './replay-sweep';
 import { describeTarget } from './target-info';
 import { toolThinkTimeFor } from './tool-latency-model';
 
@@ -63,7 +79,9 @@ export async function loadReplaySessions(input: ReplayInput, openObject: OpenObj
   let sessions = recorded.sessions;
   let live: LiveEnvironment | undefined;
   if (input.mode === 'live' && input.live) {
-    const harnessDir = input.live.harness.startsWith('file://') ? fileUriToPath(input.live.harness) : input.live.harness;
+    const harnessDir = input.live.harness.startsWith('file://')
+      ? fileUriToPath(input.live.harness)
+      : input.live.harness;
     const harness = await loadHarness(harnessDir);
     const tasks = new Map<string, Task>();
     for (const { uri } of await expandInputs(input.live.tasks, openObject, 'replay.live.tasks', 'tasks')) {
@@ -90,13 +108,21 @@ export async function loadReplaySessions(input: ReplayInput, openObject: OpenObj
  * The replay order: `total` sessions cycling through the replayable ones (repeats get `#<round>`
  * ids), and the share of part `index` of `count` (every count-th, from its index).
  */
-export function scheduleSessions(sessions: readonly ReplaySession[], total: number, index: number, count: number): ScheduledSession[] {
+export function scheduleSessions(
+  sessions: readonly ReplaySession[],
+  total: number,
+  index: number,
+  count: number,
+): ScheduledSession[] {
   const scheduled: ScheduledSession[] = [];
   if (sessions.length === 0) return scheduled;
   for (let position = index; position < total; position += count) {
     const session = sessions[position % sessions.length];
     const round = Math.floor(position / sessions.length);
-    scheduled.push({ session: round === 0 ? session : { ...session, id: `${session.id}#${round}` }, sessionIndex: position });
+    scheduled.push({
+      session: round === 0 ? session : { ...session, id: `${session.id}#${round}` },
+      sessionIndex: position,
+    });
   }
   return scheduled;
 }
@@ -116,7 +142,9 @@ export function metricsUrlOf(input: Pick<ReplayInput, 'metricsUrl' | 'target'>):
   if (input.metricsUrl === false) return undefined;
   if (input.metricsUrl !== undefined) return input.metricsUrl;
   const baseUrl = (input.target as { baseUrl?: unknown }).baseUrl;
-  return input.target.adapter === 'openai' && typeof baseUrl === 'string' ? `${serverRootOf(baseUrl)}/metrics` : undefined;
+  return input.target.adapter === 'openai' && typeof baseUrl === 'string'
+    ? `${serverRootOf(baseUrl)}/metrics`
+    : undefined;
 }
 
 function endpointOf(input: ReplayInput): string | undefined {
@@ -138,12 +166,19 @@ export function createReplayProcessor(deps: StageDeps) {
  * One part: reads and checks the sessions, builds the client, replays this part's share and
  * writes its part file. Exported for in-process use (tests, the benchmark).
  */
-export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?: ModelClient): Promise<ReplayPartOutput> {
+export async function replayPart(
+  part: ReplayPartInput,
+  deps: StageDeps,
+  client?: ModelClient,
+): Promise<ReplayPartOutput> {
   const input = part.config;
   if (input.sweep) return runSweep(input, input.sweep, deps, client);
   const loaded = await loadReplaySessions(input, deps.openObject);
   const schedule = scheduleSessions(loaded.sessions, input.sessions ?? loaded.sessions.length, part.index, part.count);
-  const warmup = schedule.length === 0 ? [] : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length]);
+  const warmup =
+    schedule.length === 0
+      ? []
+      : Array.from({ length: input.warmupSessions }, (_, position) => schedule[position % schedule.length]);
   const target =
     client ??
     createModelClient(replayModelConfig(input.target), {
@@ -161,13 +196,25 @@ export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?
     });
     const driverFor = (scheduled: ScheduledSession): SessionDriver => {
       // Seeded by the session's position in the replay order: the same times whatever part runs it.
-      const toolThinkTime = toolThinkTimeFor(input.toolLatency, scheduled.session, deps.rng.fork(`tool-latency/${scheduled.sessionIndex}`));
+      const toolThinkTime = toolThinkTimeFor(
+        input.toolLatency,
+        scheduled.session,
+        deps.rng.fork(`tool-latency/${scheduled.sessionIndex}`),
+      );
       const tools = toolThinkTime ? { toolThinkTime } : {};
       if (input.mode === 'live' && loaded.live) {
         const world = loaded.live.worlds.get(scheduled.session.taskId as string) as World;
-        return liveDriver(scheduled.session, { harness: loaded.live.harness, world, maxStepsPerTurn: input.live?.maxStepsPerTurn, ...tools });
+        return liveDriver(scheduled.session, {
+          harness: loaded.live.harness,
+          world,
+          maxStepsPerTurn: input.live?.maxStepsPerTurn,
+          ...tools,
+        });
       }
-      return forcedHistoryDriver(scheduled.session, { maxTokensFromRecording: input.maxTokens === 'recorded', ...tools });
+      return forcedHistoryDriver(scheduled.session, {
+        maxTokensFromRecording: input.maxTokens === 'recorded',
+        ...tools,
+      });
     };
     const result = await runReplayPart({
       sessions: schedule,
@@ -189,8 +236,10 @@ export async function replayPart(part: ReplayPartInput, deps: StageDeps, client?
     const specDecodeNames = result.specDecode.after?.specDecodeNames ?? result.specDecode.before?.specDecodeNames;
     if (targetInfo.server && specDecodeNames) {
       targetInfo.server.specDecodeMetrics = specDecodeNames;
-      if (targetInfo.server.engine === undefined && specDecodeNames.some((name) => name.startsWith('vllm:'))) targetInfo.server.engine = 'vllm';
-      if (targetInfo.server.engine === undefined && specDecodeNames.some((name) => name.startsWith('sglang:'))) targetInfo.server.engine = 'sglang';
+      if (targetInfo.server.engine === undefined && specDecodeNames.some((name) => name.startsWith('vllm:')))
+        targetInfo.server.engine = 'vllm';
+      if (targetInfo.server.engine === undefined && specDecodeNames.some((name) => name.startsWith('sglang:')))
+        targetInfo.server.engine = 'sglang';
     }
     const file = partFileOf(result, { target: targetInfo, unreplayable: part.index === 0 ? loaded.unreplayable : [] });
     const key = deps.output.key(`${deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`}.json.gz`);
@@ -219,7 +268,10 @@ function failIfTargetNeverAnswered(calls: readonly ReplayCallRecord[], target: s
   const first = calls[0];
   const detail = `all ${calls.length} calls to ${target} failed; first: ${first.error ?? first.errorCode}`;
   if (calls.every((call) => call.errorCode === modelErrorCodes.badRequest)) {
-    throw new BadInputError('REPLAY_TARGET_REFUSED', `${detail}; check target (baseUrl, model) and the recorded requests`);
+    throw new BadInputError(
+      'REPLAY_TARGET_REFUSED',
+      `${detail}; check target (baseUrl, model) and the recorded requests`,
+    );
   }
   throw new TransientError('REPLAY_TARGET_UNAVAILABLE', `${detail}; is the server up?`);
 }
@@ -231,7 +283,12 @@ function stepDeps(deps: StageDeps, index: number): StageDeps {
   return {
     ...rest,
     rng: deps.rng.fork(`sweep-step-${index}`),
-    output: { prefix, manifestKey: `${prefix}manifest.json`, key: (name) => `${prefix}${name}`, uri: (name) => deps.store.uriOf(`${prefix}${name}`) },
+    output: {
+      prefix,
+      manifestKey: `${prefix}manifest.json`,
+      key: (name) => `${prefix}${name}`,
+      uri: (name) => deps.store.uriOf(`${prefix}${name}`),
+    },
   };
 }
 
@@ -240,7 +297,12 @@ function stepDeps(deps: StageDeps, index: number): StageDeps {
  * then its finish) under `step-NN/`, run in turn until one breaks the SLO; then sweep.json and
  * sweep.html. A retried job runs the steps again and rewrites them (same keys).
  */
-async function runSweep(input: ReplayInput, sweep: SweepConfig, deps: StageDeps, client?: ModelClient): Promise<ReplayPartOutput> {
+async function runSweep(
+  input: ReplayInput,
+  sweep: SweepConfig,
+  deps: StageDeps,
+  client?: ModelClient,
+): Promise<ReplayPartOutput> {
   const steps: SweepStep[] = [];
   let inputs: ReplayPartOutput['inputs'] = [];
   let target = '';
@@ -249,7 +311,12 @@ async function runSweep(input: ReplayInput, sweep: SweepConfig, deps: StageDeps,
   for (const [index, value] of sweep.ladder.entries()) {
     const { sweep: _sweep, ...rest } = input;
     const load = stepLoad(input.load, value);
-    const stepInput: ReplayInput = { ...rest, load, ...(sweep.sessionsPerStep !== undefined ? { sessions: sweep.sessionsPerStep } : {}), parts: load.kind === 'closed' ? Math.min(input.parts, load.concurrency) : input.parts };
+    const stepInput: ReplayInput = {
+      ...rest,
+      load,
+      ...(sweep.sessionsPerStep !== undefined ? { sessions: sweep.sessionsPerStep } : {}),
+      parts: load.kind === 'closed' ? Math.min(input.parts, load.concurrency) : input.parts,
+    };
     const depsOfStep = stepDeps(deps, index);
     deps.progress({ done: index, total: sweep.ladder.length, message: `sweep step ${index} (load ${value})` });
     const parts = await Promise.all(planReplay(stepInput).map((part) => replayPart(part, depsOfStep, client)));
@@ -259,10 +326,15 @@ async function runSweep(input: ReplayInput, sweep: SweepConfig, deps: StageDeps,
     totals.sessions += output.sessions;
     totals.calls += output.calls;
     totals.callsFailed += output.callsFailed;
-    const report = JSON.parse((await deps.store.getBuffer(depsOfStep.output.key('report.json'))).toString('utf8')) as ReplayReport;
+    const report = JSON.parse(
+      (await deps.store.getBuffer(depsOfStep.output.key('report.json'))).toString('utf8'),
+    ) as ReplayReport;
     const step = sweepStepOf(index, value, report, { reportUri: output.reportUri, htmlUri: output.htmlUri });
     steps.push(step);
-    deps.logger.info({ step: index, load: value, verdict: step.verdict, latency: step.latency }, 'replay sweep step done');
+    deps.logger.info(
+      { step: index, load: value, verdict: step.verdict, latency: step.latency },
+      'replay sweep step done',
+    );
     if (step.verdict !== 'pass' && sweep.stopOnBreak) {
       stoppedEarly = index < sweep.ladder.length - 1;
       break;
@@ -282,7 +354,9 @@ async function runSweep(input: ReplayInput, sweep: SweepConfig, deps: StageDeps,
     stoppedEarly,
   );
   await deps.store.put(deps.output.key('sweep.html'), renderSweepHtml(report), { contentType: 'text/html' });
-  const info = await deps.store.put(deps.output.key('sweep.json'), `${JSON.stringify(report, null, 2)}\n`, { contentType: 'application/json' });
+  const info = await deps.store.put(deps.output.key('sweep.json'), `${JSON.stringify(report, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   return { key: info.key, uri: info.uri, sha256: info.sha256 ?? '', bytes: info.bytes, ...totals, inputs };
 }
 
@@ -291,15 +365,30 @@ async function finishSweep(input: ReplayInput, parts: ReplayPartOutput[], deps: 
   const part = parts[0];
   const sweep = JSON.parse((await deps.store.getBuffer(part.key)).toString('utf8')) as SweepReport;
   // Rewritten from sweep.json (same bytes as the part wrote): its put gives the sha256 the manifest needs.
-  const htmlInfo = await deps.store.put(deps.output.key('sweep.html'), renderSweepHtml(sweep), { contentType: 'text/html' });
+  const htmlInfo = await deps.store.put(deps.output.key('sweep.html'), renderSweepHtml(sweep), {
+    contentType: 'text/html',
+  });
   const held = sweep.steps.find((step) => step.load === sweep.capacity?.load) ?? sweep.steps[0];
   const { info } = await writeStageManifest(deps, {
     objects: [
-      { key: part.key, uri: part.uri, sha256: part.sha256, bytes: part.bytes, schemaVersion: SWEEP_SCHEMA_VERSION, format: 'json', kind: 'sweep' },
+      {
+        key: part.key,
+        uri: part.uri,
+        sha256: part.sha256,
+        bytes: part.bytes,
+        schemaVersion: SWEEP_SCHEMA_VERSION,
+        format: 'json',
+        kind: 'sweep',
+      },
       manifestObjectOf(htmlInfo, { schemaVersion: SWEEP_SCHEMA_VERSION, format: 'html', kind: 'sweep-html' }),
     ],
     lineage: { inputs: part.inputs, configHash: hashValue(input) },
-    stats: { capacity: sweep.capacity?.load ?? null, knee: sweep.knee?.load ?? null, steps: sweep.steps.length, target: sweep.target },
+    stats: {
+      capacity: sweep.capacity?.load ?? null,
+      knee: sweep.knee?.load ?? null,
+      steps: sweep.steps.length,
+      target: sweep.target,
+    },
   });
   return {
     manifestUri: info.uri,
@@ -307,24 +396,47 @@ async function finishSweep(input: ReplayInput, parts: ReplayPartOutput[], deps: 
     htmlUri: deps.output.uri('sweep.html'),
     requestsCsvUri: held ? held.reportUri.replace(/report\.json$/, 'requests.csv') : '',
     verdict: sweep.capacity ? 'pass' : sweep.steps.length > 0 ? 'fail' : 'no-data',
-    objectives: (held?.objectives ?? []).map(({ metric, percentile, maxMs, observed, pass }) => ({ metric, percentile, maxMs, observed, pass })),
+    objectives: (held?.objectives ?? []).map(({ metric, percentile, maxMs, observed, pass }) => ({
+      metric,
+      percentile,
+      maxMs,
+      observed,
+      pass,
+    })),
     sessions: part.sessions,
     calls: part.calls,
     callsFailed: part.callsFailed,
     unreplayable: 0,
     target: sweep.target,
-    sweep: { steps: sweep.steps.length, capacity: sweep.capacity?.load ?? null, knee: sweep.knee?.load ?? null, stoppedBecause: sweep.stoppedBecause },
+    sweep: {
+      steps: sweep.steps.length,
+      capacity: sweep.capacity?.load ?? null,
+      knee: sweep.knee?.load ?? null,
+      stoppedBecause: sweep.stoppedBecause,
+    },
   };
 }
 
 /** Fans in: merges the part files, writes the report, CSVs and HTML, then the manifest. */
-export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[], deps: StageDeps): Promise<ReplayOutput> {
+export async function finishReplay(
+  input: ReplayInput,
+  parts: ReplayPartOutput[],
+  deps: StageDeps,
+): Promise<ReplayOutput> {
   if (input.sweep) return finishSweep(input, parts, deps);
   const files = await Promise.all(parts.map((part) => readReplayPartFile(deps.store, part.key)));
   const merged = mergeReplayParts(files);
   const createdAt = new Date(deps.clock.now()).toISOString();
-  const report = buildReplayReport(merged, { runId: deps.run.id, createdAt, mode: input.mode, load: input.load, percentiles: input.percentiles, slo: input.slo });
-  const put = (name: string, body: string, contentType: string) => deps.store.put(deps.output.key(name), body, { contentType });
+  const report = buildReplayReport(merged, {
+    runId: deps.run.id,
+    createdAt,
+    mode: input.mode,
+    load: input.load,
+    percentiles: input.percentiles,
+    slo: input.slo,
+  });
+  const put = (name: string, body: string, contentType: string) =>
+    deps.store.put(deps.output.key(name), body, { contentType });
   const reportInfo = await put('report.json', `${JSON.stringify(report, null, 2)}\n`, 'application/json');
   const requestsInfo = await put('requests.csv', callsCsv(merged.calls), 'text/csv');
   const sessionsInfo = await put('sessions.csv', sessionsCsv(merged.sessions), 'text/csv');
@@ -332,11 +444,35 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
   const htmlInfo = await put('report.html', renderReplayHtml(report), 'text/html');
   const { info } = await writeStageManifest(deps, {
     objects: [
-      ...parts.map((part) => ({ key: part.key, uri: part.uri, sha256: part.sha256, bytes: part.bytes, records: part.calls, schemaVersion: REPLAY_PART_SCHEMA_VERSION, format: 'json.gz', kind: 'part' })),
+      ...parts.map((part) => ({
+        key: part.key,
+        uri: part.uri,
+        sha256: part.sha256,
+        bytes: part.bytes,
+        records: part.calls,
+        schemaVersion: REPLAY_PART_SCHEMA_VERSION,
+        format: 'json.gz',
+        kind: 'part',
+      })),
       manifestObjectOf(reportInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'json', kind: 'report' }),
-      manifestObjectOf(requestsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.calls.length, kind: 'requests' }),
-      manifestObjectOf(sessionsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.sessions.length, kind: 'sessions' }),
-      manifestObjectOf(turnsInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'csv', records: merged.turns.length, kind: 'turns' }),
+      manifestObjectOf(requestsInfo, {
+        schemaVersion: REPLAY_REPORT_SCHEMA_VERSION,
+        format: 'csv',
+        records: merged.calls.length,
+        kind: 'requests',
+      }),
+      manifestObjectOf(sessionsInfo, {
+        schemaVersion: REPLAY_REPORT_SCHEMA_VERSION,
+        format: 'csv',
+        records: merged.sessions.length,
+        kind: 'sessions',
+      }),
+      manifestObjectOf(turnsInfo, {
+        schemaVersion: REPLAY_REPORT_SCHEMA_VERSION,
+        format: 'csv',
+        records: merged.turns.length,
+        kind: 'turns',
+      }),
       manifestObjectOf(htmlInfo, { schemaVersion: REPLAY_REPORT_SCHEMA_VERSION, format: 'html', kind: 'report-html' }),
     ],
     lineage: { inputs: parts.flatMap((part) => part.inputs), configHash: hashValue(input) },
@@ -359,7 +495,13 @@ export async function finishReplay(input: ReplayInput, parts: ReplayPartOutput[]
     htmlUri: htmlInfo.uri,
     requestsCsvUri: requestsInfo.uri,
     verdict: report.slo.verdict,
-    objectives: report.slo.objectives.map(({ metric, percentile, maxMs, observed, pass }) => ({ metric, percentile, maxMs, observed, pass })),
+    objectives: report.slo.objectives.map(({ metric, percentile, maxMs, observed, pass }) => ({
+      metric,
+      percentile,
+      maxMs,
+      observed,
+      pass,
+    })),
     sessions: report.counts.sessions,
     calls: report.counts.calls,
     callsFailed: report.counts.callsFailed,

@@ -32,12 +32,18 @@ describe('readRecordedSessions', () => {
       { uri: second.uri, sha256: second.sha256 },
     ]);
     expect(read.unreplayable).toEqual([]);
-    expect(await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'replay.live.tasks', 'tasks')).toEqual([{ uri: tasks.uri, records: tasks.records, sha256: tasks.sha256 }]);
+    expect(
+      await expandInputs([store.uriOf('collect/manifest.json')], openObject, 'replay.live.tasks', 'tasks'),
+    ).toEqual([{ uri: tasks.uri, records: tasks.records, sha256: tasks.sha256 }]);
   });
 
   it('refuses a missing input and a .gz object that is not gzip, naming them', async () => {
-    await expect(readRecordedSessions([store.uriOf('nowhere.jsonl')], openObject)).rejects.toThrow(/\[MISSING_INPUT\] replay\.inputs: .*nowhere\.jsonl does not exist/);
+    await expect(readRecordedSessions([store.uriOf('nowhere.jsonl')], openObject)).rejects.toThrow(
+      /\[MISSING_INPUT\] replay\.inputs: .*nowhere\.jsonl does not exist/,
+    );
     await store.put('plain.jsonl.gz', '{"id":"x"}\n');
-    await expect(readRecordedSessions([store.uriOf('plain.jsonl.gz')], openObject)).rejects.toThrow(/\[BAD_JSONL\].*plain\.jsonl\.gz: not valid gzip/);
+    await expect(readRecordedSessions([store.uriOf('plain.jsonl.gz')], openObject)).rejects.toThrow(
+      /\[BAD_JSONL\].*plain\.jsonl\.gz: not valid gzip/,
+    );
   });
 });

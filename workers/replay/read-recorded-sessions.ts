@@ -24,7 +24,10 @@ export interface RecordedSessions {
  * manifests (`.../manifest.json`: every JSONL object it lists). A line that is not JSON, or not
  * a replayable session, is reported and skipped; a missing input is bad input (nothing to do).
  */
-export async function readRecordedSessions(inputs: readonly string[], openObject: OpenObject): Promise<RecordedSessions> {
+export async function readRecordedSessions(
+  inputs: readonly string[],
+  openObject: OpenObject,
+): Promise<RecordedSessions> {
   const result: RecordedSessions = { sessions: [], unreplayable: [], objects: [] };
   const seen = new Set<string>();
   for (const { uri } of await expandInputs(inputs, openObject, 'replay.inputs', 'trajectories')) {
@@ -52,7 +55,11 @@ export async function readRecordedSessions(inputs: readonly string[], openObject
     if (streamError !== undefined) {
       const code = (streamError as { code?: unknown }).code;
       if (typeof code === 'string' && code.startsWith('Z_')) {
-        throw new BadInputError('BAD_JSONL', `${uri}: not valid gzip data (${(streamError as Error).message}); is it a .gz file?`, { cause: streamError });
+        throw new BadInputError(
+          'BAD_JSONL',
+          `${uri}: not valid gzip data (${(streamError as Error).message}); is it a .gz file?`,
+          { cause: streamError },
+        );
       }
       throw streamError;
     }
@@ -67,14 +74,23 @@ function addRecord(result: RecordedSessions, seen: Set<string>, line: string, wh
   try {
     value = JSON.parse(line);
   } catch (error) {
-    result.unreplayable.push({ source: where, reason: 'malformed_record', detail: `not valid JSON (${(error as Error).message})` });
+    result.unreplayable.push({
+      source: where,
+      reason: 'malformed_record',
+      detail: `not valid JSON (${(error as Error).message})`,
+    });
     return;
   }
   const parsed = parseRecordedSession(value, where);
   if (!parsed.ok) {
     result.unreplayable.push(parsed.unreplayable);
   } else if (seen.has(parsed.session.id)) {
-    result.unreplayable.push({ sessionId: parsed.session.id, source: where, reason: 'duplicate_id', detail: 'an earlier record has the same id; ids must be unique' });
+    result.unreplayable.push({
+      sessionId: parsed.session.id,
+      source: where,
+      reason: 'duplicate_id',
+      detail: 'an earlier record has the same id; ids must be unique',
+    });
   } else {
     seen.add(parsed.session.id);
     result.sessions.push(parsed.session);

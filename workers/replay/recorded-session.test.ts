@@ -9,14 +9,36 @@ describe('parseRecordedSession', () => {
     expect(parsed.ok).toBe(true);
     if (!parsed.ok) return;
     expect(parsed.session.calls).toEqual([
-      { messageIndex: 2, thinkMsAfter: 35, turnIndex: 0, endsTurn: false, toolNames: ['get_item_detail'], recordedOutputTokens: 9, recordedTtftMs: 120, recordedE2eMs: 300 },
-      { messageIndex: 4, thinkMsAfter: 0, turnIndex: 0, endsTurn: true, toolNames: [], recordedOutputTokens: 9, recordedTtftMs: 110, recordedE2eMs: 320 },
+      {
+        messageIndex: 2,
+        thinkMsAfter: 35,
+        turnIndex: 0,
+        endsTurn: false,
+        toolNames: ['get_item_detail'],
+        recordedOutputTokens: 9,
+        recordedTtftMs: 120,
+        recordedE2eMs: 300,
+      },
+      {
+        messageIndex: 4,
+        thinkMsAfter: 0,
+        turnIndex: 0,
+        endsTurn: true,
+        toolNames: [],
+        recordedOutputTokens: 9,
+        recordedTtftMs: 110,
+        recordedE2eMs: 320,
+      },
     ]);
     expect(parsed.session).toMatchObject({ id: 'session-0000', taskId: 'task-0', source: 'file:///s.jsonl: line 1' });
   });
 
   it('accepts a production trace with only messages and call timings', () => {
-    const trace = { id: 'prod-1', messages: trajectory.messages, calls: [{ messageIndex: 2, toolMs: 80 }, { messageIndex: 4 }] };
+    const trace = {
+      id: 'prod-1',
+      messages: trajectory.messages,
+      calls: [{ messageIndex: 2, toolMs: 80 }, { messageIndex: 4 }],
+    };
     const parsed = parseRecordedSession(trace, 'trace');
     expect(parsed.ok && parsed.session.calls.map((call) => call.thinkMsAfter)).toEqual([80, 0]);
     // No harness: not a simulator session, so its recorded tool times stand.
@@ -29,7 +51,9 @@ describe('parseRecordedSession', () => {
     expect(parsed.ok).toBe(true);
     if (!parsed.ok) return;
     expect(parsed.session.simulator).toBe(true);
-    expect(parsed.session.calls.map((call) => [call.messageIndex, call.turnIndex, call.endsTurn, call.toolNames.join('+')])).toEqual([
+    expect(
+      parsed.session.calls.map((call) => [call.messageIndex, call.turnIndex, call.endsTurn, call.toolNames.join('+')]),
+    ).toEqual([
       [2, 0, false, 'get_item_detail'],
       [4, 0, true, ''],
       [6, 1, true, ''],
@@ -42,10 +66,35 @@ describe('parseRecordedSession', () => {
   it.each([
     ['not an object', 'hello', 'malformed_record', /not a recorded session/],
     ['no calls', { ...trajectory, calls: [] }, 'missing_timings', /no `calls`/],
-    ['an assistant without a call record', { ...trajectory, calls: [trajectory.calls[0]] }, 'missing_timings', /messages\[4\] has no calls\[\] record/],
-    ['a call record pointing at a user message', { ...trajectory, calls: [...trajectory.calls, { messageIndex: 1, toolMs: 0 }] }, 'malformed_record', /messageIndex 1/],
-    ['no think time after a tool call', { ...trajectory, calls: [{ messageIndex: 2 }, trajectory.calls[1]] }, 'missing_timings', /no toolMs/],
-    ['a tool result for no call', { ...trajectory, messages: trajectory.messages.map((message, index) => (index === 3 ? { ...message, tool_call_id: 'x' } : message)) }, 'malformed_record', /"x"/],
+    [
+      'an assistant without a call record',
+      { ...trajectory, calls: [trajectory.calls[0]] },
+      'missing_timings',
+      /messages\[4\] has no calls\[\] record/,
+    ],
+    [
+      'a call record pointing at a user message',
+      { ...trajectory, calls: [...trajectory.calls, { messageIndex: 1, toolMs: 0 }] },
+      'malformed_record',
+      /messageIndex 1/,
+    ],
+    [
+      'no think time after a tool call',
+      { ...trajectory, calls: [{ messageIndex: 2 }, trajectory.calls[1]] },
+      'missing_timings',
+      /no toolMs/,
+    ],
+    [
+      'a tool result for no call',
+      {
+        ...trajectory,
+        messages: trajectory.messages.map((message, index) =>
+          index === 3 ? { ...message, tool_call_id: 'x' } : message,
+        ),
+      },
+      'malformed_record',
+      /"x"/,
+    ],
   ])('skips a record with %s, saying why', (_label, record, reason, detail) => {
     const parsed = parseRecordedSession(record, 'file:///s.jsonl: line 7');
     expect(parsed.ok).toBe(false);

@@ -65,7 +65,13 @@ export interface ReplaySession {
 }
 
 /** Why a session was skipped. */
-export const unreplayableReasons = ['malformed_record', 'missing_timings', 'unknown_tools', 'missing_task', 'duplicate_id'] as const;
+export const unreplayableReasons = [
+  'malformed_record',
+  'missing_timings',
+  'unknown_tools',
+  'missing_task',
+  'duplicate_id',
+] as const;
 export type UnreplayableReason = (typeof unreplayableReasons)[number];
 
 export const unreplayableSessionSchema = z.object({
@@ -97,7 +103,10 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
   const parsed = recordedSessionSchema.safeParse(value);
   if (!parsed.success) {
     const problems = zodProblems(parsed.error).slice(0, 3).map(formatProblem);
-    return skip('malformed_record', `not a recorded session (OpenAI messages with per-call timings): ${problems.join('; ')}`);
+    return skip(
+      'malformed_record',
+      `not a recorded session (OpenAI messages with per-call timings): ${problems.join('; ')}`,
+    );
   }
   const record = parsed.data;
   const messages = record.messages;
@@ -106,27 +115,42 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
     const message = messages[index];
     if (message.role === 'assistant') for (const call of message.tool_calls ?? []) answered.add(call.id);
     if (message.role === 'tool' && !answered.has(message.tool_call_id)) {
-      return skip('malformed_record', `messages[${index}] answers tool_call_id "${message.tool_call_id}", which no earlier assistant message issued`);
+      return skip(
+        'malformed_record',
+        `messages[${index}] answers tool_call_id "${message.tool_call_id}", which no earlier assistant message issued`,
+      );
     }
   }
   const assistantIndexes = messages.flatMap((message, index) => (message.role === 'assistant' ? [index] : []));
-  if (assistantIndexes.length === 0) return skip('malformed_record', 'the session has no assistant message: nothing to replay');
+  if (assistantIndexes.length === 0)
+    return skip('malformed_record', 'the session has no assistant message: nothing to replay');
   if (!record.calls || record.calls.length === 0) {
-    return skip('missing_timings', 'the record has no `calls` (per-call timings); record sessions with their call timings to replay them');
+    return skip(
+      'missing_timings',
+      'the record has no `calls` (per-call timings); record sessions with their call timings to replay them',
+    );
   }
   const callsByIndex = new Map(record.calls.map((call) => [call.messageIndex, call]));
   const calls: ReplayCallPlan[] = [];
   // Turn of each assistant message: the user messages before it, less one (a session that opens
   // with an assistant message counts that as turn 0 too).
-  const turnOf = (messageIndex: number): number => Math.max(0, messages.slice(0, messageIndex).filter((message) => message.role === 'user').length - 1);
+  const turnOf = (messageIndex: number): number =>
+    Math.max(0, messages.slice(0, messageIndex).filter((message) => message.role === 'user').length - 1);
   for (const [position, messageIndex] of assistantIndexes.entries()) {
     const call = callsByIndex.get(messageIndex);
-    if (!call) return skip('missing_timings', `assistant messages[${messageIndex}] has no calls[] record with messageIndex ${messageIndex}`);
+    if (!call)
+      return skip(
+        'missing_timings',
+        `assistant messages[${messageIndex}] has no calls[] record with messageIndex ${messageIndex}`,
+      );
     const message = messages[messageIndex] as Extract<ChatMessage, { role: 'assistant' }>;
     const asksTools = (message.tool_calls?.length ?? 0) > 0;
     const last = position === assistantIndexes.length - 1;
     if (asksTools && !last && call.toolMs === undefined) {
-      return skip('missing_timings', `calls[] record of messages[${messageIndex}] has no toolMs: the think time before the next call is unknown`);
+      return skip(
+        'missing_timings',
+        `calls[] record of messages[${messageIndex}] has no toolMs: the think time before the next call is unknown`,
+      );
     }
     const nextIndex = assistantIndexes[position + 1];
     calls.push({
@@ -142,7 +166,10 @@ export function parseRecordedSession(value: unknown, source: string): ParsedSess
   }
   for (const call of record.calls) {
     if (messages[call.messageIndex]?.role !== 'assistant') {
-      return skip('malformed_record', `calls[] names messageIndex ${call.messageIndex}, which is not an assistant message`);
+      return skip(
+        'malformed_record',
+        `calls[] names messageIndex ${call.messageIndex}, which is not an assistant message`,
+      );
     }
   }
   return {

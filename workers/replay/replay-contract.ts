@@ -89,7 +89,11 @@ export const replayInputSchema = z
     /** Part jobs, each replaying every n-th session with 1/n of the load; run them side by side. Default 1. */
     parts: z.number().int().min(1).max(1000).default(1),
     /** Percentiles reported, in (0, 100]. Default 50, 90, 95, 99. */
-    percentiles: z.array(z.number().gt(0).max(100)).min(1).max(20).default([...defaultPercentiles]),
+    percentiles: z
+      .array(z.number().gt(0).max(100))
+      .min(1)
+      .max(20)
+      .default([...defaultPercentiles]),
     /**
      * Tool latency model: think time after tool calls for sessions recorded in the simulator
      * (whose tools answered in microseconds); production traces keep their recorded durations.
@@ -125,11 +129,20 @@ export const replayInputSchema = z
   })
   .strict()
   .superRefine((input, context) => {
-    if (input.mode === 'live' && !input.live) context.addIssue({ code: 'custom', path: ['live'], message: 'mode live needs live: { harness, tasks }' });
+    if (input.mode === 'live' && !input.live)
+      context.addIssue({ code: 'custom', path: ['live'], message: 'mode live needs live: { harness, tasks }' });
     if (input.sweep && input.load.kind === 'closed' && input.parts > Math.round(input.sweep.ladder[0])) {
-      context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds the first sweep step's concurrency (${input.sweep.ladder[0]}); each part needs a session in flight` });
+      context.addIssue({
+        code: 'custom',
+        path: ['parts'],
+        message: `parts (${input.parts}) exceeds the first sweep step's concurrency (${input.sweep.ladder[0]}); each part needs a session in flight`,
+      });
     } else if (!input.sweep && input.load.kind === 'closed' && input.parts > input.load.concurrency) {
-      context.addIssue({ code: 'custom', path: ['parts'], message: `parts (${input.parts}) exceeds load.concurrency (${input.load.concurrency}); each part needs a session in flight` });
+      context.addIssue({
+        code: 'custom',
+        path: ['parts'],
+        message: `parts (${input.parts}) exceeds load.concurrency (${input.load.concurrency}); each part needs a session in flight`,
+      });
     }
   });
 export type ReplayInput = z.infer<typeof replayInputSchema>;
@@ -163,7 +176,13 @@ export const replayOutputSchema = z.object({
   verdict: z.enum(['pass', 'fail', 'no-data']),
   /** Each SLO objective with the value observed (null: no samples) and whether it held. */
   objectives: z.array(
-    z.object({ metric: z.string(), percentile: z.number(), maxMs: z.number(), observed: z.number().nullable(), pass: z.boolean().nullable() }),
+    z.object({
+      metric: z.string(),
+      percentile: z.number(),
+      maxMs: z.number(),
+      observed: z.number().nullable(),
+      pass: z.boolean().nullable(),
+    }),
   ),
   sessions: z.number().int().nonnegative(),
   calls: z.number().int().nonnegative(),
@@ -188,14 +207,20 @@ export const replayOutputSchema = z.object({
   serving: z.string().optional(),
   /** A sweep's outcome (reportUri and htmlUri are then sweep.json and sweep.html). */
   sweep: z
-    .object({ steps: z.number().int().nonnegative(), capacity: z.number().nullable(), knee: z.number().nullable(), stoppedBecause: z.string() })
+    .object({
+      steps: z.number().int().nonnegative(),
+      capacity: z.number().nullable(),
+      knee: z.number().nullable(),
+      stoppedBecause: z.string(),
+    })
     .optional(),
 });
 export type ReplayOutput = z.infer<typeof replayOutputSchema>;
 
 export const replayContract: FanOutContract<ReplayInput, ReplayOutput, ReplayPartInput, ReplayPartOutput> = {
   name: 'replay',
-  description: 'full-agent session replay against a served model: vLLM-exact call metrics, session percentiles, SLO report',
+  description:
+    'full-agent session replay against a served model: vLLM-exact call metrics, session percentiles, SLO report',
   input: replayInputSchema,
   output: replayOutputSchema,
   summarize: summarizeReplay,

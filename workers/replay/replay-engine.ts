@@ -233,7 +233,12 @@ function prepareBodies(options: ReplayPartOptions): Map<string, PreparedChatRequ
     for (const { messageIndex, ...request } of planned) {
       const key = preparedKey(scheduled.session.id, messageIndex);
       if (prepared.has(key)) continue;
-      const merged: ChatRequest = Object.assign({}, options.sampling, request, options.extraBody ? { extraBody: options.extraBody } : {});
+      const merged: ChatRequest = Object.assign(
+        {},
+        options.sampling,
+        request,
+        options.extraBody ? { extraBody: options.extraBody } : {},
+      );
       prepared.set(key, prepare(merged));
     }
   }
@@ -262,14 +267,26 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
     finished.push(result);
     options.onProgress?.(finished.length, total);
   };
-  const run = (scheduled: ScheduledSession, intendedStartMs: number) => replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
+  const run = (scheduled: ScheduledSession, intendedStartMs: number) =>
+    replaySession(scheduled, intendedStartMs, clock, options, true, prepared);
 
   if (options.load.kind === 'closed') {
     // Each lane starts at the offset its warmup lane ended at: the warmup absorbed the start burst
     // (every session sending in one tick) and the measured phase keeps the spread it left.
-    await runClosedLoop(options.sessions, options.load.concurrency, async (scheduled) => record(await run(scheduled, clock.now())), options.signal, { clock, laneStartsMs: laneOffsetsMs });
+    await runClosedLoop(
+      options.sessions,
+      options.load.concurrency,
+      async (scheduled) => record(await run(scheduled, clock.now())),
+      options.signal,
+      { clock, laneStartsMs: laneOffsetsMs },
+    );
   } else {
-    const offsets = arrivalOffsetsMs(options.sessions.length, options.load.rate, options.load.burstiness, options.rng.fork('arrivals'));
+    const offsets = arrivalOffsetsMs(
+      options.sessions.length,
+      options.load.rate,
+      options.load.burstiness,
+      options.rng.fork('arrivals'),
+    );
     const gate = options.load.maxConcurrency === undefined ? undefined : new SessionGate(options.load.maxConcurrency);
     const running: Promise<void>[] = [];
     for (const [position, scheduled] of options.sessions.entries()) {
@@ -329,10 +346,13 @@ async function replayMeasured(options: ReplayPartOptions): Promise<ReplayPartRes
  * Warmup sessions, closed loop, discarded. Also returns when each lane ended, as offsets from the
  * first (ascending): the closed loop's measured lanes start at them.
  */
-async function runWarmup(options: ReplayPartOptions): Promise<ReplayPartResult['warmup'] & { laneOffsetsMs: number[] }> {
+async function runWarmup(
+  options: ReplayPartOptions,
+): Promise<ReplayPartResult['warmup'] & { laneOffsetsMs: number[] }> {
   const warmup = { sessions: options.warmup.length, calls: 0, failedCalls: 0 };
   if (options.warmup.length === 0) return { ...warmup, laneOffsetsMs: [] };
-  const concurrency = options.load.kind === 'closed' ? options.load.concurrency : (options.load.maxConcurrency ?? options.warmup.length);
+  const concurrency =
+    options.load.kind === 'closed' ? options.load.concurrency : (options.load.maxConcurrency ?? options.warmup.length);
   const clock = phaseClock();
   const laneEnds = await runClosedLoop(
     options.warmup,
@@ -452,7 +472,9 @@ async function replaySession(
       thinkMs: 0,
       ...(step.recorded?.recordedTtftMs !== undefined ? { recordedTtftMs: step.recorded.recordedTtftMs } : {}),
       ...(step.recorded?.recordedE2eMs !== undefined ? { recordedE2eMs: step.recorded.recordedE2eMs } : {}),
-      ...(step.recorded?.recordedOutputTokens !== undefined ? { recordedOutputTokens: step.recorded.recordedOutputTokens } : {}),
+      ...(step.recorded?.recordedOutputTokens !== undefined
+        ? { recordedOutputTokens: step.recorded.recordedOutputTokens }
+        : {}),
     };
     turn ??= {
       sessionId: session.id,
@@ -480,7 +502,11 @@ async function replaySession(
     endMs = clock.now();
     const outcome = await driver.accept(step, response);
     const thinkMs = withThinkTime ? outcome.thinkMs : 0;
-    const call = succeededCallRecord({ ...placement, endMs, thinkMs, ...(outcome.divergence ? { divergence: outcome.divergence } : {}) }, response, options.tokenizer);
+    const call = succeededCallRecord(
+      { ...placement, endMs, thinkMs, ...(outcome.divergence ? { divergence: outcome.divergence } : {}) },
+      response,
+      options.tokenizer,
+    );
     calls.push(call);
     itl.set(callIndex, response.timings.itlMs ?? []);
     modelMs += response.timings.e2eMs;
@@ -540,14 +566,21 @@ async function replaySession(
   return { calls, turns, session: record, itl };
 }
 
-async function readCounters(options: ReplayPartOptions): Promise<{ reading: CounterReading } | { error: string } | { skipped: true }> {
+async function readCounters(
+  options: ReplayPartOptions,
+): Promise<{ reading: CounterReading } | { error: string } | { skipped: true }> {
   if (!options.metricsUrl) return { skipped: true };
   try {
     const samples = await scrapePrometheus(options.metricsUrl);
-    const specDecodeNames = [...new Set(samples.map((sample) => sample.name).filter((name) => /^(vllm:spec_decode|sglang:spec_)/.test(name)))].sort();
+    const specDecodeNames = [
+      ...new Set(samples.map((sample) => sample.name).filter((name) => /^(vllm:spec_decode|sglang:spec_)/.test(name))),
+    ].sort();
     return { reading: { atEpochMs: Date.now(), counters: readSpecDecodeCounters(samples), specDecodeNames } };
   } catch (error) {
-    options.logger?.warn({ url: options.metricsUrl, error: (error as Error).message }, 'could not read the server metrics; spec-decode figures will be missing');
+    options.logger?.warn(
+      { url: options.metricsUrl, error: (error as Error).message },
+      'could not read the server metrics; spec-decode figures will be missing',
+    );
     return { error: (error as Error).message };
   }
 }

@@ -42,20 +42,31 @@ export const replayPartFileSchema = z.object({
   part: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }),
   window: z.object({ startEpochMs: z.number(), endEpochMs: z.number(), durationMs: z.number().nonnegative() }),
   load: loadProfileSchema,
-  warmup: z.object({ sessions: z.number().int().nonnegative(), calls: z.number().int().nonnegative(), failedCalls: z.number().int().nonnegative() }),
+  warmup: z.object({
+    sessions: z.number().int().nonnegative(),
+    calls: z.number().int().nonnegative(),
+    failedCalls: z.number().int().nonnegative(),
+  }),
   target: targetInfoSchema,
   calls: z.array(replayCallRecordSchema),
   /** Viewer turns (absent from parts written before turns were measured). */
   turns: z.array(replayTurnRecordSchema).default([]),
   sessions: z.array(replaySessionRecordSchema),
   samples: serializedSampleSetSchema,
-  specDecode: z.object({ before: counterReadingSchema.optional(), after: counterReadingSchema.optional(), error: z.string().optional() }),
+  specDecode: z.object({
+    before: counterReadingSchema.optional(),
+    after: counterReadingSchema.optional(),
+    error: z.string().optional(),
+  }),
   unreplayable: z.array(unreplayableSessionSchema),
   client: clientHealthSchema,
 });
 export type ReplayPartFile = z.infer<typeof replayPartFileSchema>;
 
-export function partFileOf(result: ReplayPartResult, extra: Pick<ReplayPartFile, 'target' | 'unreplayable'>): ReplayPartFile {
+export function partFileOf(
+  result: ReplayPartResult,
+  extra: Pick<ReplayPartFile, 'target' | 'unreplayable'>,
+): ReplayPartFile {
   return {
     schemaVersion: REPLAY_PART_SCHEMA_VERSION,
     part: result.part,
@@ -74,21 +85,35 @@ export function partFileOf(result: ReplayPartResult, extra: Pick<ReplayPartFile,
 }
 
 /** Gzip JSON with the artifact gzip settings: the same part gives the same bytes. */
-export async function writeReplayPartFile(store: ArtifactStore, key: string, file: ReplayPartFile): Promise<ObjectInfo> {
+export async function writeReplayPartFile(
+  store: ArtifactStore,
+  key: string,
+  file: ReplayPartFile,
+): Promise<ObjectInfo> {
   return store.put(key, gzipSync(JSON.stringify(file), jsonlGzipOptions), { contentType: 'application/gzip' });
 }
 
-export async function readReplayPartFile(store: ArtifactStore, key: string): Promise<ReplayPartFile & { sampleSet: SampleSet }> {
+export async function readReplayPartFile(
+  store: ArtifactStore,
+  key: string,
+): Promise<ReplayPartFile & { sampleSet: SampleSet }> {
   const uri = store.uriOf(key);
   let value: unknown;
   try {
     value = JSON.parse(gunzipSync(await store.getBuffer(key)).toString('utf8'));
   } catch (error) {
-    throw new BadInputError('BAD_REPLAY_PART', `${uri} is not a gzip JSON replay part (${(error as Error).message}); rerun the replay stage`, { cause: error });
+    throw new BadInputError(
+      'BAD_REPLAY_PART',
+      `${uri} is not a gzip JSON replay part (${(error as Error).message}); rerun the replay stage`,
+      { cause: error },
+    );
   }
   const parsed = replayPartFileSchema.safeParse(value);
   if (!parsed.success) {
-    throw new BadInputError('BAD_REPLAY_PART', `${uri} is not a replay part: ${zodProblems(parsed.error).slice(0, 3).map(formatProblem).join('; ')}; rerun the replay stage`);
+    throw new BadInputError(
+      'BAD_REPLAY_PART',
+      `${uri} is not a replay part: ${zodProblems(parsed.error).slice(0, 3).map(formatProblem).join('; ')}; rerun the replay stage`,
+    );
   }
   return { ...parsed.data, sampleSet: SampleSet.fromJSON(parsed.data.samples, uri) };
 }

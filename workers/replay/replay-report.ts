@@ -37,7 +37,11 @@ export const replayReportSchema = z.looseObject({
   mode: z.enum(replayModes),
   load: loadProfileSchema,
   parts: z.number().int().positive(),
-  warmup: z.object({ sessions: z.number().int().nonnegative(), calls: z.number().int().nonnegative(), failedCalls: z.number().int().nonnegative() }),
+  warmup: z.object({
+    sessions: z.number().int().nonnegative(),
+    calls: z.number().int().nonnegative(),
+    failedCalls: z.number().int().nonnegative(),
+  }),
   percentiles: z.array(z.number()),
   window: z.object({ startedAt: z.string(), durationMs: z.number().nonnegative() }),
   counts: z.object({
@@ -52,14 +56,27 @@ export const replayReportSchema = z.looseObject({
     unreplayable: z.number().int().nonnegative(),
     outputTokensEstimated: z.number().int().nonnegative(),
   }),
-  throughput: z.object({ requestsPerSecond: z.number(), sessionsPerSecond: z.number(), outputTokensPerSecond: z.number() }),
+  throughput: z.object({
+    requestsPerSecond: z.number(),
+    sessionsPerSecond: z.number(),
+    outputTokensPerSecond: z.number(),
+  }),
   metrics: z.record(
     z.string(),
-    z.object({ scope: z.enum(['call', 'turn', 'session']), unit: z.string(), description: z.string(), summary: metricSummarySchema }),
+    z.object({
+      scope: z.enum(['call', 'turn', 'session']),
+      unit: z.string(),
+      description: z.string(),
+      summary: metricSummarySchema,
+    }),
   ),
   slo: z.looseObject({ verdict: z.enum(['pass', 'fail', 'no-data']) }),
   specDecode: z.looseObject({ available: z.boolean(), note: z.string() }),
-  client: z.looseObject({ eventLoopDelayP99Ms: z.number(), eventLoopDelayMaxMs: z.number(), eventLoopUtilization: z.number() }),
+  client: z.looseObject({
+    eventLoopDelayP99Ms: z.number(),
+    eventLoopDelayMaxMs: z.number(),
+    eventLoopUtilization: z.number(),
+  }),
   failures: z.array(z.object({ code: z.string(), count: z.number().int().positive(), example: z.string() })),
   unreplayable: z.array(unreplayableSessionSchema),
   notes: z.array(z.string()),
@@ -104,7 +121,10 @@ export interface ReplayReport {
     outputTokensEstimated: number;
   };
   throughput: { requestsPerSecond: number; sessionsPerSecond: number; outputTokensPerSecond: number };
-  metrics: Record<string, { scope: 'call' | 'turn' | 'session'; unit: string; description: string; summary: MetricSummary }>;
+  metrics: Record<
+    string,
+    { scope: 'call' | 'turn' | 'session'; unit: string; description: string; summary: MetricSummary }
+  >;
   slo: SloReport;
   specDecode: SpecDecodeReport;
   /**
@@ -139,7 +159,12 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
   const outputTokens = okCalls.reduce((sum, call) => sum + (call.outputTokens ?? 0), 0);
   const metrics: ReplayReport['metrics'] = {};
   for (const metric of replayMetrics) {
-    metrics[metric.name] = { scope: metric.scope, unit: metric.unit, description: metric.description, summary: summarizeSamples(samples.get(metric.name), settings.percentiles) };
+    metrics[metric.name] = {
+      scope: metric.scope,
+      unit: metric.unit,
+      description: metric.description,
+      summary: summarizeSamples(samples.get(metric.name), settings.percentiles),
+    };
   }
   const failures = new Map<string, { count: number; example: string }>();
   for (const call of failedCalls) {
@@ -159,7 +184,13 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
   const specDecode: SpecDecodeReport =
     merged.specDecode.before && merged.specDecode.after
       ? specDecodeDelta(merged.specDecode.before.counters, merged.specDecode.after.counters)
-      : { available: false, note: merged.specDecode.errors.length > 0 ? `the server metrics could not be read: ${merged.specDecode.errors.join('; ')}` : 'no metrics endpoint was read (metricsUrl unset or false)' };
+      : {
+          available: false,
+          note:
+            merged.specDecode.errors.length > 0
+              ? `the server metrics could not be read: ${merged.specDecode.errors.join('; ')}`
+              : 'no metrics endpoint was read (metricsUrl unset or false)',
+        };
   const report: ReplayReport = {
     schemaVersion: REPLAY_REPORT_SCHEMA_VERSION,
     kind: 'hat-replay-report',
@@ -194,7 +225,9 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
     specDecode,
     client: clientVerdictOf(merged.client),
     ...(settings.mode === 'live' ? { live: liveReportOf(merged) } : {}),
-    failures: [...failures.entries()].map(([code, entry]) => ({ code, ...entry })).sort((left, right) => right.count - left.count || left.code.localeCompare(right.code)),
+    failures: [...failures.entries()]
+      .map(([code, entry]) => ({ code, ...entry }))
+      .sort((left, right) => right.count - left.count || left.code.localeCompare(right.code)),
     unreplayable: merged.unreplayable,
     notes: [],
     samples: samples.toJSON(),
@@ -233,7 +266,8 @@ function clientVerdictOf(client: MergedReplay['client']): ReplayReport['client']
 /** What a reader should know before trusting the figures. */
 function notesOf(report: ReplayReport): string[] {
   const notes: string[] = [];
-  if (report.target.warning) notes.push(`Target: ${report.target.warning}. These latencies do not describe a real model.`);
+  if (report.target.warning)
+    notes.push(`Target: ${report.target.warning}. These latencies do not describe a real model.`);
   if (report.client.timestampsDoubtful) {
     const bare = report.client.bareLoopDelayP99Ms;
     notes.push(
@@ -257,15 +291,26 @@ function notesOf(report: ReplayReport): string[] {
     );
   }
   if (report.counts.outputTokensEstimated > 0) {
-    notes.push(`${report.counts.outputTokensEstimated} call(s) had no usage.completion_tokens; their output tokens were retokenized or estimated (see outputTokensSource in requests.csv), so their TPOT is approximate.`);
+    notes.push(
+      `${report.counts.outputTokensEstimated} call(s) had no usage.completion_tokens; their output tokens were retokenized or estimated (see outputTokensSource in requests.csv), so their TPOT is approximate.`,
+    );
   }
   if ((report.counts.retriedCalls ?? 0) > 0) {
     notes.push(
       `${report.counts.retriedCalls} call(s) succeeded only after retries (${report.counts.failedAttempts} failed attempt(s), counted under failures as RETRIED_ATTEMPT); their call figures are left out of the call percentiles, while their sessions and turns include the retry time. Replays default to maxRetries 0 on openai targets.`,
     );
   }
-  if (report.counts.callsFailed > 0) notes.push(`${report.counts.callsFailed} call(s) failed and are excluded from the percentiles (see failures); their sessions are counted as failed.`);
-  if (report.specDecode.available) notes.push('Speculative decoding: one chunk may carry several tokens, so ITL is not per token; compare TPOT, not ITL. The counters are server-wide.');
-  if (report.parts > 1) notes.push(`${report.parts} parts: each offered its share of the load; the figures assume they ran side by side (the window is the union of theirs).`);
+  if (report.counts.callsFailed > 0)
+    notes.push(
+      `${report.counts.callsFailed} call(s) failed and are excluded from the percentiles (see failures); their sessions are counted as failed.`,
+    );
+  if (report.specDecode.available)
+    notes.push(
+      'Speculative decoding: one chunk may carry several tokens, so ITL is not per token; compare TPOT, not ITL. The counters are server-wide.',
+    );
+  if (report.parts > 1)
+    notes.push(
+      `${report.parts} parts: each offered its share of the load; the figures assume they ran side by side (the window is the union of theirs).`,
+    );
   return notes;
 }

@@ -18,7 +18,9 @@ export const sweepSchema = z
       .array(z.number().positive())
       .min(1)
       .max(64)
-      .refine((ladder) => ladder.every((value, index) => index === 0 || value > (ladder[index - 1])), { message: 'ladder must be strictly ascending' }),
+      .refine((ladder) => ladder.every((value, index) => index === 0 || value > ladder[index - 1]), {
+        message: 'ladder must be strictly ascending',
+      }),
     /** Sessions each step replays (measured). Default: the config's `sessions`, else each recorded session once. */
     sessionsPerStep: z.number().int().min(1).max(1_000_000).optional(),
     /** Stop at the first step that breaks the SLO. Default true (false runs the whole ladder). */
@@ -71,7 +73,12 @@ export interface SweepReport {
 }
 
 /** One step's figures from its report. */
-export function sweepStepOf(index: number, load: number, report: ReplayReport, uris: { reportUri: string; htmlUri: string }): SweepStep {
+export function sweepStepOf(
+  index: number,
+  load: number,
+  report: ReplayReport,
+  uris: { reportUri: string; htmlUri: string },
+): SweepStep {
   const latency: SweepStep['latency'] = {};
   for (const objective of report.slo.objectives) {
     const summary = report.metrics[objective.metric]?.summary;
@@ -91,7 +98,10 @@ export function sweepStepOf(index: number, load: number, report: ReplayReport, u
 }
 
 /** Capacity, knee and stop reason of the steps run. */
-export function summarizeSweep(base: Omit<SweepReport, 'capacity' | 'knee' | 'stoppedBecause'>, stoppedEarly: boolean): SweepReport {
+export function summarizeSweep(
+  base: Omit<SweepReport, 'capacity' | 'knee' | 'stoppedBecause'>,
+  stoppedEarly: boolean,
+): SweepReport {
   const steps = base.steps;
   // The highest load held, provided every lower step held too: a pass above a failure is noise.
   let held: SweepStep | undefined;
@@ -107,7 +117,9 @@ export function summarizeSweep(base: Omit<SweepReport, 'capacity' | 'knee' | 'st
   return {
     ...base,
     stoppedBecause,
-    capacity: held ? { load: held.load, turnGoodputPerSecond: held.turnGoodputPerSecond, sessionsPerSecond: held.sessionsPerSecond } : null,
+    capacity: held
+      ? { load: held.load, turnGoodputPerSecond: held.turnGoodputPerSecond, sessionsPerSecond: held.sessionsPerSecond }
+      : null,
     knee: metric ? kneeOf(steps, metric) : null,
   };
 }
@@ -140,11 +152,17 @@ export function renderSweepHtml(sweep: SweepReport): string {
   const metrics = [...new Set(sweep.steps.flatMap((step) => step.objectives.map((objective) => objective.metric)))];
   const charts = metrics.map((metric) => {
     const limits = sweep.steps[0]?.objectives.filter((objective) => objective.metric === metric) ?? [];
-    return `<figure><figcaption><b>${escapeHtml(metric)}</b> vs load (${unit}): P50 solid, P95 dotted, SLO limits dashed</figcaption>${latencyChart(sweep, metric, limits.map((limit) => ({ label: `P${limit.percentile} ≤ ${limit.maxMs}`, value: limit.maxMs })))}</figure>`;
+    return `<figure><figcaption><b>${escapeHtml(metric)}</b> vs load (${unit}): P50 solid, P95 dotted, SLO limits dashed</figcaption>${latencyChart(
+      sweep,
+      metric,
+      limits.map((limit) => ({ label: `P${limit.percentile} ≤ ${limit.maxMs}`, value: limit.maxMs })),
+    )}</figure>`;
   });
   const rows = sweep.steps
     .map((step) => {
-      const cells = metrics.map((metric) => `<td>${fixed(step.latency[metric]?.p50)}</td><td>${fixed(step.latency[metric]?.p95)}</td>`).join('');
+      const cells = metrics
+        .map((metric) => `<td>${fixed(step.latency[metric]?.p50)}</td><td>${fixed(step.latency[metric]?.p95)}</td>`)
+        .join('');
       return `<tr><td>${step.index}</td><td>${step.load}</td><td class="${step.verdict === 'pass' ? 'pass' : 'fail'}">${step.verdict}</td>${cells}<td>${fixed(step.turnGoodputPerSecond, 3)}</td><td>${step.sessionsPerSecond.toFixed(3)}</td><td>${step.callsFailed}</td><td><a href="${escapeHtml(step.htmlUri)}">report</a></td></tr>`;
     })
     .join('');
@@ -176,27 +194,49 @@ function latencyChart(sweep: SweepReport, metric: string, limits: Array<{ label:
   const margin = { left: 64, right: 110, top: 14, bottom: 36 };
   const plotWidth = width - margin.left - margin.right;
   const plotHeight = height - margin.top - margin.bottom;
-  const points = sweep.steps.map((step) => ({ load: step.load, p50: step.latency[metric]?.p50 ?? null, p95: step.latency[metric]?.p95 ?? null }));
+  const points = sweep.steps.map((step) => ({
+    load: step.load,
+    p50: step.latency[metric]?.p50 ?? null,
+    p95: step.latency[metric]?.p95 ?? null,
+  }));
   const loads = points.map((point) => point.load);
-  const values = [...points.flatMap((point) => [point.p50, point.p95]).filter((value): value is number => value !== null), ...limits.map((limit) => limit.value)];
+  const values = [
+    ...points.flatMap((point) => [point.p50, point.p95]).filter((value): value is number => value !== null),
+    ...limits.map((limit) => limit.value),
+  ];
   const xLow = Math.min(...loads);
   const xHigh = Math.max(...loads);
   const yHigh = Math.max(1, ...values) * 1.05;
-  const x = (load: number) => margin.left + (xHigh === xLow ? plotWidth / 2 : ((load - xLow) / (xHigh - xLow)) * plotWidth);
+  const x = (load: number) =>
+    margin.left + (xHigh === xLow ? plotWidth / 2 : ((load - xLow) / (xHigh - xLow)) * plotWidth);
   const y = (value: number) => margin.top + plotHeight - (value / yHigh) * plotHeight;
   const line = (key: 'p50' | 'p95', dash: string) => {
-    const drawn = points.filter((point) => point[key] !== null).map((point) => `${x(point.load).toFixed(1)},${y(point[key] as number).toFixed(1)}`);
+    const drawn = points
+      .filter((point) => point[key] !== null)
+      .map((point) => `${x(point.load).toFixed(1)},${y(point[key] as number).toFixed(1)}`);
     return `<polyline fill="none" stroke="#4a6fa5" stroke-width="2"${dash} points="${drawn.join(' ')}"/>${points
       .filter((point) => point[key] !== null)
-      .map((point) => `<circle cx="${x(point.load).toFixed(1)}" cy="${y(point[key] as number).toFixed(1)}" r="3" fill="#4a6fa5"><title>load ${point.load}: ${key.toUpperCase()} ${(point[key] as number).toFixed(1)} ms</title></circle>`)
+      .map(
+        (point) =>
+          `<circle cx="${x(point.load).toFixed(1)}" cy="${y(point[key] as number).toFixed(1)}" r="3" fill="#4a6fa5"><title>load ${point.load}: ${key.toUpperCase()} ${(point[key] as number).toFixed(1)} ms</title></circle>`,
+      )
       .join('')}`;
   };
   const limitLines = limits
-    .map((limit) => `<line x1="${margin.left}" x2="${margin.left + plotWidth}" y1="${y(limit.value).toFixed(1)}" y2="${y(limit.value).toFixed(1)}" stroke="#b3261e" stroke-dasharray="6 4"/><text x="${margin.left + plotWidth + 4}" y="${(y(limit.value) + 4).toFixed(1)}" font-size="10" fill="#b3261e">${escapeHtml(limit.label)}</text>`)
+    .map(
+      (limit) =>
+        `<line x1="${margin.left}" x2="${margin.left + plotWidth}" y1="${y(limit.value).toFixed(1)}" y2="${y(limit.value).toFixed(1)}" stroke="#b3261e" stroke-dasharray="6 4"/><text x="${margin.left + plotWidth + 4}" y="${(y(limit.value) + 4).toFixed(1)}" font-size="10" fill="#b3261e">${escapeHtml(limit.label)}</text>`,
+    )
     .join('');
   const ticks = [
-    ...loads.map((load) => `<text x="${x(load).toFixed(1)}" y="${margin.top + plotHeight + 14}" text-anchor="middle" font-size="10">${load}</text>`),
-    ...[0, 0.25, 0.5, 0.75, 1].map((share) => `<text x="${margin.left - 4}" y="${(y(share * yHigh) + 3).toFixed(1)}" text-anchor="end" font-size="10">${(share * yHigh).toFixed(0)}</text>`),
+    ...loads.map(
+      (load) =>
+        `<text x="${x(load).toFixed(1)}" y="${margin.top + plotHeight + 14}" text-anchor="middle" font-size="10">${load}</text>`,
+    ),
+    ...[0, 0.25, 0.5, 0.75, 1].map(
+      (share) =>
+        `<text x="${margin.left - 4}" y="${(y(share * yHigh) + 3).toFixed(1)}" text-anchor="end" font-size="10">${(share * yHigh).toFixed(0)}</text>`,
+    ),
   ].join('');
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="latency vs load"><line x1="${margin.left}" y1="${margin.top + plotHeight}" x2="${margin.left + plotWidth}" y2="${margin.top + plotHeight}" stroke="#333"/><line x1="${margin.left}" y1="${margin.top}" x2="${margin.left}" y2="${margin.top + plotHeight}" stroke="#333"/>${limitLines}${line('p50', '')}${line('p95', ' stroke-dasharray="2 3"')}${ticks}<text x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle" font-size="11">load</text><text x="12" y="${margin.top + plotHeight / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 ${margin.top + plotHeight / 2})">ms</text></svg>`;
 }

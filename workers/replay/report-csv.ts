@@ -1,27 +1,88 @@
 import type { ReplayCallRecord, ReplaySessionRecord, ReplayTurnRecord } from './replay-records';
 
 const callColumns = [
-  'sessionId', 'sessionIndex', 'callIndex', 'messageIndex', 'part', 'status', 'errorCode',
-  'intendedMs', 'dispatchMs', 'sentMs', 'endMs', 'scheduleLagMs', 'queueMs', 'retryMs',
-  'ttftMs', 'tpotMs', 'e2elMs', 'ttftFromIntendedMs', 'e2elFromIntendedMs', 'clientOverheadMs', 'writeMs',
-  'outputTokens', 'outputTokensSource', 'promptTokens', 'cachedPromptTokens', 'chunkCount', 'finishReason', 'attempts',
-  'thinkMs', 'recordedTtftMs', 'recordedE2eMs', 'recordedOutputTokens', 'divergence', 'error',
+  'sessionId',
+  'sessionIndex',
+  'callIndex',
+  'messageIndex',
+  'part',
+  'status',
+  'errorCode',
+  'intendedMs',
+  'dispatchMs',
+  'sentMs',
+  'endMs',
+  'scheduleLagMs',
+  'queueMs',
+  'retryMs',
+  'ttftMs',
+  'tpotMs',
+  'e2elMs',
+  'ttftFromIntendedMs',
+  'e2elFromIntendedMs',
+  'clientOverheadMs',
+  'writeMs',
+  'outputTokens',
+  'outputTokensSource',
+  'promptTokens',
+  'cachedPromptTokens',
+  'chunkCount',
+  'finishReason',
+  'attempts',
+  'thinkMs',
+  'recordedTtftMs',
+  'recordedE2eMs',
+  'recordedOutputTokens',
+  'divergence',
+  'error',
 ] as const;
 
 const sessionColumns = [
-  'sessionId', 'sessionIndex', 'part', 'status', 'calls', 'intendedStartMs', 'startMs', 'endMs',
-  'e2eMs', 'e2eFromIntendedMs', 'finalAnswerTtftMs', 'finalAnswerTtftFromIntendedMs', 'modelMs', 'toolMs', 'overheadMs',
-  'liveSteps', 'liveDivergedSteps', 'error',
+  'sessionId',
+  'sessionIndex',
+  'part',
+  'status',
+  'calls',
+  'intendedStartMs',
+  'startMs',
+  'endMs',
+  'e2eMs',
+  'e2eFromIntendedMs',
+  'finalAnswerTtftMs',
+  'finalAnswerTtftFromIntendedMs',
+  'modelMs',
+  'toolMs',
+  'overheadMs',
+  'liveSteps',
+  'liveDivergedSteps',
+  'error',
 ] as const;
 
 const turnColumns = [
-  'sessionId', 'sessionIndex', 'turnIndex', 'part', 'status', 'calls', 'intendedStartMs', 'startMs', 'firstTokenAtMs', 'endMs',
-  'firstTokenMs', 'firstTokenFromIntendedMs', 'responseMs', 'responseFromIntendedMs', 'toolMs', 'modelMs',
+  'sessionId',
+  'sessionIndex',
+  'turnIndex',
+  'part',
+  'status',
+  'calls',
+  'intendedStartMs',
+  'startMs',
+  'firstTokenAtMs',
+  'endMs',
+  'firstTokenMs',
+  'firstTokenFromIntendedMs',
+  'responseMs',
+  'responseFromIntendedMs',
+  'toolMs',
+  'modelMs',
 ] as const;
 
 /** One row per viewer turn (`turns.csv`). */
 export function turnsCsv(turns: readonly ReplayTurnRecord[]): string {
-  return toCsv(turnColumns, turns.map((turn) => turnColumns.map((column) => turn[column])));
+  return toCsv(
+    turnColumns,
+    turns.map((turn) => turnColumns.map((column) => turn[column])),
+  );
 }
 
 /** One row per model call (`requests.csv`): every figure of the call, blank where it has none. */
@@ -51,7 +112,8 @@ export function sessionsCsv(sessions: readonly ReplaySessionRecord[]): string {
 function toCsv(header: readonly string[], rows: unknown[][]): string {
   const field = (value: unknown): string => {
     if (value === undefined || value === null) return '';
-    const text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : value.toFixed(3)) : String(value);
+    const text =
+      typeof value === 'number' ? (Number.isInteger(value) ? String(value) : value.toFixed(3)) : String(value);
     return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
   };
   return `${[header.join(','), ...rows.map((row) => row.map(field).join(','))].join('\n')}\n`;

@@ -13,9 +13,13 @@ export function renderReplayHtml(report: ReplayReport): string {
   const samples = SampleSet.fromJSON(report.samples, 'report.samples');
   const target = report.target;
   const sections: string[] = [];
-  sections.push(`<header><h1>Replay report</h1><p class="target">${escapeHtml(target.label)}</p>${
-    target.warning ? `<p class="warning">⚠ ${escapeHtml(target.warning)}. These figures measure the pipeline, not a model.</p>` : ''
-  }${servingLine(report)}<p class="meta">run ${escapeHtml(report.runId)} · ${escapeHtml(report.mode)} · ${escapeHtml(loadText(report))} · ${report.parts} part(s) · started ${escapeHtml(report.window.startedAt)} · ${(report.window.durationMs / 1000).toFixed(2)} s · warmup ${report.warmup.sessions} session(s)</p></header>`);
+  sections.push(
+    `<header><h1>Replay report</h1><p class="target">${escapeHtml(target.label)}</p>${
+      target.warning
+        ? `<p class="warning">⚠ ${escapeHtml(target.warning)}. These figures measure the pipeline, not a model.</p>`
+        : ''
+    }${servingLine(report)}<p class="meta">run ${escapeHtml(report.runId)} · ${escapeHtml(report.mode)} · ${escapeHtml(loadText(report))} · ${report.parts} part(s) · started ${escapeHtml(report.window.startedAt)} · ${(report.window.durationMs / 1000).toFixed(2)} s · warmup ${report.warmup.sessions} session(s)</p></header>`,
+  );
   sections.push(sloSection(report));
   sections.push(viewerTurnSection(report));
   sections.push(countsSection(report));
@@ -23,7 +27,9 @@ export function renderReplayHtml(report: ReplayReport): string {
   sections.push(specDecodeSection(report));
   if (report.live) {
     const live = report.live;
-    sections.push(`<section><h2>Live divergence</h2><table><tr><th>steps compared</th><th>diverged</th><th>rate</th><th>tool name</th><th>arguments</th><th>sessions diverged</th></tr><tr><td>${live.steps}</td><td>${live.divergedSteps}</td><td>${live.divergenceRate === null ? '–' : percentText(live.divergenceRate)}</td><td>${live.toolNameDivergences}</td><td>${live.argumentDivergences}</td><td>${live.sessionsDiverged}</td></tr></table></section>`);
+    sections.push(
+      `<section><h2>Live divergence</h2><table><tr><th>steps compared</th><th>diverged</th><th>rate</th><th>tool name</th><th>arguments</th><th>sessions diverged</th></tr><tr><td>${live.steps}</td><td>${live.divergedSteps}</td><td>${live.divergenceRate === null ? '–' : percentText(live.divergenceRate)}</td><td>${live.toolNameDivergences}</td><td>${live.argumentDivergences}</td><td>${live.sessionsDiverged}</td></tr></table></section>`,
+    );
   }
   const charts = Object.entries(report.metrics)
     .filter(([name]) => samples.count(name) > 0)
@@ -33,17 +39,30 @@ export function renderReplayHtml(report: ReplayReport): string {
     });
   sections.push(`<section><h2>Distributions</h2>${charts.join('\n')}</section>`);
   if (report.failures.length > 0) {
-    sections.push(`<section><h2>Failed calls</h2><table><tr><th>code</th><th>count</th><th>example</th></tr>${report.failures
-      .map((failure) => `<tr><td>${escapeHtml(failure.code)}</td><td>${failure.count}</td><td>${escapeHtml(failure.example)}</td></tr>`)
-      .join('')}</table></section>`);
+    sections.push(
+      `<section><h2>Failed calls</h2><table><tr><th>code</th><th>count</th><th>example</th></tr>${report.failures
+        .map(
+          (failure) =>
+            `<tr><td>${escapeHtml(failure.code)}</td><td>${failure.count}</td><td>${escapeHtml(failure.example)}</td></tr>`,
+        )
+        .join('')}</table></section>`,
+    );
   }
   if (report.unreplayable.length > 0) {
-    sections.push(`<section><h2>Sessions not replayed (${report.unreplayable.length})</h2><table><tr><th>session</th><th>reason</th><th>detail</th><th>source</th></tr>${report.unreplayable
-      .slice(0, 500)
-      .map((item) => `<tr><td>${escapeHtml(item.sessionId ?? '–')}</td><td>${escapeHtml(item.reason)}</td><td>${escapeHtml(item.detail)}</td><td>${escapeHtml(item.source)}</td></tr>`)
-      .join('')}</table></section>`);
+    sections.push(
+      `<section><h2>Sessions not replayed (${report.unreplayable.length})</h2><table><tr><th>session</th><th>reason</th><th>detail</th><th>source</th></tr>${report.unreplayable
+        .slice(0, 500)
+        .map(
+          (item) =>
+            `<tr><td>${escapeHtml(item.sessionId ?? '–')}</td><td>${escapeHtml(item.reason)}</td><td>${escapeHtml(item.detail)}</td><td>${escapeHtml(item.source)}</td></tr>`,
+        )
+        .join('')}</table></section>`,
+    );
   }
-  if (report.notes.length > 0) sections.push(`<section><h2>Notes</h2><ul>${report.notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('')}</ul></section>`);
+  if (report.notes.length > 0)
+    sections.push(
+      `<section><h2>Notes</h2><ul>${report.notes.map((note) => `<li>${escapeHtml(note)}</li>`).join('')}</ul></section>`,
+    );
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Replay report ${escapeHtml(report.runId)}</title>
 <style>
@@ -63,18 +82,35 @@ ${sections.join('\n')}
 export function servingFacts(target: ReplayReport['target']): Array<[string, string]> {
   const server = target.server;
   const facts: Array<[string, string]> = [['hardware', target.hardware ?? 'not recorded (set target.hardware)']];
-  if (server?.engine !== undefined) facts.push(['engine', `${server.engine}${server.version !== undefined ? ` ${server.version}` : ''}`]);
+  if (server?.engine !== undefined)
+    facts.push(['engine', `${server.engine}${server.version !== undefined ? ` ${server.version}` : ''}`]);
   const models = server?.models ?? [];
-  if (models.length > 0) facts.push(['served model', models.map((model) => `${model.id}${model.maxModelLen !== undefined ? ` (max_model_len ${model.maxModelLen})` : ''}`).join(', ')]);
+  if (models.length > 0)
+    facts.push([
+      'served model',
+      models
+        .map((model) => `${model.id}${model.maxModelLen !== undefined ? ` (max_model_len ${model.maxModelLen})` : ''}`)
+        .join(', '),
+    ]);
   const flags = { ...(server?.settings ?? {}), ...(target.serving ?? {}) };
-  facts.push(['serving', Object.keys(flags).length > 0 ? Object.entries(flags).map(([key, value]) => `${key}=${String(value)}`).join(', ') : 'not recorded (set target.serving)']);
-  if ((server?.specDecodeMetrics ?? []).length > 0) facts.push(['spec-decode metrics', (server?.specDecodeMetrics ?? []).join(', ')]);
+  facts.push([
+    'serving',
+    Object.keys(flags).length > 0
+      ? Object.entries(flags)
+          .map(([key, value]) => `${key}=${String(value)}`)
+          .join(', ')
+      : 'not recorded (set target.serving)',
+  ]);
+  if ((server?.specDecodeMetrics ?? []).length > 0)
+    facts.push(['spec-decode metrics', (server?.specDecodeMetrics ?? []).join(', ')]);
   if ((server?.unreadable ?? []).length > 0) facts.push(['not readable', (server?.unreadable ?? []).join('; ')]);
   return facts;
 }
 
 function servingLine(report: ReplayReport): string {
-  return `<p class="meta">${servingFacts(report.target).map(([key, value]) => `<b>${escapeHtml(key)}</b>: ${escapeHtml(value)}`).join(' · ')}</p>`;
+  return `<p class="meta">${servingFacts(report.target)
+    .map(([key, value]) => `<b>${escapeHtml(key)}</b>: ${escapeHtml(value)}`)
+    .join(' · ')}</p>`;
 }
 
 function loadText(report: ReplayReport): string {
@@ -99,11 +135,15 @@ function sloSection(report: ReplayReport): string {
       const thresholds = Object.entries(figure.thresholds)
         .map(([metric, limit]) => `${metric} ≤ ${numberText(limit)}`)
         .join(', ');
-      return [`<tr><td>${scope}</td><td>${escapeHtml(thresholds)}</td><td>${figure.good} / ${figure.total}</td><td>${percentText(figure.share)}</td><td>${figure.perSecond.toFixed(3)}/s</td></tr>`];
+      return [
+        `<tr><td>${scope}</td><td>${escapeHtml(thresholds)}</td><td>${figure.good} / ${figure.total}</td><td>${percentText(figure.share)}</td><td>${figure.perSecond.toFixed(3)}/s</td></tr>`,
+      ];
     })
     .join('');
   return `<section><h2>SLO verdict: <span class="${verdictClass}">${slo.verdict.toUpperCase()}</span></h2><table><tr><th>metric</th><th>percentile</th><th>limit</th><th>observed</th><th>verdict</th></tr>${rows}</table>${
-    goodput ? `<table><tr><th>goodput</th><th>thresholds</th><th>good</th><th>share</th><th>rate</th></tr>${goodput}</table>` : ''
+    goodput
+      ? `<table><tr><th>goodput</th><th>thresholds</th><th>good</th><th>share</th><th>rate</th></tr>${goodput}</table>`
+      : ''
   }</section>`;
 }
 
@@ -121,7 +161,9 @@ function viewerTurnSection(report: ReplayReport): string {
     const metric = report.metrics[name];
     if (!metric || metric.summary.count === 0) return [];
     const p = metric.summary.percentiles;
-    return [`<tr><td>${escapeHtml(label)}</td><td>${escapeHtml(name)}</td><td>${optionalNumber(metric.summary.mean)}</td><td>${optionalNumber(p.p50 ?? null)}</td><td>${optionalNumber(p.p95 ?? null)}</td><td>${optionalNumber(p.p99 ?? null)}</td></tr>`];
+    return [
+      `<tr><td>${escapeHtml(label)}</td><td>${escapeHtml(name)}</td><td>${optionalNumber(metric.summary.mean)}</td><td>${optionalNumber(p.p50 ?? null)}</td><td>${optionalNumber(p.p95 ?? null)}</td><td>${optionalNumber(p.p99 ?? null)}</td></tr>`,
+    ];
   });
   if (rows.length === 0) return '<section><h2>Viewer turns</h2><p>No viewer turn was answered.</p></section>';
   const counts = report.counts;
@@ -147,8 +189,14 @@ function summaryTable(report: ReplayReport): string {
 
 function specDecodeSection(report: ReplayReport): string {
   const spec = report.specDecode;
-  if (!spec.available) return `<section><h2>Speculative decoding</h2><p>Not available: ${escapeHtml(spec.note)}.</p></section>`;
-  const positions = (spec.perPositionAcceptanceRate ?? []).map((rate, position) => `<tr><td>position ${position}</td><td>${spec.acceptedPerPosition?.[position] ?? 0}</td><td>${percentText(rate)}</td></tr>`).join('');
+  if (!spec.available)
+    return `<section><h2>Speculative decoding</h2><p>Not available: ${escapeHtml(spec.note)}.</p></section>`;
+  const positions = (spec.perPositionAcceptanceRate ?? [])
+    .map(
+      (rate, position) =>
+        `<tr><td>position ${position}</td><td>${spec.acceptedPerPosition?.[position] ?? 0}</td><td>${percentText(rate)}</td></tr>`,
+    )
+    .join('');
   return `<section><h2>Speculative decoding</h2><table><tr><th>drafts</th><th>draft tokens</th><th>accepted tokens</th><th>acceptance rate</th><th>acceptance length</th></tr><tr><td>${spec.drafts}</td><td>${spec.draftTokens}</td><td>${spec.acceptedTokens}</td><td>${
     spec.acceptanceRate === null || spec.acceptanceRate === undefined ? '–' : percentText(spec.acceptanceRate)
   }</td><td>${spec.acceptanceLength === null || spec.acceptanceLength === undefined ? '–' : spec.acceptanceLength.toFixed(3)}</td></tr></table><table><tr><th>draft position</th><th>accepted</th><th>rate (of drafts)</th></tr>${positions}</table><p>${escapeHtml(spec.note)}.</p></section>`;
@@ -182,7 +230,10 @@ function histogramSvg(sorted: Float64Array, unit: string): string {
       return `<rect x="${(margin.left + index * barWidth).toFixed(1)}" y="${(margin.top + plotHeight - barHeight).toFixed(1)}" width="${Math.max(0.5, barWidth - 1).toFixed(1)}" height="${barHeight.toFixed(1)}" fill="#4a6fa5"><title>${numberText(low + (index * span) / binCount)}–${numberText(low + ((index + 1) * span) / binCount)}: ${count}</title></rect>`;
     })
     .join('');
-  const foldNote = folded > 0 ? `<text x="${width - margin.right}" y="${margin.top + 10}" text-anchor="end" font-size="10">${folded} above ${numberText(high)} in the last bin</text>` : '';
+  const foldNote =
+    folded > 0
+      ? `<text x="${width - margin.right}" y="${margin.top + 10}" text-anchor="end" font-size="10">${folded} above ${numberText(high)} in the last bin</text>`
+      : '';
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" role="img" aria-label="histogram">${bars}${axes(low, high, 0, tallest, unit, 'count')}${foldNote}</svg>`;
 }
 
@@ -195,7 +246,7 @@ function cdfSvg(sorted: Float64Array, unit: string): string {
   const steps = Math.min(400, sorted.length);
   for (let step = 0; step < steps; step++) {
     const rank = steps === 1 ? sorted.length - 1 : Math.round((step / (steps - 1)) * (sorted.length - 1));
-    const x = margin.left + (((sorted[rank]) - low) / span) * plotWidth;
+    const x = margin.left + ((sorted[rank] - low) / span) * plotWidth;
     const y = margin.top + plotHeight - ((rank + 1) / sorted.length) * plotHeight;
     points.push(`${x.toFixed(1)},${y.toFixed(1)}`);
   }
@@ -210,12 +261,20 @@ function axes(xLow: number, xHigh: number, yLow: number, yHigh: number, unit: st
   for (let tick = 0; tick <= 4; tick++) {
     const x = margin.left + (tick / 4) * plotWidth;
     const y = margin.top + plotHeight - (tick / 4) * plotHeight;
-    parts.push(`<text x="${x.toFixed(1)}" y="${margin.top + plotHeight + 14}" text-anchor="middle" font-size="10">${numberText(xLow + ((xHigh - xLow) * tick) / 4)}</text>`);
+    parts.push(
+      `<text x="${x.toFixed(1)}" y="${margin.top + plotHeight + 14}" text-anchor="middle" font-size="10">${numberText(xLow + ((xHigh - xLow) * tick) / 4)}</text>`,
+    );
     const yValue = yLow + ((yHigh - yLow) * tick) / 4;
-    parts.push(`<text x="${margin.left - 4}" y="${(y + 3).toFixed(1)}" text-anchor="end" font-size="10">${yLabel === 'count' ? String(Number(yValue.toFixed(1))) : numberText(yValue)}</text>`);
+    parts.push(
+      `<text x="${margin.left - 4}" y="${(y + 3).toFixed(1)}" text-anchor="end" font-size="10">${yLabel === 'count' ? String(Number(yValue.toFixed(1))) : numberText(yValue)}</text>`,
+    );
   }
-  parts.push(`<text x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle" font-size="11">${escapeHtml(unit)}</text>`);
-  parts.push(`<text x="12" y="${margin.top + plotHeight / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 ${margin.top + plotHeight / 2})">${yLabel}</text>`);
+  parts.push(
+    `<text x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle" font-size="11">${escapeHtml(unit)}</text>`,
+  );
+  parts.push(
+    `<text x="12" y="${margin.top + plotHeight / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 ${margin.top + plotHeight / 2})">${yLabel}</text>`,
+  );
   return parts.join('');
 }
 
@@ -233,4 +292,3 @@ function optionalNumber(value: number | null): string {
 function percentText(share: number): string {
   return formatPercent(share);
 }
-

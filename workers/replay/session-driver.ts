@@ -43,13 +43,21 @@ export interface SessionDriver {
  * after it. `maxTokensFromRecording` caps the output at the recorded length, as
  * `vllm bench serve` fixes output lengths.
  */
-export function forcedHistoryDriver(session: ReplaySession, options: { maxTokensFromRecording: boolean; toolThinkTime?: ToolThinkTime }): SessionDriver {
+export function forcedHistoryDriver(
+  session: ReplaySession,
+  options: { maxTokensFromRecording: boolean; toolThinkTime?: ToolThinkTime },
+): SessionDriver {
   let position = 0;
   return {
     next() {
       const recorded = session.calls[position];
       if (!recorded) return undefined;
-      const maxTokens = options.maxTokensFromRecording && recorded.recordedOutputTokens !== undefined && recorded.recordedOutputTokens > 0 ? recorded.recordedOutputTokens : undefined;
+      const maxTokens =
+        options.maxTokensFromRecording &&
+        recorded.recordedOutputTokens !== undefined &&
+        recorded.recordedOutputTokens > 0
+          ? recorded.recordedOutputTokens
+          : undefined;
       return {
         request: {
           messages: session.messages.slice(0, recorded.messageIndex),
@@ -63,7 +71,12 @@ export function forcedHistoryDriver(session: ReplaySession, options: { maxTokens
     },
     plannedRequests() {
       return session.calls.map((recorded) => {
-        const maxTokens = options.maxTokensFromRecording && recorded.recordedOutputTokens !== undefined && recorded.recordedOutputTokens > 0 ? recorded.recordedOutputTokens : undefined;
+        const maxTokens =
+          options.maxTokensFromRecording &&
+          recorded.recordedOutputTokens !== undefined &&
+          recorded.recordedOutputTokens > 0
+            ? recorded.recordedOutputTokens
+            : undefined;
         return {
           messageIndex: recorded.messageIndex,
           messages: session.messages.slice(0, recorded.messageIndex),
@@ -76,7 +89,10 @@ export function forcedHistoryDriver(session: ReplaySession, options: { maxTokens
       const callIndex = position++;
       const recorded = step.recorded as ReplayCallPlan;
       // The tool model supplies the think time of simulator sessions (their tools took microseconds).
-      const modelled = options.toolThinkTime && recorded.toolNames.length > 0 ? options.toolThinkTime(recorded.toolNames, callIndex) : undefined;
+      const modelled =
+        options.toolThinkTime && recorded.toolNames.length > 0
+          ? options.toolThinkTime(recorded.toolNames, callIndex)
+          : undefined;
       return { thinkMs: modelled ?? recorded.thinkMsAfter, endsTurn: recorded.endsTurn };
     },
   };

@@ -50,19 +50,36 @@ describe('evaluateSlo', () => {
     const samples = new SampleSet();
     const turns = [1000, 2000, 3000, 4000, 9000].map((ms, index) => turn(index, ms));
     turns.push(turn(5, 0, 'failed'));
-    for (const item of turns) if (item.responseFromIntendedMs !== undefined) samples.add('turn_response_from_intended_ms', item.responseFromIntendedMs);
+    for (const item of turns)
+      if (item.responseFromIntendedMs !== undefined)
+        samples.add('turn_response_from_intended_ms', item.responseFromIntendedMs);
     const report = evaluateSlo(slo, samples, { calls: [], turns, sessions: [] }, 2000);
     expect(report.objectives).toEqual([
       { metric: 'turn_response_from_intended_ms', percentile: 50, maxMs: 3407, observed: 3000, pass: true },
       // numpy.percentile gives the same 7999.999999999999.
-      { metric: 'turn_response_from_intended_ms', percentile: 95, maxMs: 8114, observed: 7999.999999999999, pass: true },
+      {
+        metric: 'turn_response_from_intended_ms',
+        percentile: 95,
+        maxMs: 8114,
+        observed: 7999.999999999999,
+        pass: true,
+      },
     ]);
     expect(report.verdict).toBe('pass');
-    expect(report.goodput.turns).toEqual({ thresholds: { turn_response_from_intended_ms: 8114 }, good: 4, total: 5, perSecond: 2, share: 4 / 6 });
+    expect(report.goodput.turns).toEqual({
+      thresholds: { turn_response_from_intended_ms: 8114 },
+      good: 4,
+      total: 5,
+      perSecond: 2,
+      share: 4 / 6,
+    });
     expect(report.goodput.requests).toBeNull();
     expect(report.goodput.sessions).toBeNull();
 
-    const sessionSlo = sloSchema.parse({ objectives: [{ metric: 'session_e2e_from_intended_ms', percentile: 50, maxMs: 3407 }], goodput: { session_e2e_from_intended_ms: 8114 } });
+    const sessionSlo = sloSchema.parse({
+      objectives: [{ metric: 'session_e2e_from_intended_ms', percentile: 50, maxMs: 3407 }],
+      goodput: { session_e2e_from_intended_ms: 8114 },
+    });
     const sessions = [1000, 9000].map((ms, index) => session(index, ms));
     for (const item of sessions) samples.add('session_e2e_from_intended_ms', item.e2eFromIntendedMs as number);
     const sessionReport = evaluateSlo(sessionSlo, samples, { calls: [], turns, sessions }, 2000);
@@ -71,7 +88,13 @@ describe('evaluateSlo', () => {
   });
 
   it('fails on any objective missed, says no-data without samples, and counts request goodput as vLLM does (no TPOT counts as met)', () => {
-    const slo = sloSchema.parse({ objectives: [{ metric: 'ttft_ms', percentile: 99, maxMs: 150 }, { metric: 'tpot_ms', percentile: 50, maxMs: 20 }], goodput: { ttft_ms: 150, tpot_ms: 20 } });
+    const slo = sloSchema.parse({
+      objectives: [
+        { metric: 'ttft_ms', percentile: 99, maxMs: 150 },
+        { metric: 'tpot_ms', percentile: 50, maxMs: 20 },
+      ],
+      goodput: { ttft_ms: 150, tpot_ms: 20 },
+    });
     const calls = [call(0, 100, 10), call(1, 120), call(2, 200, 10), call(3, 90, 30)];
     const samples = new SampleSet();
     for (const item of calls) samples.add('ttft_ms', item.ttftMs as number);
@@ -79,7 +102,14 @@ describe('evaluateSlo', () => {
     expect(report.verdict).toBe('fail');
     expect(report.objectives.map((objective) => objective.pass)).toEqual([false, null]);
     expect(report.goodput.requests).toMatchObject({ good: 2, total: 4, perSecond: 2 });
-    expect(evaluateSlo(sloSchema.parse({ objectives: [{ metric: 'tpot_ms', percentile: 50, maxMs: 20 }] }), samples, { calls, turns: [], sessions: [] }, 1000).verdict).toBe('no-data');
+    expect(
+      evaluateSlo(
+        sloSchema.parse({ objectives: [{ metric: 'tpot_ms', percentile: 50, maxMs: 20 }] }),
+        samples,
+        { calls, turns: [], sessions: [] },
+        1000,
+      ).verdict,
+    ).toBe('no-data');
   });
 
   it('refuses goodput on ITL (per chunk, not per request) and unknown metrics, naming them', () => {

@@ -47,7 +47,11 @@ export const sloSchema = z
       .superRefine((thresholds, context) => {
         for (const name of Object.keys(thresholds)) {
           if (!goodputMetricNames.includes(name)) {
-            context.addIssue({ code: 'custom', path: [name], message: `not a per-call or per-session metric; use one of: ${goodputMetricNames.join(', ')}` });
+            context.addIssue({
+              code: 'custom',
+              path: [name],
+              message: `not a per-call or per-session metric; use one of: ${goodputMetricNames.join(', ')}`,
+            });
           }
         }
       })
@@ -86,7 +90,11 @@ export interface SloReport {
 export function evaluateSlo(
   slo: SloConfig,
   samples: SampleSet,
-  records: { calls: readonly ReplayCallRecord[]; turns: readonly ReplayTurnRecord[]; sessions: readonly ReplaySessionRecord[] },
+  records: {
+    calls: readonly ReplayCallRecord[];
+    turns: readonly ReplayTurnRecord[];
+    sessions: readonly ReplaySessionRecord[];
+  },
   durationMs: number,
 ): SloReport {
   const sortedByMetric = new Map<string, Float64Array>();
@@ -103,7 +111,11 @@ export function evaluateSlo(
     const observed = values.length > 0 ? percentileOfSorted(values, objective.percentile) : null;
     return { ...objective, observed, pass: observed === null ? null : observed <= objective.maxMs };
   });
-  const verdict = objectives.some((objective) => objective.pass === false) ? 'fail' : objectives.some((objective) => objective.pass === null) ? 'no-data' : 'pass';
+  const verdict = objectives.some((objective) => objective.pass === false)
+    ? 'fail'
+    : objectives.some((objective) => objective.pass === null)
+      ? 'no-data'
+      : 'pass';
   const callThresholds = thresholdsOf(slo.goodput, 'call');
   const sessionThresholds = thresholdsOf(slo.goodput, 'session');
   const turnThresholds = thresholdsOf(slo.goodput, 'turn');
@@ -118,7 +130,10 @@ export function evaluateSlo(
   };
 }
 
-function thresholdsOf(goodput: Record<string, number>, scope: 'call' | 'turn' | 'session'): Record<string, number> | undefined {
+function thresholdsOf(
+  goodput: Record<string, number>,
+  scope: 'call' | 'turn' | 'session',
+): Record<string, number> | undefined {
   const entries = Object.entries(goodput).filter(([name]) => findReplayMetric(name)?.scope === scope);
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
 }
@@ -137,6 +152,11 @@ function goodputOf<T extends { status: 'ok' | 'failed' }>(
     // A value a call does not have (TPOT of a one-token answer) counts as 0, as in vLLM.
     if (Object.entries(thresholds).every(([metric, limit]) => (valueOf(item, metric) ?? 0) <= limit)) good++;
   }
-  return { thresholds, good, total, perSecond: durationMs > 0 ? good / (durationMs / 1000) : 0, share: items.length > 0 ? good / items.length : 0 };
+  return {
+    thresholds,
+    good,
+    total,
+    perSecond: durationMs > 0 ? good / (durationMs / 1000) : 0,
+    share: items.length > 0 ? good / items.length : 0,
+  };
 }
-

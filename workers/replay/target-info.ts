@@ -62,7 +62,12 @@ const testServerOwner = 'hat-test-server';
  */
 export async function describeTarget(
   client: ModelClient,
-  options: { endpoint?: string; label?: string; hardware?: string; serving?: Record<string, string | number | boolean> } = {},
+  options: {
+    endpoint?: string;
+    label?: string;
+    hardware?: string;
+    serving?: Record<string, string | number | boolean>;
+  } = {},
 ): Promise<TargetInfo> {
   const simulated = client.simulated === true;
   let dummyWeights = false;
@@ -81,10 +86,11 @@ export async function describeTarget(
   const testServer = server?.engine === testServerOwner;
   const kinds = [
     testServer ? 'LOCAL TEST SERVER: scripted answers and injected delays, not a model' : undefined,
-    dummyWeights ? 'DUMMY-WEIGHT MODEL: random weights, its outputs and lengths are not a real model\'s' : undefined,
+    dummyWeights ? "DUMMY-WEIGHT MODEL: random weights, its outputs and lengths are not a real model's" : undefined,
     simulated && !dummyWeights && !testServer ? 'SIMULATED: a simulation policy, not a model' : undefined,
   ].filter((kind): kind is string => kind !== undefined);
-  const base = options.label ?? `${client.provider} ${client.modelId}${options.endpoint ? ` @ ${options.endpoint}` : ''}`;
+  const base =
+    options.label ?? `${client.provider} ${client.modelId}${options.endpoint ? ` @ ${options.endpoint}` : ''}`;
   const warning = kinds.length > 0 ? kinds.join('; ') : undefined;
   return {
     label: warning ? `${base} [${warning}]` : base,
@@ -139,19 +145,32 @@ export async function describeServer(root: string): Promise<ServerInfo> {
   const info: ServerInfo = { models: [], specDecodeMetrics: [], unreadable: [] };
   const [models, version] = await Promise.all([getJson(`${base}/v1/models`), getJson(`${base}/version`)]);
   if ('value' in models) {
-    const data = ((models.value as { data?: unknown }).data ?? []) as Array<{ id?: unknown; owned_by?: unknown; max_model_len?: unknown }>;
-    info.models = data.filter((model) => typeof model.id === 'string').map((model) => ({ id: model.id as string, ...(typeof model.max_model_len === 'number' ? { maxModelLen: model.max_model_len } : {}) }));
+    const data = ((models.value as { data?: unknown }).data ?? []) as Array<{
+      id?: unknown;
+      owned_by?: unknown;
+      max_model_len?: unknown;
+    }>;
+    info.models = data
+      .filter((model) => typeof model.id === 'string')
+      .map((model) => ({
+        id: model.id as string,
+        ...(typeof model.max_model_len === 'number' ? { maxModelLen: model.max_model_len } : {}),
+      }));
     const owner = data.find((model) => typeof model.owned_by === 'string')?.owned_by as string | undefined;
     if (owner !== undefined) info.engine = owner;
   } else info.unreadable.push(`/v1/models: ${models.error}`);
-  if ('value' in version && typeof (version.value as { version?: unknown }).version === 'string') info.version = (version.value as { version: string }).version;
+  if ('value' in version && typeof (version.value as { version?: unknown }).version === 'string')
+    info.version = (version.value as { version: string }).version;
   else info.unreadable.push(`/version: ${'error' in version ? version.error : 'no "version" field'}`);
   if (info.engine === 'sglang') {
     const serverInfo = await getJson(`${base}/get_server_info`);
     if ('value' in serverInfo) {
       const settings = serverInfo.value as Record<string, unknown>;
       const speculative = Object.fromEntries(
-        Object.entries(settings).filter(([key, value]) => key.startsWith('speculative_') && value !== null && ['string', 'number', 'boolean'].includes(typeof value)),
+        Object.entries(settings).filter(
+          ([key, value]) =>
+            key.startsWith('speculative_') && value !== null && ['string', 'number', 'boolean'].includes(typeof value),
+        ),
       ) as Record<string, string | number | boolean>;
       if (Object.keys(speculative).length > 0) info.settings = speculative;
     } else info.unreadable.push(`/get_server_info: ${serverInfo.error}`);

@@ -53,7 +53,11 @@ function lognormalOf(latency: ToolLatency): { mu: number; sigma: number } {
  * come from `rng` forked by call index and tool position, so a call's think time does not depend
  * on which other sessions ran or in which order.
  */
-export function toolThinkTimeFor(config: ToolLatencyConfig, session: { simulator: boolean }, rng: Rng): ToolThinkTime | undefined {
+export function toolThinkTimeFor(
+  config: ToolLatencyConfig,
+  session: { simulator: boolean },
+  rng: Rng,
+): ToolThinkTime | undefined {
   if (config.apply === 'none' || (config.apply === 'simulator' && !session.simulator)) return undefined;
   const parameters = new Map<string, { mu: number; sigma: number }>();
   const parametersOf = (name: string) => {

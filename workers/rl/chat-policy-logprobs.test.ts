@@ -59,7 +59,13 @@ function config(baseUrl: string, model: string): RlInputConfig {
 
 async function run(input: RlInputConfig) {
   const store = new FileArtifactStore(await mkdtemp(join(directory, 'run-')));
-  await runStageLocally(rlStage, input, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed: 'unit', concurrency: 1 });
+  await runStageLocally(rlStage, input, {
+    store,
+    openObject: (uri) => openArtifactObject(uri),
+    logger: silentLogger(),
+    seed: 'unit',
+    concurrency: 1,
+  });
   const records: EpisodeRecord[] = [];
   for await (const record of readJsonl<EpisodeRecord>(store, 'part-00000.jsonl.gz')) records.push(record);
   const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as RlStats;
@@ -67,7 +73,7 @@ async function run(input: RlInputConfig) {
 }
 
 describe('rl on a chat-completions endpoint: logprobs where the API gives them', () => {
-  it('records hat serve\'s logprobs per assistant turn, with their distribution, token_exact false', async () => {
+  it("records hat serve's logprobs per assistant turn, with their distribution, token_exact false", async () => {
     const { records, stats } = await run(config(serve.baseUrl, 'policy'));
     expect(records).toHaveLength(2);
     for (const record of records) {
@@ -87,15 +93,27 @@ describe('rl on a chat-completions endpoint: logprobs where the API gives them',
         expect(turn.bytes!.map((bytes) => Buffer.from(bytes).toString('utf8'))).toEqual(turn.tokens);
       }
     }
-    const turns = records.reduce((sum, record) => sum + (record.metadata.chat_logprobs as ChatLogprobsMetadata).turns.length, 0);
+    const turns = records.reduce(
+      (sum, record) => sum + (record.metadata.chat_logprobs as ChatLogprobsMetadata).turns.length,
+      0,
+    );
     expect(stats.policy).toMatchObject({ tokenExact: false, logprobDistribution: { kind: 'raw', engine: 'openai' } });
-    expect(stats.chatLogprobs).toEqual({ episodes: 2, turns, turnsWithLogprobs: turns, tokens: expect.any(Number), refusedEpisodes: 0 });
+    expect(stats.chatLogprobs).toEqual({
+      episodes: 2,
+      turns,
+      turnsWithLogprobs: turns,
+      tokens: expect.any(Number),
+      refusedEpisodes: 0,
+    });
   }, 300_000);
 
   it('an API that refuses logprobs: asked again without them, records none, says so in stats', async () => {
     const server = await OpenAiTestServer.start({
       models: ['hosted'],
-      responder: (request) => (request.body.logprobs === true ? { fault: { kind: 'status', status: 400, message: 'logprobs is not supported for this model' } } : { content: 'It is in stock.' }),
+      responder: (request) =>
+        request.body.logprobs === true
+          ? { fault: { kind: 'status', status: 400, message: 'logprobs is not supported for this model' } }
+          : { content: 'It is in stock.' },
     });
     try {
       // One episode at a time, so the refusal is met once before later calls.
@@ -109,7 +127,9 @@ describe('rl on a chat-completions endpoint: logprobs where the API gives them',
       }
       expect(stats.chatLogprobs).toMatchObject({ episodes: 2, turnsWithLogprobs: 0, tokens: 0, refusedEpisodes: 2 });
       // Once refused, later calls do not ask again.
-      const asked = server.requests.filter((request) => request.path === '/v1/chat/completions' && request.body.logprobs === true);
+      const asked = server.requests.filter(
+        (request) => request.path === '/v1/chat/completions' && request.body.logprobs === true,
+      );
       expect(asked).toHaveLength(1);
     } finally {
       await server.close();

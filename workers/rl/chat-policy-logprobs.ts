@@ -46,13 +46,31 @@ export interface ChatLogprobsMetadata {
   refused?: string;
 }
 
-export function chatLogprobsMetadata(trajectory: Trajectory, distribution: LogprobDistribution, refusal: string | undefined): ChatLogprobsMetadata {
+export function chatLogprobsMetadata(
+  trajectory: Trajectory,
+  distribution: LogprobDistribution,
+  refusal: string | undefined,
+): ChatLogprobsMetadata {
   const turns = trajectory.calls.flatMap((call) => {
     if (!call.logprobs) return [];
-    const bytes = call.logprobs.every((entry) => entry.bytes !== undefined) ? call.logprobs.map((entry) => entry.bytes!) : undefined;
-    return [{ message_index: call.messageIndex, tokens: call.logprobs.map((entry) => entry.token), logprobs: call.logprobs.map((entry) => Math.fround(entry.logprob)), ...(bytes ? { bytes } : {}) }];
+    const bytes = call.logprobs.every((entry) => entry.bytes !== undefined)
+      ? call.logprobs.map((entry) => entry.bytes!)
+      : undefined;
+    return [
+      {
+        message_index: call.messageIndex,
+        tokens: call.logprobs.map((entry) => entry.token),
+        logprobs: call.logprobs.map((entry) => Math.fround(entry.logprob)),
+        ...(bytes ? { bytes } : {}),
+      },
+    ];
   });
-  return { logprob_distribution: distribution, turns, missing_turns: trajectory.calls.length - turns.length, ...(refusal !== undefined ? { refused: refusal } : {}) };
+  return {
+    logprob_distribution: distribution,
+    turns,
+    missing_turns: trajectory.calls.length - turns.length,
+    ...(refusal !== undefined ? { refused: refusal } : {}),
+  };
 }
 
 /** Chat policies: how many turns came with logprobs (stats.json `chatLogprobs`). */
@@ -65,7 +83,10 @@ export interface ChatLogprobsTotals {
   refusedEpisodes: number;
 }
 
-export function addChatLogprobs(into: ChatLogprobsTotals | undefined, metadata: ChatLogprobsMetadata): ChatLogprobsTotals {
+export function addChatLogprobs(
+  into: ChatLogprobsTotals | undefined,
+  metadata: ChatLogprobsMetadata,
+): ChatLogprobsTotals {
   const totals = into ?? { episodes: 0, turns: 0, turnsWithLogprobs: 0, tokens: 0, refusedEpisodes: 0 };
   totals.episodes += 1;
   totals.turns += metadata.turns.length + metadata.missing_turns;

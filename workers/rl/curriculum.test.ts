@@ -35,7 +35,9 @@ it('weighs categories by (floor + 1 - previous mean reward) ^ power; unscored ca
 
 it('samples the categories the previous run did worst on more often', async () => {
   const weak = categories[0];
-  const byCategory = Object.fromEntries(categories.map((category) => [category, { all: { mean: category === weak ? 0.2 : 0.98 } }]));
+  const byCategory = Object.fromEntries(
+    categories.map((category) => [category, { all: { mean: category === weak ? 0.2 : 0.98 } }]),
+  );
   await store.put('previous/stats.json', JSON.stringify({ byCategory }));
   const base = { groups: 400, canonicalShare: 0 };
   const plain = await planGroups(rlInputSchema.parse(base), tasks, 'seed', openObject);
@@ -52,7 +54,12 @@ it('samples the categories the previous run did worst on more often', async () =
 
   // The same figures inside a manifest's stats read the same way.
   await store.put('previous/manifest.json', JSON.stringify({ stats: { byCategory } }));
-  const fromManifest = await planGroups(rlInputSchema.parse({ ...base, curriculum: { statsUri: store.uriOf('previous/manifest.json') } }), tasks, 'seed', openObject);
+  const fromManifest = await planGroups(
+    rlInputSchema.parse({ ...base, curriculum: { statsUri: store.uriOf('previous/manifest.json') } }),
+    tasks,
+    'seed',
+    openObject,
+  );
   expect(fromManifest.groups.map((group) => group.task.id)).toEqual(weighted.groups.map((group) => group.task.id));
 });
 
@@ -64,7 +71,12 @@ it('without a curriculum walks a seeded shuffle of the tasks, and picks round(sh
   expect(plan.groups.filter((group) => group.canonical)).toHaveLength(45);
   const again = await planGroups(rlInputSchema.parse({ groups: 150, canonicalShare: 0.3 }), tasks, 'seed', openObject);
   expect(again).toEqual(plan);
-  const other = await planGroups(rlInputSchema.parse({ groups: 150, canonicalShare: 0.3 }), tasks, 'other seed', openObject);
+  const other = await planGroups(
+    rlInputSchema.parse({ groups: 150, canonicalShare: 0.3 }),
+    tasks,
+    'other seed',
+    openObject,
+  );
   expect(other.groups.map((group) => group.task.id)).not.toEqual(plan.groups.map((group) => group.task.id));
 });
 

@@ -34,17 +34,27 @@ export function curriculumWeight(meanReward: number | null, options: Pick<RlCurr
 }
 
 /** Reads the previous stats (a stats.json, or a manifest whose `stats` hold them) and weighs `categories`. */
-export async function readCurriculum(curriculum: RlCurriculum, categories: readonly string[], openObject: StageDeps['openObject']): Promise<CurriculumWeights> {
+export async function readCurriculum(
+  curriculum: RlCurriculum,
+  categories: readonly string[],
+  openObject: StageDeps['openObject'],
+): Promise<CurriculumWeights> {
   const { store, key } = openObject(curriculum.statsUri);
   if (!(await store.head(key))) {
-    throw new BadInputError('MISSING_INPUT', `curriculum.statsUri: ${curriculum.statsUri} does not exist; point it at a previous rl run's stats.json or manifest.json`);
+    throw new BadInputError(
+      'MISSING_INPUT',
+      `curriculum.statsUri: ${curriculum.statsUri} does not exist; point it at a previous rl run's stats.json or manifest.json`,
+    );
   }
   const bytes = await store.getBuffer(key);
   let value: unknown;
   try {
     value = JSON.parse(bytes.toString('utf8'));
   } catch (error) {
-    throw new BadInputError('BAD_CURRICULUM_STATS', `curriculum.statsUri: ${curriculum.statsUri} is not JSON (${(error as Error).message})`);
+    throw new BadInputError(
+      'BAD_CURRICULUM_STATS',
+      `curriculum.statsUri: ${curriculum.statsUri} is not JSON (${(error as Error).message})`,
+    );
   }
   const stats = key.endsWith('manifest.json') ? (value as { stats?: unknown } | null)?.stats : value;
   const parsed = previousStatsSchema.safeParse(stats);
@@ -54,7 +64,11 @@ export async function readCurriculum(curriculum: RlCurriculum, categories: reado
       `curriculum.statsUri: ${curriculum.statsUri} has no byCategory.<category>.all.mean figures (${parsed.error.issues[0]?.message ?? 'invalid'}); use the stats.json or manifest.json an rl run wrote`,
     );
   }
-  const previousMeans = Object.fromEntries(categories.map((category) => [category, parsed.data.byCategory[category]?.all.mean ?? null]));
-  const weights = Object.fromEntries(categories.map((category) => [category, curriculumWeight(previousMeans[category] ?? null, curriculum)]));
+  const previousMeans = Object.fromEntries(
+    categories.map((category) => [category, parsed.data.byCategory[category]?.all.mean ?? null]),
+  );
+  const weights = Object.fromEntries(
+    categories.map((category) => [category, curriculumWeight(previousMeans[category] ?? null, curriculum)]),
+  );
   return { weights, previousMeans, lineage: { uri: curriculum.statsUri, sha256: sha256Hex(bytes) } };
 }

@@ -113,7 +113,11 @@ export const episodeColumns: ParquetColumn[] = [
 export function episodeColumnsFor(kind: PolicyKind): ParquetColumn[] {
   if (kind === 'scripted') return episodeColumns;
   if (kind === 'chat') return [...episodeColumns, { name: 'token_exact', type: 'BOOLEAN' }];
-  return [...episodeColumns, { name: 'token_exact', type: 'BOOLEAN' }, { name: 'rollout_log_probs', type: { list: 'FLOAT' } }];
+  return [
+    ...episodeColumns,
+    { name: 'token_exact', type: 'BOOLEAN' },
+    { name: 'rollout_log_probs', type: { list: 'FLOAT' } },
+  ];
 }
 
 /**
@@ -142,8 +146,16 @@ export type TokenView =
  * stage builds SFT samples (every assistant turn trained): the whole conversation rendered,
  * tokenized, and masked, each masked span checked to decode back to its assistant turn.
  */
-export function episodeTokenView(tokenizer: ChatTokenizer, trajectory: Pick<Trajectory, 'messages' | 'tools'>, enableThinking?: boolean): TokenView {
-  const result = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, { trainOn: 'all', now: renderMoment, ...(enableThinking === undefined ? {} : { enableThinking }) });
+export function episodeTokenView(
+  tokenizer: ChatTokenizer,
+  trajectory: Pick<Trajectory, 'messages' | 'tools'>,
+  enableThinking?: boolean,
+): TokenView {
+  const result = tokenizeConversation(tokenizer, trajectory.messages, trajectory.tools, {
+    trainOn: 'all',
+    now: renderMoment,
+    ...(enableThinking === undefined ? {} : { enableThinking }),
+  });
   if (!result.ok) return { ok: false, code: result.code, reason: result.reason };
   const { sample } = result;
   const first = sample.assistantSpans[0];
@@ -217,7 +229,8 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
   const { trajectory, view, groupHarness } = input;
   const scored = isScored(trajectory.status);
   const status: EpisodeStatus = scored && !view.ok ? 'mask_failed' : trajectory.status;
-  const statusReason = status === 'mask_failed' && !view.ok ? `[${view.code}] ${view.reason}` : (trajectory.statusReason ?? null);
+  const statusReason =
+    status === 'mask_failed' && !view.ok ? `[${view.code}] ${view.reason}` : (trajectory.statusReason ?? null);
   const tokens = view.ok ? view.tokens : [];
   const lossMask = view.ok ? (scored ? view.lossMask : view.lossMask.map(() => 0)) : [];
   const sampled = input.sampled;
@@ -276,7 +289,12 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
     },
     ...(input.policyKind === 'chat' ? { token_exact: false } : {}),
     ...(input.policyKind === 'token-exact'
-      ? { token_exact: sampled !== undefined, rollout_log_probs: sampled ? sampled.rolloutLogprobs.slice(sampled.promptLength).map((value) => Math.fround(value)) : [] }
+      ? {
+          token_exact: sampled !== undefined,
+          rollout_log_probs: sampled
+            ? sampled.rolloutLogprobs.slice(sampled.promptLength).map((value) => Math.fround(value))
+            : [],
+        }
       : {}),
   };
 }
@@ -286,11 +304,20 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
  * the sequence only grows), sampled ids, rollout logprobs, finish reason, seed, tool calls read and
  * malformed tool-call text; plus the logprobs' distribution and the drift against a fresh render.
  */
-function tokenExactMetadata(sampled: TokenExactEpisodeView, toolCallParser: string | undefined): Record<string, unknown> {
+function tokenExactMetadata(
+  sampled: TokenExactEpisodeView,
+  toolCallParser: string | undefined,
+): Record<string, unknown> {
   return {
     logprob_distribution: sampled.distribution,
     tool_call_parser: toolCallParser ?? null,
-    drift: { checked: sampled.drift.checked, drifted: sampled.drift.drifted, first_difference: sampled.drift.firstDifference, tokens: sampled.drift.tokens, ...(sampled.drift.reason ? { reason: sampled.drift.reason } : {}) },
+    drift: {
+      checked: sampled.drift.checked,
+      drifted: sampled.drift.drifted,
+      first_difference: sampled.drift.firstDifference,
+      tokens: sampled.drift.tokens,
+      ...(sampled.drift.reason ? { reason: sampled.drift.reason } : {}),
+    },
     turns: sampled.turns.map((turn) => ({
       prompt_length: turn.promptLength,
       sampled_ids: turn.sampledIds,

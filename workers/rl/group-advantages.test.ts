@@ -20,9 +20,14 @@ describe('group advantages', () => {
   });
 
   it('skips the std division when normalizeByStd is off (Dr. GRPO): r - mean', () => {
-    expect(groupAdvantages([0.9, 0.3, 0.6], all(3), drGrpo).advantages.map((value) => Number(value.toFixed(12)))).toEqual([0.3, -0.3, 0]);
+    expect(
+      groupAdvantages([0.9, 0.3, 0.6], all(3), drGrpo).advantages.map((value) => Number(value.toFixed(12))),
+    ).toEqual([0.3, -0.3, 0]);
     // Epsilon only matters when dividing: a big epsilon shrinks GRPO advantages, not Dr. GRPO ones.
-    expect(groupAdvantages([1, 0], all(2), { normalizeByStd: true, epsilon: 1 }).advantages[0]).toBeCloseTo(0.5 / (Math.SQRT1_2 + 1), 12);
+    expect(groupAdvantages([1, 0], all(2), { normalizeByStd: true, epsilon: 1 }).advantages[0]).toBeCloseTo(
+      0.5 / (Math.SQRT1_2 + 1),
+      12,
+    );
     expect(groupAdvantages([1, 0], all(2), { normalizeByStd: false, epsilon: 1 }).advantages).toEqual([0.5, -0.5]);
   });
 
@@ -41,7 +46,10 @@ describe('group advantages', () => {
     expect(result.std).toBeCloseTo(Math.SQRT1_2, 12);
     expect(result.advantages).toEqual([0.5, -0.5, 0]);
     // One scored episode left: no spread to learn from.
-    expect(groupAdvantages([1, 0, 0.2], [true, false, false], grpo)).toMatchObject({ zeroVariance: true, advantages: [0, 0, 0] });
+    expect(groupAdvantages([1, 0, 0.2], [true, false, false], grpo)).toMatchObject({
+      zeroVariance: true,
+      advantages: [0, 0, 0],
+    });
   });
 
   it('centers every group: GRPO advantages sum to 0 and have sample std ~1 (for spreads well above epsilon)', () => {
@@ -52,7 +60,9 @@ describe('group advantages', () => {
         const sum = result.advantages.reduce((total, value) => total + value, 0);
         expect(Math.abs(sum)).toBeLessThan(1e-6);
         if (result.std > 1e-3) {
-          const std = Math.sqrt(result.advantages.reduce((total, value) => total + value * value, 0) / (rewards.length - 1));
+          const std = Math.sqrt(
+            result.advantages.reduce((total, value) => total + value * value, 0) / (rewards.length - 1),
+          );
           expect(std).toBeCloseTo(result.std / (result.std + 1e-6), 6);
         }
       }),

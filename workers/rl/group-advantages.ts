@@ -33,7 +33,11 @@ export interface GroupAdvantages {
 const equalRewards = 1e-12;
 
 /** `rewards[i]` of episode i; `scored[i]` false for an episode the statistics leave out. */
-export function groupAdvantages(rewards: readonly number[], scored: readonly boolean[], options: AdvantageOptions): GroupAdvantages {
+export function groupAdvantages(
+  rewards: readonly number[],
+  scored: readonly boolean[],
+  options: AdvantageOptions,
+): GroupAdvantages {
   const values = rewards.filter((_, index) => scored[index]);
   const count = values.length;
   const mean = count === 0 ? 0 : values.reduce((sum, value) => sum + value, 0) / count;

@@ -23,12 +23,32 @@ const variantAttempts = 8;
  * canonical harness, the seed and the weights can rebuild it. Draws that fail validation, change
  * nothing or leak canonical names are redrawn (the HSA pool's checks).
  */
-export function groupVariant(canonical: Harness, groupIndex: number, seed: string, weights: FamilyWeights): GroupHarness {
-  const pool = generateVariantPool(canonical, { size: 1, seed: `${seed}/rl/group-${groupIndex}`, weights, attempts: variantAttempts });
+export function groupVariant(
+  canonical: Harness,
+  groupIndex: number,
+  seed: string,
+  weights: FamilyWeights,
+): GroupHarness {
+  const pool = generateVariantPool(canonical, {
+    size: 1,
+    seed: `${seed}/rl/group-${groupIndex}`,
+    weights,
+    attempts: variantAttempts,
+  });
   const variant = pool.variants[0];
   if (!variant) {
-    const reasons = pool.rejected.slice(0, 3).map((rejection) => `${rejection.reason} (${rejection.families.join(', ')}): ${rejection.detail.slice(0, 200)}`);
-    throw new HatError('RL_VARIANT_FAILED', `no valid HSA variant for group ${groupIndex} in ${variantAttempts} draws: ${reasons.join('; ')}; check the families weights and the harness`);
+    const reasons = pool.rejected
+      .slice(0, 3)
+      .map((rejection) => `${rejection.reason} (${rejection.families.join(', ')}): ${rejection.detail.slice(0, 200)}`);
+    throw new HatError(
+      'RL_VARIANT_FAILED',
+      `no valid HSA variant for group ${groupIndex} in ${variantAttempts} draws: ${reasons.join('; ')}; check the families weights and the harness`,
+    );
   }
-  return { harness: variant.harness, hash: harnessHash(variant.harness), canonical: false, variant: { hash: variant.hash, families: variant.mapping.families } };
+  return {
+    harness: variant.harness,
+    hash: harnessHash(variant.harness),
+    canonical: false,
+    variant: { hash: variant.hash, families: variant.mapping.families },
+  };
 }

@@ -36,7 +36,10 @@ export const defaultRlTasks: TaskGenerator = { count: 64, seed: 'rl' };
  * objects they list) or generated tasks (`generate`, else 64 with seed "rl"); task ids must be
  * unique, since episode and group ids derive from them.
  */
-export async function loadRlTasks(input: Pick<RlInput, 'tasks' | 'inputs' | 'generate' | 'taskLimit'>, openObject: StageDeps['openObject']): Promise<LoadedTasks> {
+export async function loadRlTasks(
+  input: Pick<RlInput, 'tasks' | 'inputs' | 'generate' | 'taskLimit'>,
+  openObject: StageDeps['openObject'],
+): Promise<LoadedTasks> {
   const tasks: Task[] = [];
   const lineage: LoadedTasks['lineage'] = [];
   const uris = [...(input.tasks ?? []), ...input.inputs].map(asArtifactUri);
@@ -55,7 +58,11 @@ export async function loadRlTasks(input: Pick<RlInput, 'tasks' | 'inputs' | 'gen
     lineage.push(...read.lineage);
   }
   const limited = tasks.slice(0, input.taskLimit ?? tasks.length);
-  if (limited.length === 0) throw new BadInputError('NO_TASKS', `rl.tasks: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``);
+  if (limited.length === 0)
+    throw new BadInputError(
+      'NO_TASKS',
+      `rl.tasks: ${uris.join(', ')} hold no tasks; generate some with \`hat tasks generate\``,
+    );
   return { tasks: limited, lineage };
 }
 
@@ -72,7 +79,12 @@ export interface GroupPlan {
  *   of that category's tasks;
  * - round(canonicalShare * N) groups, drawn without replacement, use the canonical harness.
  */
-export async function planGroups(input: RlInput, tasks: readonly Task[], seed: string, openObject: StageDeps['openObject']): Promise<GroupPlan> {
+export async function planGroups(
+  input: RlInput,
+  tasks: readonly Task[],
+  seed: string,
+  openObject: StageDeps['openObject'],
+): Promise<GroupPlan> {
   const root = new Rng(seed).fork('rl/plan');
   const count = input.groups;
   const assigned: Task[] = [];
@@ -82,7 +94,9 @@ export async function planGroups(input: RlInput, tasks: readonly Task[], seed: s
     for (const task of tasks) byCategory.set(task.category, [...(byCategory.get(task.category) ?? []), task]);
     const categories = [...byCategory.keys()].sort();
     curriculum = await readCurriculum(input.curriculum, categories, openObject);
-    const orders = new Map(categories.map((category) => [category, root.fork(`order/${category}`).shuffle(byCategory.get(category)!)]));
+    const orders = new Map(
+      categories.map((category) => [category, root.fork(`order/${category}`).shuffle(byCategory.get(category)!)]),
+    );
     const used = new Map<string, number>();
     const draws = root.fork('categories');
     const weights = categories.map((category) => curriculum!.weights[category]);
@@ -99,7 +113,9 @@ export async function planGroups(input: RlInput, tasks: readonly Task[], seed: s
   }
   const canonicalCount = Math.round(input.canonicalShare * count);
   const indices = Array.from({ length: count }, (_, index) => index);
-  const canonical = new Set(canonicalCount === count ? indices : root.fork('canonical').sample(indices, canonicalCount));
+  const canonical = new Set(
+    canonicalCount === count ? indices : root.fork('canonical').sample(indices, canonicalCount),
+  );
   return {
     groups: assigned.map((task, groupIndex) => ({ groupIndex, canonical: canonical.has(groupIndex), task })),
     ...(curriculum ? { curriculum } : {}),

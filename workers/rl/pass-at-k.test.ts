@@ -33,9 +33,14 @@ describe('pass@k', () => {
 
   it('equals the share of k-subsets holding a passing sample (brute force, n <= 10)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 10 }).chain((n) => fc.tuple(fc.constant(n), fc.integer({ min: 0, max: n }), fc.integer({ min: 1, max: n }))), ([n, c, k]) => {
-        expect(passAtK(n, c, k)).toBeCloseTo(bruteForcePassAtK(n, c, k), 12);
-      }),
+      fc.property(
+        fc
+          .integer({ min: 1, max: 10 })
+          .chain((n) => fc.tuple(fc.constant(n), fc.integer({ min: 0, max: n }), fc.integer({ min: 1, max: n }))),
+        ([n, c, k]) => {
+          expect(passAtK(n, c, k)).toBeCloseTo(bruteForcePassAtK(n, c, k), 12);
+        },
+      ),
     );
   });
 

@@ -23,11 +23,22 @@ afterAll(async () => {
 
 const fixedClock = { now: () => Date.parse('2025-03-01T00:00:00Z') };
 
-async function runRl(config: RlInputConfig, seed = 'unit', into?: string): Promise<{ store: FileArtifactStore; output: RlOutput }> {
+async function runRl(
+  config: RlInputConfig,
+  seed = 'unit',
+  into?: string,
+): Promise<{ store: FileArtifactStore; output: RlOutput }> {
   const directory = into ?? (await mkdtemp(join(tmpdir(), 'hat-rl-')));
   directories.push(directory);
   const store = new FileArtifactStore(directory);
-  const result = await runStageLocally(rlStage, config, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed, clock: fixedClock, concurrency: 1 });
+  const result = await runStageLocally(rlStage, config, {
+    store,
+    openObject: (uri) => openArtifactObject(uri),
+    logger: silentLogger(),
+    seed,
+    clock: fixedClock,
+    concurrency: 1,
+  });
   return { store, output: result.output as RlOutput };
 }
 
@@ -44,7 +55,13 @@ async function statsOf(store: FileArtifactStore): Promise<RlStats> {
   return JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as RlStats;
 }
 
-const small: RlInputConfig = { generate: { count: 12, seed: 'unit' }, groups: 6, groupSize: 4, groupsPerPart: 4, canonicalShare: 0.34 };
+const small: RlInputConfig = {
+  generate: { count: 12, seed: 'unit' },
+  groups: 6,
+  groupSize: 4,
+  groupsPerPart: 4,
+  canonicalShare: 0.34,
+};
 
 describe('rl stage (in-process, stochastic scripted policy)', () => {
   let first: { store: FileArtifactStore; output: RlOutput };
@@ -71,9 +88,12 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
       'report.html',
       'stats.json',
     ]);
-    for (const key of keys) expect({ key, same: (await second.store.getBuffer(key)).equals(before.get(key)!) }).toEqual({ key, same: true });
+    for (const key of keys)
+      expect({ key, same: (await second.store.getBuffer(key)).equals(before.get(key)!) }).toEqual({ key, same: true });
     const other = await runRl(small, 'another seed');
-    expect((await other.store.getBuffer('part-00000.jsonl.gz')).equals(await first.store.getBuffer('part-00000.jsonl.gz'))).toBe(false);
+    expect(
+      (await other.store.getBuffer('part-00000.jsonl.gz')).equals(await first.store.getBuffer('part-00000.jsonl.gz')),
+    ).toBe(false);
   });
 
   it('masks exactly the policy tokens: each masked run decodes to one assistant turn, environment tokens stay unmasked', async () => {
@@ -98,7 +118,8 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
       // Every environment token is masked: unmasked tokens hold each tool result and viewer message.
       const unmasked = tokenizer.decode(response.filter((_, position) => record.loss_mask[position] === 0));
       for (const message of messages.slice(messages.findIndex((entry) => entry.role === 'assistant'))) {
-        if (message.role === 'tool' || message.role === 'user') expect(unmasked).toContain(message.content.slice(0, 40));
+        if (message.role === 'tool' || message.role === 'user')
+          expect(unmasked).toContain(message.content.slice(0, 40));
       }
       checked++;
     }
@@ -112,20 +133,30 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
     for (const record of all) byGroup.set(record.group_index, [...(byGroup.get(record.group_index) ?? []), record]);
     expect([...byGroup.keys()].sort()).toEqual([0, 1, 2, 3, 4, 5]);
     for (const group of byGroup.values()) {
-      expect(group.map((record) => record.index)).toEqual(group.map((record) => record.group_index * 4 + record.sample_index));
+      expect(group.map((record) => record.index)).toEqual(
+        group.map((record) => record.group_index * 4 + record.sample_index),
+      );
       expect(new Set(group.map((record) => record.task_id)).size).toBe(1);
       expect(new Set(group.map((record) => record.harness_hash)).size).toBe(1);
       expect(Math.abs(group.reduce((sum, record) => sum + record.advantage, 0))).toBeLessThan(1e-9);
       const rewards = group.map((record) => record.reward);
-      if (Math.max(...rewards) === Math.min(...rewards)) expect(group.every((record) => record.advantage === 0)).toBe(true);
+      if (Math.max(...rewards) === Math.min(...rewards))
+        expect(group.every((record) => record.advantage === 0)).toBe(true);
       else expect(Math.max(...group.map((record) => Math.abs(record.advantage)))).toBeGreaterThan(0.8);
       const [head] = group;
       if (head.canonical_harness) expect(head).toMatchObject({ variant_hash: null, harness_families: [] });
       else expect(head.harness_families.length).toBeGreaterThan(0);
-      expect(head.metadata).toMatchObject({ policy: { provider: 'scripted', simulated: true }, task_category: head.task_category });
+      expect(head.metadata).toMatchObject({
+        policy: { provider: 'scripted', simulated: true },
+        task_category: head.task_category,
+      });
     }
     expect(stats.counts.groups).toMatchObject({ played: 6, canonical: 2, variant: 4, kept: 6 });
-    expect(stats.policy).toEqual({ provider: 'scripted', modelId: 'scripted-stochastic (simulation policy)', simulated: true });
+    expect(stats.policy).toEqual({
+      provider: 'scripted',
+      modelId: 'scripted-stochastic (simulation policy)',
+      simulated: true,
+    });
     const values = stats.passAtK.all.map((entry) => entry.value!);
     expect(values).toHaveLength(4);
     expect([...values].sort((a, b) => a - b)).toEqual(values);
@@ -139,7 +170,25 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
 
   it('keeps or drops zero-variance and failed groups by option, counting them either way', async () => {
     // Two model calls per turn: answers that need tools in two rounds hit the step limit.
-    const base: RlInputConfig = { ...small, maxStepsPerTurn: 2, groups: 8, groupSize: 3, groupsPerPart: 8, policy: { adapter: 'scripted', policy: 'stochastic', errorRates: { hallucinatedNumber: 0, bannedWord: 0, overlongReply: 0, wrongArgument: 0, wrongTool: 0, malformedJson: 0.3 } } };
+    const base: RlInputConfig = {
+      ...small,
+      maxStepsPerTurn: 2,
+      groups: 8,
+      groupSize: 3,
+      groupsPerPart: 8,
+      policy: {
+        adapter: 'scripted',
+        policy: 'stochastic',
+        errorRates: {
+          hallucinatedNumber: 0,
+          bannedWord: 0,
+          overlongReply: 0,
+          wrongArgument: 0,
+          wrongTool: 0,
+          malformedJson: 0.3,
+        },
+      },
+    };
     const kept = await runRl(base);
     const dropped = await runRl({ ...base, zeroVarianceGroups: 'drop', groupsWithFailures: 'drop' });
     const keptStats = await statsOf(kept.store);
@@ -147,18 +196,37 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
     const { zeroVariance, withFailures } = keptStats.counts.groups;
     expect(zeroVariance).toBeGreaterThan(0);
     expect(withFailures).toBeGreaterThan(0);
-    expect(keptStats.counts.groups).toMatchObject({ played: 8, kept: 8, zeroVarianceDropped: 0, withFailuresDropped: 0 });
-    expect(droppedStats.counts.groups).toMatchObject({ played: 8, zeroVariance, withFailures, zeroVarianceDropped: zeroVariance, withFailuresDropped: withFailures });
+    expect(keptStats.counts.groups).toMatchObject({
+      played: 8,
+      kept: 8,
+      zeroVarianceDropped: 0,
+      withFailuresDropped: 0,
+    });
+    expect(droppedStats.counts.groups).toMatchObject({
+      played: 8,
+      zeroVariance,
+      withFailures,
+      zeroVarianceDropped: zeroVariance,
+      withFailuresDropped: withFailures,
+    });
     // The reward figures cover every scored episode whatever was dropped.
     expect(droppedStats.reward).toEqual(keptStats.reward);
 
     const keptRecords = await records(kept.store);
     const droppedRecords = await records(dropped.store);
-    const failedGroups = new Set(keptRecords.filter((record) => record.status !== 'ok').map((record) => record.group_index));
+    const failedGroups = new Set(
+      keptRecords.filter((record) => record.status !== 'ok').map((record) => record.group_index),
+    );
     expect(failedGroups.size).toBe(withFailures);
-    const flatGroups = new Set(keptRecords.filter((record) => record.metadata.group && (record.metadata.group as { zeroVariance: boolean }).zeroVariance).map((record) => record.group_index));
+    const flatGroups = new Set(
+      keptRecords
+        .filter((record) => record.metadata.group && (record.metadata.group as { zeroVariance: boolean }).zeroVariance)
+        .map((record) => record.group_index),
+    );
     expect(flatGroups.size).toBe(zeroVariance);
-    const survivors = new Set([...Array(8).keys()].filter((group) => !failedGroups.has(group) && !flatGroups.has(group)));
+    const survivors = new Set(
+      [...Array(8).keys()].filter((group) => !failedGroups.has(group) && !flatGroups.has(group)),
+    );
     expect(new Set(droppedRecords.map((record) => record.group_index))).toEqual(survivors);
     expect(droppedStats.counts.groups.kept).toBe(survivors.size);
     expect(droppedStats.counts.episodes.written).toBe(survivors.size * 3);
@@ -177,7 +245,15 @@ describe('rl stage (in-process, stochastic scripted policy)', () => {
     // Scored episodes only (ok or step_limit: which of them occur depends on the harness variants drawn).
     for (const record of failed) {
       expect(record.status_reason).toMatch(/^\[TOOL_CALLS_NOT_RENDERED\] assistant message \d+ has tool calls/);
-      expect(record).toMatchObject({ tokens: [], loss_mask: [], response_length: 0, metadata: { episode_status: expect.stringMatching(/^(ok|step_limit)$/), token_view: { ok: false, code: 'TOOL_CALLS_NOT_RENDERED' } } });
+      expect(record).toMatchObject({
+        tokens: [],
+        loss_mask: [],
+        response_length: 0,
+        metadata: {
+          episode_status: expect.stringMatching(/^(ok|step_limit)$/),
+          token_view: { ok: false, code: 'TOOL_CALLS_NOT_RENDERED' },
+        },
+      });
     }
     const stats = await statsOf(store);
     expect(stats.counts.episodes.tokenViewFailures).toEqual({ TOOL_CALLS_NOT_RENDERED: failed.length });
@@ -210,7 +286,10 @@ function expectedTurn(message: AssistantMessage): string {
 /** JSON as the template's `tojson` writes it (Python separators, non-ASCII kept); a string argument goes in verbatim. */
 function pythonJson(value: unknown): string {
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
-    const entries = Object.entries(value as Record<string, unknown>).map(([key, item]) => `${JSON.stringify(key)}: ${key === 'arguments' && typeof item === 'string' ? item : pythonJson(item)}`);
+    const entries = Object.entries(value as Record<string, unknown>).map(
+      ([key, item]) =>
+        `${JSON.stringify(key)}: ${key === 'arguments' && typeof item === 'string' ? item : pythonJson(item)}`,
+    );
     return `{${entries.join(', ')}}`;
   }
   if (Array.isArray(value)) return `[${value.map(pythonJson).join(', ')}]`;

@@ -31,7 +31,15 @@ import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
 import { loadRlTasks, planGroups, rlGroupSchema, RL_GROUPS_SCHEMA_VERSION } from './group-plan';
-import { isServedPolicy, rlContract, type RlInput, type RlOutput, type RlPartInput, type RlPartOutput, type RlPartTiming } from './rl-contract';
+import {
+  isServedPolicy,
+  rlContract,
+  type RlInput,
+  type RlOutput,
+  type RlPartInput,
+  type RlPartOutput,
+  type RlPartTiming,
+} from './rl-contract';
 import { checkServedPolicy, harnessUriOf, runRlPart } from './rl-part';
 import { rlReportHtml } from './rl-report';
 import { buildRlStats, type RlTotals } from './rl-stats';
@@ -82,14 +90,29 @@ export async function planRl(input: RlInput, deps: StageDeps): Promise<RlPartInp
     harness: { uri: harnessUri, hash },
     tasks: tasks.length,
     lineage: [...lineage, ...(curriculum ? [curriculum.lineage] : [])],
-    ...(curriculum ? { curriculum: { statsUri: curriculum.lineage.uri, weights: curriculum.weights, previousMeans: curriculum.previousMeans } } : {}),
+    ...(curriculum
+      ? {
+          curriculum: {
+            statsUri: curriculum.lineage.uri,
+            weights: curriculum.weights,
+            previousMeans: curriculum.previousMeans,
+          },
+        }
+      : {}),
   };
-  await deps.store.put(deps.output.key(planObject), `${JSON.stringify(record, null, 2)}\n`, { contentType: 'application/json' });
+  await deps.store.put(deps.output.key(planObject), `${JSON.stringify(record, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   const parts: RlPartInput[] = [];
   for (let start = 0; start < groups.length; start += input.groupsPerPart) {
     parts.push({
       index: parts.length,
-      groups: { uri: written.uri, sha256: written.sha256, start, count: Math.min(input.groupsPerPart, groups.length - start) },
+      groups: {
+        uri: written.uri,
+        sha256: written.sha256,
+        start,
+        count: Math.min(input.groupsPerPart, groups.length - start),
+      },
       config: input,
       seed,
       harnessHash: hash,
@@ -105,9 +128,13 @@ export function createRlProcessor(deps: StageDeps) {
 /** Merges the parts' totals into `stats.json` and `report.html`, then writes the manifest last. */
 export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: StageDeps): Promise<RlOutput> {
   const first = parts[0];
-  if (!first) throw new HatError('RL_NO_PARTS', 'rl finished without parts; plan always makes at least one, so this is a bug');
+  if (!first)
+    throw new HatError('RL_NO_PARTS', 'rl finished without parts; plan always makes at least one, so this is a bug');
   if (parts.some((part) => hashValue([part.policy, part.tokenizer]) !== hashValue([first.policy, first.tokenizer]))) {
-    throw new HatError('RL_MODELS_CHANGED', 'rl parts report different policies or tokenizers (one changed while the stage ran); rerun the stage');
+    throw new HatError(
+      'RL_MODELS_CHANGED',
+      'rl parts report different policies or tokenizers (one changed while the stage ran); rerun the stage',
+    );
   }
   const planKey = deps.output.key(planObject);
   const planBytes = await deps.store.getBuffer(planKey);
@@ -137,25 +164,43 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
       },
     },
   );
-  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
-  const reportInfo = await deps.store.put(deps.output.key(reportObject), rlReportHtml({ runId: deps.run.id, stats }), { contentType: 'text/html; charset=utf-8' });
-  const stored = async (key: string, details: { schemaVersion: number; format: string; records?: number; kind: string }): Promise<ManifestObject> => {
+  const statsInfo = await deps.store.put(deps.output.key(statsObject), `${JSON.stringify(stats, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
+  const reportInfo = await deps.store.put(deps.output.key(reportObject), rlReportHtml({ runId: deps.run.id, stats }), {
+    contentType: 'text/html; charset=utf-8',
+  });
+  const stored = async (
+    key: string,
+    details: { schemaVersion: number; format: string; records?: number; kind: string },
+  ): Promise<ManifestObject> => {
     const bytes = await deps.store.getBuffer(key);
-    return manifestObjectOf({ key, uri: deps.store.uriOf(key), sha256: sha256Hex(bytes), bytes: bytes.length }, details);
+    return manifestObjectOf(
+      { key, uri: deps.store.uriOf(key), sha256: sha256Hex(bytes), bytes: bytes.length },
+      details,
+    );
   };
   const objects: ManifestObject[] = [
     ...parts.flatMap((part) => [
       { ...part.parquet, schemaVersion: RL_EPISODE_SCHEMA_VERSION, format: 'parquet' },
       { ...part.jsonl, schemaVersion: RL_EPISODE_SCHEMA_VERSION, format: 'jsonl.gz' },
     ]),
-    await stored(deps.output.key(groupsObject), { schemaVersion: RL_GROUPS_SCHEMA_VERSION, format: 'jsonl.gz', records: input.groups, kind: 'groups' }),
+    await stored(deps.output.key(groupsObject), {
+      schemaVersion: RL_GROUPS_SCHEMA_VERSION,
+      format: 'jsonl.gz',
+      records: input.groups,
+      kind: 'groups',
+    }),
     await stored(planKey, { schemaVersion: RL_GROUPS_SCHEMA_VERSION, format: 'json', kind: 'plan' }),
     manifestObjectOf(statsInfo, { schemaVersion: stats.schemaVersion, format: 'json', kind: 'stats' }),
     manifestObjectOf(reportInfo, { schemaVersion: stats.schemaVersion, format: 'html', kind: 'report' }),
   ];
   const { info } = await writeStageManifest(deps, {
     objects,
-    lineage: { inputs: [{ uri: plan.harness.uri, sha256: plan.harness.hash }, ...plan.lineage], configHash: hashValue(input) },
+    lineage: {
+      inputs: [{ uri: plan.harness.uri, sha256: plan.harness.hash }, ...plan.lineage],
+      configHash: hashValue(input),
+    },
     // The policy version in the stats lets a trainer handoff say which version each dataset came from.
     stats: { ...(stats as unknown as Record<string, unknown>), policyVersion: input.policyVersion ?? 1 },
   });
@@ -184,7 +229,14 @@ export async function finishRl(input: RlInput, parts: RlPartOutput[], deps: Stag
     canonicalVariantGap: stats.canonicalVariantGap.gap,
     simulatedPolicy: stats.policy.simulated,
     ...(stats.policy.tokenExact !== undefined
-      ? { tokenExact: { exact: stats.policy.tokenExact, engine: stats.policy.provider, episodes: stats.tokenExact?.episodes ?? 0, drifted: stats.tokenExact?.drifted ?? 0 } }
+      ? {
+          tokenExact: {
+            exact: stats.policy.tokenExact,
+            engine: stats.policy.provider,
+            episodes: stats.tokenExact?.episodes ?? 0,
+            drifted: stats.tokenExact?.drifted ?? 0,
+          },
+        }
       : {}),
     timing,
   };

@@ -3,7 +3,10 @@ import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
-import { servedSamplerConfigSchema, type ServedSamplerConfig } from '../../shared/models/token-exact/served-token-sampler';
+import {
+  servedSamplerConfigSchema,
+  type ServedSamplerConfig,
+} from '../../shared/models/token-exact/served-token-sampler';
 // Registers the `scripted` adapter, so `policy: { adapter: scripted }` validates.
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
 import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weights';
@@ -34,7 +37,13 @@ import { rlPartCounters, summarizeRl } from './rl-summary';
  */
 
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
-const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1)).min(1)]);
+const uriList = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((uri) => [uri]),
+  z.array(z.string().min(1)).min(1),
+]);
 
 /** Who speaks the viewer's follow-up turns. */
 export const rlViewerSchema = z.discriminatedUnion('kind', [
@@ -177,18 +186,33 @@ export const rlInputSchema = z
   .strict()
   .superRefine((input, context) => {
     if (input.generate !== undefined && (input.tasks !== undefined || input.inputs.length > 0)) {
-      context.addIssue({ code: 'custom', path: ['generate'], message: 'give task sets (tasks, --in) or generate, not both' });
+      context.addIssue({
+        code: 'custom',
+        path: ['generate'],
+        message: 'give task sets (tasks, --in) or generate, not both',
+      });
     }
   });
 export type RlInput = z.infer<typeof rlInputSchema>;
 export type RlInputConfig = z.input<typeof rlInputSchema>;
 
-const objectRef = z.object({ key: z.string(), uri: z.string(), sha256: z.string(), bytes: z.number().int().nonnegative(), records: z.number().int().nonnegative() });
+const objectRef = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int().nonnegative(),
+  records: z.number().int().nonnegative(),
+});
 
 export const rlPartInputSchema = z.object({
   index: z.number().int().nonnegative(),
   /** The group plan `plan` wrote, and this part's slice of it. */
-  groups: z.object({ uri: z.string(), sha256: z.string(), start: z.number().int().nonnegative(), count: z.number().int().positive() }),
+  groups: z.object({
+    uri: z.string(),
+    sha256: z.string(),
+    start: z.number().int().nonnegative(),
+    count: z.number().int().positive(),
+  }),
   /** The stage config (references resolved). */
   config: rlInputSchema,
   /** Resolved: the config's seed, else the run's. */
@@ -229,7 +253,9 @@ export const rlPartOutputSchema = z.object({
     /** Set for model policies: whether records carry the ids as sampled (served token-exact) or re-tokenized messages (chat endpoints). */
     tokenExact: z.boolean().optional(),
     /** Token-exact policies: what the rollout logprobs are of; chat-completions policies: what the endpoint's logprobs are of (`chatLogprobsMode`). */
-    logprobDistribution: z.object({ kind: z.string(), temperature: z.number(), topP: z.number(), topK: z.number(), engine: z.string() }).optional(),
+    logprobDistribution: z
+      .object({ kind: z.string(), temperature: z.number(), topP: z.number(), topK: z.number(), engine: z.string() })
+      .optional(),
   }),
   tokenizer: z.object({ name: z.string(), fingerprint: z.string(), templateHash: z.string() }),
   timing: rlPartTimingSchema,
@@ -252,7 +278,12 @@ export const rlOutputSchema = z.object({
   simulatedPolicy: z.boolean(),
   /** Model policies: whether records hold the ids as sampled (served token-exact) or re-tokenized chat messages. */
   tokenExact: z
-    .object({ exact: z.boolean(), engine: z.string(), episodes: z.number().int().nonnegative(), drifted: z.number().int().nonnegative() })
+    .object({
+      exact: z.boolean(),
+      engine: z.string(),
+      episodes: z.number().int().nonnegative(),
+      drifted: z.number().int().nonnegative(),
+    })
     .optional(),
   /** Summed part timings (wall time; for benchmarks and logs). */
   timing: rlPartTimingSchema,
@@ -261,7 +292,8 @@ export type RlOutput = z.infer<typeof rlOutputSchema>;
 
 export const rlContract: FanOutContract<RlInput, RlOutput, RlPartInput, RlPartOutput> = {
   name: 'rl',
-  description: 'RL episode groups: HSA-randomized simulator episodes of the policy with rewards, GRPO advantages and loss-masked token views',
+  description:
+    'RL episode groups: HSA-randomized simulator episodes of the policy with rewards, GRPO advantages and loss-masked token views',
   input: rlInputSchema,
   output: rlOutputSchema,
   summarize: summarizeRl,

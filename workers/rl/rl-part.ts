@@ -8,7 +8,12 @@ import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import { withChat, type ModelClient } from '../../shared/models/model-client';
 import { createModelClient } from '../../shared/models/model-registry';
-import { checkRolloutLogprobs, reportedDistribution, type LogprobDistribution, type SamplingOfTurn } from '../../shared/models/token-exact/logprob-distribution';
+import {
+  checkRolloutLogprobs,
+  reportedDistribution,
+  type LogprobDistribution,
+  type SamplingOfTurn,
+} from '../../shared/models/token-exact/logprob-distribution';
 import { ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
 import { TokenExactEpisode, type TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import { turnTextParserFor } from '../../shared/models/token-exact/turn-text-parser';
@@ -55,19 +60,37 @@ export function samplingSeedOf(episodeSeed: string): number {
 
 /** The sampling of every token-exact turn: the config's settings, engine defaults for the rest (temperature 1, no truncation). */
 export function samplingOfTurn(settings: RlInput['sampling']): SamplingOfTurn {
-  return { temperature: settings.temperature ?? 1, topP: settings.topP ?? 1, topK: settings.topK !== undefined && settings.topK > 0 ? settings.topK : 0 };
+  return {
+    temperature: settings.temperature ?? 1,
+    topP: settings.topP ?? 1,
+    topK: settings.topK !== undefined && settings.topK > 0 ? settings.topK : 0,
+  };
 }
 
 /** A served policy's logprobs must be of the distribution tokens are drawn from (importance ratios); refused otherwise. */
 export function checkServedPolicy(config: RlInput): LogprobDistribution | undefined {
   if (!isServedPolicy(config.policy)) return undefined;
   const sampler = { engine: config.policy.engine, logprobsMode: config.policy.logprobsMode };
-  return checkRolloutLogprobs('rl.policy', sampler.engine, sampler.logprobsMode ?? (sampler.engine === 'vllm' ? 'raw_logprobs' : 'tempered_logprobs'), samplingOfTurn(config.sampling));
+  return checkRolloutLogprobs(
+    'rl.policy',
+    sampler.engine,
+    sampler.logprobsMode ?? (sampler.engine === 'vllm' ? 'raw_logprobs' : 'tempered_logprobs'),
+    samplingOfTurn(config.sampling),
+  );
 }
 
 /** The harness of each group: the canonical one, or the group's own fresh variant. */
-export function groupHarnesses(groups: readonly RlGroup[], canonical: Harness, canonicalHash: string, part: Pick<RlPartInput, 'seed' | 'config'>): GroupHarness[] {
-  return groups.map((group) => (group.canonical ? { harness: canonical, hash: canonicalHash, canonical: true } : groupVariant(canonical, group.groupIndex, part.seed, part.config.families)));
+export function groupHarnesses(
+  groups: readonly RlGroup[],
+  canonical: Harness,
+  canonicalHash: string,
+  part: Pick<RlPartInput, 'seed' | 'config'>,
+): GroupHarness[] {
+  return groups.map((group) =>
+    group.canonical
+      ? { harness: canonical, hash: canonicalHash, canonical: true }
+      : groupVariant(canonical, group.groupIndex, part.seed, part.config.families),
+  );
 }
 
 /**
@@ -77,7 +100,12 @@ export function groupHarnesses(groups: readonly RlGroup[], canonical: Harness, c
  * skills keep the canonical tool names (one shared expert would answer them under the wrong
  * hook constraints).
  */
-function policiesByHarness(config: RlInput, groups: readonly RlGroup[], harnesses: readonly GroupHarness[], create: (tasks: RlGroup['task'][], harness: Harness) => ModelClient): Map<string, ModelClient> {
+function policiesByHarness(
+  config: RlInput,
+  groups: readonly RlGroup[],
+  harnesses: readonly GroupHarness[],
+  create: (tasks: RlGroup['task'][], harness: Harness) => ModelClient,
+): Map<string, ModelClient> {
   const policies = new Map<string, ModelClient>();
   if (!('adapter' in config.policy) || config.policy.adapter !== 'scripted') {
     const shared = create([], harnesses[0].harness);
@@ -106,7 +134,11 @@ function timedPolicy(client: ModelClient, timing: RlPartTiming): ModelClient {
 }
 
 /** Runs `work` over `items`, at most `limit` at once; the first failure stops new starts and is thrown. */
-async function forEachConcurrently<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+async function forEachConcurrently<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   let failed = false;
   const lane = async (): Promise<void> => {
@@ -124,9 +156,18 @@ async function forEachConcurrently<T>(items: readonly T[], limit: number, work: 
 }
 
 async function readGroupSlice(part: RlPartInput, deps: StageDeps): Promise<RlGroup[]> {
-  const { records, sha256 } = await readRecordRange(deps.openObject, part.groups.uri, rlGroupSchema, part.groups.start, part.groups.start + part.groups.count);
+  const { records, sha256 } = await readRecordRange(
+    deps.openObject,
+    part.groups.uri,
+    rlGroupSchema,
+    part.groups.start,
+    part.groups.start + part.groups.count,
+  );
   if (sha256 !== part.groups.sha256) {
-    throw new HatError('RL_PLAN_CHANGED', `${part.groups.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`);
+    throw new HatError(
+      'RL_PLAN_CHANGED',
+      `${part.groups.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`,
+    );
   }
   return records;
 }
@@ -148,56 +189,105 @@ interface PlayedGroup {
 export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlPartOutput> {
   const startedAt = performance.now();
   const config = part.config;
-  const timing: RlPartTiming = { partMs: 0, episodeMs: 0, policyMs: 0, tokenViewMs: 0, variantMs: 0, steps: 0, episodes: 0 };
+  const timing: RlPartTiming = {
+    partMs: 0,
+    episodeMs: 0,
+    policyMs: 0,
+    tokenViewMs: 0,
+    variantMs: 0,
+    steps: 0,
+    episodes: 0,
+  };
   const groups = await readGroupSlice(part, deps);
   const canonical = await loadHarnessFromUri(harnessUriOf(config), deps.openObject);
   const canonicalHash = harnessHash(canonical);
   if (canonicalHash !== part.harnessHash) {
-    throw new HatError('RL_HARNESS_CHANGED', `the harness at ${harnessUriOf(config)} changed after the stage was planned (hash ${canonicalHash.slice(0, 12)}, planned ${part.harnessHash.slice(0, 12)}); rerun the whole stage`);
+    throw new HatError(
+      'RL_HARNESS_CHANGED',
+      `the harness at ${harnessUriOf(config)} changed after the stage was planned (hash ${canonicalHash.slice(0, 12)}, planned ${part.harnessHash.slice(0, 12)}); rerun the whole stage`,
+    );
   }
   const variantsStarted = performance.now();
   const harnesses = groupHarnesses(groups, canonical, canonicalHash, part);
   timing.variantMs = performance.now() - variantsStarted;
   const tokenizer = await loadChatTokenizer(config.tokenizer);
-  const clientDependencies = (configPath: string, tasks: readonly RlGroup['task'][], simulatorHarnesses: readonly Harness[]) => ({
+  const clientDependencies = (
+    configPath: string,
+    tasks: readonly RlGroup['task'][],
+    simulatorHarnesses: readonly Harness[],
+  ) => ({
     logger: deps.logger,
     random: () => deps.rng.next(),
     configPath,
     // The scripted policies play simulator tasks only: they are handed the tasks and harnesses they play.
-    services: { ...deps.services, [scriptedServiceKeys.tasks]: tasks, [scriptedServiceKeys.harnesses]: simulatorHarnesses },
+    services: {
+      ...deps.services,
+      [scriptedServiceKeys.tasks]: tasks,
+      [scriptedServiceKeys.harnesses]: simulatorHarnesses,
+    },
   });
   const servedPolicy = isServedPolicy(config.policy) ? config.policy : undefined;
   const distribution = checkServedPolicy(config);
-  const sampler = servedPolicy ? new ServedTokenSampler(servedPolicy, { logger: deps.logger, random: () => deps.rng.next(), configPath: 'rl.policy' }) : undefined;
+  const sampler = servedPolicy
+    ? new ServedTokenSampler(servedPolicy, {
+        logger: deps.logger,
+        random: () => deps.rng.next(),
+        configPath: 'rl.policy',
+      })
+    : undefined;
   const turnParser = servedPolicy ? turnTextParserFor(tokenizer, servedPolicy.toolCallParser) : undefined;
   // A served policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
   // Chat-completions policies ask for logprobs on every call (not token-exact, but recorded).
-  const chatLogprobs = !sampler && !('adapter' in config.policy && config.policy.adapter === 'scripted') ? new ChatLogprobsRequester() : undefined;
+  const chatLogprobs =
+    !sampler && !('adapter' in config.policy && config.policy.adapter === 'scripted')
+      ? new ChatLogprobsRequester()
+      : undefined;
   const policies = sampler
     ? new Map<string, ModelClient>()
     : policiesByHarness(config, groups, harnesses, (tasks, harness) => {
         const client = createModelClient(config.policy, clientDependencies('rl.policy', tasks, [harness]));
         return timedPolicy(chatLogprobs ? chatLogprobs.wrap(client) : client, timing);
       });
-  const viewerClient = config.viewer.kind === 'model' ? createModelClient(config.viewer.model, clientDependencies('rl.viewer.model', [], [])) : undefined;
-  const played: PlayedGroup[] = groups.map((group, position) => ({ group, harness: harnesses[position], trajectories: [], samplingSeeds: [], sampled: [] }));
+  const viewerClient =
+    config.viewer.kind === 'model'
+      ? createModelClient(config.viewer.model, clientDependencies('rl.viewer.model', [], []))
+      : undefined;
+  const played: PlayedGroup[] = groups.map((group, position) => ({
+    group,
+    harness: harnesses[position],
+    trajectories: [],
+    samplingSeeds: [],
+    sampled: [],
+  }));
   try {
     const viewerFor = (groupIndex: number, sampleIndex: number): Viewer | undefined => {
       const viewer = config.viewer;
       if (viewer.kind === 'scripted') {
-        return createScriptedViewer({ seed: `${part.seed}/rl/viewer/group-${groupIndex}${viewer.perEpisode ? `/episode-${sampleIndex}` : ''}`, paraphraseRate: viewer.paraphraseRate });
+        return createScriptedViewer({
+          seed: `${part.seed}/rl/viewer/group-${groupIndex}${viewer.perEpisode ? `/episode-${sampleIndex}` : ''}`,
+          paraphraseRate: viewer.paraphraseRate,
+        });
       }
-      if (viewer.kind === 'model') return createModelViewer({ client: viewerClient!, ...(viewer.sampling ? { sampling: viewer.sampling } : {}) });
+      if (viewer.kind === 'model')
+        return createModelViewer({ client: viewerClient!, ...(viewer.sampling ? { sampling: viewer.sampling } : {}) });
       return undefined;
     };
-    const episodes = played.flatMap((entry) => Array.from({ length: config.groupSize }, (_, sampleIndex) => ({ entry, sampleIndex })));
+    const episodes = played.flatMap((entry) =>
+      Array.from({ length: config.groupSize }, (_, sampleIndex) => ({ entry, sampleIndex })),
+    );
     const total = episodes.length;
     deps.progress({ done: 0, total, message: 'playing episodes' });
     await forEachConcurrently(episodes, config.episodeConcurrency, async ({ entry, sampleIndex }) => {
       const seed = episodeSeedOf(part.seed, entry.group.groupIndex, sampleIndex);
       const samplingSeed = samplingSeedOf(seed);
       const deadline = new AbortController();
-      const timer = setTimeout(() => deadline.abort(new HatError('RL_EPISODE_TIMEOUT', `episode over episodeTimeoutMs (${config.episodeTimeoutMs} ms)`)), config.episodeTimeoutMs);
+      const timer = setTimeout(
+        () =>
+          deadline.abort(
+            new HatError('RL_EPISODE_TIMEOUT', `episode over episodeTimeoutMs (${config.episodeTimeoutMs} ms)`),
+          ),
+        config.episodeTimeoutMs,
+      );
       const viewer = viewerFor(entry.group.groupIndex, sampleIndex);
       const episode = sampler
         ? new TokenExactEpisode({
@@ -234,7 +324,10 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
         timing.episodeMs += performance.now() - episodeStarted;
       }
       // A job handed back (shutdown, cancel) is not an episode timeout: stop, the part reruns.
-      if (deps.signal.aborted) throw deps.signal.reason instanceof Error ? deps.signal.reason : new TransientError('RL_ABORTED', 'the rl part was stopped (job cancelled or worker shutting down)');
+      if (deps.signal.aborted)
+        throw deps.signal.reason instanceof Error
+          ? deps.signal.reason
+          : new TransientError('RL_ABORTED', 'the rl part was stopped (job cancelled or worker shutting down)');
       entry.samplingSeeds[sampleIndex] = samplingSeed;
       if (episode) {
         const trajectory = entry.trajectories[sampleIndex];
@@ -262,15 +355,35 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
     timing.tokenViewMs += performance.now() - viewStarted;
     return view;
   };
-  const policyKind: PolicyKind = sampler ? 'token-exact' : 'adapter' in config.policy && config.policy.adapter === 'scripted' ? 'scripted' : 'chat';
-  const chatDistribution = chatLogprobs ? reportedDistribution('adapter' in config.policy ? config.policy.adapter : 'openai', config.chatLogprobsMode, samplingOfTurn(config.sampling)) : undefined;
-  const chat = chatLogprobs && chatDistribution ? { distribution: chatDistribution, refusal: chatLogprobs.refusal } : undefined;
-  for (const entry of played) records.push(...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name, chat));
+  const policyKind: PolicyKind = sampler
+    ? 'token-exact'
+    : 'adapter' in config.policy && config.policy.adapter === 'scripted'
+      ? 'scripted'
+      : 'chat';
+  const chatDistribution = chatLogprobs
+    ? reportedDistribution(
+        'adapter' in config.policy ? config.policy.adapter : 'openai',
+        config.chatLogprobsMode,
+        samplingOfTurn(config.sampling),
+      )
+    : undefined;
+  const chat =
+    chatLogprobs && chatDistribution ? { distribution: chatDistribution, refusal: chatLogprobs.refusal } : undefined;
+  for (const entry of played)
+    records.push(
+      ...scoreGroup(entry, config, totals, tokenizer.fingerprint, viewOf, policyKind, turnParser?.name, chat),
+    );
 
   const name = deps.part?.id ?? `part-${String(part.index).padStart(5, '0')}`;
   const first = policies.values().next().value;
   const policyInfo: RlPartOutput['policy'] = sampler
-    ? { provider: sampler.engine, modelId: sampler.modelId, simulated: sampler.dummyWeights, tokenExact: true, ...(distribution ? { logprobDistribution: distribution } : {}) }
+    ? {
+        provider: sampler.engine,
+        modelId: sampler.modelId,
+        simulated: sampler.dummyWeights,
+        tokenExact: true,
+        ...(distribution ? { logprobDistribution: distribution } : {}),
+      }
     : {
         provider: first!.provider,
         modelId: first!.modelId,
@@ -278,18 +391,30 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
         ...(policyKind === 'chat' ? { tokenExact: false } : {}),
         ...(chatDistribution ? { logprobDistribution: chatDistribution } : {}),
       };
-  const parquet = await writeParquet(deps.store, deps.output.key(`${name}.parquet`), episodeColumnsFor(policyKind), records as unknown as Record<string, unknown>[], {
-    metadata: {
-      schema_version: String(RL_EPISODE_SCHEMA_VERSION),
-      tokenizer_fingerprint: tokenizer.fingerprint,
-      chat_template_hash: tokenizer.templateHash,
-      policy: canonicalJson(policyInfo),
-      group_size: String(config.groupSize),
-      advantage: canonicalJson(config.advantage),
+  const parquet = await writeParquet(
+    deps.store,
+    deps.output.key(`${name}.parquet`),
+    episodeColumnsFor(policyKind),
+    records as unknown as Record<string, unknown>[],
+    {
+      metadata: {
+        schema_version: String(RL_EPISODE_SCHEMA_VERSION),
+        tokenizer_fingerprint: tokenizer.fingerprint,
+        chat_template_hash: tokenizer.templateHash,
+        policy: canonicalJson(policyInfo),
+        group_size: String(config.groupSize),
+        advantage: canonicalJson(config.advantage),
+      },
     },
-  });
+  );
   const jsonl = await writeJsonl(deps.store, deps.output.key(`${name}.jsonl.gz`), records);
-  const ref = (info: { key: string; uri: string; sha256: string; bytes: number; records: number }) => ({ key: info.key, uri: info.uri, sha256: info.sha256, bytes: info.bytes, records: info.records });
+  const ref = (info: { key: string; uri: string; sha256: string; bytes: number; records: number }) => ({
+    key: info.key,
+    uri: info.uri,
+    sha256: info.sha256,
+    bytes: info.bytes,
+    records: info.records,
+  });
   timing.partMs = performance.now() - startedAt;
   return {
     index: part.index,
@@ -305,7 +430,9 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
 /** Too many endpoint failures mean the endpoint is down, not that the policy is bad: fail the part so it is retried later. */
 function checkPolicyErrors(played: readonly PlayedGroup[], config: RlInput): void {
   const trajectories = played.flatMap((entry) => entry.trajectories);
-  const failed = trajectories.filter((trajectory) => trajectory.status === 'model_error' || trajectory.status === 'timeout');
+  const failed = trajectories.filter(
+    (trajectory) => trajectory.status === 'model_error' || trajectory.status === 'timeout',
+  );
   if (failed.length > 0 && failed.length / trajectories.length > config.maxPolicyErrorShare) {
     throw new TransientError(
       'RL_POLICY_UNAVAILABLE',
@@ -334,11 +461,17 @@ function scoreGroup(
   const rewards = trajectories.map((trajectory) => trajectory.reward.total);
   const scored = trajectories.map((trajectory) => isScored(trajectory.status));
   const advantage = groupAdvantages(rewards, scored, config.advantage);
-  const group = { mean: advantage.mean, std: advantage.std, scored: advantage.scored, zeroVariance: advantage.zeroVariance };
+  const group = {
+    mean: advantage.mean,
+    std: advantage.std,
+    scored: advantage.scored,
+    zeroVariance: advantage.zeroVariance,
+  };
   const records = trajectories.map((trajectory, sampleIndex) => {
     const sampled = entry.sampled[sampleIndex];
     const view = viewOf(trajectory, sampled);
-    if (!view.ok) totals.episodes.tokenViewFailures[view.code] = (totals.episodes.tokenViewFailures[view.code] ?? 0) + 1;
+    if (!view.ok)
+      totals.episodes.tokenViewFailures[view.code] = (totals.episodes.tokenViewFailures[view.code] ?? 0) + 1;
     if (sampled) addTokenExact(totals, sampled);
     const chatLogprobs = chat ? chatLogprobsMetadata(trajectory, chat.distribution, chat.refusal) : undefined;
     if (chatLogprobs) totals.chatLogprobs = addChatLogprobs(totals.chatLogprobs, chatLogprobs);
@@ -381,8 +514,19 @@ function scoreGroup(
     totals.episodes.scored += 1;
     const pass = trajectory.reward.total >= config.passThreshold;
     if (pass) passed += 1;
-    addToBucket((totals.reward[kind][trajectory.category] ??= emptyBucket()), trajectory.reward.total, trajectory.reward.components, pass);
-    for (const family of harness.variant?.families ?? []) addToBucket((totals.families[family] ??= emptyBucket()), trajectory.reward.total, trajectory.reward.components, pass);
+    addToBucket(
+      (totals.reward[kind][trajectory.category] ??= emptyBucket()),
+      trajectory.reward.total,
+      trajectory.reward.components,
+      pass,
+    );
+    for (const family of harness.variant?.families ?? [])
+      addToBucket(
+        (totals.families[family] ??= emptyBucket()),
+        trajectory.reward.total,
+        trajectory.reward.components,
+        pass,
+      );
   }
   addPassAtK(totals.passAtK[kind], advantage.scored, passed);
   if (!kept) return [];

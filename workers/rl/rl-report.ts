@@ -8,8 +8,10 @@ import type { PassAtKEntry, RewardSummary, RlStats } from './rl-stats';
  * k, and the canonical-versus-variant reward gap.
  */
 
-const number = (value: number | null | undefined, digits = 3): string => (value === null || value === undefined ? '–' : value.toFixed(digits));
-const percent = (value: number | null | undefined): string => (value === null || value === undefined ? '–' : formatPercent(value));
+const number = (value: number | null | undefined, digits = 3): string =>
+  value === null || value === undefined ? '–' : value.toFixed(digits);
+const percent = (value: number | null | undefined): string =>
+  value === null || value === undefined ? '–' : formatPercent(value);
 
 /** A horizontal bar for a value in [0, 1]. */
 function bar(value: number | null): string {
@@ -29,7 +31,8 @@ function summaryTable(rows: Array<[string, RewardSummary]>, components: string[]
 
 function passTable(passAtK: RlStats['passAtK']): string {
   const ks = passAtK.all.map((entry) => entry.k);
-  const row = (label: string, entries: PassAtKEntry[]) => `<tr><th>${label}</th>${entries.map((entry) => `<td title="${entry.groups} groups">${percent(entry.value)}</td>`).join('')}</tr>`;
+  const row = (label: string, entries: PassAtKEntry[]) =>
+    `<tr><th>${label}</th>${entries.map((entry) => `<td title="${entry.groups} groups">${percent(entry.value)}</td>`).join('')}</tr>`;
   return `<table><tr><th></th>${ks.map((k) => `<th>pass@${k}</th>`).join('')}</tr>${row('all', passAtK.all)}${row('canonical', passAtK.canonical)}${row('variant', passAtK.variant)}<tr><th>groups</th>${passAtK.all.map((entry) => `<td>${entry.groups}</td>`).join('')}</tr></table>`;
 }
 
@@ -61,7 +64,10 @@ ${countsTable({ episodes: exact.episodes, turns: exact.turns, 'sampled tokens': 
     : stats.policy.tokenExact === false
       ? '<p class="meta">token_exact: false — the policy is a chat endpoint; tokens are the conversation re-tokenized, not the ids it sampled.</p>'
       : '';
-  const categoryRows = Object.entries(stats.byCategory).map(([category, summaries]) => `<tr><th>${escapeHtml(category)}</th>${summaryCells(summaries.all, components)}<td>${number(summaries.canonical.mean)}</td><td>${number(summaries.variant.mean)}</td></tr>`);
+  const categoryRows = Object.entries(stats.byCategory).map(
+    ([category, summaries]) =>
+      `<tr><th>${escapeHtml(category)}</th>${summaryCells(summaries.all, components)}<td>${number(summaries.canonical.mean)}</td><td>${number(summaries.variant.mean)}</td></tr>`,
+  );
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>RL episode groups · ${escapeHtml(input.runId)}</title>
 <style>
@@ -86,7 +92,14 @@ ${tokenExact}
 ${Object.keys(stats.counts.episodes.tokenViewFailures).length > 0 ? `<h3>Token views that failed</h3>${countsTable(stats.counts.episodes.tokenViewFailures)}` : ''}
 <p class="meta">${stats.counts.steps} environment steps · ${stats.counts.tokens.total} tokens written, ${stats.counts.tokens.trained} trained · advantage |mean| ${number(stats.advantage.meanAbs)}, zero ${percent(stats.advantage.zeroShare)}</p>
 <h2>Reward by component</h2>
-${summaryTable([['all', stats.reward.all], ['canonical', stats.reward.canonical], ['variant', stats.reward.variant]], components)}
+${summaryTable(
+  [
+    ['all', stats.reward.all],
+    ['canonical', stats.reward.canonical],
+    ['variant', stats.reward.variant],
+  ],
+  components,
+)}
 <h2>Reward by task category</h2>
 <table><tr><th></th><th>episodes</th><th>mean reward</th><th>std</th><th>pass rate</th>${components.map((name) => `<th>${escapeHtml(name)}</th>`).join('')}<th>canonical</th><th>variant</th></tr>
 ${categoryRows.join('\n')}

@@ -91,7 +91,16 @@ export interface TokenExactTotals {
 
 /** Adds one token-exact episode to the totals. */
 export function addTokenExact(totals: RlTotals, view: TokenExactEpisodeView): void {
-  const into = (totals.tokenExact ??= { episodes: 0, turns: 0, sampledTokens: 0, drifted: 0, driftTokens: 0, unchecked: 0, malformedTurns: 0, truncatedTurns: 0 });
+  const into = (totals.tokenExact ??= {
+    episodes: 0,
+    turns: 0,
+    sampledTokens: 0,
+    drifted: 0,
+    driftTokens: 0,
+    unchecked: 0,
+    malformedTurns: 0,
+    truncatedTurns: 0,
+  });
   into.episodes += 1;
   into.turns += view.turns.length;
   for (const turn of view.turns) {
@@ -107,13 +116,31 @@ export function addTokenExact(totals: RlTotals, view: TokenExactEpisodeView): vo
 }
 
 export function emptyBucket(): RewardBucket {
-  return { episodes: 0, rewardSum: 0, rewardSquares: 0, passes: 0, components: Object.fromEntries(rewardComponents.map((name) => [name, 0])) };
+  return {
+    episodes: 0,
+    rewardSum: 0,
+    rewardSquares: 0,
+    passes: 0,
+    components: Object.fromEntries(rewardComponents.map((name) => [name, 0])),
+  };
 }
 
 export function emptyTotals(groupSize: number): RlTotals {
-  const passes = (): PassAtKTotals => ({ groups: new Array<number>(groupSize).fill(0), sums: new Array<number>(groupSize).fill(0) });
+  const passes = (): PassAtKTotals => ({
+    groups: new Array<number>(groupSize).fill(0),
+    sums: new Array<number>(groupSize).fill(0),
+  });
   return {
-    groups: { played: 0, canonical: 0, variant: 0, kept: 0, zeroVariance: 0, zeroVarianceDropped: 0, withFailures: 0, withFailuresDropped: 0 },
+    groups: {
+      played: 0,
+      canonical: 0,
+      variant: 0,
+      kept: 0,
+      zeroVariance: 0,
+      zeroVarianceDropped: 0,
+      withFailures: 0,
+      withFailuresDropped: 0,
+    },
     episodes: { played: 0, written: 0, scored: 0, byStatus: {}, tokenViewFailures: {} },
     steps: 0,
     tokens: { total: 0, trained: 0 },
@@ -124,12 +151,18 @@ export function emptyTotals(groupSize: number): RlTotals {
   };
 }
 
-export function addToBucket(bucket: RewardBucket, reward: number, components: Record<string, number>, passed: boolean): void {
+export function addToBucket(
+  bucket: RewardBucket,
+  reward: number,
+  components: Record<string, number>,
+  passed: boolean,
+): void {
   bucket.episodes += 1;
   bucket.rewardSum += reward;
   bucket.rewardSquares += reward * reward;
   if (passed) bucket.passes += 1;
-  for (const [name, value] of Object.entries(components)) bucket.components[name] = (bucket.components[name] ?? 0) + value;
+  for (const [name, value] of Object.entries(components))
+    bucket.components[name] = (bucket.components[name] ?? 0) + value;
 }
 
 /** Adds a group's pass@k for every k its scored episodes allow. */
@@ -176,7 +209,13 @@ export interface PassAtKEntry {
 
 export interface RlStats {
   schemaVersion: typeof RL_STATS_SCHEMA_VERSION;
-  policy: { provider: string; modelId: string; simulated: boolean; tokenExact?: boolean; logprobDistribution?: Record<string, unknown> };
+  policy: {
+    provider: string;
+    modelId: string;
+    simulated: boolean;
+    tokenExact?: boolean;
+    logprobDistribution?: Record<string, unknown>;
+  };
   tokenizer: { name: string; fingerprint: string; templateHash: string };
   settings: Record<string, unknown>;
   counts: Pick<RlTotals, 'groups' | 'episodes' | 'steps' | 'tokens'>;
@@ -242,12 +281,20 @@ function gapOf(totals: RlTotals): RlStats['canonicalVariantGap'] {
   const variant = mergeBuckets(Object.values(totals.reward.variant));
   const canonicalSummary = summarize(canonical);
   const variantSummary = summarize(variant);
-  const gap = canonicalSummary.mean !== null && variantSummary.mean !== null ? canonical.rewardSum / canonical.episodes - variant.rewardSum / variant.episodes : null;
+  const gap =
+    canonicalSummary.mean !== null && variantSummary.mean !== null
+      ? canonical.rewardSum / canonical.episodes - variant.rewardSum / variant.episodes
+      : null;
   const varianceOf = (bucket: RewardBucket) => {
     const mean = bucket.rewardSum / bucket.episodes;
     return (bucket.rewardSquares - bucket.episodes * mean * mean) / (bucket.episodes - 1);
   };
-  const standardError = canonical.episodes >= 2 && variant.episodes >= 2 ? Math.sqrt(Math.max(0, varianceOf(canonical)) / canonical.episodes + Math.max(0, varianceOf(variant)) / variant.episodes) : null;
+  const standardError =
+    canonical.episodes >= 2 && variant.episodes >= 2
+      ? Math.sqrt(
+          Math.max(0, varianceOf(canonical)) / canonical.episodes + Math.max(0, varianceOf(variant)) / variant.episodes,
+        )
+      : null;
   let weighted = 0;
   let weight = 0;
   let matched = 0;
@@ -255,7 +302,9 @@ function gapOf(totals: RlTotals): RlStats['canonicalVariantGap'] {
     const canonicalBucket = totals.reward.canonical[category];
     if (!canonicalBucket || canonicalBucket.episodes === 0 || variantBucket.episodes === 0) continue;
     matched++;
-    weighted += variantBucket.episodes * (canonicalBucket.rewardSum / canonicalBucket.episodes - variantBucket.rewardSum / variantBucket.episodes);
+    weighted +=
+      variantBucket.episodes *
+      (canonicalBucket.rewardSum / canonicalBucket.episodes - variantBucket.rewardSum / variantBucket.episodes);
     weight += variantBucket.episodes;
   }
   const passCanonical = ratio(totals.passAtK.canonical.sums[0] ?? 0, totals.passAtK.canonical.groups[0] ?? 0);
@@ -292,10 +341,22 @@ export function buildRlStats(parts: readonly RlTotals[], context: RlStatsContext
     categories.map((category) => {
       const canonical = totals.reward.canonical[category] ?? emptyBucket();
       const variant = totals.reward.variant[category] ?? emptyBucket();
-      return [category, { all: summarize(mergeBuckets([canonical, variant])), canonical: summarize(canonical), variant: summarize(variant) }];
+      return [
+        category,
+        {
+          all: summarize(mergeBuckets([canonical, variant])),
+          canonical: summarize(canonical),
+          variant: summarize(variant),
+        },
+      ];
     }),
   );
-  const families = [...hsaFamilies, ...Object.keys(totals.families).filter((family) => !hsaFamilies.includes(family as HsaFamily)).sort()];
+  const families = [
+    ...hsaFamilies,
+    ...Object.keys(totals.families)
+      .filter((family) => !hsaFamilies.includes(family as HsaFamily))
+      .sort(),
+  ];
   const byFamily: Record<string, RewardSummary> = { canonical: summarize(byKind('canonical')) };
   for (const family of families) byFamily[family] = summarize(totals.families[family] ?? emptyBucket());
   const passAll: PassAtKTotals = addInto(structuredClone(totals.passAtK.canonical), totals.passAtK.variant);
@@ -304,20 +365,38 @@ export function buildRlStats(parts: readonly RlTotals[], context: RlStatsContext
     policy: context.policy,
     tokenizer: context.tokenizer,
     settings: context.settings,
-    counts: { groups: totals.groups, episodes: sortedCounts(totals.episodes), steps: totals.steps, tokens: totals.tokens },
+    counts: {
+      groups: totals.groups,
+      episodes: sortedCounts(totals.episodes),
+      steps: totals.steps,
+      tokens: totals.tokens,
+    },
     reward: { all: summarize(all), canonical: summarize(byKind('canonical')), variant: summarize(byKind('variant')) },
     byCategory,
     byFamily,
-    passAtK: { all: passEntries(passAll), canonical: passEntries(totals.passAtK.canonical), variant: passEntries(totals.passAtK.variant) },
+    passAtK: {
+      all: passEntries(passAll),
+      canonical: passEntries(totals.passAtK.canonical),
+      variant: passEntries(totals.passAtK.variant),
+    },
     canonicalVariantGap: gapOf(totals),
-    advantage: { written: totals.advantage.count, meanAbs: ratio(totals.advantage.absSum, totals.advantage.count), zeroShare: ratio(totals.advantage.zero, totals.advantage.count) },
-    ...(totals.tokenExact ? { tokenExact: { ...totals.tokenExact, driftRate: ratio(totals.tokenExact.drifted, totals.tokenExact.episodes) } } : {}),
+    advantage: {
+      written: totals.advantage.count,
+      meanAbs: ratio(totals.advantage.absSum, totals.advantage.count),
+      zeroShare: ratio(totals.advantage.zero, totals.advantage.count),
+    },
+    ...(totals.tokenExact
+      ? {
+          tokenExact: { ...totals.tokenExact, driftRate: ratio(totals.tokenExact.drifted, totals.tokenExact.episodes) },
+        }
+      : {}),
     ...(totals.chatLogprobs ? { chatLogprobs: totals.chatLogprobs } : {}),
   };
 }
 
 /** Count maps in key order, so stats.json does not depend on which status a part met first. */
 function sortedCounts(episodes: RlTotals['episodes']): RlTotals['episodes'] {
-  const sorted = (counts: Record<string, number>) => Object.fromEntries(Object.entries(counts).sort(([left], [right]) => left.localeCompare(right)));
+  const sorted = (counts: Record<string, number>) =>
+    Object.fromEntries(Object.entries(counts).sort(([left], [right]) => left.localeCompare(right)));
   return { ...episodes, byStatus: sorted(episodes.byStatus), tokenViewFailures: sorted(episodes.tokenViewFailures) };
 }

@@ -19,11 +19,20 @@ const output = (gap: number | null, simulatedPolicy: boolean): RlOutput =>
 describe('rl key figures', () => {
   it('shows the canonical-minus-variant reward gap, or says why there is none', () => {
     const withGap = rlContract.summarize!(output(0.125, false));
-    expect(withGap.figures.find((figure) => figure.label.startsWith('reward gap'))).toMatchObject({ value: 0.125, unit: 'score' });
+    expect(withGap.figures.find((figure) => figure.label.startsWith('reward gap'))).toMatchObject({
+      value: 0.125,
+      unit: 'score',
+    });
     expect(withGap.figures.some((figure) => figure.label === 'policy')).toBe(false);
     const without = rlContract.summarize!(output(null, true));
-    expect(without.figures.find((figure) => figure.label.startsWith('reward gap'))).toMatchObject({ value: 'n/a', detail: expect.stringContaining('canonical harness and variants') });
-    expect(without.figures.find((figure) => figure.label === 'policy')).toMatchObject({ value: 'simulated', tone: 'warn' });
+    expect(without.figures.find((figure) => figure.label.startsWith('reward gap'))).toMatchObject({
+      value: 'n/a',
+      detail: expect.stringContaining('canonical harness and variants'),
+    });
+    expect(without.figures.find((figure) => figure.label === 'policy')).toMatchObject({
+      value: 'simulated',
+      tone: 'warn',
+    });
     expect(without.links.map((link) => link.label)).toEqual(['rl report', 'stats']);
   });
 });

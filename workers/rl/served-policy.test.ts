@@ -34,7 +34,15 @@ beforeAll(async () => {
   modelDir = join(directory, 'policy');
   // Qwen3's tokenizer and template. A CPU decoder computes logits over 151k ids for every prompt
   // position, so the harness is cut to two tools and one skill (a 1k-token prompt, not 5k).
-  makeDummyDecoder({ outDir: modelDir, tokenizer: 'qwen3', layers: 1, hidden: 8, heads: 2, kvHeads: 1, seed: 'rl-policy' });
+  makeDummyDecoder({
+    outDir: modelDir,
+    tokenizer: 'qwen3',
+    layers: 1,
+    hidden: 8,
+    heads: 2,
+    kvHeads: 1,
+    seed: 'rl-policy',
+  });
   const harness = await loadHarness(sampleHarnessDirectory());
   const kept = new Set(['get_item_detail', 'get_sku_stock']);
   harnessDir = join(directory, 'harness');
@@ -57,7 +65,9 @@ afterAll(async () => {
 });
 
 /** Multi-turn tasks only: every episode plays three viewer turns. */
-const multiTurnOnly = Object.fromEntries(taskCategories.map((category) => [category, category === 'multi_turn' ? 1 : 0]));
+const multiTurnOnly = Object.fromEntries(
+  taskCategories.map((category) => [category, category === 'multi_turn' ? 1 : 0]),
+);
 
 function config(overrides: Partial<RlInputConfig> = {}): RlInputConfig {
   return {
@@ -77,7 +87,13 @@ function config(overrides: Partial<RlInputConfig> = {}): RlInputConfig {
 
 async function run(input: RlInputConfig) {
   const store = new FileArtifactStore(await mkdtemp(join(directory, 'run-')));
-  const result = await runStageLocally(rlStage, input, { store, openObject: (uri) => openArtifactObject(uri), logger: silentLogger(), seed: 'unit', concurrency: 1 });
+  const result = await runStageLocally(rlStage, input, {
+    store,
+    openObject: (uri) => openArtifactObject(uri),
+    logger: silentLogger(),
+    seed: 'unit',
+    concurrency: 1,
+  });
   const records: EpisodeRecord[] = [];
   for await (const record of readJsonl<EpisodeRecord>(store, 'part-00000.jsonl.gz')) records.push(record);
   return { store, result, records };
@@ -94,7 +110,16 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
     expect(records).toHaveLength(2);
     for (const record of records) {
       expect(record.token_exact).toBe(true);
-      const exact = record.metadata.token_exact as { turns: Array<{ prompt_length: number; sampled_ids: number[]; rollout_log_probs: number[]; finish_reason: string }>; logprob_distribution: unknown; drift: { checked: boolean } };
+      const exact = record.metadata.token_exact as {
+        turns: Array<{
+          prompt_length: number;
+          sampled_ids: number[];
+          rollout_log_probs: number[];
+          finish_reason: string;
+        }>;
+        logprob_distribution: unknown;
+        drift: { checked: boolean };
+      };
       const messages = JSON.parse(record.messages) as ChatMessage[];
       const assistants = messages.flatMap((message, index) => (message.role === 'assistant' ? [index] : []));
       expect(exact.turns).toHaveLength(3);
@@ -102,7 +127,13 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
       expect(exact.logprob_distribution).toEqual({ kind: 'raw', temperature: 1, topP: 1, topK: 0, engine: 'vllm' });
 
       // The first prompt is the template's rendering of the messages before the first assistant turn.
-      const prompt = tokenizer.encode(tokenizer.render(messages.slice(0, assistants[0]), { tools: JSON.parse(record.tools), addGenerationPrompt: true, now: new Date('2025-01-01T00:00:00Z') }));
+      const prompt = tokenizer.encode(
+        tokenizer.render(messages.slice(0, assistants[0]), {
+          tools: JSON.parse(record.tools),
+          addGenerationPrompt: true,
+          now: new Date('2025-01-01T00:00:00Z'),
+        }),
+      );
       expect(record.tokens.slice(0, record.prompt_length)).toEqual(prompt);
       expect(exact.turns[0].prompt_length).toBe(record.prompt_length);
 
@@ -122,9 +153,13 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
         // Between turns: only environment ids, unmasked, exactly the template's rendering of what the environment said.
         expect(mask.slice(end, next.prompt_length).every((bit) => bit === 0)).toBe(true);
         const closing = turn.finish_reason === 'length' ? '<|im_end|>' : '';
-        expect(tokenizer.decode(record.tokens.slice(end, next.prompt_length))).toBe(closing + environmentText(messages.slice(assistants[index] + 1, assistants[index + 1])));
+        expect(tokenizer.decode(record.tokens.slice(end, next.prompt_length))).toBe(
+          closing + environmentText(messages.slice(assistants[index] + 1, assistants[index + 1])),
+        );
       });
-      expect(mask.reduce((sum, bit) => sum + bit, 0)).toBe(exact.turns.reduce((sum, turn) => sum + turn.sampled_ids.length, 0));
+      expect(mask.reduce((sum, bit) => sum + bit, 0)).toBe(
+        exact.turns.reduce((sum, turn) => sum + turn.sampled_ids.length, 0),
+      );
       expect(exact.drift.checked || typeof (exact.drift as { reason?: string }).reason === 'string').toBe(true);
     }
     // Different seeds, different samples.
@@ -139,7 +174,9 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
   }, 600_000);
 
   it('refuses, before any episode, a policy whose logprobs would not be of the sampling distribution', async () => {
-    const failure = await run(config({ sampling: { temperature: 0.7, maxTokens: 12 } })).catch((error: unknown) => error);
+    const failure = await run(config({ sampling: { temperature: 0.7, maxTokens: 12 } })).catch(
+      (error: unknown) => error,
+    );
     expect(HatError.isInstance(failure) && failure.code).toBe('LOGPROB_DISTRIBUTION_MISMATCH');
     expect((failure as HatError).exitCode).toBe(2);
   });

@@ -28,17 +28,28 @@ const heldByGate = `held by the ${gateStageName}: `;
  * held back are `not-run` with the reasons; the run's status then depends on the other stages only.
  * A gate job that failed with `[GATE_HOLD]` (how gates of earlier versions ended a hold) reads the same.
  */
-export async function applyGateOutcome(store: ArtifactStore, runId: string, stages: StageOutcome[]): Promise<{ stages: StageOutcome[]; gate?: GateOutcome }> {
+export async function applyGateOutcome(
+  store: ArtifactStore,
+  runId: string,
+  stages: StageOutcome[],
+): Promise<{ stages: StageOutcome[]; gate?: GateOutcome }> {
   const gateStage = stages.find((stage) => stage.name === gateStageName);
   if (!gateStage) return { stages };
   const key = `${stagePrefix(runId, gateStageName)}${gateDecisionObject}`;
   if (!(await store.head(key))) return { stages };
   const record = JSON.parse((await store.getBuffer(key)).toString('utf8')) as GateDecisionRecord;
-  const decided = gateStage.status === 'completed' || (gateStage.status === 'failed' && errorCodeOf(gateStage.error) === 'GATE_HOLD');
+  const decided =
+    gateStage.status === 'completed' || (gateStage.status === 'failed' && errorCodeOf(gateStage.error) === 'GATE_HOLD');
   const held = record.decision === 'hold' && decided;
   const reasons = record.reasons.join('; ');
   const skipped = held
-    ? stages.filter((stage) => stage.status === 'not-run' && (stage.error?.startsWith(heldByGate) || stage.error?.includes(`stage ${gateStageName}`))).map((stage) => stage.name)
+    ? stages
+        .filter(
+          (stage) =>
+            stage.status === 'not-run' &&
+            (stage.error?.startsWith(heldByGate) || stage.error?.includes(`stage ${gateStageName}`)),
+        )
+        .map((stage) => stage.name)
     : [];
   const updated = stages.map((stage): StageOutcome => {
     if (held && stage.name === gateStageName) {
@@ -56,7 +67,14 @@ export async function applyGateOutcome(store: ArtifactStore, runId: string, stag
   });
   return {
     stages: updated,
-    gate: { decision: record.decision, candidate: record.candidate, reasons: record.reasons, promoted: record.promoted, decisionUri: store.uriOf(key), skipped },
+    gate: {
+      decision: record.decision,
+      candidate: record.candidate,
+      reasons: record.reasons,
+      promoted: record.promoted,
+      decisionUri: store.uriOf(key),
+      skipped,
+    },
   };
 }
 

@@ -59,7 +59,11 @@ export interface HandoffRuntime {
   getJob(queue: string, id: string): Promise<Job | undefined>;
 }
 
-export async function processHandoff(runtime: HandoffRuntime, job: Job, token: string): Promise<StageJobResult<HandoffOutput>> {
+export async function processHandoff(
+  runtime: HandoffRuntime,
+  job: Job,
+  token: string,
+): Promise<StageJobResult<HandoffOutput>> {
   let data = parseJobData(handoffJobDataSchema, job.data, `runs:${job.id}`);
   const store = runtime.storeFor(data.artifactsRoot);
   const layout = runLayout(data.artifactsRoot, data.runId);
@@ -77,17 +81,35 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
     const upstream = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
     const requestedAt = runtime.clock.now();
     const request = await trainingRequest(runtime, data, upstream, requestedAt, checkpointUri);
-    await store.put(trainingRequestKey(data.runId, data.name), `${JSON.stringify(request, null, 2)}\n`, { contentType: 'application/json' });
-    data = { ...data, step: 'wait-checkpoint', requestedAt, deadline: requestedAt + data.timeoutMs, ...(request.dropped ? { dropped: request.dropped } : {}) };
+    await store.put(trainingRequestKey(data.runId, data.name), `${JSON.stringify(request, null, 2)}\n`, {
+      contentType: 'application/json',
+    });
+    data = {
+      ...data,
+      step: 'wait-checkpoint',
+      requestedAt,
+      deadline: requestedAt + data.timeoutMs,
+      ...(request.dropped ? { dropped: request.dropped } : {}),
+    };
     await job.updateData(data);
     runtime.logger.info(
-      { runId: data.runId, handoff: data.name, request: requestUri, deadline: new Date(data.deadline as number).toISOString(), ...(request.dropped ? { dropped: request.dropped } : {}) },
+      {
+        runId: data.runId,
+        handoff: data.name,
+        request: requestUri,
+        deadline: new Date(data.deadline as number).toISOString(),
+        ...(request.dropped ? { dropped: request.dropped } : {}),
+      },
       'training request written; waiting for a checkpoint',
     );
   }
 
   if (data.step === 'wait-checkpoint') {
-    if (await runtime.isRunCancelled(data.runId)) throw new HatError('RUN_CANCELLED', `run ${data.runId} was cancelled while waiting for the ${data.name} checkpoint`);
+    if (await runtime.isRunCancelled(data.runId))
+      throw new HatError(
+        'RUN_CANCELLED',
+        `run ${data.runId} was cancelled while waiting for the ${data.name} checkpoint`,
+      );
     const now = runtime.clock.now();
     if (data.deadline === undefined) {
       // `hat runs retry` after a timeout clears the deadline: a fresh wait starts now.
@@ -95,7 +117,10 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
       await job.updateData(data);
     }
     const found = await readCheckpointMarker(store, data.runId, checkpointUri, data.name);
-    const marker = found && found.policyVersion === undefined && data.policyVersion !== undefined ? { ...found, policyVersion: data.policyVersion } : found;
+    const marker =
+      found && found.policyVersion === undefined && data.policyVersion !== undefined
+        ? { ...found, policyVersion: data.policyVersion }
+        : found;
     if (!marker) {
       const deadline = data.deadline as number;
       if (now >= deadline) {
@@ -113,7 +138,15 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
     data = { ...data, step: 'post', checkpoint: marker, checkpointAt: now };
     await job.updateData(data);
     runtime.logger.info(
-      { runId: data.runId, handoff: data.name, endpoint: marker.endpoint, model: marker.model, modelDir: marker.modelDir, policyVersion: marker.policyVersion, stages: data.post.map((stage) => stage.name) },
+      {
+        runId: data.runId,
+        handoff: data.name,
+        endpoint: marker.endpoint,
+        model: marker.model,
+        modelDir: marker.modelDir,
+        policyVersion: marker.policyVersion,
+        stages: data.post.map((stage) => stage.name),
+      },
       'checkpoint registered; the stages that wait for it are enqueued',
     );
   }
@@ -129,7 +162,16 @@ export async function processHandoff(runtime: HandoffRuntime, job: Job, token: s
     checkpointAt: data.checkpointAt ?? 0,
     ...(data.dropped !== undefined ? { dropped: data.dropped } : {}),
   };
-  return { kind: 'stage', stage: handoffNodeName(data.name), jobId: job.id ?? '', output, parts: 0, startedAt: output.requestedAt, finishedAt: output.checkpointAt, upstream };
+  return {
+    kind: 'stage',
+    stage: handoffNodeName(data.name),
+    jobId: job.id ?? '',
+    output,
+    parts: 0,
+    startedAt: output.requestedAt,
+    finishedAt: output.checkpointAt,
+    upstream,
+  };
 }
 
 /** The first `awaits` stage that has not completed yet; throws when one failed or the run was cancelled. */
@@ -138,11 +180,21 @@ async function pendingAwaitedStage(runtime: HandoffRuntime, data: HandoffJobData
     const stageJob = await runtime.getJob(awaited.queue, awaited.jobId);
     const state = stageJob ? await stageJob.getState() : 'unknown';
     if (state === 'completed') continue;
-    if (state === 'failed') throw new HatError('STAGE_FAILED', `run ${data.runId}: handoff ${data.name} waits for stage ${awaited.name}, which failed (${stageJob?.failedReason ?? 'no reason given'})`);
-    if (await runtime.isRunCancelled(data.runId)) throw new HatError('RUN_CANCELLED', `run ${data.runId} was cancelled while handoff ${data.name} waited for stage ${awaited.name}`);
+    if (state === 'failed')
+      throw new HatError(
+        'STAGE_FAILED',
+        `run ${data.runId}: handoff ${data.name} waits for stage ${awaited.name}, which failed (${stageJob?.failedReason ?? 'no reason given'})`,
+      );
+    if (await runtime.isRunCancelled(data.runId))
+      throw new HatError(
+        'RUN_CANCELLED',
+        `run ${data.runId} was cancelled while handoff ${data.name} waited for stage ${awaited.name}`,
+      );
     // A completed job may have been removed: its manifest says it completed.
     if (state === 'unknown') {
-      const { store, key } = runtime.openObject(runLayout(data.artifactsRoot, data.runId).stageManifestUri(awaited.name));
+      const { store, key } = runtime.openObject(
+        runLayout(data.artifactsRoot, data.runId).stageManifestUri(awaited.name),
+      );
       if (await store.head(key)) continue;
     }
     return awaited.name;
@@ -155,15 +207,25 @@ async function pendingAwaitedStage(runtime: HandoffRuntime, data: HandoffJobData
  * dataset sampled with a version below V - s is too old, so it is left out of the request and
  * counted. The stages' records all carry the one version their stage sampled with.
  */
-export function staleDatasets(data: Pick<HandoffJobData, 'policyVersion' | 'maxStaleness'>, datasets: TrainingRequest['datasets']): { kept: TrainingRequest['datasets']; dropped: NonNullable<TrainingRequest['dropped']> } {
+export function staleDatasets(
+  data: Pick<HandoffJobData, 'policyVersion' | 'maxStaleness'>,
+  datasets: TrainingRequest['datasets'],
+): { kept: TrainingRequest['datasets']; dropped: NonNullable<TrainingRequest['dropped']> } {
   if (data.maxStaleness === undefined || data.policyVersion === undefined) return { kept: datasets, dropped: [] };
   const oldest = data.policyVersion - 1 - data.maxStaleness;
   const kept: TrainingRequest['datasets'] = [];
   const dropped: NonNullable<TrainingRequest['dropped']> = [];
   for (const dataset of datasets) {
     if (dataset.policyVersion !== undefined && dataset.policyVersion < oldest) {
-      const records = dataset.objects.filter((object) => object.kind !== 'groups').reduce((sum, object) => sum + (object.records ?? 0), 0);
-      dropped.push({ stage: dataset.stage, policyVersion: dataset.policyVersion, records, reason: `sampled with policy v${dataset.policyVersion}, older than v${oldest} (v${data.policyVersion - 1} - maxStaleness ${data.maxStaleness})` });
+      const records = dataset.objects
+        .filter((object) => object.kind !== 'groups')
+        .reduce((sum, object) => sum + (object.records ?? 0), 0);
+      dropped.push({
+        stage: dataset.stage,
+        policyVersion: dataset.policyVersion,
+        records,
+        reason: `sampled with policy v${dataset.policyVersion}, older than v${oldest} (v${data.policyVersion - 1} - maxStaleness ${data.maxStaleness})`,
+      });
     } else kept.push(dataset);
   }
   return { kept, dropped };
@@ -175,41 +237,66 @@ function formatMinutes(ms: number): string {
 }
 
 /** The marker when it exists; BadInputError for one that is not a checkpoint of this run. */
-export async function readCheckpointMarker(store: ArtifactStore, runId: string, uri: string, handoff?: string): Promise<CheckpointMarker | undefined> {
+export async function readCheckpointMarker(
+  store: ArtifactStore,
+  runId: string,
+  uri: string,
+  handoff?: string,
+): Promise<CheckpointMarker | undefined> {
   const key = checkpointMarkerKey(runId, handoff);
   if (!(await store.head(key))) return undefined;
   let value: unknown;
   try {
     value = JSON.parse((await store.getBuffer(key)).toString('utf8'));
   } catch (error) {
-    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} is not valid JSON (${(error as Error).message}); rewrite it with \`${registerCommandOf(runId, handoff)}\``);
+    throw new BadInputError(
+      'BAD_CHECKPOINT_MARKER',
+      `${uri} is not valid JSON (${(error as Error).message}); rewrite it with \`${registerCommandOf(runId, handoff)}\``,
+    );
   }
   const parsed = checkpointMarkerSchema.safeParse(value);
   if (!parsed.success) {
     const problems = new ProblemCollector();
     problems.addAll(zodProblems(parsed.error, uri));
-    problems.throwIfAny('BAD_CHECKPOINT_MARKER', `${uri} is not a checkpoint marker ({"endpoint": "<url>", "model": "<name>"} or {"modelDir": "<dir>"}); rewrite it with \`${registerCommandOf(runId, handoff)}\``);
+    problems.throwIfAny(
+      'BAD_CHECKPOINT_MARKER',
+      `${uri} is not a checkpoint marker ({"endpoint": "<url>", "model": "<name>"} or {"modelDir": "<dir>"}); rewrite it with \`${registerCommandOf(runId, handoff)}\``,
+    );
   }
   const marker = parsed.data as CheckpointMarker;
   if (marker.runId !== undefined && marker.runId !== runId) {
-    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} names run ${marker.runId}, not ${runId}; it was copied from another run. Register this run's checkpoint with \`${registerCommandOf(runId, handoff)}\``);
+    throw new BadInputError(
+      'BAD_CHECKPOINT_MARKER',
+      `${uri} names run ${marker.runId}, not ${runId}; it was copied from another run. Register this run's checkpoint with \`${registerCommandOf(runId, handoff)}\``,
+    );
   }
   if (handoff !== undefined && marker.handoff !== undefined && marker.handoff !== handoff) {
-    throw new BadInputError('BAD_CHECKPOINT_MARKER', `${uri} names handoff ${marker.handoff}, not ${handoff}; register the ${handoff} checkpoint with \`${registerCommandOf(runId, handoff)}\``);
+    throw new BadInputError(
+      'BAD_CHECKPOINT_MARKER',
+      `${uri} names handoff ${marker.handoff}, not ${handoff}; register the ${handoff} checkpoint with \`${registerCommandOf(runId, handoff)}\``,
+    );
   }
   return marker;
 }
 
 /** A checkpoint that says which tokenizer it has must have the one the data was tokenized with. */
-async function checkTokenizer(store: ArtifactStore, runId: string, handoff: string, marker: CheckpointMarker, requestUri: string): Promise<void> {
+async function checkTokenizer(
+  store: ArtifactStore,
+  runId: string,
+  handoff: string,
+  marker: CheckpointMarker,
+  requestUri: string,
+): Promise<void> {
   if (marker.tokenizerFingerprint === undefined) return;
-  const request = JSON.parse((await store.getBuffer(trainingRequestKey(runId, handoff))).toString('utf8')) as Partial<TrainingRequest>;
+  const request = JSON.parse(
+    (await store.getBuffer(trainingRequestKey(runId, handoff))).toString('utf8'),
+  ) as Partial<TrainingRequest>;
   const expected = request.tokenizer?.fingerprint;
   if (expected !== undefined && expected !== marker.tokenizerFingerprint) {
     throw new BadInputError(
       'TOKENIZER_MISMATCH',
       `the checkpoint of run ${runId} has tokenizer fingerprint ${marker.tokenizerFingerprint}, but its training data (${requestUri}) was tokenized with ${expected}; ` +
-        'register a checkpoint trained on that data, or rerun with a shard stage that uses the checkpoint\'s tokenizer',
+        "register a checkpoint trained on that data, or rerun with a shard stage that uses the checkpoint's tokenizer",
     );
   }
 }
@@ -226,7 +313,9 @@ async function trainingRequest(
   let tokenizer: TrainingRequest['tokenizer'];
   for (const name of data.after) {
     // An `after` stage added before an earlier handoff is not below this job; its manifest key is deterministic.
-    const manifestUri = upstream.get(name)?.manifestUri ?? (upstream.has(name) ? undefined : runLayout(data.artifactsRoot, data.runId).stageManifestUri(name));
+    const manifestUri =
+      upstream.get(name)?.manifestUri ??
+      (upstream.has(name) ? undefined : runLayout(data.artifactsRoot, data.runId).stageManifestUri(name));
     if (!manifestUri) continue;
     const { store, key } = runtime.openObject(manifestUri);
     if (!upstream.has(name) && !(await store.head(key))) continue;
@@ -238,9 +327,18 @@ async function trainingRequest(
       manifestUri,
       objects: manifest.objects
         .filter((object) => !['html', 'md', 'svg'].includes(object.format))
-        .map((object) => ({ uri: object.uri, ...(object.kind ? { kind: object.kind } : {}), format: object.format, ...(object.records !== undefined ? { records: object.records } : {}), bytes: object.bytes, sha256: object.sha256 })),
+        .map((object) => ({
+          uri: object.uri,
+          ...(object.kind ? { kind: object.kind } : {}),
+          format: object.format,
+          ...(object.records !== undefined ? { records: object.records } : {}),
+          bytes: object.bytes,
+          sha256: object.sha256,
+        })),
     });
-    const recorded = (manifest.stats as { tokenizer?: { name?: unknown; fingerprint?: unknown; templateHash?: unknown } }).tokenizer;
+    const recorded = (
+      manifest.stats as { tokenizer?: { name?: unknown; fingerprint?: unknown; templateHash?: unknown } }
+    ).tokenizer;
     if (!tokenizer && typeof recorded?.fingerprint === 'string') {
       tokenizer = {
         fingerprint: recorded.fingerprint,
@@ -262,7 +360,11 @@ async function trainingRequest(
     ...(tokenizer ? { tokenizer } : {}),
     hyperparameters: data.hyperparameters,
     ...(data.policyVersion !== undefined ? { policyVersion: data.policyVersion } : {}),
-    checkpoint: { markerUri: checkpointUri, registerCommand: registerCommandOf(data.runId, data.name), required: requiredCheckpointFields(data) },
+    checkpoint: {
+      markerUri: checkpointUri,
+      registerCommand: registerCommandOf(data.runId, data.name),
+      required: requiredCheckpointFields(data),
+    },
     then: data.before,
   };
 }
@@ -271,7 +373,8 @@ async function trainingRequest(
 function requiredCheckpointFields(data: HandoffJobData): string[] {
   const text = JSON.stringify([data.post, data.next ?? null]);
   const fields = new Set<string>();
-  for (const match of text.matchAll(/\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.([A-Za-z]+)\s*\}/g)) if (match[1] === data.name) fields.add(match[2]);
+  for (const match of text.matchAll(/\$\{\s*checkpoints\.([A-Za-z0-9_-]+)\.([A-Za-z]+)\s*\}/g))
+    if (match[1] === data.name) fields.add(match[2]);
   return fields.size > 0 ? [...fields] : ['endpoint', 'model'];
 }
 
@@ -288,7 +391,10 @@ function postStageFlows(data: HandoffJobData, marker: CheckpointMarker, job: Job
     const missing = new Set<string>();
     const filled = fillCheckpointReferences(post.template, data.name, values, missing);
     if (missing.size > 0) {
-      problems.add({ path: `stages.${post.name}`, message: `references ${[...missing].map((field) => `\${checkpoints.${data.name}.${field}}`).join(', ')}, which the registered checkpoint does not have; register it again with them` });
+      problems.add({
+        path: `stages.${post.name}`,
+        message: `references ${[...missing].map((field) => `\${checkpoints.${data.name}.${field}}`).join(', ')}, which the registered checkpoint does not have; register it again with them`,
+      });
       continue;
     }
     const stage = getStage(post.kind ?? post.name);
@@ -297,15 +403,34 @@ function postStageFlows(data: HandoffJobData, marker: CheckpointMarker, job: Job
       problems.addAll(zodProblems(result.error, undefined, `stages.${post.name}`));
       continue;
     }
-    stages.push({ name: post.name, ...(post.kind ? { kind: post.kind } : {}), jobId: post.jobId, input: result.data, inputHash: hashValue(result.data), outputPrefix: post.outputPrefix, dependsOn: post.dependsOn });
+    stages.push({
+      name: post.name,
+      ...(post.kind ? { kind: post.kind } : {}),
+      jobId: post.jobId,
+      input: result.data,
+      inputHash: hashValue(result.data),
+      outputPrefix: post.outputPrefix,
+      dependsOn: post.dependsOn,
+    });
   }
   const where = marker.endpoint ? `${marker.endpoint}, model ${marker.model}` : `model dir ${marker.modelDir}`;
-  problems.throwIfAny('CHECKPOINT_CONFIG_INVALID', `the checkpoint registered for handoff ${data.name} of run ${data.runId} (${where}) makes stage configs invalid; register a valid checkpoint`);
+  problems.throwIfAny(
+    'CHECKPOINT_CONFIG_INVALID',
+    `the checkpoint registered for handoff ${data.name} of run ${data.runId} (${where}) makes stage configs invalid; register a valid checkpoint`,
+  );
   const next = data.next ? (fillCheckpointReferences(data.next, data.name, values) as HandoffJobData) : undefined;
   const extra: ExtraFlowNode | undefined = next
-    ? { name: handoffNodeName(next.name), dependsOn: next.after.filter((name) => stages.some((stage) => stage.name === name)), build: (children, isRoot) => handoffFlowJob(next, children, isRoot, jobDataLimit) }
+    ? {
+        name: handoffNodeName(next.name),
+        dependsOn: next.after.filter((name) => stages.some((stage) => stage.name === name)),
+        build: (children, isRoot) => handoffFlowJob(next, children, isRoot, jobDataLimit),
+      }
     : undefined;
-  const roots = buildStageForest(stages, { runId: data.runId, seed: data.seed, artifactsRoot: data.artifactsRoot, jobDataLimit }, extra);
+  const roots = buildStageForest(
+    stages,
+    { runId: data.runId, seed: data.seed, artifactsRoot: data.artifactsRoot, jobDataLimit },
+    extra,
+  );
   const parent = { id: job.id as string, queue: job.queueQualifiedName };
   return roots.map((root) => ({ ...root, opts: { ...root.opts, parent } }));
 }

@@ -86,7 +86,12 @@ export function createRunJobProcessor(runtime: RunJobRuntime) {
 function withRunErrorCode(error: unknown, jobName: string): unknown {
   if (!(error instanceof Error) || HatError.isInstance(error) || /^\[[A-Z0-9_]+\]/.test(error.message)) return error;
   // BullMQ's control-flow errors pass as they are.
-  if (['UnrecoverableError', 'WaitingChildrenError', 'WaitingError', 'DelayedError', 'RateLimitError'].includes(error.name)) return error;
+  if (
+    ['UnrecoverableError', 'WaitingChildrenError', 'WaitingError', 'DelayedError', 'RateLimitError'].includes(
+      error.name,
+    )
+  )
+    return error;
   const what = jobName === 'run' ? "write the run's report and manifest" : `process the ${jobName} job`;
   return new HatError('RUN_JOB_FAILED', `cannot ${what}: ${error.message}`, { cause: error, retryable: true });
 }
@@ -95,11 +100,17 @@ async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<Kickoff
   const data = parseJobData(kickoffJobDataSchema, job.data, `runs:${job.id}`);
   const scheduledAt = scheduledAtOf(job);
   // Resolved when the firing runs, not when the schedule was set: tonight's partition.
-  const latest = await resolveLatestInputs(data.config, { openObject: runtime.openObject, now: new Date(runtime.clock.now()) });
+  const latest = await resolveLatestInputs(data.config, {
+    openObject: runtime.openObject,
+    now: new Date(runtime.clock.now()),
+  });
   const locator = plainLocator(data.configFile);
   const problems = new ProblemCollector();
   for (const problem of latest.problems) problems.add(locator.problem(problem.path, problem.message));
-  problems.throwIfAny('NO_LATEST_INPUT', `schedule ${data.schedule}: the run config's latest inputs cannot be resolved; no run was started`);
+  problems.throwIfAny(
+    'NO_LATEST_INPUT',
+    `schedule ${data.schedule}: the run config's latest inputs cannot be resolved; no run was started`,
+  );
   const plan = planRun(data.config, {
     env: runtime.env,
     now: scheduledAt,
@@ -109,7 +120,10 @@ async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<Kickoff
     resolvedInputs: latest.resolved,
   });
   const result = await runtime.enqueue(plan);
-  runtime.logger.info({ schedule: data.schedule, runId: plan.runId, enqueued: result.enqueued }, result.enqueued ? 'scheduled run enqueued' : 'scheduled run already enqueued');
+  runtime.logger.info(
+    { schedule: data.schedule, runId: plan.runId, enqueued: result.enqueued },
+    result.enqueued ? 'scheduled run enqueued' : 'scheduled run already enqueued',
+  );
   return { kind: 'kickoff', runId: plan.runId, enqueued: result.enqueued };
 }
 
@@ -119,19 +133,39 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const data = parseJobData(runJobDataSchema, job.data, `runs:${job.id}`);
   const results = flattenStageResults(Object.values(await job.getChildrenValues()).filter(isStageJobResult));
   const handoffs: HandoffOutcome[] = [];
-  for (const entry of data.handoffs ?? []) handoffs.push(await handoffOutcome(runtime, data, entry, results.get(handoffNodeName(entry.name)) as StageJobResult<HandoffOutput> | undefined));
+  for (const entry of data.handoffs ?? [])
+    handoffs.push(
+      await handoffOutcome(
+        runtime,
+        data,
+        entry,
+        results.get(handoffNodeName(entry.name)) as StageJobResult<HandoffOutput> | undefined,
+      ),
+    );
   const outcomes: StageOutcome[] = [];
   for (const entry of data.stages) {
     const segment = entry.afterHandoff ? (entry.handoff ?? handoffs[0]?.name) : undefined;
     const result = results.get(entry.name) ?? (await completedBelowFailure(runtime, entry));
-    outcomes.push(await stageOutcome(runtime, data, entry, result, handoffs.find((handoff) => handoff.name === segment)));
+    outcomes.push(
+      await stageOutcome(
+        runtime,
+        data,
+        entry,
+        result,
+        handoffs.find((handoff) => handoff.name === segment),
+      ),
+    );
   }
   const store = runtime.storeFor(data.artifactsRoot);
   // A gate that held its candidate made a decision; the stages it held back did not fail.
   const { stages, gate } = await applyGateOutcome(store, data.runId, outcomes);
 
   const status: RunManifest['status'] =
-    data.cancelledAt !== undefined ? 'cancelled' : stages.every((stage) => stageCountsAsDone(stage, gate)) ? 'completed' : 'failed';
+    data.cancelledAt !== undefined
+      ? 'cancelled'
+      : stages.every((stage) => stageCountsAsDone(stage, gate))
+        ? 'completed'
+        : 'failed';
   const finishedAt = runtime.clock.now();
   const layout = runLayout(data.artifactsRoot, data.runId);
   const base = {
@@ -153,15 +187,35 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   } as const;
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
-  const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, { contentType: 'application/json' });
-  const htmlInfo = await store.put(reportKeys.html, renderRunReportHtml(report, { manifestUri: layout.runManifestUri, runRootUri: `${layout.root}/runs/${data.runId}` }), { contentType: 'text/html; charset=utf-8' });
-  const manifest: RunManifest = { ...base, stages: [...stages], reportJsonUri: jsonInfo.uri, reportHtmlUri: htmlInfo.uri };
-  const manifestInfo = await store.put(runManifestKey(data.runId), `${JSON.stringify(manifest, null, 2)}\n`, { contentType: 'application/json' });
+  const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
+  const htmlInfo = await store.put(
+    reportKeys.html,
+    renderRunReportHtml(report, {
+      manifestUri: layout.runManifestUri,
+      runRootUri: `${layout.root}/runs/${data.runId}`,
+    }),
+    { contentType: 'text/html; charset=utf-8' },
+  );
+  const manifest: RunManifest = {
+    ...base,
+    stages: [...stages],
+    reportJsonUri: jsonInfo.uri,
+    reportHtmlUri: htmlInfo.uri,
+  };
+  const manifestInfo = await store.put(runManifestKey(data.runId), `${JSON.stringify(manifest, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   runtime.logger.info({ runId: data.runId, status, manifest: manifestInfo.uri }, 'run finished');
 
-  if (status === 'cancelled') throw new UnrecoverableError(`[RUN_CANCELLED] run ${data.runId} was cancelled; run manifest: ${manifestInfo.uri}`);
-  const timedOut = handoffs.find((handoff) => handoff.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT');
-  if (status === 'failed' && timedOut) throw new UnrecoverableError(`${timedOut.error}; run manifest: ${manifestInfo.uri}`);
+  if (status === 'cancelled')
+    throw new UnrecoverableError(`[RUN_CANCELLED] run ${data.runId} was cancelled; run manifest: ${manifestInfo.uri}`);
+  const timedOut = handoffs.find(
+    (handoff) => handoff.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT',
+  );
+  if (status === 'failed' && timedOut)
+    throw new UnrecoverableError(`${timedOut.error}; run manifest: ${manifestInfo.uri}`);
   if (status === 'failed') {
     const unfinished = stages.filter((stage) => !stageCountsAsDone(stage, gate));
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
@@ -180,7 +234,13 @@ async function handoffOutcome(
   entry: NonNullable<RunJobData['handoffs']>[number],
   result: StageJobResult<HandoffOutput> | undefined,
 ): Promise<HandoffOutcome> {
-  const base = { name: entry.name, jobId: entry.jobId, after: entry.after, before: entry.before, ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}) };
+  const base = {
+    name: entry.name,
+    jobId: entry.jobId,
+    after: entry.after,
+    before: entry.before,
+    ...(entry.policyVersion !== undefined ? { policyVersion: entry.policyVersion } : {}),
+  };
   if (result) {
     const { requestUri, checkpointUri, checkpoint, requestedAt, checkpointAt, dropped } = result.output;
     return {
@@ -205,10 +265,22 @@ async function handoffOutcome(
   const job = await runtime.getJob('runs', entry.jobId);
   const requestedAt = (job?.data as { requestedAt?: number } | undefined)?.requestedAt;
   const timing = requestedAt ? { requestedAt: new Date(requestedAt).toISOString() } : {};
-  if (!job?.failedReason) return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', ...timing };
+  if (!job?.failedReason)
+    return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', ...timing };
   const upstreamFailure = failedChildKey(job.failedReason);
-  if (upstreamFailure) return { ...base, status: 'not-run', ...timing, error: `${upstreamFailure.queue === 'runs' ? 'the handoff' : 'stage'} ${upstreamFailure.queue === 'runs' ? upstreamFailure.id : upstreamFailure.queue} it waits for failed` };
-  return { ...base, status: errorCodeOf(job.failedReason) === 'RUN_CANCELLED' ? 'cancelled' : 'failed', ...timing, error: job.failedReason };
+  if (upstreamFailure)
+    return {
+      ...base,
+      status: 'not-run',
+      ...timing,
+      error: `${upstreamFailure.queue === 'runs' ? 'the handoff' : 'stage'} ${upstreamFailure.queue === 'runs' ? upstreamFailure.id : upstreamFailure.queue} it waits for failed`,
+    };
+  return {
+    ...base,
+    status: errorCodeOf(job.failedReason) === 'RUN_CANCELLED' ? 'cancelled' : 'failed',
+    ...timing,
+    error: job.failedReason,
+  };
 }
 
 async function stageOutcome(
@@ -233,7 +305,12 @@ async function stageOutcome(
   if (!result && isStageJobResult(job?.returnvalue) && job.returnvalue.stage === entry.name) result = job.returnvalue;
   if (result?.heldBy) {
     // Held back by a decision below it (the gate held its candidate): not run, and not a failure.
-    return { ...base, status: 'not-run', parts: 0, error: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}` };
+    return {
+      ...base,
+      status: 'not-run',
+      parts: 0,
+      error: `held by the ${result.heldBy.stage}: ${result.heldBy.reasons.join('; ')}`,
+    };
   }
   if (result) {
     const counts = result.manifestUri ? await manifestCounts(runtime, result.manifestUri) : {};
@@ -242,7 +319,9 @@ async function stageOutcome(
     const sampledVersion = (job?.data as { input?: { policyVersion?: unknown } } | undefined)?.input?.policyVersion;
     return {
       ...base,
-      ...(base.policyVersion === undefined && typeof sampledVersion === 'number' ? { policyVersion: sampledVersion } : {}),
+      ...(base.policyVersion === undefined && typeof sampledVersion === 'number'
+        ? { policyVersion: sampledVersion }
+        : {}),
       status: 'completed',
       ...(result.manifestUri ? { manifestUri: result.manifestUri } : {}),
       parts: result.parts,
@@ -256,20 +335,34 @@ async function stageOutcome(
   const partCount = (job?.data as { partCount?: number } | undefined)?.partCount ?? 0;
   const timing =
     job?.processedOn && job.finishedOn
-      ? { startedAt: new Date(job.processedOn).toISOString(), finishedAt: new Date(job.finishedOn).toISOString(), durationMs: Math.max(0, job.finishedOn - job.processedOn) }
+      ? {
+          startedAt: new Date(job.processedOn).toISOString(),
+          finishedAt: new Date(job.finishedOn).toISOString(),
+          durationMs: Math.max(0, job.finishedOn - job.processedOn),
+        }
       : {};
   if (!job && entry.afterHandoff && handoff && handoff.status !== 'completed') {
-    return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: 0, error: `waits for the trainer handoff ${handoff.name}, which ${handoff.error ? `failed: ${handoff.error}` : `is ${handoff.status}`}` };
+    return {
+      ...base,
+      status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run',
+      parts: 0,
+      error: `waits for the trainer handoff ${handoff.name}, which ${handoff.error ? `failed: ${handoff.error}` : `is ${handoff.status}`}`,
+    };
   }
   if (!job || !job.failedReason) {
     return { ...base, status: run.cancelledAt !== undefined ? 'cancelled' : 'not-run', parts: partCount };
   }
   const upstreamFailure = failedChildKey(job.failedReason);
-  if (upstreamFailure && upstreamFailure.queue !== kind && run.stages.some((stage) => stageKindOf(stage) === upstreamFailure.queue)) {
+  if (
+    upstreamFailure &&
+    upstreamFailure.queue !== kind &&
+    run.stages.some((stage) => stageKindOf(stage) === upstreamFailure.queue)
+  ) {
     return { ...base, status: 'not-run', parts: partCount, error: `upstream stage ${upstreamFailure.queue} failed` };
   }
   const error = await failureDetail(runtime.getJob, kind, entry.jobId);
-  const status = errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
+  const status =
+    errorCodeOf(error) === 'RUN_CANCELLED' || (run.cancelledAt !== undefined && !error) ? 'cancelled' : 'failed';
   return { ...base, status, parts: partCount, ...timing, ...(error ? { error } : {}) };
 }
 
@@ -277,7 +370,10 @@ async function stageOutcome(
  * The result of a stage that completed although a stage above it failed (results normally travel
  * up the tree; a gate that held its candidate fails above the eval it read).
  */
-async function completedBelowFailure(runtime: RunJobRuntime, entry: RunJobData['stages'][number]): Promise<StageJobResult | undefined> {
+async function completedBelowFailure(
+  runtime: RunJobRuntime,
+  entry: RunJobData['stages'][number],
+): Promise<StageJobResult | undefined> {
   const job = await runtime.getJob(stageKindOf(entry), entry.jobId);
   if (!job?.finishedOn || job.failedReason || !isStageJobResult(job.returnvalue)) return undefined;
   return job.returnvalue;
@@ -298,7 +394,12 @@ async function manifestCounts(runtime: RunJobRuntime, uri: string): Promise<{ ob
     const { store, key } = runtime.openObject(uri);
     const manifest = await readManifest(store, key);
     const withRecords = manifest.objects.filter((object) => object.records !== undefined);
-    return { objects: manifest.objects.length, ...(withRecords.length > 0 ? { records: withRecords.reduce((sum, object) => sum + (object.records ?? 0), 0) } : {}) };
+    return {
+      objects: manifest.objects.length,
+      ...(withRecords.length > 0
+        ? { records: withRecords.reduce((sum, object) => sum + (object.records ?? 0), 0) }
+        : {}),
+    };
   } catch (error) {
     // The report still lists the stage; a manifest that cannot be read is noted in the log.
     runtime.logger.warn({ uri, err: error }, 'cannot read stage manifest for the run report');

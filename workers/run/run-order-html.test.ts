@@ -30,14 +30,28 @@ describe('the run in the method order (run report)', () => {
       stage('rl', { handoff: 'opd', status: 'failed', error: '[X] broke' }),
     ],
     handoffs: [
-      handoff('sft', { after: ['sft_data'], checkpoint: { modelDir: '/m/sft', simulated: true, registeredBy: 'simulated-trainer' } }),
-      handoff('opd-round-1', { after: ['opd-round-1'], policyVersion: 2, checkpoint: { endpoint: 'http://s:8000/v1', model: 'opd-2', policyVersion: 2 } }),
-      handoff('opd', { after: ['opd-round-2'], policyVersion: 3, status: 'failed', error: '[CHECKPOINT_TIMEOUT] late' }),
+      handoff('sft', {
+        after: ['sft_data'],
+        checkpoint: { modelDir: '/m/sft', simulated: true, registeredBy: 'simulated-trainer' },
+      }),
+      handoff('opd-round-1', {
+        after: ['opd-round-1'],
+        policyVersion: 2,
+        checkpoint: { endpoint: 'http://s:8000/v1', model: 'opd-2', policyVersion: 2 },
+      }),
+      handoff('opd', {
+        after: ['opd-round-2'],
+        policyVersion: 3,
+        status: 'failed',
+        error: '[CHECKPOINT_TIMEOUT] late',
+      }),
     ],
   };
 
   it('groups stages after the handoff whose checkpoint they ran on, in chain order', () => {
-    expect(runOrderGroups(report).map((group) => [group.handoff?.name ?? null, group.stages.map((item) => item.name)])).toEqual([
+    expect(
+      runOrderGroups(report).map((group) => [group.handoff?.name ?? null, group.stages.map((item) => item.name)]),
+    ).toEqual([
       [null, ['sft_data']],
       ['sft', ['opd-round-1']],
       ['opd-round-1', ['opd-round-2']],
@@ -47,7 +61,15 @@ describe('the run in the method order (run report)', () => {
 
   it('lists stages, handoffs, checkpoints and policy versions in order, flags simulated training, and draws the timeline', () => {
     const html = runOrderHtml(report);
-    const order = ['sft_data (shard): completed', '<b>handoff sft</b>', 'opd-round-1 (distill), policy v1', '<b>handoff opd-round-1</b>', 'opd-round-2 (distill), policy v2', '<b>handoff opd</b>', 'rl: failed'];
+    const order = [
+      'sft_data (shard): completed',
+      '<b>handoff sft</b>',
+      'opd-round-1 (distill), policy v1',
+      '<b>handoff opd-round-1</b>',
+      'opd-round-2 (distill), policy v2',
+      '<b>handoff opd</b>',
+      'rl: failed',
+    ];
     const positions = order.map((text) => html.indexOf(text));
     expect(positions.every((position) => position >= 0)).toBe(true);
     expect([...positions].sort((left, right) => left - right)).toEqual(positions);

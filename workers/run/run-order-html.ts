@@ -15,10 +15,12 @@ export function runOrderGroups(report: OrderInput): Array<{ handoff?: HandoffOut
   const handoffs = report.handoffs ?? [];
   return [
     { stages: report.stages.filter((stage) => stage.handoff === undefined) },
-    ...handoffs.map((handoff) => ({ handoff, stages: report.stages.filter((stage) => stage.handoff === handoff.name) })),
+    ...handoffs.map((handoff) => ({
+      handoff,
+      stages: report.stages.filter((stage) => stage.handoff === handoff.name),
+    })),
   ];
 }
-
 
 function stageLabel(stage: StageOutcome): string {
   const kind = stage.kind ? ` (${stage.kind})` : '';
@@ -28,8 +30,11 @@ function stageLabel(stage: StageOutcome): string {
 
 function checkpointLabel(handoff: HandoffOutcome): string {
   const checkpoint = handoff.checkpoint;
-  if (!checkpoint) return handoff.status === 'completed' ? 'checkpoint registered' : `no checkpoint (${handoff.status})`;
-  const where = checkpoint.endpoint ? `${checkpoint.model ?? ''} at ${checkpoint.endpoint}` : (checkpoint.modelDir ?? '');
+  if (!checkpoint)
+    return handoff.status === 'completed' ? 'checkpoint registered' : `no checkpoint (${handoff.status})`;
+  const where = checkpoint.endpoint
+    ? `${checkpoint.model ?? ''} at ${checkpoint.endpoint}`
+    : (checkpoint.modelDir ?? '');
   const version = checkpoint.policyVersion ?? handoff.policyVersion;
   return `${checkpoint.simulated ? 'SIMULATED TRAINING (no training happened): ' : ''}checkpoint ${where}${version !== undefined ? `, policy v${version}` : ''}${checkpoint.registeredBy ? `, registered by ${checkpoint.registeredBy}` : ''}`;
 }
@@ -68,11 +73,21 @@ function timelineSvg(report: OrderInput): string {
     const handoff = group.handoff;
     if (handoff?.requestedAt) {
       const start = Date.parse(handoff.requestedAt);
-      rows.push({ label: `handoff ${handoff.name} (waiting for the trainer)`, start, end: handoff.checkpointAt ? Date.parse(handoff.checkpointAt) : start, color: '#b26a00' });
+      rows.push({
+        label: `handoff ${handoff.name} (waiting for the trainer)`,
+        start,
+        end: handoff.checkpointAt ? Date.parse(handoff.checkpointAt) : start,
+        color: '#b26a00',
+      });
     }
     for (const stage of group.stages) {
       if (!stage.startedAt || !stage.finishedAt) continue;
-      rows.push({ label: `${stage.name}${stage.policyVersion !== undefined ? ` (v${stage.policyVersion})` : ''}`, start: Date.parse(stage.startedAt), end: Date.parse(stage.finishedAt), color: stage.status === 'completed' ? '#2e7d32' : stage.status === 'held' ? '#b26a00' : '#c62828' });
+      rows.push({
+        label: `${stage.name}${stage.policyVersion !== undefined ? ` (v${stage.policyVersion})` : ''}`,
+        start: Date.parse(stage.startedAt),
+        end: Date.parse(stage.finishedAt),
+        color: stage.status === 'completed' ? '#2e7d32' : stage.status === 'held' ? '#b26a00' : '#c62828',
+      });
     }
   }
   if (rows.length === 0) return '';

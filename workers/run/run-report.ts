@@ -11,7 +11,15 @@ export interface RunReport {
   createdAt: string;
   finishedAt: string;
   durationMs: number;
-  totals: { stages: number; completed: number; held: number; failed: number; parts: number; objects: number; records: number };
+  totals: {
+    stages: number;
+    completed: number;
+    held: number;
+    failed: number;
+    parts: number;
+    objects: number;
+    records: number;
+  };
   stages: StageOutcome[];
   /** The trainer handoffs in chain order, when the run had any. */
   handoffs?: RunManifest['handoffs'];
@@ -22,7 +30,8 @@ export interface RunReport {
 }
 
 export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 'reportHtmlUri'>): RunReport {
-  const sum = (pick: (stage: StageOutcome) => number | undefined) => manifest.stages.reduce((total, stage) => total + (pick(stage) ?? 0), 0);
+  const sum = (pick: (stage: StageOutcome) => number | undefined) =>
+    manifest.stages.reduce((total, stage) => total + (pick(stage) ?? 0), 0);
   return {
     schemaVersion: 1,
     runId: manifest.runId,
@@ -50,9 +59,16 @@ export function buildRunReport(manifest: Omit<RunManifest, 'reportJsonUri' | 're
 function runContextHtml(report: RunReport): string {
   const parts: string[] = [];
   for (const handoff of report.handoffs ?? []) {
-    const served = handoff.checkpoint?.endpoint ? ` at <code>${escapeHtml(handoff.checkpoint.endpoint)}</code>` : handoff.checkpoint?.modelDir ? ` from <code>${escapeHtml(handoff.checkpoint.modelDir)}</code>` : '';
-    const checkpoint = handoff.checkpoint ? ` on checkpoint <code>${escapeHtml(handoff.checkpoint.model ?? handoff.checkpoint.modelDir ?? '')}</code>${served}` : '';
-    const waited = handoff.waitedMs !== undefined ? `, after waiting ${escapeHtml(formatDuration(handoff.waitedMs))} for it` : '';
+    const served = handoff.checkpoint?.endpoint
+      ? ` at <code>${escapeHtml(handoff.checkpoint.endpoint)}</code>`
+      : handoff.checkpoint?.modelDir
+        ? ` from <code>${escapeHtml(handoff.checkpoint.modelDir)}</code>`
+        : '';
+    const checkpoint = handoff.checkpoint
+      ? ` on checkpoint <code>${escapeHtml(handoff.checkpoint.model ?? handoff.checkpoint.modelDir ?? '')}</code>${served}`
+      : '';
+    const waited =
+      handoff.waitedMs !== undefined ? `, after waiting ${escapeHtml(formatDuration(handoff.waitedMs))} for it` : '';
     parts.push(
       `<p>Trainer handoff ${escapeHtml(handoff.name)} after ${escapeHtml(handoff.after.join(', '))}: <b>${escapeHtml(handoff.status)}</b>; ${escapeHtml(handoff.before.join(', '))} ${handoff.status === 'completed' ? `ran${checkpoint}${waited}` : 'did not run'}.` +
         `${handoff.requestUri ? ` Training request: <code>${escapeHtml(handoff.requestUri)}</code>.` : ''}${handoff.error ? `<div class="error">${escapeHtml(handoff.error)}</div>` : ''}</p>`,
@@ -66,11 +82,16 @@ function runContextHtml(report: RunReport): string {
         `${gate.skipped.length > 0 ? `; not run: ${escapeHtml(gate.skipped.join(', '))}` : ''}.</p><ul>${gate.reasons.map((reason) => `<li>${escapeHtml(reason)}</li>`).join('')}</ul>`,
     );
   }
-  for (const input of report.resolvedInputs ?? []) parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
+  for (const input of report.resolvedInputs ?? [])
+    parts.push(`<p>Latest input <code>${escapeHtml(input.path)}</code>: ${escapeHtml(input.partition)}</p>`);
   return parts.join('\n');
 }
 
-const toneColors: Record<NonNullable<StageFigure['tone']>, string> = { pass: '#2e7d32', warn: '#b26a00', fail: '#c62828' };
+const toneColors: Record<NonNullable<StageFigure['tone']>, string> = {
+  pass: '#2e7d32',
+  warn: '#b26a00',
+  fail: '#c62828',
+};
 
 /**
  * The link to a stage report from the run report, relative to the run's folder
@@ -80,7 +101,11 @@ const toneColors: Record<NonNullable<StageFigure['tone']>, string> = { pass: '#2
 export function relativeToRun(uri: string, runRootUri: string | undefined): string | undefined {
   if (/^https?:\/\//.test(uri)) return uri;
   if (!runRootUri || !uri.startsWith(`${runRootUri}/`)) return undefined;
-  return uri.slice(runRootUri.length + 1).split('/').map(encodeURIComponent).join('/');
+  return uri
+    .slice(runRootUri.length + 1)
+    .split('/')
+    .map(encodeURIComponent)
+    .join('/');
 }
 
 /** Per completed stage: its key figures (value colored by tone) and links to its own reports. */
@@ -107,7 +132,11 @@ function keyFiguresHtml(stages: StageOutcome[], runRootUri: string | undefined):
 
 /** A bar per rate figure (acceptance rate, check pass rates) on one 0–100% scale; empty without any. */
 function ratesChart(stages: StageOutcome[]): string {
-  const rates = stages.flatMap((stage) => (stage.figures ?? []).filter((figure) => figure.unit === 'ratio' && typeof figure.value === 'number').map((figure) => ({ stage: stage.name, figure })));
+  const rates = stages.flatMap((stage) =>
+    (stage.figures ?? [])
+      .filter((figure) => figure.unit === 'ratio' && typeof figure.value === 'number')
+      .map((figure) => ({ stage: stage.name, figure })),
+  );
   if (rates.length === 0) return '';
   const rowHeight = 24;
   const labelWidth = 260;

@@ -11,7 +11,12 @@ import { createQueueWorker, type QueueWorkerOptions } from '../../queues/bullmq/
 import { createRunJobProcessor, type RunJobRuntime } from './processor';
 
 /** The run processor's runtime over a queue context and a store cache. */
-export function createRunJobRuntime(context: QueueContext, stores: StoreCache, logger: Logger, clock: Clock = systemClock): RunJobRuntime {
+export function createRunJobRuntime(
+  context: QueueContext,
+  stores: StoreCache,
+  logger: Logger,
+  clock: Clock = systemClock,
+): RunJobRuntime {
   return {
     env: context.env,
     logger,

@@ -22,7 +22,10 @@ export function conversationKey(messages: readonly ChatMessage[], tools: readonl
           role: 'assistant',
           content: message.content?.trim() ?? '',
           ...(message.reasoning_content !== undefined ? { reasoning: message.reasoning_content.trim() } : {}),
-          calls: (message.tool_calls ?? []).map((call) => ({ name: call.function.name.trim(), arguments: parsedArguments(call.function.arguments) })),
+          calls: (message.tool_calls ?? []).map((call) => ({
+            name: call.function.name.trim(),
+            arguments: parsedArguments(call.function.arguments),
+          })),
         };
     }
   });

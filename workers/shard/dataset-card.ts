@@ -16,7 +16,11 @@ const percent = (value: number) => formatPercent(value);
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 function table(header: string[], rows: string[][]): string {
-  return [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+  ].join('\n');
 }
 
 /**
@@ -41,17 +45,30 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
   const { template } = stats;
   lines.push(
     `Hook system messages: ${template.hookMessages === 'folded' ? `folded into \`<system-reminder>\` blocks in the neighbouring user turn or tool result (the template's system messages: ${template.systemMessages}); ${number(template.samplesWithFoldedHooks)} samples had hooks folded` : 'kept as system turns'}.` +
-      (template.samplesWithMergedStart > 0 ? ` ${number(template.samplesWithMergedStart)} samples start a trained span at a token that merges the served prompt's last characters (thinking template).` : ''),
+      (template.samplesWithMergedStart > 0
+        ? ` ${number(template.samplesWithMergedStart)} samples start a trained span at a token that merges the served prompt's last characters (thinking template).`
+        : ''),
     '',
   );
   for (const warning of template.warnings) lines.push(`> **Warning:** ${warning}.`, '');
 
   lines.push('## Mix', '');
-  lines.push('Weight = expected copies of each sample in the train split (validation and held-out splits take every sample once).', '');
+  lines.push(
+    'Weight = expected copies of each sample in the train split (validation and held-out splits take every sample once).',
+    '',
+  );
   lines.push(
     table(
       ['set', 'weight', 'records', 'accepted', 'duplicates', 'rejected', 'train samples'],
-      stats.inputs.map((set) => [cell(set.name), String(set.weight), number(set.records), number(set.accepted), number(set.duplicates), number(set.rejected), number(set.trainSamples)]),
+      stats.inputs.map((set) => [
+        cell(set.name),
+        String(set.weight),
+        number(set.records),
+        number(set.accepted),
+        number(set.duplicates),
+        number(set.rejected),
+        number(set.trainSamples),
+      ]),
     ),
     '',
   );
@@ -66,29 +83,57 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
   );
   lines.push(
     table(
-      ['split', 'tasks', 'unique samples', 'samples', 'sequences', 'tokens', 'trained tokens', 'fill', 'best possible fill'],
+      [
+        'split',
+        'tasks',
+        'unique samples',
+        'samples',
+        'sequences',
+        'tokens',
+        'trained tokens',
+        'fill',
+        'best possible fill',
+      ],
       splits.map((split) => {
         const figures = stats.splits[split]!;
-        return [split, number(figures.tasks), number(figures.uniqueSamples), number(figures.samples), number(figures.sequences), number(figures.tokens), number(figures.trainedTokens), percent(figures.fill), percent(figures.fillUpperBound)];
+        return [
+          split,
+          number(figures.tasks),
+          number(figures.uniqueSamples),
+          number(figures.samples),
+          number(figures.sequences),
+          number(figures.tokens),
+          number(figures.trainedTokens),
+          percent(figures.fill),
+          percent(figures.fillUpperBound),
+        ];
       }),
     ),
     '',
   );
-  lines.push('Fill = non-padding tokens / all tokens. Best possible fill: no packing of whole samples can do better (every sample longer than half a sequence needs one of its own).', '');
+  lines.push(
+    'Fill = non-padding tokens / all tokens. Best possible fill: no packing of whole samples can do better (every sample longer than half a sequence needs one of its own).',
+    '',
+  );
 
   lines.push('## Lengths', '');
   const buckets = stats.splits[splits[0] ?? 'train']?.lengths ?? [];
   lines.push(
     table(
       ['tokens per sample', ...splits],
-      buckets.map((bucket, index) => [`${number(bucket.from)}–${number(bucket.to - 1)}`, ...splits.map((split) => number(stats.splits[split]!.lengths[index]?.samples ?? 0))]),
+      buckets.map((bucket, index) => [
+        `${number(bucket.from)}–${number(bucket.to - 1)}`,
+        ...splits.map((split) => number(stats.splits[split]!.lengths[index]?.samples ?? 0)),
+      ]),
     ),
     '',
   );
 
   lines.push('## Filters', '');
   lines.push(`- ${number(stats.records)} records read; ${number(stats.samples)} unique samples kept.`);
-  lines.push(`- Exact duplicates dropped: ${number(stats.duplicates)} (normalized conversation: text trimmed, tool arguments parsed, call ids ignored; the first occurrence in input order is kept).`);
+  lines.push(
+    `- Exact duplicates dropped: ${number(stats.duplicates)} (normalized conversation: text trimmed, tool arguments parsed, call ids ignored; the first occurrence in input order is kept).`,
+  );
   lines.push(
     `- Over ${number(settings.sequenceLength)} tokens (policy \`${settings.overLength}\`): ${number(stats.overLength.truncated)} truncated after the last assistant turn that fits (re-rendered), ${number(stats.overLength.dropped)} dropped.`,
   );
@@ -96,39 +141,86 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
   if (codes.length === 0) lines.push('- Rejected: none.');
   else {
     lines.push('- Rejected by code:', '');
-    lines.push(table(['code', 'samples', 'example'], codes.map(([code, count]) => {
-      const example = stats.rejectionExamples.find((candidate) => candidate.code === code);
-      return [`\`${code}\``, number(count), example ? cell(`${example.id}: ${example.reason}`) : ''];
-    })));
+    lines.push(
+      table(
+        ['code', 'samples', 'example'],
+        codes.map(([code, count]) => {
+          const example = stats.rejectionExamples.find((candidate) => candidate.code === code);
+          return [`\`${code}\``, number(count), example ? cell(`${example.id}: ${example.reason}`) : ''];
+        }),
+      ),
+    );
   }
   lines.push('');
 
   lines.push('## Files', '');
-  lines.push('Tokenized, packed sequences (Parquet; footer metadata: tokenizer fingerprint, template hash, sequence length, pad id):', '');
-  lines.push('- `input_ids`, `labels` (token id where trained, -100 elsewhere; unshifted), `loss_mask` (1 = trained), `position_ids` (from 0 in every sample and in the padding): lists of the sequence length.');
-  lines.push('- `cu_seqlens`: segment offsets, 0 first and the sequence length last (padding is the last segment when there is any); `source_ids`: the trajectory id of each sample (`@n` for weight copies); `num_samples`, `num_tokens` (non-padding), `num_trained`.', '');
+  lines.push(
+    'Tokenized, packed sequences (Parquet; footer metadata: tokenizer fingerprint, template hash, sequence length, pad id):',
+    '',
+  );
+  lines.push(
+    '- `input_ids`, `labels` (token id where trained, -100 elsewhere; unshifted), `loss_mask` (1 = trained), `position_ids` (from 0 in every sample and in the padding): lists of the sequence length.',
+  );
+  lines.push(
+    '- `cu_seqlens`: segment offsets, 0 first and the sequence length last (padding is the last segment when there is any); `source_ids`: the trajectory id of each sample (`@n` for weight copies); `num_samples`, `num_tokens` (non-padding), `num_trained`.',
+    '',
+  );
   for (const split of splits) {
     const packed = files.packed[split] ?? [];
-    if (packed.length > 0) lines.push(`- ${split}: \`${packed[0]}\`${packed.length > 1 ? ` … \`${packed.at(-1)}\` (${packed.length} shards)` : ''}`);
+    if (packed.length > 0)
+      lines.push(
+        `- ${split}: \`${packed[0]}\`${packed.length > 1 ? ` … \`${packed.at(-1)}\` (${packed.length} shards)` : ''}`,
+      );
   }
-  lines.push('', 'Conversations (gzip JSONL, `tools` as a JSON string, one line per sample, weight copies included):', '');
-  lines.push('- `openai`: OpenAI chat messages as `apply_chat_template` reads them (tool-call arguments as objects); for verl and TRL.');
+  lines.push(
+    '',
+    'Conversations (gzip JSONL, `tools` as a JSON string, one line per sample, weight copies included):',
+    '',
+  );
+  lines.push(
+    '- `openai`: OpenAI chat messages as `apply_chat_template` reads them (tool-call arguments as objects); for verl and TRL.',
+  );
   lines.push('- `ms-swift`: `tool_call` / `tool_response` roles (`swift sft --dataset <file>`).');
-  lines.push(`- \`llama-factory\`: sharegpt with OpenAI-style tags; register with ${files.llamaFactoryInfo ? `\`${files.llamaFactoryInfo}\`` : 'a dataset_info.json entry'}.`);
-  lines.push('- ms-swift and LLaMA-Factory take one system prompt: later system messages (hook injections) are folded into the neighbouring user-side turn; the `openai` files keep them in place.', '');
-  const exportRows = splits.flatMap((split) => Object.entries(files.exports[split] ?? {}).map(([format, file]) => [split, format, `\`${file}\``]));
+  lines.push(
+    `- \`llama-factory\`: sharegpt with OpenAI-style tags; register with ${files.llamaFactoryInfo ? `\`${files.llamaFactoryInfo}\`` : 'a dataset_info.json entry'}.`,
+  );
+  lines.push(
+    '- ms-swift and LLaMA-Factory take one system prompt: later system messages (hook injections) are folded into the neighbouring user-side turn; the `openai` files keep them in place.',
+    '',
+  );
+  const exportRows = splits.flatMap((split) =>
+    Object.entries(files.exports[split] ?? {}).map(([format, file]) => [split, format, `\`${file}\``]),
+  );
   if (exportRows.length > 0) lines.push(table(['split', 'format', 'file'], exportRows), '');
   const formats = Object.entries(stats.exports).filter(([, figures]) => figures.records + figures.skipped > 0);
   if (formats.length > 0) {
-    lines.push(table(['format', 'records', 'skipped', 'system messages folded', 'text before calls dropped'], formats.map(([format, figures]) => [format, number(figures.records), number(figures.skipped), number(figures.foldedSystemMessages), number(figures.droppedCallText)])), '');
+    lines.push(
+      table(
+        ['format', 'records', 'skipped', 'system messages folded', 'text before calls dropped'],
+        formats.map(([format, figures]) => [
+          format,
+          number(figures.records),
+          number(figures.skipped),
+          number(figures.foldedSystemMessages),
+          number(figures.droppedCallText),
+        ]),
+      ),
+      '',
+    );
   }
   const verl = splits.flatMap((split) => (files.verl[split] ?? []).map((file) => [split, `\`${file}\``]));
   if (verl.length > 0) {
-    lines.push('verl-style multi-turn SFT Parquet: `messages` and `tools` as JSON text (one schema for every row), `tools_schema_hash`, `enable_thinking`, `data_source`; `json.loads` both before `MultiTurnSFTDataset`.', '');
+    lines.push(
+      'verl-style multi-turn SFT Parquet: `messages` and `tools` as JSON text (one schema for every row), `tools_schema_hash`, `enable_thinking`, `data_source`; `json.loads` both before `MultiTurnSFTDataset`.',
+      '',
+    );
     lines.push(table(['split', 'file'], verl), '');
   }
 
   lines.push('## Reproducibility', '');
-  lines.push(`The same inputs, settings and seed give byte-identical files. Templates see \`strftime_now\` at ${settings.renderDate}.`, '');
+  lines.push(
+    `The same inputs, settings and seed give byte-identical files. Templates see \`strftime_now\` at ${settings.renderDate}.`,
+    '',
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -2,7 +2,13 @@ import { invalidArguments, toolSession } from '../../shared/text/__fixtures__/sa
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import { exportRecord, llamaFactoryDatasetInfo, toolsSchemaHash, type ExportConversation } from './export-formats';
 
-const session: ExportConversation = { id: 's1', sourceId: 's1', taskId: 't1', messages: toolSession.messages, tools: toolSession.tools };
+const session: ExportConversation = {
+  id: 's1',
+  sourceId: 's1',
+  taskId: 't1',
+  messages: toolSession.messages,
+  tools: toolSession.tools,
+};
 
 /** A hooked conversation as the simulator records it: system messages injected mid-conversation. */
 const hooked: ChatMessage[] = [
@@ -10,7 +16,13 @@ const hooked: ChatMessage[] = [
   { role: 'system', content: '本场主推款：A1' },
   { role: 'user', content: 'A1 多少钱？' },
   { role: 'system', content: '本条回复不超过60个字' },
-  { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'quote_final_price', arguments: '{"item_id":"A1"}' } }] },
+  {
+    role: 'assistant',
+    content: null,
+    tool_calls: [
+      { id: 'c1', type: 'function', function: { name: 'quote_final_price', arguments: '{"item_id":"A1"}' } },
+    ],
+  },
   { role: 'tool', tool_call_id: 'c1', content: '{"final": 109}' },
   { role: 'system', content: '工具结果已返回，请据此回答' },
   { role: 'assistant', content: '到手 109 元 🎁' },
@@ -25,41 +37,88 @@ describe('exportRecord', () => {
       content: '',
       tool_calls: [
         { id: 'callA0001', type: 'function', function: { name: 'get_item_detail', arguments: { item_id: 'A1' } } },
-        { id: 'callA0002', type: 'function', function: { name: 'list_coupons', arguments: { filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } }, limit: 3 } } },
+        {
+          id: 'callA0002',
+          type: 'function',
+          function: {
+            name: 'list_coupons',
+            arguments: {
+              filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } },
+              limit: 3,
+            },
+          },
+        },
       ],
     });
     expect(messages[3]).toEqual({ role: 'tool', tool_call_id: 'callA0001', content: toolSession.messages[3].content });
     expect(JSON.parse(record.tools as string)).toEqual(toolSession.tools);
     expect(record).toMatchObject({ id: 's1', source_id: 's1', task_id: 't1' });
     expect(notes).toEqual({ foldedSystemMessages: 0, droppedCallText: 0 });
-    const invalid = exportRecord('openai', { ...session, messages: invalidArguments.messages }).record.messages as Array<{ tool_calls?: Array<{ function: { arguments: unknown } }> }>;
+    const invalid = exportRecord('openai', { ...session, messages: invalidArguments.messages }).record
+      .messages as Array<{ tool_calls?: Array<{ function: { arguments: unknown } }> }>;
     expect(invalid[2].tool_calls?.[0].function.arguments).toBe('{"item_id": "A3"');
   });
 
   test('ms-swift: one tool_call message per call with {name, arguments}, tool_response for results', () => {
     const { record } = exportRecord('ms-swift', session);
     const messages = record.messages as Array<{ role: string; content: string }>;
-    expect(messages.map((message) => message.role)).toEqual(['system', 'user', 'tool_call', 'tool_call', 'tool_response', 'tool_response', 'assistant', 'user', 'tool_call', 'tool_response', 'assistant']);
-    expect(JSON.parse(messages[3].content)).toEqual({ name: 'list_coupons', arguments: { filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } }, limit: 3 } });
-    expect(messages.at(-1)).toEqual({ role: 'assistant', content: 'A2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢' });
+    expect(messages.map((message) => message.role)).toEqual([
+      'system',
+      'user',
+      'tool_call',
+      'tool_call',
+      'tool_response',
+      'tool_response',
+      'assistant',
+      'user',
+      'tool_call',
+      'tool_response',
+      'assistant',
+    ]);
+    expect(JSON.parse(messages[3].content)).toEqual({
+      name: 'list_coupons',
+      arguments: { filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } }, limit: 3 },
+    });
+    expect(messages.at(-1)).toEqual({
+      role: 'assistant',
+      content: 'A2 (Sunscreen SPF50) costs ¥89.5 but is sold out right now 😢',
+    });
     // Text said before a call stays, as an assistant message in front of it.
-    const withText = exportRecord('ms-swift', { ...session, messages: invalidArguments.messages }).record.messages as Array<{ role: string; content: string }>;
-    expect(withText.slice(2, 4)).toEqual([{ role: 'assistant', content: '我查一下。' }, { role: 'tool_call', content: '{"name":"get_item_detail","arguments":"{\\"item_id\\": \\"A3\\""}' }]);
+    const withText = exportRecord('ms-swift', { ...session, messages: invalidArguments.messages }).record
+      .messages as Array<{ role: string; content: string }>;
+    expect(withText.slice(2, 4)).toEqual([
+      { role: 'assistant', content: '我查一下。' },
+      { role: 'tool_call', content: '{"name":"get_item_detail","arguments":"{\\"item_id\\": \\"A3\\""}' },
+    ]);
   });
 
   test('llama-factory: parallel calls are one function_call list, their results one observation, turns alternate', () => {
     const { record, notes } = exportRecord('llama-factory', session);
     const messages = record.messages as Array<{ role: string; content: string }>;
     expect(record.system).toBe(toolSession.messages[0].content);
-    expect(messages.map((message) => message.role)).toEqual(['user', 'function_call', 'observation', 'assistant', 'user', 'function_call', 'observation', 'assistant']);
+    expect(messages.map((message) => message.role)).toEqual([
+      'user',
+      'function_call',
+      'observation',
+      'assistant',
+      'user',
+      'function_call',
+      'observation',
+      'assistant',
+    ]);
     expect(JSON.parse(messages[1].content)).toEqual([
       { name: 'get_item_detail', arguments: { item_id: 'A1' } },
-      { name: 'list_coupons', arguments: { filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } }, limit: 3 } },
+      {
+        name: 'list_coupons',
+        arguments: { filter: { categories: ['美妆', '护肤'], min_discount: 0.5, flags: { new_user: true } }, limit: 3 },
+      },
     ]);
     expect(JSON.parse(messages[5].content)).toEqual({ name: 'get_item_detail', arguments: { item_id: 'A2' } });
     expect(messages[2].content).toBe(`${toolSession.messages[3].content}\n${toolSession.messages[4].content}`);
     expect(notes.skipped).toBeUndefined();
-    expect(exportRecord('llama-factory', { ...session, messages: invalidArguments.messages }).notes.droppedCallText).toBe(1);
+    expect(
+      exportRecord('llama-factory', { ...session, messages: invalidArguments.messages }).notes.droppedCallText,
+    ).toBe(1);
   });
 
   test('ms-swift and llama-factory fold later system messages into the neighbouring user-side turn; openai keeps them', () => {
@@ -75,18 +134,35 @@ describe('exportRecord', () => {
     expect(swift.notes.foldedSystemMessages).toBe(2);
     const factory = exportRecord('llama-factory', conversation);
     expect(factory.record).toMatchObject({ system: '你是主播小桃\n\n本场主推款：A1' });
-    expect((factory.record.messages as Array<{ role: string }>).map((message) => message.role)).toEqual(['user', 'function_call', 'observation', 'assistant']);
+    expect((factory.record.messages as Array<{ role: string }>).map((message) => message.role)).toEqual([
+      'user',
+      'function_call',
+      'observation',
+      'assistant',
+    ]);
     expect((exportRecord('openai', conversation).record.messages as unknown[]).length).toBe(hooked.length);
   });
 
   test('llama-factory skips a conversation whose turns cannot alternate', () => {
-    const twice: ChatMessage[] = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'a' }, { role: 'assistant', content: 'b' }];
+    const twice: ChatMessage[] = [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'a' },
+      { role: 'assistant', content: 'b' },
+    ];
     expect(exportRecord('llama-factory', { ...session, messages: twice }).notes.skipped).toContain('alternate');
   });
 
   test('dataset_info entries use the OpenAI-style tags and the files given', () => {
     expect(llamaFactoryDatasetInfo({ hat_sft_train: '../train/llama-factory.jsonl.gz' })).toEqual({
-      hat_sft_train: expect.objectContaining({ file_name: '../train/llama-factory.jsonl.gz', formatting: 'sharegpt', tags: expect.objectContaining({ role_tag: 'role', function_tag: 'function_call', observation_tag: 'observation' }) }),
+      hat_sft_train: expect.objectContaining({
+        file_name: '../train/llama-factory.jsonl.gz',
+        formatting: 'sharegpt',
+        tags: expect.objectContaining({
+          role_tag: 'role',
+          function_tag: 'function_call',
+          observation_tag: 'observation',
+        }),
+      }),
     });
     expect(toolsSchemaHash(toolSession.tools)).toBe(toolsSchemaHash(JSON.parse(JSON.stringify(toolSession.tools))));
   });

@@ -79,7 +79,8 @@ export function openAiMessages(messages: readonly ChatMessage[]): Array<Record<s
     const calls = message.tool_calls ?? [];
     const converted: Record<string, unknown> = { role: 'assistant', content: message.content ?? '' };
     if (message.reasoning_content !== undefined) converted.reasoning_content = message.reasoning_content;
-    if (calls.length > 0) converted.tool_calls = calls.map((call) => ({ id: call.id, type: 'function', function: callJson(call) }));
+    if (calls.length > 0)
+      converted.tool_calls = calls.map((call) => ({ id: call.id, type: 'function', function: callJson(call) }));
     return converted;
   });
 }
@@ -87,7 +88,11 @@ export function openAiMessages(messages: readonly ChatMessage[]): Array<Record<s
 type Turn = { role: string; content: string };
 
 /** User-side roles of a format: where a folded system message can go. */
-function foldSystemMessages(turns: Turn[], userSide: Set<string>, notes: ExportNotes): { system?: string; turns: Turn[] } {
+function foldSystemMessages(
+  turns: Turn[],
+  userSide: Set<string>,
+  notes: ExportNotes,
+): { system?: string; turns: Turn[] } {
   const leading: string[] = [];
   let index = 0;
   while (index < turns.length && turns[index].role === 'system') leading.push(turns[index++].content);
@@ -126,7 +131,10 @@ function msSwiftRecord(conversation: ExportConversation, notes: ExportNotes): Ex
     else turns.push({ role: message.role, content: message.content });
   }
   const folded = foldSystemMessages(turns, new Set(['user', 'tool_response']), notes);
-  const messages = [...(folded.system !== undefined ? [{ role: 'system', content: folded.system }] : []), ...folded.turns];
+  const messages = [
+    ...(folded.system !== undefined ? [{ role: 'system', content: folded.system }] : []),
+    ...folded.turns,
+  ];
   return { messages, tools: toolsJson(conversation.tools) };
 }
 
@@ -134,7 +142,7 @@ function llamaFactoryRecord(conversation: ExportConversation, notes: ExportNotes
   const turns: Turn[] = [];
   for (const message of conversation.messages) {
     if (message.role === 'assistant') {
-      const calls = (message).tool_calls ?? [];
+      const calls = message.tool_calls ?? [];
       if (calls.length === 0) {
         turns.push({ role: 'assistant', content: message.content ?? '' });
         continue;
@@ -151,13 +159,21 @@ function llamaFactoryRecord(conversation: ExportConversation, notes: ExportNotes
   const folded = foldSystemMessages(turns, new Set(['user', 'observation']), notes);
   // user/observation on odd positions, assistant/function_call on even ones, ending with the model.
   const userSide = new Set(['user', 'observation']);
-  const alternates = folded.turns.length % 2 === 0 && folded.turns.every((turn, index) => userSide.has(turn.role) === (index % 2 === 0));
+  const alternates =
+    folded.turns.length % 2 === 0 && folded.turns.every((turn, index) => userSide.has(turn.role) === (index % 2 === 0));
   if (!alternates) notes.skipped = 'turns do not alternate between user/tool and assistant';
-  return { messages: folded.turns, ...(folded.system !== undefined ? { system: folded.system } : {}), tools: toolsJson(conversation.tools) };
+  return {
+    messages: folded.turns,
+    ...(folded.system !== undefined ? { system: folded.system } : {}),
+    tools: toolsJson(conversation.tools),
+  };
 }
 
 /** One conversation in one export format, with its lineage fields. */
-export function exportRecord(format: ExportFormat, conversation: ExportConversation): { record: ExportRecord; notes: ExportNotes } {
+export function exportRecord(
+  format: ExportFormat,
+  conversation: ExportConversation,
+): { record: ExportRecord; notes: ExportNotes } {
   const notes: ExportNotes = { foldedSystemMessages: 0, droppedCallText: 0 };
   const body =
     format === 'openai'
@@ -165,7 +181,10 @@ export function exportRecord(format: ExportFormat, conversation: ExportConversat
       : format === 'ms-swift'
         ? msSwiftRecord(conversation, notes)
         : llamaFactoryRecord(conversation, notes);
-  return { record: { ...body, id: conversation.id, source_id: conversation.sourceId, task_id: conversation.taskId }, notes };
+  return {
+    record: { ...body, id: conversation.id, source_id: conversation.sourceId, task_id: conversation.taskId },
+    notes,
+  };
 }
 
 /** LLaMA-Factory's dataset_info.json entries for the llama-factory files (keys: dataset names). */
@@ -177,7 +196,15 @@ export function llamaFactoryDatasetInfo(files: Record<string, string>): Record<s
         file_name: file,
         formatting: 'sharegpt',
         columns: { messages: 'messages', system: 'system', tools: 'tools' },
-        tags: { role_tag: 'role', content_tag: 'content', user_tag: 'user', assistant_tag: 'assistant', observation_tag: 'observation', function_tag: 'function_call', system_tag: 'system' },
+        tags: {
+          role_tag: 'role',
+          content_tag: 'content',
+          user_tag: 'user',
+          assistant_tag: 'assistant',
+          observation_tag: 'observation',
+          function_tag: 'function_call',
+          system_tag: 'system',
+        },
       },
     ]),
   );

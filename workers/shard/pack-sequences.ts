@@ -64,7 +64,9 @@ class CapacityIndex {
  */
 export function packBestFitDecreasing(sizes: readonly number[], capacity: number, order?: readonly string[]): Bins {
   const indices = sizes.map((_, index) => index);
-  indices.sort((a, b) => sizes[b] - sizes[a] || (order ? (order[a] < order[b] ? -1 : order[a] > order[b] ? 1 : 0) : 0) || a - b);
+  indices.sort(
+    (a, b) => sizes[b] - sizes[a] || (order ? (order[a] < order[b] ? -1 : order[a] > order[b] ? 1 : 0) : 0) || a - b,
+  );
   const index = new CapacityIndex(capacity);
   const bins: Bins = [];
   for (const item of indices) {

@@ -53,7 +53,10 @@ export const partConversationSchema = z.object({
 });
 export type PartConversation = z.infer<typeof partConversationSchema>;
 
-export function partFileKeys(prefix: (name: string) => string, partId: string): { entries: string; conversations: string; tokens: string } {
+export function partFileKeys(
+  prefix: (name: string) => string,
+  partId: string,
+): { entries: string; conversations: string; tokens: string } {
   return {
     entries: prefix(`_parts/${partId}.entries.jsonl.gz`),
     conversations: prefix(`_parts/${partId}.conversations.jsonl.gz`),
@@ -74,7 +77,10 @@ export function encodeTokens(ids: Int32Array): Buffer {
 export async function readTokens(store: ArtifactStore, key: string, expected: number): Promise<Int32Array> {
   const bytes = await store.getBuffer(key);
   if (bytes.length !== expected * 4) {
-    throw new HatError('PART_OUTPUT_DAMAGED', `${store.uriOf(key)} holds ${bytes.length / 4} tokens, its part recorded ${expected}; rerun the stage (the part is redone)`);
+    throw new HatError(
+      'PART_OUTPUT_DAMAGED',
+      `${store.uriOf(key)} holds ${bytes.length / 4} tokens, its part recorded ${expected}; rerun the stage (the part is redone)`,
+    );
   }
   const ids = new Int32Array(expected);
   if (littleEndian) ids.set(new Int32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)));

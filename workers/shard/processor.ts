@@ -39,7 +39,9 @@ async function countRecords(openObject: StageDeps['openObject'], uri: string): P
       }
     }
   } catch (error) {
-    throw new BadInputError('BAD_JSONL', `${uri}: not readable (${(error as Error).message}); is it gzip JSONL?`, { cause: error });
+    throw new BadInputError('BAD_JSONL', `${uri}: not readable (${(error as Error).message}); is it gzip JSONL?`, {
+      cause: error,
+    });
   }
   return blank ? records : records + 1;
 }
@@ -53,11 +55,20 @@ export async function planShard(input: ShardInput, deps: StageDeps): Promise<Sha
     for (const object of objects) {
       const records = object.records ?? (await countRecords(deps.openObject, object.uri));
       for (let start = 0; start < records; start += input.recordsPerPart) {
-        parts.push({ index: parts.length, inputIndex, source: { uri: object.uri, start, end: Math.min(records, start + input.recordsPerPart) }, text });
+        parts.push({
+          index: parts.length,
+          inputIndex,
+          source: { uri: object.uri, start, end: Math.min(records, start + input.recordsPerPart) },
+          text,
+        });
       }
     }
   }
-  if (parts.length === 0) throw new BadInputError('NO_RECORDS', 'the shard inputs hold no records; point inputs at trajectories (gzip JSONL or a stage manifest listing them)');
+  if (parts.length === 0)
+    throw new BadInputError(
+      'NO_RECORDS',
+      'the shard inputs hold no records; point inputs at trajectories (gzip JSONL or a stage manifest listing them)',
+    );
   return parts;
 }
 

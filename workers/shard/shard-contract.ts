@@ -21,10 +21,19 @@ import { summarizeShard } from './shard-summary';
  * ```
  */
 
-const uriList = z.union([z.string().min(1).transform((uri) => [uri]), z.array(z.string().min(1)).min(1)]);
+const uriList = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((uri) => [uri]),
+  z.array(z.string().min(1)).min(1),
+]);
 
 export const shardInputSetSchema = z.union([
-  z.string().min(1).transform((uri) => ({ uri: [uri], weight: 1 })),
+  z
+    .string()
+    .min(1)
+    .transform((uri) => ({ uri: [uri], weight: 1 })),
   z
     .object({
       /** Trajectories: gzip JSONL objects, or stage manifests (every JSONL object they list). */
@@ -45,7 +54,9 @@ export type ShardInputSet = z.infer<typeof shardInputSetSchema>;
 export const shardTokenizerSchema = z
   .object({
     /** Registry tokenizer package. Default `qwen3` when no modelDir is given. */
-    preset: z.enum(Object.keys(tokenizerPresets) as [keyof typeof tokenizerPresets, ...Array<keyof typeof tokenizerPresets>]).optional(),
+    preset: z
+      .enum(Object.keys(tokenizerPresets) as [keyof typeof tokenizerPresets, ...Array<keyof typeof tokenizerPresets>])
+      .optional(),
     /** Local directory with tokenizer.json and tokenizer_config.json (mounted on every worker). */
     modelDir: z.string().min(1).optional(),
     /** Chat template that replaces the model's own: a `.jinja` file as a path, `file://` or `s3://` URI. */
@@ -58,7 +69,9 @@ export const shardTokenizerSchema = z
     hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
   })
   .strict()
-  .refine((source) => source.preset === undefined || source.modelDir === undefined, { error: 'give either preset or modelDir, not both' });
+  .refine((source) => source.preset === undefined || source.modelDir === undefined, {
+    error: 'give either preset or modelDir, not both',
+  });
 export type ShardTokenizer = z.infer<typeof shardTokenizerSchema>;
 
 export const exportFormats = ['openai', 'ms-swift', 'llama-factory'] as const;
@@ -128,7 +141,12 @@ export const shardInputSchema = z
   .strict();
 export type ShardInput = z.infer<typeof shardInputSchema>;
 
-const writtenObjectSchema = z.object({ key: z.string(), uri: z.string(), sha256: z.string(), bytes: z.number().int().nonnegative() });
+const writtenObjectSchema = z.object({
+  key: z.string(),
+  uri: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int().nonnegative(),
+});
 
 /** Everything a part needs to tokenize the same way as every other part. */
 export const shardTextSettingsSchema = z.object({
@@ -150,7 +168,11 @@ export const shardPartInputSchema = z.object({
   /** Index of the input set (its weight and name are applied at fan-in). */
   inputIndex: z.number().int().nonnegative(),
   /** One input object and the record range of it this part handles (end exclusive; absent: to the end). */
-  source: z.object({ uri: z.string(), start: z.number().int().nonnegative(), end: z.number().int().positive().optional() }),
+  source: z.object({
+    uri: z.string(),
+    start: z.number().int().nonnegative(),
+    end: z.number().int().positive().optional(),
+  }),
   text: shardTextSettingsSchema,
 });
 export type ShardPartInput = z.infer<typeof shardPartInputSchema>;
@@ -204,7 +226,8 @@ export type ShardOutput = z.infer<typeof shardOutputSchema>;
 
 export const shardContract: FanOutContract<ShardInput, ShardOutput, ShardPartInput, ShardPartOutput> = {
   name: 'shard',
-  description: 'SFT shards: trajectories rendered by the target chat template, tokenized, loss-masked, deduplicated, split by task, packed into Parquet',
+  description:
+    'SFT shards: trajectories rendered by the target chat template, tokenized, loss-masked, deduplicated, split by task, packed into Parquet',
   input: shardInputSchema,
   output: shardOutputSchema,
   summarize: summarizeShard,

@@ -8,11 +8,26 @@ import { HatError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import { Rng } from '../../shared/random/rng';
 import { renderDatasetCard, type CardFiles } from './dataset-card';
-import { exportRecord, llamaFactoryDatasetInfo, openAiMessages, toolsJson, toolsSchemaHash, type ExportNotes } from './export-formats';
+import {
+  exportRecord,
+  llamaFactoryDatasetInfo,
+  openAiMessages,
+  toolsJson,
+  toolsSchemaHash,
+  type ExportNotes,
+} from './export-formats';
 import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
 import { readConversations, readEntries, readTokens, type PartEntry } from './part-files';
-import { exportFormats, shardSplits, type ExportFormat, type ShardInput, type ShardOutput, type ShardPartOutput, type ShardSplit } from './shard-contract';
+import {
+  exportFormats,
+  shardSplits,
+  type ExportFormat,
+  type ShardInput,
+  type ShardOutput,
+  type ShardPartOutput,
+  type ShardSplit,
+} from './shard-contract';
 import { templateWarnings } from '../../shared/text/template-features';
 import { lengthHistogram, type InputSetStats, type ShardStats, type SplitStats } from './shard-stats';
 import { loadShardTokenizer } from './shard-tokenizer';
@@ -95,7 +110,14 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const seed = input.seed ?? deps.run.seed;
   const configHash = hashValue(input);
   // Contents, not locations: the same parts written under another root hash the same.
-  const partsHash = hashValue(parts.map((part) => ({ ...part, entries: part.entries.sha256, conversations: part.conversations.sha256, tokens: part.tokens.sha256 })));
+  const partsHash = hashValue(
+    parts.map((part) => ({
+      ...part,
+      entries: part.entries.sha256,
+      conversations: part.conversations.sha256,
+      tokens: part.tokens.sha256,
+    })),
+  );
   const finished = await finishedOutput(deps, configHash, partsHash);
   if (finished) return finished;
 
@@ -107,7 +129,8 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const refusals = refusalCheck({ ...collected, samples: collected.samples.length, warnShare: input.warnRefusedShare });
   if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
   const warnings = templateWarnings(tokenizer);
-  for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])]) deps.logger.warn({ stage: 'shard' }, warning);
+  for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])])
+    deps.logger.warn({ stage: 'shard' }, warning);
   assignSampleSplits(collected, sets, input, seed);
 
   deps.progress({ message: 'packing' });
@@ -123,17 +146,41 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     'hat.train_on': input.trainOn,
     'hat.config_hash': configHash,
   };
-  const splitStats = await writePackedShards(input, parts, collected.samples, { seed, padTokenId, metadata }, deps, out);
+  const splitStats = await writePackedShards(
+    input,
+    parts,
+    collected.samples,
+    { seed, padTokenId, metadata },
+    deps,
+    out,
+  );
 
   deps.progress({ message: 'writing conversations' });
-  const exportFigures = Object.fromEntries(exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }])) as ShardStats['exports'];
-  await writeConversationFiles(input, parts, collected.samples, sets.map((set) => set.name), deps, exportFigures, out.files, out.objects);
+  const exportFigures = Object.fromEntries(
+    exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }]),
+  ) as ShardStats['exports'];
+  await writeConversationFiles(
+    input,
+    parts,
+    collected.samples,
+    sets.map((set) => set.name),
+    deps,
+    exportFigures,
+    out.files,
+    out.objects,
+  );
   if (input.formats.includes('llama-factory')) await writeLlamaFactoryInfo(deps, out);
 
   const { samples, records, duplicates, rejected, rejectionExamples, overLength, templateFigures } = collected;
   const stats: ShardStats = {
     schemaVersion: SHARD_SCHEMA_VERSION,
-    tokenizer: { name: tokenizer.name, fingerprint: tokenizer.fingerprint, templateHash: tokenizer.templateHash, padTokenId, padToken: tokenizer.decode([padTokenId]) },
+    tokenizer: {
+      name: tokenizer.name,
+      fingerprint: tokenizer.fingerprint,
+      templateHash: tokenizer.templateHash,
+      padTokenId,
+      padToken: tokenizer.decode([padTokenId]),
+    },
     settings: {
       sequenceLength: input.sequenceLength,
       packing: input.packing,
@@ -151,7 +198,12 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     rejected,
     rejectionExamples,
     overLength,
-    template: { hookMessages: tokenizer.hookMessages, systemMessages: tokenizer.systemMessagePlacement, ...templateFigures, warnings },
+    template: {
+      hookMessages: tokenizer.hookMessages,
+      systemMessages: tokenizer.systemMessagePlacement,
+      ...templateFigures,
+      warnings,
+    },
     inputs: collected.setStats,
     splits: splitStats,
     exports: exportFigures,
@@ -171,40 +223,82 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     templateWarnings: warnings,
     overLength,
     splits: Object.fromEntries(
-      Object.entries(splitStats).map(([split, figures]) => [split, { samples: figures.samples, sequences: figures.sequences, tokens: figures.tokens, trainedTokens: figures.trainedTokens, fill: figures.fill }]),
+      Object.entries(splitStats).map(([split, figures]) => [
+        split,
+        {
+          samples: figures.samples,
+          sequences: figures.sequences,
+          tokens: figures.tokens,
+          trainedTokens: figures.trainedTokens,
+          fill: figures.fill,
+        },
+      ]),
     ),
   };
   const inputs = [...new Map(parts.map((part) => [part.input.uri, part.input])).values()];
-  await writeStageManifest(deps, { objects: out.objects, lineage: { inputs, configHash }, stats: { ...stats, output } });
+  await writeStageManifest(deps, {
+    objects: out.objects,
+    lineage: { inputs, configHash },
+    stats: { ...stats, output },
+  });
   return output;
 }
 
 /** The output of an earlier complete fan-in over the same parts and config, if there is one. */
-async function finishedOutput(deps: StageDeps, configHash: string, partsHash: string): Promise<ShardOutput | undefined> {
+async function finishedOutput(
+  deps: StageDeps,
+  configHash: string,
+  partsHash: string,
+): Promise<ShardOutput | undefined> {
   const done = await stageOutputComplete(deps.store, deps.output.manifestKey);
-  if (!done || done.lineage.configHash !== configHash || (done.stats as { partsHash?: string }).partsHash !== partsHash) return undefined;
+  if (!done || done.lineage.configHash !== configHash || (done.stats as { partsHash?: string }).partsHash !== partsHash)
+    return undefined;
   return (done.stats as { output?: ShardOutput }).output;
 }
 
 /** The tokenizer every part must have used, and the id packed sequences are padded with. */
-async function fanInTokenizer(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<{ tokenizer: ShardTokenizer; padTokenId: number }> {
+async function fanInTokenizer(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  deps: StageDeps,
+): Promise<{ tokenizer: ShardTokenizer; padTokenId: number }> {
   const text = await shardTextSettings(input, deps);
   const tokenizer = await loadShardTokenizer(text, deps.openObject);
   for (const part of parts) {
     if (part.tokenizerFingerprint !== tokenizer.fingerprint || part.templateHash !== tokenizer.templateHash) {
-      throw new HatError('TOKENIZER_CHANGED', `part ${part.index} was tokenized with another tokenizer or template than the fan-in loads (fingerprint ${part.tokenizerFingerprint.slice(0, 12)}, template ${part.templateHash.slice(0, 12)}); rerun the stage from scratch`);
+      throw new HatError(
+        'TOKENIZER_CHANGED',
+        `part ${part.index} was tokenized with another tokenizer or template than the fan-in loads (fingerprint ${part.tokenizerFingerprint.slice(0, 12)}, template ${part.templateHash.slice(0, 12)}); rerun the stage from scratch`,
+      );
     }
   }
   const padTokenId = tokenizer.padTokenId ?? tokenizer.eosTokenId;
-  if (padTokenId === undefined) throw new HatError('NO_PAD_TOKEN', `${tokenizer.name} has neither a pad_token nor an eos_token; packed sequences need one`);
+  if (padTokenId === undefined)
+    throw new HatError(
+      'NO_PAD_TOKEN',
+      `${tokenizer.name} has neither a pad_token nor an eos_token; packed sequences need one`,
+    );
   return { tokenizer, padTokenId };
 }
 
 /** Reads every part's entries in input order: global exact deduplication, refusal counts, accepted samples. */
-async function collectSamples(parts: ShardPartOutput[], sets: ReturnType<typeof shardInputSets>, deps: StageDeps): Promise<CollectedSamples> {
+async function collectSamples(
+  parts: ShardPartOutput[],
+  sets: ReturnType<typeof shardInputSets>,
+  deps: StageDeps,
+): Promise<CollectedSamples> {
   const collected: CollectedSamples = {
     samples: [],
-    setStats: sets.map((set) => ({ name: set.name, weight: set.weight, uris: set.uris, records: 0, accepted: 0, duplicates: 0, rejected: 0, trainSamples: 0 })),
+    setStats: sets.map((set) => ({
+      name: set.name,
+      weight: set.weight,
+      uris: set.uris,
+      records: 0,
+      accepted: 0,
+      duplicates: 0,
+      rejected: 0,
+      trainSamples: 0,
+    })),
     records: 0,
     duplicates: 0,
     rejected: {},
@@ -232,22 +326,38 @@ async function collectSamples(parts: ShardPartOutput[], sets: ReturnType<typeof 
         collected.rejected[code] = (collected.rejected[code] ?? 0) + 1;
         setFigures.rejected++;
         if (code === 'OVER_LENGTH') collected.overLength.dropped++;
-        if (collected.rejectionExamples.filter((example) => example.code === code).length < examplesPerCode) collected.rejectionExamples.push({ code, id: entry.id, reason: entry.reason ?? '' });
+        if (collected.rejectionExamples.filter((example) => example.code === code).length < examplesPerCode)
+          collected.rejectionExamples.push({ code, id: entry.id, reason: entry.reason ?? '' });
         continue;
       }
       if (entry.droppedMessages !== undefined) collected.overLength.truncated++;
       if (entry.foldedHookMessages !== undefined) collected.templateFigures.samplesWithFoldedHooks++;
       if (entry.mergedPromptChars !== undefined) collected.templateFigures.samplesWithMergedStart++;
       setFigures.accepted++;
-      collected.samples.push({ part: partIndex, entry, conversation: line, inputIndex: part.inputIndex, split: 'train', copies: 1 });
+      collected.samples.push({
+        part: partIndex,
+        entry,
+        conversation: line,
+        inputIndex: part.inputIndex,
+        split: 'train',
+        copies: 1,
+      });
     }
   }
   return collected;
 }
 
 /** Splits by task (seeded), and each train sample's copies from its input set's mixing weight. */
-function assignSampleSplits(collected: CollectedSamples, sets: ReturnType<typeof shardInputSets>, input: ShardInput, seed: string): void {
-  const splits = assignSplits(collected.samples.map((sample) => sample.entry), { seed, validationFraction: input.validationFraction, heldOut: input.heldOut });
+function assignSampleSplits(
+  collected: CollectedSamples,
+  sets: ReturnType<typeof shardInputSets>,
+  input: ShardInput,
+  seed: string,
+): void {
+  const splits = assignSplits(
+    collected.samples.map((sample) => sample.entry),
+    { seed, validationFraction: input.validationFraction, heldOut: input.heldOut },
+  );
   for (const [index, sample] of collected.samples.entries()) {
     sample.split = splits[index];
     if (sample.split === 'train') {
@@ -274,7 +384,9 @@ async function writePackedShards(
     const items = members.flatMap((sample) => Array.from({ length: sample.copies }, (_, copy) => ({ sample, copy })));
     const sizes = items.map((item) => item.sample.entry.tokenCount!);
     const order = items.map((item) => `${item.sample.entry.key}/${item.copy}`);
-    const packed = input.packing ? packBestFitDecreasing(sizes, input.sequenceLength, order) : items.map((_, index) => [index]);
+    const packed = input.packing
+      ? packBestFitDecreasing(sizes, input.sequenceLength, order)
+      : items.map((_, index) => [index]);
     // Bins come out longest-first; a seeded shuffle keeps a reader that streams shards in order from seeing only long samples first.
     const bins = new Rng(`${settings.seed}/order/${split}`).shuffle(packed);
     const figures: SplitStats = {
@@ -286,15 +398,25 @@ async function writePackedShards(
       trainedTokens: 0,
       paddingTokens: 0,
       fill: 0,
-      fillUpperBound: input.packing ? fillUpperBound(sizes, input.sequenceLength) : sizes.reduce((sum, size) => sum + size, 0) / (sizes.length * input.sequenceLength),
-      lengths: lengthHistogram(members.map((sample) => sample.entry.tokenCount!), input.sequenceLength),
+      fillUpperBound: input.packing
+        ? fillUpperBound(sizes, input.sequenceLength)
+        : sizes.reduce((sum, size) => sum + size, 0) / (sizes.length * input.sequenceLength),
+      lengths: lengthHistogram(
+        members.map((sample) => sample.entry.tokenCount!),
+        input.sequenceLength,
+      ),
       shards: 0,
     };
     out.files.packed[split] = [];
     for (let start = 0; start < bins.length; start += input.sequencesPerShard) {
       const chunk = bins.slice(start, start + input.sequencesPerShard);
       const length = chunk.length * input.sequenceLength;
-      const columns = { inputIds: new Int32Array(length), labels: new Int32Array(length), lossMask: new Int32Array(length), positionIds: new Int32Array(length) };
+      const columns = {
+        inputIds: new Int32Array(length),
+        labels: new Int32Array(length),
+        lossMask: new Int32Array(length),
+        positionIds: new Int32Array(length),
+      };
       const cuSeqlens: number[][] = [];
       const sourceIds: string[][] = [];
       const counts = { samples: [] as number[], tokens: [] as number[], trained: [] as number[] };
@@ -302,9 +424,19 @@ async function writePackedShards(
         const packedSamples: PackedSample[] = bin.map((itemIndex) => {
           const { sample, copy } = items[itemIndex];
           const offset = sample.entry.tokenOffset!;
-          return { ids: tokens[sample.part].subarray(offset, offset + sample.entry.tokenCount!), spans: sample.entry.spans ?? [], sourceId: copyId(sample.entry.id, copy) };
+          return {
+            ids: tokens[sample.part].subarray(offset, offset + sample.entry.tokenCount!),
+            spans: sample.entry.spans ?? [],
+            sourceId: copyId(sample.entry.id, copy),
+          };
         });
-        const sequence = writeSequence(packedSamples, input.sequenceLength, settings.padTokenId, columns, row * input.sequenceLength);
+        const sequence = writeSequence(
+          packedSamples,
+          input.sequenceLength,
+          settings.padTokenId,
+          columns,
+          row * input.sequenceLength,
+        );
         cuSeqlens.push(sequence.cuSeqlens);
         sourceIds.push(sequence.sourceIds);
         counts.samples.push(packedSamples.length);
@@ -330,8 +462,17 @@ async function writePackedShards(
         { metadata: { ...settings.metadata, 'hat.split': split }, rowGroupSize: rowGroupSequences },
       );
       const name = `${split}/${shardName('packed', figures.shards++)}`;
-      const info = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
-      out.objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: chunk.length, kind: 'packed' }));
+      const info = await deps.store.put(deps.output.key(name), bytes, {
+        contentType: 'application/vnd.apache.parquet',
+      });
+      out.objects.push(
+        manifestObjectOf(info, {
+          schemaVersion: SHARD_SCHEMA_VERSION,
+          format: 'parquet',
+          records: chunk.length,
+          kind: 'packed',
+        }),
+      );
       out.files.packed[split].push(name);
       deps.progress({ message: `packed ${split} shard ${figures.shards}` });
     }
@@ -344,18 +485,30 @@ async function writePackedShards(
 
 /** LLaMA-Factory's dataset_info.json naming the exported splits. */
 async function writeLlamaFactoryInfo(deps: StageDeps, out: FanInOutput): Promise<void> {
-  const info = llamaFactoryDatasetInfo(Object.fromEntries(Object.entries(out.files.exports).flatMap(([split, byFormat]) => (byFormat?.['llama-factory'] ? [[`hat_sft_${split}`, `../${byFormat['llama-factory']}`]] : []))));
+  const info = llamaFactoryDatasetInfo(
+    Object.fromEntries(
+      Object.entries(out.files.exports).flatMap(([split, byFormat]) =>
+        byFormat?.['llama-factory'] ? [[`hat_sft_${split}`, `../${byFormat['llama-factory']}`]] : [],
+      ),
+    ),
+  );
   const name = 'llama-factory/dataset_info.json';
-  const stored = await deps.store.put(deps.output.key(name), `${JSON.stringify(info, null, 2)}\n`, { contentType: 'application/json' });
+  const stored = await deps.store.put(deps.output.key(name), `${JSON.stringify(info, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   out.objects.push(manifestObjectOf(stored, { schemaVersion: 1, format: 'json', kind: 'llama-factory-dataset-info' }));
   out.files.llamaFactoryInfo = name;
 }
 
 /** stats.json and the dataset card (README.md); returns the card's object. */
 async function writeStatsAndCard(stats: ShardStats, deps: StageDeps, out: FanInOutput): Promise<ObjectInfo> {
-  const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(stats, null, 2)}\n`, { contentType: 'application/json' });
+  const statsInfo = await deps.store.put(deps.output.key('stats.json'), `${JSON.stringify(stats, null, 2)}\n`, {
+    contentType: 'application/json',
+  });
   out.objects.push(manifestObjectOf(statsInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'json', kind: 'stats' }));
-  const cardInfo = await deps.store.put(deps.output.key('README.md'), renderDatasetCard(stats, out.files), { contentType: 'text/markdown; charset=utf-8' });
+  const cardInfo = await deps.store.put(deps.output.key('README.md'), renderDatasetCard(stats, out.files), {
+    contentType: 'text/markdown; charset=utf-8',
+  });
   out.objects.push(manifestObjectOf(cardInfo, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'md', kind: 'card' }));
   return cardInfo;
 }
@@ -390,11 +543,18 @@ export function refusalCheck(figures: {
   const share = unique > 0 ? refused / unique : 0;
   const reasons = topRefusals(figures.rejected, figures.rejectionExamples);
   if (figures.samples === 0) {
-    const why = figures.records === 0 ? 'the inputs hold no record' : `all ${refused} unique records were refused: ${reasons}`;
-    return { share, empty: `the shard kept no sample: ${why}; fix the cause (see shared/text README for what each code means) or choose another template` };
+    const why =
+      figures.records === 0 ? 'the inputs hold no record' : `all ${refused} unique records were refused: ${reasons}`;
+    return {
+      share,
+      empty: `the shard kept no sample: ${why}; fix the cause (see shared/text README for what each code means) or choose another template`,
+    };
   }
   if (share > figures.warnShare) {
-    return { share, warning: `refused ${refused} of ${unique} unique records (${(share * 100).toFixed(1)}%, more than ${(figures.warnShare * 100).toFixed(1)}%): ${reasons}` };
+    return {
+      share,
+      warning: `refused ${refused} of ${unique} unique records (${(share * 100).toFixed(1)}%, more than ${(figures.warnShare * 100).toFixed(1)}%): ${reasons}`,
+    };
   }
   return { share };
 }
@@ -420,7 +580,10 @@ async function writeConversationFiles(
     if (!lines) byPart.set(sample.part, (lines = new Map()));
     lines.set(sample.conversation, sample);
   }
-  const writers = new Map<string, { writer: JsonlWriter<Record<string, unknown>>; split: ShardSplit; format: ExportFormat; name: string }>();
+  const writers = new Map<
+    string,
+    { writer: JsonlWriter<Record<string, unknown>>; split: ShardSplit; format: ExportFormat; name: string }
+  >();
   const writerFor = (split: ShardSplit, format: ExportFormat) => {
     const id = `${split}/${format}`;
     let entry = writers.get(id);
@@ -439,12 +602,29 @@ async function writeConversationFiles(
     const index = verlFiles[split] ?? 0;
     verlFiles[split] = index + 1;
     const name = `${split}/${shardName('verl', index)}`;
-    const bytes = encodeParquetColumns(verlColumns, Object.fromEntries(verlColumns.map((column) => [column.name, rows.map((row) => row[column.name])])), {
-      metadata: { 'hat.schema_version': String(SHARD_SCHEMA_VERSION), 'hat.split': split, 'hat.format': 'verl-multiturn-sft' },
-      rowGroupSize: 1024,
+    const bytes = encodeParquetColumns(
+      verlColumns,
+      Object.fromEntries(verlColumns.map((column) => [column.name, rows.map((row) => row[column.name])])),
+      {
+        metadata: {
+          'hat.schema_version': String(SHARD_SCHEMA_VERSION),
+          'hat.split': split,
+          'hat.format': 'verl-multiturn-sft',
+        },
+        rowGroupSize: 1024,
+      },
+    );
+    const info: ObjectInfo = await deps.store.put(deps.output.key(name), bytes, {
+      contentType: 'application/vnd.apache.parquet',
     });
-    const info: ObjectInfo = await deps.store.put(deps.output.key(name), bytes, { contentType: 'application/vnd.apache.parquet' });
-    objects.push(manifestObjectOf(info, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'parquet', records: rows.length, kind: 'verl-sft' }));
+    objects.push(
+      manifestObjectOf(info, {
+        schemaVersion: SHARD_SCHEMA_VERSION,
+        format: 'parquet',
+        records: rows.length,
+        kind: 'verl-sft',
+      }),
+    );
     (files.verl[split] ??= []).push(name);
     verlRows[split] = [];
   };
@@ -457,7 +637,13 @@ async function writeConversationFiles(
         const sample = lines.get(line++);
         if (!sample) continue;
         for (let copy = 0; copy < sample.copies; copy++) {
-          const exported = { id: copyId(sample.entry.id, copy), sourceId: sample.entry.id, taskId: sample.entry.taskId, messages: conversation.messages, tools: conversation.tools };
+          const exported = {
+            id: copyId(sample.entry.id, copy),
+            sourceId: sample.entry.id,
+            taskId: sample.entry.taskId,
+            messages: conversation.messages,
+            tools: conversation.tools,
+          };
           for (const format of input.formats) {
             const { record, notes } = exportRecord(format, exported);
             addNotes(figures[format], notes);
@@ -487,7 +673,13 @@ async function writeConversationFiles(
   }
   for (const entry of [...writers.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
     const result = await entry.writer.close();
-    objects.push(manifestObjectOf(result, { schemaVersion: SHARD_SCHEMA_VERSION, format: 'jsonl.gz', kind: `sft-${entry.format}` }));
+    objects.push(
+      manifestObjectOf(result, {
+        schemaVersion: SHARD_SCHEMA_VERSION,
+        format: 'jsonl.gz',
+        kind: `sft-${entry.format}`,
+      }),
+    );
     ((files.exports[entry.split] ??= {}) as Record<string, string>)[entry.format] = entry.name;
   }
 }

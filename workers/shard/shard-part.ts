@@ -2,7 +2,11 @@ import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { HatError } from '../../shared/errors';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
-import { tokenizeConversation, type TokenizedSample, type TokenizeOptions } from '../../shared/text/tokenize-conversation';
+import {
+  tokenizeConversation,
+  type TokenizedSample,
+  type TokenizeOptions,
+} from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
@@ -28,17 +32,35 @@ interface Accepted {
 }
 
 /** Tokenizes one conversation under the stage's settings; over-length samples are dropped or truncated. */
-function tokenizeForShard(tokenizer: ChatTokenizer, messages: ChatMessage[], tools: PartConversation['tools'], settings: ShardTextSettings): Accepted | { code: string; reason: string } {
-  const options: TokenizeOptions = { trainOn: settings.trainOn, now: new Date(settings.renderDate), ...(settings.enableThinking !== undefined ? { enableThinking: settings.enableThinking } : {}) };
+function tokenizeForShard(
+  tokenizer: ChatTokenizer,
+  messages: ChatMessage[],
+  tools: PartConversation['tools'],
+  settings: ShardTextSettings,
+): Accepted | { code: string; reason: string } {
+  const options: TokenizeOptions = {
+    trainOn: settings.trainOn,
+    now: new Date(settings.renderDate),
+    ...(settings.enableThinking !== undefined ? { enableThinking: settings.enableThinking } : {}),
+  };
   const result = tokenizeConversation(tokenizer, messages, tools, options);
   if (!result.ok) return { code: result.code, reason: result.reason };
   const length = result.sample.inputIds.length;
   if (length <= settings.sequenceLength) return { sample: result.sample, messages: result.sample.messages };
-  const overLength = { code: 'OVER_LENGTH', reason: `${length} tokens, more than the sequence length ${settings.sequenceLength}` };
+  const overLength = {
+    code: 'OVER_LENGTH',
+    reason: `${length} tokens, more than the sequence length ${settings.sequenceLength}`,
+  };
   if (settings.overLength === 'drop') return overLength;
   const truncation = truncateToFit(tokenizer, messages, tools, options, settings.sequenceLength);
-  if (!truncation) return { ...overLength, reason: `${overLength.reason}, and no prefix ending with an assistant turn fits` };
-  return { sample: truncation.sample, messages: truncation.sample.messages, droppedMessages: truncation.droppedMessages, originalTokens: length };
+  if (!truncation)
+    return { ...overLength, reason: `${overLength.reason}, and no prefix ending with an assistant turn fits` };
+  return {
+    sample: truncation.sample,
+    messages: truncation.sample.messages,
+    droppedMessages: truncation.droppedMessages,
+    originalTokens: length,
+  };
 }
 
 function mergedPrompt(sample: TokenizedSample): { mergedPromptChars?: number } {
@@ -55,14 +77,21 @@ function mergedPrompt(sample: TokenizedSample): { mergedPromptChars?: number } {
  */
 export async function processShardPart(part: ShardPartInput, deps: StageDeps): Promise<ShardPartOutput> {
   const tokenizer = await loadShardTokenizer(part.text, deps.openObject);
-  const { records, sha256 } = await readRecordRange(deps.openObject, part.source.uri, trajectorySchema, part.source.start, part.source.end);
+  const { records, sha256 } = await readRecordRange(
+    deps.openObject,
+    part.source.uri,
+    trajectorySchema,
+    part.source.start,
+    part.source.end,
+  );
   const seen = new Set<string>();
   const entries: PartEntry[] = [];
   const conversations: PartConversation[] = [];
   const tokenChunks: number[][] = [];
   let tokenCount = 0;
   for (const [offset, trajectory] of records.entries()) {
-    if (deps.signal.aborted) throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
+    if (deps.signal.aborted)
+      throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
     if (offset % 50 === 0) deps.progress({ done: offset, total: records.length });
     const key = conversationKey(trajectory.messages, trajectory.tools);
     const base = {
@@ -100,7 +129,9 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
       tokenCount: sample.inputIds.length,
       trainedTokens: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
       spans: sample.assistantSpans.map((span) => [span.tokenStart, span.tokenEnd] as [number, number]),
-      ...(outcome.droppedMessages !== undefined ? { droppedMessages: outcome.droppedMessages, originalTokens: outcome.originalTokens } : {}),
+      ...(outcome.droppedMessages !== undefined
+        ? { droppedMessages: outcome.droppedMessages, originalTokens: outcome.originalTokens }
+        : {}),
       ...(sample.hookMessages.folded > 0 ? { foldedHookMessages: sample.hookMessages.folded } : {}),
       ...mergedPrompt(sample),
     });
@@ -121,7 +152,12 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     deps.store.put(keys.tokens, encodeTokens(ids), { contentType: 'application/octet-stream' }),
   ]);
   deps.progress({ done: records.length, total: records.length });
-  const written = (object: { key: string; uri: string; sha256?: string; bytes: number }) => ({ key: object.key, uri: object.uri, sha256: object.sha256 ?? '', bytes: object.bytes });
+  const written = (object: { key: string; uri: string; sha256?: string; bytes: number }) => ({
+    key: object.key,
+    uri: object.uri,
+    sha256: object.sha256 ?? '',
+    bytes: object.bytes,
+  });
   return {
     index: part.index,
     inputIndex: part.inputIndex,

@@ -83,10 +83,19 @@ export interface ShardStats {
    * folded into turns, samples whose span starts at a merged first token (thinking templates),
    * and what the template does that a user should know.
    */
-  template: { hookMessages: string; systemMessages: string; samplesWithFoldedHooks: number; samplesWithMergedStart: number; warnings: string[] };
+  template: {
+    hookMessages: string;
+    systemMessages: string;
+    samplesWithFoldedHooks: number;
+    samplesWithMergedStart: number;
+    warnings: string[];
+  };
   inputs: InputSetStats[];
   splits: Partial<Record<ShardSplit, SplitStats>>;
-  exports: Record<ExportFormat, { records: number; skipped: number; foldedSystemMessages: number; droppedCallText: number }>;
+  exports: Record<
+    ExportFormat,
+    { records: number; skipped: number; foldedSystemMessages: number; droppedCallText: number }
+  >;
   /** Hash of the part outputs the fan-in read: a rerun with the same parts reuses the output. */
   partsHash: string;
 }

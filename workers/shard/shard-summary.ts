@@ -9,13 +9,11 @@ export function summarizeShard(output: ShardOutput): StageSummary {
     .filter(([, count]) => count > 0)
     .map(([reason, count]) => `${reason} ${count}`)
     .join(', ');
-  const splits = Object.entries(output.splits).map(
-    ([split, figures]): StageFigure => ({
-      label: `${split} tokens`,
-      value: figures.tokens,
-      detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${formatPercent(figures.fill)}`,
-    }),
-  );
+  const splits = Object.entries(output.splits).map(([split, figures]): StageFigure => ({
+    label: `${split} tokens`,
+    value: figures.tokens,
+    detail: `${figures.samples} samples in ${figures.sequences} sequences; ${figures.trainedTokens.toLocaleString('en-US')} trained tokens; fill ${formatPercent(figures.fill)}`,
+  }));
   return {
     figures: [
       { label: 'samples', value: output.samples, detail: `${output.duplicates} duplicates removed` },
@@ -26,7 +24,12 @@ export function summarizeShard(output: ShardOutput): StageSummary {
         ...(output.refusedShare > output.warnRefusedShare ? { tone: 'warn' as const } : {}),
         ...(rejected > 0 ? { detail: `${(output.refusedShare * 100).toFixed(1)}% of unique records: ${reasons}` } : {}),
       },
-      ...output.templateWarnings.map((warning): StageFigure => ({ label: 'template', value: 'check', tone: 'warn', detail: warning })),
+      ...output.templateWarnings.map((warning): StageFigure => ({
+        label: 'template',
+        value: 'check',
+        tone: 'warn',
+        detail: warning,
+      })),
       {
         label: 'over length',
         value: output.overLength.dropped + output.overLength.truncated,

@@ -17,7 +17,11 @@ export async function readChatTemplate(location: string, openObject: StageDeps['
     return await readFile(path.resolve(location), 'utf8');
   } catch (error) {
     if (HatError.isInstance(error)) throw error;
-    throw new BadInputError('MISSING_INPUT', `tokenizer.chatTemplate: cannot read ${location} (${(error as Error).message}); give a .jinja file path or URI`, { cause: error });
+    throw new BadInputError(
+      'MISSING_INPUT',
+      `tokenizer.chatTemplate: cannot read ${location} (${(error as Error).message}); give a .jinja file path or URI`,
+      { cause: error },
+    );
   }
 }
 
@@ -26,7 +30,10 @@ export async function readChatTemplate(location: string, openObject: StageDeps['
  * override is read again by each part and must still have the sha256 `plan` recorded, so all
  * parts render with the same template even if the file changes mid-run.
  */
-export async function loadShardTokenizer(settings: ShardTextSettings, openObject: StageDeps['openObject']): Promise<ChatTokenizer> {
+export async function loadShardTokenizer(
+  settings: ShardTextSettings,
+  openObject: StageDeps['openObject'],
+): Promise<ChatTokenizer> {
   let chatTemplate: string | undefined;
   if (settings.chatTemplate) {
     chatTemplate = await readChatTemplate(settings.chatTemplate.uri, openObject);
@@ -38,7 +45,9 @@ export async function loadShardTokenizer(settings: ShardTextSettings, openObject
     }
   }
   return loadChatTokenizer({
-    ...(settings.tokenizer.modelDir !== undefined ? { modelDir: settings.tokenizer.modelDir } : { preset: (settings.tokenizer.preset ?? 'qwen3') as TokenizerPreset }),
+    ...(settings.tokenizer.modelDir !== undefined
+      ? { modelDir: settings.tokenizer.modelDir }
+      : { preset: (settings.tokenizer.preset ?? 'qwen3') as TokenizerPreset }),
     ...(chatTemplate !== undefined ? { chatTemplate } : {}),
     ...(settings.hookMessages !== undefined ? { hookMessages: settings.hookMessages } : {}),
   });

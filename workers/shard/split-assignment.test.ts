@@ -20,20 +20,32 @@ describe('assignSplits', () => {
 
   test('property: no task is on both sides, held-out variants never train, and the split is a function of the task alone', () => {
     fc.assert(
-      fc.property(samples, heldOut, fc.double({ min: 0, max: 0.9, noNaN: true }), fc.string({ minLength: 1, maxLength: 8 }), (facts, held, fraction, seed) => {
-        const splits = assignSplits(facts, { seed, validationFraction: fraction, heldOut: held });
-        const trainTasks = new Set(facts.filter((_, index) => splits[index] === 'train').map((sample) => sample.taskId));
-        const evaluationTasks = new Set(facts.filter((_, index) => splits[index] !== 'train').map((sample) => sample.taskId));
-        for (const task of trainTasks) expect(evaluationTasks.has(task)).toBe(false);
-        for (const [index, sample] of facts.entries()) {
-          const isHeld = (sample.variantHash !== undefined && held.variantHashes.includes(sample.variantHash)) || (sample.families ?? []).some((family) => held.families.includes(family));
-          if (isHeld) expect(splits[index]).toBe(held.split);
-        }
-        // Adding or removing other tasks never moves a task that has no held-out sample.
-        const alone = facts.filter((sample) => sample.taskId === 't1');
-        const aloneSplits = assignSplits(alone, { seed, validationFraction: fraction, heldOut: held });
-        expect(aloneSplits).toEqual(splits.filter((_, index) => facts[index].taskId === 't1'));
-      }),
+      fc.property(
+        samples,
+        heldOut,
+        fc.double({ min: 0, max: 0.9, noNaN: true }),
+        fc.string({ minLength: 1, maxLength: 8 }),
+        (facts, held, fraction, seed) => {
+          const splits = assignSplits(facts, { seed, validationFraction: fraction, heldOut: held });
+          const trainTasks = new Set(
+            facts.filter((_, index) => splits[index] === 'train').map((sample) => sample.taskId),
+          );
+          const evaluationTasks = new Set(
+            facts.filter((_, index) => splits[index] !== 'train').map((sample) => sample.taskId),
+          );
+          for (const task of trainTasks) expect(evaluationTasks.has(task)).toBe(false);
+          for (const [index, sample] of facts.entries()) {
+            const isHeld =
+              (sample.variantHash !== undefined && held.variantHashes.includes(sample.variantHash)) ||
+              (sample.families ?? []).some((family) => held.families.includes(family));
+            if (isHeld) expect(splits[index]).toBe(held.split);
+          }
+          // Adding or removing other tasks never moves a task that has no held-out sample.
+          const alone = facts.filter((sample) => sample.taskId === 't1');
+          const aloneSplits = assignSplits(alone, { seed, validationFraction: fraction, heldOut: held });
+          expect(aloneSplits).toEqual(splits.filter((_, index) => facts[index].taskId === 't1'));
+        },
+      ),
       { numRuns: 300, seed: 5 },
     );
   });

@@ -31,8 +31,13 @@ export function isHeldOut(facts: SplitFacts, heldOut: HeldOutSettings): boolean 
  * - every other task goes to validation when its seeded draw is below `validationFraction`,
  *   else to train.
  */
-export function assignSplits(samples: readonly SplitFacts[], options: { seed: string; validationFraction: number; heldOut: HeldOutSettings }): ShardSplit[] {
-  const heldOutTasks = new Set(samples.filter((sample) => isHeldOut(sample, options.heldOut)).map((sample) => sample.taskId));
+export function assignSplits(
+  samples: readonly SplitFacts[],
+  options: { seed: string; validationFraction: number; heldOut: HeldOutSettings },
+): ShardSplit[] {
+  const heldOutTasks = new Set(
+    samples.filter((sample) => isHeldOut(sample, options.heldOut)).map((sample) => sample.taskId),
+  );
   const draws = new Map<string, number>();
   return samples.map((sample) => {
     if (isHeldOut(sample, options.heldOut)) return options.heldOut.split;

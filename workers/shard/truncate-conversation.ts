@@ -1,5 +1,9 @@
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
-import { tokenizeConversation, type TokenizedSample, type TokenizeOptions } from '../../shared/text/tokenize-conversation';
+import {
+  tokenizeConversation,
+  type TokenizedSample,
+  type TokenizeOptions,
+} from '../../shared/text/tokenize-conversation';
 import type { ChatMessage, ToolSpec } from '../../shared/trajectory/messages';
 
 export interface Truncation {

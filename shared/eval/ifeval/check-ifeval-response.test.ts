@@ -16,8 +16,32 @@ function oneItemPerInstruction(): IfevalItem[] {
   return chosen;
 }
 
-const pieces = ['*', '**', '***', '******', '\n', '\n\n', ' ', ',', '.', '"', '<<', '>>', '[x]', '- ', 'P.S.', 'Section 1', '{"a": 1}', '```', 'WORD', 'word', 'My answer is yes.'];
-const responses = fc.array(fc.oneof(fc.constantFrom(...pieces), fc.string({ maxLength: 6 })), { maxLength: 25 }).map((parts) => parts.join(''));
+const pieces = [
+  '*',
+  '**',
+  '***',
+  '******',
+  '\n',
+  '\n\n',
+  ' ',
+  ',',
+  '.',
+  '"',
+  '<<',
+  '>>',
+  '[x]',
+  '- ',
+  'P.S.',
+  'Section 1',
+  '{"a": 1}',
+  '```',
+  'WORD',
+  'word',
+  'My answer is yes.',
+];
+const responses = fc
+  .array(fc.oneof(fc.constantFrom(...pieces), fc.string({ maxLength: 6 })), { maxLength: 25 })
+  .map((parts) => parts.join(''));
 
 describe('checkIfevalResponse', () => {
   const items = oneItemPerInstruction();
@@ -45,6 +69,9 @@ describe('checkIfevalResponse', () => {
     const words = Array.from({ length: 300 }, (_, index) => `word${index}`).join(' ');
     const good = `*first part* *second part* *third part* ${words}`;
     expect(checkIfevalResponse(item, good)).toMatchObject({ followedStrict: true, followedLoose: true });
-    expect(checkIfevalResponse(item, `${good}, with a comma`)).toMatchObject({ strict: [false, true, true], followedLoose: false });
+    expect(checkIfevalResponse(item, `${good}, with a comma`)).toMatchObject({
+      strict: [false, true, true],
+      followedLoose: false,
+    });
   });
 });

@@ -4,8 +4,10 @@ import { countSentences, splitSentences } from './punkt-sentence-splitter';
 import { wordTokenize } from './treebank-word-tokenizer';
 
 /** Cases follow the reference's semantics (google-research instruction_following_eval, lm-eval's port). */
-const strict = (id: string, kwargs: Record<string, unknown>, response: string) => checkInstruction(id, kwargs, 'prompt', response, 'strict');
-const loose = (id: string, kwargs: Record<string, unknown>, response: string) => checkInstruction(id, kwargs, 'prompt', response, 'loose');
+const strict = (id: string, kwargs: Record<string, unknown>, response: string) =>
+  checkInstruction(id, kwargs, 'prompt', response, 'strict');
+const loose = (id: string, kwargs: Record<string, unknown>, response: string) =>
+  checkInstruction(id, kwargs, 'prompt', response, 'loose');
 
 describe('word counting (runs of Python \\w)', () => {
   it('splits at punctuation and hyphens, keeps digits and underscores', () => {
@@ -20,8 +22,12 @@ describe('word counting (runs of Python \\w)', () => {
   });
   it('length_constraints:number_words compares with "less than" and "at least"', () => {
     expect(strict('length_constraints:number_words', { num_words: 3, relation: 'less than' }, 'one two')).toBe(true);
-    expect(strict('length_constraints:number_words', { num_words: 3, relation: 'less than' }, 'one two three')).toBe(false);
-    expect(strict('length_constraints:number_words', { num_words: 3, relation: 'at least' }, 'one-two three')).toBe(true);
+    expect(strict('length_constraints:number_words', { num_words: 3, relation: 'less than' }, 'one two three')).toBe(
+      false,
+    );
+    expect(strict('length_constraints:number_words', { num_words: 3, relation: 'at least' }, 'one-two three')).toBe(
+      true,
+    );
   });
 });
 
@@ -53,7 +59,9 @@ describe('sentence counting (NLTK Punkt, English model)', () => {
     const kwargs = { num_sentences: 2, relation: 'less than' };
     expect(strict('length_constraints:number_sentences', kwargs, 'One sentence only.')).toBe(true);
     expect(strict('length_constraints:number_sentences', kwargs, 'One. Two.')).toBe(false);
-    expect(strict('length_constraints:number_sentences', { num_sentences: 2, relation: 'at least' }, 'One. Two.')).toBe(true);
+    expect(strict('length_constraints:number_sentences', { num_sentences: 2, relation: 'at least' }, 'One. Two.')).toBe(
+      true,
+    );
   });
 });
 
@@ -74,7 +82,9 @@ describe('paragraphs', () => {
     expect(strict(nth, kwargs, 'Intro.\n\nSummary.\n\nThird.')).toBe(false);
     // Empty pieces do not count as paragraphs, but the nth is looked up among all pieces.
     expect(strict(nth, kwargs, 'Intro.\n\n\n\nSummary here.')).toBe(false);
-    expect(strict(nth, { num_paragraphs: 2, nth_paragraph: 1, first_word: 'intro' }, 'Intro.\n\n\n\nSummary here.')).toBe(true);
+    expect(
+      strict(nth, { num_paragraphs: 2, nth_paragraph: 1, first_word: 'intro' }, 'Intro.\n\n\n\nSummary here.'),
+    ).toBe(true);
   });
 });
 
@@ -166,16 +176,24 @@ describe('keyword checks', () => {
 describe('language and case', () => {
   it('response_language uses langdetect semantics', () => {
     const id = 'language:response_language';
-    expect(strict(id, { language: 'de' }, 'Das ist ein kurzer Text auf Deutsch, und er sollte als Deutsch erkannt werden.')).toBe(true);
-    expect(strict(id, { language: 'de' }, 'This is a short English text that should be detected as English.')).toBe(false);
+    expect(
+      strict(id, { language: 'de' }, 'Das ist ein kurzer Text auf Deutsch, und er sollte als Deutsch erkannt werden.'),
+    ).toBe(true);
+    expect(strict(id, { language: 'de' }, 'This is a short English text that should be detected as English.')).toBe(
+      false,
+    );
     expect(strict(id, { language: 'hi' }, 'यह हिंदी में लिखा गया एक छोटा सा वाक्य है।')).toBe(true);
     // No letters at all: the reference cannot detect and counts it as followed.
     expect(strict(id, { language: 'fi' }, '12345 !!!')).toBe(true);
   });
   it('english_capital / english_lowercase need the case and an English detection', () => {
-    expect(strict('change_case:english_lowercase', {}, 'this is all lowercase english text about the weather today.')).toBe(true);
+    expect(
+      strict('change_case:english_lowercase', {}, 'this is all lowercase english text about the weather today.'),
+    ).toBe(true);
     expect(strict('change_case:english_lowercase', {}, 'This is not all lowercase.')).toBe(false);
-    expect(strict('change_case:english_lowercase', {}, 'dies ist ein deutscher satz über das wetter heute.')).toBe(false);
+    expect(strict('change_case:english_lowercase', {}, 'dies ist ein deutscher satz über das wetter heute.')).toBe(
+      false,
+    );
     expect(strict('change_case:english_capital', {}, 'THIS IS ALL CAPITAL ENGLISH TEXT ABOUT THE WEATHER.')).toBe(true);
     expect(strict('change_case:english_capital', {}, 'THIS IS ALMOST all CAPITAL.')).toBe(false);
   });
@@ -237,8 +255,12 @@ describe('strict and loose', () => {
   });
   it('loose forgives a title line and markdown stars that strict counts', () => {
     const response = 'One sentence. Two sentences.\nThanks for asking!';
-    expect(strict('length_constraints:number_sentences', { num_sentences: 3, relation: 'less than' }, response)).toBe(false);
-    expect(loose('length_constraints:number_sentences', { num_sentences: 3, relation: 'less than' }, response)).toBe(true);
+    expect(strict('length_constraints:number_sentences', { num_sentences: 3, relation: 'less than' }, response)).toBe(
+      false,
+    );
+    expect(loose('length_constraints:number_sentences', { num_sentences: 3, relation: 'less than' }, response)).toBe(
+      true,
+    );
     expect(strict('startend:quotation', {}, '**"Quoted."**')).toBe(false);
     expect(loose('startend:quotation', {}, '**"Quoted."**')).toBe(true);
   });
@@ -248,7 +270,9 @@ describe('validateInstructionSpec', () => {
   it('accepts every instruction type with its parameters', () => {
     expect(IFEVAL_INSTRUCTION_IDS).toHaveLength(25);
     expect(validateInstructionSpec('punctuation:no_comma', {})).toEqual([]);
-    expect(validateInstructionSpec('keywords:frequency', { keyword: 'x', frequency: 2, relation: 'at least', unused: null })).toEqual([]);
+    expect(
+      validateInstructionSpec('keywords:frequency', { keyword: 'x', frequency: 2, relation: 'at least', unused: null }),
+    ).toEqual([]);
   });
   it('names unknown ids, missing, ill-typed and unknown parameters', () => {
     expect(validateInstructionSpec('keywords:nonsense', {})[0]).toMatch(/unknown instruction id "keywords:nonsense"/);
@@ -258,11 +282,17 @@ describe('validateInstructionSpec', () => {
     ]);
     expect(validateInstructionSpec('punctuation:no_comma', { count: 1 })[0]).toMatch(/has no parameter "count"/);
     expect(validateInstructionSpec('language:response_language', { language: 'xx' })[0]).toMatch(/language code/);
-    expect(validateInstructionSpec('length_constraints:nth_paragraph_first_word', { num_paragraphs: 2, nth_paragraph: 3, first_word: 'a' })[0]).toMatch(
-      /between 1 and "num_paragraphs"/,
-    );
+    expect(
+      validateInstructionSpec('length_constraints:nth_paragraph_first_word', {
+        num_paragraphs: 2,
+        nth_paragraph: 3,
+        first_word: 'a',
+      })[0],
+    ).toMatch(/between 1 and "num_paragraphs"/);
   });
   it('checkInstruction refuses an invalid spec with exit code 2', () => {
-    expect(() => strict('keywords:existence', {}, 'text')).toThrow(expect.objectContaining({ code: 'IFEVAL_BAD_INSTRUCTION', exitCode: 2 }));
+    expect(() => strict('keywords:existence', {}, 'text')).toThrow(
+      expect.objectContaining({ code: 'IFEVAL_BAD_INSTRUCTION', exitCode: 2 }),
+    );
   });
 });

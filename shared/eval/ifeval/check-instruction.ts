@@ -69,7 +69,9 @@ function pythonJsonParses(text: string): boolean {
   } catch {
     if (!/NaN|Infinity/.test(text)) return false;
     // Replace the bare literals outside strings, then try again.
-    const replaced = text.replace(/"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g, (token) => (token.startsWith('"') ? token : '0'));
+    const replaced = text.replace(/"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g, (token) =>
+      token.startsWith('"') ? token : '0',
+    );
     try {
       JSON.parse(replaced);
       return true;
@@ -93,7 +95,8 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
   'keywords:existence': {
     parameters: { keywords: 'strings' },
     // Keywords are regular expressions in the reference (re.search, case-insensitive).
-    check: (response, kwargs) => (kwargs.keywords as string[]).every((keyword) => compilePythonPattern(keyword, 'i').test(response)),
+    check: (response, kwargs) =>
+      (kwargs.keywords as string[]).every((keyword) => compilePythonPattern(keyword, 'i').test(response)),
   },
   'keywords:frequency': {
     parameters: { keyword: 'string', frequency: 'integer', relation: 'relation' },
@@ -184,7 +187,8 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
   'detectable_format:number_bullet_lists': {
     parameters: { num_bullets: 'integer' },
     // Lines starting with "*" (not "**") or "-", after optional whitespace (which may span blank lines).
-    check: (response, kwargs) => countMatches(response, bulletStar) + countMatches(response, bulletDash) === kwargs.num_bullets,
+    check: (response, kwargs) =>
+      countMatches(response, bulletStar) + countMatches(response, bulletDash) === kwargs.num_bullets,
   },
   'detectable_format:constrained_response': {
     parameters: {},
@@ -198,7 +202,8 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
     check: (response, kwargs) => {
       // *x* and **x** both count; a **x** also yields two empty *...* matches, which do not.
       let count = 0;
-      for (const match of response.matchAll(singleHighlight)) if (pyStrip(pyStripChars(match[0], '*')) !== '') count += 1;
+      for (const match of response.matchAll(singleHighlight))
+        if (pyStrip(pyStripChars(match[0], '*')) !== '') count += 1;
       for (const match of response.matchAll(doubleHighlight)) if (pyStrip(match[0].slice(2, -2)) !== '') count += 1;
       return count >= (kwargs.num_highlights as number);
     },
@@ -246,16 +251,22 @@ const specs: Record<IfevalInstructionId, InstructionSpec> = {
   },
   'combination:repeat_prompt': {
     parameters: { prompt_to_repeat: 'string' },
-    check: (response, kwargs) => pyStrip(response).toLowerCase().startsWith(pyStrip(kwargs.prompt_to_repeat as string).toLowerCase()),
+    check: (response, kwargs) =>
+      pyStrip(response)
+        .toLowerCase()
+        .startsWith(pyStrip(kwargs.prompt_to_repeat as string).toLowerCase()),
   },
   'startend:end_checker': {
     parameters: { end_phrase: 'string' },
     check: (response, kwargs) =>
-      pyStripChars(pyStrip(response), '"').toLowerCase().endsWith(pyStrip(kwargs.end_phrase as string).toLowerCase()),
+      pyStripChars(pyStrip(response), '"')
+        .toLowerCase()
+        .endsWith(pyStrip(kwargs.end_phrase as string).toLowerCase()),
   },
   'change_case:capital_word_frequency': {
     parameters: { capital_frequency: 'integer', capital_relation: 'relation' },
-    check: (response, kwargs) => compare(wordTokenize(response).filter(pyIsUpper).length, kwargs.capital_relation, kwargs.capital_frequency),
+    check: (response, kwargs) =>
+      compare(wordTokenize(response).filter(pyIsUpper).length, kwargs.capital_relation, kwargs.capital_frequency),
   },
   'change_case:english_capital': {
     parameters: {},
@@ -283,7 +294,9 @@ function kindProblem(name: string, kind: ParameterKind, value: unknown): string 
     case 'integer':
       return Number.isInteger(value) && (value as number) >= 0 ? undefined : `"${name}" must be a non-negative integer`;
     case 'relation':
-      return relations.includes(value as (typeof relations)[number]) ? undefined : `"${name}" must be "less than" or "at least"`;
+      return relations.includes(value as (typeof relations)[number])
+        ? undefined
+        : `"${name}" must be "less than" or "at least"`;
     case 'string':
       return typeof value === 'string' && value.trim() !== '' ? undefined : `"${name}" must be a non-empty string`;
     case 'strings':
@@ -291,7 +304,9 @@ function kindProblem(name: string, kind: ParameterKind, value: unknown): string 
         ? undefined
         : `"${name}" must be a non-empty list of non-empty strings`;
     case 'letter':
-      return typeof value === 'string' && [...value.trim()].length === 1 ? undefined : `"${name}" must be one character (a letter a-z in IFEval)`;
+      return typeof value === 'string' && [...value.trim()].length === 1
+        ? undefined
+        : `"${name}" must be one character (a letter a-z in IFEval)`;
     case 'language':
       return typeof value === 'string' && knownLanguageCodes().includes(value)
         ? undefined
@@ -331,7 +346,8 @@ export function validateInstructionSpec(instructionId: string, kwargs: unknown):
       problems.push(`"${instructionId}" has no parameter "${name}" (${takes})`);
     }
   }
-  if (problems.length === 0 && spec.refine) problems.push(...spec.refine(present).map((problem) => `"${instructionId}": ${problem}`));
+  if (problems.length === 0 && spec.refine)
+    problems.push(...spec.refine(present).map((problem) => `"${instructionId}": ${problem}`));
   return problems;
 }
 
@@ -342,11 +358,24 @@ export function looseResponseVariants(response: string): string[] {
   const withoutLast = pyStrip(lines.slice(0, -1).join('\n'));
   const withoutBoth = pyStrip(lines.slice(1, -1).join('\n'));
   const unstar = (text: string) => text.replaceAll('*', '');
-  return [response, unstar(response), withoutFirst, withoutLast, withoutBoth, unstar(withoutFirst), unstar(withoutLast), unstar(withoutBoth)];
+  return [
+    response,
+    unstar(response),
+    withoutFirst,
+    withoutLast,
+    withoutBoth,
+    unstar(withoutFirst),
+    unstar(withoutLast),
+    unstar(withoutBoth),
+  ];
 }
 
 /** Checks one instruction against prepared variants (strict: just the response). */
-export function checkInstructionOnVariants(instructionId: string, kwargs: Kwargs, variants: readonly string[]): boolean {
+export function checkInstructionOnVariants(
+  instructionId: string,
+  kwargs: Kwargs,
+  variants: readonly string[],
+): boolean {
   const problems = validateInstructionSpec(instructionId, kwargs);
   if (problems.length > 0) {
     throw new BadInputError('IFEVAL_BAD_INSTRUCTION', `${problems.join('; ')}; fix the instruction's kwargs`);
@@ -370,5 +399,9 @@ export function checkInstruction(
   mode: IfevalMode,
 ): boolean {
   void prompt;
-  return checkInstructionOnVariants(instructionId, kwargs, mode === 'strict' ? [response] : looseResponseVariants(response));
+  return checkInstructionOnVariants(
+    instructionId,
+    kwargs,
+    mode === 'strict' ? [response] : looseResponseVariants(response),
+  );
 }

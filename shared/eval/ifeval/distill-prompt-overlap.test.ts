@@ -25,7 +25,8 @@ function userText(record: Record<string, unknown>): string {
 function wordRuns(normalized: string): Set<string> {
   const words = normalized.split(' ').filter(Boolean);
   const runs = new Set<string>();
-  for (let start = 0; start + runLength <= words.length; start += 1) runs.add(words.slice(start, start + runLength).join(' '));
+  for (let start = 0; start + runLength <= words.length; start += 1)
+    runs.add(words.slice(start, start + runLength).join(' '));
   return runs;
 }
 
@@ -36,7 +37,8 @@ const ifevalRuns = new Set(ifevalTexts.flatMap((text) => [...wordRuns(text)]));
 function overlaps(prompt: string): string | undefined {
   const normalized = normalizePromptText(prompt);
   if (ifevalExact.has(normalized)) return 'same normalized text as an IFEval prompt';
-  if (ifevalTexts.some((text) => text.includes(normalized) || normalized.includes(text))) return 'contains or is contained in an IFEval prompt';
+  if (ifevalTexts.some((text) => text.includes(normalized) || normalized.includes(text)))
+    return 'contains or is contained in an IFEval prompt';
   const shared = [...wordRuns(normalized)].find((run) => ifevalRuns.has(run));
   return shared ? `shares "${shared}" with an IFEval prompt` : undefined;
 }

@@ -7,5 +7,5 @@ import { join } from 'node:path';
  */
 export function ifevalDataDirectory(): string {
   const candidates = ['../../..', '../../../..'].map((up) => join(__dirname, up, 'data', 'ifeval'));
-  return candidates.find((candidate) => existsSync(join(candidate, 'input_data.jsonl'))) ?? (candidates[0]);
+  return candidates.find((candidate) => existsSync(join(candidate, 'input_data.jsonl'))) ?? candidates[0];
 }

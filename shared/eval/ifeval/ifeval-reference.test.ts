@@ -39,13 +39,17 @@ describe('IFEval data', () => {
       '{"key": 2, "prompt": "p", "instruction_id_list": ["keywords:frequency"], "kwargs": [{"keyword": "x"}]}',
       'not json',
     ].join('\n');
-    expect(() => parseIfevalItems(text, 'mine.jsonl')).toThrow(/mine\.jsonl: line 2: kwargs\[0\]: "keywords:frequency" needs "frequency"[\s\S]*line 3/);
+    expect(() => parseIfevalItems(text, 'mine.jsonl')).toThrow(
+      /mine\.jsonl: line 2: kwargs\[0\]: "keywords:frequency" needs "frequency"[\s\S]*line 3/,
+    );
   });
 });
 
 describe('faithfulness to the reference implementation on GPT-4 responses', () => {
   const items = new Map(loadIfevalItems().map((item) => [item.key, item]));
-  const results: IfevalItemResult[] = records.map((record) => checkIfevalResponse(items.get(record.key)!, record.response));
+  const results: IfevalItemResult[] = records.map((record) =>
+    checkIfevalResponse(items.get(record.key)!, record.response),
+  );
 
   it('covers 540 prompts (all but 2785, revised after the GPT-4 run) and 832 instructions', () => {
     expect(results).toHaveLength(540);
@@ -59,8 +63,10 @@ describe('faithfulness to the reference implementation on GPT-4 responses', () =
       result.instructionIds.forEach((id, position) => {
         const label = `${record.key}:${id}`;
         if (knownDifferences.has(label)) return;
-        if (result.strict[position] !== record.referenceStrict[position]) differences.push(`${label} strict ${result.strict[position]}`);
-        if (result.loose[position] !== record.referenceLoose[position]) differences.push(`${label} loose ${result.loose[position]}`);
+        if (result.strict[position] !== record.referenceStrict[position])
+          differences.push(`${label} strict ${result.strict[position]}`);
+        if (result.loose[position] !== record.referenceLoose[position])
+          differences.push(`${label} loose ${result.loose[position]}`);
       });
     });
     expect(differences).toEqual([]);
@@ -74,16 +80,23 @@ describe('faithfulness to the reference implementation on GPT-4 responses', () =
     expect(scores.instructionStrict).toBeCloseTo((100 * 697) / 832, 10);
     expect(scores.promptLoose).toBeCloseTo((100 * 431) / 540, 10);
     expect(scores.instructionLoose).toBeCloseTo((100 * 713) / 832, 10);
-    const referenceResults = records.map((record, index) => ({ ...results[index], strict: record.referenceStrict, loose: record.referenceLoose }));
+    const referenceResults = records.map((record, index) => ({
+      ...results[index],
+      strict: record.referenceStrict,
+      loose: record.referenceLoose,
+    }));
     const reference = scoreIfeval(
-      referenceResults.map((result) => ({ ...result, followedStrict: result.strict.every(Boolean), followedLoose: result.loose.every(Boolean) })),
+      referenceResults.map((result) => ({
+        ...result,
+        followedStrict: result.strict.every(Boolean),
+        followedLoose: result.loose.every(Boolean),
+      })),
     );
-    expect([reference.promptStrict, reference.instructionStrict, reference.promptLoose, reference.instructionLoose].map((figure) => figure.toFixed(2))).toEqual([
-      '77.22',
-      '83.77',
-      '79.63',
-      '85.58',
-    ]);
+    expect(
+      [reference.promptStrict, reference.instructionStrict, reference.promptLoose, reference.instructionLoose].map(
+        (figure) => figure.toFixed(2),
+      ),
+    ).toEqual(['77.22', '83.77', '79.63', '85.58']);
     expect(scores.perInstruction['punctuation:no_comma']).toEqual(reference.perInstruction['punctuation:no_comma']);
   });
 });

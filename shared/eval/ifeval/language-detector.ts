@@ -81,7 +81,10 @@ function loadModel(): LoadedModel {
     rows,
     table,
     cjkRepresentative,
-    vietnameseRegex: new RegExp(`([${escape(data.vietnamese.toNormalize)}])([${escape(data.vietnamese.diacriticMarks)}])`, 'gu'),
+    vietnameseRegex: new RegExp(
+      `([${escape(data.vietnamese.toNormalize)}])([${escape(data.vietnamese.diacriticMarks)}])`,
+      'gu',
+    ),
     vietnameseToNormalize: data.vietnamese.toNormalize,
     vietnameseMarks: data.vietnamese.diacriticMarks,
     vietnameseNormalized: data.vietnamese.normalized,

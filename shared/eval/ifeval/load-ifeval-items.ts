@@ -26,7 +26,8 @@ export function parseIfevalItems(text: string, file: string): IfevalItem[] {
       add('', `not valid JSON (${(error as Error).message}); each line must be one JSON object`);
       return;
     }
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) return add('', 'each line must be one JSON object');
+    if (typeof record !== 'object' || record === null || Array.isArray(record))
+      return add('', 'each line must be one JSON object');
     const { key, prompt, instruction_id_list: ids, kwargs } = record;
     if (!Number.isInteger(key)) add('key', 'must be an integer');
     else if (keys.has(key as number)) add('key', `duplicate key ${key as number}; keys must be unique`);
@@ -38,15 +39,16 @@ export function parseIfevalItems(text: string, file: string): IfevalItem[] {
       return add('kwargs', `must be a list with one object per instruction (${ids.length})`);
     }
     const before = problems.length;
-    (ids).forEach((id, position) => {
+    ids.forEach((id, position) => {
       for (const message of validateInstructionSpec(id, kwargs[position])) add(`kwargs[${position}]`, message);
     });
     if (problems.length > before || typeof prompt !== 'string' || !Number.isInteger(key)) return;
     keys.add(key as number);
     const copies = (kwargs as Record<string, unknown>[]).map((entry) => ({ ...(entry ?? {}) }));
-    items.push({ key: key as number, prompt, instructionIds: [...(ids)], kwargs: copies });
+    items.push({ key: key as number, prompt, instructionIds: [...ids], kwargs: copies });
   });
-  if (problems.length > 0) throw new ValidationError('IFEVAL_BAD_DATA', `${file} has ${problems.length} problem(s)`, problems);
+  if (problems.length > 0)
+    throw new ValidationError('IFEVAL_BAD_DATA', `${file} has ${problems.length} problem(s)`, problems);
   return items;
 }
 
@@ -58,5 +60,9 @@ export function loadIfevalItems(): IfevalItem[] {
     const file = join(ifevalDataDirectory(), 'input_data.jsonl');
     cached = parseIfevalItems(readFileSync(file, 'utf8'), file);
   }
-  return cached.map((item) => ({ ...item, instructionIds: [...item.instructionIds], kwargs: item.kwargs.map((kwargs) => ({ ...kwargs })) }));
+  return cached.map((item) => ({
+    ...item,
+    instructionIds: [...item.instructionIds],
+    kwargs: item.kwargs.map((kwargs) => ({ ...kwargs })),
+  }));
 }

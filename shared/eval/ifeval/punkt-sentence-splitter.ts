@@ -163,7 +163,12 @@ function secondPass(token: PunktToken, next: PunktToken, params: PunktParameters
       token.abbr = true;
       return;
     }
-    if (startsSentence === undefined && isInitial && firstUpper(next) && !((params.orthoContext.get(nextType) ?? 0) & orthoLower)) {
+    if (
+      startsSentence === undefined &&
+      isInitial &&
+      firstUpper(next) &&
+      !((params.orthoContext.get(nextType) ?? 0) & orthoLower)
+    ) {
       token.sentbreak = false;
       token.abbr = true;
     }

@@ -1,7 +1,7 @@
 import { PY_SPACE, pyStrip, pySplitWhitespace } from './python-text';
 
 describe('pyStrip: Python str.strip()', () => {
-  it('strips exactly the characters Python\'s \\s class holds, at both ends, over the whole BMP', () => {
+  it("strips exactly the characters Python's \\s class holds, at both ends, over the whole BMP", () => {
     const space = new RegExp(`^${PY_SPACE}$`, 'u');
     for (let code = 0; code <= 0xffff; code++) {
       if (code >= 0xd800 && code <= 0xdfff) continue;

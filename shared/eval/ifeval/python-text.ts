@@ -4,7 +4,8 @@
  */
 
 /** The characters Python's str.isspace() accepts (also what `\s` matches in a Python str regex). */
-export const PYTHON_WHITESPACE = '\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+export const PYTHON_WHITESPACE =
+  '\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
 /** A regex class source equal to Python's `\s`. */
 export const PY_SPACE = `[${PYTHON_WHITESPACE}]`;
 const spaceRun = new RegExp(`${PY_SPACE}+`, 'u');
@@ -13,7 +14,17 @@ const spaceRun = new RegExp(`${PY_SPACE}+`, 'u');
 function isPySpace(code: number): boolean {
   if (code <= 0x20) return code === 0x20 || (code >= 0x09 && code <= 0x0d) || (code >= 0x1c && code <= 0x1f);
   if (code < 0x85) return false;
-  return code === 0x85 || code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a) || code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000;
+  return (
+    code === 0x85 ||
+    code === 0xa0 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000
+  );
 }
 
 /**
@@ -39,7 +50,9 @@ export function pyStripChars(text: string, chars: string, side: 'both' | 'left' 
 
 /** str.split() with no argument: runs of whitespace, no empty pieces. */
 export function pySplitWhitespace(text: string): string[] {
-  return pyStrip(text).split(spaceRun).filter((piece) => piece !== '');
+  return pyStrip(text)
+    .split(spaceRun)
+    .filter((piece) => piece !== '');
 }
 
 const upper = /\p{Uppercase}/u;

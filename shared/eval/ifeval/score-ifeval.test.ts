@@ -15,7 +15,12 @@ describe('scoreIfeval', () => {
       // no title at all.
       checkIfevalResponse(items[1], 'An answer without a title.'),
     ];
-    expect(results[0]).toMatchObject({ strict: [true, false], loose: [true, true], followedStrict: false, followedLoose: true });
+    expect(results[0]).toMatchObject({
+      strict: [true, false],
+      loose: [true, true],
+      followedStrict: false,
+      followedLoose: true,
+    });
     const scores = scoreIfeval(results);
     expect(scores).toEqual({
       count: 2,

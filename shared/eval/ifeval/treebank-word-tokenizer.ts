@@ -64,7 +64,8 @@ function tokenizeSentence(sentence: string): string[] {
   text = applyRules(text, [parensBrackets, doubleDashes]);
   text = ` ${text} `;
   text = applyRules(text, endingQuotes);
-  for (const pattern of [...contractions, contractionsWanna, ...contractionsTis]) text = text.replace(pattern, ' $1 $2 ');
+  for (const pattern of [...contractions, contractionsWanna, ...contractionsTis])
+    text = text.replace(pattern, ' $1 $2 ');
   return pySplitWhitespace(text);
 }
 

@@ -54,7 +54,9 @@ export const chineseLexicon: readonly LexiconEntry[] = [
  * the `protect`ed phrases (names other text refers to, placeholders) is left untouched.
  */
 export function paraphraseChinese(text: string, rng: Rng, rate = 0.5, protect: readonly string[] = []): string {
-  const guarded = [...new Set(protect.filter((phrase) => phrase !== ''))].sort((left, right) => right.length - left.length);
+  const guarded = [...new Set(protect.filter((phrase) => phrase !== ''))].sort(
+    (left, right) => right.length - left.length,
+  );
   const guard = new RegExp(
     [String.raw`\{[A-Za-z_]+\}`, ...guarded.map((phrase) => phrase.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))].join('|'),
     'g',

@@ -15,14 +15,22 @@ import { checkChangedConstraints } from './variant-checks';
 import type { HsaFamily, Variant } from './variant-mapping';
 
 let sample: Harness;
-const context: RenderContext = { campaignActive: true, activeCoupon: '满300减50', featuredItem: '冰丝阔腿裤', campaign: '春季上新', roomContext: '直播间ID：R1' };
+const context: RenderContext = {
+  campaignActive: true,
+  activeCoupon: '满300减50',
+  featuredItem: '冰丝阔腿裤',
+  campaign: '春季上新',
+  roomContext: '直播间ID：R1',
+};
 
 beforeAll(async () => {
   sample = await loadHarness(sampleHarnessDirectory());
 });
 
 function variants(families: HsaFamily[], count = 12): Variant[] {
-  return Array.from({ length: count }, (_, index) => generateVariant(sample, { families, rng: new Rng(`family-test/${families.join('+')}/${index}`) }));
+  return Array.from({ length: count }, (_, index) =>
+    generateVariant(sample, { families, rng: new Rng(`family-test/${families.join('+')}/${index}`) }),
+  );
 }
 
 describe('skill_ids', () => {
@@ -43,7 +51,10 @@ describe('skill_ids', () => {
       }
       const prompt = renderHarness(variant.harness, context).systemPrompt;
       for (const skill of sample.skills) expect(mentions(prompt, skill.id)).toBe(false);
-      for (const id of ids) styles.add(/^SK-[0-9a-f]{4}$/.test(id) ? 'opaque' : id.includes('-') ? 'kebab' : /[A-Z]/.test(id) ? 'camel' : 'snake');
+      for (const id of ids)
+        styles.add(
+          /^SK-[0-9a-f]{4}$/.test(id) ? 'opaque' : id.includes('-') ? 'kebab' : /[A-Z]/.test(id) ? 'camel' : 'snake',
+        );
     }
     expect(styles.size).toBeGreaterThanOrEqual(3);
   });
@@ -52,9 +63,9 @@ describe('skill_ids', () => {
     const harness = structuredClone(sample);
     const compliance = harness.skills.find((skill) => skill.id === 'compliance') as Harness['skills'][number];
     compliance.body = `${compliance.body}\n6. 涉及价格时配合"到手价计算"技能（price_calculation）。`;
-    const renamed = Array.from({ length: 12 }, (_, index) => generateVariant(harness, { families: ['skill_ids'], rng: new Rng(`names/${index}`) })).find(
-      (variant) => variant.mapping.skills.price_calculation?.name !== '到手价计算',
-    ) as Variant;
+    const renamed = Array.from({ length: 12 }, (_, index) =>
+      generateVariant(harness, { families: ['skill_ids'], rng: new Rng(`names/${index}`) }),
+    ).find((variant) => variant.mapping.skills.price_calculation?.name !== '到手价计算') as Variant;
     const entry = renamed.mapping.skills.price_calculation;
     const body = renamed.harness.skills.find((skill) => skill.id === renamed.mapping.skills.compliance?.id)?.body ?? '';
     expect(body).toContain(`配合"${entry.name}"技能（${entry.id}）`);
@@ -72,13 +83,25 @@ describe('skill_content', () => {
       expect(restyleBody(steps, new Rng(seed), { reorder: true, restyle: false })).toBe(steps);
     }
     expect(orders.size).toBeGreaterThan(1);
-    for (const order of orders) expect(order.split('\n').map((line) => line.slice(3)).sort()).toEqual(independent.split('\n').map((line) => line.slice(3)).sort());
+    for (const order of orders)
+      expect(
+        order
+          .split('\n')
+          .map((line) => line.slice(3))
+          .sort(),
+      ).toEqual(
+        independent
+          .split('\n')
+          .map((line) => line.slice(3))
+          .sort(),
+      );
   });
 
   it('restyles list markers and headings without touching the items', () => {
     const body = '## 步骤\n1. 查库存\n2. 报价\n- 备注一\n- 备注二';
     const restyled = new Set<string>();
-    for (let seed = 0; seed < 20; seed++) restyled.add(restyleBody(body, new Rng(seed), { reorder: false, restyle: true }));
+    for (let seed = 0; seed < 20; seed++)
+      restyled.add(restyleBody(body, new Rng(seed), { reorder: false, restyle: true }));
     expect(restyled.size).toBeGreaterThan(2);
     for (const text of restyled) {
       expect(text).toMatch(/查库存[\s\S]*报价/);
@@ -123,7 +146,9 @@ describe('tool_schemas', () => {
           const args = randomArguments(tool, new Rng(`${variant.hash}/${tool.name}/${draw}`));
           const mapped = mapArguments(args, { paths: entry?.parameters ?? {}, enumValues: entry?.enumValues ?? {} });
           if (!mapped.ok) throw new Error(mapped.reason);
-          expect(sameJson(toCanonicalArguments(target!.binding, mapped.value), toCanonicalArguments(tool.binding, args))).toBe(true);
+          expect(
+            sameJson(toCanonicalArguments(target!.binding, mapped.value), toCanonicalArguments(tool.binding, args)),
+          ).toBe(true);
         }
       }
     }
@@ -131,13 +156,24 @@ describe('tool_schemas', () => {
 
   it('renames tools everywhere they are mentioned, and respells enum values through the binding', () => {
     const made = variants(['tool_schemas'], 16);
-    const respelled = made.find((variant) => Object.keys(variant.mapping.tools.get_after_sales_policy?.enumValues ?? {}).length > 0) as Variant;
+    const respelled = made.find(
+      (variant) => Object.keys(variant.mapping.tools.get_after_sales_policy?.enumValues ?? {}).length > 0,
+    ) as Variant;
     expect(respelled).toBeDefined();
-    const policy = respelled.harness.tools.find((tool) => tool.name === respelled.mapping.tools.get_after_sales_policy?.name);
+    const policy = respelled.harness.tools.find(
+      (tool) => tool.name === respelled.mapping.tools.get_after_sales_policy?.name,
+    );
     const topicPath = respelled.mapping.tools.get_after_sales_policy?.parameters.topic;
     const respellings = respelled.mapping.tools.get_after_sales_policy?.enumValues.topic;
-    expect(Object.entries(policy?.binding.enumValues?.topic ?? {}).sort()).toEqual(Object.entries(respellings).map(([canonical, variant]) => [variant, canonical]).sort());
-    const mapped = mapArguments({ topic: 'returns' }, { paths: { topic: topicPath }, enumValues: { topic: respellings } });
+    expect(Object.entries(policy?.binding.enumValues?.topic ?? {}).sort()).toEqual(
+      Object.entries(respellings)
+        .map(([canonical, variant]) => [variant, canonical])
+        .sort(),
+    );
+    const mapped = mapArguments(
+      { topic: 'returns' },
+      { paths: { topic: topicPath }, enumValues: { topic: respellings } },
+    );
     if (!mapped.ok) throw new Error(mapped.reason);
     expect(toCanonicalArguments(policy!.binding, mapped.value)).toEqual({ topic: 'returns' });
     for (const variant of made) {
@@ -177,8 +213,17 @@ describe('prompt_structure', () => {
   it('reorders sections, changes the format, and keeps references to a renamed title pointing at it', () => {
     const made = variants(['prompt_structure'], 16);
     expect(new Set(made.map((variant) => variant.harness.prompt.format)).size).toBeGreaterThan(2);
-    expect(made.some((variant) => variant.harness.prompt.sections.map((section) => section.kind).join() !== sample.prompt.sections.map((section) => section.kind).join())).toBe(true);
-    const retitled = made.filter((variant) => variant.harness.prompt.sections.find((section) => section.kind === 'constraints')?.title !== '必须遵守的约束');
+    expect(
+      made.some(
+        (variant) =>
+          variant.harness.prompt.sections.map((section) => section.kind).join() !==
+          sample.prompt.sections.map((section) => section.kind).join(),
+      ),
+    ).toBe(true);
+    const retitled = made.filter(
+      (variant) =>
+        variant.harness.prompt.sections.find((section) => section.kind === 'constraints')?.title !== '必须遵守的约束',
+    );
     expect(retitled.length).toBeGreaterThan(0);
     for (const variant of retitled) {
       const title = variant.harness.prompt.sections.find((section) => section.kind === 'constraints')?.title as string;
@@ -192,18 +237,40 @@ describe('prompt_structure', () => {
 describe('hooks', () => {
   it('places some hooks as reminder blocks, the exact text normalizeHookMessages folds a system-message hook into', () => {
     const made = variants(['hooks'], 24);
-    const moved = made.flatMap((variant) => variant.harness.hooks.filter((hook) => hook.placement === 'reminder_block').map((hook) => ({ variant, hook })));
+    const moved = made.flatMap((variant) =>
+      variant.harness.hooks.filter((hook) => hook.placement === 'reminder_block').map((hook) => ({ variant, hook })),
+    );
     expect(moved.length).toBeGreaterThan(0);
     let exact = 0;
     for (const { variant, hook } of moved) {
       expect(validateHarness(variant.harness)).toEqual([]);
       const asBlock = renderHookInjections(variant.harness, hook.event, context);
-      const asSystem = renderHookInjections({ ...variant.harness, hooks: variant.harness.hooks.map((other) => (other === hook ? { ...other, placement: 'system_message' as const } : other)) }, hook.event, context);
+      const asSystem = renderHookInjections(
+        {
+          ...variant.harness,
+          hooks: variant.harness.hooks.map((other) =>
+            other === hook ? { ...other, placement: 'system_message' as const } : other,
+          ),
+        },
+        hook.event,
+        context,
+      );
       const text = asSystem.systemMessages.find((message) => !asBlock.systemMessages.includes(message));
       if (text === undefined) continue; // not in force in this room
       // The turn a served Qwen3.5 sees after folding equals the turn this variant writes.
-      const turn = hook.event === 'after_tool_result' ? ({ role: 'tool', tool_call_id: 'call00001', content: 'result' } as const) : ({ role: 'user', content: 'question' } as const);
-      const folded = normalizeHookMessages([{ role: 'system', content: 'prompt' }, turn, { role: 'system', content: text }, { role: 'assistant', content: 'answer' }], 'folded');
+      const turn =
+        hook.event === 'after_tool_result'
+          ? ({ role: 'tool', tool_call_id: 'call00001', content: 'result' } as const)
+          : ({ role: 'user', content: 'question' } as const);
+      const folded = normalizeHookMessages(
+        [
+          { role: 'system', content: 'prompt' },
+          turn,
+          { role: 'system', content: text },
+          { role: 'assistant', content: 'answer' },
+        ],
+        'folded',
+      );
       if (!folded.ok) throw new Error(folded.reason);
       expect(asBlock.userSuffix).toContain(`\n${hookBlock(text)}`);
       if (asBlock.userSuffix === `\n${hookBlock(text)}`) {
@@ -216,7 +283,13 @@ describe('hooks', () => {
 
   it('moves constraints to valid places and keeps every constraint in force', () => {
     const made = variants(['hooks'], 16);
-    expect(made.some((variant) => Object.values(variant.mapping.hooks).some((entry) => entry.before.placement !== entry.after.placement || entry.before.event !== entry.after.event))).toBe(true);
+    expect(
+      made.some((variant) =>
+        Object.values(variant.mapping.hooks).some(
+          (entry) => entry.before.placement !== entry.after.placement || entry.before.event !== entry.after.event,
+        ),
+      ),
+    ).toBe(true);
     for (const variant of made) {
       expect(validateHarness(variant.harness)).toEqual([]);
       const kinds = (harness: Harness) => harness.hooks.map((hook) => hook.constraint.type).sort();
@@ -230,9 +303,16 @@ describe('hooks', () => {
       return entry?.constraint?.after.type === 'max_chars' && entry.constraint.after.value < 60;
     }) as Variant;
     expect(changed).toBeDefined();
-    const limit = (Object.values(changed.mapping.hooks).find((hook) => hook.constraint)?.constraint?.after as { value: number }).value;
-    const trajectoryWith = (reply: string) => ({ messages: [{ role: 'assistant' as const, content: reply }] }) as unknown as Parameters<typeof checkChangedConstraints>[0];
+    const limit = (
+      Object.values(changed.mapping.hooks).find((hook) => hook.constraint)?.constraint?.after as { value: number }
+    ).value;
+    const trajectoryWith = (reply: string) =>
+      ({ messages: [{ role: 'assistant' as const, content: reply }] }) as unknown as Parameters<
+        typeof checkChangedConstraints
+      >[0];
     expect(checkChangedConstraints(trajectoryWith('宝'.repeat(limit)), changed, context)).toBeUndefined();
-    expect(checkChangedConstraints(trajectoryWith('宝'.repeat(limit + 1)), changed, context)?.detail).toMatch(new RegExp(`${limit + 1} characters, the variant allows ${limit}`));
+    expect(checkChangedConstraints(trajectoryWith('宝'.repeat(limit + 1)), changed, context)?.detail).toMatch(
+      new RegExp(`${limit + 1} characters, the variant allows ${limit}`),
+    );
   });
 });

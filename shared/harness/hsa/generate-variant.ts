@@ -31,14 +31,28 @@ const apply: Record<HsaFamily, (builder: VariantBuilder) => void> = {
 /** Share of variants that apply each family (0..1); at least one family always applies. */
 export type FamilyWeights = Partial<Record<HsaFamily, number>>;
 
-export const defaultFamilyWeights: Record<HsaFamily, number> = { skill_ids: 0.6, skill_content: 0.6, tool_schemas: 0.6, prompt_structure: 0.6, hooks: 0.6 };
+export const defaultFamilyWeights: Record<HsaFamily, number> = {
+  skill_ids: 0.6,
+  skill_content: 0.6,
+  tool_schemas: 0.6,
+  prompt_structure: 0.6,
+  hooks: 0.6,
+};
 
 /** Draws the families of one variant: each with its weight as probability, at least one (then by weight). */
 export function selectFamilies(weights: FamilyWeights, rng: Rng): HsaFamily[] {
-  const entries = hsaFamilies.map((family) => [family, Math.max(0, Math.min(1, weights[family] ?? 0))] as const).filter(([, weight]) => weight > 0);
+  const entries = hsaFamilies
+    .map((family) => [family, Math.max(0, Math.min(1, weights[family] ?? 0))] as const)
+    .filter(([, weight]) => weight > 0);
   if (entries.length === 0) throw new RangeError('selectFamilies: no family has a positive weight');
   const chosen = entries.filter(([, weight]) => rng.chance(weight)).map(([family]) => family);
-  if (chosen.length === 0) chosen.push(rng.weighted(entries.map(([family]) => family), entries.map(([, weight]) => weight)));
+  if (chosen.length === 0)
+    chosen.push(
+      rng.weighted(
+        entries.map(([family]) => family),
+        entries.map(([, weight]) => weight),
+      ),
+    );
   return familyOrder.filter((family) => chosen.includes(family));
 }
 
@@ -48,7 +62,9 @@ export class InvalidVariantError extends Error {
     readonly families: HsaFamily[],
     readonly problems: Problem[],
   ) {
-    super(`HSA variant (${families.join(', ')}) is not a valid harness: ${problems.map((problem) => `${problem.file ?? ''} ${problem.path ?? ''}: ${problem.message}`).join('; ')}`);
+    super(
+      `HSA variant (${families.join(', ')}) is not a valid harness: ${problems.map((problem) => `${problem.file ?? ''} ${problem.path ?? ''}: ${problem.message}`).join('; ')}`,
+    );
   }
 }
 
@@ -66,7 +82,8 @@ export function generateVariant(source: Harness, options: GenerateVariantOptions
   try {
     for (const family of familyOrder) if (options.families.includes(family)) apply[family](builder);
   } catch (error) {
-    if (error instanceof NamesExhaustedError) throw new InvalidVariantError([...options.families], [{ message: error.message }]);
+    if (error instanceof NamesExhaustedError)
+      throw new InvalidVariantError([...options.families], [{ message: error.message }]);
     throw error;
   }
   const harness = builder.harness;
@@ -119,17 +136,32 @@ export function generateVariantPool(source: Harness, options: VariantPoolOptions
         continue;
       }
       if (variant.mapping.families.length === 0) {
-        rejected.push({ families, reason: 'unchanged', detail: `no chosen family (${families.join(', ')}) has anything to change in this harness` });
+        rejected.push({
+          families,
+          reason: 'unchanged',
+          detail: `no chosen family (${families.join(', ')}) has anything to change in this harness`,
+        });
         continue;
       }
       // A renamed name left anywhere in the harness would leak into every trajectory rewritten under it.
       const leaks = findHarnessLeaks(variant.harness, variant.mapping);
       if (leaks.length > 0) {
-        rejected.push({ families: variant.mapping.families, reason: 'leak', detail: leaks.slice(0, 3).map((leak) => `${leak.kind} ${JSON.stringify(leak.name)} in ${leak.where}`).join('; ') });
+        rejected.push({
+          families: variant.mapping.families,
+          reason: 'leak',
+          detail: leaks
+            .slice(0, 3)
+            .map((leak) => `${leak.kind} ${JSON.stringify(leak.name)} in ${leak.where}`)
+            .join('; '),
+        });
         continue;
       }
       if (seen.has(variant.hash)) {
-        rejected.push({ families: variant.mapping.families, reason: 'duplicate', detail: `same as an earlier variant (${variant.hash.slice(0, 12)})` });
+        rejected.push({
+          families: variant.mapping.families,
+          reason: 'duplicate',
+          detail: `same as an earlier variant (${variant.hash.slice(0, 12)})`,
+        });
         continue;
       }
       seen.add(variant.hash);

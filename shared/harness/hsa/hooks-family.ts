@@ -30,10 +30,23 @@ const constraintSlots: readonly Slot[] = [
 
 /** Same-meaning wordings per constraint type; placeholders as the renderer fills them. */
 const templates: Record<HookConstraint['type'], readonly string[]> = {
-  max_chars: ['回复请控制在{value}个字以内。', '注意：每条回复最多{value}个字，先说结论。', '（字数上限：{value}字）', '直播节奏快，回复务必不超过{value}个字。'],
+  max_chars: [
+    '回复请控制在{value}个字以内。',
+    '注意：每条回复最多{value}个字，先说结论。',
+    '（字数上限：{value}字）',
+    '直播节奏快，回复务必不超过{value}个字。',
+  ],
   must_mention: ['本条回复务必自然地提到"{value}"。', '回复里需要提一句"{value}"。', '提醒：这条回复要带上"{value}"。'],
-  banned_terms: ['回复中不得使用以下说法：{value}。', '禁用词（《广告法》）：{value}；改用有依据的表达。', '不要说{value}这类绝对化用语。'],
-  tone: ['每条回复至少用一个称呼（{value}）。', '称呼观众时用{value}之一，语气亲切。', '保持主播语气：回复里要有{value}中的一个称呼。'],
+  banned_terms: [
+    '回复中不得使用以下说法：{value}。',
+    '禁用词（《广告法》）：{value}；改用有依据的表达。',
+    '不要说{value}这类绝对化用语。',
+  ],
+  tone: [
+    '每条回复至少用一个称呼（{value}）。',
+    '称呼观众时用{value}之一，语气亲切。',
+    '保持主播语气：回复里要有{value}中的一个称呼。',
+  ],
   none: [],
 };
 
@@ -43,7 +56,8 @@ export function applyHooks(builder: VariantBuilder): void {
   const { harness, rng } = builder;
   if (harness.hooks.length === 0) return;
   const hasConstraintsSection = harness.prompt.sections.some((section) => section.kind === 'constraints');
-  const constraintsContent = harness.prompt.sections.find((section) => section.kind === 'constraints')?.content.trim() ?? '';
+  const constraintsContent =
+    harness.prompt.sections.find((section) => section.kind === 'constraints')?.content.trim() ?? '';
   const canonicalOf = new Map(Object.entries(builder.mapping.hooks).map(([canonical, entry]) => [entry.id, canonical]));
   const renameIds = rng.chance(0.7);
   const ids = builder.allocator((name) => elementIdPattern.test(name));
@@ -56,7 +70,8 @@ export function applyHooks(builder: VariantBuilder): void {
     const canonical = canonicalOf.get(hook.id) ?? hook.id;
     const entry = builder.mapping.hooks[canonical];
     if (entry === undefined) continue;
-    if (rng.chance(0.5)) changed = moveHook(hook, harness.hooks, hasConstraintsSection, constraintsContent, rng) || changed;
+    if (rng.chance(0.5))
+      changed = moveHook(hook, harness.hooks, hasConstraintsSection, constraintsContent, rng) || changed;
     if (rng.chance(0.6)) {
       const text = rephrase(hook, rng, protect);
       if (text !== hook.text) {
@@ -75,7 +90,9 @@ export function applyHooks(builder: VariantBuilder): void {
       }
     }
     if ((renameIds || !changed) && builder.renameable(hook.id)) {
-      const id = ids.allocate(renameCandidates(hook.id, idStyle, 'hook', rng), () => styleName(hook.id, 'opaque', 'hook', rng));
+      const id = ids.allocate(renameCandidates(hook.id, idStyle, 'hook', rng), () =>
+        styleName(hook.id, 'opaque', 'hook', rng),
+      );
       renames.push({ from: hook.id, to: id, kind: 'hook_id', scope: 'harness' });
       hook.id = id;
       changed = true;
@@ -88,7 +105,13 @@ export function applyHooks(builder: VariantBuilder): void {
 }
 
 /** Moves a hook to another slot it may take; returns whether it moved. */
-function moveHook(hook: HookDefinition, hooks: HookDefinition[], hasConstraintsSection: boolean, constraintsContent: string, rng: VariantBuilder['rng']): boolean {
+function moveHook(
+  hook: HookDefinition,
+  hooks: HookDefinition[],
+  hasConstraintsSection: boolean,
+  constraintsContent: string,
+  rng: VariantBuilder['rng'],
+): boolean {
   // An after_tool_result hook speaks about tool results: it stays where results arrive, as a
   // system message after them or a reminder block at the end of the last one.
   if (hook.event === 'after_tool_result') {
@@ -113,9 +136,14 @@ function moveHook(hook: HookDefinition, hooks: HookDefinition[], hasConstraintsS
 }
 
 function rephrase(hook: HookDefinition, rng: VariantBuilder['rng'], protect: string[]): string {
-  const options = templates[hook.constraint.type].filter((template) => placeholdersOf(template).every((name) => placeholdersOf(hook.text).includes(name) || name === 'value'));
+  const options = templates[hook.constraint.type].filter((template) =>
+    placeholdersOf(template).every((name) => placeholdersOf(hook.text).includes(name) || name === 'value'),
+  );
   // A tone hook needing more than one marker, or a hook whose text says more than its constraint, keeps its own words (paraphrased).
-  const templated = options.length > 0 && rng.chance(0.5) && !(hook.constraint.type === 'tone' && (hook.constraint.minMarkers ?? 1) > 1);
+  const templated =
+    options.length > 0 &&
+    rng.chance(0.5) &&
+    !(hook.constraint.type === 'tone' && (hook.constraint.minMarkers ?? 1) > 1);
   if (templated) return rng.pick(options);
   return paraphraseChinese(hook.text, rng, 0.6, protect);
 }

@@ -13,11 +13,26 @@ import { hsaFamilies } from './variant-mapping';
 const layout = fc.constantFrom('plain' as const, 'renamed' as const, 'nested' as const, 'absent' as const);
 const harnessShape: fc.Arbitrary<RandomHarnessShape> = fc.record({
   tools: fc.array(
-    fc.record({ capability: fc.constantFrom(...toolCapabilities), layouts: fc.array(layout, { minLength: 4, maxLength: 4 }), ignored: fc.boolean(), unread: fc.boolean(), respell: fc.boolean() }),
+    fc.record({
+      capability: fc.constantFrom(...toolCapabilities),
+      layouts: fc.array(layout, { minLength: 4, maxLength: 4 }),
+      ignored: fc.boolean(),
+      unread: fc.boolean(),
+      respell: fc.boolean(),
+    }),
     { minLength: 1, maxLength: 5 },
   ),
   skills: fc.integer({ min: 0, max: 4 }),
-  hooks: fc.array(fc.constantFrom('max_chars' as const, 'must_mention' as const, 'banned_terms' as const, 'tone' as const, 'none' as const), { maxLength: 3 }),
+  hooks: fc.array(
+    fc.constantFrom(
+      'max_chars' as const,
+      'must_mention' as const,
+      'banned_terms' as const,
+      'tone' as const,
+      'none' as const,
+    ),
+    { maxLength: 3 },
+  ),
   format: fc.constantFrom(...promptFormats),
   seed: fc.string({ minLength: 1, maxLength: 8 }),
 });
@@ -63,7 +78,15 @@ describe('HSA properties over random harnesses and trajectories', () => {
         if (!rewritten.ok) throw new Error(`${rewritten.reason}: ${rewritten.detail}`);
         expect(checkRoundTrip(rewritten.calls, variant.mapping)).toBeUndefined();
         expect(checkSchemas(rewritten.calls)).toBeUndefined();
-        expect(findTrajectoryLeaks(rewritten.trajectory, rewritten.calls, variant.mapping, prepared.entityRenamer, rewritten.context)).toEqual([]);
+        expect(
+          findTrajectoryLeaks(
+            rewritten.trajectory,
+            rewritten.calls,
+            variant.mapping,
+            prepared.entityRenamer,
+            rewritten.context,
+          ),
+        ).toEqual([]);
         // The rewrite is exactly what the variant would have shown: parsing it back under the variant succeeds.
         expect(parseRecordedTrajectory(rewritten.trajectory, variant.harness, rewritten.context).ok).toBe(true);
         const parsed = parseRecordedTrajectory(trajectory, harness, context);

@@ -9,7 +9,16 @@ import { mentions } from './text-renamer';
  * for an old name it contains (`item` inside `get-item`).
  */
 
-export const namingStyles = ['snake', 'camel', 'kebab', 'pascal', 'synonym_snake', 'synonym_camel', 'opaque', 'random'] as const;
+export const namingStyles = [
+  'snake',
+  'camel',
+  'kebab',
+  'pascal',
+  'synonym_snake',
+  'synonym_camel',
+  'opaque',
+  'random',
+] as const;
 export type NamingStyle = (typeof namingStyles)[number];
 
 /** English word synonyms that keep what a tool, parameter or skill is about. */
@@ -115,7 +124,9 @@ export function styleName(name: string, style: NamingStyle, role: NameRole, rng:
       return joinWords(synonyms(), 'camel');
     case 'opaque':
       // Section and hook ids become XML tag names: they must start with a letter or "_".
-      return role === 'parameter' || role === 'section' || role === 'hook' ? `${opaquePrefix[role]}_${hex(rng, 4)}` : `${opaquePrefix[role]}-${hex(rng, 4)}`;
+      return role === 'parameter' || role === 'section' || role === 'hook'
+        ? `${opaquePrefix[role]}_${hex(rng, 4)}`
+        : `${opaquePrefix[role]}-${hex(rng, 4)}`;
     case 'random':
       return letters(rng, role === 'parameter' ? rng.int(4, 10) : rng.int(5, 15));
   }
@@ -133,7 +144,11 @@ export class NameAllocator {
   private readonly oldNames: string[];
 
   /** `taken` may be shared between allocators, so names handed out for tools, parameters and skills never coincide. */
-  constructor(oldNames: Iterable<string>, private readonly valid: (name: string) => boolean = () => true, taken: Set<string> = new Set()) {
+  constructor(
+    oldNames: Iterable<string>,
+    private readonly valid: (name: string) => boolean = () => true,
+    taken: Set<string> = new Set(),
+  ) {
     this.oldNames = [...new Set(oldNames)];
     this.taken = taken;
     for (const name of this.oldNames) this.taken.add(name);
@@ -163,7 +178,9 @@ export class NameAllocator {
         return candidate;
       }
     }
-    throw new NamesExhaustedError(`no free name found after 1000 draws (last candidates clash with names the harness already uses)`);
+    throw new NamesExhaustedError(
+      `no free name found after 1000 draws (last candidates clash with names the harness already uses)`,
+    );
   }
 }
 
@@ -171,6 +188,7 @@ export class NameAllocator {
 export function renameCandidates(name: string, style: NamingStyle, role: NameRole, rng: Rng): string[] {
   const candidates = [styleName(name, style, role, rng)];
   for (let attempt = 0; attempt < 3; attempt++) candidates.push(styleName(name, style, role, rng));
-  for (const other of ['synonym_snake', 'synonym_camel', 'camel', 'opaque'] as const) candidates.push(styleName(name, other, role, rng));
+  for (const other of ['synonym_snake', 'synonym_camel', 'camel', 'opaque'] as const)
+    candidates.push(styleName(name, other, role, rng));
   return candidates;
 }

@@ -37,7 +37,8 @@ export function applyPromptStructure(builder: VariantBuilder): void {
   if (!Object.values(changes).some(Boolean)) changes.format = true;
 
   if (changes.reorder) harness.prompt.sections = rng.shuffle(sections);
-  if (changes.format) harness.prompt.format = rng.pick(promptFormats.filter((format) => format !== harness.prompt.format));
+  if (changes.format)
+    harness.prompt.format = rng.pick(promptFormats.filter((format) => format !== harness.prompt.format));
 
   const renames: TextRename[] = [];
   const canonicalOf = new Map(builder.mapping.prompt.sections.map((entry) => [entry.id, entry.canonicalId]));
@@ -47,7 +48,10 @@ export function applyPromptStructure(builder: VariantBuilder): void {
   const canonicalIds = harness.prompt.sections.map((section) => canonicalOf.get(section.id) ?? section.id);
   for (const section of harness.prompt.sections) {
     if (changes.titles && builder.renameable(section.title)) {
-      const title = titles.allocate(rng.shuffle(titlesByKind[section.kind]), () => `${rng.pick(Object.values(titlesByKind).flat())}（${rng.int(2, 99)}）`);
+      const title = titles.allocate(
+        rng.shuffle(titlesByKind[section.kind]),
+        () => `${rng.pick(Object.values(titlesByKind).flat())}（${rng.int(2, 99)}）`,
+      );
       // A short title cannot be renamed safely in free text; references to it (if any) keep the old spelling, so keep the old title too.
       if (renamesInText(section.title)) {
         renames.push({ from: section.title, to: title, kind: 'section_title', scope: 'harness' });
@@ -57,7 +61,9 @@ export function applyPromptStructure(builder: VariantBuilder): void {
       }
     }
     if (changes.ids && builder.renameable(section.id)) {
-      const id = ids.allocate(renameCandidates(section.id, idStyle, 'section', rng), () => styleName(section.id, 'opaque', 'section', rng));
+      const id = ids.allocate(renameCandidates(section.id, idStyle, 'section', rng), () =>
+        styleName(section.id, 'opaque', 'section', rng),
+      );
       renames.push({ from: section.id, to: id, kind: 'section_id', scope: 'harness' });
       section.id = id;
     }
@@ -67,12 +73,17 @@ export function applyPromptStructure(builder: VariantBuilder): void {
   if (changes.persona) {
     const protect = builder.protectedPhrases();
     for (const section of harness.prompt.sections) {
-      if (section.kind === 'persona' || section.kind === 'rules') section.content = paraphraseChinese(section.content, rng, 0.5, protect);
+      if (section.kind === 'persona' || section.kind === 'rules')
+        section.content = paraphraseChinese(section.content, rng, 0.5, protect);
     }
   }
   builder.mapping.prompt = {
     format: { before: builder.mapping.prompt.format.before, after: harness.prompt.format },
-    sections: harness.prompt.sections.map((section, index) => ({ canonicalId: canonicalIds[index], id: section.id, title: section.title })),
+    sections: harness.prompt.sections.map((section, index) => ({
+      canonicalId: canonicalIds[index],
+      id: section.id,
+      title: section.title,
+    })),
   };
   builder.markFamily('prompt_structure');
 }

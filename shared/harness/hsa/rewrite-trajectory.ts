@@ -42,7 +42,9 @@ export type RewriteFailure = {
   detail: string;
 };
 
-export type RewriteResult = { ok: true; trajectory: Trajectory; calls: RewrittenCall[]; timeline: Timeline; context: RenderContext } | RewriteFailure;
+export type RewriteResult =
+  | { ok: true; trajectory: Trajectory; calls: RewrittenCall[]; timeline: Timeline; context: RenderContext }
+  | RewriteFailure;
 
 /** What rewriting needs besides the trajectory; build once per (canonical harness, variant) with `prepareRewrite`. */
 export interface PreparedRewrite {
@@ -51,7 +53,10 @@ export interface PreparedRewrite {
   variantHarnessHash: string;
   entityRenamer: TextRenamer;
   /** By canonical tool name. */
-  tools: Map<string, { canonical: ToolDefinition; variant: ToolDefinition; forward: ArgumentMap; labels: Map<string, string> }>;
+  tools: Map<
+    string,
+    { canonical: ToolDefinition; variant: ToolDefinition; forward: ArgumentMap; labels: Map<string, string> }
+  >;
   /** The variant's tools list as the model sees it (the same in every room; shared by its trajectories, never mutated). */
   toolSpecs: ToolSpec[];
 }
@@ -70,7 +75,12 @@ export function prepareRewrite(canonical: Harness, variant: Variant): PreparedRe
       const after = toolArgumentLabel(target.binding, argument);
       if (before !== after) labels.set(before, after);
     }
-    tools.set(tool.name, { canonical: tool, variant: target, forward: { paths: entry.parameters, enumValues: entry.enumValues }, labels });
+    tools.set(tool.name, {
+      canonical: tool,
+      variant: target,
+      forward: { paths: entry.parameters, enumValues: entry.enumValues },
+      labels,
+    });
   }
   return {
     canonical,
@@ -85,7 +95,9 @@ export function prepareRewrite(canonical: Harness, variant: Variant): PreparedRe
 function parseArguments(text: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = text.trim() === '' ? {} : JSON.parse(text);
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -93,7 +105,10 @@ function parseArguments(text: string): Record<string, unknown> | undefined {
 
 function relabel(message: string, labels: Map<string, string>): string {
   if (labels.size === 0) return message;
-  const pattern = new RegExp([...labels.keys()].map((label) => `"${label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"`).join('|'), 'g');
+  const pattern = new RegExp(
+    [...labels.keys()].map((label) => `"${label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"`).join('|'),
+    'g',
+  );
   return message.replace(pattern, (match) => `"${labels.get(match.slice(1, -1)) ?? match.slice(1, -1)}"`);
 }
 
@@ -103,7 +118,8 @@ function rewriteToolResult(content: string, labels: Map<string, string>, renamer
   if (labels.size > 0 && content.startsWith('{"error"')) {
     try {
       const parsed = JSON.parse(content) as { error?: { code?: unknown; message?: unknown } };
-      if (parsed.error && typeof parsed.error.message === 'string') text = JSON.stringify({ error: { ...parsed.error, message: relabel(parsed.error.message, labels) } });
+      if (parsed.error && typeof parsed.error.message === 'string')
+        text = JSON.stringify({ error: { ...parsed.error, message: relabel(parsed.error.message, labels) } });
     } catch {
       // Not JSON after all: respell names only.
     }
@@ -113,7 +129,9 @@ function rewriteToolResult(content: string, labels: Map<string, string>, renamer
 
 /** The render context under the variant: the room's own text with renamed tool and skill ids respelled. */
 export function variantContext(context: RenderContext, prepared: PreparedRewrite): RenderContext {
-  return context.roomContext === undefined ? context : { ...context, roomContext: prepared.entityRenamer.apply(context.roomContext) };
+  return context.roomContext === undefined
+    ? context
+    : { ...context, roomContext: prepared.entityRenamer.apply(context.roomContext) };
 }
 
 /** Id of a rewritten trajectory: a function of its source and the variant only. */
@@ -126,19 +144,37 @@ export function augmentedTrajectoryId(sourceId: string, variantHash: string): st
  * canonical harness must give back the recorded messages exactly. Once per trajectory, shared by
  * all its variants.
  */
-export function parseRecordedTrajectory(trajectory: Trajectory, canonical: Harness, context: RenderContext): { ok: true; timeline: Timeline } | RewriteFailure {
+export function parseRecordedTrajectory(
+  trajectory: Trajectory,
+  canonical: Harness,
+  context: RenderContext,
+): { ok: true; timeline: Timeline } | RewriteFailure {
   const parsed = parseTimeline(trajectory.messages, canonical, context);
   if (!parsed.ok) return { ok: false, reason: 'unparseable', detail: parsed.reason };
   // The system prompt was just compared with the harness's rendering: reuse it.
-  const systemPrompt = (trajectory.messages[0]).content as string;
-  if (!sameMessages(rebuildTimeline(parsed.timeline, canonical, context, identityRewrite, systemPrompt).messages, trajectory.messages)) {
-    return { ok: false, reason: 'unparseable', detail: 'rebuilding the trajectory under its own harness does not give back the recorded messages' };
+  const systemPrompt = trajectory.messages[0].content as string;
+  if (
+    !sameMessages(
+      rebuildTimeline(parsed.timeline, canonical, context, identityRewrite, systemPrompt).messages,
+      trajectory.messages,
+    )
+  ) {
+    return {
+      ok: false,
+      reason: 'unparseable',
+      detail: 'rebuilding the trajectory under its own harness does not give back the recorded messages',
+    };
   }
   return parsed;
 }
 
 /** Rewrites one trajectory recorded under `prepared.canonical` in `context` into the variant (`timeline` from parseRecordedTrajectory, parsed here when absent). */
-export function rewriteTrajectory(trajectory: Trajectory, context: RenderContext, prepared: PreparedRewrite, parsedTimeline?: Timeline): RewriteResult {
+export function rewriteTrajectory(
+  trajectory: Trajectory,
+  context: RenderContext,
+  prepared: PreparedRewrite,
+  parsedTimeline?: Timeline,
+): RewriteResult {
   let timeline = parsedTimeline;
   if (timeline === undefined) {
     const parsed = parseRecordedTrajectory(trajectory, prepared.canonical, context);
@@ -154,13 +190,39 @@ export function rewriteTrajectory(trajectory: Trajectory, context: RenderContext
     if (entry.kind !== 'assistant') continue;
     for (const call of entry.message.tool_calls ?? []) {
       const tool = prepared.tools.get(call.function.name);
-      if (tool === undefined) return { ok: false, reason: 'unmappable_call', detail: `tool call ${call.id} names ${JSON.stringify(call.function.name)}, which the canonical harness does not have` };
+      if (tool === undefined)
+        return {
+          ok: false,
+          reason: 'unmappable_call',
+          detail: `tool call ${call.id} names ${JSON.stringify(call.function.name)}, which the canonical harness does not have`,
+        };
       const args = parseArguments(call.function.arguments);
-      if (args === undefined) return { ok: false, reason: 'unmappable_call', detail: `tool call ${call.id} has arguments that are not a JSON object` };
+      if (args === undefined)
+        return {
+          ok: false,
+          reason: 'unmappable_call',
+          detail: `tool call ${call.id} has arguments that are not a JSON object`,
+        };
       const mapped = mapArguments(args, tool.forward);
-      if (!mapped.ok) return { ok: false, reason: 'unmappable_call', detail: `tool call ${call.id} (${call.function.name}): ${mapped.reason}` };
-      const rewritten: ToolCall = { id: call.id, type: 'function', function: { name: tool.variant.name, arguments: JSON.stringify(mapped.value) } };
-      const record: RewrittenCall = { original: call, rewritten, canonicalTool: tool.canonical, variantTool: tool.variant, originalArguments: args, variantArguments: mapped.value };
+      if (!mapped.ok)
+        return {
+          ok: false,
+          reason: 'unmappable_call',
+          detail: `tool call ${call.id} (${call.function.name}): ${mapped.reason}`,
+        };
+      const rewritten: ToolCall = {
+        id: call.id,
+        type: 'function',
+        function: { name: tool.variant.name, arguments: JSON.stringify(mapped.value) },
+      };
+      const record: RewrittenCall = {
+        original: call,
+        rewritten,
+        canonicalTool: tool.canonical,
+        variantTool: tool.variant,
+        originalArguments: args,
+        variantArguments: mapped.value,
+      };
       calls.push(record);
       callsById.set(call.id, record);
       labelsById.set(call.id, tool.labels);
@@ -189,17 +251,35 @@ export function rewriteTrajectory(trajectory: Trajectory, context: RenderContext
     id: augmentedTrajectoryId(trajectory.id, variant.hash),
     messages: rebuilt.messages,
     tools: prepared.toolSpecs,
-    harness: { id: variant.harness.id, version: variant.harness.version, hash: prepared.variantHarnessHash, variantHash: variant.hash, families: [...variant.mapping.families] },
+    harness: {
+      id: variant.harness.id,
+      version: variant.harness.version,
+      hash: prepared.variantHarnessHash,
+      variantHash: variant.hash,
+      families: [...variant.mapping.families],
+    },
     calls: trajectory.calls.map((call) => ({ ...call, messageIndex: remap(call.messageIndex) })),
-    issues: trajectory.issues.map((issue) => ({ ...issue, messageIndex: remap(issue.messageIndex), detail: renamer.apply(issue.detail) })),
+    issues: trajectory.issues.map((issue) => ({
+      ...issue,
+      messageIndex: remap(issue.messageIndex),
+      detail: renamer.apply(issue.detail),
+    })),
     meta: { ...trajectory.meta, sourceTrajectoryId: trajectory.id, sourceHarnessHash: variant.mapping.sourceHash },
   };
   return { ok: true, trajectory: result, calls, timeline, context: variantRenderContext };
 }
 
-function rewriteAssistant(message: AssistantMessage, calls: Map<string, RewrittenCall>, renamer: TextRenamer): AssistantMessage {
-  const result: AssistantMessage = { ...message, content: message.content === null ? null : renamer.apply(message.content) };
-  if (message.tool_calls !== undefined) result.tool_calls = message.tool_calls.map((call) => calls.get(call.id)?.rewritten ?? call);
+function rewriteAssistant(
+  message: AssistantMessage,
+  calls: Map<string, RewrittenCall>,
+  renamer: TextRenamer,
+): AssistantMessage {
+  const result: AssistantMessage = {
+    ...message,
+    content: message.content === null ? null : renamer.apply(message.content),
+  };
+  if (message.tool_calls !== undefined)
+    result.tool_calls = message.tool_calls.map((call) => calls.get(call.id)?.rewritten ?? call);
   if (message.reasoning_content !== undefined) result.reasoning_content = renamer.apply(message.reasoning_content);
   return result;
 }
@@ -216,6 +296,9 @@ export function sameMessages(left: readonly ChatMessage[], right: readonly ChatM
     if (message.reasoning_content !== otherAssistant.reasoning_content) return false;
     const calls = message.tool_calls ?? [];
     const otherCalls = otherAssistant.tool_calls ?? [];
-    return calls.length === otherCalls.length && calls.every((call, position) => canonicalJson(call) === canonicalJson(otherCalls[position]));
+    return (
+      calls.length === otherCalls.length &&
+      calls.every((call, position) => canonicalJson(call) === canonicalJson(otherCalls[position]))
+    );
   });
 }

@@ -18,7 +18,12 @@ const listItemPattern = /^(\s*)(?:(\d+)[.)、]|（(\d+)）|([-*+•·]))\s+(.*)$
 const headingPattern = /^(#{1,6})\s+(.+)$/;
 
 type NumberedFormat = (index: number) => string;
-const numberedFormats: readonly NumberedFormat[] = [(index) => `${index}.`, (index) => `${index})`, (index) => `（${index}）`, (index) => `${index}、`];
+const numberedFormats: readonly NumberedFormat[] = [
+  (index) => `${index}.`,
+  (index) => `${index})`,
+  (index) => `（${index}）`,
+  (index) => `${index}、`,
+];
 const bulletFormats = ['-', '*', '•'];
 const headingFormats: ReadonlyArray<(level: number, text: string) => string> = [
   (level, text) => `${'#'.repeat(level)} ${text}`,
@@ -44,7 +49,12 @@ function findLists(lines: string[]): ListBlock[] {
     if (match) {
       const numbered = match[4] === undefined;
       const indent = match[1];
-      if (current && current.numbered === numbered && current.indent === indent && current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index) {
+      if (
+        current &&
+        current.numbered === numbered &&
+        current.indent === indent &&
+        current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index
+      ) {
         current.items.push([match[5]]);
         return;
       }
@@ -52,8 +62,13 @@ function findLists(lines: string[]): ListBlock[] {
       blocks.push(current);
       return;
     }
-    const continues = current && current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index && line.trim() !== '' && /^\s+/.test(line) && line.length - line.trimStart().length > current.indent.length;
-    if (continues && current) (current.items[current.items.length - 1]).push(line);
+    const continues =
+      current &&
+      current.start + current.items.reduce((sum, item) => sum + item.length, 0) === index &&
+      line.trim() !== '' &&
+      /^\s+/.test(line) &&
+      line.length - line.trimStart().length > current.indent.length;
+    if (continues && current) current.items[current.items.length - 1].push(line);
     else current = undefined;
   });
   return blocks;
@@ -71,7 +86,13 @@ export function restyleBody(body: string, rng: Rng, options: { reorder: boolean;
     const independent = !block.numbered || !block.items.some((item) => sequenceWords.test(item.join('\n')));
     const items = options.reorder && independent && block.items.length > 1 ? rng.shuffle(block.items) : block.items;
     const rendered = items.flatMap((item, index) => {
-      const marker = block.numbered ? (options.restyle ? numberedFormat(index + 1) : `${index + 1}.`) : options.restyle ? bulletFormat : '-';
+      const marker = block.numbered
+        ? options.restyle
+          ? numberedFormat(index + 1)
+          : `${index + 1}.`
+        : options.restyle
+          ? bulletFormat
+          : '-';
       return [`${block.indent}${marker} ${item[0]}`, ...item.slice(1)];
     });
     const length = block.items.reduce((sum, item) => sum + item.length, 0);
@@ -81,7 +102,7 @@ export function restyleBody(body: string, rng: Rng, options: { reorder: boolean;
   return lines
     .map((line) => {
       const heading = headingPattern.exec(line);
-      return heading ? headingFormat((heading[1]).length, heading[2]) : line;
+      return heading ? headingFormat(heading[1].length, heading[2]) : line;
     })
     .join('\n');
 }
@@ -149,11 +170,19 @@ export function applySkillContent(builder: VariantBuilder): void {
 
 function addDistractorSkills(builder: VariantBuilder, rng: Rng): void {
   const { harness } = builder;
-  const ids = builder.allocator((name) => skillIdPattern.test(name), harness.skills.map((skill) => skill.id));
-  const names = builder.allocator(undefined, harness.skills.map((skill) => skill.name));
+  const ids = builder.allocator(
+    (name) => skillIdPattern.test(name),
+    harness.skills.map((skill) => skill.id),
+  );
+  const names = builder.allocator(
+    undefined,
+    harness.skills.map((skill) => skill.name),
+  );
   const style = rng.pick(idStyles);
   for (const distractor of rng.sample(distractorSkills, rng.int(1, 2))) {
-    const id = ids.allocate(renameCandidates(distractor.id, style, 'skill', rng), () => styleName(distractor.id, 'opaque', 'skill', rng));
+    const id = ids.allocate(renameCandidates(distractor.id, style, 'skill', rng), () =>
+      styleName(distractor.id, 'opaque', 'skill', rng),
+    );
     const name = names.allocate([distractor.name], () => `${distractor.name}${rng.int(2, 9)}`);
     const skill: Skill = { id, name, description: distractor.description, tools: [], body: distractor.body };
     harness.skills.splice(rng.int(0, harness.skills.length), 0, skill);

@@ -38,15 +38,22 @@ export function applySkillIds(builder: VariantBuilder): void {
   const newIds = new Map<string, string>();
 
   // Skill ids as they are now (an earlier family may not touch them, but keep the lookup honest).
-  const canonicalIdOf = new Map(Object.entries(builder.mapping.skills).map(([canonical, entry]) => [entry.id, canonical]));
+  const canonicalIdOf = new Map(
+    Object.entries(builder.mapping.skills).map(([canonical, entry]) => [entry.id, canonical]),
+  );
   harness.skills.forEach((skill, index) => {
-    const id = builder.renameable(skill.id) ? ids.allocate(renameCandidates(skill.id, style, 'skill', rng), () => styleName(skill.id, 'opaque', 'skill', rng)) : skill.id;
+    const id = builder.renameable(skill.id)
+      ? ids.allocate(renameCandidates(skill.id, style, 'skill', rng), () => styleName(skill.id, 'opaque', 'skill', rng))
+      : skill.id;
     newIds.set(skill.id, id);
     renames.push({ from: skill.id, to: id, kind: 'skill_id', scope: 'entity' });
     let name = skill.name;
     if (renameNames && builder.renameable(skill.name)) {
       const synonyms = skillNameSynonyms[skill.name] ?? [];
-      name = names.allocate(rng.shuffle(synonyms), () => `${rng.pick(neutralPrefixes)}${chineseNumerals[index % 10]}·${rng.int(10, 99)}`);
+      name = names.allocate(
+        rng.shuffle(synonyms),
+        () => `${rng.pick(neutralPrefixes)}${chineseNumerals[index % 10]}·${rng.int(10, 99)}`,
+      );
       // A short name cannot be renamed in free text, so it keeps its old spelling there; renaming it only in the heading would make the two disagree.
       if ([...skill.name].length < MIN_PHRASE_LENGTH) name = skill.name;
       else renames.push({ from: skill.name, to: name, kind: 'skill_name', scope: 'harness' });
@@ -56,7 +63,8 @@ export function applySkillIds(builder: VariantBuilder): void {
     skill.id = id;
     skill.name = name;
   });
-  for (const hook of harness.hooks) if (hook.skills !== undefined) hook.skills = hook.skills.map((id) => newIds.get(id) ?? id);
+  for (const hook of harness.hooks)
+    if (hook.skills !== undefined) hook.skills = hook.skills.map((id) => newIds.get(id) ?? id);
   builder.rename(renames);
   builder.markFamily('skill_ids');
 }

@@ -1,6 +1,11 @@
 import { TextRenamer, mentions, type TextRename } from './text-renamer';
 
-const rename = (from: string, to: string, scope: TextRename['scope'] = 'harness'): TextRename => ({ from, to, kind: 'parameter', scope });
+const rename = (from: string, to: string, scope: TextRename['scope'] = 'harness'): TextRename => ({
+  from,
+  to,
+  kind: 'parameter',
+  scope,
+});
 
 describe('TextRenamer', () => {
   it('renames identifiers only at identifier boundaries', () => {
@@ -23,14 +28,16 @@ describe('TextRenamer', () => {
 
   it('matches phrases in other scripts as substrings, and never touches hook placeholders', () => {
     const renamer = new TextRenamer([rename('必须遵守的约束', '硬性约束'), rename('value', 'amount')]);
-    expect(renamer.apply('禁用词见"必须遵守的约束"。不超过{value}个字，value 另算')).toBe('禁用词见"硬性约束"。不超过{value}个字，amount 另算');
+    expect(renamer.apply('禁用词见"必须遵守的约束"。不超过{value}个字，value 另算')).toBe(
+      '禁用词见"硬性约束"。不超过{value}个字，amount 另算',
+    );
   });
 
   it('reports the names left in a text, each once, with where it was found', () => {
     const renamer = new TextRenamer([rename('get_item_detail', 'fetchGoods', 'entity'), rename('topic', 'subject')]);
-    expect(renamer.findLeaks('call get_item_detail, then get_item_detail again; topics are fine', 'skills/a.md body')).toEqual([
-      { name: 'get_item_detail', kind: 'parameter', where: 'skills/a.md body' },
-    ]);
+    expect(
+      renamer.findLeaks('call get_item_detail, then get_item_detail again; topics are fine', 'skills/a.md body'),
+    ).toEqual([{ name: 'get_item_detail', kind: 'parameter', where: 'skills/a.md body' }]);
     expect(renamer.findLeaks('fetchGoods(subject)', 'x')).toEqual([]);
   });
 

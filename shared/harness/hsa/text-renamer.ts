@@ -16,7 +16,8 @@ export type RenameScope =
   /** Parameter names, enum values, skill names, section ids and titles, hook ids: harness-authored text only (tool results are environment data that keeps canonical field names). */
   | 'harness';
 
-export type RenameKind = 'tool' | 'parameter' | 'enum_value' | 'skill_id' | 'skill_name' | 'section_id' | 'section_title' | 'hook_id';
+export type RenameKind =
+  'tool' | 'parameter' | 'enum_value' | 'skill_id' | 'skill_name' | 'section_id' | 'section_title' | 'hook_id';
 
 export interface TextRename {
   from: string;
@@ -62,7 +63,9 @@ function patternOf(name: string): string {
 /** Builds the alternation for a set of names, longest first so a longer name wins over its prefix. */
 function alternation(names: string[]): RegExp | undefined {
   if (names.length === 0) return undefined;
-  const sorted = [...new Set(names)].sort((left, right) => right.length - left.length || (left < right ? -1 : left > right ? 1 : 0));
+  const sorted = [...new Set(names)].sort(
+    (left, right) => right.length - left.length || (left < right ? -1 : left > right ? 1 : 0),
+  );
   return new RegExp(`${placeholderPattern}|${sorted.map(patternOf).join('|')}`, 'g');
 }
 

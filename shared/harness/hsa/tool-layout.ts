@@ -45,18 +45,33 @@ export function parseParameters(tool: ToolDefinition): ParameterNode {
       const childSchema = (isObject(child) ? child : {}) as JsonSchema;
       const childRequired = requiredNames.includes(childName);
       if (path in mapped) return unit(childName, childSchema, childRequired, path, mapped[path]);
-      if (Object.keys(mapped).some((other) => other.startsWith(`${path}.`)) && isObject(childSchema.properties)) return walk(childSchema, childName, childRequired, path);
+      if (Object.keys(mapped).some((other) => other.startsWith(`${path}.`)) && isObject(childSchema.properties))
+        return walk(childSchema, childName, childRequired, path);
       // A canonical name that some path maps onto is only read from that path (see toCanonicalArguments).
-      const readAsItself = prefix === '' && !ignored.has(path) && canonical.includes(path) && !Object.values(mapped).includes(path);
+      const readAsItself =
+        prefix === '' && !ignored.has(path) && canonical.includes(path) && !Object.values(mapped).includes(path);
       if (readAsItself) return unit(childName, childSchema, childRequired, path, path);
       return unit(childName, childSchema, childRequired, path, null);
     });
-    return { name, schema: rest, required, children, keyOrder: Object.keys(schema), hadRequired: requiredList !== undefined };
+    return {
+      name,
+      schema: rest,
+      required,
+      children,
+      keyOrder: Object.keys(schema),
+      hadRequired: requiredList !== undefined,
+    };
   };
   return walk(tool.parameters, '', true, '');
 }
 
-function unit(name: string, schema: JsonSchema, required: boolean, sourcePath: string, argument: string | null): ParameterNode {
+function unit(
+  name: string,
+  schema: JsonSchema,
+  required: boolean,
+  sourcePath: string,
+  argument: string | null,
+): ParameterNode {
   return { name, schema: structuredClone(schema), required, sourcePath, argument };
 }
 
@@ -119,7 +134,11 @@ export function bindingOf(root: ParameterNode, source: ToolBinding): ToolBinding
   for (const { node } of bound) {
     const argument = node.argument as string;
     const sourceRespellings = source.enumValues?.[argument] ?? {};
-    const values = new Set([...enumValuesOf(node.schema), ...Object.keys(sourceRespellings), ...Object.keys(node.enumRespellings ?? {})]);
+    const values = new Set([
+      ...enumValuesOf(node.schema),
+      ...Object.keys(sourceRespellings),
+      ...Object.keys(node.enumRespellings ?? {}),
+    ]);
     for (const value of values) {
       const canonical = sourceRespellings[value] ?? value;
       const variantValue = node.enumRespellings?.[value] ?? value;
@@ -128,14 +147,22 @@ export function bindingOf(root: ParameterNode, source: ToolBinding): ToolBinding
   }
   if (Object.keys(enumValues).length > 0) binding.enumValues = enumValues;
   const sourceIgnored = new Set(source.ignoredArguments ?? []);
-  const ignored = units.filter(({ node, path }) => node.argument === null && (!path.includes('.') || sourceIgnored.has(node.sourcePath ?? ''))).map(({ path }) => path);
+  const ignored = units
+    .filter(
+      ({ node, path }) => node.argument === null && (!path.includes('.') || sourceIgnored.has(node.sourcePath ?? '')),
+    )
+    .map(({ path }) => path);
   if (ignored.length > 0) binding.ignoredArguments = ignored;
   return binding;
 }
 
 /** Enum values a unit's schema lists (its own `enum` or its array items'). */
 export function enumValuesOf(schema: JsonSchema): string[] {
-  const own = Array.isArray(schema.enum) ? schema.enum : isObject(schema.items) && Array.isArray(schema.items.enum) ? schema.items.enum : [];
+  const own = Array.isArray(schema.enum)
+    ? schema.enum
+    : isObject(schema.items) && Array.isArray(schema.items.enum)
+      ? schema.items.enum
+      : [];
   return own.filter((value): value is string => typeof value === 'string');
 }
 
@@ -144,11 +171,25 @@ export function mapSchemaDescriptions(schema: JsonSchema, map: (text: string) =>
   const result: JsonSchema = {};
   for (const [key, value] of Object.entries(schema)) {
     if (key === 'description' && typeof value === 'string') result[key] = map(value);
-    else if ((key === 'properties' || key === '$defs' || key === 'definitions' || key === 'patternProperties') && isObject(value)) {
-      result[key] = Object.fromEntries(Object.entries(value).map(([name, child]) => [name, isObject(child) ? mapSchemaDescriptions(child, map) : child]));
-    } else if ((key === 'items' || key === 'additionalProperties' || key === 'not' || key === 'contains') && isObject(value)) {
+    else if (
+      (key === 'properties' || key === '$defs' || key === 'definitions' || key === 'patternProperties') &&
+      isObject(value)
+    ) {
+      result[key] = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [
+          name,
+          isObject(child) ? mapSchemaDescriptions(child, map) : child,
+        ]),
+      );
+    } else if (
+      (key === 'items' || key === 'additionalProperties' || key === 'not' || key === 'contains') &&
+      isObject(value)
+    ) {
       result[key] = mapSchemaDescriptions(value, map);
-    } else if ((key === 'anyOf' || key === 'oneOf' || key === 'allOf' || key === 'prefixItems') && Array.isArray(value)) {
+    } else if (
+      (key === 'anyOf' || key === 'oneOf' || key === 'allOf' || key === 'prefixItems') &&
+      Array.isArray(value)
+    ) {
       result[key] = value.map((child) => (isObject(child) ? mapSchemaDescriptions(child, map) : child));
     } else {
       result[key] = value;
@@ -181,7 +222,8 @@ export function invertArgumentMap(map: ArgumentMap): ArgumentMap {
   for (const [from, to] of Object.entries(map.paths)) {
     paths[to] = from;
     const respellings = map.enumValues[from];
-    if (respellings !== undefined) enumValues[to] = Object.fromEntries(Object.entries(respellings).map(([source, target]) => [target, source]));
+    if (respellings !== undefined)
+      enumValues[to] = Object.fromEntries(Object.entries(respellings).map(([source, target]) => [target, source]));
   }
   return { paths, enumValues };
 }
@@ -200,7 +242,8 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 function respell(value: unknown, respellings: Record<string, string> | undefined): unknown {
   if (respellings === undefined) return value;
   if (typeof value === 'string') return respellings[value] ?? value;
-  if (Array.isArray(value)) return value.map((entry) => (typeof entry === 'string' ? (respellings[entry] ?? entry) : entry));
+  if (Array.isArray(value))
+    return value.map((entry) => (typeof entry === 'string' ? (respellings[entry] ?? entry) : entry));
   return value;
 }
 
@@ -226,7 +269,8 @@ export type MappedArguments = { ok: true; value: Record<string, unknown> } | { o
 export function mapArguments(args: Record<string, unknown>, map: ArgumentMap): MappedArguments {
   const sources = new Set(Object.keys(map.paths));
   const uncovered = uncoveredKey(args, sources);
-  if (uncovered !== undefined) return { ok: false, reason: `argument ${JSON.stringify(uncovered)} is not a parameter of the tool` };
+  if (uncovered !== undefined)
+    return { ok: false, reason: `argument ${JSON.stringify(uncovered)} is not a parameter of the tool` };
   const value: Record<string, unknown> = {};
   for (const [from, to] of Object.entries(map.paths)) {
     const found = getPath(args, from);

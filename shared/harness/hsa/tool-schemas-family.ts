@@ -4,7 +4,16 @@ import type { ToolDefinition } from '../harness-types';
 import { paraphraseChinese } from './chinese-lexicon';
 import { namingStyles, renameCandidates, styleName, type NameAllocator, type NamingStyle } from './name-allocator';
 import type { TextRename } from './text-renamer';
-import { bindingOf, enumValuesOf, mapSchemaDescriptions, nodesOf, parseParameters, serializeParameters, unitsOf, type ParameterNode } from './tool-layout';
+import {
+  bindingOf,
+  enumValuesOf,
+  mapSchemaDescriptions,
+  nodesOf,
+  parseParameters,
+  serializeParameters,
+  unitsOf,
+  type ParameterNode,
+} from './tool-layout';
 import type { VariantBuilder } from './variant-builder';
 
 /**
@@ -18,7 +27,14 @@ import type { VariantBuilder } from './variant-builder';
 
 /** Parameter names must stay usable as dot-path segments and as JSON keys every server accepts. */
 const parameterNamePattern = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-const parameterStyles: readonly NamingStyle[] = ['snake', 'camel', 'synonym_snake', 'synonym_camel', 'opaque', 'random'];
+const parameterStyles: readonly NamingStyle[] = [
+  'snake',
+  'camel',
+  'synonym_snake',
+  'synonym_camel',
+  'opaque',
+  'random',
+];
 
 /** Respellings that keep what an enum value means. */
 const enumSynonyms: Record<string, readonly string[]> = {
@@ -57,7 +73,10 @@ const distractorTools: readonly DistractorTool[] = [
   {
     name: 'get_lottery_rules',
     description: '查询直播间抽奖活动的规则：参与方式、开奖时间和奖品。只在观众问抽奖、福袋时使用。',
-    parameter: { name: 'round', schema: { type: 'integer', minimum: 1, description: '第几轮抽奖，不传则返回当前一轮' } },
+    parameter: {
+      name: 'round',
+      schema: { type: 'integer', minimum: 1, description: '第几轮抽奖，不传则返回当前一轮' },
+    },
   },
   {
     name: 'get_fan_club_benefits',
@@ -67,7 +86,10 @@ const distractorTools: readonly DistractorTool[] = [
   {
     name: 'get_stream_schedule',
     description: '查询本直播间接下来几天的开播预告。只在观众问下次什么时候开播时使用。',
-    parameter: { name: 'days', schema: { type: 'integer', minimum: 1, maximum: 7, description: '查询未来几天，默认 3' } },
+    parameter: {
+      name: 'days',
+      schema: { type: 'integer', minimum: 1, maximum: 7, description: '查询未来几天，默认 3' },
+    },
   },
 ];
 
@@ -93,7 +115,9 @@ export function applyToolSchemas(builder: VariantBuilder): void {
       newToolNames.set(tool.name, tool.name);
       return;
     }
-    const name = toolNames.allocate(renameCandidates(tool.name, toolStyle, 'tool', rng), () => styleName(tool.name, 'opaque', 'tool', rng));
+    const name = toolNames.allocate(renameCandidates(tool.name, toolStyle, 'tool', rng), () =>
+      styleName(tool.name, 'opaque', 'tool', rng),
+    );
     newToolNames.set(tool.name, name);
     renames.push({ from: tool.name, to: name, kind: 'tool', scope: 'entity' });
   });
@@ -104,11 +128,14 @@ export function applyToolSchemas(builder: VariantBuilder): void {
   const segmentRenames = new Map<string, string>();
   for (const name of segmentNames) {
     if (!rng.chance(0.6) || !builder.renameable(name)) continue;
-    const renamed = parameterNames.allocate(renameCandidates(name, parameterStyle, 'parameter', rng), () => styleName(name, 'random', 'parameter', rng));
+    const renamed = parameterNames.allocate(renameCandidates(name, parameterStyle, 'parameter', rng), () =>
+      styleName(name, 'random', 'parameter', rng),
+    );
     segmentRenames.set(name, renamed);
     renames.push({ from: name, to: renamed, kind: 'parameter', scope: 'harness' });
   }
-  for (const tree of trees.values()) for (const node of nodesOf(tree)) node.name = segmentRenames.get(node.name) ?? node.name;
+  for (const tree of trees.values())
+    for (const node of nodesOf(tree)) node.name = segmentRenames.get(node.name) ?? node.name;
 
   // Enum values: respelled the same way wherever they occur.
   const enumRespellings = respellEnums(trees, builder, rng, renames);
@@ -116,7 +143,11 @@ export function applyToolSchemas(builder: VariantBuilder): void {
     for (const { node } of unitsOf(tree)) {
       const values = enumValuesOf(node.schema);
       if (values.length === 0 || !values.some((value) => enumRespellings.has(value))) continue;
-      node.enumRespellings = Object.fromEntries(values.filter((value) => enumRespellings.has(value)).map((value) => [value, enumRespellings.get(value) as string]));
+      node.enumRespellings = Object.fromEntries(
+        values
+          .filter((value) => enumRespellings.has(value))
+          .map((value) => [value, enumRespellings.get(value) as string]),
+      );
       respellSchema(node.schema, enumRespellings);
     }
   }
@@ -125,14 +156,25 @@ export function applyToolSchemas(builder: VariantBuilder): void {
   const addedParameters: Record<string, string[]> = {};
   for (const tool of harness.tools) {
     const tree = trees.get(tool.name) as ParameterNode;
-    const names = builder.allocator((name) => parameterNamePattern.test(name), nodesOf(tree).map((node) => node.name));
+    const names = builder.allocator(
+      (name) => parameterNamePattern.test(name),
+      nodesOf(tree).map((node) => node.name),
+    );
     if (rng.chance(0.4)) unwrapContainers(tree, names);
     if (rng.chance(0.25)) wrapArguments(tree, names, parameterStyle, rng);
     if (rng.chance(0.5)) shuffleChildren(tree, rng);
     if (rng.chance(0.25)) {
       const distractor = rng.pick(distractorParameters);
-      const name = names.allocate(renameCandidates(distractor.name, parameterStyle, 'parameter', rng), () => styleName(distractor.name, 'random', 'parameter', rng));
-      tree.children?.splice(rng.int(0, tree.children.length), 0, { name, schema: structuredClone(distractor.schema), required: false, argument: null, sourcePath: '' });
+      const name = names.allocate(renameCandidates(distractor.name, parameterStyle, 'parameter', rng), () =>
+        styleName(distractor.name, 'random', 'parameter', rng),
+      );
+      tree.children?.splice(rng.int(0, tree.children.length), 0, {
+        name,
+        schema: structuredClone(distractor.schema),
+        required: false,
+        argument: null,
+        sourcePath: '',
+      });
       (addedParameters[newToolNames.get(tool.name) as string] ??= []).push(name);
     }
   }
@@ -144,11 +186,24 @@ export function applyToolSchemas(builder: VariantBuilder): void {
     const name = newToolNames.get(tool.name) as string;
     builder.mapping.tools[tool.name] = {
       name,
-      parameters: Object.fromEntries(unitsOf(tree).filter(({ node }) => node.sourcePath !== '').map(({ node, path }) => [node.sourcePath as string, path])),
-      enumValues: Object.fromEntries(unitsOf(tree).filter(({ node }) => node.enumRespellings !== undefined).map(({ node }) => [node.sourcePath as string, node.enumRespellings as Record<string, string>])),
+      parameters: Object.fromEntries(
+        unitsOf(tree)
+          .filter(({ node }) => node.sourcePath !== '')
+          .map(({ node, path }) => [node.sourcePath as string, path]),
+      ),
+      enumValues: Object.fromEntries(
+        unitsOf(tree)
+          .filter(({ node }) => node.enumRespellings !== undefined)
+          .map(({ node }) => [node.sourcePath as string, node.enumRespellings as Record<string, string>]),
+      ),
     };
     const rewrite = (text: string) => (paraphrase ? paraphraseChinese(text, rng, 0.5, protect) : text);
-    return { name, description: rewrite(tool.description), parameters: mapSchemaDescriptions(serializeParameters(tree), rewrite), binding: bindingOf(tree, tool.binding) };
+    return {
+      name,
+      description: rewrite(tool.description),
+      parameters: mapSchemaDescriptions(serializeParameters(tree), rewrite),
+      binding: bindingOf(tree, tool.binding),
+    };
   });
   builder.mapping.addedParameters = addedParameters;
 
@@ -156,12 +211,21 @@ export function applyToolSchemas(builder: VariantBuilder): void {
   const addedTools: ToolDefinition[] = [];
   if (rng.chance(0.4)) {
     for (const distractor of rng.sample(distractorTools, rng.int(1, 2))) {
-      const name = toolNames.allocate(renameCandidates(distractor.name, toolStyle, 'tool', rng), () => styleName(distractor.name, 'opaque', 'tool', rng));
-      const parameterName = parameterNames.allocate(renameCandidates(distractor.parameter.name, parameterStyle, 'parameter', rng), () => styleName(distractor.parameter.name, 'random', 'parameter', rng));
+      const name = toolNames.allocate(renameCandidates(distractor.name, toolStyle, 'tool', rng), () =>
+        styleName(distractor.name, 'opaque', 'tool', rng),
+      );
+      const parameterName = parameterNames.allocate(
+        renameCandidates(distractor.parameter.name, parameterStyle, 'parameter', rng),
+        () => styleName(distractor.parameter.name, 'random', 'parameter', rng),
+      );
       addedTools.push({
         name,
         description: distractor.description,
-        parameters: { type: 'object', properties: { [parameterName]: structuredClone(distractor.parameter.schema) }, additionalProperties: false },
+        parameters: {
+          type: 'object',
+          properties: { [parameterName]: structuredClone(distractor.parameter.schema) },
+          additionalProperties: false,
+        },
         binding: { capability: 'live_script', ignoredArguments: [parameterName] },
       });
       builder.mapping.addedTools.push(name);
@@ -176,7 +240,12 @@ export function applyToolSchemas(builder: VariantBuilder): void {
   builder.markFamily('tool_schemas');
 }
 
-function respellEnums(trees: Map<string, ParameterNode>, builder: VariantBuilder, rng: Rng, renames: TextRename[]): Map<string, string> {
+function respellEnums(
+  trees: Map<string, ParameterNode>,
+  builder: VariantBuilder,
+  rng: Rng,
+  renames: TextRename[],
+): Map<string, string> {
   const respellings = new Map<string, string>();
   const enumSets = new Map<string, string[]>();
   for (const tree of trees.values()) {
@@ -193,8 +262,17 @@ function respellEnums(trees: Map<string, ParameterNode>, builder: VariantBuilder
     values.forEach((value, index) => {
       const known = enumSynonyms[value];
       const preferred =
-        style === 'synonym' && known ? known[0] : style === 'chinese' && known ? known[1] : style === 'upper' ? value.toUpperCase() : `opt_${index + 1}_${value.slice(0, 3).toLowerCase()}`;
-      const respelled = allocator.allocate([preferred, ...(known ?? []), value.toUpperCase()], () => `opt_${rng.int(100, 999)}`);
+        style === 'synonym' && known
+          ? known[0]
+          : style === 'chinese' && known
+            ? known[1]
+            : style === 'upper'
+              ? value.toUpperCase()
+              : `opt_${index + 1}_${value.slice(0, 3).toLowerCase()}`;
+      const respelled = allocator.allocate(
+        [preferred, ...(known ?? []), value.toUpperCase()],
+        () => `opt_${rng.int(100, 999)}`,
+      );
       respellings.set(value, respelled);
       renames.push({ from: value, to: respelled, kind: 'enum_value', scope: 'harness' });
     });
@@ -205,7 +283,8 @@ function respellEnums(trees: Map<string, ParameterNode>, builder: VariantBuilder
 function respellSchema(schema: Record<string, unknown>, respellings: Map<string, string>): void {
   const respell = (value: unknown) => (typeof value === 'string' ? (respellings.get(value) ?? value) : value);
   if (Array.isArray(schema.enum)) schema.enum = schema.enum.map(respell);
-  if (schema.default !== undefined) schema.default = Array.isArray(schema.default) ? schema.default.map(respell) : respell(schema.default);
+  if (schema.default !== undefined)
+    schema.default = Array.isArray(schema.default) ? schema.default.map(respell) : respell(schema.default);
   const items = schema.items as Record<string, unknown> | undefined;
   if (items && typeof items === 'object' && Array.isArray(items.enum)) items.enum = items.enum.map(respell);
 }
@@ -219,8 +298,14 @@ function unwrapContainers(root: ParameterNode, names: NameAllocator): void {
       continue;
     }
     for (const grandchild of child.children) {
-      const clash = (root.children ?? []).some((other) => other !== child && other.name === grandchild.name) || children.some((other) => other.name === grandchild.name);
-      if (clash) grandchild.name = names.allocate([`${child.name}_${grandchild.name}`], () => `${grandchild.name}_${children.length}`);
+      const clash =
+        (root.children ?? []).some((other) => other !== child && other.name === grandchild.name) ||
+        children.some((other) => other.name === grandchild.name);
+      if (clash)
+        grandchild.name = names.allocate(
+          [`${child.name}_${grandchild.name}`],
+          () => `${grandchild.name}_${children.length}`,
+        );
       children.push({ ...grandchild, required: child.required && grandchild.required });
     }
   }
@@ -231,12 +316,23 @@ function unwrapContainers(root: ParameterNode, names: NameAllocator): void {
 function wrapArguments(root: ParameterNode, names: NameAllocator, style: NamingStyle, rng: Rng): void {
   const children = root.children ?? [];
   // Only what a capability reads is wrapped: an object of ignored parameters would itself be a parameter nothing reads.
-  const readable = children.filter((child) => unitsOf({ ...child, children: child.children ?? [child] }).some(({ node }) => node.argument !== null && node.argument !== undefined));
+  const readable = children.filter((child) =>
+    unitsOf({ ...child, children: child.children ?? [child] }).some(
+      ({ node }) => node.argument !== null && node.argument !== undefined,
+    ),
+  );
   if (readable.length === 0) return;
   const count = rng.chance(0.5) ? readable.length : rng.int(1, readable.length);
   const chosen = new Set(rng.sample(readable, count));
   const base = rng.pick(wrapperNames);
-  const name = names.allocate([styleName(base, style === 'random' || style === 'opaque' ? 'snake' : style, 'parameter', rng), base, `${base}_obj`], () => `wrap_${rng.int(100, 999)}`);
+  const name = names.allocate(
+    [
+      styleName(base, style === 'random' || style === 'opaque' ? 'snake' : style, 'parameter', rng),
+      base,
+      `${base}_obj`,
+    ],
+    () => `wrap_${rng.int(100, 999)}`,
+  );
   const wrapped = children.filter((child) => chosen.has(child));
   const wrapper: ParameterNode = {
     name,
@@ -263,7 +359,9 @@ function realToolsFirst(tools: ToolDefinition[], added: Set<string>): ToolDefini
   const result = [...tools];
   for (const tool of tools) {
     if (!added.has(tool.name)) continue;
-    const real = result.findIndex((other) => !added.has(other.name) && other.binding.capability === tool.binding.capability);
+    const real = result.findIndex(
+      (other) => !added.has(other.name) && other.binding.capability === tool.binding.capability,
+    );
     const index = result.indexOf(tool);
     if (real > index) {
       result.splice(index, 1);

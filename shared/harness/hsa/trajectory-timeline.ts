@@ -40,7 +40,11 @@ function joinSuffix(text: string, suffix: string): string {
 }
 
 function userSuffix(injections: Injections, turn: number): string {
-  return (turn === 0 ? injections.session_start.userSuffix : '') + injections.user_message.userSuffix + injections.before_reply.userSuffix;
+  return (
+    (turn === 0 ? injections.session_start.userSuffix : '') +
+    injections.user_message.userSuffix +
+    injections.before_reply.userSuffix
+  );
 }
 
 function stripSuffix(content: string, suffix: string): string | undefined {
@@ -52,16 +56,22 @@ function stripSuffix(content: string, suffix: string): string | undefined {
 export type TimelineResult = { ok: true; timeline: Timeline } | { ok: false; reason: string };
 
 /** Parses messages recorded under `harness` in `context`; fails (with why) when they do not match it. */
-export function parseTimeline(messages: readonly ChatMessage[], harness: Harness, context: RenderContext): TimelineResult {
+export function parseTimeline(
+  messages: readonly ChatMessage[],
+  harness: Harness,
+  context: RenderContext,
+): TimelineResult {
   const injections = injectionsOf(harness, context);
   const fail = (index: number, what: string): TimelineResult => ({ ok: false, reason: `message ${index}: ${what}` });
   const first = messages[0];
-  if (first?.role !== 'system' || first.content !== renderSystemPrompt(harness, context)) return fail(0, 'the system prompt is not the harness rendered for this room');
+  if (first?.role !== 'system' || first.content !== renderSystemPrompt(harness, context))
+    return fail(0, 'the system prompt is not the harness rendered for this room');
   let index = 1;
   const expectSystem = (texts: string[]): string | undefined => {
     for (const text of texts) {
       const message = messages[index];
-      if (message?.role !== 'system' || message.content !== text) return `expected the hook system message ${JSON.stringify(text.slice(0, 40))}`;
+      if (message?.role !== 'system' || message.content !== text)
+        return `expected the hook system message ${JSON.stringify(text.slice(0, 40))}`;
       index++;
     }
     return undefined;
@@ -72,12 +82,16 @@ export function parseTimeline(messages: readonly ChatMessage[], harness: Harness
   const entries: TimelineEntry[] = [];
   for (let turn = 0; index < messages.length; turn++) {
     const user = messages[index];
-    if (user?.role !== 'user') return fail(index, `expected the viewer's turn ${turn + 1}, found a ${user?.role} message`);
+    if (user?.role !== 'user')
+      return fail(index, `expected the viewer's turn ${turn + 1}, found a ${user?.role} message`);
     const text = stripSuffix(user.content, userSuffix(injections, turn));
     if (text === undefined) return fail(index, 'the user turn does not end with the hook suffixes the harness injects');
     entries.push({ kind: 'user', text, turn });
     index++;
-    const injected = expectSystem([...injections.user_message.systemMessages, ...injections.before_reply.systemMessages]);
+    const injected = expectSystem([
+      ...injections.user_message.systemMessages,
+      ...injections.before_reply.systemMessages,
+    ]);
     if (injected) return fail(index, injected);
     while (index < messages.length) {
       const message = messages[index];
@@ -88,10 +102,12 @@ export function parseTimeline(messages: readonly ChatMessage[], harness: Harness
       if (calls.length === 0) break;
       for (const [position, call] of calls.entries()) {
         const result = messages[index];
-        if (result?.role !== 'tool' || result.tool_call_id !== call.id) return fail(index, `expected the result of tool call ${call.id}`);
+        if (result?.role !== 'tool' || result.tool_call_id !== call.id)
+          return fail(index, `expected the result of tool call ${call.id}`);
         const last = position === calls.length - 1;
         const content = last ? stripSuffix(result.content, injections.after_tool_result.userSuffix) : result.content;
-        if (content === undefined) return fail(index, 'the last tool result does not end with the after_tool_result suffix');
+        if (content === undefined)
+          return fail(index, 'the last tool result does not end with the after_tool_result suffix');
         entries.push({ kind: 'tool', toolCallId: call.id, content, sourceIndex: index, lastOfBatch: last });
         index++;
       }
@@ -109,7 +125,11 @@ export interface TimelineRewrite {
   toolContent(toolCallId: string, content: string): string;
 }
 
-export const identityRewrite: TimelineRewrite = { userText: (text) => text, assistant: (message) => message, toolContent: (_id, content) => content };
+export const identityRewrite: TimelineRewrite = {
+  userText: (text) => text,
+  assistant: (message) => message,
+  toolContent: (_id, content) => content,
+};
 
 /**
  * The messages of a timeline under `harness` and `context`, plus where each source message went.
@@ -132,7 +152,10 @@ export function rebuildTimeline(
   for (const entry of timeline.entries) {
     switch (entry.kind) {
       case 'user':
-        messages.push({ role: 'user', content: joinSuffix(rewrite.userText(entry.text), userSuffix(injections, entry.turn)) });
+        messages.push({
+          role: 'user',
+          content: joinSuffix(rewrite.userText(entry.text), userSuffix(injections, entry.turn)),
+        });
         pushSystem([...injections.user_message.systemMessages, ...injections.before_reply.systemMessages]);
         break;
       case 'assistant':
@@ -142,7 +165,11 @@ export function rebuildTimeline(
       case 'tool': {
         indexMap.set(entry.sourceIndex, messages.length);
         const content = rewrite.toolContent(entry.toolCallId, entry.content);
-        messages.push({ role: 'tool', tool_call_id: entry.toolCallId, content: entry.lastOfBatch ? joinSuffix(content, injections.after_tool_result.userSuffix) : content });
+        messages.push({
+          role: 'tool',
+          tool_call_id: entry.toolCallId,
+          content: entry.lastOfBatch ? joinSuffix(content, injections.after_tool_result.userSuffix) : content,
+        });
         if (entry.lastOfBatch) pushSystem(injections.after_tool_result.systemMessages);
         break;
       }

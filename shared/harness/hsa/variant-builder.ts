@@ -26,7 +26,8 @@ export function harnessTexts(harness: Harness): HarnessText[] {
   }
   for (const tool of harness.tools) {
     texts.push({ where: `tools/${tool.name}.json description`, text: tool.description });
-    for (const text of schemaDescriptions(tool.parameters)) texts.push({ where: `tools/${tool.name}.json parameter description`, text });
+    for (const text of schemaDescriptions(tool.parameters))
+      texts.push({ where: `tools/${tool.name}.json parameter description`, text });
   }
   for (const hook of harness.hooks) texts.push({ where: `harness.yaml hooks.${hook.id}.text`, text: hook.text });
   return texts;
@@ -52,7 +53,16 @@ export function mapHarnessTexts(harness: Harness, map: (text: string) => string)
 
 /** The names of a harness by namespace (tools, parameters, enum values, skill ids and names, section ids and titles, hook ids). */
 function namesByNamespace(harness: Harness): Record<string, Set<string>> {
-  const namespaces: Record<string, Set<string>> = { tool: new Set(), parameter: new Set(), enum: new Set(), skill: new Set(), skillName: new Set(), section: new Set(), title: new Set(), hook: new Set() };
+  const namespaces: Record<string, Set<string>> = {
+    tool: new Set(),
+    parameter: new Set(),
+    enum: new Set(),
+    skill: new Set(),
+    skillName: new Set(),
+    section: new Set(),
+    title: new Set(),
+    hook: new Set(),
+  };
   for (const tool of harness.tools) {
     namespaces.tool?.add(tool.name);
     for (const node of nodesOf(parseParameters(tool))) {
@@ -76,7 +86,8 @@ function namesByNamespace(harness: Harness): Record<string, Set<string>> {
 export function harnessNames(harness: Harness): string[] {
   const names = new Set<string>();
   for (const namespace of Object.values(namesByNamespace(harness))) for (const name of namespace) names.add(name);
-  for (const argumentsOfCapability of Object.values(capabilityArguments)) for (const name of argumentsOfCapability) names.add(name);
+  for (const argumentsOfCapability of Object.values(capabilityArguments))
+    for (const name of argumentsOfCapability) names.add(name);
   return [...names];
 }
 
@@ -86,7 +97,8 @@ export function harnessNames(harness: Harness): string[] {
  */
 export function ambiguousNames(harness: Harness): Set<string> {
   const seen = new Map<string, number>();
-  for (const namespace of Object.values(namesByNamespace(harness))) for (const name of namespace) seen.set(name, (seen.get(name) ?? 0) + 1);
+  for (const namespace of Object.values(namesByNamespace(harness)))
+    for (const name of namespace) seen.set(name, (seen.get(name) ?? 0) + 1);
   return new Set([...seen].filter(([, count]) => count > 1).map(([name]) => name));
 }
 
@@ -142,7 +154,13 @@ export class VariantBuilder {
       this.harness.persona.name,
       ...this.harness.skills.map((skill) => skill.name),
       ...this.harness.prompt.sections.map((section) => section.title),
-      ...this.harness.hooks.flatMap((hook) => (hook.constraint.type === 'banned_terms' ? hook.constraint.terms : hook.constraint.type === 'tone' ? hook.constraint.markers : [])),
+      ...this.harness.hooks.flatMap((hook) =>
+        hook.constraint.type === 'banned_terms'
+          ? hook.constraint.terms
+          : hook.constraint.type === 'tone'
+            ? hook.constraint.markers
+            : [],
+      ),
     ];
   }
 

@@ -5,7 +5,15 @@ import type { Harness } from '../harness-types';
 import { activeConstraints, type RenderContext } from '../render';
 import type { RewrittenCall } from './rewrite-trajectory';
 import { TextRenamer, type Leak } from './text-renamer';
-import { enumValuesOf, invertArgumentMap, mapArguments, nodesOf, parseParameters, sameJson, type ArgumentMap } from './tool-layout';
+import {
+  enumValuesOf,
+  invertArgumentMap,
+  mapArguments,
+  nodesOf,
+  parseParameters,
+  sameJson,
+  type ArgumentMap,
+} from './tool-layout';
 import { harnessTexts } from './variant-builder';
 import type { VariantMapping } from './variant-mapping';
 
@@ -28,7 +36,12 @@ const inverseTables = new WeakMap<VariantMapping, InverseTables>();
 function inverseTablesOf(mapping: VariantMapping): InverseTables {
   let tables = inverseTables.get(mapping);
   if (tables === undefined) {
-    tables = new Map(Object.entries(mapping.tools).map(([canonical, entry]) => [entry.name, { canonical, inverse: invertArgumentMap({ paths: entry.parameters, enumValues: entry.enumValues }) }]));
+    tables = new Map(
+      Object.entries(mapping.tools).map(([canonical, entry]) => [
+        entry.name,
+        { canonical, inverse: invertArgumentMap({ paths: entry.parameters, enumValues: entry.enumValues }) },
+      ]),
+    );
     inverseTables.set(mapping, tables);
   }
   return tables;
@@ -40,12 +53,17 @@ export function checkRoundTrip(calls: readonly RewrittenCall[], mapping: Variant
   for (const call of calls) {
     const back = canonicalByVariant.get(call.rewritten.function.name);
     if (back === undefined || back.canonical !== call.original.function.name) {
-      return { detail: `call ${call.original.id}: ${call.rewritten.function.name} maps back to ${back?.canonical ?? 'no tool'}, recorded ${call.original.function.name}` };
+      return {
+        detail: `call ${call.original.id}: ${call.rewritten.function.name} maps back to ${back?.canonical ?? 'no tool'}, recorded ${call.original.function.name}`,
+      };
     }
     // The parsed forms of what was recorded and what is emitted (the rewrite serialized variantArguments as-is).
     const mapped = mapArguments(call.variantArguments, back.inverse);
     if (!mapped.ok) return { detail: `call ${call.original.id}: ${mapped.reason}` };
-    if (!sameJson(mapped.value, call.originalArguments)) return { detail: `call ${call.original.id}: maps back to ${canonicalJson(mapped.value)}, recorded ${canonicalJson(call.originalArguments)}` };
+    if (!sameJson(mapped.value, call.originalArguments))
+      return {
+        detail: `call ${call.original.id}: maps back to ${canonicalJson(mapped.value)}, recorded ${canonicalJson(call.originalArguments)}`,
+      };
   }
   return undefined;
 }
@@ -84,7 +102,9 @@ export function checkSchemas(calls: readonly RewrittenCall[]): CheckFailure | un
   for (const call of calls) {
     const validate = validatorFor(call.variantTool.parameters);
     if (!validate(call.variantArguments)) {
-      const errors = (validate.errors ?? []).map((error) => `${error.instancePath || '(arguments)'} ${error.message ?? 'is invalid'}`).join('; ');
+      const errors = (validate.errors ?? [])
+        .map((error) => `${error.instancePath || '(arguments)'} ${error.message ?? 'is invalid'}`)
+        .join('; ');
       return { detail: `call ${call.rewritten.id} (${call.rewritten.function.name}): ${errors}` };
     }
   }
@@ -109,7 +129,8 @@ export function findHarnessLeaks(harness: Harness, mapping: VariantMapping): Lea
     checkName(tool.name, `tools/${tool.name}.json name`);
     for (const node of nodesOf(parseParameters(tool))) {
       checkName(node.name, `tools/${tool.name}.json parameter ${node.name}`);
-      for (const value of enumValuesOf(node.schema)) checkName(value, `tools/${tool.name}.json parameter ${node.name} enum`);
+      for (const value of enumValuesOf(node.schema))
+        checkName(value, `tools/${tool.name}.json parameter ${node.name} enum`);
     }
   }
   for (const skill of harness.skills) {
@@ -130,19 +151,31 @@ export function findHarnessLeaks(harness: Harness, mapping: VariantMapping): Lea
  * findHarnessLeaks) plus the renderer's layout words (`id`, `tools`, ...) plus the room: only the
  * room's text is checked here, so a tool once called `id` is not found in the layout.
  */
-export function findTrajectoryLeaks(trajectory: Trajectory, calls: readonly RewrittenCall[], mapping: VariantMapping, entityRenamer: TextRenamer, context: RenderContext): Leak[] {
+export function findTrajectoryLeaks(
+  trajectory: Trajectory,
+  calls: readonly RewrittenCall[],
+  mapping: VariantMapping,
+  entityRenamer: TextRenamer,
+  context: RenderContext,
+): Leak[] {
   const leaks: Leak[] = [...entityRenamer.findLeaks(context.roomContext ?? '', 'message 0 (system) room context')];
   trajectory.messages.forEach((message, index) => {
-    if (message.content !== null && index > 0) leaks.push(...entityRenamer.findLeaks(message.content, `message ${index} (${message.role})`));
+    if (message.content !== null && index > 0)
+      leaks.push(...entityRenamer.findLeaks(message.content, `message ${index} (${message.role})`));
     if (message.role === 'assistant') {
-      if (message.reasoning_content !== undefined) leaks.push(...entityRenamer.findLeaks(message.reasoning_content, `message ${index} reasoning`));
-      for (const call of message.tool_calls ?? []) leaks.push(...entityRenamer.findLeaks(call.function.name, `message ${index} tool call ${call.id}`));
+      if (message.reasoning_content !== undefined)
+        leaks.push(...entityRenamer.findLeaks(message.reasoning_content, `message ${index} reasoning`));
+      for (const call of message.tool_calls ?? [])
+        leaks.push(...entityRenamer.findLeaks(call.function.name, `message ${index} tool call ${call.id}`));
     }
   });
-  const renamedParameters = new Set(mapping.renames.filter((rename) => rename.kind === 'parameter').map((rename) => rename.from));
+  const renamedParameters = new Set(
+    mapping.renames.filter((rename) => rename.kind === 'parameter').map((rename) => rename.from),
+  );
   for (const call of calls) {
     for (const key of argumentKeys(call.variantArguments)) {
-      if (renamedParameters.has(key)) leaks.push({ name: key, kind: 'parameter', where: `tool call ${call.rewritten.id} arguments` });
+      if (renamedParameters.has(key))
+        leaks.push({ name: key, kind: 'parameter', where: `tool call ${call.rewritten.id} arguments` });
     }
   }
   return leaks;
@@ -156,7 +189,12 @@ function argumentKeys(value: unknown): string[] {
 /** The replies (assistant messages without tool calls) of a trajectory, as the verifier judges them. */
 export function finalReplies(trajectory: Trajectory): string[] {
   return trajectory.messages.flatMap((message) =>
-    message.role === 'assistant' && (message.tool_calls === undefined || message.tool_calls.length === 0) && message.content !== null && message.content.trim() !== '' ? [message.content] : [],
+    message.role === 'assistant' &&
+    (message.tool_calls === undefined || message.tool_calls.length === 0) &&
+    message.content !== null &&
+    message.content.trim() !== ''
+      ? [message.content]
+      : [],
   );
 }
 
@@ -164,8 +202,16 @@ export function finalReplies(trajectory: Trajectory): string[] {
  * Constraints the variant changed (a new `max_chars` value) that are in force in this room and
  * that a recorded reply does not meet. Such a trajectory needs a new reply (relabel), not a rewrite.
  */
-export function checkChangedConstraints(trajectory: Trajectory, variant: { harness: Harness; mapping: VariantMapping }, context: RenderContext): CheckFailure | undefined {
-  const changed = new Map(Object.values(variant.mapping.hooks).filter((entry) => entry.constraint !== undefined).map((entry) => [entry.id, entry]));
+export function checkChangedConstraints(
+  trajectory: Trajectory,
+  variant: { harness: Harness; mapping: VariantMapping },
+  context: RenderContext,
+): CheckFailure | undefined {
+  const changed = new Map(
+    Object.values(variant.mapping.hooks)
+      .filter((entry) => entry.constraint !== undefined)
+      .map((entry) => [entry.id, entry]),
+  );
   if (changed.size === 0) return undefined;
   const replies = finalReplies(trajectory);
   for (const constraint of activeConstraints(variant.harness, context)) {
@@ -174,7 +220,10 @@ export function checkChangedConstraints(trajectory: Trajectory, variant: { harne
     if (rule.type !== 'max_chars') continue;
     for (const reply of replies) {
       const length = [...reply.trim()].length;
-      if (length > rule.value) return { detail: `hook ${constraint.hookId}: a recorded reply has ${length} characters, the variant allows ${rule.value}` };
+      if (length > rule.value)
+        return {
+          detail: `hook ${constraint.hookId}: a recorded reply has ${length} characters, the variant allows ${rule.value}`,
+        };
     }
   }
   return undefined;

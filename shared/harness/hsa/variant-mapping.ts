@@ -96,7 +96,11 @@ export function identityMapping(harness: Harness, sourceHash = harnessHash(harne
     tools: Object.fromEntries(
       harness.tools.map((tool) => [
         tool.name,
-        { name: tool.name, parameters: Object.fromEntries(unitsOf(parseParameters(tool)).map(({ path }) => [path, path])), enumValues: {} },
+        {
+          name: tool.name,
+          parameters: Object.fromEntries(unitsOf(parseParameters(tool)).map(({ path }) => [path, path])),
+          enumValues: {},
+        },
       ]),
     ),
     addedTools: [],
@@ -106,12 +110,21 @@ export function identityMapping(harness: Harness, sourceHash = harnessHash(harne
     hooks: Object.fromEntries(
       harness.hooks.map((hook) => [
         hook.id,
-        { id: hook.id, before: { event: hook.event, placement: hook.placement }, after: { event: hook.event, placement: hook.placement }, textChanged: false },
+        {
+          id: hook.id,
+          before: { event: hook.event, placement: hook.placement },
+          after: { event: hook.event, placement: hook.placement },
+          textChanged: false,
+        },
       ]),
     ),
     prompt: {
       format: { before: harness.prompt.format, after: harness.prompt.format },
-      sections: harness.prompt.sections.map((section) => ({ canonicalId: section.id, id: section.id, title: section.title })),
+      sections: harness.prompt.sections.map((section) => ({
+        canonicalId: section.id,
+        id: section.id,
+        title: section.title,
+      })),
     },
     renames: [],
   };

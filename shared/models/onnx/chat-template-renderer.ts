@@ -20,7 +20,12 @@ export interface ChatRenderer {
 export function createChatTemplateRenderer(directory: string, tokenizerConfig: Record<string, unknown>): ChatRenderer {
   const template = new Template(chatTemplateSource(directory, tokenizerConfig));
   const tokenString = (field: string): string | undefined => specialTokenContent(tokenizerConfig, field);
-  const specialTokens = { bos_token: tokenString('bos_token'), eos_token: tokenString('eos_token'), pad_token: tokenString('pad_token'), unk_token: tokenString('unk_token') };
+  const specialTokens = {
+    bos_token: tokenString('bos_token'),
+    eos_token: tokenString('eos_token'),
+    pad_token: tokenString('pad_token'),
+    unk_token: tokenString('unk_token'),
+  };
   const renderAsIs = (messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }) =>
     template.render({
       ...specialTokens,
@@ -29,7 +34,9 @@ export function createChatTemplateRenderer(directory: string, tokenizerConfig: R
       add_generation_prompt: options.addGenerationPrompt,
     });
   // Hook system messages reach the template as shard and rl train them (shared/text/hook-messages.ts).
-  const form = hookMessageFormFor(probeSystemMessagePlacement((messages) => renderAsIs(messages as ChatMessage[], { addGenerationPrompt: false })));
+  const form = hookMessageFormFor(
+    probeSystemMessagePlacement((messages) => renderAsIs(messages as ChatMessage[], { addGenerationPrompt: false })),
+  );
   return {
     render(messages, options) {
       const normalized = normalizeHookMessages(messages, form);
@@ -62,7 +69,10 @@ function templateMessage(message: ChatMessage): Record<string, unknown> {
     ...message,
     // Templates test `'</think>' in message.content`; vLLM renders a null content as '' too.
     content: message.content ?? '',
-    tool_calls: message.tool_calls?.map((call) => ({ ...call, function: { ...call.function, arguments: parsedArguments(call.function.arguments) } })),
+    tool_calls: message.tool_calls?.map((call) => ({
+      ...call,
+      function: { ...call.function, arguments: parsedArguments(call.function.arguments) },
+    })),
   };
 }
 

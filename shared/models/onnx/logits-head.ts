@@ -44,11 +44,18 @@ export class LogitsHead {
    * both log-softmaxes when only probabilities are needed (sampling without logprobs): two
    * passes over a 150k vocabulary per token saved.
    */
-  async run(logits: Float32Array, temperature: number, options: { probabilities: boolean; logprobs?: boolean }): Promise<HeadOutputs> {
+  async run(
+    logits: Float32Array,
+    temperature: number,
+    options: { probabilities: boolean; logprobs?: boolean },
+  ): Promise<HeadOutputs> {
     const rows = logits.length / this.vocabularySize;
     const tempered = temperature !== 1;
     const wantLogprobs = options.logprobs ?? true;
-    const fetches = [...(wantLogprobs ? ['raw_logprobs', ...(tempered ? ['logprobs'] : [])] : []), ...(options.probabilities ? ['probabilities'] : [])];
+    const fetches = [
+      ...(wantLogprobs ? ['raw_logprobs', ...(tempered ? ['logprobs'] : [])] : []),
+      ...(options.probabilities ? ['probabilities'] : []),
+    ];
     const outputs = await this.session.run(
       {
         logits: new ort.Tensor('float32', logits, [rows, this.vocabularySize]),
@@ -56,10 +63,19 @@ export class LogitsHead {
       },
       fetches,
     );
-    const data = (name: string): Float32Array => (outputs[name]).data as Float32Array;
-    if (!wantLogprobs) return { rawLogprobs: new Float32Array(0), logprobs: new Float32Array(0), probabilities: options.probabilities ? data('probabilities') : undefined };
+    const data = (name: string): Float32Array => outputs[name].data as Float32Array;
+    if (!wantLogprobs)
+      return {
+        rawLogprobs: new Float32Array(0),
+        logprobs: new Float32Array(0),
+        probabilities: options.probabilities ? data('probabilities') : undefined,
+      };
     const rawLogprobs = data('raw_logprobs');
-    return { rawLogprobs, logprobs: tempered ? data('logprobs') : rawLogprobs, probabilities: options.probabilities ? data('probabilities') : undefined };
+    return {
+      rawLogprobs,
+      logprobs: tempered ? data('logprobs') : rawLogprobs,
+      probabilities: options.probabilities ? data('probabilities') : undefined,
+    };
   }
 
   async close(): Promise<void> {

@@ -54,4 +54,3 @@ export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
     return new OnnxModelClient({ ...rest, modelDir });
   },
 };
-

@@ -195,9 +195,14 @@ export class OnnxDecoder {
   /** Loads `model.onnx` (or `onnx/model.onnx`) and `config.json` and checks the model's inputs and outputs. */
   static async load(directory: string, options: OnnxDecoderOptions = {}): Promise<OnnxDecoder> {
     const root = resolve(directory);
-    const modelFile = modelFileCandidates.map((candidate) => join(root, candidate)).find((candidate) => existsSync(candidate));
+    const modelFile = modelFileCandidates
+      .map((candidate) => join(root, candidate))
+      .find((candidate) => existsSync(candidate));
     if (!modelFile) {
-      throw new BadInputError('ONNX_MODEL_MISSING', `${root} has no ${modelFileCandidates.join(' or ')}; point the model directory at an Optimum ONNX export or run \`hat models make-dummy --out ${directory}\``);
+      throw new BadInputError(
+        'ONNX_MODEL_MISSING',
+        `${root} has no ${modelFileCandidates.join(' or ')}; point the model directory at an Optimum ONNX export or run \`hat models make-dummy --out ${directory}\``,
+      );
     }
     const config = readJsonObject(join(root, 'config.json'));
     const generationConfigFile = join(root, 'generation_config.json');
@@ -212,11 +217,16 @@ export class OnnxDecoder {
         graphOptimizationLevel: 'all',
       });
     } catch (error) {
-      throw new BadInputError('ONNX_MODEL_INVALID', `onnxruntime cannot load ${modelFile}: ${(error as Error).message}`, { cause: error });
+      throw new BadInputError(
+        'ONNX_MODEL_INVALID',
+        `onnxruntime cannot load ${modelFile}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
     const { usesCacheBranch, logitsToKeep } = checkNaming(session, modelFile, shape.layers);
     const eosTokenIds = [...new Set([...idList(config.eos_token_id), ...idList(generationConfig.eos_token_id)])];
-    const padTokenId = idList(config.pad_token_id)[0] ?? idList(generationConfig.pad_token_id)[0] ?? eosTokenIds[0] ?? 0;
+    const padTokenId =
+      idList(config.pad_token_id)[0] ?? idList(generationConfig.pad_token_id)[0] ?? eosTokenIds[0] ?? 0;
     const info: OnnxModelInfo = {
       directory: root,
       modelFile,
@@ -251,9 +261,16 @@ export class OnnxDecoder {
   }
 
   /** Generates from several prompts in one left-padded batch; each sequence stops on its own. */
-  async generateBatch(requests: readonly GenerateRequest[], options: GenerateOptions = {}): Promise<GenerationResult[]> {
+  async generateBatch(
+    requests: readonly GenerateRequest[],
+    options: GenerateOptions = {},
+  ): Promise<GenerationResult[]> {
     const started = performance.now();
-    const sampling: SamplingParameters = { temperature: options.temperature ?? 1, topP: options.topP ?? 1, topK: options.topK ?? 0 };
+    const sampling: SamplingParameters = {
+      temperature: options.temperature ?? 1,
+      topP: options.topP ?? 1,
+      topK: options.topK ?? 0,
+    };
     checkSampling(sampling);
     const maxNewTokens = options.maxNewTokens ?? 256;
     const logprobTemperature = logprobTemperatureOf(sampling.temperature);
@@ -276,17 +293,33 @@ export class OnnxDecoder {
 
     // Left padding: every prompt ends at the same column, so one step serves every row.
     const promptLength = Math.max(...requests.map((request) => request.promptIds.length));
-    const padded = this.leftPad(requests.map((request) => request.promptIds), promptLength);
-    let { cache, lastLogits } = await this.prefill(padded, promptLength, options.signal, batchSize === 1 ? requests[0].promptIds : undefined);
+    const padded = this.leftPad(
+      requests.map((request) => request.promptIds),
+      promptLength,
+    );
+    let { cache, lastLogits } = await this.prefill(
+      padded,
+      promptLength,
+      options.signal,
+      batchSize === 1 ? requests[0].promptIds : undefined,
+    );
     const prefillMs = performance.now() - started;
     const attentionMask = padded.attentionMask;
-    const maskColumns: number[][] = Array.from({ length: batchSize }, (_, row) => Array.from(attentionMask.subarray(row * promptLength, (row + 1) * promptLength), Number));
+    const maskColumns: number[][] = Array.from({ length: batchSize }, (_, row) =>
+      Array.from(attentionMask.subarray(row * promptLength, (row + 1) * promptLength), Number),
+    );
 
     const vocabularySize = this.info.vocabularySize;
     for (let step = 0; step < maxNewTokens; step++) {
       const nextIds = new BigInt64Array(batchSize);
       const nextPositions = new BigInt64Array(batchSize);
-      const head = wantLogprobs || sampling.temperature > 0 ? await this.head.run(lastLogits, logprobTemperature, { probabilities: sampling.temperature > 0, logprobs: wantLogprobs }) : undefined;
+      const head =
+        wantLogprobs || sampling.temperature > 0
+          ? await this.head.run(lastLogits, logprobTemperature, {
+              probabilities: sampling.temperature > 0,
+              logprobs: wantLogprobs,
+            })
+          : undefined;
       for (let row = 0; row < batchSize; row++) {
         const state = rows[row];
         if (state.finishReason) {
@@ -296,7 +329,9 @@ export class OnnxDecoder {
         }
         const base = row * vocabularySize;
         const logits = lastLogits.subarray(base, base + vocabularySize);
-        const tokenId = head?.probabilities ? sampleToken(head.probabilities.subarray(base, base + vocabularySize), sampling, rngs[row]) : argmaxOf(logits);
+        const tokenId = head?.probabilities
+          ? sampleToken(head.probabilities.subarray(base, base + vocabularySize), sampling, rngs[row])
+          : argmaxOf(logits);
         if (head && state.tokens) state.tokens.push(tokenScore(head, base, logits, tokenId, topLogprobs));
         const atMs = performance.now() - started;
         state.tokenIds.push(tokenId);
@@ -310,7 +345,15 @@ export class OnnxDecoder {
       }
       if (rows.every((state) => state.finishReason)) break;
       if (options.signal?.aborted) throw abortedError(options.signal);
-      const output = await this.forward({ batchSize, inputIds: nextIds, positionIds: nextPositions, attentionMask: BigInt64Array.from(maskColumns.flat(), BigInt) }, cache);
+      const output = await this.forward(
+        {
+          batchSize,
+          inputIds: nextIds,
+          positionIds: nextPositions,
+          attentionMask: BigInt64Array.from(maskColumns.flat(), BigInt),
+        },
+        cache,
+      );
       cache = output.cache;
       lastLogits = output.logits;
     }
@@ -325,13 +368,17 @@ export class OnnxDecoder {
         prefillMs,
         ttftMs: state.tokenTimes[0] ?? prefillMs,
         e2eMs: state.tokenTimes[state.tokenTimes.length - 1] ?? prefillMs,
-        itlMs: state.tokenTimes.slice(1).map((time, index) => time - (state.tokenTimes[index])),
+        itlMs: state.tokenTimes.slice(1).map((time, index) => time - state.tokenTimes[index]),
       },
     }));
   }
 
   /** Log-probabilities of given completion tokens after a prompt, from one pass over both. */
-  async score(promptIds: readonly number[], completionIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+  async score(
+    promptIds: readonly number[],
+    completionIds: readonly number[],
+    options: ScoreOptions = {},
+  ): Promise<ScoreResult> {
     const [result] = await this.scoreBatch([{ promptIds, completionIds }], options);
     return result;
   }
@@ -358,21 +405,29 @@ export class OnnxDecoder {
       // Only positions that predict a completion token are normalized, gathered into one block.
       const wanted: Array<{ row: number; tokenId: number; offset: number }> = [];
       requests.forEach((request, row) => {
-        const padding = length - (sequences[row]).length;
+        const padding = length - sequences[row].length;
         for (let offset = 0; offset < rows; offset++) {
           // Column c holds sequence token c - padding, which predicts token c - padding + 1.
           const completionIndex = firstColumn + offset - padding + 1 - request.promptIds.length;
           if (completionIndex < 0 || completionIndex >= request.completionIds.length) continue;
-          wanted.push({ row, tokenId: request.completionIds[completionIndex], offset: (row * rows + offset) * vocabularySize });
+          wanted.push({
+            row,
+            tokenId: request.completionIds[completionIndex],
+            offset: (row * rows + offset) * vocabularySize,
+          });
         }
       });
       if (wanted.length === 0) return;
       const gathered = new Float32Array(wanted.length * vocabularySize);
-      wanted.forEach((entry, index) => gathered.set(logits.subarray(entry.offset, entry.offset + vocabularySize), index * vocabularySize));
+      wanted.forEach((entry, index) =>
+        gathered.set(logits.subarray(entry.offset, entry.offset + vocabularySize), index * vocabularySize),
+      );
       const head = await this.head.run(gathered, logprobTemperature, { probabilities: false });
       wanted.forEach((entry, index) => {
         const base = index * vocabularySize;
-        results[entry.row].tokens.push(tokenScore(head, base, gathered.subarray(base, base + vocabularySize), entry.tokenId, topLogprobs));
+        results[entry.row].tokens.push(
+          tokenScore(head, base, gathered.subarray(base, base + vocabularySize), entry.tokenId, topLogprobs),
+        );
       });
     });
     return results;
@@ -386,14 +441,28 @@ export class OnnxDecoder {
     this.checkTokenIds(tokenIds, 'tokenIds', true);
     const vocabularySize = this.info.vocabularySize;
     const all = new Float32Array(tokenIds.length * vocabularySize);
-    await this.feed(this.leftPad([tokenIds], tokenIds.length), tokenIds.length, undefined, 0, (logits, firstColumn) => all.set(logits, firstColumn * vocabularySize), options.chunkTokens);
+    await this.feed(
+      this.leftPad([tokenIds], tokenIds.length),
+      tokenIds.length,
+      undefined,
+      0,
+      (logits, firstColumn) => all.set(logits, firstColumn * vocabularySize),
+      options.chunkTokens,
+    );
     return all;
   }
 
   private checkTokenIds(tokenIds: readonly number[], field: string, nonEmpty: boolean): void {
-    if (nonEmpty && tokenIds.length === 0) throw new BadInputError('ONNX_BAD_TOKENS', `${field} is empty; give at least one token id`);
-    const bad = tokenIds.find((tokenId) => !Number.isInteger(tokenId) || tokenId < 0 || tokenId >= this.info.vocabularySize);
-    if (bad !== undefined) throw new BadInputError('ONNX_BAD_TOKENS', `${field} holds token id ${bad}, outside this model's vocabulary [0, ${this.info.vocabularySize}); use ids from the model's own tokenizer`);
+    if (nonEmpty && tokenIds.length === 0)
+      throw new BadInputError('ONNX_BAD_TOKENS', `${field} is empty; give at least one token id`);
+    const bad = tokenIds.find(
+      (tokenId) => !Number.isInteger(tokenId) || tokenId < 0 || tokenId >= this.info.vocabularySize,
+    );
+    if (bad !== undefined)
+      throw new BadInputError(
+        'ONNX_BAD_TOKENS',
+        `${field} holds token id ${bad}, outside this model's vocabulary [0, ${this.info.vocabularySize}); use ids from the model's own tokenizer`,
+      );
   }
 
   private leftPad(sequences: ReadonlyArray<readonly number[]>, length: number): ForwardBatch {
@@ -486,7 +555,8 @@ export class OnnxDecoder {
       const total = tensor.dims[2];
       const data = tensor.data as Float32Array;
       const cut = new Float32Array(keyValueHeads * length * headDim);
-      for (let head = 0; head < keyValueHeads; head++) cut.set(data.subarray(head * total * headDim, (head * total + length) * headDim), head * length * headDim);
+      for (let head = 0; head < keyValueHeads; head++)
+        cut.set(data.subarray(head * total * headDim, (head * total + length) * headDim), head * length * headDim);
       tensors[name] = new ort.Tensor('float32', cut, [1, keyValueHeads, length, headDim]);
     }
     return { tensors };
@@ -524,13 +594,19 @@ export class OnnxDecoder {
       if (signal?.aborted) throw abortedError(signal);
       const columns = (source: BigInt64Array, from: number, to: number): BigInt64Array => {
         const out = new BigInt64Array(batchSize * (to - from));
-        for (let row = 0; row < batchSize; row++) out.set(source.subarray(row * length + from, row * length + to), row * (to - from));
+        for (let row = 0; row < batchSize; row++)
+          out.set(source.subarray(row * length + from, row * length + to), row * (to - from));
         return out;
       };
       // transformers' semantics: 0 would keep every row, so a chunk needing none keeps one.
       const keep = Math.max(1, end - Math.max(start, neededFrom));
       const output = await this.forward(
-        { batchSize, inputIds: columns(padded.inputIds, start, end), positionIds: columns(padded.positionIds, start, end), attentionMask: columns(padded.attentionMask, 0, end) },
+        {
+          batchSize,
+          inputIds: columns(padded.inputIds, start, end),
+          positionIds: columns(padded.positionIds, start, end),
+          attentionMask: columns(padded.attentionMask, 0, end),
+        },
         cache,
         keep,
       );
@@ -545,14 +621,23 @@ export class OnnxDecoder {
     const tensors: Record<string, ort.Tensor> = {};
     for (let layer = 0; layer < this.info.layers; layer++) {
       for (const part of ['key', 'value']) {
-        tensors[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [batchSize, this.info.keyValueHeads, 0, this.info.headDim]);
+        tensors[`past_key_values.${layer}.${part}`] = new ort.Tensor('float32', new Float32Array(0), [
+          batchSize,
+          this.info.keyValueHeads,
+          0,
+          this.info.headDim,
+        ]);
       }
     }
     return { tensors };
   }
 
   /** One session run; `present.*` come back as the next call's `past_key_values.*` without copying. */
-  private async forward(batch: ForwardBatch, cache: KeyValueCache, logitsToKeep = 1): Promise<{ logits: Float32Array; cache: KeyValueCache }> {
+  private async forward(
+    batch: ForwardBatch,
+    cache: KeyValueCache,
+    logitsToKeep = 1,
+  ): Promise<{ logits: Float32Array; cache: KeyValueCache }> {
     const length = batch.inputIds.length / batch.batchSize;
     const total = batch.attentionMask.length / batch.batchSize;
     const feeds: Record<string, ort.Tensor> = {
@@ -561,29 +646,49 @@ export class OnnxDecoder {
       position_ids: new ort.Tensor('int64', batch.positionIds, [batch.batchSize, length]),
       ...cache.tensors,
     };
-    if (this.usesCacheBranch) feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(total > length ? 1 : 0), [1]);
-    if (this.info.logitsToKeepInput !== undefined) feeds[this.info.logitsToKeepInput] = new ort.Tensor('int64', BigInt64Array.of(BigInt(logitsToKeep)), this.logitsToKeepDims);
+    if (this.usesCacheBranch)
+      feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(total > length ? 1 : 0), [1]);
+    if (this.info.logitsToKeepInput !== undefined)
+      feeds[this.info.logitsToKeepInput] = new ort.Tensor(
+        'int64',
+        BigInt64Array.of(BigInt(logitsToKeep)),
+        this.logitsToKeepDims,
+      );
     const outputs = await this.session.run(feeds);
     const tensors: Record<string, ort.Tensor> = {};
     for (let layer = 0; layer < this.info.layers; layer++) {
       tensors[`past_key_values.${layer}.key`] = outputs[`present.${layer}.key`];
       tensors[`past_key_values.${layer}.value`] = outputs[`present.${layer}.value`];
     }
-    return { logits: (outputs.logits).data as Float32Array, cache: { tensors } };
+    return { logits: outputs.logits.data as Float32Array, cache: { tensors } };
   }
 }
 
 /** A token's logprobs from normalized rows; `base` is the row's offset in `head`'s arrays. */
-function tokenScore(head: HeadOutputs, base: number, logits: Float32Array, tokenId: number, topLogprobs: number): TokenScore {
-  const score: TokenScore = { tokenId, logprob: head.logprobs[base + tokenId], rawLogprob: head.rawLogprobs[base + tokenId] };
-  if (topLogprobs > 0) score.top = topTokenIds(logits, topLogprobs).map((id) => ({ tokenId: id, logprob: head.logprobs[base + id] }));
+function tokenScore(
+  head: HeadOutputs,
+  base: number,
+  logits: Float32Array,
+  tokenId: number,
+  topLogprobs: number,
+): TokenScore {
+  const score: TokenScore = {
+    tokenId,
+    logprob: head.logprobs[base + tokenId],
+    rawLogprob: head.rawLogprobs[base + tokenId],
+  };
+  if (topLogprobs > 0)
+    score.top = topTokenIds(logits, topLogprobs).map((id) => ({ tokenId: id, logprob: head.logprobs[base + id] }));
   return score;
 }
 
 function checkSampling(sampling: SamplingParameters): void {
-  if (!(sampling.temperature >= 0)) throw new BadInputError('ONNX_BAD_SAMPLING', `temperature must be >= 0 (got ${sampling.temperature})`);
-  if (!(sampling.topP > 0 && sampling.topP <= 1)) throw new BadInputError('ONNX_BAD_SAMPLING', `topP must be in (0, 1] (got ${sampling.topP})`);
-  if (!Number.isInteger(sampling.topK)) throw new BadInputError('ONNX_BAD_SAMPLING', `topK must be an integer (got ${sampling.topK})`);
+  if (!(sampling.temperature >= 0))
+    throw new BadInputError('ONNX_BAD_SAMPLING', `temperature must be >= 0 (got ${sampling.temperature})`);
+  if (!(sampling.topP > 0 && sampling.topP <= 1))
+    throw new BadInputError('ONNX_BAD_SAMPLING', `topP must be in (0, 1] (got ${sampling.topP})`);
+  if (!Number.isInteger(sampling.topK))
+    throw new BadInputError('ONNX_BAD_SAMPLING', `topK must be an integer (got ${sampling.topK})`);
 }
 
 function idList(value: unknown): number[] {
@@ -592,13 +697,20 @@ function idList(value: unknown): number[] {
   return [];
 }
 
-function modelShape(config: Record<string, unknown>, file: string): Pick<OnnxModelInfo, 'layers' | 'keyValueHeads' | 'headDim' | 'vocabularySize'> {
+function modelShape(
+  config: Record<string, unknown>,
+  file: string,
+): Pick<OnnxModelInfo, 'layers' | 'keyValueHeads' | 'headDim' | 'vocabularySize'> {
   const positive = (field: string): number | undefined => {
     const value = config[field];
     return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
   };
   const required = (field: string, value: number | undefined): number => {
-    if (value === undefined) throw new BadInputError('ONNX_MODEL_MISMATCH', `${file} has no positive integer "${field}"; a decoder config.json needs num_hidden_layers, num_attention_heads, hidden_size (or head_dim) and vocab_size`);
+    if (value === undefined)
+      throw new BadInputError(
+        'ONNX_MODEL_MISMATCH',
+        `${file} has no positive integer "${field}"; a decoder config.json needs num_hidden_layers, num_attention_heads, hidden_size (or head_dim) and vocab_size`,
+      );
     return value;
   };
   const heads = positive('num_attention_heads');
@@ -618,10 +730,18 @@ const logitsToKeepNames = ['logits_to_keep', 'num_logits_to_keep'];
  * Checks the session against Optimum's naming; returns whether it has a merged-decoder
  * `use_cache_branch` input and a `logits_to_keep` input (with its shape: a scalar or [1]).
  */
-function checkNaming(session: ort.InferenceSession, modelFile: string, layers: number): { usesCacheBranch: boolean; logitsToKeep?: { name: string; dims: number[] } } {
+function checkNaming(
+  session: ort.InferenceSession,
+  modelFile: string,
+  layers: number,
+): { usesCacheBranch: boolean; logitsToKeep?: { name: string; dims: number[] } } {
   const problems: string[] = [];
-  const inputTypes = new Map(session.inputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']));
-  const outputTypes = new Map(session.outputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']));
+  const inputTypes = new Map(
+    session.inputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']),
+  );
+  const outputTypes = new Map(
+    session.outputMetadata.map((meta) => [meta.name, meta.isTensor ? meta.type : 'non-tensor']),
+  );
   const expectInput = (name: string, type: string): void => {
     const actual = inputTypes.get(name);
     if (actual === undefined) problems.push(`has no input "${name}"`);
@@ -643,17 +763,23 @@ function checkNaming(session: ort.InferenceSession, modelFile: string, layers: n
     }
   }
   for (const name of inputTypes.keys()) {
-    if (!known.has(name)) problems.push(`has an input "${name}" this backend does not feed (config.json says num_hidden_layers=${layers})`);
+    if (!known.has(name))
+      problems.push(`has an input "${name}" this backend does not feed (config.json says num_hidden_layers=${layers})`);
   }
   if (problems.length > 0) {
-    throw new BadInputError('ONNX_MODEL_MISMATCH', `${modelFile} ${problems.join('; ')}; ${expectedNaming}`, { details: { modelFile, problems } });
+    throw new BadInputError('ONNX_MODEL_MISMATCH', `${modelFile} ${problems.join('; ')}; ${expectedNaming}`, {
+      details: { modelFile, problems },
+    });
   }
   const keepMeta = session.inputMetadata.find((meta) => logitsToKeepNames.includes(meta.name));
   let logitsToKeep: { name: string; dims: number[] } | undefined;
   if (keepMeta) {
     const shape = keepMeta.isTensor ? keepMeta.shape : [];
     if (inputTypes.get(keepMeta.name) !== 'int64' || shape.length > 1) {
-      throw new BadInputError('ONNX_MODEL_MISMATCH', `${modelFile} input "${keepMeta.name}" must be an int64 scalar or [1] (got ${inputTypes.get(keepMeta.name)} [${shape.join(', ')}]); ${expectedNaming}`);
+      throw new BadInputError(
+        'ONNX_MODEL_MISMATCH',
+        `${modelFile} input "${keepMeta.name}" must be an int64 scalar or [1] (got ${inputTypes.get(keepMeta.name)} [${shape.join(', ')}]); ${expectedNaming}`,
+      );
     }
     logitsToKeep = { name: keepMeta.name, dims: shape.length === 0 ? [] : [1] };
   }

@@ -75,9 +75,21 @@ export class OnnxGraphBuilder {
     return this.opMulti(opType, inputs, 1, attributes, outputName ? [outputName] : undefined)[0];
   }
 
-  opMulti(opType: string, inputs: string[], outputCount: number, attributes: Record<string, AttributeInput> = {}, outputNames?: string[]): string[] {
-    const base = opType.replace(/[A-Z]/g, (letter, index: number) => (index === 0 ? letter.toLowerCase() : `_${letter.toLowerCase()}`));
-    const outputs = Array.from({ length: outputCount }, (_, index) => (outputNames?.[index] ? this.uniqueName(outputNames[index]) : this.uniqueName(`${base}_${this.nodes.length}_${index}`)));
+  opMulti(
+    opType: string,
+    inputs: string[],
+    outputCount: number,
+    attributes: Record<string, AttributeInput> = {},
+    outputNames?: string[],
+  ): string[] {
+    const base = opType.replace(/[A-Z]/g, (letter, index: number) =>
+      index === 0 ? letter.toLowerCase() : `_${letter.toLowerCase()}`,
+    );
+    const outputs = Array.from({ length: outputCount }, (_, index) =>
+      outputNames?.[index]
+        ? this.uniqueName(outputNames[index])
+        : this.uniqueName(`${base}_${this.nodes.length}_${index}`),
+    );
     this.nodes.push({
       opType,
       name: this.uniqueName(`${opType}_${this.nodes.length}`),
@@ -89,7 +101,12 @@ export class OnnxGraphBuilder {
   }
 
   /** The model file as buffers, in order (write them one after another). */
-  encode(options: { opsetVersion: number; producerName: string; producerVersion: string; metadata?: Record<string, string> }): Uint8Array[] {
+  encode(options: {
+    opsetVersion: number;
+    producerName: string;
+    producerVersion: string;
+    metadata?: Record<string, string>;
+  }): Uint8Array[] {
     return encodeOnnxModel({
       // IR version 8 is the one that goes with opset 17 (onnx/docs/Versioning.md).
       irVersion: 8,
@@ -97,7 +114,13 @@ export class OnnxGraphBuilder {
       producerName: options.producerName,
       producerVersion: options.producerVersion,
       metadata: options.metadata,
-      graph: { name: this.graphName, nodes: this.nodes, initializers: this.initializers, inputs: this.inputs, outputs: this.outputs },
+      graph: {
+        name: this.graphName,
+        nodes: this.nodes,
+        initializers: this.initializers,
+        inputs: this.inputs,
+        outputs: this.outputs,
+      },
     });
   }
 }

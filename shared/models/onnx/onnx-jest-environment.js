@@ -8,8 +8,16 @@
 const { TestEnvironment } = require('jest-environment-node');
 
 const typedArrays = [
-  Int8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
-  Float32Array, Float64Array, BigInt64Array, BigUint64Array,
+  Int8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
 ];
 
 class OnnxJestEnvironment extends TestEnvironment {

@@ -28,17 +28,34 @@ afterAll(async () => {
 });
 
 describe('OnnxModelClient', () => {
-  it('renders the prompt with the model\'s own chat template', async () => {
+  it("renders the prompt with the model's own chat template", async () => {
     const model = await client.load();
     const promptIds = await client.promptIds(messages);
     // Qwen3's template (the byte tokenizer carries it): one token per byte, one per special token.
-    expect(model.tokenizer.decode(promptIds, { keepSpecialTokens: true })).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
-    const withTools = await client.promptIds(messages, [{ type: 'function', function: { name: 'get_price', description: 'Price of an item', parameters: { type: 'object', properties: {} } } }]);
-    expect(model.tokenizer.decode(withTools, { keepSpecialTokens: true })).toContain('<tools>\n{"type": "function", "function": {"name": "get_price"');
+    expect(model.tokenizer.decode(promptIds, { keepSpecialTokens: true })).toBe(
+      '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+    const withTools = await client.promptIds(messages, [
+      {
+        type: 'function',
+        function: {
+          name: 'get_price',
+          description: 'Price of an item',
+          parameters: { type: 'object', properties: {} },
+        },
+      },
+    ]);
+    expect(model.tokenizer.decode(withTools, { keepSpecialTokens: true })).toContain(
+      '<tools>\n{"type": "function", "function": {"name": "get_price"',
+    );
     // Stored argument strings are parsed before rendering, as serving the model would show them.
     const afterToolCall = await client.promptIds([
       ...messages,
-      { role: 'assistant', content: null, tool_calls: [{ id: 'call-1', type: 'function', function: { name: 'get_price', arguments: '{"item": "mug"}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call-1', type: 'function', function: { name: 'get_price', arguments: '{"item": "mug"}' } }],
+      },
       { role: 'tool', tool_call_id: 'call-1', content: '12 EUR' },
     ]);
     const rendered = model.tokenizer.decode(afterToolCall, { keepSpecialTokens: true });
@@ -48,21 +65,33 @@ describe('OnnxModelClient', () => {
 
   it('answers a chat with text, usage, timings and token logprobs', async () => {
     const chunks: string[] = [];
-    const response = await client.chat({ messages, maxTokens: 12, temperature: 0.8, seed: 5, logprobs: true, topLogprobs: 2, onChunk: (chunk) => chunks.push(chunk.contentDelta ?? '') });
+    const response = await client.chat({
+      messages,
+      maxTokens: 12,
+      temperature: 0.8,
+      seed: 5,
+      logprobs: true,
+      topLogprobs: 2,
+      onChunk: (chunk) => chunks.push(chunk.contentDelta ?? ''),
+    });
     expect(response.model).toBe('tiny-model');
     expect(response.usage).toEqual({ promptTokens: 21, completionTokens: response.logprobs!.length });
     expect(response.finishReason).toBe('length');
     expect(response.usage.completionTokens).toBe(12);
     const model = await client.load();
     const tokenIds = response.logprobs!.map((entry) => entry.tokenId!);
-    expect(response.message.content).toBe(model.tokenizer.decode(tokenIds.filter((tokenId) => !model.info.eosTokenIds.includes(tokenId))));
+    expect(response.message.content).toBe(
+      model.tokenizer.decode(tokenIds.filter((tokenId) => !model.info.eosTokenIds.includes(tokenId))),
+    );
     expect(chunks.join('')).toBe(response.message.content);
     expect(response.timings.ttftMs).toBeGreaterThan(0);
     expect(response.timings.e2eMs).toBeGreaterThanOrEqual(response.timings.ttftMs);
     expect(response.timings.itlMs).toHaveLength(response.usage.completionTokens - 1);
     // The logprobs are the ones scoring the same tokens at the same temperature gives.
     const scored = await client.score(await client.promptIds(messages), tokenIds, { temperature: 0.8 });
-    response.logprobs!.forEach((entry, index) => expect(Math.abs(entry.logprob - scored.tokens[index].logprob)).toBeLessThan(1e-4));
+    response.logprobs!.forEach((entry, index) =>
+      expect(Math.abs(entry.logprob - scored.tokens[index].logprob)).toBeLessThan(1e-4),
+    );
     expect(response.logprobs![0].top).toHaveLength(2);
   });
 
@@ -79,7 +108,12 @@ describe('OnnxModelClient', () => {
   });
 
   it('is built by the model registry from an `onnx` config', async () => {
-    const registered = createModelClient({ adapter: 'onnx', modelDir, intraOpThreads: 1, sampling: { temperature: 0, maxTokens: 4 } });
+    const registered = createModelClient({
+      adapter: 'onnx',
+      modelDir,
+      intraOpThreads: 1,
+      sampling: { temperature: 0, maxTokens: 4 },
+    });
     try {
       expect(registered.provider).toBe('onnx');
       const response = await registered.chat({ messages });

@@ -62,7 +62,8 @@ export class OnnxModelClient implements ModelClient {
       const tokenizer = loadDecoderTokenizer(directory);
       const renderer = createChatTemplateRenderer(directory, tokenizer.tokenizerConfig);
       // The tokenizer's eos (e.g. <|im_end|>) ends a chat turn even when config.json names another.
-      const eos = tokenizer.specialTokens.eos === undefined ? undefined : tokenizer.tokenId(tokenizer.specialTokens.eos);
+      const eos =
+        tokenizer.specialTokens.eos === undefined ? undefined : tokenizer.tokenId(tokenizer.specialTokens.eos);
       if (eos !== undefined && !decoder.info.eosTokenIds.includes(eos)) decoder.info.eosTokenIds.push(eos);
       return { decoder, tokenizer, renderer, info: { ...decoder.info, tokenizerFingerprint: tokenizer.fingerprint } };
     })();
@@ -87,7 +88,11 @@ export class OnnxModelClient implements ModelClient {
   }
 
   /** Log-probabilities of completion tokens after a prompt (see OnnxDecoder.score). */
-  async score(promptIds: readonly number[], completionIds: readonly number[], options: ScoreOptions = {}): Promise<ScoreResult> {
+  async score(
+    promptIds: readonly number[],
+    completionIds: readonly number[],
+    options: ScoreOptions = {},
+  ): Promise<ScoreResult> {
     const model = await this.load();
     return this.exclusive(() => model.decoder.score(promptIds, completionIds, options));
   }
@@ -100,7 +105,9 @@ export class OnnxModelClient implements ModelClient {
     return this.exclusive(async () => {
       const queueMs = performance.now() - gateStart;
       const sent = performance.now();
-      const promptIds = model.tokenizer.encode(model.renderer.render(request.messages, { tools: request.tools, addGenerationPrompt: true }));
+      const promptIds = model.tokenizer.encode(
+        model.renderer.render(request.messages, { tools: request.tools, addGenerationPrompt: true }),
+      );
       const stops = (request.stop ?? this.sampling.stop ?? []).filter((stop) => stop.length > 0);
       const stopTokenIds = new Set(model.decoder.info.eosTokenIds);
       const generatedIds: number[] = [];
@@ -151,19 +158,24 @@ export class OnnxModelClient implements ModelClient {
           queueMs,
           ttftMs: tokenTimes[0] ?? performance.now() - sent,
           e2eMs: tokenTimes[tokenTimes.length - 1] ?? performance.now() - sent,
-          itlMs: tokenTimes.slice(1).map((time, index) => time - (tokenTimes[index])),
+          itlMs: tokenTimes.slice(1).map((time, index) => time - tokenTimes[index]),
           chunkCount: tokenTimes.length,
           ...(firstContentMs !== undefined ? { firstContentMs } : {}),
         },
         model: this.modelId,
         attempts: 1,
       };
-      if (result.tokens) response.logprobs = result.tokens.map((token): TokenLogprob => ({
-        token: model.tokenizer.tokenText(token.tokenId),
-        tokenId: token.tokenId,
-        logprob: token.logprob,
-        top: token.top?.map((entry) => ({ token: model.tokenizer.tokenText(entry.tokenId), tokenId: entry.tokenId, logprob: entry.logprob })),
-      }));
+      if (result.tokens)
+        response.logprobs = result.tokens.map((token): TokenLogprob => ({
+          token: model.tokenizer.tokenText(token.tokenId),
+          tokenId: token.tokenId,
+          logprob: token.logprob,
+          top: token.top?.map((entry) => ({
+            token: model.tokenizer.tokenText(entry.tokenId),
+            tokenId: entry.tokenId,
+            logprob: entry.logprob,
+          })),
+        }));
       return response;
     });
   }

@@ -181,7 +181,8 @@ function encodeNode(node: OnnxNode): Encoded {
   for (const output of node.outputs) writer.string(2, output);
   writer.string(3, node.name);
   writer.string(4, node.opType);
-  for (const [name, attribute] of Object.entries(node.attributes ?? {})) writer.message(5, encodeAttribute(name, attribute));
+  for (const [name, attribute] of Object.entries(node.attributes ?? {}))
+    writer.message(5, encodeAttribute(name, attribute));
   return writer.finish();
 }
 

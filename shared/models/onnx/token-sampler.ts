@@ -26,7 +26,7 @@ export function logprobTemperatureOf(samplingTemperature: number): number {
 /** Index of the largest value, lowest index on ties. */
 export function argmaxOf(values: Float32Array): number {
   let best = 0;
-  for (let index = 1; index < values.length; index++) if ((values[index]) > (values[best])) best = index;
+  for (let index = 1; index < values.length; index++) if (values[index] > values[best]) best = index;
   return best;
 }
 
@@ -39,17 +39,22 @@ export function topTokenIds(values: Float32Array, k: number): number[] {
   if (size <= 0) return [];
   const heap: number[] = [];
   // "a below b" = a ranks lower: smaller value, or equal value and larger index.
-  const below = (a: number, b: number): boolean => (values[a]) < (values[b]) || ((values[a]) === (values[b]) && a > b);
+  const below = (a: number, b: number): boolean => values[a] < values[b] || (values[a] === values[b] && a > b);
   const swap = (i: number, j: number): void => {
     [heap[i], heap[j]] = [heap[j], heap[i]];
   };
   for (let index = 0; index < values.length; index++) {
     if (heap.length < size) {
       heap.push(index);
-      for (let child = heap.length - 1; child > 0 && below(heap[child], heap[(child - 1) >> 1]); child = (child - 1) >> 1) swap(child, (child - 1) >> 1);
+      for (
+        let child = heap.length - 1;
+        child > 0 && below(heap[child], heap[(child - 1) >> 1]);
+        child = (child - 1) >> 1
+      )
+        swap(child, (child - 1) >> 1);
     } else if (below(heap[0], index)) {
       heap[0] = index;
-      for (let parent = 0; ; ) {
+      for (let parent = 0; ;) {
         const left = 2 * parent + 1;
         let lowest = parent;
         if (left < heap.length && below(heap[left], heap[lowest])) lowest = left;
@@ -74,13 +79,14 @@ export function sampleToken(probabilities: Float32Array, parameters: SamplingPar
     candidates = topTokenIds(probabilities, topK);
     if (parameters.topP < 1) candidates = sortedNucleus(candidates, probabilities, parameters.topP);
   } else if (parameters.topP < 1 && probabilities.length <= smallRow) {
-    const sorted = Array.from(probabilities.keys()).sort((a, b) => (probabilities[b]) - (probabilities[a]) || a - b);
+    const sorted = Array.from(probabilities.keys()).sort((a, b) => probabilities[b] - probabilities[a] || a - b);
     candidates = sortedNucleus(sorted, probabilities, parameters.topP);
   } else if (parameters.topP < 1) {
     const { boundary, boundaryIds, mass } = rowNucleus(probabilities, parameters.topP);
     const bits = new Uint32Array(probabilities.buffer, probabilities.byteOffset, probabilities.length);
     return drawFrom(probabilities, rng.next() * mass, (visit) => {
-      for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId]) >>> 16 > boundary && visit(tokenId)) return;
+      for (let tokenId = 0; tokenId < probabilities.length; tokenId++)
+        if (bits[tokenId] >>> 16 > boundary && visit(tokenId)) return;
       for (const tokenId of boundaryIds) if (visit(tokenId)) return;
     });
   }
@@ -92,14 +98,18 @@ export function sampleToken(probabilities: Float32Array, parameters: SamplingPar
     });
   }
   const chosen = candidates;
-  const total = chosen.reduce((sum, tokenId) => sum + (probabilities[tokenId]), 0);
+  const total = chosen.reduce((sum, tokenId) => sum + probabilities[tokenId], 0);
   return drawFrom(probabilities, rng.next() * total, (visit) => {
     for (const tokenId of chosen) if (visit(tokenId)) return;
   });
 }
 
 /** Walks tokens subtracting their probability from `roll`; the one that takes it below zero wins. */
-function drawFrom(probabilities: Float32Array, roll: number, walk: (visit: (tokenId: number) => boolean) => void): number {
+function drawFrom(
+  probabilities: Float32Array,
+  roll: number,
+  walk: (visit: (tokenId: number) => boolean) => void,
+): number {
   let remaining = roll;
   let chosen = -1;
   let lastPositive = -1;
@@ -119,7 +129,7 @@ function drawFrom(probabilities: Float32Array, roll: number, walk: (visit: (toke
 
 /** The shortest prefix of `sortedIds` (most likely first) whose mass reaches topP of theirs. */
 function sortedNucleus(sortedIds: number[], probabilities: Float32Array, topP: number): number[] {
-  const target = topP * sortedIds.reduce((sum, tokenId) => sum + (probabilities[tokenId]), 0);
+  const target = topP * sortedIds.reduce((sum, tokenId) => sum + probabilities[tokenId], 0);
   let mass = 0;
   for (let index = 0; index < sortedIds.length; index++) {
     mass += probabilities[sortedIds[index]];
@@ -140,11 +150,15 @@ const smallRow = 4096;
  * the sorted prefix reaches topP; only that bucket is sorted. Same set as a full sort: every
  * token whose bucket is above `boundary`, plus `boundaryIds`; `mass` is theirs.
  */
-function rowNucleus(probabilities: Float32Array, topP: number): { boundary: number; boundaryIds: number[]; mass: number } {
+function rowNucleus(
+  probabilities: Float32Array,
+  topP: number,
+): { boundary: number; boundaryIds: number[]; mass: number } {
   const bits = new Uint32Array(probabilities.buffer, probabilities.byteOffset, probabilities.length);
   massByBucket ??= new Float64Array(bucketCount);
   massByBucket.fill(0);
-  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) massByBucket[(bits[tokenId]) >>> 16] += probabilities[tokenId];
+  for (let tokenId = 0; tokenId < probabilities.length; tokenId++)
+    massByBucket[bits[tokenId] >>> 16] += probabilities[tokenId];
   // Summed in the order of the walk below, so the walk is sure to reach the target.
   let total = 0;
   for (let bucket = bucketCount - 1; bucket >= 0; bucket--) total += massByBucket[bucket];
@@ -160,8 +174,9 @@ function rowNucleus(probabilities: Float32Array, topP: number): { boundary: numb
     mass += bucketMass;
   }
   const candidates: number[] = [];
-  for (let tokenId = 0; tokenId < probabilities.length; tokenId++) if ((bits[tokenId]) >>> 16 === boundary) candidates.push(tokenId);
-  candidates.sort((a, b) => (probabilities[b]) - (probabilities[a]) || a - b);
+  for (let tokenId = 0; tokenId < probabilities.length; tokenId++)
+    if (bits[tokenId] >>> 16 === boundary) candidates.push(tokenId);
+  candidates.sort((a, b) => probabilities[b] - probabilities[a] || a - b);
   const boundaryIds: number[] = [];
   for (const tokenId of candidates) {
     if (mass >= target) break;

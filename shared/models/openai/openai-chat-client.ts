@@ -13,7 +13,10 @@ import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './cha
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
 /** What the openai client uses of the registry's dependencies. */
-export type OpenAiClientDependencies = Pick<ModelClientDependencies, 'logger' | 'clock' | 'random' | 'environment' | 'configPath'>;
+export type OpenAiClientDependencies = Pick<
+  ModelClientDependencies,
+  'logger' | 'clock' | 'random' | 'environment' | 'configPath'
+>;
 
 /** Rough prompt size for the token-rate bucket before the server reports usage. */
 const bytesPerToken = 4;
@@ -70,7 +73,13 @@ export class OpenAiChatClient implements ModelClient {
     this.#logger = dependencies.logger;
     this.#pool = sharedPools.acquire(this.#url);
     const authorization = this.#apiKey.authorizationHeader();
-    this.#headers = ['content-type', 'application/json', 'accept', 'text/event-stream', ...(authorization ? ['authorization', authorization] : [])];
+    this.#headers = [
+      'content-type',
+      'application/json',
+      'accept',
+      'text/event-stream',
+      ...(authorization ? ['authorization', authorization] : []),
+    ];
   }
 
   /** The endpoint's shared limiter (in-flight and waiting counts for metrics). */
@@ -79,15 +88,22 @@ export class OpenAiChatClient implements ModelClient {
   }
 
   async chat(request: ChatRequest): Promise<ChatResponse> {
-    if (this.#closed) throw new HatError(modelErrorCodes.clientClosed, `the model client for ${this.#context.url} was used after close()`);
+    if (this.#closed)
+      throw new HatError(
+        modelErrorCodes.clientClosed,
+        `the model client for ${this.#context.url} was used after close()`,
+      );
     const maxTokens = request.maxTokens ?? this.sampling.maxTokens;
-    const body = request.prepared?.owner === this ? request.prepared.body : Buffer.from(JSON.stringify(this.requestBody(request)));
+    const body =
+      request.prepared?.owner === this ? request.prepared.body : Buffer.from(JSON.stringify(this.requestBody(request)));
     const estimatedTokens = Math.ceil(body.length / bytesPerToken) + (maxTokens ?? 0);
     const callStartedAt = performance.now();
     for (let attempt = 1; ; attempt++) {
       const attemptQueuedAt = performance.now();
       // Synchronous when a slot is free, so the request goes out in this turn of the event loop.
-      const permit = this.#limiter.tryAcquire(estimatedTokens, request.signal, attempt > 1) ?? (await this.#limiter.acquire(estimatedTokens, request.signal, attempt > 1));
+      const permit =
+        this.#limiter.tryAcquire(estimatedTokens, request.signal, attempt > 1) ??
+        (await this.#limiter.acquire(estimatedTokens, request.signal, attempt > 1));
       try {
         const result = await runChatAttempt({
           target: this.#target,
@@ -141,7 +157,13 @@ export class OpenAiChatClient implements ModelClient {
     // A server that asked for a pause asked every caller: hold back the whole endpoint.
     if (error instanceof TransientError && error.retryAfterMs !== undefined) this.#limiter.pause(error.retryAfterMs);
     this.#logger?.warn(
-      { url: this.#context.url, model: this.modelId, attempt, delayMs: decision.delayMs, code: (error as { code?: unknown }).code },
+      {
+        url: this.#context.url,
+        model: this.modelId,
+        attempt,
+        delayMs: decision.delayMs,
+        code: (error as { code?: unknown }).code,
+      },
       'model call failed; retrying',
     );
     await this.#clock.sleep(decision.delayMs, signal);
@@ -151,7 +173,11 @@ export class OpenAiChatClient implements ModelClient {
   #messagesFor(request: ChatRequest): ChatRequest['messages'] {
     if (this.#config.hookMessages !== 'folded') return request.messages;
     const normalized = normalizeHookMessages(request.messages, 'folded');
-    if (!normalized.ok) throw new HatError(normalized.code, `${this.#context.url}: cannot send this conversation with hookMessages: folded: ${normalized.reason}`);
+    if (!normalized.ok)
+      throw new HatError(
+        normalized.code,
+        `${this.#context.url}: cannot send this conversation with hookMessages: folded: ${normalized.reason}`,
+      );
     return normalized.messages;
   }
 

@@ -50,7 +50,13 @@ export class OnnxTokenScorer implements TokenScorer {
     const scores: CompletionScores[] = [];
     for (let start = 0; start < requests.length; start += batchSize) {
       const batch = requests.slice(start, start + batchSize);
-      const results = await this.exclusive((decoder) => decoder.scoreBatch(batch, { temperature: options.temperature, topLogprobs: options.topK, signal: options.signal }));
+      const results = await this.exclusive((decoder) =>
+        decoder.scoreBatch(batch, {
+          temperature: options.temperature,
+          topLogprobs: options.topK,
+          signal: options.signal,
+        }),
+      );
       for (const result of results) {
         scores.push({
           logprobs: result.tokens.map((token) => token.logprob),

@@ -7,7 +7,12 @@ export interface ScoringApi {
   /** Path under the server root, e.g. `/v1/completions`. */
   path: string;
   /** The body that scores every one of `tokenIds`, with `topK` alternatives and, when `withText`, each token's text. */
-  requestBody(config: RemoteScorerConfig, tokenIds: readonly number[], topK: number, withText: boolean): Record<string, unknown>;
+  requestBody(
+    config: RemoteScorerConfig,
+    tokenIds: readonly number[],
+    topK: number,
+    withText: boolean,
+  ): Record<string, unknown>;
   /** The completion tokens' scores of a response to `requestBody(prompt + completion)`. */
   completionScores(body: unknown, request: TokenScoreRequest, topK: number, url: string): CompletionScores;
   /** The text the server reported for each of `tokenIds`, null where none. */
@@ -42,7 +47,11 @@ export class RemoteTokenScorer implements TokenScorer {
     return Promise.all(
       requests.map(async (request) => {
         const tokenIds = [...request.promptIds, ...request.completionIds];
-        const body = await this.endpoint.post(this.api.path, this.api.requestBody(this.config, tokenIds, options.topK, false), options.signal);
+        const body = await this.endpoint.post(
+          this.api.path,
+          this.api.requestBody(this.config, tokenIds, options.topK, false),
+          options.signal,
+        );
         return this.api.completionScores(body, request, options.topK, this.location);
       }),
     );

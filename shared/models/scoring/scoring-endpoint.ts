@@ -4,7 +4,14 @@ import type { Logger } from '../../log/logger';
 import { loadApiKey, type ApiKey } from '../api-key';
 import { endpointLimiterFor, type EndpointLimiter } from '../endpoint-limiter';
 import { abortedError, systemClock, type ModelClock } from '../model-clock';
-import { badResponseError, errorFromStatus, errorFromTransport, timeoutError, unavailableError, type EndpointContext } from '../model-errors';
+import {
+  badResponseError,
+  errorFromStatus,
+  errorFromTransport,
+  timeoutError,
+  unavailableError,
+  type EndpointContext,
+} from '../model-errors';
 import { openAiModelConfigSchema, serverRootOf } from '../openai/openai-model-config';
 import { RetryPolicy, parseRetryAfter } from '../retry-policy';
 
@@ -63,7 +70,12 @@ export class ScoringEndpoint {
     this.#apiKey = loadApiKey(config, dependencies.environment, dependencies.configPath ?? 'teacher');
     this.#limiter = endpointLimiterFor(`${this.root} ${config.model}`, { concurrency: config.concurrency });
     this.#retryPolicy = new RetryPolicy(
-      { maxRetries: config.maxRetries, initialDelayMs: config.retryInitialDelayMs, maxDelayMs: config.retryMaxDelayMs, maxRetryAfterMs: config.maxRetryAfterMs },
+      {
+        maxRetries: config.maxRetries,
+        initialDelayMs: config.retryInitialDelayMs,
+        maxDelayMs: config.retryMaxDelayMs,
+        maxRetryAfterMs: config.maxRetryAfterMs,
+      },
       dependencies.random,
     );
     this.#clock = dependencies.clock ?? systemClock;
@@ -87,8 +99,12 @@ export class ScoringEndpoint {
         const decision = this.#retryPolicy.decide(error, attempt);
         if (decision.action === 'fail') throw error;
         if (decision.action === 'give-up') throw unavailableError(context, attempt, error);
-        if (error instanceof TransientError && error.retryAfterMs !== undefined) this.#limiter.pause(error.retryAfterMs);
-        this.#logger?.warn({ url, attempt, delayMs: decision.delayMs, code: (error as { code?: unknown }).code }, 'scoring call failed; retrying');
+        if (error instanceof TransientError && error.retryAfterMs !== undefined)
+          this.#limiter.pause(error.retryAfterMs);
+        this.#logger?.warn(
+          { url, attempt, delayMs: decision.delayMs, code: (error as { code?: unknown }).code },
+          'scoring call failed; retrying',
+        );
         await this.#clock.sleep(decision.delayMs, signal);
       } finally {
         permit.release();
@@ -96,7 +112,13 @@ export class ScoringEndpoint {
     }
   }
 
-  private async attempt(url: string, headers: Record<string, string>, body: string, context: EndpointContext, signal: AbortSignal | undefined): Promise<unknown> {
+  private async attempt(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    context: EndpointContext,
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
     if (signal?.aborted) throw abortedError(signal);
     const timeout = AbortSignal.timeout(this.config.timeoutMs);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
@@ -127,5 +149,8 @@ export class ScoringEndpoint {
  * (an SGLang URL configured as vLLM, a proxy's page), so permanent, naming the field to check.
  */
 export function scoringShapeError(url: string, engine: string, detail: string): HatError {
-  return new BadInputError('SCORING_BAD_RESPONSE', `${url} answered with a body that is not a ${engine} scoring response (${detail}); check that engine: ${engine} matches the server behind baseUrl`);
+  return new BadInputError(
+    'SCORING_BAD_RESPONSE',
+    `${url} answered with a body that is not a ${engine} scoring response (${detail}); check that engine: ${engine} matches the server behind baseUrl`,
+  );
 }

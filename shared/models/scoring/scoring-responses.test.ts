@@ -2,7 +2,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { remoteScorerConfigSchema } from './scoring-endpoint';
 import { completionScoresFromSglang, sglangInputLogprobsOf, sglangScoringRequest } from './sglang-generate-logprobs';
-import { completionScoresFromVllm, vllmPromptLogprobsOf, vllmScoringRequest, VllmTokenScorer } from './vllm-prompt-logprobs';
+import {
+  completionScoresFromVllm,
+  vllmPromptLogprobsOf,
+  vllmScoringRequest,
+  VllmTokenScorer,
+} from './vllm-prompt-logprobs';
 
 const url = 'http://teacher:8000/v1/completions';
 
@@ -19,7 +24,11 @@ const vllmBody = {
       prompt_logprobs: [
         null,
         { '12': { logprob: -0.5, rank: 1, decoded_token: 'b' }, '40': { logprob: -1.5, rank: 2, decoded_token: 'q' } },
-        { '13': { logprob: -4.25, rank: 5, decoded_token: 'c' }, '7': { logprob: -0.75, rank: 1, decoded_token: 'g' }, '8': { logprob: -1.0, rank: 2, decoded_token: 'h' } },
+        {
+          '13': { logprob: -4.25, rank: 5, decoded_token: 'c' },
+          '7': { logprob: -0.75, rank: 1, decoded_token: 'g' },
+          '8': { logprob: -1.0, rank: 2, decoded_token: 'h' },
+        },
       ],
     },
   ],
@@ -27,7 +36,13 @@ const vllmBody = {
 
 describe('vLLM prompt_logprobs', () => {
   it('asks for token-id prompts with prompt_logprobs and max_tokens 1 (or echo without generation)', () => {
-    expect(vllmScoringRequest('m', [1, 2], 4, false)).toEqual({ model: 'm', prompt: [1, 2], temperature: 1, prompt_logprobs: 4, max_tokens: 1 });
+    expect(vllmScoringRequest('m', [1, 2], 4, false)).toEqual({
+      model: 'm',
+      prompt: [1, 2],
+      temperature: 1,
+      prompt_logprobs: 4,
+      max_tokens: 1,
+    });
     expect(vllmScoringRequest('m', [1, 2], 0, true)).toMatchObject({ echo: true, max_tokens: 0, prompt_logprobs: 0 });
   });
 
@@ -36,17 +51,34 @@ describe('vLLM prompt_logprobs', () => {
     expect(completionScoresFromVllm(entries, { promptIds: [11], completionIds: [12, 13] }, 2, url)).toEqual({
       logprobs: [-0.5, -4.25],
       top: [
-        [{ tokenId: 12, logprob: -0.5 }, { tokenId: 40, logprob: -1.5 }],
-        [{ tokenId: 7, logprob: -0.75 }, { tokenId: 8, logprob: -1.0 }],
+        [
+          { tokenId: 12, logprob: -0.5 },
+          { tokenId: 40, logprob: -1.5 },
+        ],
+        [
+          { tokenId: 7, logprob: -0.75 },
+          { tokenId: 8, logprob: -1.0 },
+        ],
       ],
     });
-    expect(completionScoresFromVllm(entries, { promptIds: [11, 12], completionIds: [13] }, 0, url)).toEqual({ logprobs: [-4.25] });
+    expect(completionScoresFromVllm(entries, { promptIds: [11, 12], completionIds: [13] }, 0, url)).toEqual({
+      logprobs: [-4.25],
+    });
   });
 
   it('refuses answers of another shape, naming the engine to check', () => {
-    expect(() => vllmPromptLogprobsOf({ choices: [{ text: 'x' }] }, 3, url)).toThrow(/\[SCORING_BAD_RESPONSE\].*prompt_logprobs is missing.*engine: vllm matches the server/);
+    expect(() => vllmPromptLogprobsOf({ choices: [{ text: 'x' }] }, 3, url)).toThrow(
+      /\[SCORING_BAD_RESPONSE\].*prompt_logprobs is missing.*engine: vllm matches the server/,
+    );
     expect(() => vllmPromptLogprobsOf(vllmBody, 4, url)).toThrow(/3 positions for 4 prompt tokens/);
-    expect(() => completionScoresFromVllm(vllmPromptLogprobsOf(vllmBody, 3, url), { promptIds: [11], completionIds: [99, 13] }, 0, url)).toThrow(/prompt_logprobs\[1\] has no entry for token id 99/);
+    expect(() =>
+      completionScoresFromVllm(
+        vllmPromptLogprobsOf(vllmBody, 3, url),
+        { promptIds: [11], completionIds: [99, 13] },
+        0,
+        url,
+      ),
+    ).toThrow(/prompt_logprobs\[1\] has no entry for token id 99/);
   });
 });
 
@@ -58,8 +90,22 @@ describe('SGLang input_token_logprobs', () => {
       id: 'r1',
       finish_reason: { type: 'length', length: 0 },
       prompt_tokens: 3,
-      input_token_logprobs: [[null, 11, null], [-0.5, 12, null], [-4.25, 13, null]],
-      input_top_logprobs: [null, [[-0.5, 12, null], [-1.5, 40, null]], [[-0.75, 7, null], [-1.0, 8, null]]],
+      input_token_logprobs: [
+        [null, 11, null],
+        [-0.5, 12, null],
+        [-4.25, 13, null],
+      ],
+      input_top_logprobs: [
+        null,
+        [
+          [-0.5, 12, null],
+          [-1.5, 40, null],
+        ],
+        [
+          [-0.75, 7, null],
+          [-1.0, 8, null],
+        ],
+      ],
       output_token_logprobs: [],
     },
   };
@@ -79,13 +125,27 @@ describe('SGLang input_token_logprobs', () => {
     const input = sglangInputLogprobsOf(sglangBody, [12, 13], url);
     expect(completionScoresFromSglang(input, { promptIds: [12], completionIds: [13] }, 2, url)).toEqual({
       logprobs: [-4.25],
-      top: [[{ tokenId: 7, logprob: -0.75 }, { tokenId: 8, logprob: -1.0 }]],
+      top: [
+        [
+          { tokenId: 7, logprob: -0.75 },
+          { tokenId: 8, logprob: -1.0 },
+        ],
+      ],
     });
   });
 
   it('refuses positions that report other token ids or lack logprobs', () => {
-    expect(() => sglangInputLogprobsOf(sglangBody, [11, 12, 14], url)).toThrow(/input position 2 reports token id 13, but 14 was sent/);
-    expect(() => completionScoresFromSglang(sglangInputLogprobsOf(sglangBody, [11, 12, 13], url), { promptIds: [], completionIds: [11, 12, 13] }, 0, url)).toThrow(/input position 0 \(token 11\) has no logprob/);
+    expect(() => sglangInputLogprobsOf(sglangBody, [11, 12, 14], url)).toThrow(
+      /input position 2 reports token id 13, but 14 was sent/,
+    );
+    expect(() =>
+      completionScoresFromSglang(
+        sglangInputLogprobsOf(sglangBody, [11, 12, 13], url),
+        { promptIds: [], completionIds: [11, 12, 13] },
+        0,
+        url,
+      ),
+    ).toThrow(/input position 0 \(token 11\) has no logprob/);
     expect(() => sglangInputLogprobsOf({ meta_info: {} }, [1], url)).toThrow(/engine: sglang matches the server/);
   });
 });
@@ -117,19 +177,35 @@ describe('scoring endpoint', () => {
 
   function scorer(): VllmTokenScorer {
     const { port } = server.address() as AddressInfo;
-    return new VllmTokenScorer(remoteScorerConfigSchema.parse({ engine: 'vllm', baseUrl: `http://127.0.0.1:${port}/v1`, model: 'm', maxRetries: 2, retryInitialDelayMs: 1 }));
+    return new VllmTokenScorer(
+      remoteScorerConfigSchema.parse({
+        engine: 'vllm',
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        model: 'm',
+        maxRetries: 2,
+        retryInitialDelayMs: 1,
+      }),
+    );
   }
 
   it('retries a 503 (honouring Retry-After) and then scores', async () => {
-    answers.push({ status: 503, body: { object: 'error', message: 'overloaded' }, headers: { 'retry-after-ms': '5' } }, { status: 200, body: vllmBody });
+    answers.push(
+      { status: 503, body: { object: 'error', message: 'overloaded' }, headers: { 'retry-after-ms': '5' } },
+      { status: 200, body: vllmBody },
+    );
     const [scores] = await scorer().score([{ promptIds: [11], completionIds: [12, 13] }], { temperature: 1, topK: 0 });
     expect(scores).toEqual({ logprobs: [-0.5, -4.25] });
     expect(received).toBe(2);
   });
 
-  it('fails a 400 at once with the server\'s message', async () => {
-    answers.push({ status: 400, body: { object: 'error', message: 'Requested prompt logprobs of 50, which is greater than max allowed: 20' } });
-    await expect(scorer().score([{ promptIds: [11], completionIds: [12] }], { temperature: 1, topK: 50 })).rejects.toThrow(
+  it("fails a 400 at once with the server's message", async () => {
+    answers.push({
+      status: 400,
+      body: { object: 'error', message: 'Requested prompt logprobs of 50, which is greater than max allowed: 20' },
+    });
+    await expect(
+      scorer().score([{ promptIds: [11], completionIds: [12] }], { temperature: 1, topK: 50 }),
+    ).rejects.toThrow(
       /\[MODEL_BAD_REQUEST\].*HTTP 400: Requested prompt logprobs of 50, which is greater than max allowed: 20/,
     );
     expect(received).toBe(1);

@@ -49,7 +49,7 @@ export async function checkTokenizerAgreement(options: {
     new BadInputError(
       'TOKENIZER_MISMATCH',
       `${student.label} (tokenizer fingerprint ${studentFingerprint}) and ${teacher.label} (tokenizer fingerprint ${teacher.fingerprint ?? 'unknown'}) do not share a tokenizer: ${detail}. ` +
-        'Teacher logprobs of the student\'s token ids would score different text. Pick a teacher with the student\'s tokenizer (same vocabulary and added tokens, e.g. the same model family), or a student with the teacher\'s.',
+        "Teacher logprobs of the student's token ids would score different text. Pick a teacher with the student's tokenizer (same vocabulary and added tokens, e.g. the same model family), or a student with the teacher's.",
       { details: { studentFingerprint, teacherFingerprint: teacher.fingerprint } },
     );
   if (teacher.fingerprint !== undefined) {
@@ -57,18 +57,29 @@ export async function checkTokenizerAgreement(options: {
     verifiedBy.push('fingerprint');
   }
   if (teacher.scorer.engine === 'onnx') {
-    if (verifiedBy.length === 0) throw new HatError('TOKENIZER_UNVERIFIED', `${teacher.label} is in-process but its tokenizer fingerprint was not given; this is a bug in the caller`);
+    if (verifiedBy.length === 0)
+      throw new HatError(
+        'TOKENIZER_UNVERIFIED',
+        `${teacher.label} is in-process but its tokenizer fingerprint was not given; this is a bug in the caller`,
+      );
     return { fingerprint: studentFingerprint, verifiedBy, probedTokens: 0 };
   }
 
   const tokenizer = student.tokenizer;
-  const probeIds = [...tokenizer.encode(tokenizer.render([{ role: 'user', content: probeText }], { addGenerationPrompt: true, now: new Date(0) })), tokenizer.vocabSize - 1];
+  const probeIds = [
+    ...tokenizer.encode(
+      tokenizer.render([{ role: 'user', content: probeText }], { addGenerationPrompt: true, now: new Date(0) }),
+    ),
+    tokenizer.vocabSize - 1,
+  ];
   let served;
   try {
     served = await teacher.scorer.probe(probeIds, options.signal);
   } catch (error) {
     if (HatError.isInstance(error) && error.code === 'MODEL_BAD_REQUEST') {
-      throw mismatch(`the server refused the probe token ids (the highest is ${tokenizer.vocabSize - 1}, the student's largest id), so its vocabulary is smaller: ${error.message}`);
+      throw mismatch(
+        `the server refused the probe token ids (the highest is ${tokenizer.vocabSize - 1}, the student's largest id), so its vocabulary is smaller: ${error.message}`,
+      );
     }
     throw error;
   }
@@ -80,10 +91,16 @@ export async function checkTokenizerAgreement(options: {
     // A lone piece of a multi-byte character decodes to U+FFFD on both sides: nothing to compare.
     if (servedText === null || servedText === undefined || localText.includes('\uFFFD')) return;
     compared.add(tokenId);
-    if (servedText !== localText) differences.set(tokenId, `id ${tokenId} is ${JSON.stringify(localText)} for the student but ${JSON.stringify(servedText)} on the server`);
+    if (servedText !== localText)
+      differences.set(
+        tokenId,
+        `id ${tokenId} is ${JSON.stringify(localText)} for the student but ${JSON.stringify(servedText)} on the server`,
+      );
   });
   if (differences.size > 0) {
-    throw mismatch(`the server decodes ${differences.size} of ${compared.size} distinct probe token ids differently (${[...differences.values()].slice(0, quotedDifferences).join('; ')})`);
+    throw mismatch(
+      `the server decodes ${differences.size} of ${compared.size} distinct probe token ids differently (${[...differences.values()].slice(0, quotedDifferences).join('; ')})`,
+    );
   }
   if (compared.size > 0) verifiedBy.push('probe');
   if (verifiedBy.length === 0) {

@@ -22,7 +22,12 @@ export interface VllmLogprobEntry {
 export type VllmPromptLogprobs = Array<Record<string, VllmLogprobEntry> | null>;
 
 /** The request body that scores `tokenIds` (all of them form the prompt). */
-export function vllmScoringRequest(model: string, tokenIds: readonly number[], topK: number, echoWithoutGeneration: boolean): Record<string, unknown> {
+export function vllmScoringRequest(
+  model: string,
+  tokenIds: readonly number[],
+  topK: number,
+  echoWithoutGeneration: boolean,
+): Record<string, unknown> {
   return {
     model,
     prompt: [...tokenIds],
@@ -38,13 +43,28 @@ export function vllmPromptLogprobsOf(body: unknown, length: number, url: string)
   const choice = (body as { choices?: unknown } | null)?.choices;
   const first = Array.isArray(choice) ? (choice[0] as { prompt_logprobs?: unknown } | undefined) : undefined;
   const entries = first?.prompt_logprobs;
-  if (!Array.isArray(entries)) throw scoringShapeError(url, 'vllm', 'choices[0].prompt_logprobs is missing; the server must support vLLM\'s prompt_logprobs');
-  if (entries.length !== length) throw scoringShapeError(url, 'vllm', `choices[0].prompt_logprobs has ${entries.length} positions for ${length} prompt tokens`);
+  if (!Array.isArray(entries))
+    throw scoringShapeError(
+      url,
+      'vllm',
+      "choices[0].prompt_logprobs is missing; the server must support vLLM's prompt_logprobs",
+    );
+  if (entries.length !== length)
+    throw scoringShapeError(
+      url,
+      'vllm',
+      `choices[0].prompt_logprobs has ${entries.length} positions for ${length} prompt tokens`,
+    );
   return entries as VllmPromptLogprobs;
 }
 
 /** Scores of the completion tokens (the last `completionIds.length` positions) from `prompt_logprobs`. */
-export function completionScoresFromVllm(entries: VllmPromptLogprobs, request: TokenScoreRequest, topK: number, url: string): CompletionScores {
+export function completionScoresFromVllm(
+  entries: VllmPromptLogprobs,
+  request: TokenScoreRequest,
+  topK: number,
+  url: string,
+): CompletionScores {
   const start = request.promptIds.length;
   const logprobs: number[] = [];
   const top: ScoredCandidate[][] = [];
@@ -63,7 +83,11 @@ export function completionScoresFromVllm(entries: VllmPromptLogprobs, request: T
 /** The k best candidates of a position, by rank then logprob: the prompt's own token drops out when it ranks below k. */
 function topCandidates(position: Record<string, VllmLogprobEntry>, topK: number): ScoredCandidate[] {
   return Object.entries(position)
-    .map(([id, entry]) => ({ tokenId: Number(id), logprob: entry.logprob, rank: entry.rank ?? Number.POSITIVE_INFINITY }))
+    .map(([id, entry]) => ({
+      tokenId: Number(id),
+      logprob: entry.logprob,
+      rank: entry.rank ?? Number.POSITIVE_INFINITY,
+    }))
     .sort((left, right) => left.rank - right.rank || right.logprob - left.logprob || left.tokenId - right.tokenId)
     .slice(0, topK)
     .map(({ tokenId, logprob }) => ({ tokenId, logprob }));
@@ -73,8 +97,15 @@ function topCandidates(position: Record<string, VllmLogprobEntry>, topK: number)
 export const vllmScoringApi: ScoringApi = {
   engine: 'vllm',
   path: '/v1/completions',
-  requestBody: (config, tokenIds, topK) => vllmScoringRequest(config.model, tokenIds, topK, config.echoWithoutGeneration),
-  completionScores: (body, request, topK, url) => completionScoresFromVllm(vllmPromptLogprobsOf(body, request.promptIds.length + request.completionIds.length, url), request, topK, url),
+  requestBody: (config, tokenIds, topK) =>
+    vllmScoringRequest(config.model, tokenIds, topK, config.echoWithoutGeneration),
+  completionScores: (body, request, topK, url) =>
+    completionScoresFromVllm(
+      vllmPromptLogprobsOf(body, request.promptIds.length + request.completionIds.length, url),
+      request,
+      topK,
+      url,
+    ),
   tokenTexts: (body, tokenIds, url) => {
     const entries = vllmPromptLogprobsOf(body, tokenIds.length, url);
     return tokenIds.map((tokenId, position) => entries[position]?.[String(tokenId)]?.decoded_token ?? null);

@@ -2,14 +2,26 @@ import { hermesToolParser, qwen3CoderToolParser } from '../../text/tool-parsers'
 import type { ToolSpec } from '../../trajectory/messages';
 import { assistantOutput } from './chat-completions-handler';
 
-const tools: ToolSpec[] = [{ type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' } } } } }];
+const tools: ToolSpec[] = [
+  {
+    type: 'function',
+    function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'integer' } } } },
+  },
+];
 
 describe('assistantOutput (the chat message of a generated text)', () => {
   it('a call that ends the turn gives tool_calls and finish_reason tool_calls', () => {
-    const output = assistantOutput('Adding.\n<tool_call>\n<function=add>\n<parameter=a>\n2\n</parameter>\n</function>\n</tool_call>', 'stop', qwen3CoderToolParser, tools);
+    const output = assistantOutput(
+      'Adding.\n<tool_call>\n<function=add>\n<parameter=a>\n2\n</parameter>\n</function>\n</tool_call>',
+      'stop',
+      qwen3CoderToolParser,
+      tools,
+    );
     expect(output.finishReason).toBe('tool_calls');
     expect(output.parsed.content).toBe('Adding.');
-    expect(output.parsed.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([['add', '{"a":2}']]);
+    expect(output.parsed.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
+      ['add', '{"a":2}'],
+    ]);
     expect(output.hatFields).toEqual({});
   });
 
@@ -24,6 +36,10 @@ describe('assistantOutput (the chat message of a generated text)', () => {
 
   it('without a parser (no tools, tool_choice none, or an unknown template format) the text is the content', () => {
     const text = '<tool_call>{"name": "add", "arguments": {}}</tool_call>';
-    expect(assistantOutput(text, 'stop', null, tools)).toEqual({ parsed: { content: text, toolCalls: [], malformed: [] }, finishReason: 'stop', hatFields: {} });
+    expect(assistantOutput(text, 'stop', null, tools)).toEqual({
+      parsed: { content: text, toolCalls: [], malformed: [] },
+      finishReason: 'stop',
+      hatFields: {},
+    });
   });
 });

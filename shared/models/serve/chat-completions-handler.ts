@@ -10,7 +10,11 @@ import { ServeRequestError } from './serve-errors';
 import type { SseWriter } from './sse-writer';
 import { ToolCallStreamGate } from './tool-call-stream-gate';
 
-const contentSchema = z.union([z.string(), z.array(z.object({ type: z.string(), text: z.string().optional() }).loose()), z.null()]);
+const contentSchema = z.union([
+  z.string(),
+  z.array(z.object({ type: z.string(), text: z.string().optional() }).loose()),
+  z.null(),
+]);
 
 /** vLLM's ChatCompletionRequest, the fields `hat serve` implements. */
 export const chatCompletionRequestSchema = samplingFieldsSchema.extend({
@@ -19,11 +23,22 @@ export const chatCompletionRequestSchema = samplingFieldsSchema.extend({
     .array(
       z.object({
         type: z.literal('function').default('function'),
-        function: z.object({ name: z.string().min(1), description: z.string().nullish(), parameters: z.record(z.string(), z.unknown()).nullish() }).loose(),
+        function: z
+          .object({
+            name: z.string().min(1),
+            description: z.string().nullish(),
+            parameters: z.record(z.string(), z.unknown()).nullish(),
+          })
+          .loose(),
       }),
     )
     .nullish(),
-  tool_choice: z.union([z.enum(['none', 'auto', 'required']), z.object({ type: z.literal('function').optional(), function: z.object({ name: z.string() }) })]).nullish(),
+  tool_choice: z
+    .union([
+      z.enum(['none', 'auto', 'required']),
+      z.object({ type: z.literal('function').optional(), function: z.object({ name: z.string() }) }),
+    ])
+    .nullish(),
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
   logprobs: z.boolean().nullish(),
@@ -37,11 +52,20 @@ type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 /** Messages in the project's shape: text parts joined, checked per role. */
 function chatMessagesOf(messages: ChatCompletionRequest['messages']): ChatMessage[] {
   return messages.map((message, index) => {
-    const content = Array.isArray(message.content) ? message.content.map((part) => (part.type === 'text' ? (part.text ?? '') : '')).join('') : message.content;
-    const parsed = chatMessageSchema.safeParse({ ...message, content: content ?? (message.role === 'assistant' ? null : '') });
+    const content = Array.isArray(message.content)
+      ? message.content.map((part) => (part.type === 'text' ? (part.text ?? '') : '')).join('')
+      : message.content;
+    const parsed = chatMessageSchema.safeParse({
+      ...message,
+      content: content ?? (message.role === 'assistant' ? null : ''),
+    });
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new ServeRequestError(400, `messages[${index}].${issue.path.join('.')}: ${issue.message}`, `messages.${index}`);
+      throw new ServeRequestError(
+        400,
+        `messages[${index}].${issue.path.join('.')}: ${issue.message}`,
+        `messages.${index}`,
+      );
     }
     return parsed.data;
   });
@@ -50,26 +74,54 @@ function chatMessagesOf(messages: ChatCompletionRequest['messages']): ChatMessag
 let chatCounter = 0;
 
 /** `POST /v1/chat/completions`: renders with the model's template, generates, parses tool calls; streams SSE when `stream` is set. */
-export async function handleChatCompletion(context: ServeContext, body: unknown, sse: () => SseWriter, signal: AbortSignal): Promise<unknown> {
+export async function handleChatCompletion(
+  context: ServeContext,
+  body: unknown,
+  sse: () => SseWriter,
+  signal: AbortSignal,
+): Promise<unknown> {
   const request = parseBody(chatCompletionRequestSchema, body);
   checkModelName(context, request.model);
-  if ((request.n ?? 1) !== 1) throw new ServeRequestError(400, 'hat serve samples one sequence per request: n must be 1', 'n');
+  if ((request.n ?? 1) !== 1)
+    throw new ServeRequestError(400, 'hat serve samples one sequence per request: n must be 1', 'n');
   const toolChoice = request.tool_choice ?? (request.tools && request.tools.length > 0 ? 'auto' : 'none');
   if (toolChoice !== 'none' && toolChoice !== 'auto') {
-    throw new ServeRequestError(400, 'hat serve has no guided decoding: tool_choice must be "auto" or "none"', 'tool_choice');
+    throw new ServeRequestError(
+      400,
+      'hat serve has no guided decoding: tool_choice must be "auto" or "none"',
+      'tool_choice',
+    );
   }
-  if ((request.top_logprobs ?? 0) > 0 && request.logprobs !== true) throw new ServeRequestError(400, 'when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
+  if ((request.top_logprobs ?? 0) > 0 && request.logprobs !== true)
+    throw new ServeRequestError(400, 'when using `top_logprobs`, `logprobs` must be set to true.', 'top_logprobs');
   if ((request.top_logprobs ?? 0) > context.maxLogprobs) {
-    throw new ServeRequestError(400, `Requested sample logprobs of ${request.top_logprobs}, which is greater than max allowed: ${context.maxLogprobs}`, 'top_logprobs');
+    throw new ServeRequestError(
+      400,
+      `Requested sample logprobs of ${request.top_logprobs}, which is greater than max allowed: ${context.maxLogprobs}`,
+      'top_logprobs',
+    );
   }
   const messages = chatMessagesOf(request.messages);
   const tools: ToolSpec[] | undefined = request.tools?.map((tool) => ({
     type: 'function',
-    function: { name: tool.function.name, ...(tool.function.description ? { description: tool.function.description } : {}), parameters: tool.function.parameters ?? {} },
+    function: {
+      name: tool.function.name,
+      ...(tool.function.description ? { description: tool.function.description } : {}),
+      parameters: tool.function.parameters ?? {},
+    },
   }));
-  const promptIds = chatPromptIds(context, messages, tools, request.add_generation_prompt ?? true, request.chat_template_kwargs);
+  const promptIds = chatPromptIds(
+    context,
+    messages,
+    tools,
+    request.add_generation_prompt ?? true,
+    request.chat_template_kwargs,
+  );
   const maxModelLength = context.served.maxModelLength;
-  const maxTokens = request.max_completion_tokens ?? request.max_tokens ?? (maxModelLength === null ? 256 : Math.max(1, maxModelLength - promptIds.length));
+  const maxTokens =
+    request.max_completion_tokens ??
+    request.max_tokens ??
+    (maxModelLength === null ? 256 : Math.max(1, maxModelLength - promptIds.length));
   const parser = toolChoice === 'auto' && tools && tools.length > 0 ? context.toolParser : null;
   const wantsLogprobs = request.logprobs === true;
   const topLogprobs = request.top_logprobs ?? 0;
@@ -85,7 +137,9 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
     choices: [{ index: 0, delta, logprobs: null, finish_reason: null, stop_reason: null, ...extra }],
     usage: null,
   });
-  const logprobsOf = (tokens: ServedToken[]): { content: unknown[] } => ({ content: tokens.map((token) => chatLogprob(context, token, topLogprobs, asTokenIds)) });
+  const logprobsOf = (tokens: ServedToken[]): { content: unknown[] } => ({
+    content: tokens.map((token) => chatLogprob(context, token, topLogprobs, asTokenIds)),
+  });
 
   const stream = request.stream === true ? sse() : undefined;
   const gate = new ToolCallStreamGate(parser);
@@ -112,13 +166,34 @@ export async function handleChatCompletion(context: ServeContext, body: unknown,
   const { parsed, finishReason, hatFields } = assistantOutput(generation.text, generation.finishReason, parser, tools);
   if (stream) {
     const remainder = parser ? gate.remainder(parsed.content) : gate.push('');
-    if (remainder !== '' || pending.length > 0) stream.send(chunk({ content: remainder }, { logprobs: wantsLogprobs && pending.length > 0 ? logprobsOf(pending) : null }));
+    if (remainder !== '' || pending.length > 0)
+      stream.send(
+        chunk({ content: remainder }, { logprobs: wantsLogprobs && pending.length > 0 ? logprobsOf(pending) : null }),
+      );
     if (parsed.toolCalls.length > 0) {
-      stream.send(chunk({ tool_calls: parsed.toolCalls.map((call, index) => ({ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } })) }));
+      stream.send(
+        chunk({
+          tool_calls: parsed.toolCalls.map((call, index) => ({
+            index,
+            id: call.id,
+            type: 'function',
+            function: { name: call.function.name, arguments: call.function.arguments },
+          })),
+        }),
+      );
     }
-    stream.send(chunk({ content: '', ...hatFields }, { finish_reason: finishReason, stop_reason: generation.stopReason }));
+    stream.send(
+      chunk({ content: '', ...hatFields }, { finish_reason: finishReason, stop_reason: generation.stopReason }),
+    );
     if (request.stream_options?.include_usage === true) {
-      stream.send({ id, object: 'chat.completion.chunk', created, model: modelId, choices: [], usage: usageOf([generation]) });
+      stream.send({
+        id,
+        object: 'chat.completion.chunk',
+        created,
+        model: modelId,
+        choices: [],
+        usage: usageOf([generation]),
+      });
     }
     stream.done();
     return undefined;
@@ -167,8 +242,13 @@ export function assistantOutput(
   generationFinish: 'stop' | 'length',
   parser: ToolCallParser | null,
   tools: ToolSpec[] | undefined,
-): { parsed: ToolCallParseResult; finishReason: 'stop' | 'length' | 'tool_calls'; hatFields: { hat_malformed_tool_calls?: ToolCallParseResult['malformed'] } } {
-  if (!parser) return { parsed: { content: text, toolCalls: [], malformed: [] }, finishReason: generationFinish, hatFields: {} };
+): {
+  parsed: ToolCallParseResult;
+  finishReason: 'stop' | 'length' | 'tool_calls';
+  hatFields: { hat_malformed_tool_calls?: ToolCallParseResult['malformed'] };
+} {
+  if (!parser)
+    return { parsed: { content: text, toolCalls: [], malformed: [] }, finishReason: generationFinish, hatFields: {} };
   const parsed = parser.parse(text, { tools });
   return {
     parsed,
@@ -178,10 +258,22 @@ export function assistantOutput(
 }
 
 /** One entry of `logprobs.content`: the token, its logprob, UTF-8 bytes, and the most likely alternatives. */
-function chatLogprob(context: ServeContext, token: ServedToken, topLogprobs: number, asTokenIds: boolean): Record<string, unknown> {
+function chatLogprob(
+  context: ServeContext,
+  token: ServedToken,
+  topLogprobs: number,
+  asTokenIds: boolean,
+): Record<string, unknown> {
   const entry = (tokenId: number, logprob: number): { token: string; logprob: number; bytes: number[] } => {
     const text = context.served.model.tokenizer.tokenText(tokenId);
-    return { token: asTokenIds ? `token_id:${tokenId}` : text, logprob: Math.max(logprob, minimumLogprob), bytes: [...Buffer.from(text, 'utf8')] };
+    return {
+      token: asTokenIds ? `token_id:${tokenId}` : text,
+      logprob: Math.max(logprob, minimumLogprob),
+      bytes: [...Buffer.from(text, 'utf8')],
+    };
   };
-  return { ...entry(token.tokenId, token.logprob), top_logprobs: token.top.slice(0, topLogprobs).map((candidate) => entry(candidate.tokenId, candidate.logprob)) };
+  return {
+    ...entry(token.tokenId, token.logprob),
+    top_logprobs: token.top.slice(0, topLogprobs).map((candidate) => entry(candidate.tokenId, candidate.logprob)),
+  };
 }

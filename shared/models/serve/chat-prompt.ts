@@ -29,14 +29,25 @@ export function chatPromptIds(
     let template = kwargsTemplates.get(context.served);
     if (!template) {
       const config = context.served.tokenizerConfig;
-      const special = Object.fromEntries(['bos_token', 'eos_token', 'pad_token', 'unk_token'].map((field) => [field, specialTokenContent(config, field)]));
+      const special = Object.fromEntries(
+        ['bos_token', 'eos_token', 'pad_token', 'unk_token'].map((field) => [
+          field,
+          specialTokenContent(config, field),
+        ]),
+      );
       template = new ChatTemplate(context.served.chatTemplateSource, special);
       kwargsTemplates.set(context.served, template);
     }
     const input = trajectoryToTemplateInput(messages, tools ?? []);
-    return model.tokenizer.encode(template.render(input.messages, { tools: input.tools, addGenerationPrompt, variables: templateKwargs }));
+    return model.tokenizer.encode(
+      template.render(input.messages, { tools: input.tools, addGenerationPrompt, variables: templateKwargs }),
+    );
   } catch (error) {
-    throw new ServeRequestError(400, `the chat template failed to render these messages: ${(error as Error).message}`, 'messages');
+    throw new ServeRequestError(
+      400,
+      `the chat template failed to render these messages: ${(error as Error).message}`,
+      'messages',
+    );
   }
 }
 

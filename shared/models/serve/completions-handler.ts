@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { parseBody, samplingFieldsSchema, samplingSettingsOf } from './request-fields';
-import { minimumLogprob, runGeneration, type ServeContext, type ServeGeneration, type ServedToken } from './serve-engine';
+import {
+  minimumLogprob,
+  runGeneration,
+  type ServeContext,
+  type ServeGeneration,
+  type ServedToken,
+} from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 import type { SseWriter } from './sse-writer';
 
@@ -29,15 +35,26 @@ export function tokenLabel(context: ServeContext, tokenId: number, asTokenIds: b
 export function checkCompletionRequest(context: ServeContext, body: unknown): CompletionRequest {
   const request = parseBody(completionRequestSchema, body);
   checkModelName(context, request.model);
-  if ((request.n ?? 1) !== 1) throw new ServeRequestError(400, 'hat serve samples one sequence per prompt: n must be 1', 'n');
+  if ((request.n ?? 1) !== 1)
+    throw new ServeRequestError(400, 'hat serve samples one sequence per prompt: n must be 1', 'n');
   const maxTokens = request.max_tokens ?? 16;
-  if (maxTokens < 1 && request.echo !== true) throw new ServeRequestError(400, `max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens');
-  const promptLogprobs = request.prompt_logprobs === -1 ? context.served.model.decoder.info.vocabularySize : request.prompt_logprobs;
+  if (maxTokens < 1 && request.echo !== true)
+    throw new ServeRequestError(400, `max_tokens must be at least 1, got ${maxTokens}.`, 'max_tokens');
+  const promptLogprobs =
+    request.prompt_logprobs === -1 ? context.served.model.decoder.info.vocabularySize : request.prompt_logprobs;
   if ((promptLogprobs ?? 0) > context.maxLogprobs && request.prompt_logprobs !== -1) {
-    throw new ServeRequestError(400, `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${context.maxLogprobs}`, 'prompt_logprobs');
+    throw new ServeRequestError(
+      400,
+      `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${context.maxLogprobs}`,
+      'prompt_logprobs',
+    );
   }
   if ((request.logprobs ?? 0) > context.maxLogprobs) {
-    throw new ServeRequestError(400, `Requested sample logprobs of ${request.logprobs}, which is greater than max allowed: ${context.maxLogprobs}`, 'logprobs');
+    throw new ServeRequestError(
+      400,
+      `Requested sample logprobs of ${request.logprobs}, which is greater than max allowed: ${context.maxLogprobs}`,
+      'logprobs',
+    );
   }
   if (request.stream === true && request.prompt_logprobs !== null && request.prompt_logprobs !== undefined) {
     throw new ServeRequestError(400, 'prompt_logprobs is not compatible with streaming.', 'prompt_logprobs');
@@ -55,7 +72,7 @@ export function checkModelName(context: ServeContext, model: string | null | und
 function promptIdsOf(context: ServeContext, prompt: CompletionRequest['prompt']): number[][] {
   const encode = (text: string): number[] => context.served.model.tokenizer.encode(text);
   if (typeof prompt === 'string') return [encode(prompt)];
-  if (prompt.every((item) => typeof item === 'string')) return (prompt).map(encode);
+  if (prompt.every((item) => typeof item === 'string')) return prompt.map(encode);
   if (prompt.every((item) => typeof item === 'number')) return [prompt];
   return prompt;
 }
@@ -64,11 +81,18 @@ function promptIdsOf(context: ServeContext, prompt: CompletionRequest['prompt'])
  * `prompt_logprobs`: per prompt position, the raw logprob (temperature 1) and vocabulary rank
  * of the prompt's token plus the k most likely tokens; the first position is null.
  */
-export async function promptLogprobsOf(context: ServeContext, promptIds: readonly number[], topK: number): Promise<Array<PromptLogprobEntry | null>> {
+export async function promptLogprobsOf(
+  context: ServeContext,
+  promptIds: readonly number[],
+  topK: number,
+): Promise<Array<PromptLogprobEntry | null>> {
   const vocabularySize = context.served.model.decoder.info.vocabularySize;
   if (promptIds.length < 2) return [null];
   return context.scheduler.exclusive(async (decoder) => {
-    const scored = await decoder.score(promptIds.slice(0, 1), promptIds.slice(1), { temperature: 1, topLogprobs: Math.max(1, topK) });
+    const scored = await decoder.score(promptIds.slice(0, 1), promptIds.slice(1), {
+      temperature: 1,
+      topLogprobs: Math.max(1, topK),
+    });
     const ownRanks = scored.tokens.map((token) => {
       const index = (token.top ?? []).findIndex((entry) => entry.tokenId === token.tokenId);
       return index >= 0 ? index + 1 : undefined;
@@ -81,7 +105,7 @@ export async function promptLogprobsOf(context: ServeContext, promptIds: readonl
         const row = logits.subarray(index * vocabularySize, (index + 1) * vocabularySize);
         const own = row[promptIds[index + 1]];
         let count = 0;
-        for (let column = 0; column < row.length; column++) if ((row[column]) >= own) count++;
+        for (let column = 0; column < row.length; column++) if (row[column] >= own) count++;
         ownRanks[index] = count;
       });
     }
@@ -89,9 +113,19 @@ export async function promptLogprobsOf(context: ServeContext, promptIds: readonl
     return [
       null,
       ...scored.tokens.map((token, index) => {
-        const entry: PromptLogprobEntry = { [String(token.tokenId)]: { logprob: Math.max(token.rawLogprob, minimumLogprob), rank: ownRanks[index] as number, decoded_token: decode(token.tokenId) } };
+        const entry: PromptLogprobEntry = {
+          [String(token.tokenId)]: {
+            logprob: Math.max(token.rawLogprob, minimumLogprob),
+            rank: ownRanks[index] as number,
+            decoded_token: decode(token.tokenId),
+          },
+        };
         (token.top ?? []).slice(0, topK).forEach((candidate, rank) => {
-          entry[String(candidate.tokenId)] ??= { logprob: Math.max(candidate.logprob, minimumLogprob), rank: rank + 1, decoded_token: decode(candidate.tokenId) };
+          entry[String(candidate.tokenId)] ??= {
+            logprob: Math.max(candidate.logprob, minimumLogprob),
+            rank: rank + 1,
+            decoded_token: decode(candidate.tokenId),
+          };
         });
         return entry;
       }),
@@ -106,7 +140,12 @@ export function completionLogprobs(
   topLogprobs: number,
   asTokenIds: boolean,
   initialOffset = 0,
-): { text_offset: number[]; token_logprobs: Array<number | null>; tokens: string[]; top_logprobs: Array<Record<string, number> | null> } {
+): {
+  text_offset: number[];
+  token_logprobs: Array<number | null>;
+  tokens: string[];
+  top_logprobs: Array<Record<string, number> | null>;
+} {
   const label = (tokenId: number): string => tokenLabel(context, tokenId, asTokenIds);
   let offset = initialOffset;
   const textOffset: number[] = [];
@@ -121,9 +160,15 @@ export function completionLogprobs(
     // vLLM: the sampled token first, then the alternatives, topLogprobs + 1 entries at most.
     top_logprobs: tokens.map((token) => {
       if (token.logprob === null || token.top === null) return null;
-      const entries: Array<[number, number]> = [[token.tokenId, token.logprob], ...token.top.filter((entry) => entry.tokenId !== token.tokenId).map((entry): [number, number] => [entry.tokenId, entry.logprob])];
+      const entries: Array<[number, number]> = [
+        [token.tokenId, token.logprob],
+        ...token.top
+          .filter((entry) => entry.tokenId !== token.tokenId)
+          .map((entry): [number, number] => [entry.tokenId, entry.logprob]),
+      ];
       const out: Record<string, number> = {};
-      for (const [tokenId, logprob] of entries.slice(0, topLogprobs + 1)) out[label(tokenId)] ??= Math.max(logprob, minimumLogprob);
+      for (const [tokenId, logprob] of entries.slice(0, topLogprobs + 1))
+        out[label(tokenId)] ??= Math.max(logprob, minimumLogprob);
       return out;
     }),
   };
@@ -132,7 +177,12 @@ export function completionLogprobs(
 let completionCounter = 0;
 
 /** `POST /v1/completions`. Returns the response body, or streams it through `sse` when `stream` is set. */
-export async function handleCompletion(context: ServeContext, body: unknown, sse: () => SseWriter, signal: AbortSignal): Promise<unknown> {
+export async function handleCompletion(
+  context: ServeContext,
+  body: unknown,
+  sse: () => SseWriter,
+  signal: AbortSignal,
+): Promise<unknown> {
   const request = checkCompletionRequest(context, body);
   const prompts = promptIdsOf(context, request.prompt);
   const id = `cmpl-${Date.now().toString(36)}${(completionCounter++).toString(36)}`;
@@ -144,7 +194,10 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
   const topLogprobs = request.logprobs ?? 0;
   const wantsLogprobs = request.logprobs !== null && request.logprobs !== undefined;
   const promptLogprobCount = request.prompt_logprobs === -1 ? context.maxLogprobs : request.prompt_logprobs;
-  const settings = (promptIds: number[], onToken?: Parameters<typeof runGeneration>[1]['onToken']): Parameters<typeof runGeneration>[1] => ({
+  const settings = (
+    promptIds: number[],
+    onToken?: Parameters<typeof runGeneration>[1]['onToken'],
+  ): Parameters<typeof runGeneration>[1] => ({
     promptIds,
     maxTokens,
     ...samplingSettingsOf(context, request),
@@ -162,7 +215,22 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
         // Tokens whose text is not visible yet (half a character) ride with the next chunk.
         let pending: ServedToken[] = [];
         if (echo) {
-          stream.send({ id, object: 'text_completion', created, model, choices: [{ index, text: context.served.model.tokenizer.decode(promptIds), logprobs: null, finish_reason: null, stop_reason: null }], usage: null });
+          stream.send({
+            id,
+            object: 'text_completion',
+            created,
+            model,
+            choices: [
+              {
+                index,
+                text: context.served.model.tokenizer.decode(promptIds),
+                logprobs: null,
+                finish_reason: null,
+                stop_reason: null,
+              },
+            ],
+            usage: null,
+          });
         }
         const generation = await runGeneration(
           context,
@@ -171,7 +239,15 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
             if (delta === '' && !last) return;
             const logprobs = wantsLogprobs ? completionLogprobs(context, pending, topLogprobs, asTokenIds) : null;
             pending = [];
-            if (!last) stream.send({ id, object: 'text_completion', created, model, choices: [{ index, text: delta, logprobs, finish_reason: null, stop_reason: null }], usage: null });
+            if (!last)
+              stream.send({
+                id,
+                object: 'text_completion',
+                created,
+                model,
+                choices: [{ index, text: delta, logprobs, finish_reason: null, stop_reason: null }],
+                usage: null,
+              });
             else lastChunks.set(index, { text: delta, logprobs });
           }),
         );
@@ -181,13 +257,22 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
           object: 'text_completion',
           created,
           model,
-          choices: [{ index, text: final.text, logprobs: final.logprobs, finish_reason: generation.finishReason, stop_reason: generation.stopReason }],
+          choices: [
+            {
+              index,
+              text: final.text,
+              logprobs: final.logprobs,
+              finish_reason: generation.finishReason,
+              stop_reason: generation.stopReason,
+            },
+          ],
           usage: null,
         });
         return generation;
       }),
     );
-    if (includeUsage) stream.send({ id, object: 'text_completion', created, model, choices: [], usage: usageOf(generations) });
+    if (includeUsage)
+      stream.send({ id, object: 'text_completion', created, model, choices: [], usage: usageOf(generations) });
     stream.done();
     return undefined;
   }
@@ -195,14 +280,22 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
     prompts.map(async (promptIds, index) => {
       const needsPromptScores = promptLogprobCount !== null && promptLogprobCount !== undefined;
       const echoScores = echo && wantsLogprobs;
-      const promptScores = needsPromptScores || echoScores ? await promptLogprobsOf(context, promptIds, Math.max(promptLogprobCount ?? 0, echoScores ? topLogprobs : 0)) : undefined;
-      const generation: ServeGeneration | undefined = maxTokens > 0 ? await runGeneration(context, settings(promptIds)) : undefined;
+      const promptScores =
+        needsPromptScores || echoScores
+          ? await promptLogprobsOf(context, promptIds, Math.max(promptLogprobCount ?? 0, echoScores ? topLogprobs : 0))
+          : undefined;
+      const generation: ServeGeneration | undefined =
+        maxTokens > 0 ? await runGeneration(context, settings(promptIds)) : undefined;
       const promptText = echo ? context.served.model.tokenizer.decode(promptIds) : '';
       const echoed = echo
         ? promptIds.map((tokenId, position) => {
             const entry = promptScores?.[position];
             const own = entry?.[String(tokenId)];
-            const top = entry ? Object.entries(entry).sort(([, a], [, b]) => a.rank - b.rank).map(([candidate, value]) => ({ tokenId: Number(candidate), logprob: value.logprob })) : null;
+            const top = entry
+              ? Object.entries(entry)
+                  .sort(([, a], [, b]) => a.rank - b.rank)
+                  .map(([candidate, value]) => ({ tokenId: Number(candidate), logprob: value.logprob }))
+              : null;
             return { tokenId, logprob: own?.logprob ?? null, top };
           })
         : [];
@@ -210,7 +303,9 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
       return {
         index,
         text: promptText + (generation?.text ?? ''),
-        logprobs: wantsLogprobs ? completionLogprobs(context, [...echoed, ...generated], topLogprobs, asTokenIds) : null,
+        logprobs: wantsLogprobs
+          ? completionLogprobs(context, [...echoed, ...generated], topLogprobs, asTokenIds)
+          : null,
         finish_reason: generation?.finishReason ?? 'length',
         stop_reason: generation?.stopReason ?? null,
         prompt_logprobs: needsPromptScores ? trimPromptLogprobs(promptScores!, promptIds, promptLogprobCount) : null,
@@ -235,17 +330,33 @@ export async function handleCompletion(context: ServeContext, body: unknown, sse
 }
 
 /** Keeps the prompt token plus the top k per position (scores may have been fetched with more for echo). */
-function trimPromptLogprobs(entries: Array<PromptLogprobEntry | null>, promptIds: readonly number[], topK: number): Array<PromptLogprobEntry | null> {
+function trimPromptLogprobs(
+  entries: Array<PromptLogprobEntry | null>,
+  promptIds: readonly number[],
+  topK: number,
+): Array<PromptLogprobEntry | null> {
   return entries.map((entry, position) => {
     if (!entry) return null;
     const own = String(promptIds[position]);
-    return Object.fromEntries(Object.entries(entry).filter(([tokenId, value]) => tokenId === own || value.rank <= topK));
+    return Object.fromEntries(
+      Object.entries(entry).filter(([tokenId, value]) => tokenId === own || value.rank <= topK),
+    );
   });
 }
 
 /** vLLM's UsageInfo over all choices. */
-export function usageOf(generations: Array<ServeGeneration | undefined>, prompts?: number[][]): { prompt_tokens: number; total_tokens: number; completion_tokens: number; prompt_tokens_details: null } {
-  const promptTokens = prompts ? prompts.reduce((sum, prompt) => sum + prompt.length, 0) : generations.reduce((sum, generation) => sum + (generation?.promptIds.length ?? 0), 0);
+export function usageOf(
+  generations: Array<ServeGeneration | undefined>,
+  prompts?: number[][],
+): { prompt_tokens: number; total_tokens: number; completion_tokens: number; prompt_tokens_details: null } {
+  const promptTokens = prompts
+    ? prompts.reduce((sum, prompt) => sum + prompt.length, 0)
+    : generations.reduce((sum, generation) => sum + (generation?.promptIds.length ?? 0), 0);
   const completionTokens = generations.reduce((sum, generation) => sum + (generation?.tokenIds.length ?? 0), 0);
-  return { prompt_tokens: promptTokens, total_tokens: promptTokens + completionTokens, completion_tokens: completionTokens, prompt_tokens_details: null };
+  return {
+    prompt_tokens: promptTokens,
+    total_tokens: promptTokens + completionTokens,
+    completion_tokens: completionTokens,
+    prompt_tokens_details: null,
+  };
 }

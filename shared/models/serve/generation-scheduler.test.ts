@@ -22,7 +22,14 @@ class RecordingDecoder {
   }
 }
 
-const settings = (temperature: number): BatchSettings => ({ maxNewTokens: 4, temperature, topP: 1, topK: 0, topLogprobs: 0, stopTokenIds: [] });
+const settings = (temperature: number): BatchSettings => ({
+  maxNewTokens: 4,
+  temperature,
+  topP: 1,
+  topK: 0,
+  topLogprobs: 0,
+  stopTokenIds: [],
+});
 
 describe('GenerationScheduler', () => {
   it('batches waiting jobs with the same settings, keeps others for later, and reports waiting/running', async () => {

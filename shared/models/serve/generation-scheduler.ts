@@ -67,7 +67,10 @@ export class GenerationScheduler {
   ) {}
 
   get counts(): SchedulerCounts {
-    return { waiting: this.queue.reduce((sum, entry) => sum + (entry.kind === 'generate' ? 1 : 0), 0), running: this.runningCount };
+    return {
+      waiting: this.queue.reduce((sum, entry) => sum + (entry.kind === 'generate' ? 1 : 0), 0),
+      running: this.runningCount,
+    };
   }
 
   generate(job: GenerationJob): Promise<GenerationResult> {
@@ -114,7 +117,7 @@ export class GenerationScheduler {
         continue;
       }
       const batch: QueuedGeneration[] = [head];
-      for (let index = 0; index < this.queue.length && batch.length < this.maxBatchSize; ) {
+      for (let index = 0; index < this.queue.length && batch.length < this.maxBatchSize;) {
         const entry = this.queue[index];
         if (entry.kind === 'generate' && entry.key === head.key) {
           batch.push(entry);

@@ -26,7 +26,18 @@ export const samplingFieldsSchema = z.object({
 export function samplingSettingsOf(
   context: ServeContext,
   request: z.infer<typeof samplingFieldsSchema>,
-): Pick<ServeGenerationRequest, 'temperature' | 'topP' | 'topK' | 'seed' | 'stop' | 'stopTokenIds' | 'ignoreEos' | 'includeStopStringInOutput' | 'keepSpecialTokens'> {
+): Pick<
+  ServeGenerationRequest,
+  | 'temperature'
+  | 'topP'
+  | 'topK'
+  | 'seed'
+  | 'stop'
+  | 'stopTokenIds'
+  | 'ignoreEos'
+  | 'includeStopStringInOutput'
+  | 'keepSpecialTokens'
+> {
   const defaults = context.served.samplingDefaults;
   return {
     temperature: request.temperature ?? defaults.temperature ?? 1,
@@ -43,7 +54,8 @@ export function samplingSettingsOf(
 
 /** Parses a request body, answering 400 with the field that is wrong (vLLM's validation error shape). */
 export function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ServeRequestError(400, 'The request body must be a JSON object');
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new ServeRequestError(400, 'The request body must be a JSON object');
   refuseUnsupportedSampling(body);
   const parsed = schema.safeParse(body);
   if (!parsed.success) {
@@ -83,7 +95,11 @@ export function refuseUnsupportedSampling(body: unknown): void {
   for (const [field, isOff] of unsupportedFields) {
     const value = record[field];
     if (value === undefined || value === null || isOff(value)) continue;
-    throw new ServeRequestError(400, `hat serve does not implement ${field} (got ${JSON.stringify(value)}); leave it out or at its default`, field);
+    throw new ServeRequestError(
+      400,
+      `hat serve does not implement ${field} (got ${JSON.stringify(value)}); leave it out or at its default`,
+      field,
+    );
   }
 }
 

@@ -16,7 +16,12 @@ describe('servedToken (logprobs in the server mode)', () => {
     const logSumExp = (values: number[]): number => Math.log(values.reduce((sum, value) => sum + Math.exp(value), 0));
     const tempered = logits.map((z) => z / 2 - logSumExp(logits.map((value) => value / 2)));
     const raw = logits.map((z) => z - logSumExp(logits));
-    const token: TokenScore = { tokenId: 1, logprob: tempered[1], rawLogprob: raw[1], top: tempered.map((logprob, tokenId) => ({ tokenId, logprob })) };
+    const token: TokenScore = {
+      tokenId: 1,
+      logprob: tempered[1],
+      rawLogprob: raw[1],
+      top: tempered.map((logprob, tokenId) => ({ tokenId, logprob })),
+    };
     const served = servedToken(token, 2, 'raw_logprobs', { topK: 0, topP: 1 }, 3);
     expect(served.logprob).toBe(raw[1]);
     served.top.forEach((entry, index) => expect(entry.logprob).toBeCloseTo(raw[index], 10));
@@ -25,7 +30,12 @@ describe('servedToken (logprobs in the server mode)', () => {
   it('processed_logprobs: top-k then top-p kept set, renormalized; tokens outside it at -9999', () => {
     const topK = servedToken(scoreOf(distribution, 1, -3), 1, 'processed_logprobs', { topK: 2, topP: 1 }, 4);
     expect(topK.logprob).toBeCloseTo(Math.log(0.3 / 0.8), 10);
-    expect(topK.top.map((entry) => entry.logprob)).toEqual([expect.closeTo(Math.log(0.5 / 0.8), 10), expect.closeTo(Math.log(0.3 / 0.8), 10), minimumLogprob, minimumLogprob]);
+    expect(topK.top.map((entry) => entry.logprob)).toEqual([
+      expect.closeTo(Math.log(0.5 / 0.8), 10),
+      expect.closeTo(Math.log(0.3 / 0.8), 10),
+      minimumLogprob,
+      minimumLogprob,
+    ]);
     const topP = servedToken(scoreOf(distribution, 2, -3), 1, 'processed_logprobs', { topK: 0, topP: 0.9 }, 4);
     expect(topP.logprob).toBeCloseTo(Math.log(0.15 / 0.95), 10);
     expect(topP.top[3].logprob).toBe(minimumLogprob);
@@ -37,6 +47,8 @@ describe('servedToken (logprobs in the server mode)', () => {
 
   it('refuses, for this token only, a nucleus larger than the alternatives tracked', () => {
     const flat = Array.from({ length: processedNucleusLimit }, () => 1 / (processedNucleusLimit * 2));
-    expect(() => servedToken(scoreOf(flat, 0, -3), 1, 'processed_logprobs', { topK: 0, topP: 0.9 }, 1)).toThrow(/nucleus holds more than 1024 tokens/);
+    expect(() => servedToken(scoreOf(flat, 0, -3), 1, 'processed_logprobs', { topK: 0, topP: 0.9 }, 1)).toThrow(
+      /nucleus holds more than 1024 tokens/,
+    );
   });
 });

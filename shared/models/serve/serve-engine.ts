@@ -88,7 +88,8 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   const received = performance.now();
   const topK = request.topK > 0 ? request.topK : 0;
   const processed = context.logprobsMode === 'processed_logprobs';
-  if (request.maxTokens < 1) throw new ServeRequestError(400, `max_tokens must be at least 1, got ${request.maxTokens}.`, 'max_tokens');
+  if (request.maxTokens < 1)
+    throw new ServeRequestError(400, `max_tokens must be at least 1, got ${request.maxTokens}.`, 'max_tokens');
   const maxModelLength = context.served.maxModelLength;
   if (maxModelLength !== null && request.promptIds.length + request.maxTokens > maxModelLength) {
     throw new ServeRequestError(
@@ -98,9 +99,13 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
     );
   }
   const vocabularySize = model.decoder.info.vocabularySize;
-  const badId = request.promptIds.find((tokenId) => !Number.isInteger(tokenId) || tokenId < 0 || tokenId >= vocabularySize);
-  if (badId !== undefined) throw new ServeRequestError(400, `Token id ${badId} is out of vocabulary [0, ${vocabularySize})`, 'prompt');
-  if (request.promptIds.length === 0) throw new ServeRequestError(400, 'The prompt is empty: give at least one token', 'prompt');
+  const badId = request.promptIds.find(
+    (tokenId) => !Number.isInteger(tokenId) || tokenId < 0 || tokenId >= vocabularySize,
+  );
+  if (badId !== undefined)
+    throw new ServeRequestError(400, `Token id ${badId} is out of vocabulary [0, ${vocabularySize})`, 'prompt');
+  if (request.promptIds.length === 0)
+    throw new ServeRequestError(400, 'The prompt is empty: give at least one token', 'prompt');
 
   const eos = request.ignoreEos ? [] : model.decoder.info.eosTokenIds;
   const stopTokenIds = [...new Set([...eos, ...request.stopTokenIds])];
@@ -110,7 +115,8 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   let startedAt = received;
   let emitted = '';
   let stopAt: { index: number; stop: string } | undefined;
-  const visibleText = (text: string): string => (stopAt ? text.slice(0, stopAt.index + (request.includeStopStringInOutput ? stopAt.stop.length : 0)) : text);
+  const visibleText = (text: string): string =>
+    stopAt ? text.slice(0, stopAt.index + (request.includeStopStringInOutput ? stopAt.stop.length : 0)) : text;
   const seed = request.seed === undefined ? randomUUID() : String(request.seed);
   const truncation = { topK, topP: request.topP };
   let failure: unknown;
@@ -125,7 +131,10 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
         topP: request.topP,
         topK,
         // processed_logprobs need the kept set's mass: the top k, or enough alternatives to hold the nucleus.
-        topLogprobs: processed && (topK > 0 || request.topP < 1) ? Math.max(topK > 0 ? topK : processedNucleusLimit, request.topLogprobs) : request.topLogprobs,
+        topLogprobs:
+          processed && (topK > 0 || request.topP < 1)
+            ? Math.max(topK > 0 ? topK : processedNucleusLimit, request.topLogprobs)
+            : request.topLogprobs,
         stopTokenIds,
       },
       onStart: () => {
@@ -143,7 +152,17 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
         emitted = visible;
         if (request.onToken && score && !failure) {
           try {
-            request.onToken({ delta, token: servedToken(score, logprobTemperatureOf(request.temperature), context.logprobsMode, truncation, request.topLogprobs), last });
+            request.onToken({
+              delta,
+              token: servedToken(
+                score,
+                logprobTemperatureOf(request.temperature),
+                context.logprobsMode,
+                truncation,
+                request.topLogprobs,
+              ),
+              last,
+            });
           } catch (error) {
             // Thrown in the decoder's loop it would fail every row of the batch: this row stops instead.
             failure = error;
@@ -158,7 +177,11 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
   if (failure) throw failure;
   const finished = performance.now();
   const lastId = result.tokenIds[result.tokenIds.length - 1];
-  const stopReason = stopAt ? stopAt.stop : lastId !== undefined && request.stopTokenIds.includes(lastId) && !eos.includes(lastId) ? lastId : null;
+  const stopReason = stopAt
+    ? stopAt.stop
+    : lastId !== undefined && request.stopTokenIds.includes(lastId) && !eos.includes(lastId)
+      ? lastId
+      : null;
   const aborted = request.signal?.aborted === true;
   context.metrics.record({
     promptTokens: request.promptIds.length,
@@ -167,14 +190,18 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
     queueSeconds: (startedAt - received) / 1000,
     ttftSeconds: tokenTimes[0] === undefined ? undefined : (tokenTimes[0] - received) / 1000,
     e2eSeconds: (finished - received) / 1000,
-    tokenGapsSeconds: tokenTimes.slice(1).map((time, index) => (time - (tokenTimes[index])) / 1000),
+    tokenGapsSeconds: tokenTimes.slice(1).map((time, index) => (time - tokenTimes[index]) / 1000),
   });
   const requestedTop = request.topLogprobs;
-  const tokens = (result.tokens ?? []).map((token) => servedToken(token, result.logprobTemperature, context.logprobsMode, truncation, requestedTop));
+  const tokens = (result.tokens ?? []).map((token) =>
+    servedToken(token, result.logprobTemperature, context.logprobsMode, truncation, requestedTop),
+  );
   return {
     promptIds: request.promptIds,
     tokenIds: result.tokenIds,
-    text: visibleText(model.tokenizer.decode(result.tokenIds, { keepSpecialTokens: request.keepSpecialTokens === true })),
+    text: visibleText(
+      model.tokenizer.decode(result.tokenIds, { keepSpecialTokens: request.keepSpecialTokens === true }),
+    ),
     tokens,
     finishReason: result.finishReason,
     stopReason,
@@ -188,18 +215,35 @@ export async function runGeneration(context: ServeContext, request: ServeGenerat
  * sampling temperature T and at temperature 1, and alternatives at T; raw alternatives follow
  * from logits being T × tempered logprobs up to a constant: raw_i = raw_s + T (tempered_i - tempered_s).
  */
-export function servedToken(token: TokenScore, temperature: number, mode: LogprobsMode, truncation: { topK: number; topP: number }, topLogprobs: number): ServedToken {
+export function servedToken(
+  token: TokenScore,
+  temperature: number,
+  mode: LogprobsMode,
+  truncation: { topK: number; topP: number },
+  topLogprobs: number,
+): ServedToken {
   const top = token.top ?? [];
   if (mode === 'raw_logprobs') {
-    const toRaw = (tempered: number): number => (temperature === 1 ? tempered : token.rawLogprob + temperature * (tempered - token.logprob));
-    return { tokenId: token.tokenId, logprob: token.rawLogprob, top: top.slice(0, topLogprobs).map((entry) => ({ tokenId: entry.tokenId, logprob: toRaw(entry.logprob) })) };
+    const toRaw = (tempered: number): number =>
+      temperature === 1 ? tempered : token.rawLogprob + temperature * (tempered - token.logprob);
+    return {
+      tokenId: token.tokenId,
+      logprob: token.rawLogprob,
+      top: top.slice(0, topLogprobs).map((entry) => ({ tokenId: entry.tokenId, logprob: toRaw(entry.logprob) })),
+    };
   }
-  if (truncation.topK === 0 && truncation.topP >= 1) return { tokenId: token.tokenId, logprob: token.logprob, top: top.slice(0, topLogprobs).map((entry) => ({ ...entry })) };
+  if (truncation.topK === 0 && truncation.topP >= 1)
+    return {
+      tokenId: token.tokenId,
+      logprob: token.logprob,
+      top: top.slice(0, topLogprobs).map((entry) => ({ ...entry })),
+    };
   // Renormalized over the kept set, found as the sampler finds it: the top k, then the shortest
   // prefix holding top_p of their mass (of the whole vocabulary's when top-k is off).
   let kept = truncation.topK > 0 ? top.slice(0, truncation.topK) : top;
   if (truncation.topP < 1) {
-    const target = truncation.topP * (truncation.topK > 0 ? kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0) : 1);
+    const target =
+      truncation.topP * (truncation.topK > 0 ? kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0) : 1);
     let mass = 0;
     const end = kept.findIndex((entry) => (mass += Math.exp(entry.logprob)) >= target);
     if (end < 0 && truncation.topK === 0) {
@@ -213,11 +257,14 @@ export function servedToken(token: TokenScore, temperature: number, mode: Logpro
   }
   const logMass = Math.log(kept.reduce((sum, entry) => sum + Math.exp(entry.logprob), 0));
   const keptIds = new Set(kept.map((entry) => entry.tokenId));
-  const processed = (tokenId: number, tempered: number): number => (keptIds.has(tokenId) ? tempered - logMass : minimumLogprob);
+  const processed = (tokenId: number, tempered: number): number =>
+    keptIds.has(tokenId) ? tempered - logMass : minimumLogprob;
   return {
     tokenId: token.tokenId,
     logprob: processed(token.tokenId, token.logprob),
-    top: top.slice(0, topLogprobs).map((entry) => ({ tokenId: entry.tokenId, logprob: processed(entry.tokenId, entry.logprob) })),
+    top: top
+      .slice(0, topLogprobs)
+      .map((entry) => ({ tokenId: entry.tokenId, logprob: processed(entry.tokenId, entry.logprob) })),
   };
 }
 

@@ -19,7 +19,14 @@ export class ServeRequestError extends HatError {
 
   /** The response body; the message without the `[CODE]` prefix, as clients show it. */
   body(): { error: { message: string; type: string; param: string | null; code: number } } {
-    return { error: { message: this.message.replace(/^\[[A-Z_]+\] /, ''), type: this.errorType, param: this.param, code: this.status } };
+    return {
+      error: {
+        message: this.message.replace(/^\[[A-Z_]+\] /, ''),
+        type: this.errorType,
+        param: this.param,
+        code: this.status,
+      },
+    };
   }
 
   /** Bad token ids or sampling settings found by the decoder are the client's fault (400); anything else is ours (500). */

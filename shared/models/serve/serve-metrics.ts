@@ -17,7 +17,9 @@ export const serveMetricNames = {
 } as const;
 
 // vLLM's bucket boundaries for these histograms.
-const ttftBuckets = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560];
+const ttftBuckets = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560,
+];
 const tokenGapBuckets = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const latencyBuckets = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680];
 const tokenCountBuckets = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
@@ -56,18 +58,50 @@ export class ServeMetrics {
     this.labels = { model_name: modelName, engine: '0' };
     const registers = [this.registry];
     const labelNames = ['model_name', 'engine'];
-    this.running = new Gauge({ name: serveMetricNames.running, help: 'Number of requests in model execution batches.', labelNames, registers });
-    this.waiting = new Gauge({ name: serveMetricNames.waiting, help: 'Number of requests waiting to be processed.', labelNames, registers });
-    this.promptTokens = new Counter({ name: serveMetricNames.promptTokens, help: 'Number of prefill tokens processed.', labelNames, registers });
-    this.generationTokens = new Counter({ name: serveMetricNames.generationTokens, help: 'Number of generation tokens processed.', labelNames, registers });
+    this.running = new Gauge({
+      name: serveMetricNames.running,
+      help: 'Number of requests in model execution batches.',
+      labelNames,
+      registers,
+    });
+    this.waiting = new Gauge({
+      name: serveMetricNames.waiting,
+      help: 'Number of requests waiting to be processed.',
+      labelNames,
+      registers,
+    });
+    this.promptTokens = new Counter({
+      name: serveMetricNames.promptTokens,
+      help: 'Number of prefill tokens processed.',
+      labelNames,
+      registers,
+    });
+    this.generationTokens = new Counter({
+      name: serveMetricNames.generationTokens,
+      help: 'Number of generation tokens processed.',
+      labelNames,
+      registers,
+    });
     this.requestSuccess = new Counter({
       name: serveMetricNames.requestSuccess,
       help: 'Count of successfully processed requests.',
       labelNames: [...labelNames, 'finished_reason'],
       registers,
     });
-    this.ttft = new Histogram({ name: serveMetricNames.timeToFirstToken, help: 'Histogram of time to first token in seconds.', labelNames, buckets: ttftBuckets, registers });
-    this.interToken = new Histogram({ name: serveMetricNames.interTokenLatency, help: 'Histogram of inter-token latency in seconds.', labelNames, buckets: tokenGapBuckets, registers });
+    this.ttft = new Histogram({
+      name: serveMetricNames.timeToFirstToken,
+      help: 'Histogram of time to first token in seconds.',
+      labelNames,
+      buckets: ttftBuckets,
+      registers,
+    });
+    this.interToken = new Histogram({
+      name: serveMetricNames.interTokenLatency,
+      help: 'Histogram of inter-token latency in seconds.',
+      labelNames,
+      buckets: tokenGapBuckets,
+      registers,
+    });
     this.timePerOutputToken = new Histogram({
       name: serveMetricNames.timePerOutputToken,
       help: 'Histogram of time per output token in seconds (deprecated vLLM name of the inter-token latency).',
@@ -75,9 +109,27 @@ export class ServeMetrics {
       buckets: tokenGapBuckets,
       registers,
     });
-    this.e2e = new Histogram({ name: serveMetricNames.e2eLatency, help: 'Histogram of e2e request latency in seconds.', labelNames, buckets: latencyBuckets, registers });
-    this.queue = new Histogram({ name: serveMetricNames.queueTime, help: 'Histogram of time spent in WAITING phase for request.', labelNames, buckets: latencyBuckets, registers });
-    this.requestPromptTokens = new Histogram({ name: serveMetricNames.requestPromptTokens, help: 'Number of prefill tokens processed.', labelNames, buckets: tokenCountBuckets, registers });
+    this.e2e = new Histogram({
+      name: serveMetricNames.e2eLatency,
+      help: 'Histogram of e2e request latency in seconds.',
+      labelNames,
+      buckets: latencyBuckets,
+      registers,
+    });
+    this.queue = new Histogram({
+      name: serveMetricNames.queueTime,
+      help: 'Histogram of time spent in WAITING phase for request.',
+      labelNames,
+      buckets: latencyBuckets,
+      registers,
+    });
+    this.requestPromptTokens = new Histogram({
+      name: serveMetricNames.requestPromptTokens,
+      help: 'Number of prefill tokens processed.',
+      labelNames,
+      buckets: tokenCountBuckets,
+      registers,
+    });
     this.requestGenerationTokens = new Histogram({
       name: serveMetricNames.requestGenerationTokens,
       help: 'Number of generation tokens processed.',

@@ -35,15 +35,23 @@ export function resolveServeModel(spec: string, cacheDir = '.hat/models'): Serve
     const [tokenizerPart, query = ''] = spec.slice('dummy'.length).replace(/^:/, '').split('?', 2);
     const parsed = dummyQuerySchema.safeParse(Object.fromEntries(new URLSearchParams(query)));
     if (!parsed.success) {
-      const problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`).join('; ');
-      throw new BadInputError('SERVE_MODEL_SPEC', `model spec "${spec}" is not a valid dummy spec (${problem}); write dummy:<tokenizer>?layers=2&hidden=64&heads=4&kvHeads=2&seed=s`);
+      const problem = parsed.error.issues
+        .map((issue) => `${issue.path.join('.') || 'query'}: ${issue.message}`)
+        .join('; ');
+      throw new BadInputError(
+        'SERVE_MODEL_SPEC',
+        `model spec "${spec}" is not a valid dummy spec (${problem}); write dummy:<tokenizer>?layers=2&hidden=64&heads=4&kvHeads=2&seed=s`,
+      );
     }
     const options: DummyModelOptions = { tokenizer: tokenizerPart || 'qwen3', ...parsed.data };
     return { modelDir: ensureDummyModel(cacheDir, options), spec };
   }
   const modelDir = resolve(spec);
   if (!existsSync(modelDir)) {
-    throw new BadInputError('SERVE_MODEL_SPEC', `model "${spec}" is neither a directory nor a dummy: spec; pass an Optimum ONNX export directory or dummy:qwen3`);
+    throw new BadInputError(
+      'SERVE_MODEL_SPEC',
+      `model "${spec}" is neither a directory nor a dummy: spec; pass an Optimum ONNX export directory or dummy:qwen3`,
+    );
   }
   return { modelDir, spec };
 }
@@ -51,7 +59,9 @@ export function resolveServeModel(spec: string, cacheDir = '.hat/models'): Serve
 /** The longest sequence the model takes: config.json `max_position_embeddings` (vLLM's default `max_model_len`). */
 export function maxModelLengthOf(modelDir: string): number | null {
   try {
-    const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as { max_position_embeddings?: unknown };
+    const config = JSON.parse(readFileSync(join(modelDir, 'config.json'), 'utf8')) as {
+      max_position_embeddings?: unknown;
+    };
     return typeof config.max_position_embeddings === 'number' ? config.max_position_embeddings : null;
   } catch {
     return null;
@@ -85,7 +95,7 @@ export function samplingDefaultsOf(modelDir: string): SamplingDefaults {
   const file = join(modelDir, 'generation_config.json');
   if (!existsSync(file)) return {};
   const config = readJsonObject(file);
-  const number = (field: string): number | undefined => (typeof config[field] === 'number' ? (config[field]) : undefined);
+  const number = (field: string): number | undefined => (typeof config[field] === 'number' ? config[field] : undefined);
   const defaults: SamplingDefaults = {};
   if (number('temperature') !== undefined) defaults.temperature = number('temperature');
   if (number('top_p') !== undefined) defaults.topP = number('top_p');
@@ -94,7 +104,10 @@ export function samplingDefaultsOf(modelDir: string): SamplingDefaults {
 }
 
 /** Loads a model directory for serving. */
-export async function loadServedModel(modelDir: string, options: { modelId?: string; intraOpThreads?: number } = {}): Promise<ServedModel> {
+export async function loadServedModel(
+  modelDir: string,
+  options: { modelId?: string; intraOpThreads?: number } = {},
+): Promise<ServedModel> {
   const client = new OnnxModelClient({ modelDir, modelId: options.modelId, intraOpThreads: options.intraOpThreads });
   const model = await client.load();
   const tokenizerConfig = readJsonObject(join(modelDir, 'tokenizer_config.json'));
@@ -115,7 +128,11 @@ function chatTemplateSourceOf(modelDir: string, tokenizerConfig: Record<string, 
   const file = join(modelDir, 'chat_template.jinja');
   if (existsSync(file)) return readFileSync(file, 'utf8');
   const template = tokenizerConfig.chat_template;
-  if (Array.isArray(template)) return template.filter((entry: { name?: unknown; template?: unknown }) => typeof entry?.name === 'string' && typeof entry.template === 'string') as ChatTemplateSource;
+  if (Array.isArray(template))
+    return template.filter(
+      (entry: { name?: unknown; template?: unknown }) =>
+        typeof entry?.name === 'string' && typeof entry.template === 'string',
+    ) as ChatTemplateSource;
   return typeof template === 'string' ? template : '';
 }
 
@@ -125,6 +142,9 @@ function chatTemplateTextOf(modelDir: string, tokenizerConfig: Record<string, un
   if (existsSync(file)) return readFileSync(file, 'utf8');
   const template = tokenizerConfig.chat_template;
   if (typeof template === 'string') return template;
-  if (Array.isArray(template)) return template.map((entry: { template?: unknown }) => (typeof entry?.template === 'string' ? entry.template : '')).join('\n');
+  if (Array.isArray(template))
+    return template
+      .map((entry: { template?: unknown }) => (typeof entry?.template === 'string' ? entry.template : ''))
+      .join('\n');
   return '';
 }

@@ -63,10 +63,15 @@ export interface ServeServer {
  */
 export async function startServeServer(options: ServeServerOptions): Promise<ServeServer> {
   const { modelDir } = resolveServeModel(options.model, options.cacheDir);
-  const served = await loadServedModel(modelDir, { modelId: options.servedModelName, intraOpThreads: options.intraOpThreads });
+  const served = await loadServedModel(modelDir, {
+    modelId: options.servedModelName,
+    intraOpThreads: options.intraOpThreads,
+  });
   if (options.maxModelLength !== undefined) served.maxModelLength = options.maxModelLength;
   const metrics = new ServeMetrics(served.modelId);
-  const scheduler = new GenerationScheduler(served.model.decoder, options.maxBatchSize ?? 8, (counts) => metrics.setCounts(counts));
+  const scheduler = new GenerationScheduler(served.model.decoder, options.maxBatchSize ?? 8, (counts) =>
+    metrics.setCounts(counts),
+  );
   let toolParser: ToolCallParser | null;
   try {
     toolParser = selectToolCallParser(options.toolCallParser ?? 'auto', served.chatTemplateText);
@@ -85,7 +90,9 @@ export async function startServeServer(options: ServeServerOptions): Promise<Ser
   };
   const created = Math.floor(Date.now() / 1000);
   const server = http.createServer((request, response) => {
-    handleRequest(context, created, options.apiKey, request, response).catch((error: unknown) => sendError(response, ServeRequestError.from(error)));
+    handleRequest(context, created, options.apiKey, request, response).catch((error: unknown) =>
+      sendError(response, ServeRequestError.from(error)),
+    );
   });
   server.keepAliveTimeout = 5000;
   try {
@@ -96,7 +103,11 @@ export async function startServeServer(options: ServeServerOptions): Promise<Ser
   } catch (error) {
     await served.client.close();
     const code = (error as NodeJS.ErrnoException).code;
-    throw new BadInputError('SERVE_LISTEN_FAILED', `cannot listen on ${options.host ?? '127.0.0.1'}:${options.port ?? 0} (${code ?? (error as Error).message}); pick another --port or --host`, { cause: error });
+    throw new BadInputError(
+      'SERVE_LISTEN_FAILED',
+      `cannot listen on ${options.host ?? '127.0.0.1'}:${options.port ?? 0} (${code ?? (error as Error).message}); pick another --port or --host`,
+      { cause: error },
+    );
   }
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -135,7 +146,13 @@ async function readJson(request: http.IncomingMessage): Promise<unknown> {
   }
 }
 
-async function handleRequest(context: ServeContext, created: number, apiKey: string | undefined, request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
+async function handleRequest(
+  context: ServeContext,
+  created: number,
+  apiKey: string | undefined,
+  request: http.IncomingMessage,
+  response: http.ServerResponse,
+): Promise<void> {
   const path = (request.url ?? '/').split('?')[0] ?? '/';
   const method = request.method ?? 'GET';
   // As vLLM's --api-key: only the OpenAI routes need the key; health, metrics, tokenize stay open.
@@ -161,7 +178,8 @@ async function handleRequest(context: ServeContext, created: number, apiKey: str
   try {
     let body: unknown;
     if (path === '/v1/completions') body = await handleCompletion(context, await readJson(request), sse, closed.signal);
-    else if (path === '/v1/chat/completions') body = await handleChatCompletion(context, await readJson(request), sse, closed.signal);
+    else if (path === '/v1/chat/completions')
+      body = await handleChatCompletion(context, await readJson(request), sse, closed.signal);
     else if (path === '/tokenize') body = handleTokenize(context, await readJson(request));
     else if (path === '/detokenize') body = handleDetokenize(context, await readJson(request));
     else throw new ServeRequestError(404, `no route ${method} ${path}`);

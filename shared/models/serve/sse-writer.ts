@@ -3,7 +3,11 @@ import type http from 'node:http';
 /** Server-sent events as vLLM writes them: `data: <json>\n\n` per chunk, then `data: [DONE]\n\n`. */
 export class SseWriter {
   constructor(private readonly response: http.ServerResponse) {
-    response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    response.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
     response.flushHeaders();
   }
 

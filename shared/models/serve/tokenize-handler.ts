@@ -40,7 +40,13 @@ export function handleTokenize(context: ServeContext, body: unknown): unknown {
   if (isChat) {
     const request = parseBody(tokenizeChatSchema, body);
     checkModelName(context, request.model);
-    tokens = chatPromptIds(context, request.messages, request.tools ?? undefined, request.add_generation_prompt ?? true, request.chat_template_kwargs);
+    tokens = chatPromptIds(
+      context,
+      request.messages,
+      request.tools ?? undefined,
+      request.add_generation_prompt ?? true,
+      request.chat_template_kwargs,
+    );
     returnStrings = request.return_token_strs === true;
   } else {
     const request = parseBody(tokenizeCompletionSchema, body);
@@ -62,6 +68,7 @@ export function handleDetokenize(context: ServeContext, body: unknown): unknown 
   checkModelName(context, request.model);
   const vocabularySize = context.served.model.decoder.info.vocabularySize;
   const bad = request.tokens.find((tokenId) => tokenId >= vocabularySize);
-  if (bad !== undefined) throw new ServeRequestError(400, `Token id ${bad} is out of vocabulary [0, ${vocabularySize})`, 'tokens');
+  if (bad !== undefined)
+    throw new ServeRequestError(400, `Token id ${bad} is out of vocabulary [0, ${vocabularySize})`, 'tokens');
   return { prompt: context.served.model.tokenizer.decode(request.tokens, { keepSpecialTokens: true }) };
 }

@@ -1,4 +1,9 @@
-import { hermesToolParser, llama3JsonToolParser, qwen3CoderToolParser, type ToolCallParser } from '../../text/tool-parsers';
+import {
+  hermesToolParser,
+  llama3JsonToolParser,
+  qwen3CoderToolParser,
+  type ToolCallParser,
+} from '../../text/tool-parsers';
 import { ToolCallStreamGate } from './tool-call-stream-gate';
 
 /** Streams `pieces` through a gate, then adds the parsed remainder: what a streaming client assembles. */
@@ -11,7 +16,12 @@ function streamed(parser: ToolCallParser, pieces: string[]): { live: string[]; c
 
 describe('ToolCallStreamGate', () => {
   it('streams text before a Hermes call and holds the call, even when its tag arrives in pieces', () => {
-    const result = streamed(hermesToolParser, ['Let me', ' check.\n<tool', '_call>\n{"name": "f", ', '"arguments": {}}\n</tool_call>']);
+    const result = streamed(hermesToolParser, [
+      'Let me',
+      ' check.\n<tool',
+      '_call>\n{"name": "f", ',
+      '"arguments": {}}\n</tool_call>',
+    ]);
     expect(result.live).toEqual(['Let me', ' check.\n', '', '']);
     expect(result.content).toBe('Let me check.\n');
     expect(result.toolCalls).toBe(1);

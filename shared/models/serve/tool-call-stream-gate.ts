@@ -37,7 +37,8 @@ export class ToolCallStreamGate {
   remainder(parsedContent: string | null): string {
     if (parsedContent === null) return '';
     // The parsed content is trimmed; what was sent may carry whitespace on either side.
-    for (const sent of [this.sent, this.sent.trimStart(), this.sent.trim()]) if (parsedContent.startsWith(sent)) return parsedContent.slice(sent.length);
+    for (const sent of [this.sent, this.sent.trimStart(), this.sent.trim()])
+      if (parsedContent.startsWith(sent)) return parsedContent.slice(sent.length);
     return parsedContent;
   }
 

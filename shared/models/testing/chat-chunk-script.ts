@@ -103,7 +103,8 @@ export function drawDelay(spec: DelaySpec | undefined, rng: Rng): number {
 export function splitPieces(text: string, size: number): string[] {
   const points = Array.from(text);
   const pieces: string[] = [];
-  for (let start = 0; start < points.length; start += Math.max(1, size)) pieces.push(points.slice(start, start + Math.max(1, size)).join(''));
+  for (let start = 0; start < points.length; start += Math.max(1, size))
+    pieces.push(points.slice(start, start + Math.max(1, size)).join(''));
   return pieces;
 }
 
@@ -131,7 +132,10 @@ function defaultLogprob(index: number): number {
  * are built only when asked for: most requests want none, and at zero model delay the server's
  * own CPU time competes with the client a benchmark measures.
  */
-function contentPiecesOf(script: ScriptedChatResponse, topLogprobs = 0): Array<{ text: string; entry: () => Record<string, unknown> }> {
+function contentPiecesOf(
+  script: ScriptedChatResponse,
+  topLogprobs = 0,
+): Array<{ text: string; entry: () => Record<string, unknown> }> {
   if (script.contentTokens) {
     return script.contentTokens.map((token) => ({
       text: token.text,
@@ -139,7 +143,9 @@ function contentPiecesOf(script: ScriptedChatResponse, topLogprobs = 0): Array<{
         token: token.token,
         logprob: token.logprob,
         bytes: [...Buffer.from(token.token, 'utf8')],
-        top_logprobs: (token.top ?? []).slice(0, topLogprobs).map((alternative) => ({ ...alternative, bytes: [...Buffer.from(alternative.token, 'utf8')] })),
+        top_logprobs: (token.top ?? [])
+          .slice(0, topLogprobs)
+          .map((alternative) => ({ ...alternative, bytes: [...Buffer.from(alternative.token, 'utf8')] })),
       }),
     }));
   }
@@ -166,7 +172,14 @@ export function buildChatChunks(script: ScriptedChatResponse, context: ChunkScri
   // One literal per chunk rather than `{ ...head, choices }`: on Node 20 a property added after a
   // leading spread costs about 1 µs, per chunk of every answer.
   const chunkJson = (choices: unknown[], usage?: Record<string, unknown>): string =>
-    JSON.stringify({ id: context.requestId, object: 'chat.completion.chunk', created: context.created, model: context.model, choices, usage });
+    JSON.stringify({
+      id: context.requestId,
+      object: 'chat.completion.chunk',
+      created: context.created,
+      model: context.model,
+      choices,
+      usage,
+    });
   const chunks: ScriptedChunk[] = [];
   let tokens = 0;
   const push = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}): void => {
@@ -196,7 +209,9 @@ export function buildChatChunks(script: ScriptedChatResponse, context: ChunkScri
       },
     ],
   });
-  const fragment = (index: number, text: string): Record<string, unknown> => ({ tool_calls: [{ index, function: { arguments: text } }] });
+  const fragment = (index: number, text: string): Record<string, unknown> => ({
+    tool_calls: [{ index, function: { arguments: text } }],
+  });
   if (script.interleaveToolCalls) {
     toolCalls.forEach((_, index) => push(opening(index)));
     const longest = Math.max(0, ...fragmentsPerCall.map((fragments) => fragments.length));
@@ -224,7 +239,10 @@ export function buildChatChunks(script: ScriptedChatResponse, context: ChunkScri
 }
 
 /** The same response as one `chat.completion` body (for `stream: false`). */
-export function buildChatCompletion(script: ScriptedChatResponse, context: ChunkScriptContext): Record<string, unknown> {
+export function buildChatCompletion(
+  script: ScriptedChatResponse,
+  context: ChunkScriptContext,
+): Record<string, unknown> {
   const toolCalls = (script.toolCalls ?? []).map((call, index) => ({
     id: call.id ?? `call_${context.requestId}_${index}`,
     type: 'function',
@@ -256,7 +274,11 @@ export function buildChatCompletion(script: ScriptedChatResponse, context: Chunk
   };
 }
 
-function usageOf(promptTokens: number, completionTokens: number, cachedTokens: number | undefined): Record<string, unknown> {
+function usageOf(
+  promptTokens: number,
+  completionTokens: number,
+  cachedTokens: number | undefined,
+): Record<string, unknown> {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,

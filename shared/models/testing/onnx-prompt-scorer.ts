@@ -25,10 +25,16 @@ export async function createOnnxPromptScorer(scorer: OnnxTokenScorer, modelDir: 
     async score(tokenIds, options): Promise<PromptScores> {
       const topK = Math.max(1, options.topK);
       // The placeholder after the last token makes one pass also yield the next-token distribution.
-      const [scored, logits] = await scorer.exclusive(async (decoder) => [
-        await decoder.score(tokenIds.slice(0, 1), [...tokenIds.slice(1), 0], { temperature: options.temperature, topLogprobs: topK }),
-        await decoder.logits(tokenIds),
-      ] as const);
+      const [scored, logits] = await scorer.exclusive(
+        async (decoder) =>
+          [
+            await decoder.score(tokenIds.slice(0, 1), [...tokenIds.slice(1), 0], {
+              temperature: options.temperature,
+              topLogprobs: topK,
+            }),
+            await decoder.logits(tokenIds),
+          ] as const,
+      );
       const positions: Array<PromptPositionScore | null> = [null];
       for (let position = 1; position < tokenIds.length; position++) {
         const token = scored.tokens[position - 1];
@@ -36,7 +42,9 @@ export async function createOnnxPromptScorer(scorer: OnnxTokenScorer, modelDir: 
         positions.push({
           logprob: token.logprob,
           rank: rankOf(row, tokenIds[position]),
-          top: (token.top ?? []).slice(0, options.topK).map((candidate) => ({ tokenId: candidate.tokenId, logprob: candidate.logprob })),
+          top: (token.top ?? [])
+            .slice(0, options.topK)
+            .map((candidate) => ({ tokenId: candidate.tokenId, logprob: candidate.logprob })),
         });
       }
       const next = scored.tokens[tokenIds.length - 1]?.top?.slice(0, topK) ?? [];
@@ -49,7 +57,7 @@ export async function createOnnxPromptScorer(scorer: OnnxTokenScorer, modelDir: 
 function rankOf(row: Float32Array, tokenId: number): number {
   const own = row[tokenId];
   let rank = 0;
-  for (let index = 0; index < row.length; index++) if ((row[index]) >= own) rank++;
+  for (let index = 0; index < row.length; index++) if (row[index] >= own) rank++;
   return rank;
 }
 
@@ -76,7 +84,8 @@ export function onnxChatResponder(client: OnnxModelClient): ChatResponder {
     });
     const model = await client.load();
     const asIds = body.return_tokens_as_token_ids === true;
-    const spell = (tokenId: number | undefined, text: string): string => (asIds && tokenId !== undefined ? `token_id:${tokenId}` : text);
+    const spell = (tokenId: number | undefined, text: string): string =>
+      asIds && tokenId !== undefined ? `token_id:${tokenId}` : text;
     const tokens = response.logprobs ?? [];
     const ids = tokens.map((token) => token.tokenId as number);
     const eos = new Set(model.decoder.info.eosTokenIds);
@@ -93,7 +102,14 @@ export function onnxChatResponder(client: OnnxModelClient): ChatResponder {
         text,
         token: spell(token.tokenId, token.token),
         logprob: token.logprob,
-        ...(token.top ? { top: token.top.map((alternative) => ({ token: spell(alternative.tokenId, alternative.token), logprob: alternative.logprob })) } : {}),
+        ...(token.top
+          ? {
+              top: token.top.map((alternative) => ({
+                token: spell(alternative.tokenId, alternative.token),
+                logprob: alternative.logprob,
+              })),
+            }
+          : {}),
       };
     });
     return {

@@ -9,7 +9,12 @@ import {
   type ScriptedChatResponse,
   type StreamTiming,
 } from './chat-chunk-script';
-import { handleSglangGenerate, handleVllmCompletion, type JsonReply, type PromptScorer } from './prompt-scoring-handlers';
+import {
+  handleSglangGenerate,
+  handleVllmCompletion,
+  type JsonReply,
+  type PromptScorer,
+} from './prompt-scoring-handlers';
 import { TestServerMetrics, type SpecDecodeSimulation } from './test-server-metrics';
 
 export type { DelaySpec, ScriptedChatResponse, ScriptedToolCall, StreamTiming } from './chat-chunk-script';
@@ -43,7 +48,9 @@ export type ServerFault =
   | { kind: 'stream-error'; afterChunks: number; message?: string };
 
 /** Answers one chat request; may return a fault in place of a response. */
-export type ChatResponder = (request: RecordedRequest) => ScriptedChatResponse | { fault: ServerFault } | Promise<ScriptedChatResponse | { fault: ServerFault }>;
+export type ChatResponder = (
+  request: RecordedRequest,
+) => ScriptedChatResponse | { fault: ServerFault } | Promise<ScriptedChatResponse | { fault: ServerFault }>;
 
 export interface OpenAiTestServerOptions {
   /** Default: echoes the last user message. */
@@ -179,7 +186,10 @@ export class OpenAiTestServer {
       };
       this.requests.push(recorded);
       this.route(recorded, text, response).catch((error: unknown) => {
-        if (!response.headersSent) sendJson(response, 500, { error: { message: `test server failure: ${String(error)}`, type: 'server_error' } });
+        if (!response.headersSent)
+          sendJson(response, 500, {
+            error: { message: `test server failure: ${String(error)}`, type: 'server_error' },
+          });
         else response.destroy();
       });
     });
@@ -196,7 +206,11 @@ export class OpenAiTestServer {
       const sent = String(request.headers.authorization ?? '');
       if (sent !== `Bearer ${this.options.requiredApiKey}`) {
         return sendJson(response, 401, {
-          error: { message: `Incorrect API key provided: ${sent.replace(/^Bearer /, '') || '(none)'}`, type: 'invalid_request_error', code: 'invalid_api_key' },
+          error: {
+            message: `Incorrect API key provided: ${sent.replace(/^Bearer /, '') || '(none)'}`,
+            type: 'invalid_request_error',
+            code: 'invalid_api_key',
+          },
         });
       }
     }
@@ -206,10 +220,16 @@ export class OpenAiTestServer {
         data: this.models.map((id) => ({ id, object: 'model', created: 0, owned_by: 'hat-test-server' })),
       });
     }
-    const isInference = request.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/generate'].includes(request.path);
-    if (!isInference) return sendJson(response, 404, { error: { message: `no route ${request.method} ${request.path}`, type: 'not_found' } });
+    const isInference =
+      request.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/generate'].includes(request.path);
+    if (!isInference)
+      return sendJson(response, 404, {
+        error: { message: `no route ${request.method} ${request.path}`, type: 'not_found' },
+      });
     if (text !== '' && (typeof request.body !== 'object' || request.body === null)) {
-      return sendJson(response, 400, { error: { message: 'the request body is not a JSON object', type: 'invalid_request_error' } });
+      return sendJson(response, 400, {
+        error: { message: 'the request body is not a JSON object', type: 'invalid_request_error' },
+      });
     }
     this.inFlightCount++;
     this.maxInFlightCount = Math.max(this.maxInFlightCount, this.inFlightCount);
@@ -221,19 +241,31 @@ export class OpenAiTestServer {
     const requestId = `req-${++this.requestCounter}`;
     if (request.path === '/v1/chat/completions') return this.answerChat(request, response, requestId);
     if (!this.options.scorer) {
-      return sendJson(response, 501, { object: 'error', message: 'this test server has no scorer; pass `scorer` to OpenAiTestServer.start', code: 501 });
+      return sendJson(response, 501, {
+        object: 'error',
+        message: 'this test server has no scorer; pass `scorer` to OpenAiTestServer.start',
+        code: 501,
+      });
     }
     const reply: JsonReply =
       request.path === '/generate'
         ? await handleSglangGenerate(request.body ?? {}, this.options.scorer, requestId)
-        : await handleVllmCompletion(request.body ?? {}, this.options.scorer, requestId, String(request.body?.model ?? this.models[0]), this.options.maxLogprobs);
+        : await handleVllmCompletion(
+            request.body ?? {},
+            this.options.scorer,
+            requestId,
+            String(request.body?.model ?? this.models[0]),
+            this.options.maxLogprobs,
+          );
     sendJson(response, reply.status, reply.body);
   }
 
   private async answerChat(request: RecordedRequest, response: http.ServerResponse, requestId: string): Promise<void> {
     const body = (request.body ?? {}) as Record<string, any>;
     if (!Array.isArray(body.messages) || body.messages.length === 0) {
-      return sendJson(response, 400, { error: { message: "'messages' must be a non-empty array", type: 'invalid_request_error', param: 'messages' } });
+      return sendJson(response, 400, {
+        error: { message: "'messages' must be a non-empty array", type: 'invalid_request_error', param: 'messages' },
+      });
     }
     // An injected fault wraps the responder's answer: a stream dropped or slowed still carries it.
     const queued = this.faults.shift();
@@ -248,10 +280,17 @@ export class OpenAiTestServer {
       const headers: Record<string, string> = {};
       if (fault.retryAfter !== undefined) headers['retry-after'] = fault.retryAfter;
       if (fault.retryAfterMs !== undefined) headers['retry-after-ms'] = String(fault.retryAfterMs);
-      const type = fault.status === 429 ? 'rate_limit_error' : fault.status >= 500 ? 'server_error' : 'invalid_request_error';
-      return sendJson(response, fault.status, { error: { message: fault.message ?? `injected HTTP ${fault.status}`, type, code: fault.status } }, headers);
+      const type =
+        fault.status === 429 ? 'rate_limit_error' : fault.status >= 500 ? 'server_error' : 'invalid_request_error';
+      return sendJson(
+        response,
+        fault.status,
+        { error: { message: fault.message ?? `injected HTTP ${fault.status}`, type, code: fault.status } },
+        headers,
+      );
     }
-    const topLogprobs = body.logprobs === true ? (Number.isInteger(body.top_logprobs) ? (body.top_logprobs as number) : 0) : undefined;
+    const topLogprobs =
+      body.logprobs === true ? (Number.isInteger(body.top_logprobs) ? (body.top_logprobs as number) : 0) : undefined;
     const context = {
       requestId: `chatcmpl-${requestId}`,
       model: script.model ?? String(body.model ?? this.models[0]),
@@ -282,7 +321,9 @@ export class OpenAiTestServer {
         return void response.socket?.destroy();
       }
       if (fault?.kind === 'stream-error' && written >= fault.afterChunks) {
-        response.write(`data: ${JSON.stringify({ object: 'error', message: fault.message ?? 'injected engine failure', type: 'InternalServerError', code: 500 })}\n\n`);
+        response.write(
+          `data: ${JSON.stringify({ object: 'error', message: fault.message ?? 'injected engine failure', type: 'InternalServerError', code: 500 })}\n\n`,
+        );
         break;
       }
       if (chunk.delayMs > 0) await sleepUnless(chunk.delayMs, closed);
@@ -292,7 +333,8 @@ export class OpenAiTestServer {
     }
     if (!paced) response.socket?.uncork();
     response.end();
-    if (fault?.kind !== 'stream-error') this.metrics.recordResponse(context.promptTokens, completionTokensOf(script), this.options.specDecode, this.rng);
+    if (fault?.kind !== 'stream-error')
+      this.metrics.recordResponse(context.promptTokens, completionTokensOf(script), this.options.specDecode, this.rng);
   }
 
   private async writeEvent(response: http.ServerResponse, event: string, closed: AbortSignal): Promise<void> {
@@ -316,10 +358,19 @@ export function echoResponder(request: RecordedRequest): ScriptedChatResponse {
   return { content: `echo: ${typeof lastUser?.content === 'string' ? lastUser.content : ''}` };
 }
 
-function sendJson(response: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(
+  response: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   if (response.destroyed) return;
   const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  response.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
   response.end(text);
 }
 

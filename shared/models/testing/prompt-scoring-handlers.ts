@@ -34,7 +34,10 @@ export interface PromptScores {
 
 /** The model behind the scoring endpoints. */
 export interface PromptScorer {
-  score(tokenIds: readonly number[], options: { topK: number; temperature: number }): PromptScores | Promise<PromptScores>;
+  score(
+    tokenIds: readonly number[],
+    options: { topK: number; temperature: number },
+  ): PromptScores | Promise<PromptScores>;
   /** Text of a token, for `decoded_token` / SGLang's text field. Default `<id>`. */
   decode?(tokenId: number): string;
 }
@@ -69,7 +72,7 @@ async function generateGreedy(
   const sequence = [...prompt];
   for (let step = 0; step < maxNewTokens; step++) {
     const reusable = step === 0 && promptScores?.next !== undefined && promptScores.next.length >= Math.max(1, topK);
-    const scores = reusable ? (promptScores) : await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
+    const scores = reusable ? promptScores : await scorer.score(sequence, { topK: Math.max(1, topK), temperature });
     const best = scores.next?.[0];
     if (!best) break;
     generated.push({ tokenId: best.tokenId, logprob: best.logprob, top: (scores.next ?? []).slice(0, topK) });
@@ -127,18 +130,31 @@ export async function handleVllmCompletion(
 ): Promise<JsonReply> {
   let prompt = body.prompt;
   if (Array.isArray(prompt) && prompt.length === 1 && Array.isArray(prompt[0])) prompt = prompt[0];
-  if (!isTokenIds(prompt)) return errorReply(400, 'this server scores token-id prompts only: send "prompt" as an array of token ids');
-  const promptLogprobs = body.prompt_logprobs === undefined || body.prompt_logprobs === null ? undefined : nonNegativeInteger(body.prompt_logprobs, 0);
+  if (!isTokenIds(prompt))
+    return errorReply(400, 'this server scores token-id prompts only: send "prompt" as an array of token ids');
+  const promptLogprobs =
+    body.prompt_logprobs === undefined || body.prompt_logprobs === null
+      ? undefined
+      : nonNegativeInteger(body.prompt_logprobs, 0);
   if (body.prompt_logprobs !== undefined && body.prompt_logprobs !== null && promptLogprobs === undefined) {
     return errorReply(400, '"prompt_logprobs" must be a non-negative integer');
   }
   const echo = body.echo === true;
   const maxTokens = nonNegativeInteger(body.max_tokens, 16);
-  const sampleLogprobs = body.logprobs === undefined || body.logprobs === null ? undefined : nonNegativeInteger(body.logprobs, 0);
+  const sampleLogprobs =
+    body.logprobs === undefined || body.logprobs === null ? undefined : nonNegativeInteger(body.logprobs, 0);
   if (maxTokens === undefined) return errorReply(400, '"max_tokens" must be a non-negative integer');
   if (maxTokens < 1 && !echo) return errorReply(400, `max_tokens must be at least 1, got ${maxTokens}.`);
-  if ((promptLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
-  if ((sampleLogprobs ?? 0) > maxLogprobs) return errorReply(400, `Requested sample logprobs of ${sampleLogprobs}, which is greater than max allowed: ${maxLogprobs}`);
+  if ((promptLogprobs ?? 0) > maxLogprobs)
+    return errorReply(
+      400,
+      `Requested prompt logprobs of ${promptLogprobs}, which is greater than max allowed: ${maxLogprobs}`,
+    );
+  if ((sampleLogprobs ?? 0) > maxLogprobs)
+    return errorReply(
+      400,
+      `Requested sample logprobs of ${sampleLogprobs}, which is greater than max allowed: ${maxLogprobs}`,
+    );
   const returnTokenIds = body.return_token_ids === true;
   const stopTokenIds = stopTokenIdsOf(body.stop_token_ids);
   const decodeText = decodeWith(scorer);
@@ -161,13 +177,23 @@ export async function handleVllmCompletion(
             [String(tokenId)]: { logprob: score.logprob, rank: score.rank, decoded_token: decodeText(tokenId) },
           };
           score.top.slice(0, promptLogprobs).forEach((candidate, index) => {
-            entries[String(candidate.tokenId)] ??= { logprob: candidate.logprob, rank: index + 1, decoded_token: decodeText(candidate.tokenId) };
+            entries[String(candidate.tokenId)] ??= {
+              logprob: candidate.logprob,
+              rank: index + 1,
+              decoded_token: decodeText(candidate.tokenId),
+            };
           });
           return entries;
         });
   // Echoed prompt tokens first: the first has no logprob (nothing precedes it).
   const logprobTokens: Array<{ tokenId: number; logprob: number | null; top: TopToken[] | null }> = [
-    ...(echo ? prompt.map((tokenId, position) => ({ tokenId, logprob: scores.positions[position]?.logprob ?? null, top: scores.positions[position]?.top ?? null })) : []),
+    ...(echo
+      ? prompt.map((tokenId, position) => ({
+          tokenId,
+          logprob: scores.positions[position]?.logprob ?? null,
+          top: scores.positions[position]?.top ?? null,
+        }))
+      : []),
     ...generated,
   ];
   let offset = 0;
@@ -178,7 +204,11 @@ export async function handleVllmCompletion(
           tokens: logprobTokens.map((token) => decode(token.tokenId)),
           token_logprobs: logprobTokens.map((token) => token.logprob),
           top_logprobs: logprobTokens.map((token) =>
-            token.top === null ? null : Object.fromEntries(token.top.slice(0, sampleLogprobs).map((candidate) => [decode(candidate.tokenId), candidate.logprob])),
+            token.top === null
+              ? null
+              : Object.fromEntries(
+                  token.top.slice(0, sampleLogprobs).map((candidate) => [decode(candidate.tokenId), candidate.logprob]),
+                ),
           ),
           text_offset: logprobTokens.map((token) => {
             const at = offset;
@@ -205,7 +235,11 @@ export async function handleVllmCompletion(
           token_ids: returnTokenIds ? generated.map((token) => token.tokenId) : null,
         },
       ],
-      usage: { prompt_tokens: prompt.length, completion_tokens: generated.length, total_tokens: prompt.length + generated.length },
+      usage: {
+        prompt_tokens: prompt.length,
+        completion_tokens: generated.length,
+        total_tokens: prompt.length + generated.length,
+      },
     },
   };
 }
@@ -219,21 +253,32 @@ function sglangSamplingChecks(sampling: Record<string, unknown>): { temperature:
   const temperature = typeof sampling.temperature === 'number' ? sampling.temperature : 1;
   const topK = typeof sampling.top_k === 'number' ? sampling.top_k : -1;
   const topP = typeof sampling.top_p === 'number' ? sampling.top_p : 1;
-  if (!Number.isFinite(temperature) || temperature < 0) return `temperature must be a non-negative finite number, got ${temperature}.`;
+  if (!Number.isFinite(temperature) || temperature < 0)
+    return `temperature must be a non-negative finite number, got ${temperature}.`;
   if (!(topP > 0 && topP <= 1)) return `top_p must be in (0, 1], got ${topP}.`;
-  if (topK !== -1 && !(Number.isInteger(topK) && topK >= 1)) return `top_k must be -1 (disable) or at least 1, got ${topK}.`;
+  if (topK !== -1 && !(Number.isInteger(topK) && topK >= 1))
+    return `top_k must be -1 (disable) or at least 1, got ${topK}.`;
   return { temperature: temperature < 1e-6 ? 1 : temperature };
 }
 
 /** SGLang `/generate` with `input_ids` (one prompt or a batch). */
-export async function handleSglangGenerate(body: Record<string, unknown>, scorer: PromptScorer, requestId: string): Promise<JsonReply> {
+export async function handleSglangGenerate(
+  body: Record<string, unknown>,
+  scorer: PromptScorer,
+  requestId: string,
+): Promise<JsonReply> {
   const inputIds = body.input_ids;
   const batch = Array.isArray(inputIds) && inputIds.length > 0 && inputIds.every(Array.isArray);
   const prompts = batch ? (inputIds as unknown[]) : [inputIds];
-  if (!prompts.every(isTokenIds)) return errorReply(400, 'send "input_ids" as an array of token ids (or a batch of them); text prompts are not supported here');
+  if (!prompts.every(isTokenIds))
+    return errorReply(
+      400,
+      'send "input_ids" as an array of token ids (or a batch of them); text prompts are not supported here',
+    );
   const sampling = (body.sampling_params ?? {}) as Record<string, unknown>;
   const maxNewTokens = nonNegativeInteger(sampling.max_new_tokens, 128);
-  if (maxNewTokens === undefined) return errorReply(400, '"sampling_params.max_new_tokens" must be a non-negative integer');
+  if (maxNewTokens === undefined)
+    return errorReply(400, '"sampling_params.max_new_tokens" must be a non-negative integer');
   const checked = sglangSamplingChecks(sampling);
   if (typeof checked === 'string') return errorReply(400, checked);
   const { temperature } = checked;
@@ -242,22 +287,42 @@ export async function handleSglangGenerate(body: Record<string, unknown>, scorer
   const topNumber = nonNegativeInteger(body.top_logprobs_num, 0) ?? 0;
   const withText = body.return_text_in_logprobs === true;
   const decode = decodeWith(scorer);
-  const triple = (logprob: number | null, tokenId: number): [number | null, number, string | null] => [logprob, tokenId, withText ? decode(tokenId) : null];
+  const triple = (logprob: number | null, tokenId: number): [number | null, number, string | null] => [
+    logprob,
+    tokenId,
+    withText ? decode(tokenId) : null,
+  ];
   const results = [];
-  for (const [index, prompt] of (prompts).entries()) {
+  for (const [index, prompt] of prompts.entries()) {
     // Input logprobs are log-softmax of the raw logits: sampling temperature does not reach them.
     const scores = await scorer.score(prompt, { topK: topNumber, temperature: 1 });
-    const generated = await generateGreedy(scorer, prompt, maxNewTokens, topNumber, temperature, undefined, stopTokenIdsOf(sampling.stop_token_ids));
+    const generated = await generateGreedy(
+      scorer,
+      prompt,
+      maxNewTokens,
+      topNumber,
+      temperature,
+      undefined,
+      stopTokenIdsOf(sampling.stop_token_ids),
+    );
     const start = startLength < 0 ? prompt.length : Math.min(startLength, prompt.length);
     const metaLogprobs = returnLogprob
       ? {
-          input_token_logprobs: prompt.slice(start).map((tokenId, offset) => triple(scores.positions[start + offset]?.logprob ?? null, tokenId)),
+          input_token_logprobs: prompt
+            .slice(start)
+            .map((tokenId, offset) => triple(scores.positions[start + offset]?.logprob ?? null, tokenId)),
           input_top_logprobs: prompt.slice(start).map((_, offset) => {
             const score = scores.positions[start + offset];
-            return score && topNumber > 0 ? score.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId)) : null;
+            return score && topNumber > 0
+              ? score.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId))
+              : null;
           }),
           output_token_logprobs: generated.map((token) => triple(token.logprob, token.tokenId)),
-          output_top_logprobs: generated.map((token) => (topNumber > 0 ? token.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId)) : null)),
+          output_top_logprobs: generated.map((token) =>
+            topNumber > 0
+              ? token.top.slice(0, topNumber).map((candidate) => triple(candidate.logprob, candidate.tokenId))
+              : null,
+          ),
         }
       : {};
     results.push({

@@ -34,8 +34,14 @@ export class TestServerMetrics {
     inFlight: () => number,
   ) {
     for (const name of vllmCounterNames) {
-      const labelNames = name === 'vllm:spec_decode_num_accepted_tokens_per_pos_total' ? ['model_name', 'engine', 'position'] : ['model_name', 'engine'];
-      this.counters.set(name, new Counter({ name, help: `${name} (test server)`, labelNames, registers: [this.registry] }));
+      const labelNames =
+        name === 'vllm:spec_decode_num_accepted_tokens_per_pos_total'
+          ? ['model_name', 'engine', 'position']
+          : ['model_name', 'engine'];
+      this.counters.set(
+        name,
+        new Counter({ name, help: `${name} (test server)`, labelNames, registers: [this.registry] }),
+      );
     }
     new Gauge({
       name: 'vllm:num_requests_running',
@@ -69,7 +75,12 @@ export class TestServerMetrics {
   }
 
   /** Advances the counters for one finished response. */
-  recordResponse(promptTokens: number, completionTokens: number, specDecode: SpecDecodeSimulation | undefined, rng: Rng): void {
+  recordResponse(
+    promptTokens: number,
+    completionTokens: number,
+    specDecode: SpecDecodeSimulation | undefined,
+    rng: Rng,
+  ): void {
     this.increment('vllm:prompt_tokens_total', promptTokens);
     this.increment('vllm:generation_tokens_total', completionTokens);
     this.increment('vllm:request_success_total', 1);

@@ -44,9 +44,15 @@ function truncates(sampling: SamplingOfTurn): boolean {
  * Greedy requests are reported at temperature 1 by every engine here (vLLM and SGLang skip the
  * temperature for greedy rows; the in-process decoder's logprob temperature of greedy is 1).
  */
-export function reportedDistribution(engine: string, mode: EngineLogprobsMode, sampling: SamplingOfTurn): LogprobDistribution {
-  if (sampling.temperature === 0 || mode === 'raw_logprobs') return { kind: 'raw', temperature: 1, topP: 1, topK: 0, engine };
-  if (mode === 'tempered_logprobs') return { kind: 'tempered', temperature: sampling.temperature, topP: 1, topK: 0, engine };
+export function reportedDistribution(
+  engine: string,
+  mode: EngineLogprobsMode,
+  sampling: SamplingOfTurn,
+): LogprobDistribution {
+  if (sampling.temperature === 0 || mode === 'raw_logprobs')
+    return { kind: 'raw', temperature: 1, topP: 1, topK: 0, engine };
+  if (mode === 'tempered_logprobs')
+    return { kind: 'tempered', temperature: sampling.temperature, topP: 1, topK: 0, engine };
   return truncates(sampling)
     ? { kind: 'processed', temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, engine }
     : // Without truncation the processed distribution is the tempered one.
@@ -56,21 +62,37 @@ export function reportedDistribution(engine: string, mode: EngineLogprobsMode, s
 /** The distribution tokens were drawn from (what importance ratios need the behaviour policy's logprobs of). */
 export function samplingDistribution(engine: string, sampling: SamplingOfTurn): LogprobDistribution {
   if (sampling.temperature === 0) return { kind: 'raw', temperature: 1, topP: 1, topK: 0, engine };
-  if (truncates(sampling)) return { kind: 'processed', temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, engine };
-  return { kind: sampling.temperature === 1 ? 'raw' : 'tempered', temperature: sampling.temperature, topP: 1, topK: 0, engine };
+  if (truncates(sampling))
+    return { kind: 'processed', temperature: sampling.temperature, topP: sampling.topP, topK: sampling.topK, engine };
+  return {
+    kind: sampling.temperature === 1 ? 'raw' : 'tempered',
+    temperature: sampling.temperature,
+    topP: 1,
+    topK: 0,
+    engine,
+  };
 }
 
 /** Whether two descriptions name the same numbers (raw equals tempered at 1; the engine does not matter). */
 export function sameDistribution(a: LogprobDistribution, b: LogprobDistribution): boolean {
-  const normal = (value: LogprobDistribution) => (value.kind === 'processed' ? value : { kind: 'full', temperature: value.kind === 'raw' ? 1 : value.temperature, topP: 1, topK: 0 });
+  const normal = (value: LogprobDistribution) =>
+    value.kind === 'processed'
+      ? value
+      : { kind: 'full', temperature: value.kind === 'raw' ? 1 : value.temperature, topP: 1, topK: 0 };
   const left = normal(a);
   const right = normal(b);
-  return left.kind === right.kind && left.temperature === right.temperature && left.topP === right.topP && left.topK === right.topK;
+  return (
+    left.kind === right.kind &&
+    left.temperature === right.temperature &&
+    left.topP === right.topP &&
+    left.topK === right.topK
+  );
 }
 
 export function describeDistribution(value: LogprobDistribution): string {
   if (value.kind === 'raw') return `raw logprobs (temperature 1, no top-k/top-p) from ${value.engine}`;
-  if (value.kind === 'tempered') return `logprobs at temperature ${value.temperature} before top-k/top-p from ${value.engine}`;
+  if (value.kind === 'tempered')
+    return `logprobs at temperature ${value.temperature} before top-k/top-p from ${value.engine}`;
   return `logprobs of the sampling distribution (temperature ${value.temperature}, top-p ${value.topP}, top-k ${value.topK}) from ${value.engine}`;
 }
 
@@ -80,7 +102,12 @@ export function describeDistribution(value: LogprobDistribution): string {
  * whose logprobs would silently be of another one, e.g. vLLM's default raw logprobs with
  * temperature 0.7, or SGLang's tempered ones with top-p 0.9.
  */
-export function checkRolloutLogprobs(where: string, engine: string, mode: EngineLogprobsMode, sampling: SamplingOfTurn): LogprobDistribution {
+export function checkRolloutLogprobs(
+  where: string,
+  engine: string,
+  mode: EngineLogprobsMode,
+  sampling: SamplingOfTurn,
+): LogprobDistribution {
   const reported = reportedDistribution(engine, mode, sampling);
   const wanted = samplingDistribution(engine, sampling);
   if (sameDistribution(reported, wanted)) return reported;
@@ -99,9 +126,21 @@ export function checkRolloutLogprobs(where: string, engine: string, mode: Engine
  * `logprobTemperature` from the student's rollout logprobs, which must be of the same
  * distribution: tempered (or raw) at that temperature, never truncated.
  */
-export function checkDistillLogprobs(where: string, engine: string, mode: EngineLogprobsMode, sampling: SamplingOfTurn, logprobTemperature: number): LogprobDistribution {
+export function checkDistillLogprobs(
+  where: string,
+  engine: string,
+  mode: EngineLogprobsMode,
+  sampling: SamplingOfTurn,
+  logprobTemperature: number,
+): LogprobDistribution {
   const reported = reportedDistribution(engine, mode, sampling);
-  const wanted: LogprobDistribution = { kind: logprobTemperature === 1 ? 'raw' : 'tempered', temperature: logprobTemperature, topP: 1, topK: 0, engine };
+  const wanted: LogprobDistribution = {
+    kind: logprobTemperature === 1 ? 'raw' : 'tempered',
+    temperature: logprobTemperature,
+    topP: 1,
+    topK: 0,
+    engine,
+  };
   if (sameDistribution(reported, wanted)) return reported;
   throw new BadInputError(
     'LOGPROB_DISTRIBUTION_MISMATCH',

@@ -1,5 +1,10 @@
 import { z } from 'zod';
-import { remoteScorerConfigSchema, ScoringEndpoint, scoringShapeError, type ScoringEndpointDependencies } from '../scoring/scoring-endpoint';
+import {
+  remoteScorerConfigSchema,
+  ScoringEndpoint,
+  scoringShapeError,
+  type ScoringEndpointDependencies,
+} from '../scoring/scoring-endpoint';
 import { reportedDistribution, type EngineLogprobsMode } from './logprob-distribution';
 import type { SampledTokens, SampleRequest, TokenSampler } from './token-sampler';
 
@@ -27,12 +32,23 @@ export const servedSamplerFieldsSchema = remoteScorerConfigSchema
   .strict();
 
 /** Refuses a logprobs mode the engine does not have. */
-export function checkLogprobsModeOfEngine(config: { engine: 'vllm' | 'sglang'; logprobsMode?: EngineLogprobsMode }, context: z.RefinementCtx): void {
+export function checkLogprobsModeOfEngine(
+  config: { engine: 'vllm' | 'sglang'; logprobsMode?: EngineLogprobsMode },
+  context: z.RefinementCtx,
+): void {
   if (config.engine === 'vllm' && config.logprobsMode === 'tempered_logprobs') {
-    context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'vLLM reports raw_logprobs or processed_logprobs (its --logprobs-mode), not tempered_logprobs' });
+    context.addIssue({
+      code: 'custom',
+      path: ['logprobsMode'],
+      message: 'vLLM reports raw_logprobs or processed_logprobs (its --logprobs-mode), not tempered_logprobs',
+    });
   }
   if (config.engine === 'sglang' && config.logprobsMode === 'processed_logprobs') {
-    context.addIssue({ code: 'custom', path: ['logprobsMode'], message: 'SGLang reports tempered_logprobs (sampled requests) or raw_logprobs, not processed_logprobs' });
+    context.addIssue({
+      code: 'custom',
+      path: ['logprobsMode'],
+      message: 'SGLang reports tempered_logprobs (sampled requests) or raw_logprobs, not processed_logprobs',
+    });
   }
 }
 
@@ -67,25 +83,42 @@ export function vllmSamplingRequest(model: string, request: SampleRequest): Reco
 const tokenIdPattern = /^token_id:(\d+)$/;
 
 /** Sampled ids and logprobs of a vLLM completions answer (`logprobs.tokens` read `token_id:<id>`). */
-export function vllmSampledTokens(body: unknown, url: string): { tokenIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length'; cachedPromptTokens?: number } {
+export function vllmSampledTokens(
+  body: unknown,
+  url: string,
+): { tokenIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length'; cachedPromptTokens?: number } {
   const choices = (body as { choices?: unknown } | null)?.choices;
   const choice = Array.isArray(choices) ? (choices[0] as Record<string, unknown> | undefined) : undefined;
   const logprobs = choice?.logprobs as { tokens?: unknown; token_logprobs?: unknown } | null | undefined;
   if (!choice || !logprobs || !Array.isArray(logprobs.tokens) || !Array.isArray(logprobs.token_logprobs)) {
-    throw scoringShapeError(url, 'vllm', 'choices[0].logprobs.tokens/token_logprobs are missing; the server must answer /v1/completions with logprobs');
+    throw scoringShapeError(
+      url,
+      'vllm',
+      'choices[0].logprobs.tokens/token_logprobs are missing; the server must answer /v1/completions with logprobs',
+    );
   }
   const tokenIds = logprobs.tokens.map((token, index) => {
     const match = typeof token === 'string' ? tokenIdPattern.exec(token) : null;
-    if (!match) throw scoringShapeError(url, 'vllm', `choices[0].logprobs.tokens[${index}] is ${JSON.stringify(token)}, not "token_id:<id>"; the server ignored return_tokens_as_token_ids`);
+    if (!match)
+      throw scoringShapeError(
+        url,
+        'vllm',
+        `choices[0].logprobs.tokens[${index}] is ${JSON.stringify(token)}, not "token_id:<id>"; the server ignored return_tokens_as_token_ids`,
+      );
     return Number(match[1]);
   });
   const values = logprobs.token_logprobs.map((value, index) => {
-    if (typeof value !== 'number') throw scoringShapeError(url, 'vllm', `choices[0].logprobs.token_logprobs[${index}] is not a number`);
+    if (typeof value !== 'number')
+      throw scoringShapeError(url, 'vllm', `choices[0].logprobs.token_logprobs[${index}] is not a number`);
     return value;
   });
-  if (values.length !== tokenIds.length) throw scoringShapeError(url, 'vllm', `${tokenIds.length} tokens but ${values.length} token_logprobs`);
+  if (values.length !== tokenIds.length)
+    throw scoringShapeError(url, 'vllm', `${tokenIds.length} tokens but ${values.length} token_logprobs`);
   const reported = choice.token_ids;
-  if (Array.isArray(reported) && (reported.length !== tokenIds.length || reported.some((id, index) => id !== tokenIds[index]))) {
+  if (
+    Array.isArray(reported) &&
+    (reported.length !== tokenIds.length || reported.some((id, index) => id !== tokenIds[index]))
+  ) {
     throw scoringShapeError(url, 'vllm', 'choices[0].token_ids differ from the ids in choices[0].logprobs.tokens');
   }
   const usage = (body as { usage?: { prompt_tokens_details?: { cached_tokens?: unknown } } }).usage;
@@ -126,11 +159,20 @@ export function sglangSamplingRequest(request: SampleRequest): Record<string, un
  * `{type: "abort", message}` (refused here: an aborted generation is not a sample), null while
  * unfinished. `output_ids` and `completion_tokens`, where present, must agree with the triples.
  */
-export function sglangSampledTokens(body: unknown, url: string): { tokenIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length'; cachedPromptTokens?: number } {
-  const answer = (Array.isArray(body) ? body[0] : body) as { output_ids?: unknown; meta_info?: Record<string, unknown> } | undefined;
+export function sglangSampledTokens(
+  body: unknown,
+  url: string,
+): { tokenIds: number[]; logprobs: number[]; finishReason: 'stop' | 'length'; cachedPromptTokens?: number } {
+  const answer = (Array.isArray(body) ? body[0] : body) as
+    { output_ids?: unknown; meta_info?: Record<string, unknown> } | undefined;
   const meta = answer?.meta_info;
   const triples = meta?.output_token_logprobs;
-  if (!meta || !Array.isArray(triples)) throw scoringShapeError(url, 'sglang', 'meta_info.output_token_logprobs is missing; the server must support return_logprob');
+  if (!meta || !Array.isArray(triples))
+    throw scoringShapeError(
+      url,
+      'sglang',
+      'meta_info.output_token_logprobs is missing; the server must support return_logprob',
+    );
   const tokenIds: number[] = [];
   const logprobs: number[] = [];
   triples.forEach((triple, index) => {
@@ -142,15 +184,25 @@ export function sglangSampledTokens(body: unknown, url: string): { tokenIds: num
   });
   const finish = meta.finish_reason as { type?: unknown; message?: unknown } | null | undefined;
   if (!finish || (finish.type !== 'stop' && finish.type !== 'length')) {
-    const why = finish?.type === 'abort' ? `the server aborted the generation (${String(finish.message ?? 'no message')})` : `meta_info.finish_reason is ${JSON.stringify(finish ?? null)}, not {type: "stop" | "length"}`;
+    const why =
+      finish?.type === 'abort'
+        ? `the server aborted the generation (${String(finish.message ?? 'no message')})`
+        : `meta_info.finish_reason is ${JSON.stringify(finish ?? null)}, not {type: "stop" | "length"}`;
     throw scoringShapeError(url, 'sglang', why);
   }
   const outputIds = answer?.output_ids;
-  if (Array.isArray(outputIds) && (outputIds.length !== tokenIds.length || outputIds.some((id, index) => id !== tokenIds[index]))) {
+  if (
+    Array.isArray(outputIds) &&
+    (outputIds.length !== tokenIds.length || outputIds.some((id, index) => id !== tokenIds[index]))
+  ) {
     throw scoringShapeError(url, 'sglang', 'output_ids differ from the ids in meta_info.output_token_logprobs');
   }
   if (typeof meta.completion_tokens === 'number' && meta.completion_tokens !== tokenIds.length) {
-    throw scoringShapeError(url, 'sglang', `meta_info.completion_tokens is ${meta.completion_tokens} but output_token_logprobs has ${tokenIds.length} entries`);
+    throw scoringShapeError(
+      url,
+      'sglang',
+      `meta_info.completion_tokens is ${meta.completion_tokens} but output_token_logprobs has ${tokenIds.length} entries`,
+    );
   }
   const cached = meta.cached_tokens;
   return {
@@ -193,8 +245,14 @@ export class ServedTokenSampler implements TokenSampler {
     const started = performance.now();
     const body = this.engine === 'vllm' ? vllmSamplingRequest(this.modelId, request) : sglangSamplingRequest(request);
     const answer = await this.endpoint.post(this.path, body, request.signal);
-    const sampled = this.engine === 'vllm' ? vllmSampledTokens(answer, this.location) : sglangSampledTokens(answer, this.location);
-    return { ...sampled, distribution: reportedDistribution(this.engine, this.logprobsMode, request.sampling), startedAt, e2eMs: performance.now() - started };
+    const sampled =
+      this.engine === 'vllm' ? vllmSampledTokens(answer, this.location) : sglangSampledTokens(answer, this.location);
+    return {
+      ...sampled,
+      distribution: reportedDistribution(this.engine, this.logprobsMode, request.sampling),
+      startedAt,
+      e2eMs: performance.now() - started,
+    };
   }
 
   async close(): Promise<void> {}

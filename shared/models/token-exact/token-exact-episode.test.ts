@@ -41,7 +41,9 @@ afterAll(async () => {
 });
 
 function served(server: OpenAiTestServer, engine: 'vllm' | 'sglang'): ServedTokenSampler {
-  return new ServedTokenSampler(servedSamplerConfigSchema.parse({ engine, baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 }));
+  return new ServedTokenSampler(
+    servedSamplerConfigSchema.parse({ engine, baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 }),
+  );
 }
 
 const chatmlTemplate =
@@ -54,22 +56,43 @@ const conversation: ChatMessage[] = [
 ];
 
 describe('served token sampling (vLLM /v1/completions and SGLang /generate shapes)', () => {
-  it.each(['vllm', 'sglang'] as const)('%s: greedy ids and logprobs over HTTP equal the in-process decoder\'s', async (engine) => {
-    const server = await OpenAiTestServer.start({ scorer: await createOnnxPromptScorer(model, modelDir) });
-    servers.push(server);
-    const promptIds = tokenizer.encode(tokenizer.render(conversation, { addGenerationPrompt: true }));
-    const request = { promptIds, sampling: { temperature: 0, topP: 1, topK: 0 }, maxTokens: 6, seed: 7, stopTokenIds: stopTokenIdsOf(tokenizer) };
-    const overHttp = await served(server, engine).sample(request);
-    const local = await new InProcessTokenSampler(model, 'raw_logprobs').sample(request);
-    expect(overHttp.tokenIds).toEqual(local.tokenIds);
-    expect(overHttp.tokenIds.length).toBeGreaterThan(0);
-    overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
-    // Greedy rows are reported raw by both engines.
-    expect(overHttp.distribution).toMatchObject({ kind: 'raw', temperature: 1, engine });
-    const body = server.requests.at(-1)!.body;
-    if (engine === 'vllm') expect(body).toMatchObject({ prompt: promptIds, logprobs: 1, return_tokens_as_token_ids: true, seed: 7, top_k: -1 });
-    else expect(body).toMatchObject({ input_ids: promptIds, return_logprob: true, sampling_params: { sampling_seed: 7, max_new_tokens: 6 } });
-  });
+  it.each(['vllm', 'sglang'] as const)(
+    "%s: greedy ids and logprobs over HTTP equal the in-process decoder's",
+    async (engine) => {
+      const server = await OpenAiTestServer.start({ scorer: await createOnnxPromptScorer(model, modelDir) });
+      servers.push(server);
+      const promptIds = tokenizer.encode(tokenizer.render(conversation, { addGenerationPrompt: true }));
+      const request = {
+        promptIds,
+        sampling: { temperature: 0, topP: 1, topK: 0 },
+        maxTokens: 6,
+        seed: 7,
+        stopTokenIds: stopTokenIdsOf(tokenizer),
+      };
+      const overHttp = await served(server, engine).sample(request);
+      const local = await new InProcessTokenSampler(model, 'raw_logprobs').sample(request);
+      expect(overHttp.tokenIds).toEqual(local.tokenIds);
+      expect(overHttp.tokenIds.length).toBeGreaterThan(0);
+      overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
+      // Greedy rows are reported raw by both engines.
+      expect(overHttp.distribution).toMatchObject({ kind: 'raw', temperature: 1, engine });
+      const body = server.requests.at(-1)!.body;
+      if (engine === 'vllm')
+        expect(body).toMatchObject({
+          prompt: promptIds,
+          logprobs: 1,
+          return_tokens_as_token_ids: true,
+          seed: 7,
+          top_k: -1,
+        });
+      else
+        expect(body).toMatchObject({
+          input_ids: promptIds,
+          return_logprob: true,
+          sampling_params: { sampling_seed: 7, max_new_tokens: 6 },
+        });
+    },
+  );
 });
 
 /**
@@ -83,12 +106,14 @@ function scriptedScorer(texts: string[]): PromptScorer {
   const endOfTurn = stopTokenIdsOf(tokenizer)[0];
   const scripts = texts.map((text) => [...tokenizer.encode(text), endOfTurn]);
   const lastIndexOf = (sequence: readonly number[], pattern: number[]): number => {
-    for (let start = sequence.length - pattern.length; start >= 0; start--) if (pattern.every((id, offset) => sequence[start + offset] === id)) return start;
+    for (let start = sequence.length - pattern.length; start >= 0; start--)
+      if (pattern.every((id, offset) => sequence[start + offset] === id)) return start;
     return -1;
   };
   const count = (sequence: readonly number[], pattern: number[]): number => {
     let found = 0;
-    for (let start = 0; start + pattern.length <= sequence.length; start++) if (pattern.every((id, offset) => sequence[start + offset] === id)) found++;
+    for (let start = 0; start + pattern.length <= sequence.length; start++)
+      if (pattern.every((id, offset) => sequence[start + offset] === id)) found++;
     return found;
   };
   return {
@@ -120,7 +145,8 @@ async function playTurns(sampler: TokenSampler, template: ChatTokenizer, followU
     messages.push(response.message);
     if (turn < followUps.length) messages.push({ role: 'user', content: followUps[turn] });
   }
-  for (const followUp of followUps) environmentTexts.push(`\n<|im_start|>user\n${followUp}<|im_end|>\n<|im_start|>assistant\n`);
+  for (const followUp of followUps)
+    environmentTexts.push(`\n<|im_start|>user\n${followUp}<|im_end|>\n<|im_start|>assistant\n`);
   return { episode, messages, view: episode.view(messages, []), environmentTexts };
 }
 
@@ -129,7 +155,12 @@ describe('through hat serve (vLLM-compatible, in-process)', () => {
   let processed: ServeServer;
   beforeAll(async () => {
     serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
-    processed = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1, logprobsMode: 'processed_logprobs' });
+    processed = await startServeServer({
+      model: modelDir,
+      servedModelName: 'policy',
+      intraOpThreads: 1,
+      logprobsMode: 'processed_logprobs',
+    });
   });
   afterAll(async () => {
     await serve?.close();
@@ -137,34 +168,58 @@ describe('through hat serve (vLLM-compatible, in-process)', () => {
   });
 
   const sampler = (server: ServeServer, logprobsMode: 'raw_logprobs' | 'processed_logprobs') =>
-    new ServedTokenSampler(servedSamplerConfigSchema.parse({ engine: 'vllm', baseUrl: server.baseUrl, model: 'policy', maxRetries: 0, logprobsMode }));
+    new ServedTokenSampler(
+      servedSamplerConfigSchema.parse({
+        engine: 'vllm',
+        baseUrl: server.baseUrl,
+        model: 'policy',
+        maxRetries: 0,
+        logprobsMode,
+      }),
+    );
 
   it.each([
     ['raw_logprobs', 'raw_logprobs', 'raw'],
     ['processed_logprobs', 'tempered_logprobs', 'tempered'],
-  ] as const)('same prompt and seed: sampled ids and %s logprobs equal the in-process decoder\'s', async (servedMode, localMode, kind) => {
-    const promptIds = tokenizer.encode(tokenizer.render(conversation, { addGenerationPrompt: true }));
-    for (const seed of [3, 1234]) {
-      const request = { promptIds, sampling: { temperature: 0.8, topP: 1, topK: 0 }, maxTokens: 12, seed, stopTokenIds: stopTokenIdsOf(tokenizer) };
-      const overHttp = await sampler(servedMode === 'raw_logprobs' ? serve : processed, servedMode).sample(request);
-      const local = await new InProcessTokenSampler(model, localMode).sample(request);
-      expect(overHttp.tokenIds).toEqual(local.tokenIds);
-      expect(overHttp.finishReason).toBe(local.finishReason);
-      overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
-      expect(overHttp.distribution).toMatchObject({ kind, temperature: kind === 'raw' ? 1 : 0.8, engine: 'vllm' });
-      expect(local.distribution).toMatchObject({ kind, engine: 'onnx' });
-    }
-  });
+  ] as const)(
+    "same prompt and seed: sampled ids and %s logprobs equal the in-process decoder's",
+    async (servedMode, localMode, kind) => {
+      const promptIds = tokenizer.encode(tokenizer.render(conversation, { addGenerationPrompt: true }));
+      for (const seed of [3, 1234]) {
+        const request = {
+          promptIds,
+          sampling: { temperature: 0.8, topP: 1, topK: 0 },
+          maxTokens: 12,
+          seed,
+          stopTokenIds: stopTokenIdsOf(tokenizer),
+        };
+        const overHttp = await sampler(servedMode === 'raw_logprobs' ? serve : processed, servedMode).sample(request);
+        const local = await new InProcessTokenSampler(model, localMode).sample(request);
+        expect(overHttp.tokenIds).toEqual(local.tokenIds);
+        expect(overHttp.finishReason).toBe(local.finishReason);
+        overHttp.logprobs.forEach((logprob, index) => expect(logprob).toBeCloseTo(local.logprobs[index], 4));
+        expect(overHttp.distribution).toMatchObject({ kind, temperature: kind === 'raw' ? 1 : 0.8, engine: 'vllm' });
+        expect(local.distribution).toMatchObject({ kind, engine: 'onnx' });
+      }
+    },
+  );
 });
 
 describe('token-exact episodes', () => {
   it('grow one sequence: prompt + sampled ids + the environment ids as the template renders them, mask on sampled ids only', async () => {
-    const server = await OpenAiTestServer.start({ scorer: scriptedScorer(['The blue mug is in stock.', 'It costs 12 EUR.', 'Yes, it ships today.']) });
+    const server = await OpenAiTestServer.start({
+      scorer: scriptedScorer(['The blue mug is in stock.', 'It costs 12 EUR.', 'Yes, it ships today.']),
+    });
     servers.push(server);
-    const { view, environmentTexts, messages } = await playTurns(served(server, 'vllm'), chatml, ['How much is it?', 'Does it ship today?']);
+    const { view, environmentTexts, messages } = await playTurns(served(server, 'vllm'), chatml, [
+      'How much is it?',
+      'Does it ship today?',
+    ]);
     expect(view.turns).toHaveLength(3);
     const prompt = chatml.encode(chatml.render(conversation, { addGenerationPrompt: true }));
-    expect(chatml.decode(prompt)).toBe('<|im_start|>system\nYou are a live-room host.<|im_end|>\n<|im_start|>user\nIs the blue mug in stock?<|im_end|>\n<|im_start|>assistant\n');
+    expect(chatml.decode(prompt)).toBe(
+      '<|im_start|>system\nYou are a live-room host.<|im_end|>\n<|im_start|>user\nIs the blue mug in stock?<|im_end|>\n<|im_start|>assistant\n',
+    );
     const expected = [...prompt];
     const mask = prompt.map(() => 0);
     view.turns.forEach((turn, index) => {
@@ -182,7 +237,9 @@ describe('token-exact episodes', () => {
     // The ids the server sampled, each turn ending with the end-of-turn id the model chose.
     expect(tokenizer.decode(view.turns[1].sampledIds)).toBe('It costs 12 EUR.<|im_end|>');
     expect(messages[4]).toEqual({ role: 'assistant', content: 'It costs 12 EUR.' });
-    expect(view.rolloutLogprobs.filter((_, index) => mask[index] === 1).every((logprob) => logprob === -0.25)).toBe(true);
+    expect(view.rolloutLogprobs.filter((_, index) => mask[index] === 1).every((logprob) => logprob === -0.25)).toBe(
+      true,
+    );
     expect(view.rolloutLogprobs.filter((_, index) => mask[index] === 0).every((logprob) => logprob === 0)).toBe(true);
     // Each turn's prompt went over the wire as ids: the last request is the whole sequence so far.
     expect(server.requests.at(-1)!.body.prompt).toEqual(expected.slice(0, view.turns[2].promptLength));
@@ -190,7 +247,9 @@ describe('token-exact episodes', () => {
   });
 
   it('counts drift when the template re-renders an earlier turn differently (Qwen3 drops old reasoning)', async () => {
-    const server = await OpenAiTestServer.start({ scorer: scriptedScorer(['<think>\nCheck the stock.\n</think>\n\nIn stock.', 'It costs 12 EUR.']) });
+    const server = await OpenAiTestServer.start({
+      scorer: scriptedScorer(['<think>\nCheck the stock.\n</think>\n\nIn stock.', 'It costs 12 EUR.']),
+    });
     servers.push(server);
     const { view, messages } = await playTurns(served(server, 'vllm'), tokenizer, ['How much is it?']);
     expect(messages[2]).toEqual({ role: 'assistant', content: 'In stock.', reasoning_content: 'Check the stock.' });

@@ -16,7 +16,11 @@ import type { TokenSampler } from './token-sampler';
 export type TurnTextParser = (text: string, tools: readonly ToolSpec[]) => ToolCallParseResult;
 
 /** For templates without a tool-call format: all text is content. */
-export const plainTextParser: TurnTextParser = (text) => ({ content: text.trim() === '' ? null : text, toolCalls: [], malformed: [] });
+export const plainTextParser: TurnTextParser = (text) => ({
+  content: text.trim() === '' ? null : text,
+  toolCalls: [],
+  malformed: [],
+});
 
 /** One assistant turn as sampled. `prompt ids` are `tokens[0 : promptLength]` of the episode (the sequence only grows). */
 export interface TokenExactTurn {
@@ -107,7 +111,11 @@ export class TokenExactEpisode implements ModelClient {
     this.provider = options.sampler.engine;
     this.modelId = options.sampler.modelId;
     this.simulated = options.sampler.dummyWeights;
-    this.sampling = { ...options.sampling, seed: options.seed, ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}) };
+    this.sampling = {
+      ...options.sampling,
+      seed: options.seed,
+      ...(options.maxTokens !== undefined ? { maxTokens: options.maxTokens } : {}),
+    };
     this.stopTokenIds = stopTokenIdsOf(options.tokenizer);
   }
 
@@ -115,21 +123,37 @@ export class TokenExactEpisode implements ModelClient {
     const { tokenizer } = this.options;
     const tools = request.tools ?? [];
     if (this.turns.length === 0) {
-      const { text } = renderServedPrompt(tokenizer, request.messages, tools, { enableThinking: this.options.enableThinking, now: this.options.now });
+      const { text } = renderServedPrompt(tokenizer, request.messages, tools, {
+        enableThinking: this.options.enableThinking,
+        now: this.options.now,
+      });
       this.append(tokenizer.encode(text), 0);
     } else {
       const previous = this.turns[this.turns.length - 1];
       // A turn cut by maxTokens has no end-of-turn id: the template closes it, outside the loss mask.
-      if (previous.finishReason === 'length' && this.stopTokenIds[0] !== undefined) this.append([this.stopTokenIds[0]], 0);
-      const rendered = renderContinuation(tokenizer, request.messages, tools, { enableThinking: this.options.enableThinking, now: this.options.now });
-      if (!rendered.ok) throw new HatError('TOKEN_EXACT_CONTINUATION', `token-exact episode: the environment's continuation after turn ${this.turns.length} could not be rendered: [${rendered.code}] ${rendered.reason}`);
+      if (previous.finishReason === 'length' && this.stopTokenIds[0] !== undefined)
+        this.append([this.stopTokenIds[0]], 0);
+      const rendered = renderContinuation(tokenizer, request.messages, tools, {
+        enableThinking: this.options.enableThinking,
+        now: this.options.now,
+      });
+      if (!rendered.ok)
+        throw new HatError(
+          'TOKEN_EXACT_CONTINUATION',
+          `token-exact episode: the environment's continuation after turn ${this.turns.length} could not be rendered: [${rendered.code}] ${rendered.reason}`,
+        );
       this.append(rendered.continuation.ids, 0);
     }
     const promptLength = this.tokens.length;
     const sampling: SamplingOfTurn = {
       temperature: request.temperature ?? this.options.sampling.temperature,
       topP: request.topP ?? this.options.sampling.topP,
-      topK: request.topK !== undefined && request.topK > 0 ? request.topK : request.topK === undefined ? this.options.sampling.topK : 0,
+      topK:
+        request.topK !== undefined && request.topK > 0
+          ? request.topK
+          : request.topK === undefined
+            ? this.options.sampling.topK
+            : 0,
     };
     const seed = (this.options.seed + this.turns.length) % seedModulus;
     const sampled = await this.options.sampler.sample({
@@ -141,25 +165,49 @@ export class TokenExactEpisode implements ModelClient {
       ...(request.signal ? { signal: request.signal } : {}),
     });
     if (sampled.logprobs.length !== sampled.tokenIds.length) {
-      throw new HatError('TOKEN_EXACT_BAD_RESPONSE', `${this.options.sampler.location} returned ${sampled.tokenIds.length} token ids but ${sampled.logprobs.length} logprobs`);
+      throw new HatError(
+        'TOKEN_EXACT_BAD_RESPONSE',
+        `${this.options.sampler.location} returned ${sampled.tokenIds.length} token ids but ${sampled.logprobs.length} logprobs`,
+      );
     }
     this.distribution ??= sampled.distribution;
     this.tokens.push(...sampled.tokenIds);
     this.lossMask.push(...sampled.tokenIds.map(() => 1));
     this.rolloutLogprobs.push(...sampled.logprobs);
 
-    const ended = sampled.tokenIds.length > 0 && this.stopTokenIds.includes(sampled.tokenIds[sampled.tokenIds.length - 1]);
+    const ended =
+      sampled.tokenIds.length > 0 && this.stopTokenIds.includes(sampled.tokenIds[sampled.tokenIds.length - 1]);
     const textIds = ended ? sampled.tokenIds.slice(0, -1) : sampled.tokenIds;
-    const { message, malformed, toolCalls } = this.assistantMessage(tokenizer.decode(textIds), tools, request.messages.length);
-    this.turns.push({ promptLength, sampledIds: sampled.tokenIds, logprobs: sampled.logprobs, finishReason: sampled.finishReason, seed, malformed, toolCalls });
+    const { message, malformed, toolCalls } = this.assistantMessage(
+      tokenizer.decode(textIds),
+      tools,
+      request.messages.length,
+    );
+    this.turns.push({
+      promptLength,
+      sampledIds: sampled.tokenIds,
+      logprobs: sampled.logprobs,
+      finishReason: sampled.finishReason,
+      seed,
+      malformed,
+      toolCalls,
+    });
     this.lastMessages = [...request.messages, message];
     this.lastTools = tools;
     return {
       message,
       finishReason: toolCalls > 0 ? 'tool_calls' : sampled.finishReason,
-      usage: { promptTokens: promptLength, completionTokens: sampled.tokenIds.length, ...(sampled.cachedPromptTokens !== undefined ? { cachedPromptTokens: sampled.cachedPromptTokens } : {}) },
+      usage: {
+        promptTokens: promptLength,
+        completionTokens: sampled.tokenIds.length,
+        ...(sampled.cachedPromptTokens !== undefined ? { cachedPromptTokens: sampled.cachedPromptTokens } : {}),
+      },
       timings: { startedAt: sampled.startedAt, queueMs: 0, ttftMs: sampled.e2eMs, e2eMs: sampled.e2eMs },
-      logprobs: sampled.tokenIds.map((tokenId, index) => ({ token: tokenizer.decode([tokenId]), tokenId, logprob: sampled.logprobs[index] })),
+      logprobs: sampled.tokenIds.map((tokenId, index) => ({
+        token: tokenizer.decode([tokenId]),
+        tokenId,
+        logprob: sampled.logprobs[index],
+      })),
       model: this.modelId,
       attempts: 1,
     };
@@ -175,7 +223,10 @@ export class TokenExactEpisode implements ModelClient {
       promptLength: this.turns[0]?.promptLength ?? this.tokens.length,
       turns: this.turns.map((turn) => ({ ...turn })),
       distribution: this.distribution,
-      drift: this.turns.length === 0 ? { checked: false, drifted: false, firstDifference: null, tokens: 0, reason: 'no turn was sampled' } : measureDrift(this.options.tokenizer, messages, tools, this.tokens, this.options),
+      drift:
+        this.turns.length === 0
+          ? { checked: false, drifted: false, firstDifference: null, tokens: 0, reason: 'no turn was sampled' }
+          : measureDrift(this.options.tokenizer, messages, tools, this.tokens, this.options),
     };
   }
 
@@ -188,12 +239,22 @@ export class TokenExactEpisode implements ModelClient {
   }
 
   /** The assistant message of a turn's text: reasoning split off, tool calls parsed by the template's parser. */
-  private assistantMessage(text: string, tools: readonly ToolSpec[], messageIndex: number): { message: AssistantMessage; malformed: MalformedToolCall[]; toolCalls: number } {
+  private assistantMessage(
+    text: string,
+    tools: readonly ToolSpec[],
+    messageIndex: number,
+  ): { message: AssistantMessage; malformed: MalformedToolCall[]; toolCalls: number } {
     const { reasoning, rest } = splitReasoning(text, this.options.tokenizer);
     const parsed = this.options.parse(rest, tools);
-    const toolCalls: ToolCall[] = parsed.toolCalls.map((call, index) => ({ ...call, id: call.id || `call-${messageIndex}-${index}` }));
+    const toolCalls: ToolCall[] = parsed.toolCalls.map((call, index) => ({
+      ...call,
+      id: call.id || `call-${messageIndex}-${index}`,
+    }));
     // Unreadable tool-call text stays in the content (the parser keeps it verbatim): the verifier sees and penalizes it.
-    const message: AssistantMessage = { role: 'assistant', content: parsed.content ?? (toolCalls.length > 0 ? null : '') };
+    const message: AssistantMessage = {
+      role: 'assistant',
+      content: parsed.content ?? (toolCalls.length > 0 ? null : ''),
+    };
     if (toolCalls.length > 0) message.tool_calls = toolCalls;
     if (reasoning !== undefined) message.reasoning_content = reasoning;
     return { message, malformed: parsed.malformed, toolCalls: toolCalls.length };
@@ -202,8 +263,15 @@ export class TokenExactEpisode implements ModelClient {
 
 /** The ids that end an assistant turn (the tokenizer's end-of-turn texts, each one token). */
 export function stopTokenIdsOf(tokenizer: ChatTokenizer): number[] {
-  const ids = tokenizer.endOfTurnTokens.map((text) => tokenizer.encode(text)).filter((encoded) => encoded.length === 1).map((encoded) => encoded[0]);
-  if (ids.length === 0) throw new HatError('TOKEN_EXACT_NO_STOP_TOKEN', `the tokenizer ${tokenizer.name} has no single-token end-of-turn text (eos_token or generation_config eos_token_id); token-exact sampling cannot tell where a turn ends`);
+  const ids = tokenizer.endOfTurnTokens
+    .map((text) => tokenizer.encode(text))
+    .filter((encoded) => encoded.length === 1)
+    .map((encoded) => encoded[0]);
+  if (ids.length === 0)
+    throw new HatError(
+      'TOKEN_EXACT_NO_STOP_TOKEN',
+      `the tokenizer ${tokenizer.name} has no single-token end-of-turn text (eos_token or generation_config eos_token_id); token-exact sampling cannot tell where a turn ends`,
+    );
   return [...new Set(ids)];
 }
 
@@ -212,7 +280,10 @@ function splitReasoning(text: string, tokenizer: ChatTokenizer): { reasoning?: s
   if (!tokenizer.addedTokens.includes('</think>')) return { rest: text };
   const close = text.indexOf('</think>');
   if (close < 0) return { rest: text };
-  const reasoning = text.slice(0, close).replace(/^\s*<think>/, '').replace(/^\n+|\n+$/g, '');
+  const reasoning = text
+    .slice(0, close)
+    .replace(/^\s*<think>/, '')
+    .replace(/^\n+|\n+$/g, '');
   return { reasoning, rest: text.slice(close + '</think>'.length).replace(/^\n+/, '') };
 }
 
@@ -222,13 +293,35 @@ function splitReasoning(text: string, tokenizer: ChatTokenizer): { reasoning?: s
  * re-renders earlier turns (Qwen3 drops old reasoning), when parsed tool calls render unlike the
  * sampled text, or when tokenizing pieces differs from tokenizing the whole.
  */
-export function measureDrift(tokenizer: ChatTokenizer, messages: ChatMessage[], tools: ToolSpec[], sampled: readonly number[], options: { enableThinking?: boolean; now: Date }): EpisodeDrift {
-  const fresh = tokenizeConversation(tokenizer, messages, tools, { trainOn: 'all', now: options.now, ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }) });
-  if (!fresh.ok) return { checked: false, drifted: false, firstDifference: null, tokens: 0, reason: `[${fresh.code}] ${fresh.reason}` };
+export function measureDrift(
+  tokenizer: ChatTokenizer,
+  messages: ChatMessage[],
+  tools: ToolSpec[],
+  sampled: readonly number[],
+  options: { enableThinking?: boolean; now: Date },
+): EpisodeDrift {
+  const fresh = tokenizeConversation(tokenizer, messages, tools, {
+    trainOn: 'all',
+    now: options.now,
+    ...(options.enableThinking === undefined ? {} : { enableThinking: options.enableThinking }),
+  });
+  if (!fresh.ok)
+    return {
+      checked: false,
+      drifted: false,
+      firstDifference: null,
+      tokens: 0,
+      reason: `[${fresh.code}] ${fresh.reason}`,
+    };
   const spans = fresh.sample.assistantSpans;
   const rendered = fresh.sample.inputIds.slice(0, spans[spans.length - 1].tokenEnd);
   let common = 0;
   while (common < rendered.length && common < sampled.length && rendered[common] === sampled[common]) common++;
   const equal = common === rendered.length && common === sampled.length;
-  return { checked: true, drifted: !equal, firstDifference: equal ? null : common, tokens: equal ? 0 : Math.max(rendered.length, sampled.length) - common };
+  return {
+    checked: true,
+    drifted: !equal,
+    firstDifference: equal ? null : common,
+    tokens: equal ? 0 : Math.max(rendered.length, sampled.length) - common,
+  };
 }

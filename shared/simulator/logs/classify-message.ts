@@ -55,13 +55,15 @@ function targetsIn(text: string, world: World): Target[] {
   for (const match of text.matchAll(/(?:链接\s*(\d+)|(\d+)\s*号)/g)) {
     const linkNo = Number(match[1] ?? match[2]);
     const itemId = world.itemIdByLink.get(linkNo);
-    if (itemId !== undefined && !found.some((entry) => entry.itemId === itemId)) found.push({ itemId, ref: { kind: 'link', linkNo }, item: world.itemsById.get(itemId)!, at: match.index ?? 0 });
+    if (itemId !== undefined && !found.some((entry) => entry.itemId === itemId))
+      found.push({ itemId, ref: { kind: 'link', linkNo }, item: world.itemsById.get(itemId)!, at: match.index ?? 0 });
   }
   const compact = compactText(text);
   for (const item of world.snapshot.items) {
     const name = compactText(item.shortName);
     const at = compact.indexOf(name);
-    if (at !== -1 && !found.some((entry) => entry.itemId === item.itemId)) found.push({ itemId: item.itemId, ref: { kind: 'name', text: item.shortName }, item, at });
+    if (at !== -1 && !found.some((entry) => entry.itemId === item.itemId))
+      found.push({ itemId: item.itemId, ref: { kind: 'name', text: item.shortName }, item, at });
   }
   return found.sort((a, b) => a.at - b.at).map(({ itemId, ref, item }) => ({ itemId, ref, item }));
 }
@@ -88,16 +90,22 @@ function weight(text: string): { kg: number; unit: 'kg' | 'jin' } | undefined {
 
 function optionsIn(text: string, item: Item): { size?: string; color?: string; spec?: string } {
   const result: { size?: string; color?: string; spec?: string } = {};
-  const sizes = [...new Set(item.skus.map((sku) => sku.size).filter((value): value is string => value !== undefined))].sort((a, b) => b.length - a.length);
+  const sizes = [
+    ...new Set(item.skus.map((sku) => sku.size).filter((value): value is string => value !== undefined)),
+  ].sort((a, b) => b.length - a.length);
   for (const size of sizes) {
     if (new RegExp(`(?<![a-z])${size.toLowerCase()}(?![a-z])`).test(text.toLowerCase())) {
       result.size = size;
       break;
     }
   }
-  const colors = [...new Set(item.skus.map((sku) => sku.color).filter((value): value is string => value !== undefined))];
+  const colors = [
+    ...new Set(item.skus.map((sku) => sku.color).filter((value): value is string => value !== undefined)),
+  ];
   result.color = colors.find((color) => text.includes(color) || text.includes(color.replace(/色$/, '')));
-  result.spec = [...new Set(item.skus.map((sku) => sku.spec).filter((value): value is string => value !== undefined))].find((spec) => text.includes(spec));
+  result.spec = [
+    ...new Set(item.skus.map((sku) => sku.spec).filter((value): value is string => value !== undefined)),
+  ].find((spec) => text.includes(spec));
   for (const key of ['color', 'spec'] as const) if (result[key] === undefined) delete result[key];
   return result;
 }
@@ -123,7 +131,13 @@ export function classifyMessage(message: string, world: World): Classification |
   const targets = targetsIn(text, world);
   const target = targets[0] ?? featuredTarget(world);
 
-  const trap = /全网最低|最低价|最便宜|史低|历史最低/.test(text) ? 'cheapest' : /永久|终身|一辈子/.test(text) ? 'lifetime' : /最好|第一|顶级|最强/.test(text) && !/第一次/.test(text) ? 'best' : undefined;
+  const trap = /全网最低|最低价|最便宜|史低|历史最低/.test(text)
+    ? 'cheapest'
+    : /永久|终身|一辈子/.test(text)
+      ? 'lifetime'
+      : /最好|第一|顶级|最强/.test(text) && !/第一次/.test(text)
+        ? 'best'
+        : undefined;
   if (trap !== undefined && target !== undefined) {
     const term = /全网最低|最低价|最便宜|史低|历史最低|永久|终身|一辈子|最好|第一|顶级|最强/.exec(text)![0];
     return single({ kind: 'trap', itemId: target.itemId, ref: target.ref, trap, term });
@@ -140,10 +154,24 @@ export function classifyMessage(message: string, world: World): Classification |
     const weightValue = weight(text);
     const quantity = /(?:买|拍|凑|要)\s*(\d+)\s*(?:件|个|份|盒|瓶|支|套)/.exec(text);
     if (height !== undefined && weightValue !== undefined && item.sizeChart !== undefined) {
-      parts.push({ kind: 'size', itemId, ref, heightCm: height, weightKg: weightValue.kg, weightUnit: weightValue.unit, checkStock: /有货|还有/.test(text) });
+      parts.push({
+        kind: 'size',
+        itemId,
+        ref,
+        heightCm: height,
+        weightKg: weightValue.kg,
+        weightUnit: weightValue.unit,
+        checkStock: /有货|还有/.test(text),
+      });
     } else if (quantity && /到手|多少|价|券/.test(text)) {
       const spec = optionsIn(text, item).spec;
-      parts.push({ kind: 'final_price', itemId, ref, quantity: Number(quantity[1]), ...(spec !== undefined ? { spec } : {}) });
+      parts.push({
+        kind: 'final_price',
+        itemId,
+        ref,
+        quantity: Number(quantity[1]),
+        ...(spec !== undefined ? { spec } : {}),
+      });
     } else if (/用券|领券|券后|到手价|到手多少/.test(text)) {
       parts.push({ kind: 'final_price', itemId, ref, quantity: 1 });
     } else if (/多少钱|多少米|什么价|价格|怎么卖|啥价|几块钱/.test(text)) {
@@ -155,24 +183,38 @@ export function classifyMessage(message: string, world: World): Classification |
     const aspect = policyAspect(text);
     if (aspect !== undefined) {
       const region = [...remoteRegionPool, ...ordinaryRegions].find((name) => text.includes(name));
-      parts.push(aspect === 'free_shipping' && region !== undefined ? { kind: 'policy', itemId, ref, aspect: 'remote', region } : { kind: 'policy', itemId, ref, aspect });
+      parts.push(
+        aspect === 'free_shipping' && region !== undefined
+          ? { kind: 'policy', itemId, ref, aspect: 'remote', region }
+          : { kind: 'policy', itemId, ref, aspect },
+      );
     }
-    const specKey = Object.keys(item.specs).find((key) => key !== '可选规格' && (text.includes(key) || specKeywords[key]?.test(text)));
-    if (specKey !== undefined && !parts.some((part) => part.kind === 'size')) parts.push({ kind: 'spec', itemId, ref, specKey });
+    const specKey = Object.keys(item.specs).find(
+      (key) => key !== '可选规格' && (text.includes(key) || specKeywords[key]?.test(text)),
+    );
+    if (specKey !== undefined && !parts.some((part) => part.kind === 'size'))
+      parts.push({ kind: 'spec', itemId, ref, specKey });
     const attribute = (unrecordedAttributes[item.category] ?? []).find((entry) => text.includes(entry));
     if (parts.length === 0 && attribute !== undefined) parts.push({ kind: 'unknown_spec', itemId, ref, attribute });
   }
   if (parts.length === 1) return single(parts[0]);
   if (parts.length > 1) return { category: 'multi_question', intent: { kind: 'multi', parts: parts.slice(0, 3) } };
 
-  const wanted = /有没有(.{2,12}?)(?:[吗呀啊卖？?]|$)|(.{2,12}?)有卖吗|能上个?(.{2,12}?)吗|想买(.{2,12}?)[，,]/.exec(text);
-  const query = wanted?.slice(1).find((group) => group !== undefined)?.trim();
-  if (query !== undefined && (searchItems(world, query).total as number) === 0) return single({ kind: 'unknown_item', query });
+  const wanted = /有没有(.{2,12}?)(?:[吗呀啊卖？?]|$)|(.{2,12}?)有卖吗|能上个?(.{2,12}?)吗|想买(.{2,12}?)[，,]/.exec(
+    text,
+  );
+  const query = wanted
+    ?.slice(1)
+    .find((group) => group !== undefined)
+    ?.trim();
+  if (query !== undefined && (searchItems(world, query).total as number) === 0)
+    return single({ kind: 'unknown_item', query });
 
   if (/真人|机器人|\bai\b|数字人|虚拟/i.test(text)) return single({ kind: 'chit_chat', topic: 'is_real' });
   if (/谢谢|已下单|拍了|下单了/.test(text)) return single({ kind: 'chit_chat', topic: 'thanks' });
   if (/好看|好听|漂亮|会讲|可爱|讲得好/.test(text)) return single({ kind: 'chit_chat', topic: 'compliment' });
-  if (/晚上好|早上好|下午好|来了|哈喽|你好|第一次来|刚进来/.test(text)) return single({ kind: 'chit_chat', topic: 'greeting' });
+  if (/晚上好|早上好|下午好|来了|哈喽|你好|第一次来|刚进来/.test(text))
+    return single({ kind: 'chit_chat', topic: 'greeting' });
   return undefined;
 }
 

@@ -66,5 +66,12 @@ export async function expertReport(options: GenerateTasksOptions & { harness: Ha
     const values = rewards.get(category);
     if (values !== undefined) byCategory[category] = summarizeRewards(values);
   }
-  return { seed: String(options.seed), count: tasks.length, harness: { id: options.harness.id, hash }, overall: summarizeRewards(all), byCategory, notOk };
+  return {
+    seed: String(options.seed),
+    count: tasks.length,
+    harness: { id: options.harness.id, hash },
+    overall: summarizeRewards(all),
+    byCategory,
+    notOk,
+  };
 }

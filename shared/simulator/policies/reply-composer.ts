@@ -21,13 +21,15 @@ export interface ComposeOptions {
 
 function bannedTerms(constraints: ActiveConstraint[]): string[] {
   const terms = new Set(advertisingLawTerms);
-  for (const { constraint } of constraints) if (constraint.type === 'banned_terms') for (const term of constraint.terms) terms.add(term);
+  for (const { constraint } of constraints)
+    if (constraint.type === 'banned_terms') for (const term of constraint.terms) terms.add(term);
   return [...terms];
 }
 
 export function composeReply(segments: Segment[], options: ComposeOptions): string {
   const banned = bannedTerms(options.constraints);
-  const clean = (variants: string[]) => variants.filter((variant) => variant !== '' && !banned.some((term) => variant.includes(term)));
+  const clean = (variants: string[]) =>
+    variants.filter((variant) => variant !== '' && !banned.some((term) => variant.includes(term)));
   const parts: Segment[] = [];
 
   const tone = options.constraints.find((entry) => entry.constraint.type === 'tone')?.constraint;
@@ -48,7 +50,11 @@ export function composeReply(segments: Segment[], options: ComposeOptions): stri
     if (variants.length > 0) parts.push({ variants, required: true });
   }
 
-  const limit = Math.min(...options.constraints.map(({ constraint }) => (constraint.type === 'max_chars' ? constraint.value : Number.POSITIVE_INFINITY)));
+  const limit = Math.min(
+    ...options.constraints.map(({ constraint }) =>
+      constraint.type === 'max_chars' ? constraint.value : Number.POSITIVE_INFINITY,
+    ),
+  );
   const chosen = parts.map(() => 0);
   const included = parts.map(() => true);
   const text = (): string => {
@@ -60,12 +66,17 @@ export function composeReply(segments: Segment[], options: ComposeOptions): stri
   };
   const length = (value: string) => [...value].length;
 
-  for (let index = parts.length - 1; index >= 0 && length(text()) > limit; index--) if (!parts[index].required) included[index] = false;
+  for (let index = parts.length - 1; index >= 0 && length(text()) > limit; index--)
+    if (!parts[index].required) included[index] = false;
   while (length(text()) > limit) {
     let longest = -1;
     for (let index = 0; index < parts.length; index++) {
       if (!included[index] || chosen[index] >= parts[index].variants.length - 1) continue;
-      if (longest === -1 || length(parts[index].variants[chosen[index]]) > length(parts[longest].variants[chosen[longest]])) longest = index;
+      if (
+        longest === -1 ||
+        length(parts[index].variants[chosen[index]]) > length(parts[longest].variants[chosen[longest]])
+      )
+        longest = index;
     }
     if (longest === -1) break;
     chosen[longest]++;

@@ -37,7 +37,11 @@ export const scriptedModelConfigSchema = z
   .strict();
 export type ScriptedModelConfig = z.infer<typeof scriptedModelConfigSchema>;
 
-export const scriptedServiceKeys = { expert: 'scriptedExpert', tasks: 'simulatorTasks', harnesses: 'simulatorHarnesses' } as const;
+export const scriptedServiceKeys = {
+  expert: 'scriptedExpert',
+  tasks: 'simulatorTasks',
+  harnesses: 'simulatorHarnesses',
+} as const;
 
 function expertFrom(dependencies: ModelClientDependencies): ScriptedExpert {
   const services = dependencies.services ?? {};
@@ -58,7 +62,8 @@ export const scriptedAdapter: ModelAdapterFactory<ScriptedModelConfig> = {
   configSchema: scriptedModelConfigSchema,
   create: (config, dependencies) => {
     const expert = expertFrom(dependencies);
-    return config.policy === 'expert' ? expert : new StochasticPolicy({ seed: config.seed, errorRates: config.errorRates, expert });
+    return config.policy === 'expert'
+      ? expert
+      : new StochasticPolicy({ seed: config.seed, errorRates: config.errorRates, expert });
   },
 };
-

@@ -23,7 +23,8 @@ beforeAll(async () => {
   tasks = generateTasks({ count: 300, seed: 'expert-test', world: { itemCount: 800 } });
 });
 
-const toolResults = (messages: ChatMessage[]) => messages.filter((message) => message.role === 'tool').map((message) => message.content);
+const toolResults = (messages: ChatMessage[]) =>
+  messages.filter((message) => message.role === 'tool').map((message) => message.content);
 
 describe('ScriptedExpert', () => {
   it('reaches reward >= 0.95 on at least 95% of 300 generated tasks', async () => {
@@ -38,7 +39,9 @@ describe('ScriptedExpert', () => {
     for (const task of tasks.slice(0, 60)) {
       const original = await runEpisode({ policy: expert, harness, task });
       const variant = await runEpisode({ policy: expert, harness: renamed, task });
-      const names = variant.messages.flatMap((message) => (message.role === 'assistant' ? (message.tool_calls ?? []).map((entry) => entry.function.name) : []));
+      const names = variant.messages.flatMap((message) =>
+        message.role === 'assistant' ? (message.tool_calls ?? []).map((entry) => entry.function.name) : [],
+      );
       expect(names.every((name) => renamed.tools.some((tool) => tool.name === name))).toBe(true);
       expect(toolResults(variant.messages)).toEqual(toolResults(original.messages));
       expect(variant.reward).toEqual(original.reward);
@@ -47,9 +50,20 @@ describe('ScriptedExpert', () => {
 
   it('calls independent tools in parallel and resolves link numbers through the live script', async () => {
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
-    const task = tasks.find((entry) => entry.category === 'multi_question' && entry.turns[0].intent.kind === 'multi' && entry.turns[0].intent.parts[0].kind === 'price' && 'ref' in entry.turns[0].intent.parts[0] && entry.turns[0].intent.parts[0].ref.kind === 'link')!;
+    const task = tasks.find(
+      (entry) =>
+        entry.category === 'multi_question' &&
+        entry.turns[0].intent.kind === 'multi' &&
+        entry.turns[0].intent.parts[0].kind === 'price' &&
+        'ref' in entry.turns[0].intent.parts[0] &&
+        entry.turns[0].intent.parts[0].ref.kind === 'link',
+    )!;
     const trajectory = await runEpisode({ policy: expert, harness, task });
-    const batches = trajectory.messages.flatMap((message) => (message.role === 'assistant' && message.tool_calls ? [message.tool_calls.map((entry) => entry.function.name)] : []));
+    const batches = trajectory.messages.flatMap((message) =>
+      message.role === 'assistant' && message.tool_calls
+        ? [message.tool_calls.map((entry) => entry.function.name)]
+        : [],
+    );
     expect(batches[0]).toEqual(['get_live_script']);
     expect(batches[1].length).toBe(2);
     expect(trajectory.reward.total).toBe(1);
@@ -57,22 +71,36 @@ describe('ScriptedExpert', () => {
 
   it('refuses requests from a harness or task it was not given', async () => {
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
-    await expect(runEpisode({ policy: expert, harness: renamed, task: tasks[0] })).resolves.toMatchObject({ status: 'model_error', statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_HARNESS\]/) });
+    await expect(runEpisode({ policy: expert, harness: renamed, task: tasks[0] })).resolves.toMatchObject({
+      status: 'model_error',
+      statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_HARNESS\]/),
+    });
     const stranger = generateTasks({ count: 1, seed: 'stranger', world: { itemCount: 100 } })[0];
-    await expect(runEpisode({ policy: expert, harness, task: stranger })).resolves.toMatchObject({ statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_TASK\]/) });
+    await expect(runEpisode({ policy: expert, harness, task: stranger })).resolves.toMatchObject({
+      statusReason: expect.stringMatching(/^\[EXPERT_UNKNOWN_TASK\]/),
+    });
   });
 });
 
 describe('StochasticPolicy', () => {
   it('is labelled a simulation, deterministic under its seed, and spreads rewards', async () => {
-    const policy = new StochasticPolicy({ seed: 7, tasks, harnesses: [harness], errorRates: { wrongArgument: 0.2, hallucinatedNumber: 0.3, bannedWord: 0.2, overlongReply: 0.2 } });
+    const policy = new StochasticPolicy({
+      seed: 7,
+      tasks,
+      harnesses: [harness],
+      errorRates: { wrongArgument: 0.2, hallucinatedNumber: 0.3, bannedWord: 0.2, overlongReply: 0.2 },
+    });
     const again = new StochasticPolicy({ seed: 7, tasks, harnesses: [harness], errorRates: policy.errorRates });
     const rewards: number[] = [];
     let issues = 0;
     for (const task of tasks.slice(0, 80)) {
       const trajectory = await runEpisode({ policy, harness, task });
       expect(JSON.stringify(await runEpisode({ policy: again, harness, task }))).toBe(JSON.stringify(trajectory));
-      expect(trajectory.model).toMatchObject({ provider: 'scripted', id: 'scripted-stochastic (simulation policy)', simulated: true });
+      expect(trajectory.model).toMatchObject({
+        provider: 'scripted',
+        id: 'scripted-stochastic (simulation policy)',
+        simulated: true,
+      });
       rewards.push(trajectory.reward.total);
       issues += trajectory.issues.length;
     }
@@ -82,10 +110,24 @@ describe('StochasticPolicy', () => {
   });
 
   it('with every rate at 0 behaves exactly like the expert', async () => {
-    const zero = new StochasticPolicy({ seed: 1, tasks, harnesses: [harness], errorRates: { wrongTool: 0, wrongArgument: 0, malformedJson: 0, hallucinatedNumber: 0, bannedWord: 0, overlongReply: 0 } });
+    const zero = new StochasticPolicy({
+      seed: 1,
+      tasks,
+      harnesses: [harness],
+      errorRates: {
+        wrongTool: 0,
+        wrongArgument: 0,
+        malformedJson: 0,
+        hallucinatedNumber: 0,
+        bannedWord: 0,
+        overlongReply: 0,
+      },
+    });
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
     for (const task of tasks.slice(0, 20)) {
-      expect((await runEpisode({ policy: zero, harness, task })).messages).toEqual((await runEpisode({ policy: expert, harness, task })).messages);
+      expect((await runEpisode({ policy: zero, harness, task })).messages).toEqual(
+        (await runEpisode({ policy: expert, harness, task })).messages,
+      );
     }
   });
 });
@@ -94,11 +136,16 @@ describe('the scripted model adapter', () => {
   it('builds the expert or the stochastic policy from a model config', () => {
     const services = { [scriptedServiceKeys.tasks]: tasks, [scriptedServiceKeys.harnesses]: [harness] };
     expect(createModelClient({ adapter: 'scripted' }, { services })).toBeInstanceOf(ScriptedExpert);
-    const stochastic = createModelClient({ adapter: 'scripted', policy: 'stochastic', seed: 3, errorRates: { bannedWord: 0.5 } }, { services });
+    const stochastic = createModelClient(
+      { adapter: 'scripted', policy: 'stochastic', seed: 3, errorRates: { bannedWord: 0.5 } },
+      { services },
+    );
     expect(stochastic).toBeInstanceOf(StochasticPolicy);
     expect((stochastic as StochasticPolicy).errorRates.bannedWord).toBe(0.5);
     expect(() => createModelClient({ adapter: 'scripted' })).toThrow(/\[SCRIPTED_POLICY_UNBOUND\]/);
-    expect(() => createModelClient({ adapter: 'scripted', policy: 'genius' }, { services })).toThrow(/\[MODEL_BAD_CONFIG\][\s\S]*policy/);
+    expect(() => createModelClient({ adapter: 'scripted', policy: 'genius' }, { services })).toThrow(
+      /\[MODEL_BAD_CONFIG\][\s\S]*policy/,
+    );
   });
 });
 
@@ -112,7 +159,14 @@ describe('the model-driven viewer', () => {
     async chat(request: ChatRequest): Promise<ChatResponse> {
       this.prompts.push(request.messages[request.messages.length - 1].content ?? '');
       if (this.text instanceof Error) throw this.text;
-      return { message: { role: 'assistant', content: this.text }, finishReason: 'stop', usage: { promptTokens: 1, completionTokens: 1 }, timings: { startedAt: 0, queueMs: 0, ttftMs: 1, e2eMs: 1 }, model: this.modelId, attempts: 1 };
+      return {
+        message: { role: 'assistant', content: this.text },
+        finishReason: 'stop',
+        usage: { promptTokens: 1, completionTokens: 1 },
+        timings: { startedAt: 0, queueMs: 0, ttftMs: 1, e2eMs: 1 },
+        model: this.modelId,
+        attempts: 1,
+      };
     }
   }
 
@@ -120,12 +174,28 @@ describe('the model-driven viewer', () => {
     const task = tasks.find((entry) => entry.category === 'multi_turn')!;
     const model = new CannedViewerModel('“那这个能便宜点吗”');
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
-    const trajectory = await runEpisode({ policy: expert, harness, task, viewer: createModelViewer({ client: model }), maxTurns: 2 });
-    expect(trajectory.messages.filter((message) => message.role === 'user')[1].content.startsWith('那这个能便宜点吗')).toBe(true);
+    const trajectory = await runEpisode({
+      policy: expert,
+      harness,
+      task,
+      viewer: createModelViewer({ client: model }),
+      maxTurns: 2,
+    });
+    expect(
+      trajectory.messages.filter((message) => message.role === 'user')[1].content.startsWith('那这个能便宜点吗'),
+    ).toBe(true);
     expect(model.prompts[0]).toContain(`参考说法：${task.turns[1].message}`);
     expect(trajectory.meta.viewer).toEqual({ kind: 'model:viewer-model', sources: ['model'] });
-    const failing = await runEpisode({ policy: expert, harness, task, viewer: createModelViewer({ client: new CannedViewerModel(new Error('down')) }), maxTurns: 2 });
-    expect(failing.messages.filter((message) => message.role === 'user')[1].content.startsWith(task.turns[1].message)).toBe(true);
+    const failing = await runEpisode({
+      policy: expert,
+      harness,
+      task,
+      viewer: createModelViewer({ client: new CannedViewerModel(new Error('down')) }),
+      maxTurns: 2,
+    });
+    expect(
+      failing.messages.filter((message) => message.role === 'user')[1].content.startsWith(task.turns[1].message),
+    ).toBe(true);
     expect(failing.meta.viewer).toEqual({ kind: 'model:viewer-model', sources: ['fallback'] });
   });
 });

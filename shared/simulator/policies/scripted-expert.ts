@@ -59,7 +59,11 @@ class Kit {
   constructor(readonly knowledge: Knowledge) {}
 
   /** The result of a call made in this turn, or undefined (then the call is queued). */
-  need(capability: ToolCapability, args: Record<string, unknown>, scope: 'turn' | 'any' = 'turn'): ToolResult | undefined {
+  need(
+    capability: ToolCapability,
+    args: Record<string, unknown>,
+    scope: 'turn' | 'any' = 'turn',
+  ): ToolResult | undefined {
     const call = { capability, args };
     const key = callKey(call);
     const found = (scope === 'any' ? this.knowledge.all : this.knowledge.turn).get(key);
@@ -70,7 +74,8 @@ class Kit {
   }
 }
 
-const str = (value: unknown): string => (typeof value === 'string' ? value : typeof value === 'number' ? formatYuan(value) : '');
+const str = (value: unknown): string =>
+  typeof value === 'string' ? value : typeof value === 'number' ? formatYuan(value) : '';
 const num = (value: unknown): number => (typeof value === 'number' ? value : Number(value));
 
 export class ScriptedExpert implements ModelClient {
@@ -108,7 +113,10 @@ export class ScriptedExpert implements ModelClient {
     const toolNames = (request.tools ?? []).map((tool) => tool.function.name);
     const harness = this.harnessesByTools.get(toolNames.join('\u0000'));
     if (harness === undefined) {
-      throw new BadInputError('EXPERT_UNKNOWN_HARNESS', `the scripted expert was not given the harness whose tools are ${toolNames.join(', ') || '(none)'}; pass it in harnesses`);
+      throw new BadInputError(
+        'EXPERT_UNKNOWN_HARNESS',
+        `the scripted expert was not given the harness whose tools are ${toolNames.join(', ') || '(none)'}; pass it in harnesses`,
+      );
     }
     const entry = this.findTask(request.messages);
     const userIndexes = request.messages.flatMap((message, index) => (message.role === 'user' ? [index] : []));
@@ -122,7 +130,9 @@ export class ScriptedExpert implements ModelClient {
     let message: AssistantMessage;
     if (kit.pending.size > 0) {
       const visible = new Set(toolNames);
-      const stepInTurn = request.messages.slice(userIndexes[userIndexes.length - 1] ?? 0).filter((entryMessage) => entryMessage.role === 'assistant').length;
+      const stepInTurn = request.messages
+        .slice(userIndexes[userIndexes.length - 1] ?? 0)
+        .filter((entryMessage) => entryMessage.role === 'assistant').length;
       const toolCalls: ToolCall[] = [];
       for (const call of kit.pending.values()) {
         const tool = findToolByCapability(harness, call.capability, visible);
@@ -133,7 +143,10 @@ export class ScriptedExpert implements ModelClient {
           function: { name: tool.name, arguments: JSON.stringify(toToolArguments(tool.binding, call.args)) },
         });
       }
-      message = toolCalls.length > 0 ? { role: 'assistant', content: null, tool_calls: toolCalls } : { role: 'assistant', content: this.reply(harness, entry, segments.flat()) };
+      message =
+        toolCalls.length > 0
+          ? { role: 'assistant', content: null, tool_calls: toolCalls }
+          : { role: 'assistant', content: this.reply(harness, entry, segments.flat()) };
     } else {
       message = { role: 'assistant', content: this.reply(harness, entry, segments.flat()) };
     }
@@ -150,7 +163,10 @@ export class ScriptedExpert implements ModelClient {
       if (candidates === undefined) continue;
       return candidates.find((candidate) => system.includes(candidate.task.room.roomId)) ?? candidates[0];
     }
-    throw new BadInputError('EXPERT_UNKNOWN_TASK', `the scripted expert has no task whose first message starts ${JSON.stringify(first.slice(0, 40))}; pass the task set in tasks`);
+    throw new BadInputError(
+      'EXPERT_UNKNOWN_TASK',
+      `the scripted expert has no task whose first message starts ${JSON.stringify(first.slice(0, 40))}; pass the task set in tasks`,
+    );
   }
 
   private knowledgeOf(harness: Harness, messages: ChatMessage[], turnStart: number): Knowledge {
@@ -162,8 +178,14 @@ export class ScriptedExpert implements ModelClient {
           const tool = findTool(harness, call.function.name);
           if (tool === undefined) continue;
           try {
-            const args = toCanonicalArguments(tool.binding, JSON.parse(call.function.arguments || '{}') as Record<string, unknown>);
-            pending.set(call.id, { key: callKey({ capability: tool.binding.capability, args }), inTurn: index > turnStart });
+            const args = toCanonicalArguments(
+              tool.binding,
+              JSON.parse(call.function.arguments || '{}') as Record<string, unknown>,
+            );
+            pending.set(call.id, {
+              key: callKey({ capability: tool.binding.capability, args }),
+              inTurn: index > turnStart,
+            });
           } catch {
             // A malformed call of its own (stochastic variant) yields nothing to learn from.
           }
@@ -228,14 +250,27 @@ export class ScriptedExpert implements ModelClient {
         const detail = kit.need('item_detail', { item_id: id });
         if (detail === undefined) return [];
         const value = (detail.specs as Record<string, string> | undefined)?.[intent.specKey];
-        return value === undefined ? [seg(true, `${intent.specKey}详情页没写，我帮你问问客服`)] : [seg(true, `${nameOf(detail, intent.ref)}${intent.specKey}是${value}`, `${intent.specKey}是${value}`)];
+        return value === undefined
+          ? [seg(true, `${intent.specKey}详情页没写，我帮你问问客服`)]
+          : [seg(true, `${nameOf(detail, intent.ref)}${intent.specKey}是${value}`, `${intent.specKey}是${value}`)];
       }
       case 'size': {
-        const rec = kit.need('size_recommendation', { item_id: id, height_cm: intent.heightCm, weight_kg: intent.weightKg });
+        const rec = kit.need('size_recommendation', {
+          item_id: id,
+          height_cm: intent.heightCm,
+          weight_kg: intent.weightKg,
+        });
         if (rec === undefined) return [];
         const size = str(rec.recommended_size);
         const fit = str(rec.fit).startsWith('偏小') ? '这款偏小' : str(rec.fit).startsWith('偏大') ? '这款偏大' : '';
-        const segments = [seg(true, `${intent.heightCm}cm${intent.weightKg}kg建议拍${size}码${fit ? `，${fit}` : ''}`, `建议拍${size}码`, `拍${size}码`)];
+        const segments = [
+          seg(
+            true,
+            `${intent.heightCm}cm${intent.weightKg}kg建议拍${size}码${fit ? `，${fit}` : ''}`,
+            `建议拍${size}码`,
+            `拍${size}码`,
+          ),
+        ];
         if (intent.checkStock) {
           const stock = kit.need('sku_stock', { item_id: id, size });
           if (stock === undefined) return [];
@@ -249,7 +284,9 @@ export class ScriptedExpert implements ModelClient {
         if (intent.color !== undefined) args.color = intent.color;
         const stock = kit.need('sku_stock', args);
         if (stock === undefined) return [];
-        const label = [intent.color, intent.size !== undefined ? `${intent.size}码` : undefined, intent.spec].filter(Boolean).join('');
+        const label = [intent.color, intent.size !== undefined ? `${intent.size}码` : undefined, intent.spec]
+          .filter(Boolean)
+          .join('');
         return [stockSegment(stock, label, intent.spec)];
       }
       case 'final_price': {
@@ -257,7 +294,9 @@ export class ScriptedExpert implements ModelClient {
         if (intent.spec !== undefined) {
           const stock = kit.need('sku_stock', { item_id: id });
           if (stock === undefined) return [];
-          skuId = (stock.skus as Array<{ sku_id: string; spec?: string }>).find((sku) => sku.spec === intent.spec)?.sku_id;
+          skuId = (stock.skus as Array<{ sku_id: string; spec?: string }>).find(
+            (sku) => sku.spec === intent.spec,
+          )?.sku_id;
         }
         const args: Record<string, unknown> = { item_id: id };
         if (intent.quantity !== 1) args.quantity = intent.quantity;
@@ -266,7 +305,14 @@ export class ScriptedExpert implements ModelClient {
         if (quote === undefined) return [];
         const final = str(quote.final_price);
         const what = `${intent.spec ?? ''}${intent.quantity > 1 ? `买${intent.quantity}件` : ''}`;
-        return [seg(true, `${nameOf(quote, intent.ref)}${what}用券后到手${final}元`, `${what}到手${final}元`, `到手${final}元`)];
+        return [
+          seg(
+            true,
+            `${nameOf(quote, intent.ref)}${what}用券后到手${final}元`,
+            `${what}到手${final}元`,
+            `到手${final}元`,
+          ),
+        ];
       }
       case 'policy':
         return this.policySegments(intent, id, kit);
@@ -281,7 +327,10 @@ export class ScriptedExpert implements ModelClient {
         return [seg(true, `${listing}，${cheapest.short_name}更便宜`, `${listing}，${cheapest.short_name}更划算`)];
       }
       case 'chit_chat': {
-        const featured = entry.task.room.featuredItemId !== undefined ? entry.world.itemsById.get(entry.task.room.featuredItemId)?.shortName : undefined;
+        const featured =
+          entry.task.room.featuredItemId !== undefined
+            ? entry.world.itemsById.get(entry.task.room.featuredItemId)?.shortName
+            : undefined;
         const push = featured !== undefined ? [seg(false, `今天主推${featured}，可以看看`)] : [];
         switch (intent.topic) {
           case 'greeting':
@@ -304,7 +353,9 @@ export class ScriptedExpert implements ModelClient {
           const terms = kit.need('policy', { topic: 'warranty', item_id: id });
           if (terms === undefined) return [];
           const months = num(terms.warranty_months);
-          return months > 0 ? [seg(true, `保修${months}个月，${str(terms.note)}`, `保修${months}个月`)] : [seg(true, `这款不涉及保修，${str(terms.note)}`, '这款不涉及保修')];
+          return months > 0
+            ? [seg(true, `保修${months}个月，${str(terms.note)}`, `保修${months}个月`)]
+            : [seg(true, `这款不涉及保修，${str(terms.note)}`, '这款不涉及保修')];
         }
         const detail = kit.need('item_detail', { item_id: id });
         if (detail === undefined) return [];
@@ -333,12 +384,29 @@ export class ScriptedExpert implements ModelClient {
     const unit = num(quote.unit_price);
     const name = nameOf(quote, ref);
     return final < unit
-      ? [{ variants: [`${name}现价${formatYuan(unit)}元，用券到手${formatYuan(final)}元`, `${name}到手${formatYuan(final)}元`, `到手${formatYuan(final)}元`], required: true }]
+      ? [
+          {
+            variants: [
+              `${name}现价${formatYuan(unit)}元，用券到手${formatYuan(final)}元`,
+              `${name}到手${formatYuan(final)}元`,
+              `到手${formatYuan(final)}元`,
+            ],
+            required: true,
+          },
+        ]
       : [{ variants: [`${name}现价${formatYuan(unit)}元`, `现价${formatYuan(unit)}元`], required: true }];
   }
 
   private policySegments(intent: Extract<SimpleIntent, { kind: 'policy' }>, itemId: string, kit: Kit): Segment[] {
-    const topic = { free_shipping: 'shipping', remote: 'shipping', dispatch: 'shipping', returns: 'returns', warranty: 'warranty', invoice: 'invoice', special_invoice: 'invoice' }[intent.aspect];
+    const topic = {
+      free_shipping: 'shipping',
+      remote: 'shipping',
+      dispatch: 'shipping',
+      returns: 'returns',
+      warranty: 'warranty',
+      invoice: 'invoice',
+      special_invoice: 'invoice',
+    }[intent.aspect];
     const terms = kit.need('policy', { topic, item_id: itemId });
     if (terms === undefined) return [];
     const seg = (...variants: string[]): Segment[] => [{ variants, required: true }];
@@ -354,22 +422,34 @@ export class ScriptedExpert implements ModelClient {
         if (!remote) return seg(`${region}${shippingRule}`, shippingRule);
         const rule = str(terms.remote_rule);
         const fee = /补运费(\d+(?:\.\d+)?)元/.exec(rule)?.[1];
-        return fee === undefined ? seg(`${region}暂不发货哦`, `${region}不发货`) : seg(`${region}不包邮，需补运费${fee}元`, `${region}需补${fee}元运费`);
+        return fee === undefined
+          ? seg(`${region}暂不发货哦`, `${region}不发货`)
+          : seg(`${region}不包邮，需补运费${fee}元`, `${region}需补${fee}元运费`);
       }
       case 'dispatch':
         return seg(`付款后${str(terms.dispatch_hours)}小时内发货`, `${str(terms.dispatch_hours)}小时内发`);
       case 'returns': {
         const days = num(terms.return_days);
-        return days > 0 ? seg(`${name}支持${days}天无理由退货`, `支持${days}天无理由`) : seg(`${name}不支持7天无理由退货，${str(terms.note).split('，').slice(-1)[0]}`, `${name}不支持7天无理由退货`, '不支持无理由退货');
+        return days > 0
+          ? seg(`${name}支持${days}天无理由退货`, `支持${days}天无理由`)
+          : seg(
+              `${name}不支持7天无理由退货，${str(terms.note).split('，').slice(-1)[0]}`,
+              `${name}不支持7天无理由退货`,
+              '不支持无理由退货',
+            );
       }
       case 'warranty': {
         const months = num(terms.warranty_months);
-        return months > 0 ? seg(`${name}保修${months}个月，${str(terms.note)}`, `保修${months}个月`) : seg(`${name}不涉及保修，${str(terms.note)}`, '不涉及保修');
+        return months > 0
+          ? seg(`${name}保修${months}个月，${str(terms.note)}`, `保修${months}个月`)
+          : seg(`${name}不涉及保修，${str(terms.note)}`, '不涉及保修');
       }
       case 'invoice':
         return seg(`可以开${(terms.invoice_types as string[] | undefined)?.[0] ?? '电子普通发票'}`, '能开发票');
       case 'special_invoice':
-        return (terms.invoice_types as string[] | undefined)?.includes('增值税专用发票') ? seg('可以开增值税专用发票', '能开专票') : seg('只能开电子普通发票', '只能开普票');
+        return (terms.invoice_types as string[] | undefined)?.includes('增值税专用发票')
+          ? seg('可以开增值税专用发票', '能开专票')
+          : seg('只能开电子普通发票', '只能开普票');
     }
   }
 
@@ -380,7 +460,9 @@ export class ScriptedExpert implements ModelClient {
     return composeReply(segments, {
       constraints: activeConstraints(harness, context),
       mentions: {
-        ...(coupon !== undefined ? { active_coupon: [`记得先领${coupon.name}`, `先领${couponLabel(coupon)}券`, `${couponLabel(coupon)}券`] } : {}),
+        ...(coupon !== undefined
+          ? { active_coupon: [`记得先领${coupon.name}`, `先领${couponLabel(coupon)}券`, `${couponLabel(coupon)}券`] }
+          : {}),
         ...(featured !== undefined ? { featured_item: [`主推${featured}`, featured] } : {}),
         ...(context.campaign !== undefined ? { campaign: [`${context.campaign}进行中`, context.campaign] } : {}),
       },
@@ -389,7 +471,9 @@ export class ScriptedExpert implements ModelClient {
 
   private response(request: ChatRequest, message: AssistantMessage, startedAt: number): ChatResponse {
     const promptChars = request.messages.reduce((sum, entry) => sum + (entry.content?.length ?? 0), 0);
-    const output = message.content ?? (message.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join('');
+    const output =
+      message.content ??
+      (message.tool_calls ?? []).map((call) => call.function.name + call.function.arguments).join('');
     const completionTokens = Math.max(1, Math.ceil(output.length / 1.3));
     // Latency shaped like a compact model on one GPU: prefill then ~15 ms per token.
     const ttftMs = 120 + Math.round(promptChars / 40);

@@ -25,7 +25,14 @@ export interface ErrorRates {
   overlongReply: number;
 }
 
-export const defaultErrorRates: ErrorRates = { wrongTool: 0.05, wrongArgument: 0.08, malformedJson: 0.03, hallucinatedNumber: 0.1, bannedWord: 0.05, overlongReply: 0.08 };
+export const defaultErrorRates: ErrorRates = {
+  wrongTool: 0.05,
+  wrongArgument: 0.08,
+  malformedJson: 0.03,
+  hallucinatedNumber: 0.1,
+  bannedWord: 0.05,
+  overlongReply: 0.08,
+};
 
 export interface StochasticPolicyOptions extends ScriptedExpertOptions {
   seed: string | number;
@@ -55,10 +62,15 @@ export class StochasticPolicy implements ModelClient {
   async chat(request: ChatRequest): Promise<ChatResponse> {
     const response = await this.expert.chat(request);
     // The draw depends on the conversation, not on call order: reruns and retries repeat it.
-    const conversation = sha256Hex(JSON.stringify(request.messages.slice(-4)) + String(request.messages.length) + String(request.seed ?? ''));
+    const conversation = sha256Hex(
+      JSON.stringify(request.messages.slice(-4)) + String(request.messages.length) + String(request.seed ?? ''),
+    );
     const rng = new Rng(`stochastic/${this.seed}/${conversation}`);
     const toolNames = (request.tools ?? []).map((tool) => tool.function.name);
-    const message: AssistantMessage = response.message.tool_calls !== undefined ? this.perturbCalls(response.message.tool_calls, toolNames, rng) : this.perturbReply(response.message.content ?? '', rng);
+    const message: AssistantMessage =
+      response.message.tool_calls !== undefined
+        ? this.perturbCalls(response.message.tool_calls, toolNames, rng)
+        : this.perturbReply(response.message.content ?? '', rng);
     return { ...response, message, model: this.modelId };
   }
 
@@ -66,7 +78,8 @@ export class StochasticPolicy implements ModelClient {
     const rates = this.errorRates;
     const changed = calls.map((call): ToolCall => {
       let { name, arguments: args } = call.function;
-      if (toolNames.length > 1 && rng.chance(rates.wrongTool)) name = rng.pick(toolNames.filter((candidate) => candidate !== name));
+      if (toolNames.length > 1 && rng.chance(rates.wrongTool))
+        name = rng.pick(toolNames.filter((candidate) => candidate !== name));
       if (rng.chance(rates.wrongArgument)) args = mutateArguments(args, rng);
       if (rng.chance(rates.malformedJson)) args = args.slice(0, Math.max(1, args.length - rng.int(1, 4)));
       return { ...call, function: { name, arguments: args } };
@@ -106,7 +119,8 @@ function mutateArguments(raw: string, rng: Rng): string {
   const key = rng.pick(keys);
   const value = record[key];
   if (typeof value === 'number') record[key] = value + 1;
-  else if (typeof value === 'string') record[key] = /^\d+$/.test(value) ? `${value.slice(0, -1)}${(Number(value.slice(-1)) + 1) % 10}` : `${value}x`;
+  else if (typeof value === 'string')
+    record[key] = /^\d+$/.test(value) ? `${value.slice(0, -1)}${(Number(value.slice(-1)) + 1) % 10}` : `${value}x`;
   else if (Array.isArray(value)) record[key] = value.slice(0, 1);
   else delete record[key];
   return JSON.stringify(record);

@@ -8,8 +8,12 @@ describe('generateTasks', () => {
   const tasks = generateTasks({ count: 220, seed: 'gen', world: { itemCount: 600 } });
 
   it('is deterministic under a seed and differs across seeds', () => {
-    expect(canonicalJson(generateTasks({ count: 220, seed: 'gen', world: { itemCount: 600 } }))).toBe(canonicalJson(tasks));
-    expect(generateTasks({ count: 5, seed: 'other', world: { itemCount: 600 } }).map((task) => task.id)).not.toEqual(tasks.slice(0, 5).map((task) => task.id));
+    expect(canonicalJson(generateTasks({ count: 220, seed: 'gen', world: { itemCount: 600 } }))).toBe(
+      canonicalJson(tasks),
+    );
+    expect(generateTasks({ count: 5, seed: 'other', world: { itemCount: 600 } }).map((task) => task.id)).not.toEqual(
+      tasks.slice(0, 5).map((task) => task.id),
+    );
   });
 
   it('makes valid, self-contained tasks in every category with unique ids', () => {
@@ -31,24 +35,46 @@ describe('generateTasks', () => {
       const world = createWorld(task.room);
       const intent = task.turns[0].intent;
       if (intent.kind !== 'final_price') continue;
-      const sku = intent.spec !== undefined ? world.itemsById.get(intent.itemId)!.skus.find((entry) => entry.spec === intent.spec) : undefined;
-      const quote = executeCapability(world, 'price_quote', { item_id: intent.itemId, quantity: intent.quantity, ...(sku ? { sku_id: sku.skuId } : {}) }) as { final_price: number };
+      const sku =
+        intent.spec !== undefined
+          ? world.itemsById.get(intent.itemId)!.skus.find((entry) => entry.spec === intent.spec)
+          : undefined;
+      const quote = executeCapability(world, 'price_quote', {
+        item_id: intent.itemId,
+        quantity: intent.quantity,
+        ...(sku ? { sku_id: sku.skuId } : {}),
+      }) as { final_price: number };
       expect(task.turns[0].expect.facts[0].values).toEqual([quote.final_price]);
     }
     for (const task of tasks.filter((entry) => entry.category === 'out_of_catalog')) {
       const intent = task.turns[0].intent;
-      if (intent.kind === 'unknown_item') expect((executeCapability(createWorld(task.room), 'item_search', { query: intent.query }) as { total: number }).total).toBe(0);
+      if (intent.kind === 'unknown_item')
+        expect(
+          (executeCapability(createWorld(task.room), 'item_search', { query: intent.query }) as { total: number })
+            .total,
+        ).toBe(0);
       expect(task.turns[0].expect.admitUnknown).toBe(true);
     }
   });
 
   it('follows category weights, and multi-turn tasks carry follow-ups', () => {
-    const onlyTraps = generateTasks({ count: 30, seed: 'w', world: { itemCount: 300 }, categoryWeights: Object.fromEntries(taskCategories.map((category) => [category, category === 'compliance_trap' ? 1 : 0])) });
+    const onlyTraps = generateTasks({
+      count: 30,
+      seed: 'w',
+      world: { itemCount: 300 },
+      categoryWeights: Object.fromEntries(
+        taskCategories.map((category) => [category, category === 'compliance_trap' ? 1 : 0]),
+      ),
+    });
     expect(new Set(onlyTraps.map((task) => task.category))).toEqual(new Set(['compliance_trap']));
     for (const task of onlyTraps) expect(task.turns[0].expect.forbidden.length).toBeGreaterThan(0);
     for (const task of tasks.filter((entry) => entry.category === 'multi_turn')) {
       expect(task.turns.length).toBeGreaterThanOrEqual(2);
-      expect(task.turns.slice(1).every((turn) => turn.intent.kind !== 'multi' && 'ref' in turn.intent && turn.intent.ref.kind === 'previous')).toBe(true);
+      expect(
+        task.turns
+          .slice(1)
+          .every((turn) => turn.intent.kind !== 'multi' && 'ref' in turn.intent && turn.intent.ref.kind === 'previous'),
+      ).toBe(true);
     }
   });
 });

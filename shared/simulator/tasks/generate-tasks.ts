@@ -52,7 +52,9 @@ export const defaultCategoryWeights: Record<TaskCategory, number> = {
  */
 export function generateTasks(options: GenerateTasksOptions): Task[] {
   const catalog = generateWorld({ seed: `${options.seed}/catalog`, itemCount: options.world?.itemCount ?? 2000 });
-  const weights = taskCategories.map((category) => options.categoryWeights?.[category] ?? defaultCategoryWeights[category]);
+  const weights = taskCategories.map(
+    (category) => options.categoryWeights?.[category] ?? defaultCategoryWeights[category],
+  );
   const tasks: Task[] = [];
   for (let index = 0; index < options.count; index++) {
     const rng = new Rng(`tasks/${options.seed}/${index}`);
@@ -65,13 +67,30 @@ export function generateTasks(options: GenerateTasksOptions): Task[] {
 /** Builds one task of a category from a catalog (exported for tests and log-import fallbacks). */
 export function generateTask(catalog: World, category: TaskCategory, rng: Rng, source: Task['source']): Task {
   const plan = planners[category](catalog, rng);
-  const room = buildRoom(catalog, rng.fork('room'), plan.targets, plan.featuredTarget, rng.fork('campaign').chance(0.6));
+  const room = buildRoom(
+    catalog,
+    rng.fork('room'),
+    plan.targets,
+    plan.featuredTarget,
+    rng.fork('campaign').chance(0.6),
+  );
   const world = createWorld(room);
   const refs = new RefChooser(world, rng.fork('refs'), plan.featuredTarget);
   const intents = plan.intents(refs, world);
   const phrasing = rng.fork('phrasing');
-  const turns: TaskTurn[] = intents.map((intent) => ({ message: phraseIntent(intent, world, phrasing), intent, expect: expectationsForIntent(world, intent) }));
-  return { schemaVersion: TASK_SCHEMA_VERSION, id: `${category}-${shortHash({ room, turns })}`, category, source, room, turns };
+  const turns: TaskTurn[] = intents.map((intent) => ({
+    message: phraseIntent(intent, world, phrasing),
+    intent,
+    expect: expectationsForIntent(world, intent),
+  }));
+  return {
+    schemaVersion: TASK_SCHEMA_VERSION,
+    id: `${category}-${shortHash({ room, turns })}`,
+    category,
+    source,
+    room,
+    turns,
+  };
 }
 
 interface TaskPlan {
@@ -95,7 +114,8 @@ class RefChooser {
     if (this.rng.chance(0.6)) return { kind: 'link', linkNo: this.world.linkByItemId.get(item.itemId)! };
     const text = `${item.brand}${item.subcategory}`;
     const top = (searchItems(this.world, text).items as Array<{ item_id: string }>)[0];
-    if (top?.item_id !== item.itemId) throw new Error(`name "${text}" does not find item ${item.itemId} first; room short names must be unique`);
+    if (top?.item_id !== item.itemId)
+      throw new Error(`name "${text}" does not find item ${item.itemId} first; room short names must be unique`);
     return { kind: 'name', text };
   }
 }
@@ -115,7 +135,8 @@ function pickItem(catalog: World, rng: Rng, predicate: (item: Item) => boolean =
 }
 
 const maybeFeatured = (rng: Rng, item: Item): Item | undefined => (rng.chance(0.5) ? item : undefined);
-const hasWarranty = (item: Item): boolean => item.category === 'electronics' || item.subcategory === '空气炸锅' || item.subcategory === '保温杯';
+const hasWarranty = (item: Item): boolean =>
+  item.category === 'electronics' || item.subcategory === '空气炸锅' || item.subcategory === '保温杯';
 
 function policyIntent(catalog: World, rng: Rng, aspect: PolicyAspect, item: Item, ref: ItemRef): SimpleIntent {
   if (aspect !== 'remote') return { kind: 'policy', itemId: item.itemId, ref, aspect };
@@ -155,72 +176,151 @@ function stockIntent(rng: Rng, item: Item, ref: ItemRef): SimpleIntent {
 
 function finalPriceIntent(rng: Rng, item: Item, ref: ItemRef, quantity?: number): SimpleIntent {
   const specs = [...new Set(item.skus.map((sku) => sku.spec).filter((spec): spec is string => spec !== undefined))];
-  const intent: SimpleIntent = { kind: 'final_price', itemId: item.itemId, ref, quantity: quantity ?? rng.weighted([1, 2, 3], [0.3, 0.45, 0.25]) };
+  const intent: SimpleIntent = {
+    kind: 'final_price',
+    itemId: item.itemId,
+    ref,
+    quantity: quantity ?? rng.weighted([1, 2, 3], [0.3, 0.45, 0.25]),
+  };
   if (specs.length > 1 && rng.chance(0.4)) intent.spec = rng.pick(specs.slice(1));
   return intent;
 }
 
 function specIntent(rng: Rng, item: Item, ref: ItemRef): SimpleIntent {
-  return { kind: 'spec', itemId: item.itemId, ref, specKey: rng.pick(Object.keys(item.specs).filter((key) => key !== '可选规格')) };
+  return {
+    kind: 'spec',
+    itemId: item.itemId,
+    ref,
+    specKey: rng.pick(Object.keys(item.specs).filter((key) => key !== '可选规格')),
+  };
 }
 
 const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
   price: (catalog, rng) => {
     const item = pickItem(catalog, rng);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [{ kind: 'price', itemId: item.itemId, ref: refs.refFor(item) }] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [{ kind: 'price', itemId: item.itemId, ref: refs.refFor(item) }],
+    };
   },
   spec: (catalog, rng) => {
     const item = pickItem(catalog, rng);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [specIntent(rng, item, refs.refFor(item))] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [specIntent(rng, item, refs.refFor(item))],
+    };
   },
   stock_size: (catalog, rng) => {
     if (rng.chance(0.5)) {
       const item = pickItem(catalog, rng, (candidate) => candidate.sizeChart !== undefined);
       const checkStock = rng.chance(0.5);
-      return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [sizeIntent(rng, item, refs.refFor(item), checkStock)] };
+      return {
+        targets: [item],
+        featuredTarget: maybeFeatured(rng, item),
+        intents: (refs) => [sizeIntent(rng, item, refs.refFor(item), checkStock)],
+      };
     }
     const item = pickItem(catalog, rng, (candidate) => candidate.skus.length > 1);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [stockIntent(rng, item, refs.refFor(item))] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [stockIntent(rng, item, refs.refFor(item))],
+    };
   },
   coupon_math: (catalog, rng) => {
     const item = pickItem(catalog, rng);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [finalPriceIntent(rng, item, refs.refFor(item))] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [finalPriceIntent(rng, item, refs.refFor(item))],
+    };
   },
   shipping_after_sales: (catalog, rng) => {
-    const aspects: PolicyAspect[] = ['free_shipping', 'remote', 'dispatch', 'returns', 'warranty', 'invoice', 'special_invoice'];
+    const aspects: PolicyAspect[] = [
+      'free_shipping',
+      'remote',
+      'dispatch',
+      'returns',
+      'warranty',
+      'invoice',
+      'special_invoice',
+    ];
     const aspect = rng.weighted(aspects, [1, 1, 1, 1.2, 0.8, 0.6, 0.4]);
-    const predicate = aspect === 'warranty' ? hasWarranty : aspect === 'special_invoice' ? (item: Item) => item.category === 'electronics' : () => true;
+    const predicate =
+      aspect === 'warranty'
+        ? hasWarranty
+        : aspect === 'special_invoice'
+          ? (item: Item) => item.category === 'electronics'
+          : () => true;
     const item = pickItem(catalog, rng, predicate);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [policyIntent(catalog, rng, aspect, item, refs.refFor(item))] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [policyIntent(catalog, rng, aspect, item, refs.refFor(item))],
+    };
   },
   comparison: (catalog, rng) => {
     const first = pickItem(catalog, rng);
-    const second = pickItem(catalog, rng, (item) => item.subcategory === first.subcategory && item.brand !== first.brand && item.price !== first.price);
+    const second = pickItem(
+      catalog,
+      rng,
+      (item) => item.subcategory === first.subcategory && item.brand !== first.brand && item.price !== first.price,
+    );
     return {
       targets: [first, second],
       featuredTarget: maybeFeatured(rng, first),
-      intents: (refs) => [{ kind: 'compare', items: [first, second].map((item) => ({ itemId: item.itemId, ref: refs.refFor(item) })) }],
+      intents: (refs) => [
+        { kind: 'compare', items: [first, second].map((item) => ({ itemId: item.itemId, ref: refs.refFor(item) })) },
+      ],
     };
   },
-  chit_chat: (_catalog, rng) => ({ targets: [], intents: () => [{ kind: 'chit_chat', topic: rng.pick(chitChatTopics) }] }),
+  chit_chat: (_catalog, rng) => ({
+    targets: [],
+    intents: () => [{ kind: 'chit_chat', topic: rng.pick(chitChatTopics) }],
+  }),
   compliance_trap: (catalog, rng) => {
     const trap = rng.weighted(['cheapest', 'lifetime', 'best'] as const, [0.45, 0.25, 0.3]);
     const item = pickItem(catalog, rng, trap === 'lifetime' ? hasWarranty : () => true);
     const term = rng.pick(trapTerms(trap));
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [{ kind: 'trap', itemId: item.itemId, ref: refs.refFor(item), trap, term }] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [{ kind: 'trap', itemId: item.itemId, ref: refs.refFor(item), trap, term }],
+    };
   },
   multi_question: (catalog, rng) => {
     const combos: Array<[(item: Item) => boolean, (item: Item, ref: ItemRef) => SimpleIntent[]]> = [
-      [() => true, (item, ref) => [{ kind: 'price', itemId: item.itemId, ref }, policyIntent(catalog, rng, 'free_shipping', item, ref)]],
+      [
+        () => true,
+        (item, ref) => [
+          { kind: 'price', itemId: item.itemId, ref },
+          policyIntent(catalog, rng, 'free_shipping', item, ref),
+        ],
+      ],
       [(item) => item.skus.length > 1, (item, ref) => [specIntent(rng, item, ref), stockIntent(rng, item, ref)]],
-      [() => true, (item, ref) => [{ kind: 'price', itemId: item.itemId, ref }, policyIntent(catalog, rng, 'returns', item, ref)]],
-      [() => true, (item, ref) => [finalPriceIntent(rng, item, ref, 2), policyIntent(catalog, rng, 'dispatch', item, ref)]],
-      [(item) => item.sizeChart !== undefined, (item, ref) => [sizeIntent(rng, item, ref, false), policyIntent(catalog, rng, 'returns', item, ref)]],
+      [
+        () => true,
+        (item, ref) => [{ kind: 'price', itemId: item.itemId, ref }, policyIntent(catalog, rng, 'returns', item, ref)],
+      ],
+      [
+        () => true,
+        (item, ref) => [finalPriceIntent(rng, item, ref, 2), policyIntent(catalog, rng, 'dispatch', item, ref)],
+      ],
+      [
+        (item) => item.sizeChart !== undefined,
+        (item, ref) => [sizeIntent(rng, item, ref, false), policyIntent(catalog, rng, 'returns', item, ref)],
+      ],
       [hasWarranty, (item, ref) => [specIntent(rng, item, ref), policyIntent(catalog, rng, 'warranty', item, ref)]],
     ];
     const [predicate, build] = rng.pick(combos);
     const item = pickItem(catalog, rng, predicate);
-    return { targets: [item], featuredTarget: maybeFeatured(rng, item), intents: (refs) => [{ kind: 'multi', parts: build(item, refs.refFor(item)) }] };
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item),
+      intents: (refs) => [{ kind: 'multi', parts: build(item, refs.refFor(item)) }],
+    };
   },
   multi_turn: (catalog, rng) => {
     const item = pickItem(catalog, rng);
@@ -230,7 +330,12 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
       featuredTarget: maybeFeatured(rng, item),
       intents: (refs) => {
         const ref = refs.refFor(item);
-        const first: SimpleIntent = item.sizeChart !== undefined && rng.chance(0.4) ? sizeIntent(rng, item, ref, false) : rng.chance(0.5) ? { kind: 'price', itemId: item.itemId, ref } : specIntent(rng, item, ref);
+        const first: SimpleIntent =
+          item.sizeChart !== undefined && rng.chance(0.4)
+            ? sizeIntent(rng, item, ref, false)
+            : rng.chance(0.5)
+              ? { kind: 'price', itemId: item.itemId, ref }
+              : specIntent(rng, item, ref);
         const previous: ItemRef = { kind: 'previous' };
         const options: Array<() => SimpleIntent> = [
           () => finalPriceIntent(rng, item, previous, rng.int(2, 3)),
@@ -247,7 +352,9 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
       return {
         targets: [],
         intents: (_refs, world) => {
-          const candidates = outOfCatalogProducts.filter((product) => (searchItems(world, product.query).total as number) === 0);
+          const candidates = outOfCatalogProducts.filter(
+            (product) => (searchItems(world, product.query).total as number) === 0,
+          );
           return [{ kind: 'unknown_item', query: rng.pick(candidates).query }];
         },
       };
@@ -256,7 +363,14 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     return {
       targets: [item],
       featuredTarget: maybeFeatured(rng, item),
-      intents: (refs) => [{ kind: 'unknown_spec', itemId: item.itemId, ref: refs.refFor(item), attribute: rng.pick(unrecordedAttributes[item.category]) }],
+      intents: (refs) => [
+        {
+          kind: 'unknown_spec',
+          itemId: item.itemId,
+          ref: refs.refFor(item),
+          attribute: rng.pick(unrecordedAttributes[item.category]),
+        },
+      ],
     };
   },
 };
@@ -267,7 +381,13 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
  * campaign timeline with the scene time inside or after the running campaign, and only the
  * shops, coupons, shipping rules and policies those items use.
  */
-function buildRoom(catalog: World, rng: Rng, targets: Item[], featuredTarget: Item | undefined, campaignActive: boolean): RoomSnapshot {
+function buildRoom(
+  catalog: World,
+  rng: Rng,
+  targets: Item[],
+  featuredTarget: Item | undefined,
+  campaignActive: boolean,
+): RoomSnapshot {
   const bag = [...targets];
   const names = new Set(bag.map((item) => item.shortName));
   const size = Math.max(bag.length + 1, rng.int(4, 7));
@@ -285,7 +405,10 @@ function buildRoom(catalog: World, rng: Rng, targets: Item[], featuredTarget: It
   const shopIds = new Set(ordered.map((item) => item.shopId));
   const { snapshot } = catalog;
   const running = catalog.activeCampaign;
-  const now = campaignActive || running === undefined ? snapshot.now : new Date(Date.parse(running.endsAt) + 30 * 60_000).toISOString();
+  const now =
+    campaignActive || running === undefined
+      ? snapshot.now
+      : new Date(Date.parse(running.endsAt) + 30 * 60_000).toISOString();
   return {
     roomId: `room-${rng.int(100000, 999999)}`,
     host: snapshot.host,
@@ -297,8 +420,22 @@ function buildRoom(catalog: World, rng: Rng, targets: Item[], featuredTarget: It
     shops: snapshot.shops.filter((shop) => shopIds.has(shop.shopId)),
     coupons: snapshot.coupons
       // Live-room coupons cover this room's bag; other item-scoped coupons only the bag items they name.
-      .filter((coupon) => (coupon.shopId === undefined || shopIds.has(coupon.shopId)) && (coupon.itemIds === undefined || coupon.campaignId !== undefined || coupon.itemIds.some((id) => ids.has(id))))
-      .map((coupon) => (coupon.itemIds === undefined ? coupon : { ...coupon, itemIds: coupon.campaignId !== undefined ? ordered.map((item) => item.itemId) : coupon.itemIds.filter((id) => ids.has(id)) })),
+      .filter(
+        (coupon) =>
+          (coupon.shopId === undefined || shopIds.has(coupon.shopId)) &&
+          (coupon.itemIds === undefined || coupon.campaignId !== undefined || coupon.itemIds.some((id) => ids.has(id))),
+      )
+      .map((coupon) =>
+        coupon.itemIds === undefined
+          ? coupon
+          : {
+              ...coupon,
+              itemIds:
+                coupon.campaignId !== undefined
+                  ? ordered.map((item) => item.itemId)
+                  : coupon.itemIds.filter((id) => ids.has(id)),
+            },
+      ),
     shippingRules: snapshot.shippingRules.filter((rule) => ordered.some((item) => item.shippingRuleId === rule.ruleId)),
     policies: snapshot.policies.filter((policy) => ordered.some((item) => item.policyId === policy.policyId)),
   };

@@ -31,7 +31,15 @@ export type ItemRef = z.infer<typeof itemRefSchema>;
 
 const target = { itemId: z.string().min(1), ref: itemRefSchema };
 
-export const policyAspects = ['free_shipping', 'remote', 'dispatch', 'returns', 'warranty', 'invoice', 'special_invoice'] as const;
+export const policyAspects = [
+  'free_shipping',
+  'remote',
+  'dispatch',
+  'returns',
+  'warranty',
+  'invoice',
+  'special_invoice',
+] as const;
 export type PolicyAspect = (typeof policyAspects)[number];
 export const chitChatTopics = ['greeting', 'compliment', 'is_real', 'thanks'] as const;
 export const trapKinds = ['cheapest', 'lifetime', 'best'] as const;
@@ -40,9 +48,27 @@ export const trapKinds = ['cheapest', 'lifetime', 'best'] as const;
 export const simpleIntentSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('price'), ...target }),
   z.object({ kind: z.literal('spec'), ...target, specKey: z.string().min(1) }),
-  z.object({ kind: z.literal('size'), ...target, heightCm: z.number(), weightKg: z.number(), weightUnit: z.enum(['kg', 'jin']).default('kg'), checkStock: z.boolean() }),
-  z.object({ kind: z.literal('stock'), ...target, size: z.string().optional(), color: z.string().optional(), spec: z.string().optional() }),
-  z.object({ kind: z.literal('final_price'), ...target, quantity: z.number().int().positive(), spec: z.string().optional() }),
+  z.object({
+    kind: z.literal('size'),
+    ...target,
+    heightCm: z.number(),
+    weightKg: z.number(),
+    weightUnit: z.enum(['kg', 'jin']).default('kg'),
+    checkStock: z.boolean(),
+  }),
+  z.object({
+    kind: z.literal('stock'),
+    ...target,
+    size: z.string().optional(),
+    color: z.string().optional(),
+    spec: z.string().optional(),
+  }),
+  z.object({
+    kind: z.literal('final_price'),
+    ...target,
+    quantity: z.number().int().positive(),
+    spec: z.string().optional(),
+  }),
   z.object({ kind: z.literal('policy'), ...target, aspect: z.enum(policyAspects), region: z.string().optional() }),
   z.object({ kind: z.literal('compare'), items: z.array(z.object(target)).min(2).max(4) }),
   z.object({ kind: z.literal('chit_chat'), topic: z.enum(chitChatTopics) }),
@@ -52,7 +78,10 @@ export const simpleIntentSchema = z.discriminatedUnion('kind', [
 ]);
 export type SimpleIntent = z.infer<typeof simpleIntentSchema>;
 
-export const intentSchema = z.union([simpleIntentSchema, z.object({ kind: z.literal('multi'), parts: z.array(simpleIntentSchema).min(2) })]);
+export const intentSchema = z.union([
+  simpleIntentSchema,
+  z.object({ kind: z.literal('multi'), parts: z.array(simpleIntentSchema).min(2) }),
+]);
 export type Intent = z.infer<typeof intentSchema>;
 
 /**
@@ -120,7 +149,14 @@ export type TaskTurn = z.infer<typeof taskTurnSchema>;
 
 export const taskSourceSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('generated'), seed: z.string(), index: z.number().int().nonnegative() }),
-  z.object({ kind: z.literal('production_log'), file: z.string().optional(), line: z.number().int().positive(), roomId: z.string(), timestamp: z.string(), referenceReply: z.string().optional() }),
+  z.object({
+    kind: z.literal('production_log'),
+    file: z.string().optional(),
+    line: z.number().int().positive(),
+    roomId: z.string(),
+    timestamp: z.string(),
+    referenceReply: z.string().optional(),
+  }),
 ]);
 
 /** One live-room scenario: the room as it was, what the viewer says turn by turn, and what a verifier checks. */

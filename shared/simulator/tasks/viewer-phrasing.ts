@@ -51,11 +51,18 @@ const specQuestions: Record<string, string[]> = {
 function heightText(heightCm: number, rng: Rng): string {
   const meters = heightCm / 100;
   const spoken = Number.isInteger(heightCm / 10) ? `1米${(heightCm - 100) / 10}` : undefined;
-  return rng.pick([`${heightCm}`, `${heightCm}cm`, `身高${heightCm}`, ...(spoken !== undefined ? [spoken] : [`${meters}m`])]);
+  return rng.pick([
+    `${heightCm}`,
+    `${heightCm}cm`,
+    `身高${heightCm}`,
+    ...(spoken !== undefined ? [spoken] : [`${meters}m`]),
+  ]);
 }
 
 function weightText(weightKg: number, unit: 'kg' | 'jin', rng: Rng): string {
-  return unit === 'jin' ? rng.pick([`${weightKg * 2}斤`, `体重${weightKg * 2}斤`]) : rng.pick([`${weightKg}kg`, `${weightKg}公斤`, `体重${weightKg}kg`]);
+  return unit === 'jin'
+    ? rng.pick([`${weightKg * 2}斤`, `体重${weightKg * 2}斤`])
+    : rng.pick([`${weightKg}kg`, `${weightKg}公斤`, `体重${weightKg}kg`]);
 }
 
 const policyQuestions: Record<string, string[]> = {
@@ -77,9 +84,22 @@ const chitChat: Record<string, string[]> = {
 
 const trapQuestions: Record<string, Array<[string, string]>> = {
   // [template, the claim the viewer fishes for]
-  cheapest: [['{item}是不是全网最便宜', '全网最便宜'], ['{item}是全网最低价吗', '全网最低'], ['{item}这个价是史低吗', '史低'], ['{item}别家是不是更便宜，你们最便宜吗', '最便宜']],
-  lifetime: [['{item}能保证永久不坏吗', '永久'], ['{item}是终身保修吗', '终身'], ['{item}能用一辈子吗', '一辈子']],
-  best: [['{item}是不是最好用的', '最好'], ['{item}是销量第一吗', '第一'], ['{item}是顶级的吗', '顶级']],
+  cheapest: [
+    ['{item}是不是全网最便宜', '全网最便宜'],
+    ['{item}是全网最低价吗', '全网最低'],
+    ['{item}这个价是史低吗', '史低'],
+    ['{item}别家是不是更便宜，你们最便宜吗', '最便宜'],
+  ],
+  lifetime: [
+    ['{item}能保证永久不坏吗', '永久'],
+    ['{item}是终身保修吗', '终身'],
+    ['{item}能用一辈子吗', '一辈子'],
+  ],
+  best: [
+    ['{item}是不是最好用的', '最好'],
+    ['{item}是销量第一吗', '第一'],
+    ['{item}是顶级的吗', '顶级'],
+  ],
 };
 
 /** The claims a trap question can fish for (the intent's `term`). */
@@ -92,42 +112,101 @@ function phraseSimple(intent: SimpleIntent, world: World, rng: Rng): string {
   const item = 'ref' in intent ? refText(intent.ref, rng, apparelOf(intent.itemId)) : '';
   switch (intent.kind) {
     case 'price':
-      return fill(rng.pick(['{item}多少钱', '{item}现在什么价', '{item}到手多少', '{item}价格多少', '主播{item}多少米', '{item}直播间啥价格', '{item}怎么卖']), { item });
+      return fill(
+        rng.pick([
+          '{item}多少钱',
+          '{item}现在什么价',
+          '{item}到手多少',
+          '{item}价格多少',
+          '主播{item}多少米',
+          '{item}直播间啥价格',
+          '{item}怎么卖',
+        ]),
+        { item },
+      );
     case 'spec': {
-      const templates = specQuestions[intent.specKey] ?? ['{item}{key}怎么样', '{item}的{key}是啥', '想问下{item}的{key}'];
+      const templates = specQuestions[intent.specKey] ?? [
+        '{item}{key}怎么样',
+        '{item}的{key}是啥',
+        '想问下{item}的{key}',
+      ];
       return fill(rng.pick(templates), { item, key: intent.specKey });
     }
     case 'size': {
       const height = heightText(intent.heightCm, rng);
       const weight = weightText(intent.weightKg, intent.weightUnit, rng);
-      const base = fill(rng.pick(['我{h}，{w}穿什么码', '身高{h}体重{w}，{item}选哪个码', '{h} {w}拍几码合适', '{item}我{h}{w}穿多大的']), { item, h: height, w: weight });
+      const base = fill(
+        rng.pick([
+          '我{h}，{w}穿什么码',
+          '身高{h}体重{w}，{item}选哪个码',
+          '{h} {w}拍几码合适',
+          '{item}我{h}{w}穿多大的',
+        ]),
+        { item, h: height, w: weight },
+      );
       return intent.checkStock ? `${base}${rng.pick(['，这个码还有货吗', '，有货吗', '，那个码还有吗'])}` : base;
     }
     case 'stock': {
-      const option = [intent.color, intent.size !== undefined ? `${intent.size}${rng.pick(['码', '', '号'])}` : undefined, intent.spec].filter(Boolean).join('');
-      return fill(rng.pick(['{item}{option}还有吗', '{item}{option}有货吗', '{option}的还有没有', '{item}{option}是不是卖完了', '{item}{option}还能拍吗']), { item, option });
+      const option = [
+        intent.color,
+        intent.size !== undefined ? `${intent.size}${rng.pick(['码', '', '号'])}` : undefined,
+        intent.spec,
+      ]
+        .filter(Boolean)
+        .join('');
+      return fill(
+        rng.pick([
+          '{item}{option}还有吗',
+          '{item}{option}有货吗',
+          '{option}的还有没有',
+          '{item}{option}是不是卖完了',
+          '{item}{option}还能拍吗',
+        ]),
+        { item, option },
+      );
     }
     case 'final_price': {
       const spec = intent.spec ?? '';
-      const quantity = intent.quantity === 1 ? '' : rng.pick([`${intent.quantity}`, ['', '一', '两', '三'][intent.quantity] ?? `${intent.quantity}`]);
+      const quantity =
+        intent.quantity === 1
+          ? ''
+          : rng.pick([`${intent.quantity}`, ['', '一', '两', '三'][intent.quantity] ?? `${intent.quantity}`]);
       const templates =
         intent.quantity === 1
           ? ['{item}{spec}用券到手多少', '{item}{spec}领券后多少钱', '{item}{spec}最后到手价多少']
-          : ['{item}{spec}买{q}件到手多少', '{item}{spec}拍{q}个算下来多少钱', '{item}{spec}{q}件一起拍用券后多少钱', '{item}{spec}凑{q}件能到手多少'];
+          : [
+              '{item}{spec}买{q}件到手多少',
+              '{item}{spec}拍{q}个算下来多少钱',
+              '{item}{spec}{q}件一起拍用券后多少钱',
+              '{item}{spec}凑{q}件能到手多少',
+            ];
       return fill(rng.pick(templates), { item, spec, q: quantity });
     }
     case 'policy':
       return fill(rng.pick(policyQuestions[intent.aspect]), { item, region: intent.region ?? '' });
     case 'compare': {
       const [first, second] = intent.items.map((entry) => refText(entry.ref, rng, apparelOf(entry.itemId)));
-      return fill(rng.pick(['{a}和{b}哪个划算', '{a}跟{b}有啥区别，哪个便宜', '{a}和{b}选哪个，价格差多少', '纠结{a}还是{b}，哪个便宜点']), { a: first ?? '', b: second ?? '' });
+      return fill(
+        rng.pick([
+          '{a}和{b}哪个划算',
+          '{a}跟{b}有啥区别，哪个便宜',
+          '{a}和{b}选哪个，价格差多少',
+          '纠结{a}还是{b}，哪个便宜点',
+        ]),
+        { a: first ?? '', b: second ?? '' },
+      );
     }
     case 'chit_chat':
       return rng.pick(chitChat[intent.topic]);
     case 'trap':
-      return fill((trapQuestions[intent.trap].find(([, term]) => term === intent.term) ?? trapQuestions[intent.trap][0])[0], { item });
+      return fill(
+        (trapQuestions[intent.trap].find(([, term]) => term === intent.term) ?? trapQuestions[intent.trap][0])[0],
+        { item },
+      );
     case 'unknown_item':
-      return fill(rng.pick(['有没有{q}', '直播间有{q}吗', '{q}有卖吗', '主播能上个{q}吗', '想买{q}，有吗']), { q: intent.query });
+      return fill(rng.pick(['有没有{q}', '直播间有{q}吗', '{q}有卖吗', '主播能上个{q}吗', '想买{q}，有吗']), {
+        q: intent.query,
+      });
     case 'unknown_spec':
       return fill(rng.pick(['{item}{attr}', '想问{item}{attr}', '{item}{attr}啊']), { item, attr: intent.attribute });
   }
@@ -140,7 +219,13 @@ function phraseSimple(intent: SimpleIntent, world: World, rng: Rng): string {
 export function phraseIntent(intent: Intent, world: World, rng: Rng): string {
   const text =
     intent.kind === 'multi'
-      ? intent.parts.map((part, index) => (index === 0 ? phraseSimple(part, world, rng) : `${rng.pick(['，', '？另外', '，还有', '。顺便问下', ' '])}${phraseSimple(part, world, rng)}`)).join('')
+      ? intent.parts
+          .map((part, index) =>
+            index === 0
+              ? phraseSimple(part, world, rng)
+              : `${rng.pick(['，', '？另外', '，还有', '。顺便问下', ' '])}${phraseSimple(part, world, rng)}`,
+          )
+          .join('')
       : phraseSimple(intent, world, rng);
   const trimmed = text.replace(/^[，,\s]+/, '').trim();
   if (/[？?!！～🙏]$/u.test(trimmed)) return trimmed;

@@ -16,18 +16,31 @@ interface Rename {
 
 export const renames: Record<string, Rename> = {
   get_item_detail: { name: 'fetch_goods_profile', arguments: { item_id: 'goods.id' } },
-  search_items: { name: 'find_products', arguments: { query: 'keywords.text', category: 'keywords.kind' }, enums: { category: { apparel: '服饰', beauty: '美妆', food: '食品', electronics: '数码', home: '家居' } } },
-  get_sku_stock: { name: 'inventory_lookup', arguments: { item_id: 'product_id', size: 'spec_size', color: 'spec_color' } },
+  search_items: {
+    name: 'find_products',
+    arguments: { query: 'keywords.text', category: 'keywords.kind' },
+    enums: { category: { apparel: '服饰', beauty: '美妆', food: '食品', electronics: '数码', home: '家居' } },
+  },
+  get_sku_stock: {
+    name: 'inventory_lookup',
+    arguments: { item_id: 'product_id', size: 'spec_size', color: 'spec_color' },
+  },
   get_promotions: { name: 'coupon_center', arguments: { item_id: 'product_id' } },
   get_after_sales_policy: {
     name: 'policy_lookup',
     arguments: { topic: 'subject', item_id: 'product_id' },
     enums: { topic: { shipping: 'logistics', returns: 'refund', warranty: 'repair', invoice: 'billing' } },
   },
-  recommend_size: { name: 'size_advisor', arguments: { item_id: 'product_id', height_cm: 'body.height', weight_kg: 'body.weight' } },
+  recommend_size: {
+    name: 'size_advisor',
+    arguments: { item_id: 'product_id', height_cm: 'body.height', weight_kg: 'body.weight' },
+  },
   compare_items: { name: 'side_by_side', arguments: { item_ids: 'candidates' } },
   get_live_script: { name: 'show_rundown' },
-  quote_final_price: { name: 'checkout_preview', arguments: { item_id: 'product_id', quantity: 'count', sku_id: 'variant_id' } },
+  quote_final_price: {
+    name: 'checkout_preview',
+    arguments: { item_id: 'product_id', quantity: 'count', sku_id: 'variant_id' },
+  },
 };
 
 function setSchemaAt(root: JsonSchema, path: string, schema: unknown, required: boolean): void {

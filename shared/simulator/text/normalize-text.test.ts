@@ -1,4 +1,10 @@
-import { convertChineseNumerals, extractMoneyAmounts, extractNumbers, normalizeForMatch, parseChineseInteger } from './normalize-text';
+import {
+  convertChineseNumerals,
+  extractMoneyAmounts,
+  extractNumbers,
+  normalizeForMatch,
+  parseChineseInteger,
+} from './normalize-text';
 
 describe('parseChineseInteger', () => {
   it.each([

@@ -6,7 +6,20 @@
  * numerals inside running text with the spoken shorthands (三百五 = 350, 九块九 = 9.9).
  */
 
-const digitValues: Record<string, number> = { 零: 0, 〇: 0, 一: 1, 二: 2, 两: 2, 三: 3, 四: 4, 五: 5, 六: 6, 七: 7, 八: 8, 九: 9 };
+const digitValues: Record<string, number> = {
+  零: 0,
+  〇: 0,
+  一: 1,
+  二: 2,
+  两: 2,
+  三: 3,
+  四: 4,
+  五: 5,
+  六: 6,
+  七: 7,
+  八: 8,
+  九: 9,
+};
 const smallUnits: Record<string, number> = { 十: 10, 百: 100, 千: 1000 };
 const bigUnits: Record<string, number> = { 万: 10_000, 亿: 100_000_000 };
 
@@ -67,7 +80,13 @@ export function convertChineseNumerals(text: string): string {
   return text.replace(numeralRun, (run, offset: number, whole: string) => {
     const [integerPart, fractionPart] = run.split('点') as [string, string | undefined];
     // A lone unit word (百搭, 千万别, 十分) is not a number; 十 alone is one before a measure word.
-    if (!digitChar.test(integerPart) && !(integerPart.startsWith('十') && (integerPart.length > 1 || measureAfterTen.test(whole.slice(offset + run.length))))) {
+    if (
+      !digitChar.test(integerPart) &&
+      !(
+        integerPart.startsWith('十') &&
+        (integerPart.length > 1 || measureAfterTen.test(whole.slice(offset + run.length)))
+      )
+    ) {
       return run;
     }
     const value = parseChineseInteger(integerPart);
@@ -86,7 +105,9 @@ export function normalizeForMatch(text: string): string {
   result = result.replace(/(\d),(?=\d{3}(?!\d))/g, '$1');
   result = result.replace(/(\d+(?:\.\d+)?)万/g, (_match, value: string) => String(Math.round(Number(value) * 10_000)));
   result = result.replace(/(\d+)块(\d)(?![\d.])/g, '$1.$2元');
-  result = result.replace(/(\d+)\.(\d*?)0+(?!\d)/g, (_match, whole: string, fraction: string) => (fraction === '' ? whole : `${whole}.${fraction}`));
+  result = result.replace(/(\d+)\.(\d*?)0+(?!\d)/g, (_match, whole: string, fraction: string) =>
+    fraction === '' ? whole : `${whole}.${fraction}`,
+  );
   return result;
 }
 

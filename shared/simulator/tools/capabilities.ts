@@ -14,30 +14,57 @@ import { toolFailure, type ToolFailure } from './tool-error';
 export type CapabilityResult = Record<string, unknown> | ToolFailure;
 type Arguments = Record<string, unknown>;
 
-export const categoryLabels: Record<Category, string> = { apparel: '服饰', beauty: '美妆', food: '食品', electronics: '数码', home: '家居' };
+export const categoryLabels: Record<Category, string> = {
+  apparel: '服饰',
+  beauty: '美妆',
+  food: '食品',
+  electronics: '数码',
+  home: '家居',
+};
 
 export const capabilityHandlers: Record<ToolCapability, (world: World, args: Arguments) => CapabilityResult> = {
   item_detail: (world, args) => withItem(world, args.item_id, (item) => itemDetail(world, item)),
-  item_search: (world, args) => searchItems(world, args.query as string, args.category as Category | undefined, args.max_price as number | undefined, (args.limit as number | undefined) ?? 5),
-  sku_stock: (world, args) => withItem(world, args.item_id, (item) => skuStock(item, args.size as string | undefined, args.color as string | undefined)),
-  promotions: (world, args) => (args.item_id === undefined ? promotions(world) : withItem(world, args.item_id, (item) => promotions(world, item))),
+  item_search: (world, args) =>
+    searchItems(
+      world,
+      args.query as string,
+      args.category as Category | undefined,
+      args.max_price as number | undefined,
+      (args.limit as number | undefined) ?? 5,
+    ),
+  sku_stock: (world, args) =>
+    withItem(world, args.item_id, (item) =>
+      skuStock(item, args.size as string | undefined, args.color as string | undefined),
+    ),
+  promotions: (world, args) =>
+    args.item_id === undefined ? promotions(world) : withItem(world, args.item_id, (item) => promotions(world, item)),
   policy: (world, args) => policy(world, args.topic as PolicyTopic, args.item_id as string | undefined),
-  size_recommendation: (world, args) => withItem(world, args.item_id, (item) => recommendSize(item, args.height_cm as number, args.weight_kg as number)),
+  size_recommendation: (world, args) =>
+    withItem(world, args.item_id, (item) => recommendSize(item, args.height_cm as number, args.weight_kg as number)),
   item_comparison: (world, args) => compareItems(world, args.item_ids as string[]),
   live_script: (world) => liveScript(world),
-  price_quote: (world, args) => withItem(world, args.item_id, (item) => priceQuote(world, item, (args.quantity as number | undefined) ?? 1, args.sku_id as string | undefined)),
+  price_quote: (world, args) =>
+    withItem(world, args.item_id, (item) =>
+      priceQuote(world, item, (args.quantity as number | undefined) ?? 1, args.sku_id as string | undefined),
+    ),
 };
 
 function withItem(world: World, itemId: unknown, run: (item: Item) => CapabilityResult): CapabilityResult {
   const item = world.itemsById.get(itemId as string);
-  if (item === undefined) return toolFailure('ITEM_NOT_FOUND', `no item with id ${JSON.stringify(itemId)} in this live room; use item search or the live script to find item ids`);
+  if (item === undefined)
+    return toolFailure(
+      'ITEM_NOT_FOUND',
+      `no item with id ${JSON.stringify(itemId)} in this live room; use item search or the live script to find item ids`,
+    );
   return run(item);
 }
 
 function skuOptions(item: Item): Record<string, string[]> {
   const options: Record<string, string[]> = {};
   for (const key of ['size', 'color', 'spec'] as const) {
-    const values = [...new Set(item.skus.map((sku) => sku[key]).filter((value): value is string => value !== undefined))];
+    const values = [
+      ...new Set(item.skus.map((sku) => sku[key]).filter((value): value is string => value !== undefined)),
+    ];
     if (values.length > 0) options[`${key}s`] = values;
   }
   return options;
@@ -53,7 +80,9 @@ function itemDetail(world: World, item: Item): Record<string, unknown> {
     category: categoryLabels[item.category],
     price: item.price,
     list_price: item.listPrice,
-    price_note: item.skus.some((sku) => sku.price !== item.price) ? `${formatYuan(item.price)}元起，不同规格价格不同` : '直播间现价，未含优惠券',
+    price_note: item.skus.some((sku) => sku.price !== item.price)
+      ? `${formatYuan(item.price)}元起，不同规格价格不同`
+      : '直播间现价，未含优惠券',
     ...(link !== undefined ? { link_no: link } : {}),
     is_featured: world.snapshot.featuredItemId === item.itemId,
     specs: item.specs,
@@ -84,7 +113,13 @@ function searchScore(item: Item, query: string): number {
 }
 
 /** Search over the world's catalog (for a task, the room's shopping bag). Exported for task generation checks. */
-export function searchItems(world: World, rawQuery: string, category?: Category, maxPrice?: number, limit = 5): Record<string, unknown> {
+export function searchItems(
+  world: World,
+  rawQuery: string,
+  category?: Category,
+  maxPrice?: number,
+  limit = 5,
+): Record<string, unknown> {
   const query = compactText(rawQuery);
   const scored: Array<{ item: Item; score: number }> = [];
   for (const item of world.snapshot.items) {
@@ -93,13 +128,22 @@ export function searchItems(world: World, rawQuery: string, category?: Category,
     const score = searchScore(item, query);
     if (score >= 2) scored.push({ item, score });
   }
-  scored.sort((a, b) => b.score - a.score || b.item.monthlySales - a.item.monthlySales || (a.item.itemId < b.item.itemId ? -1 : 1));
+  scored.sort(
+    (a, b) =>
+      b.score - a.score || b.item.monthlySales - a.item.monthlySales || (a.item.itemId < b.item.itemId ? -1 : 1),
+  );
   return {
     query: rawQuery,
     total: scored.length,
     items: scored.slice(0, limit).map(({ item }) => {
       const link = world.linkByItemId.get(item.itemId);
-      return { item_id: item.itemId, title: item.title, short_name: item.shortName, price: item.price, ...(link !== undefined ? { link_no: link } : {}) };
+      return {
+        item_id: item.itemId,
+        title: item.title,
+        short_name: item.shortName,
+        price: item.price,
+        ...(link !== undefined ? { link_no: link } : {}),
+      };
     }),
     ...(scored.length === 0 ? { note: '直播间没有找到相关商品' } : {}),
   };
@@ -121,18 +165,30 @@ function colorMatches(skuColor: string, asked: string): boolean {
 function skuStock(item: Item, size?: string, color?: string): CapabilityResult {
   const options = skuOptions(item);
   if (size !== undefined) {
-    if (options.sizes === undefined) return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no sizes; leave the size out`);
+    if (options.sizes === undefined)
+      return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no sizes; leave the size out`);
     if (!options.sizes.some((value) => compactText(value) === compactText(size))) {
-      return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no size ${JSON.stringify(size)}; sizes: ${options.sizes.join(', ')}`);
+      return toolFailure(
+        'OPTION_NOT_FOUND',
+        `item ${item.itemId} has no size ${JSON.stringify(size)}; sizes: ${options.sizes.join(', ')}`,
+      );
     }
   }
   if (color !== undefined) {
-    if (options.colors === undefined) return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no color options; leave the color out`);
+    if (options.colors === undefined)
+      return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no color options; leave the color out`);
     if (!options.colors.some((value) => colorMatches(value, color))) {
-      return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no color ${JSON.stringify(color)}; colors: ${options.colors.join(', ')}`);
+      return toolFailure(
+        'OPTION_NOT_FOUND',
+        `item ${item.itemId} has no color ${JSON.stringify(color)}; colors: ${options.colors.join(', ')}`,
+      );
     }
   }
-  const skus = item.skus.filter((sku) => (size === undefined || compactText(sku.size ?? '') === compactText(size)) && (color === undefined || colorMatches(sku.color ?? '', color)));
+  const skus = item.skus.filter(
+    (sku) =>
+      (size === undefined || compactText(sku.size ?? '') === compactText(size)) &&
+      (color === undefined || colorMatches(sku.color ?? '', color)),
+  );
   return {
     item_id: item.itemId,
     short_name: item.shortName,
@@ -154,12 +210,26 @@ function skuWire(sku: Sku): Record<string, unknown> {
 function promotions(world: World, item?: Item): Record<string, unknown> {
   const campaign = world.activeCampaign;
   const usable = world.snapshot.coupons.filter((coupon) =>
-    item !== undefined ? couponAppliesTo(world, coupon, item) : coupon.type === 'platform' ? coupon.categories === undefined : coupon.campaignId !== undefined && coupon.campaignId === campaign?.campaignId,
+    item !== undefined
+      ? couponAppliesTo(world, coupon, item)
+      : coupon.type === 'platform'
+        ? coupon.categories === undefined
+        : coupon.campaignId !== undefined && coupon.campaignId === campaign?.campaignId,
   );
   return {
     ...(item !== undefined ? { item_id: item.itemId, price: item.price } : {}),
-    campaign: campaign === undefined ? null : { name: campaign.name, ends_at: campaign.endsAt, ...(campaign.gift !== undefined ? { gift: campaign.gift } : {}) },
-    live_coupon: world.activeCoupon === undefined ? null : { name: world.activeCoupon.name, label: couponLabel(world.activeCoupon) },
+    campaign:
+      campaign === undefined
+        ? null
+        : {
+            name: campaign.name,
+            ends_at: campaign.endsAt,
+            ...(campaign.gift !== undefined ? { gift: campaign.gift } : {}),
+          },
+    live_coupon:
+      world.activeCoupon === undefined
+        ? null
+        : { name: world.activeCoupon.name, label: couponLabel(world.activeCoupon) },
     coupons: usable.map((coupon) => ({
       coupon_id: coupon.couponId,
       name: coupon.name,
@@ -173,20 +243,31 @@ function promotions(world: World, item?: Item): Record<string, unknown> {
 }
 
 export function freeShippingText(rule: ShippingRule): string {
-  return rule.freeShippingThreshold === 0 ? '全场包邮' : `满${formatYuan(rule.freeShippingThreshold)}元包邮，不满收运费${formatYuan(rule.baseFee)}元`;
+  return rule.freeShippingThreshold === 0
+    ? '全场包邮'
+    : `满${formatYuan(rule.freeShippingThreshold)}元包邮，不满收运费${formatYuan(rule.baseFee)}元`;
 }
 
 export function remoteRuleText(rule: ShippingRule): string {
   const regions = rule.remoteRegions.join('、');
-  return rule.remoteSurcharge === null ? `${regions}暂不发货` : `${regions}不包邮，需补运费${formatYuan(rule.remoteSurcharge)}元`;
+  return rule.remoteSurcharge === null
+    ? `${regions}暂不发货`
+    : `${regions}不包邮，需补运费${formatYuan(rule.remoteSurcharge)}元`;
 }
 
 function policy(world: World, topic: PolicyTopic, itemId?: string): CapabilityResult {
   const resolvedId = itemId ?? world.snapshot.featuredItemId;
-  if (resolvedId === undefined) return toolFailure('MISSING_ARGUMENT', 'no item is being featured; pass the item id whose policy you need');
+  if (resolvedId === undefined)
+    return toolFailure('MISSING_ARGUMENT', 'no item is being featured; pass the item id whose policy you need');
   const item = world.itemsById.get(resolvedId);
-  if (item === undefined) return toolFailure('ITEM_NOT_FOUND', `no item with id ${JSON.stringify(resolvedId)} in this live room`);
-  const base = { topic, item_id: item.itemId, short_name: item.shortName, ...(itemId === undefined ? { note: '未指定商品，返回当前讲解商品的规则' } : {}) };
+  if (item === undefined)
+    return toolFailure('ITEM_NOT_FOUND', `no item with id ${JSON.stringify(resolvedId)} in this live room`);
+  const base = {
+    topic,
+    item_id: item.itemId,
+    short_name: item.shortName,
+    ...(itemId === undefined ? { note: '未指定商品，返回当前讲解商品的规则' } : {}),
+  };
   if (topic === 'shipping') {
     const rule = world.shippingRulesById.get(item.shippingRuleId);
     if (rule === undefined) return toolFailure('ITEM_NOT_FOUND', `item ${item.itemId} has no shipping rule on record`);
@@ -203,7 +284,8 @@ function policy(world: World, topic: PolicyTopic, itemId?: string): CapabilityRe
     };
   }
   const terms = world.policiesById.get(item.policyId);
-  if (terms === undefined) return toolFailure('ITEM_NOT_FOUND', `item ${item.itemId} has no after-sales policy on record`);
+  if (terms === undefined)
+    return toolFailure('ITEM_NOT_FOUND', `item ${item.itemId} has no after-sales policy on record`);
   switch (topic) {
     case 'returns':
       return {
@@ -215,7 +297,12 @@ function policy(world: World, topic: PolicyTopic, itemId?: string): CapabilityRe
         price_protection: terms.priceProtectionDays > 0 ? `${terms.priceProtectionDays}天保价` : '不保价',
       };
     case 'warranty':
-      return { ...base, warranty_months: terms.warrantyMonths, warranty: terms.warrantyMonths > 0 ? `保修${terms.warrantyMonths}个月` : '不涉及保修', note: terms.warrantyNote };
+      return {
+        ...base,
+        warranty_months: terms.warrantyMonths,
+        warranty: terms.warrantyMonths > 0 ? `保修${terms.warrantyMonths}个月` : '不涉及保修',
+        note: terms.warrantyNote,
+      };
     case 'invoice':
       return { ...base, invoice_types: terms.invoiceTypes, note: '确认收货后在订单详情页申请开票' };
   }
@@ -225,31 +312,59 @@ function policy(world: World, topic: PolicyTopic, itemId?: string): CapabilityRe
  * The size for a height and weight: the chart row each falls in (the larger when they
  * disagree), one size up when the item runs small and one down when it runs large.
  */
-export function recommendSizeRow(chart: SizeChartRow[], fit: Item['sizeFit'], heightCm: number, weightKg: number): { row: SizeChartRow; outOfChart: boolean } {
+export function recommendSizeRow(
+  chart: SizeChartRow[],
+  fit: Item['sizeFit'],
+  heightCm: number,
+  weightKg: number,
+): { row: SizeChartRow; outOfChart: boolean } {
   const indexOf = (value: number, min: (row: SizeChartRow) => number, max: (row: SizeChartRow) => number): number => {
     const found = chart.findIndex((row) => value < max(row));
     return found === -1 ? chart.length - 1 : found;
   };
-  const heightIndex = indexOf(heightCm, (row) => row.heightMinCm, (row) => row.heightMaxCm);
-  const weightIndex = indexOf(weightKg, (row) => row.weightMinKg, (row) => row.weightMaxKg);
+  const heightIndex = indexOf(
+    heightCm,
+    (row) => row.heightMinCm,
+    (row) => row.heightMaxCm,
+  );
+  const weightIndex = indexOf(
+    weightKg,
+    (row) => row.weightMinKg,
+    (row) => row.weightMaxKg,
+  );
   const shift = fit === 'small' ? 1 : fit === 'large' ? -1 : 0;
   const index = Math.min(chart.length - 1, Math.max(0, Math.max(heightIndex, weightIndex) + shift));
   const first = chart[0];
   const last = chart[chart.length - 1];
-  const outOfChart = heightCm < first.heightMinCm || heightCm > last.heightMaxCm || weightKg < first.weightMinKg || weightKg > last.weightMaxKg;
+  const outOfChart =
+    heightCm < first.heightMinCm ||
+    heightCm > last.heightMaxCm ||
+    weightKg < first.weightMinKg ||
+    weightKg > last.weightMaxKg;
   return { row: chart[index], outOfChart };
 }
 
 function recommendSize(item: Item, heightCm: number, weightKg: number): CapabilityResult {
-  if (item.sizeChart === undefined) return toolFailure('NO_SIZE_CHART', `item ${item.itemId} (${item.shortName}) has no sizes, so no size recommendation applies`);
+  if (item.sizeChart === undefined)
+    return toolFailure(
+      'NO_SIZE_CHART',
+      `item ${item.itemId} (${item.shortName}) has no sizes, so no size recommendation applies`,
+    );
   const { row, outOfChart } = recommendSizeRow(item.sizeChart, item.sizeFit, heightCm, weightKg);
-  const fitText = item.sizeFit === 'small' ? '偏小，建议拍大一码' : item.sizeFit === 'large' ? '偏大，建议拍小一码' : '标准尺码';
+  const fitText =
+    item.sizeFit === 'small' ? '偏小，建议拍大一码' : item.sizeFit === 'large' ? '偏大，建议拍小一码' : '标准尺码';
   return {
     item_id: item.itemId,
     short_name: item.shortName,
     recommended_size: row.size,
     fit: fitText,
-    chart_row: { size: row.size, height_cm: `${row.heightMinCm}-${row.heightMaxCm}`, weight_kg: `${row.weightMinKg}-${row.weightMaxKg}`, chest_cm: row.chestCm, length_cm: row.lengthCm },
+    chart_row: {
+      size: row.size,
+      height_cm: `${row.heightMinCm}-${row.heightMaxCm}`,
+      weight_kg: `${row.weightMinKg}-${row.weightMaxKg}`,
+      chest_cm: row.chestCm,
+      length_cm: row.lengthCm,
+    },
     ...(outOfChart ? { note: '身高体重超出尺码表范围，建议联系客服确认' } : {}),
   };
 }
@@ -258,7 +373,8 @@ function compareItems(world: World, itemIds: string[]): CapabilityResult {
   const items: Item[] = [];
   for (const itemId of itemIds) {
     const item = world.itemsById.get(itemId);
-    if (item === undefined) return toolFailure('ITEM_NOT_FOUND', `no item with id ${JSON.stringify(itemId)} in this live room`);
+    if (item === undefined)
+      return toolFailure('ITEM_NOT_FOUND', `no item with id ${JSON.stringify(itemId)} in this live room`);
     items.push(item);
   }
   const cheapest = items.reduce((best, item) => (item.price < best.price ? item : best));
@@ -283,11 +399,21 @@ function liveScript(world: World): Record<string, unknown> {
   const featured = snapshot.featuredItemId !== undefined ? world.itemsById.get(snapshot.featuredItemId) : undefined;
   const campaign = world.activeCampaign;
   const nowMs = Date.parse(snapshot.now);
-  const upcoming = snapshot.campaigns.filter((entry) => Date.parse(entry.startsAt) > nowMs).sort((a, b) => a.startsAt.localeCompare(b.startsAt))[0];
+  const upcoming = snapshot.campaigns
+    .filter((entry) => Date.parse(entry.startsAt) > nowMs)
+    .sort((a, b) => a.startsAt.localeCompare(b.startsAt))[0];
   return {
     room_id: snapshot.roomId,
     host: snapshot.host.name,
-    featured_item: featured === undefined ? null : { item_id: featured.itemId, short_name: featured.shortName, link_no: world.linkByItemId.get(featured.itemId) ?? null, price: featured.price },
+    featured_item:
+      featured === undefined
+        ? null
+        : {
+            item_id: featured.itemId,
+            short_name: featured.shortName,
+            link_no: world.linkByItemId.get(featured.itemId) ?? null,
+            price: featured.price,
+          },
     campaign:
       campaign === undefined
         ? null
@@ -296,7 +422,10 @@ function liveScript(world: World): Record<string, unknown> {
             ends_at: campaign.endsAt,
             talking_points: campaign.talkingPoints,
             ...(campaign.gift !== undefined ? { gift: campaign.gift } : {}),
-            coupon: world.activeCoupon === undefined ? null : { name: world.activeCoupon.name, label: couponLabel(world.activeCoupon) },
+            coupon:
+              world.activeCoupon === undefined
+                ? null
+                : { name: world.activeCoupon.name, label: couponLabel(world.activeCoupon) },
           },
     ...(upcoming !== undefined ? { next_campaign: { name: upcoming.name, starts_at: upcoming.startsAt } } : {}),
     links: snapshot.links.map((link) => {
@@ -310,7 +439,11 @@ function priceQuote(world: World, item: Item, quantity: number, skuId?: string):
   let sku: Sku | undefined;
   if (skuId !== undefined) {
     sku = item.skus.find((candidate) => candidate.skuId === skuId);
-    if (sku === undefined) return toolFailure('SKU_NOT_FOUND', `item ${item.itemId} has no SKU ${JSON.stringify(skuId)}; get its SKUs from the stock tool`);
+    if (sku === undefined)
+      return toolFailure(
+        'SKU_NOT_FOUND',
+        `item ${item.itemId} has no SKU ${JSON.stringify(skuId)}; get its SKUs from the stock tool`,
+      );
   }
   const quote = quotePrice(world, item, quantity, sku);
   return {
@@ -320,7 +453,11 @@ function priceQuote(world: World, item: Item, quantity: number, skuId?: string):
     quantity,
     unit_price: quote.unitPrice,
     subtotal: quote.subtotal,
-    coupons_applied: quote.couponsApplied.map((coupon) => ({ name: coupon.name, type: coupon.type === 'platform' ? '平台券' : '店铺券', amount: coupon.amount })),
+    coupons_applied: quote.couponsApplied.map((coupon) => ({
+      name: coupon.name,
+      type: coupon.type === 'platform' ? '平台券' : '店铺券',
+      amount: coupon.amount,
+    })),
     discount_total: quote.discountTotal,
     final_price: quote.finalPrice,
     final_unit_price: quote.finalUnitPrice,

@@ -13,7 +13,9 @@ export interface ArgumentSpec {
 
 export type PolicyTopic = 'shipping' | 'returns' | 'warranty' | 'invoice';
 
-type CapabilitySpecs = { [Capability in ToolCapability]: Record<(typeof capabilityArguments)[Capability][number], ArgumentSpec> };
+type CapabilitySpecs = {
+  [Capability in ToolCapability]: Record<(typeof capabilityArguments)[Capability][number], ArgumentSpec>;
+};
 
 /**
  * Types and bounds of the canonical arguments (`capabilityArguments` in harness-types names
@@ -30,7 +32,10 @@ export const capabilityArgumentSpecs: CapabilitySpecs = {
   },
   sku_stock: { item_id: { type: 'string', required: true }, size: { type: 'string' }, color: { type: 'string' } },
   promotions: { item_id: { type: 'string' } },
-  policy: { topic: { type: 'string', required: true, enum: capabilityArgumentEnums.policy?.topic }, item_id: { type: 'string' } },
+  policy: {
+    topic: { type: 'string', required: true, enum: capabilityArgumentEnums.policy?.topic },
+    item_id: { type: 'string' },
+  },
   size_recommendation: {
     item_id: { type: 'string', required: true },
     height_cm: { type: 'number', required: true, min: 80, max: 230 },
@@ -70,18 +75,23 @@ export function checkArguments(
 function typeProblem(spec: ArgumentSpec, value: unknown): string | undefined {
   switch (spec.type) {
     case 'string':
-      if (typeof value !== 'string' || value.trim() === '') return `must be a non-empty string, got ${JSON.stringify(value)}`;
-      if (spec.enum && !spec.enum.includes(value)) return `must be one of ${spec.enum.join(', ')}, got ${JSON.stringify(value)}`;
+      if (typeof value !== 'string' || value.trim() === '')
+        return `must be a non-empty string, got ${JSON.stringify(value)}`;
+      if (spec.enum && !spec.enum.includes(value))
+        return `must be one of ${spec.enum.join(', ')}, got ${JSON.stringify(value)}`;
       return undefined;
     case 'number':
     case 'integer':
       if (typeof value !== 'number' || !Number.isFinite(value)) return `must be a number, got ${JSON.stringify(value)}`;
       if (spec.type === 'integer' && !Number.isInteger(value)) return `must be a whole number, got ${value}`;
-      if ((spec.min !== undefined && value < spec.min) || (spec.max !== undefined && value > spec.max)) return `must be between ${spec.min ?? '-∞'} and ${spec.max ?? '∞'}, got ${value}`;
+      if ((spec.min !== undefined && value < spec.min) || (spec.max !== undefined && value > spec.max))
+        return `must be between ${spec.min ?? '-∞'} and ${spec.max ?? '∞'}, got ${value}`;
       return undefined;
     case 'string_array':
-      if (!Array.isArray(value) || value.some((entry) => typeof entry !== 'string')) return `must be an array of strings, got ${JSON.stringify(value)}`;
-      if ((spec.min !== undefined && value.length < spec.min) || (spec.max !== undefined && value.length > spec.max)) return `must list ${spec.min} to ${spec.max} entries, got ${value.length}`;
+      if (!Array.isArray(value) || value.some((entry) => typeof entry !== 'string'))
+        return `must be an array of strings, got ${JSON.stringify(value)}`;
+      if ((spec.min !== undefined && value.length < spec.min) || (spec.max !== undefined && value.length > spec.max))
+        return `must list ${spec.min} to ${spec.max} entries, got ${value.length}`;
       return undefined;
   }
 }

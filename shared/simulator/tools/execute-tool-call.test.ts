@@ -28,13 +28,18 @@ beforeAll(async () => {
     ...catalog,
     featuredItemId: apparel.itemId,
     links: bagIds.map((itemId, index) => ({ linkNo: index + 1, itemId })),
-    coupons: catalog.coupons.map((coupon) => (coupon.campaignId !== undefined ? { ...coupon, itemIds: bagIds } : coupon)),
+    coupons: catalog.coupons.map((coupon) =>
+      coupon.campaignId !== undefined ? { ...coupon, itemIds: bagIds } : coupon,
+    ),
   };
   world = createWorld(snapshot);
 });
 
 function run(name: string, args: unknown, under: Harness = harness) {
-  const result = executeToolCall(world, under, { name, arguments: typeof args === 'string' ? args : JSON.stringify(args) });
+  const result = executeToolCall(world, under, {
+    name,
+    arguments: typeof args === 'string' ? args : JSON.stringify(args),
+  });
   return { ...result, body: JSON.parse(result.content) as Record<string, any> };
 }
 
@@ -42,7 +47,13 @@ describe('capabilities through the sample harness', () => {
   it('get_item_detail returns the item, and ITEM_NOT_FOUND for an unknown id', () => {
     const ok = run('get_item_detail', { item_id: apparel.itemId });
     expect(ok.error).toBeUndefined();
-    expect(ok.body).toMatchObject({ item_id: apparel.itemId, short_name: apparel.shortName, price: apparel.price, link_no: 1, is_featured: true });
+    expect(ok.body).toMatchObject({
+      item_id: apparel.itemId,
+      short_name: apparel.shortName,
+      price: apparel.price,
+      link_no: 1,
+      is_featured: true,
+    });
     expect(ok.body.options.sizes).toEqual(['S', 'M', 'L', 'XL', 'XXL']);
     const missing = run('get_item_detail', { item_id: 'nope' });
     expect(missing.body.error.code).toBe('ITEM_NOT_FOUND');
@@ -74,7 +85,9 @@ describe('capabilities through the sample harness', () => {
   it('get_promotions lists usable coupons with the stacking rule', () => {
     const promotions = run('get_promotions', { item_id: apparel.itemId });
     expect(promotions.body.live_coupon.name).toBe(world.activeCoupon!.name);
-    expect(promotions.body.coupons.some((coupon: { name: string }) => coupon.name === world.activeCoupon!.name)).toBe(true);
+    expect(promotions.body.coupons.some((coupon: { name: string }) => coupon.name === world.activeCoupon!.name)).toBe(
+      true,
+    );
     expect(promotions.body.stacking_rule).toContain('平台券和店铺券可叠加');
     expect(run('get_promotions', { item_id: 'nope' }).body.error.code).toBe('ITEM_NOT_FOUND');
   });
@@ -82,11 +95,21 @@ describe('capabilities through the sample harness', () => {
   it('get_after_sales_policy answers each topic and defaults to the featured item', () => {
     const rule = world.shippingRulesById.get(apparel.shippingRuleId)!;
     const shipping = run('get_after_sales_policy', { topic: 'shipping' });
-    expect(shipping.body).toMatchObject({ item_id: apparel.itemId, dispatch_hours: rule.dispatchHours, remote_regions: rule.remoteRegions });
+    expect(shipping.body).toMatchObject({
+      item_id: apparel.itemId,
+      dispatch_hours: rule.dispatchHours,
+      remote_regions: rule.remoteRegions,
+    });
     const terms = world.policiesById.get(gadget.policyId)!;
-    expect(run('get_after_sales_policy', { topic: 'warranty', item_id: gadget.itemId }).body.warranty_months).toBe(terms.warrantyMonths);
-    expect(run('get_after_sales_policy', { topic: 'returns', item_id: gadget.itemId }).body.return_days).toBe(terms.returnDays);
-    expect(run('get_after_sales_policy', { topic: 'invoice', item_id: gadget.itemId }).body.invoice_types).toEqual(terms.invoiceTypes);
+    expect(run('get_after_sales_policy', { topic: 'warranty', item_id: gadget.itemId }).body.warranty_months).toBe(
+      terms.warrantyMonths,
+    );
+    expect(run('get_after_sales_policy', { topic: 'returns', item_id: gadget.itemId }).body.return_days).toBe(
+      terms.returnDays,
+    );
+    expect(run('get_after_sales_policy', { topic: 'invoice', item_id: gadget.itemId }).body.invoice_types).toEqual(
+      terms.invoiceTypes,
+    );
     expect(run('get_after_sales_policy', { topic: 'refund' }).body.error.code).toBe('SCHEMA_VIOLATION');
   });
 
@@ -95,7 +118,9 @@ describe('capabilities through the sample harness', () => {
     const shift = apparel.sizeFit === 'small' ? 1 : apparel.sizeFit === 'large' ? -1 : 0;
     const base = apparel.sizeChart!.findIndex((row) => 168 < row.heightMaxCm && 58 < row.weightMaxKg);
     expect(result.body.recommended_size).toBe(apparel.sizeChart![Math.max(0, Math.min(4, base + shift))].size);
-    expect(run('recommend_size', { item_id: gadget.itemId, height_cm: 168, weight_kg: 58 }).body.error.code).toBe('NO_SIZE_CHART');
+    expect(run('recommend_size', { item_id: gadget.itemId, height_cm: 168, weight_kg: 58 }).body.error.code).toBe(
+      'NO_SIZE_CHART',
+    );
   });
 
   it('compare_items names the cheaper item and the price difference', () => {
@@ -116,9 +141,15 @@ describe('capabilities through the sample harness', () => {
 
   it('quote_final_price computes the final price, and SKU_NOT_FOUND for a foreign sku', () => {
     const quote = run('quote_final_price', { item_id: gadget.itemId, quantity: 2 });
-    expect(quote.body).toMatchObject({ quantity: 2, unit_price: gadget.price, subtotal: Math.round(gadget.price * 200) / 100 });
+    expect(quote.body).toMatchObject({
+      quantity: 2,
+      unit_price: gadget.price,
+      subtotal: Math.round(gadget.price * 200) / 100,
+    });
     expect(quote.body.final_price).toBeLessThanOrEqual(quote.body.subtotal);
-    expect(run('quote_final_price', { item_id: gadget.itemId, sku_id: apparel.skus[0].skuId }).body.error.code).toBe('SKU_NOT_FOUND');
+    expect(run('quote_final_price', { item_id: gadget.itemId, sku_id: apparel.skus[0].skuId }).body.error.code).toBe(
+      'SKU_NOT_FOUND',
+    );
     expect(run('quote_final_price', { item_id: gadget.itemId, quantity: 0 }).body.error.code).toBe('SCHEMA_VIOLATION');
   });
 });
@@ -137,10 +168,21 @@ describe('malformed calls come back as readable tool errors', () => {
   });
 
   it('checks canonical types even when a harness schema does not', () => {
-    const loose: Harness = { ...harness, tools: harness.tools.map((tool) => ({ ...tool, parameters: { type: 'object' } })) };
-    const result = executeToolCall(world, loose, { name: 'recommend_size', arguments: JSON.stringify({ item_id: apparel.itemId, height_cm: '170', weight_kg: 60 }) });
-    expect(result.error).toEqual({ code: 'INVALID_ARGUMENT', message: 'argument "height_cm" must be a number, got "170"' });
-    expect(executeToolCall(world, loose, { name: 'get_item_detail', arguments: '{}' }).error?.code).toBe('MISSING_ARGUMENT');
+    const loose: Harness = {
+      ...harness,
+      tools: harness.tools.map((tool) => ({ ...tool, parameters: { type: 'object' } })),
+    };
+    const result = executeToolCall(world, loose, {
+      name: 'recommend_size',
+      arguments: JSON.stringify({ item_id: apparel.itemId, height_cm: '170', weight_kg: 60 }),
+    });
+    expect(result.error).toEqual({
+      code: 'INVALID_ARGUMENT',
+      message: 'argument "height_cm" must be a number, got "170"',
+    });
+    expect(executeToolCall(world, loose, { name: 'get_item_detail', arguments: '{}' }).error?.code).toBe(
+      'MISSING_ARGUMENT',
+    );
   });
 });
 
@@ -149,13 +191,43 @@ describe('bindings: a renamed harness runs in the same world with the same resul
   beforeAll(() => {
     pairs.push(
       ['get_item_detail', { item_id: apparel.itemId }, 'fetch_goods_profile', { goods: { id: apparel.itemId } }],
-      ['search_items', { query: apparel.subcategory, category: 'apparel' }, 'find_products', { keywords: { text: apparel.subcategory, kind: '服饰' } }],
-      ['get_sku_stock', { item_id: apparel.itemId, size: 'L' }, 'inventory_lookup', { product_id: apparel.itemId, spec_size: 'L' }],
-      ['get_after_sales_policy', { topic: 'returns', item_id: gadget.itemId }, 'policy_lookup', { subject: 'refund', product_id: gadget.itemId }],
-      ['recommend_size', { item_id: apparel.itemId, height_cm: 175, weight_kg: 70 }, 'size_advisor', { product_id: apparel.itemId, body: { height: 175, weight: 70 } }],
-      ['compare_items', { item_ids: [apparel.itemId, gadget.itemId] }, 'side_by_side', { candidates: [apparel.itemId, gadget.itemId] }],
+      [
+        'search_items',
+        { query: apparel.subcategory, category: 'apparel' },
+        'find_products',
+        { keywords: { text: apparel.subcategory, kind: '服饰' } },
+      ],
+      [
+        'get_sku_stock',
+        { item_id: apparel.itemId, size: 'L' },
+        'inventory_lookup',
+        { product_id: apparel.itemId, spec_size: 'L' },
+      ],
+      [
+        'get_after_sales_policy',
+        { topic: 'returns', item_id: gadget.itemId },
+        'policy_lookup',
+        { subject: 'refund', product_id: gadget.itemId },
+      ],
+      [
+        'recommend_size',
+        { item_id: apparel.itemId, height_cm: 175, weight_kg: 70 },
+        'size_advisor',
+        { product_id: apparel.itemId, body: { height: 175, weight: 70 } },
+      ],
+      [
+        'compare_items',
+        { item_ids: [apparel.itemId, gadget.itemId] },
+        'side_by_side',
+        { candidates: [apparel.itemId, gadget.itemId] },
+      ],
       ['get_live_script', {}, 'show_rundown', {}],
-      ['quote_final_price', { item_id: gadget.itemId, quantity: 3 }, 'checkout_preview', { product_id: gadget.itemId, count: 3 }],
+      [
+        'quote_final_price',
+        { item_id: gadget.itemId, quantity: 3 },
+        'checkout_preview',
+        { product_id: gadget.itemId, count: 3 },
+      ],
       ['get_promotions', { item_id: apparel.itemId }, 'coupon_center', { product_id: apparel.itemId }],
     );
   });
@@ -174,7 +246,10 @@ describe('bindings: a renamed harness runs in the same world with the same resul
     const canonicalName = run('inventory_lookup', { item_id: apparel.itemId }, renamed);
     expect(canonicalName.error?.code).toBe('SCHEMA_VIOLATION');
     const loose = { ...renamed, tools: renamed.tools.map((tool) => ({ ...tool, parameters: { type: 'object' } })) };
-    const missing = executeToolCall(world, loose, { name: 'size_advisor', arguments: JSON.stringify({ product_id: apparel.itemId, body: { height: 170 } }) });
+    const missing = executeToolCall(world, loose, {
+      name: 'size_advisor',
+      arguments: JSON.stringify({ product_id: apparel.itemId, body: { height: 170 } }),
+    });
     expect(missing.error?.message).toBe('missing required argument "body.weight"');
   });
 
@@ -190,12 +265,23 @@ describe('bindings: a renamed harness runs in the same world with the same resul
       ...renamed,
       tools: renamed.tools.map((tool) =>
         tool.name === 'checkout_preview'
-          ? { ...tool, parameters: { ...tool.parameters, properties: { ...(tool.parameters.properties as object), trace_id: { type: 'string' } } }, binding: { ...tool.binding, ignoredArguments: ['trace_id'] } }
+          ? {
+              ...tool,
+              parameters: {
+                ...tool.parameters,
+                properties: { ...(tool.parameters.properties as object), trace_id: { type: 'string' } },
+              },
+              binding: { ...tool.binding, ignoredArguments: ['trace_id'] },
+            }
           : tool,
       ),
     };
     const plain = run('checkout_preview', { product_id: gadget.itemId, count: 2 }, withDistractor);
-    const traced = run('checkout_preview', { product_id: gadget.itemId, count: 2, trace_id: 'abc-123' }, withDistractor);
+    const traced = run(
+      'checkout_preview',
+      { product_id: gadget.itemId, count: 2, trace_id: 'abc-123' },
+      withDistractor,
+    );
     expect(traced.content).toBe(plain.content);
     expect(traced.durationMs).toBe(plain.durationMs);
     expect(traced.canonicalArguments).toEqual({ item_id: gadget.itemId, quantity: 2 });

@@ -69,7 +69,12 @@ function fnv1a(text: string): number {
   return hash >>> 0;
 }
 
-function failed(code: ToolErrorCode, message: string, issueKind: ToolIssueKind, extra: Partial<ToolExecution> = {}): ToolExecution {
+function failed(
+  code: ToolErrorCode,
+  message: string,
+  issueKind: ToolIssueKind,
+  extra: Partial<ToolExecution> = {},
+): ToolExecution {
   const error = { code, message };
   return { content: toolErrorContent(error), error, issueKind, durationMs: errorLatencyMs, ...extra };
 }
@@ -98,7 +103,11 @@ export function executeToolCall(world: World, harness: Harness, call: ToolCallIn
   const rawArguments = 'function' in call ? call.function.arguments : call.arguments;
   const tool = findTool(harness, name);
   if (tool === undefined) {
-    return failed('UNKNOWN_TOOL', `no tool named ${JSON.stringify(name)}; available tools: ${harness.tools.map((entry) => entry.name).join(', ')}`, 'unknown_tool');
+    return failed(
+      'UNKNOWN_TOOL',
+      `no tool named ${JSON.stringify(name)}; available tools: ${harness.tools.map((entry) => entry.name).join(', ')}`,
+      'unknown_tool',
+    );
   }
   const capability = tool.binding.capability;
   let parsed: unknown;
@@ -110,7 +119,12 @@ export function executeToolCall(world: World, harness: Harness, call: ToolCallIn
       try {
         parsed = JSON.parse(rawArguments);
       } catch (error) {
-        return failed('INVALID_JSON', `arguments of ${name} are not valid JSON (${(error as Error).message}); send one JSON object`, 'invalid_json', { capability });
+        return failed(
+          'INVALID_JSON',
+          `arguments of ${name} are not valid JSON (${(error as Error).message}); send one JSON object`,
+          'invalid_json',
+          { capability },
+        );
       }
     }
   } else {
@@ -121,15 +135,36 @@ export function executeToolCall(world: World, harness: Harness, call: ToolCallIn
   }
   const validator = validatorOf(tool);
   if (validator !== null && !validator(parsed)) {
-    const details = (validator.errors ?? []).map((entry) => `${entry.instancePath || '(arguments)'} ${entry.message ?? 'is invalid'}`).join('; ');
-    return failed('SCHEMA_VIOLATION', `arguments of ${name} do not match its parameters: ${details}`, 'schema_violation', { capability });
+    const details = (validator.errors ?? [])
+      .map((entry) => `${entry.instancePath || '(arguments)'} ${entry.message ?? 'is invalid'}`)
+      .join('; ');
+    return failed(
+      'SCHEMA_VIOLATION',
+      `arguments of ${name} do not match its parameters: ${details}`,
+      'schema_violation',
+      { capability },
+    );
   }
   const canonicalArguments = toCanonicalArguments(tool.binding, parsed as Record<string, unknown>);
-  const result = executeCapability(world, capability, canonicalArguments, (argumentName) => toolArgumentLabel(tool.binding, argumentName));
+  const result = executeCapability(world, capability, canonicalArguments, (argumentName) =>
+    toolArgumentLabel(tool.binding, argumentName),
+  );
   if (result instanceof ToolFailure) {
-    return { content: toolErrorContent(result.error), error: result.error, issueKind: 'tool_error', durationMs: errorLatencyMs, capability, canonicalArguments };
+    return {
+      content: toolErrorContent(result.error),
+      error: result.error,
+      issueKind: 'tool_error',
+      durationMs: errorLatencyMs,
+      capability,
+      canonicalArguments,
+    };
   }
   // Jitter from the canonical call, so the same call under a renamed harness takes as long.
   const jitter = (fnv1a(`${capability}|${canonicalJson(canonicalArguments)}`) % 61) / 100;
-  return { content: JSON.stringify(result), durationMs: Math.round(baseLatencyMs[capability] * (0.7 + jitter)), capability, canonicalArguments };
+  return {
+    content: JSON.stringify(result),
+    durationMs: Math.round(baseLatencyMs[capability] * (0.7 + jitter)),
+    capability,
+    canonicalArguments,
+  };
 }

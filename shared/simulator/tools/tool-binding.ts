@@ -32,7 +32,8 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
 function mapEnum(value: unknown, mapping: Record<string, string> | undefined): unknown {
   if (mapping === undefined) return value;
   if (typeof value === 'string') return mapping[value] ?? value;
-  if (Array.isArray(value)) return value.map((entry) => (typeof entry === 'string' ? (mapping[entry] ?? entry) : entry));
+  if (Array.isArray(value))
+    return value.map((entry) => (typeof entry === 'string' ? (mapping[entry] ?? entry) : entry));
   return value;
 }
 
@@ -43,7 +44,10 @@ function invert(mapping: Record<string, string>): Record<string, string> {
 }
 
 /** The capability's canonical arguments from the arguments a model wrote for this tool. */
-export function toCanonicalArguments(binding: ToolBinding, toolArguments: Record<string, unknown>): Record<string, unknown> {
+export function toCanonicalArguments(
+  binding: ToolBinding,
+  toolArguments: Record<string, unknown>,
+): Record<string, unknown> {
   const canonical: Record<string, unknown> = {};
   const mapping = binding.arguments;
   if (mapping === undefined) {
@@ -61,7 +65,8 @@ export function toCanonicalArguments(binding: ToolBinding, toolArguments: Record
   }
   for (const path of binding.ignoredArguments ?? []) removePath(canonical, path);
   if (binding.enumValues !== undefined) {
-    for (const [name, values] of Object.entries(binding.enumValues)) if (name in canonical) canonical[name] = mapEnum(canonical[name], values);
+    for (const [name, values] of Object.entries(binding.enumValues))
+      if (name in canonical) canonical[name] = mapEnum(canonical[name], values);
   }
   return canonical;
 }
@@ -117,6 +122,12 @@ export function findTool(harness: Harness, name: string): ToolDefinition | undef
  * expert, the verifier's notes). The first one wins; `visibleNames` limits the choice to tools
  * the model was actually shown.
  */
-export function findToolByCapability(harness: Harness, capability: ToolCapability, visibleNames?: ReadonlySet<string>): ToolDefinition | undefined {
-  return harness.tools.find((tool) => tool.binding.capability === capability && (visibleNames === undefined || visibleNames.has(tool.name)));
+export function findToolByCapability(
+  harness: Harness,
+  capability: ToolCapability,
+  visibleNames?: ReadonlySet<string>,
+): ToolDefinition | undefined {
+  return harness.tools.find(
+    (tool) => tool.binding.capability === capability && (visibleNames === undefined || visibleNames.has(tool.name)),
+  );
 }

@@ -29,7 +29,13 @@ export type RewardComponent = (typeof rewardComponents)[number];
 export type RewardWeights = Record<RewardComponent, number>;
 
 /** Default weights: being right matters most, then using tools properly, then the rules. */
-export const defaultRewardWeights: RewardWeights = { facts: 0.4, tools: 0.2, compliance: 0.15, hooks: 0.15, format: 0.1 };
+export const defaultRewardWeights: RewardWeights = {
+  facts: 0.4,
+  tools: 0.2,
+  compliance: 0.15,
+  hooks: 0.15,
+  format: 0.1,
+};
 
 export interface VerifyEpisodeInput {
   task: Task;
@@ -58,7 +64,8 @@ function segmentTurns(messages: ChatMessage[]): { turns: TurnRecord[]; results: 
       const turn = turns[turns.length - 1];
       if (turn === undefined) continue;
       if (message.tool_calls !== undefined && message.tool_calls.length > 0) {
-        for (const call of message.tool_calls) turn.calls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments });
+        for (const call of message.tool_calls)
+          turn.calls.push({ id: call.id, name: call.function.name, arguments: call.function.arguments });
       } else if (message.content !== null && message.content.trim() !== '') {
         turn.reply = message.content;
       }
@@ -100,8 +107,19 @@ function argumentMatches(value: unknown, constraint: ArgumentConstraint): boolea
   if (value === undefined || value === null) return constraint.optional === true;
   if (constraint.equals !== undefined && !valuesEqual(value, constraint.equals)) return false;
   if (constraint.oneOf !== undefined && !constraint.oneOf.some((option) => valuesEqual(value, option))) return false;
-  if (constraint.approx !== undefined && !(typeof value === 'number' && Math.abs(value - constraint.approx) <= (constraint.tolerance ?? 0.5))) return false;
-  if (constraint.includesAll !== undefined && !(Array.isArray(value) && constraint.includesAll.every((wanted) => value.some((entry) => valuesEqual(entry, wanted))))) return false;
+  if (
+    constraint.approx !== undefined &&
+    !(typeof value === 'number' && Math.abs(value - constraint.approx) <= (constraint.tolerance ?? 0.5))
+  )
+    return false;
+  if (
+    constraint.includesAll !== undefined &&
+    !(
+      Array.isArray(value) &&
+      constraint.includesAll.every((wanted) => value.some((entry) => valuesEqual(entry, wanted)))
+    )
+  )
+    return false;
   return true;
 }
 
@@ -110,7 +128,11 @@ interface ResolvedCall {
   canonical: Record<string, unknown>;
 }
 
-function resolveCalls(harness: Harness, turn: TurnRecord, results: Map<string, string>): { resolved: ResolvedCall[]; malformed: number; failed: number } {
+function resolveCalls(
+  harness: Harness,
+  turn: TurnRecord,
+  results: Map<string, string>,
+): { resolved: ResolvedCall[]; malformed: number; failed: number } {
   const resolved: ResolvedCall[] = [];
   let malformed = 0;
   let failed = 0;
@@ -130,7 +152,10 @@ function resolveCalls(harness: Harness, turn: TurnRecord, results: Map<string, s
     try {
       const parsed: unknown = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
       if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new TypeError('not an object');
-      resolved.push({ capability: tool.binding.capability, canonical: toCanonicalArguments(tool.binding, parsed as Record<string, unknown>) });
+      resolved.push({
+        capability: tool.binding.capability,
+        canonical: toCanonicalArguments(tool.binding, parsed as Record<string, unknown>),
+      });
     } catch {
       malformed++;
     }
@@ -140,7 +165,11 @@ function resolveCalls(harness: Harness, turn: TurnRecord, results: Map<string, s
 
 function patternMet(pattern: CallPattern, calls: ResolvedCall[]): boolean {
   return calls.some(
-    (call) => call.capability === pattern.capability && Object.entries(pattern.arguments ?? {}).every(([name, constraint]) => argumentMatches(call.canonical[name], constraint)),
+    (call) =>
+      call.capability === pattern.capability &&
+      Object.entries(pattern.arguments ?? {}).every(([name, constraint]) =>
+        argumentMatches(call.canonical[name], constraint),
+      ),
   );
 }
 
@@ -153,13 +182,21 @@ function mentionPhrases(world: World, constraint: ActiveConstraint): string[] {
   const phrases = constraint.mention !== undefined ? [constraint.mention] : [];
   if (constraint.constraint.target === 'active_coupon' && world.activeCoupon !== undefined) {
     const coupon = world.activeCoupon;
-    phrases.push(coupon.name, couponLabel(coupon), `减${formatYuan(coupon.amount)}`, `${formatYuan(coupon.amount)}元券`, `${formatYuan(coupon.amount)}元优惠券`, `${formatYuan(coupon.amount)}元的券`);
+    phrases.push(
+      coupon.name,
+      couponLabel(coupon),
+      `减${formatYuan(coupon.amount)}`,
+      `${formatYuan(coupon.amount)}元券`,
+      `${formatYuan(coupon.amount)}元优惠券`,
+      `${formatYuan(coupon.amount)}元的券`,
+    );
   }
   if (constraint.constraint.target === 'featured_item' && world.snapshot.featuredItemId !== undefined) {
     const item = world.itemsById.get(world.snapshot.featuredItemId);
     if (item !== undefined) phrases.push(item.shortName, item.title);
   }
-  if (constraint.constraint.target === 'campaign' && world.activeCampaign !== undefined) phrases.push(world.activeCampaign.name);
+  if (constraint.constraint.target === 'campaign' && world.activeCampaign !== undefined)
+    phrases.push(world.activeCampaign.name);
   return phrases;
 }
 
@@ -173,7 +210,9 @@ export function checkConstraint(world: World, constraint: ActiveConstraint, repl
     }
     case 'must_mention': {
       const phrases = mentionPhrases(world, constraint);
-      return phrases.length === 0 || reply.containsAny(phrases) !== undefined ? undefined : `does not mention ${constraint.mention ?? rule.target}`;
+      return phrases.length === 0 || reply.containsAny(phrases) !== undefined
+        ? undefined
+        : `does not mention ${constraint.mention ?? rule.target}`;
     }
     case 'banned_terms': {
       const found = rule.terms.filter((term) => reply.raw.includes(term));
@@ -193,20 +232,26 @@ export function checkConstraint(world: World, constraint: ActiveConstraint, repl
 export function formatProblems(reply: string, harness: Harness): string[] {
   const problems: string[] = [];
   if (reply.trim() === '') return ['empty reply'];
-  if (/<\/?tool_call>|<function[=\s>]|<\|[a-z_]+\|>|"(name|arguments)"\s*:/i.test(reply)) problems.push('tool-call syntax');
+  if (/<\/?tool_call>|<function[=\s>]|<\|[a-z_]+\|>|"(name|arguments)"\s*:/i.test(reply))
+    problems.push('tool-call syntax');
   if (/[{[]\s*"[^"]+"\s*[:,\]]/.test(reply)) problems.push('JSON');
   if (/<\/?[a-z][a-z0-9_-]*(\s[^>]*)?>|\*\*|```|^#{1,6}\s|^\s*[-*]\s/im.test(reply)) problems.push('markup');
   const lower = reply.toLowerCase();
-  const leaked = harness.tools.map((tool) => tool.name).filter((name) => /[a-z_]{4,}/i.test(name) && lower.includes(name.toLowerCase()));
-  if (leaked.length > 0 || /\b(item_id|sku_id)\b/.test(lower)) problems.push(`tool names (${leaked.join(', ') || 'argument names'})`);
+  const leaked = harness.tools
+    .map((tool) => tool.name)
+    .filter((name) => /[a-z_]{4,}/i.test(name) && lower.includes(name.toLowerCase()));
+  if (leaked.length > 0 || /\b(item_id|sku_id)\b/.test(lower))
+    problems.push(`tool names (${leaked.join(', ') || 'argument names'})`);
   return problems;
 }
 
 function complianceProblems(reply: ReplyText, expect: Expectations): string[] {
   const problems: string[] = [];
   for (const term of advertisingLawTerms) if (reply.raw.includes(term)) problems.push(`absolute claim ${term}`);
-  for (const { term } of expect.forbidden) if (reply.raw.includes(term) && !problems.includes(`absolute claim ${term}`)) problems.push(`forbidden ${term}`);
-  for (const [pattern, label] of inventedPromisePatterns) if (pattern.test(reply.raw)) problems.push(`invented promise (${label})`);
+  for (const { term } of expect.forbidden)
+    if (reply.raw.includes(term) && !problems.includes(`absolute claim ${term}`)) problems.push(`forbidden ${term}`);
+  for (const [pattern, label] of inventedPromisePatterns)
+    if (pattern.test(reply.raw)) problems.push(`invented promise (${label})`);
   return problems;
 }
 
@@ -287,7 +332,9 @@ export function verifyEpisode(input: VerifyEpisodeInput): Reward {
     sums.compliance += Math.max(0, 1 - 0.5 * violations.length);
 
     // hooks
-    const failures = constraints.map((constraint) => [constraint, checkConstraint(world, constraint, reply)] as const).filter(([, reason]) => reason !== undefined);
+    const failures = constraints
+      .map((constraint) => [constraint, checkConstraint(world, constraint, reply)] as const)
+      .filter(([, reason]) => reason !== undefined);
     for (const [constraint, reason] of failures) notes.push(`${where} hooks: ${constraint.hookId}: ${reason}`);
     sums.hooks += constraints.length === 0 ? 1 : (constraints.length - failures.length) / constraints.length;
 
@@ -297,7 +344,9 @@ export function verifyEpisode(input: VerifyEpisodeInput): Reward {
     sums.format += Math.max(0, 1 - 0.5 * problems.length);
   }
 
-  const components = Object.fromEntries(rewardComponents.map((name) => [name, round4(sums[name] / turnCount)])) as Record<RewardComponent, number>;
+  const components = Object.fromEntries(
+    rewardComponents.map((name) => [name, round4(sums[name] / turnCount)]),
+  ) as Record<RewardComponent, number>;
   return { total: round4(weightedTotal(components, weights)), components, notes };
 }
 

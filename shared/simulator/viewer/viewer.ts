@@ -74,7 +74,15 @@ function describeSimple(intent: SimpleIntent): string {
     case 'final_price':
       return `问买${intent.quantity}件${intent.spec ?? ''}用券后到手多少钱`;
     case 'policy':
-      return { free_shipping: '问包不包邮', remote: `问发${intent.region ?? '偏远地区'}包不包邮`, dispatch: '问多久发货', returns: '问能不能七天无理由退货', warranty: '问保修多久', invoice: '问能不能开发票', special_invoice: '问能不能开增值税专票' }[intent.aspect];
+      return {
+        free_shipping: '问包不包邮',
+        remote: `问发${intent.region ?? '偏远地区'}包不包邮`,
+        dispatch: '问多久发货',
+        returns: '问能不能七天无理由退货',
+        warranty: '问保修多久',
+        invoice: '问能不能开发票',
+        special_invoice: '问能不能开增值税专票',
+      }[intent.aspect];
     case 'compare':
       return '问两件商品哪个更划算';
     case 'chit_chat':
@@ -109,7 +117,9 @@ export function createModelViewer(options: ModelViewerOptions): Viewer {
     async nextMessage({ task, turnIndex, messages }) {
       const turn = task.turns[turnIndex];
       if (turn === undefined) throw new RangeError(`task ${task.id} has no turn ${turnIndex}`);
-      const lastReply = [...messages].reverse().find((message) => message.role === 'assistant' && !message.tool_calls?.length);
+      const lastReply = [...messages]
+        .reverse()
+        .find((message) => message.role === 'assistant' && !message.tool_calls?.length);
       const prompt = [
         `主播刚才回复：${lastReply?.content ?? '（无）'}`,
         `你接下来要${describeIntent(turn.intent)}。`,
@@ -124,7 +134,11 @@ export function createModelViewer(options: ModelViewerOptions): Viewer {
             { role: 'user', content: prompt },
           ],
         });
-        const text = (response.message.content ?? '').split('\n')[0].replace(/^["“「]|["”」]$/g, '').trim().slice(0, 60);
+        const text = (response.message.content ?? '')
+          .split('\n')[0]
+          .replace(/^["“「]|["”」]$/g, '')
+          .trim()
+          .slice(0, 60);
         return text === '' ? { text: turn.message, source: 'fallback' } : { text, source: 'model' };
       } catch {
         return { text: turn.message, source: 'fallback' };

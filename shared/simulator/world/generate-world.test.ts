@@ -57,8 +57,22 @@ describe('quotePrice', () => {
   }
   const platform300: Coupon = { couponId: 'p1', name: '平台满300减50', type: 'platform', threshold: 300, amount: 50 };
   const platformFree: Coupon = { couponId: 'p2', name: '平台无门槛5元', type: 'platform', threshold: 0, amount: 5 };
-  const shop199: Coupon = { couponId: 's1', name: '店铺满199减30', type: 'shop', threshold: 199, amount: 30, shopId: 'shop-x' };
-  const otherShop: Coupon = { couponId: 's2', name: '别家满100减90', type: 'shop', threshold: 100, amount: 90, shopId: 'shop-y' };
+  const shop199: Coupon = {
+    couponId: 's1',
+    name: '店铺满199减30',
+    type: 'shop',
+    threshold: 199,
+    amount: 30,
+    shopId: 'shop-x',
+  };
+  const otherShop: Coupon = {
+    couponId: 's2',
+    name: '别家满100减90',
+    type: 'shop',
+    threshold: 100,
+    amount: 90,
+    shopId: 'shop-y',
+  };
 
   it('stacks the best platform coupon with the best shop coupon whose thresholds the subtotal meets', () => {
     const world = createWorld(roomWith([platform300, platformFree, shop199, otherShop], 169));
@@ -74,7 +88,12 @@ describe('quotePrice', () => {
   });
 
   it('never lets coupons take an order below one cent', () => {
-    const world = createWorld(roomWith([{ couponId: 'big', name: '无门槛大额', type: 'shop', threshold: 0, amount: 500, shopId: 'shop-x' }], 99));
+    const world = createWorld(
+      roomWith(
+        [{ couponId: 'big', name: '无门槛大额', type: 'shop', threshold: 0, amount: 500, shopId: 'shop-x' }],
+        99,
+      ),
+    );
     expect(quotePrice(world, world.snapshot.items[0], 1).finalPrice).toBe(0.01);
   });
 });

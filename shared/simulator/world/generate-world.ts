@@ -16,7 +16,17 @@ import {
   type SpecOption,
   type SubcategoryTemplate,
 } from './catalog-vocabulary';
-import type { AfterSalesPolicy, Campaign, Coupon, Item, RoomSnapshot, ShippingRule, Shop, SizeChartRow, Sku } from './room-snapshot';
+import type {
+  AfterSalesPolicy,
+  Campaign,
+  Coupon,
+  Item,
+  RoomSnapshot,
+  ShippingRule,
+  Shop,
+  SizeChartRow,
+  Sku,
+} from './room-snapshot';
 import { createWorld, formatYuan, roundCents, type World } from './world';
 
 export interface GenerateWorldOptions {
@@ -65,12 +75,21 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
     const plan = plans[index % plans.length];
     const brandIndex = itemRng.int(0, brands.length - 1);
     usedBrands.add(brandIndex);
-    items[index] = generateItem(itemRng, String(idBase + index), plan, brands[brandIndex], `shop-${brandIndex + 1}`, charts);
+    items[index] = generateItem(
+      itemRng,
+      String(idBase + index),
+      plan,
+      brands[brandIndex],
+      `shop-${brandIndex + 1}`,
+      charts,
+    );
   }
-  const shops: Shop[] = [...usedBrands].sort((a, b) => a - b).map((brandIndex) => ({
-    shopId: `shop-${brandIndex + 1}`,
-    name: `${brands[brandIndex]}${shopSuffixes[brandIndex % shopSuffixes.length]}`,
-  }));
+  const shops: Shop[] = [...usedBrands]
+    .sort((a, b) => a - b)
+    .map((brandIndex) => ({
+      shopId: `shop-${brandIndex + 1}`,
+      name: `${brands[brandIndex]}${shopSuffixes[brandIndex % shopSuffixes.length]}`,
+    }));
 
   const nowMs = options.now !== undefined ? Date.parse(options.now) : defaultNow(rng.fork('now'));
   if (Number.isNaN(nowMs)) throw new RangeError(`now must be an ISO timestamp, got ${options.now}`);
@@ -82,7 +101,13 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
   const coupons = [
     ...platformCoupons(),
     ...shops.flatMap((shop) => shopCoupons(rng.fork(`coupons/${shop.shopId}`), shop.shopId)),
-    ...campaigns.map((campaign, index) => liveCoupon(rng.fork(`live-coupon/${index}`), campaign, links.map((link) => link.itemId))),
+    ...campaigns.map((campaign, index) =>
+      liveCoupon(
+        rng.fork(`live-coupon/${index}`),
+        campaign,
+        links.map((link) => link.itemId),
+      ),
+    ),
   ];
   const hostRng = rng.fork('host');
   return {
@@ -129,24 +154,39 @@ function planTemplates(shippingRules: ShippingRule[], policies: AfterSalesPolicy
       specEntries: Object.entries(template.specs),
       specOptions,
       specOptionsLabel: specOptions.map((option) => option.label).join(' / '),
-      shippingRuleIds: shippingRules.filter((rule) => (template.profile === 'fresh') === rule.ruleId.startsWith('ship-cold')).map((rule) => rule.ruleId),
-      policyIds: policies.filter((policy) => policy.policyId.startsWith(`policy-${template.profile}-`)).map((policy) => policy.policyId),
+      shippingRuleIds: shippingRules
+        .filter((rule) => (template.profile === 'fresh') === rule.ruleId.startsWith('ship-cold'))
+        .map((rule) => rule.ruleId),
+      policyIds: policies
+        .filter((policy) => policy.policyId.startsWith(`policy-${template.profile}-`))
+        .map((policy) => policy.policyId),
     };
   });
 }
 
-function generateItem(rng: Rng, itemId: string, plan: TemplatePlan, brand: string, shopId: string, charts: SizeChartRow[][]): Item {
+function generateItem(
+  rng: Rng,
+  itemId: string,
+  plan: TemplatePlan,
+  brand: string,
+  shopId: string,
+  charts: SizeChartRow[][],
+): Item {
   const { template, specOptions } = plan;
   const modifier = rng.pick(template.modifiers);
   const suffix = rng.pick(template.suffixes);
-  const basePrice = marketingPrice(rng.int(template.priceRange[0], template.priceRange[1]), template.priceRange[1] < 150);
+  const basePrice = marketingPrice(
+    rng.int(template.priceRange[0], template.priceRange[1]),
+    template.priceRange[1] < 150,
+  );
   const listPrice = marketingPrice(basePrice * (1.2 + rng.next() * 0.8), false);
 
   const specs: Record<string, string> = {};
   for (const [key, values] of plan.specEntries) specs[key] = rng.pick(values);
   if (specOptions.length > 0) specs['可选规格'] = plan.specOptionsLabel;
   const [minColors, maxColors] = template.colors ?? [0, 0];
-  const colors: Array<string | undefined> = template.colorPool && maxColors > 0 ? rng.sample(template.colorPool, rng.int(minColors, maxColors)) : [undefined];
+  const colors: Array<string | undefined> =
+    template.colorPool && maxColors > 0 ? rng.sample(template.colorPool, rng.int(minColors, maxColors)) : [undefined];
   const sizes: ReadonlyArray<string | undefined> = template.sized ? apparelSizes : [undefined];
   const options: Array<SpecOption | undefined> = specOptions.length > 0 ? specOptions : [undefined];
 
@@ -155,7 +195,11 @@ function generateItem(rng: Rng, itemId: string, plan: TemplatePlan, brand: strin
   for (const size of sizes) {
     for (const color of colors) {
       for (const option of options) {
-        const sku: Sku = { skuId: `${itemId}-${skus.length + 1}`, price: roundCents(basePrice + (option?.priceDelta ?? 0)), stock: stockLevel(rng) };
+        const sku: Sku = {
+          skuId: `${itemId}-${skus.length + 1}`,
+          price: roundCents(basePrice + (option?.priceDelta ?? 0)),
+          stock: stockLevel(rng),
+        };
         if (size !== undefined) sku.size = size;
         if (color !== undefined) sku.color = color;
         if (option !== undefined) sku.spec = option.label;
@@ -270,14 +314,62 @@ interface PolicyProfileSpec {
 }
 
 const policyProfiles: Record<PolicyProfile, PolicyProfileSpec> = {
-  apparel: { returnDays: [7, 15], returnNote: '吊牌完好、不影响二次销售即可退换', warrantyMonths: [0], warrantyNote: '服装不涉及保修，质量问题30天内包退换', specialInvoice: false },
-  beauty: { returnDays: [7], returnNote: '未拆封支持无理由退货，拆封后不支持', warrantyMonths: [0], warrantyNote: '化妆品不涉及保修，如有过敏请联系客服处理', specialInvoice: false },
-  fresh: { returnDays: [0], returnNote: '生鲜易腐商品不支持7天无理由退货，签收24小时内拍照反馈坏果/死蟹包赔', warrantyMonths: [0], warrantyNote: '生鲜商品不涉及保修', specialInvoice: false },
-  packaged_food: { returnDays: [7], returnNote: '未拆封支持无理由退货，拆封后不支持', warrantyMonths: [0], warrantyNote: '食品不涉及保修，质量问题包退', specialInvoice: false },
-  digital: { returnDays: [7], returnNote: '未激活、包装配件齐全支持无理由退货', warrantyMonths: [12, 24], warrantyNote: '全国联保，非人为损坏免费维修', specialInvoice: true },
-  appliance: { returnDays: [7], returnNote: '未使用、包装完好支持无理由退货', warrantyMonths: [12, 24, 36], warrantyNote: '整机保修，非人为损坏免费上门维修', specialInvoice: true },
-  textile: { returnDays: [7, 15], returnNote: '未洗涤、包装完好即可退换', warrantyMonths: [0], warrantyNote: '家纺不涉及保修，质量问题30天内包换', specialInvoice: false },
-  houseware: { returnDays: [7], returnNote: '未使用、包装完好即可退换', warrantyMonths: [0, 12], warrantyNote: '质量问题免费换新', specialInvoice: false },
+  apparel: {
+    returnDays: [7, 15],
+    returnNote: '吊牌完好、不影响二次销售即可退换',
+    warrantyMonths: [0],
+    warrantyNote: '服装不涉及保修，质量问题30天内包退换',
+    specialInvoice: false,
+  },
+  beauty: {
+    returnDays: [7],
+    returnNote: '未拆封支持无理由退货，拆封后不支持',
+    warrantyMonths: [0],
+    warrantyNote: '化妆品不涉及保修，如有过敏请联系客服处理',
+    specialInvoice: false,
+  },
+  fresh: {
+    returnDays: [0],
+    returnNote: '生鲜易腐商品不支持7天无理由退货，签收24小时内拍照反馈坏果/死蟹包赔',
+    warrantyMonths: [0],
+    warrantyNote: '生鲜商品不涉及保修',
+    specialInvoice: false,
+  },
+  packaged_food: {
+    returnDays: [7],
+    returnNote: '未拆封支持无理由退货，拆封后不支持',
+    warrantyMonths: [0],
+    warrantyNote: '食品不涉及保修，质量问题包退',
+    specialInvoice: false,
+  },
+  digital: {
+    returnDays: [7],
+    returnNote: '未激活、包装配件齐全支持无理由退货',
+    warrantyMonths: [12, 24],
+    warrantyNote: '全国联保，非人为损坏免费维修',
+    specialInvoice: true,
+  },
+  appliance: {
+    returnDays: [7],
+    returnNote: '未使用、包装完好支持无理由退货',
+    warrantyMonths: [12, 24, 36],
+    warrantyNote: '整机保修，非人为损坏免费上门维修',
+    specialInvoice: true,
+  },
+  textile: {
+    returnDays: [7, 15],
+    returnNote: '未洗涤、包装完好即可退换',
+    warrantyMonths: [0],
+    warrantyNote: '家纺不涉及保修，质量问题30天内包换',
+    specialInvoice: false,
+  },
+  houseware: {
+    returnDays: [7],
+    returnNote: '未使用、包装完好即可退换',
+    warrantyMonths: [0, 12],
+    warrantyNote: '质量问题免费换新',
+    specialInvoice: false,
+  },
 };
 
 function generatePolicies(rng: Rng): AfterSalesPolicy[] {
@@ -322,13 +414,27 @@ function platformCoupons(): Coupon[] {
   return [
     { couponId: 'coupon-platform-1', name: '平台跨店满300减50', type: 'platform', threshold: 300, amount: 50 },
     { couponId: 'coupon-platform-2', name: '平台满199减20', type: 'platform', threshold: 199, amount: 20 },
-    { couponId: 'coupon-platform-3', name: '美妆个护满200减30', type: 'platform', threshold: 200, amount: 30, categories: ['beauty'] },
+    {
+      couponId: 'coupon-platform-3',
+      name: '美妆个护满200减30',
+      type: 'platform',
+      threshold: 200,
+      amount: 30,
+      categories: ['beauty'],
+    },
     { couponId: 'coupon-platform-4', name: '平台无门槛5元券', type: 'platform', threshold: 0, amount: 5 },
   ];
 }
 
 function shopCoupons(rng: Rng, shopId: string): Coupon[] {
-  const offers: Array<[number, number]> = [[99, 10], [199, 30], [299, 50], [0, 5], [0, 10], [500, 80]];
+  const offers: Array<[number, number]> = [
+    [99, 10],
+    [199, 30],
+    [299, 50],
+    [0, 5],
+    [0, 10],
+    [500, 80],
+  ];
   return rng.sample(offers, rng.int(0, 2)).map(([threshold, amount], index) => ({
     couponId: `coupon-${shopId}-${index + 1}`,
     name: threshold > 0 ? `店铺满${threshold}减${amount}` : `店铺无门槛${amount}元券`,
@@ -340,10 +446,19 @@ function shopCoupons(rng: Rng, shopId: string): Coupon[] {
 }
 
 function liveCoupon(rng: Rng, campaign: Campaign, itemIds: string[]): Coupon {
-  const [threshold, amount] = rng.pick<[number, number]>([[300, 50], [199, 40], [0, 20], [150, 30], [399, 60]]);
+  const [threshold, amount] = rng.pick<[number, number]>([
+    [300, 50],
+    [199, 40],
+    [0, 20],
+    [150, 30],
+    [399, 60],
+  ]);
   return {
     couponId: campaign.couponId!,
-    name: threshold > 0 ? `直播间专享满${formatYuan(threshold)}减${formatYuan(amount)}券` : `直播间专享无门槛${formatYuan(amount)}元券`,
+    name:
+      threshold > 0
+        ? `直播间专享满${formatYuan(threshold)}减${formatYuan(amount)}券`
+        : `直播间专享无门槛${formatYuan(amount)}元券`,
     type: 'shop',
     threshold,
     amount,

@@ -2,7 +2,8 @@ import type { Coupon, Item, Sku } from './room-snapshot';
 import { couponAppliesTo, roundCents, type World } from './world';
 
 /** The stacking rule every quote follows, stated to the model in tool results. */
-export const stackingRule = '平台券和店铺券可叠加，同类型券每单限用1张；满减门槛按用券前的商品总价计算；系统自动选择最优组合';
+export const stackingRule =
+  '平台券和店铺券可叠加，同类型券每单限用1张；满减门槛按用券前的商品总价计算；系统自动选择最优组合';
 
 export interface PriceQuote {
   item: Item;

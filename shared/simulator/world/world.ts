@@ -22,9 +22,12 @@ export interface World {
 }
 
 export function createWorld(snapshot: RoomSnapshot): World {
-  const byId = <T, K extends keyof T>(values: readonly T[], key: K) => new Map(values.map((value) => [value[key] as unknown as string, value]));
+  const byId = <T, K extends keyof T>(values: readonly T[], key: K) =>
+    new Map(values.map((value) => [value[key] as unknown as string, value]));
   const nowMs = Date.parse(snapshot.now);
-  const activeCampaign = snapshot.campaigns.find((campaign) => Date.parse(campaign.startsAt) <= nowMs && nowMs < Date.parse(campaign.endsAt));
+  const activeCampaign = snapshot.campaigns.find(
+    (campaign) => Date.parse(campaign.startsAt) <= nowMs && nowMs < Date.parse(campaign.endsAt),
+  );
   const couponsById = byId(snapshot.coupons, 'couponId');
   return {
     snapshot,
@@ -51,7 +54,9 @@ export function couponAppliesTo(world: World, coupon: Coupon, item: Item): boole
 
 /** How a coupon reads aloud: 满300减50 / 无门槛5元. */
 export function couponLabel(coupon: Coupon): string {
-  return coupon.threshold > 0 ? `满${formatYuan(coupon.threshold)}减${formatYuan(coupon.amount)}` : `无门槛${formatYuan(coupon.amount)}元`;
+  return coupon.threshold > 0
+    ? `满${formatYuan(coupon.threshold)}减${formatYuan(coupon.amount)}`
+    : `无门槛${formatYuan(coupon.amount)}元`;
 }
 
 /** Yuan without trailing zeros: 299, 29.9, 0.5. */

@@ -22,7 +22,10 @@ export const hermesToolParser: ToolCallParser = {
 };
 
 /** `{"name", "arguments"}` (or `parameters`) JSON of one call. */
-export function parseJsonCall(body: string, argumentsField: 'arguments' | 'parameters' = 'arguments'): { name: string; arguments: string } | { error: string } {
+export function parseJsonCall(
+  body: string,
+  argumentsField: 'arguments' | 'parameters' = 'arguments',
+): { name: string; arguments: string } | { error: string } {
   let value: unknown;
   try {
     value = JSON.parse(body);

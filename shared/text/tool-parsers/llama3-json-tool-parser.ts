@@ -19,9 +19,20 @@ export const llama3JsonToolParser: ToolCallParser = {
     const trimmed = text.trimStart();
     const tagged = trimmed.startsWith(pythonTag);
     const body = (tagged ? trimmed.slice(pythonTag.length) : trimmed).trim();
-    if (!tagged && !body.startsWith('{')) return { content: contentAround(text, [text], 0), toolCalls: [], malformed: [] };
+    if (!tagged && !body.startsWith('{'))
+      return { content: contentAround(text, [text], 0), toolCalls: [], malformed: [] };
     if (!body.startsWith('{')) {
-      return { content: contentAround(text, [text], 0), toolCalls: [], malformed: [{ text, reason: 'built-in tool call syntax (<|python_tag|>tool.call(...)) is not supported; use JSON calls', truncated: false }] };
+      return {
+        content: contentAround(text, [text], 0),
+        toolCalls: [],
+        malformed: [
+          {
+            text,
+            reason: 'built-in tool call syntax (<|python_tag|>tool.call(...)) is not supported; use JSON calls',
+            truncated: false,
+          },
+        ],
+      };
     }
     const objects = splitJsonObjects(body);
     const toolCalls: ToolCall[] = [];

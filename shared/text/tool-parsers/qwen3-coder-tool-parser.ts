@@ -28,17 +28,22 @@ export const qwen3CoderToolParser: ToolCallParser = {
   parse(text, options) {
     return parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
       const parsed = parseFunctionBlock(body, unclosed, options?.tools);
-      return 'error' in parsed ? parsed : { call: { name: parsed.name, arguments: JSON.stringify(parsed.arguments) }, problems: parsed.problems };
+      return 'error' in parsed
+        ? parsed
+        : { call: { name: parsed.name, arguments: JSON.stringify(parsed.arguments) }, problems: parsed.problems };
     });
   },
 };
 
-type FunctionBlock = { name: string; arguments: Record<string, unknown>; problems: string[] } | { error: string; truncated: boolean };
+type FunctionBlock =
+  { name: string; arguments: Record<string, unknown>; problems: string[] } | { error: string; truncated: boolean };
 
 function parseFunctionBlock(body: string, unclosed: boolean, tools: readonly ToolSpec[] | undefined): FunctionBlock {
   const functionMatch = /<function=([^>\n]*)>/.exec(body);
   if (!functionMatch) {
-    return unclosed ? { error: `the output ends inside a tool call before <function=NAME>`, truncated: true } : { error: 'tool call has no <function=NAME> block', truncated: false };
+    return unclosed
+      ? { error: `the output ends inside a tool call before <function=NAME>`, truncated: true }
+      : { error: 'tool call has no <function=NAME> block', truncated: false };
   }
   const name = (functionMatch[1] ?? '').trim();
   if (name === '') return { error: 'tool call has an empty function name', truncated: false };
@@ -58,7 +63,8 @@ function parseFunctionBlock(body: string, unclosed: boolean, tools: readonly Too
     const closeAt = inner.indexOf('</parameter>', valueStart);
     // vLLM also ends a value at the next <parameter= when </parameter> is missing.
     const nextOpen = inner.indexOf('<parameter=', valueStart);
-    if (closeAt < 0 && nextOpen < 0) return { error: `parameter "${parameter}" of "${name}" has no </parameter>`, truncated: false };
+    if (closeAt < 0 && nextOpen < 0)
+      return { error: `parameter "${parameter}" of "${name}" has no </parameter>`, truncated: false };
     const valueEnd = closeAt < 0 || (nextOpen >= 0 && nextOpen < closeAt) ? nextOpen : closeAt;
     const rawValue = stripOneNewline(inner.slice(valueStart, valueEnd));
     const typed = typedValue(rawValue, properties?.[parameter]);
@@ -79,7 +85,8 @@ function schemaType(schema: unknown): string | undefined {
   const type = schema.type;
   if (typeof type === 'string') return type.toLowerCase();
   // ["integer", "null"]: the first non-null type.
-  if (Array.isArray(type)) return (type.find((entry) => typeof entry === 'string' && entry !== 'null') as string | undefined)?.toLowerCase();
+  if (Array.isArray(type))
+    return (type.find((entry) => typeof entry === 'string' && entry !== 'null') as string | undefined)?.toLowerCase();
   if (Array.isArray(schema.enum)) return 'string';
   return undefined;
 }
@@ -92,7 +99,9 @@ export function typedValue(text: string, schema: unknown): { value: unknown; pro
   if (['string', 'str', 'text', 'varchar', 'char', 'enum'].includes(type)) return { value: text };
   if (['int', 'uint', 'long', 'short', 'unsigned'].some((prefix) => type.startsWith(prefix))) {
     const trimmed = text.trim();
-    return /^[+-]?\d+$/.test(trimmed) ? { value: Number.parseInt(trimmed, 10) } : { value: text, problem: `"${text}" is not an integer` };
+    return /^[+-]?\d+$/.test(trimmed)
+      ? { value: Number.parseInt(trimmed, 10) }
+      : { value: text, problem: `"${text}" is not an integer` };
   }
   if (type.startsWith('num') || type.startsWith('float')) {
     const number = Number(text.trim());

@@ -33,6 +33,10 @@ export function detectToolCallParser(templateText: string): ToolCallParser | und
 export function selectToolCallParser(nameOrAuto: string, templateText: string): ToolCallParser | null {
   if (nameOrAuto === 'auto') return detectToolCallParser(templateText) ?? null;
   const parser = toolCallParsers[nameOrAuto];
-  if (!parser) throw new BadInputError('TOOL_PARSER_UNKNOWN', `tool-call parser "${nameOrAuto}" is unknown; use auto or one of ${Object.keys(toolCallParsers).join(', ')}`);
+  if (!parser)
+    throw new BadInputError(
+      'TOOL_PARSER_UNKNOWN',
+      `tool-call parser "${nameOrAuto}" is unknown; use auto or one of ${Object.keys(toolCallParsers).join(', ')}`,
+    );
   return parser;
 }

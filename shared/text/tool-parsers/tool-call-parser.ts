@@ -54,7 +54,8 @@ export function contentAround(text: string, pieces: string[], toolCallCount: num
 }
 
 /** What a format's block parser makes of one `<open>…<close>` block. */
-export type TaggedCallBlock = { call: ToolCall['function']; problems?: readonly string[] } | { error: string; truncated: boolean };
+export type TaggedCallBlock =
+  { call: ToolCall['function']; problems?: readonly string[] } | { error: string; truncated: boolean };
 
 /**
  * Splits an output on `open`…`close` blocks and parses each with `parseBlock` (`unclosed`: the
@@ -81,7 +82,10 @@ export function parseTaggedCalls(
     pieces.push(text.slice(cursor, start));
     const end = text.indexOf(close, start + open.length);
     const raw = end < 0 ? text.slice(start) : text.slice(start, end + close.length);
-    const parsed = parseBlock(end < 0 ? text.slice(start + open.length) : text.slice(start + open.length, end), end < 0);
+    const parsed = parseBlock(
+      end < 0 ? text.slice(start + open.length) : text.slice(start + open.length, end),
+      end < 0,
+    );
     if ('error' in parsed) {
       malformed.push({ text: raw, reason: parsed.error, truncated: parsed.truncated });
       pieces.push(raw);
@@ -108,7 +112,10 @@ export function argumentsJson(value: unknown): { json: string } | { error: strin
     return { error: 'arguments is a string that does not hold a JSON object' };
   }
   if (value === undefined) return { json: '{}' };
-  if (!isPlainObject(value)) return { error: `arguments must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}` };
+  if (!isPlainObject(value))
+    return {
+      error: `arguments must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
+    };
   return { json: JSON.stringify(value) };
 }
 

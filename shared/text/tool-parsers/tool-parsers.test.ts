@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Template } from '@huggingface/jinja';
 import type { ToolSpec } from '../../trajectory/messages';
-import { detectToolCallParser, hermesToolParser, llama3JsonToolParser, qwen3CoderToolParser, selectToolCallParser, type ToolCallParser } from './index';
+import {
+  detectToolCallParser,
+  hermesToolParser,
+  llama3JsonToolParser,
+  qwen3CoderToolParser,
+  selectToolCallParser,
+  type ToolCallParser,
+} from './index';
 
 const templateText = (file: string): string => readFileSync(join(__dirname, '__fixtures__', 'templates', file), 'utf8');
 
@@ -28,14 +35,21 @@ const weatherTool: ToolSpec = {
 };
 
 /** The assistant turn as the real template renders it (conversation with the turn minus the prompt before it). */
-function renderedAssistantTurn(file: string, toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>, content = ''): string {
+function renderedAssistantTurn(
+  file: string,
+  toolCalls: Array<{ name: string; arguments: Record<string, unknown> }>,
+  content = '',
+): string {
   const template = new Template(templateText(file));
   const user = { role: 'user', content: 'What is the weather in Paris?' };
   const common = { tools: [weatherTool], bos_token: '<|begin_of_text|>', eos_token: '<|eot_id|>' };
   const prompt = template.render({ ...common, messages: [user], add_generation_prompt: true });
   const full = template.render({
     ...common,
-    messages: [user, { role: 'assistant', content, tool_calls: toolCalls.map((call) => ({ type: 'function', function: call })) }],
+    messages: [
+      user,
+      { role: 'assistant', content, tool_calls: toolCalls.map((call) => ({ type: 'function', function: call })) },
+    ],
     add_generation_prompt: false,
   });
   expect(full.startsWith(prompt)).toBe(true);
@@ -79,21 +93,29 @@ describe('round trip through the real templates', () => {
   });
 
   it('Qwen3.5: two calls after some text keep the text as content', () => {
-    const text = renderedAssistantTurn('Qwen3.5-4B.jinja', [
-      { name: 'get_weather', arguments: { city: 'Paris' } },
-      { name: 'get_weather', arguments: { city: 'Rome', days: 2 } },
-    ], 'Let me check both.');
+    const text = renderedAssistantTurn(
+      'Qwen3.5-4B.jinja',
+      [
+        { name: 'get_weather', arguments: { city: 'Paris' } },
+        { name: 'get_weather', arguments: { city: 'Rome', days: 2 } },
+      ],
+      'Let me check both.',
+    );
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
     // The template closes the (empty) thinking block the generation prompt opened: that is content too (no reasoning parser here).
     expect(result.content).toMatch(/^<\/think>\s+Let me check both\.$/);
-    expect(result.toolCalls.map((call) => JSON.parse(call.function.arguments))).toEqual([{ city: 'Paris' }, { city: 'Rome', days: 2 }]);
+    expect(result.toolCalls.map((call) => JSON.parse(call.function.arguments))).toEqual([
+      { city: 'Paris' },
+      { city: 'Rome', days: 2 },
+    ]);
     expect(new Set(result.toolCalls.map((call) => call.id)).size).toBe(2);
   });
 });
 
 describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
   it('splits content and several calls; arguments become JSON strings', () => {
-    const text = 'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>';
+    const text =
+      'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>';
     const result = hermesToolParser.parse(text);
     expect(result.content).toBe('Checking.');
     expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
@@ -105,7 +127,11 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
   });
 
   it('plain text is content only', () => {
-    expect(hermesToolParser.parse('Just an answer.')).toEqual({ content: 'Just an answer.', toolCalls: [], malformed: [] });
+    expect(hermesToolParser.parse('Just an answer.')).toEqual({
+      content: 'Just an answer.',
+      toolCalls: [],
+      malformed: [],
+    });
   });
 
   it('records invalid JSON, a missing name and non-object arguments as malformed, keeping their text in content', () => {
@@ -126,13 +152,16 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
   it('an output cut inside a call is a truncated (partial) malformed call', () => {
     const result = hermesToolParser.parse('Sure.\n<tool_call>\n{"name": "get_weather", "argum');
     expect(result.toolCalls).toEqual([]);
-    expect(result.malformed).toEqual([expect.objectContaining({ truncated: true, reason: expect.stringMatching(/ends inside a tool call/) })]);
+    expect(result.malformed).toEqual([
+      expect.objectContaining({ truncated: true, reason: expect.stringMatching(/ends inside a tool call/) }),
+    ]);
     expect(result.content).toBe('Sure.\n<tool_call>\n{"name": "get_weather", "argum');
   });
 });
 
 describe('Qwen3-Coder / Qwen3.5 XML', () => {
-  const call = (parameters: string, name = 'get_weather'): string => `<tool_call>\n<function=${name}>\n${parameters}</function>\n</tool_call>`;
+  const call = (parameters: string, name = 'get_weather'): string =>
+    `<tool_call>\n<function=${name}>\n${parameters}</function>\n</tool_call>`;
 
   it('types parameter values by the tool schema as vLLM does', () => {
     const text = call(
@@ -142,11 +171,21 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
     expect(result.malformed).toEqual([]);
     // `extra` is not in the schema: it stays text, as vLLM keeps unknown parameters as strings.
-    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'New York', days: 7, metric: false, threshold: 2, tags: ['x', 'y'], note: null, extra: '42' });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({
+      city: 'New York',
+      days: 7,
+      metric: false,
+      threshold: 2,
+      tags: ['x', 'y'],
+      note: null,
+      extra: '42',
+    });
   });
 
   it('keeps multi-line string values and inner newlines', () => {
-    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nline one\nline two\n</parameter>\n'), { tools: [weatherTool] });
+    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nline one\nline two\n</parameter>\n'), {
+      tools: [weatherTool],
+    });
     expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'line one\nline two' });
   });
 
@@ -156,9 +195,17 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
   });
 
   it('lists a value that does not fit its type as malformed but still returns the call', () => {
-    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nParis\n</parameter>\n<parameter=days>\nthree\n</parameter>\n'), { tools: [weatherTool] });
+    const result = qwen3CoderToolParser.parse(
+      call('<parameter=city>\nParis\n</parameter>\n<parameter=days>\nthree\n</parameter>\n'),
+      { tools: [weatherTool] },
+    );
     expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'Paris', days: 'three' });
-    expect(result.malformed).toEqual([expect.objectContaining({ reason: 'parameter "days" of "get_weather": "three" is not an integer', truncated: false })]);
+    expect(result.malformed).toEqual([
+      expect.objectContaining({
+        reason: 'parameter "days" of "get_weather": "three" is not an integer',
+        truncated: false,
+      }),
+    ]);
   });
 
   it('records a block without <function=…> as malformed', () => {
@@ -171,12 +218,18 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
 
   it.each([
     ['inside a parameter', '<tool_call>\n<function=get_weather>\n<parameter=city>\nPar', /no <\/function>/],
-    ['before </tool_call>', '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n', /no <\/tool_call>/],
+    [
+      'before </tool_call>',
+      '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n',
+      /no <\/tool_call>/,
+    ],
     ['before the function name', '<tool_call>\n<func', /before <function=NAME>/],
   ])('an output cut %s is a truncated call', (_, text, reason) => {
     const result = qwen3CoderToolParser.parse(`I will check.\n\n${text}`, { tools: [weatherTool] });
     expect(result.toolCalls).toEqual([]);
-    expect(result.malformed).toEqual([expect.objectContaining({ truncated: true, reason: expect.stringMatching(reason) })]);
+    expect(result.malformed).toEqual([
+      expect.objectContaining({ truncated: true, reason: expect.stringMatching(reason) }),
+    ]);
     expect(result.content).toContain('I will check.');
   });
 });
@@ -184,14 +237,20 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
 describe('Llama 3.1 JSON', () => {
   it('parses a reply that is a JSON call with "parameters", with or without <|python_tag|>', () => {
     for (const prefix of ['', '<|python_tag|>']) {
-      const result = llama3JsonToolParser.parse(`${prefix}{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}`);
+      const result = llama3JsonToolParser.parse(
+        `${prefix}{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}`,
+      );
       expect(result).toMatchObject({ content: null, malformed: [] });
-      expect(result.toolCalls.map((call) => [call.function.name, JSON.parse(call.function.arguments)])).toEqual([['get_weather', { city: 'Paris', days: 2 }]]);
+      expect(result.toolCalls.map((call) => [call.function.name, JSON.parse(call.function.arguments)])).toEqual([
+        ['get_weather', { city: 'Paris', days: 2 }],
+      ]);
     }
   });
 
   it('parses several calls separated by ";" and accepts "arguments"', () => {
-    const result = llama3JsonToolParser.parse('{"name": "a", "parameters": {"x": "}"}}; {"name": "b", "arguments": {}}');
+    const result = llama3JsonToolParser.parse(
+      '{"name": "a", "parameters": {"x": "}"}}; {"name": "b", "arguments": {}}',
+    );
     expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
       ['a', '{"x":"}"}'],
       ['b', '{}'],
@@ -199,7 +258,11 @@ describe('Llama 3.1 JSON', () => {
   });
 
   it('a reply that does not start with a call is content, even if it mentions JSON later', () => {
-    expect(llama3JsonToolParser.parse('The format is {"name": …}.')).toEqual({ content: 'The format is {"name": …}.', toolCalls: [], malformed: [] });
+    expect(llama3JsonToolParser.parse('The format is {"name": …}.')).toEqual({
+      content: 'The format is {"name": …}.',
+      toolCalls: [],
+      malformed: [],
+    });
   });
 
   it('records a cut-off call as truncated, and bad calls and trailing text as malformed', () => {
@@ -208,7 +271,10 @@ describe('Llama 3.1 JSON', () => {
     expect(cut.content).toBe('{"name": "get_weather", "parameters": {"city": "Pa');
     const bad = llama3JsonToolParser.parse('{"nam": "x"} trailing words');
     expect(bad.toolCalls).toEqual([]);
-    expect(bad.malformed.map((entry) => entry.reason)).toEqual(['tool call has no "name" string', 'text after the JSON tool calls']);
+    expect(bad.malformed.map((entry) => entry.reason)).toEqual([
+      'tool call has no "name" string',
+      'text after the JSON tool calls',
+    ]);
     const builtin = llama3JsonToolParser.parse('<|python_tag|>brave_search.call(query="x")');
     expect(builtin.malformed[0].reason).toMatch(/built-in tool call syntax/);
   });

@@ -39,7 +39,10 @@ export function makeTinyDistillModels(directory: string): TinyDistillModels {
 }
 
 /** A distill stage config over the tiny models: the shipped prompts, two samples each, a short answer. */
-export function tinyDistillConfig(models: TinyDistillModels, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+export function tinyDistillConfig(
+  models: TinyDistillModels,
+  overrides: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     prompts: [{ kind: 'builtin', limit: 4 }],
     student: { engine: 'onnx', modelDir: models.studentDir, intraOpThreads: 1 },

@@ -54,7 +54,12 @@ export const fanoutDemoOutputSchema = z.object({
 });
 export type FanoutDemoOutput = z.infer<typeof fanoutDemoOutputSchema>;
 
-export const fanoutDemoContract: FanOutContract<FanoutDemoInput, FanoutDemoOutput, FanoutDemoPartInput, FanoutDemoPartOutput> = {
+export const fanoutDemoContract: FanOutContract<
+  FanoutDemoInput,
+  FanoutDemoOutput,
+  FanoutDemoPartInput,
+  FanoutDemoPartOutput
+> = {
   name: 'fanout-demo',
   description: 'example stage: fans out into parts writing seeded JSONL records, fans in with a manifest',
   input: fanoutDemoInputSchema,

@@ -34,11 +34,17 @@ export function planFanoutDemo(input: FanoutDemoInput): FanoutDemoPartInput[] {
 export function createFanoutDemoProcessor(deps: StageDeps) {
   return async (part: FanoutDemoPartInput): Promise<FanoutDemoPartOutput> => {
     if (part.fault === 'bad-input') {
-      throw new BadInputError('DEMO_BAD_PART', `part ${part.index} of ${deps.stage} has input marked bad (faults.badInput); remove it from the config`);
+      throw new BadInputError(
+        'DEMO_BAD_PART',
+        `part ${part.index} of ${deps.stage} has input marked bad (faults.badInput); remove it from the config`,
+      );
     }
     if (part.delayMs > 0) await sleep(part.delayMs, undefined, { signal: deps.signal });
     if (part.fault === 'transient-once' && deps.attempt === 1) {
-      throw new TransientError('DEMO_TRANSIENT', `part ${part.index} of ${deps.stage} failed on its first attempt (faults.transientOnFirstAttempt)`);
+      throw new TransientError(
+        'DEMO_TRANSIENT',
+        `part ${part.index} of ${deps.stage} failed on its first attempt (faults.transientOnFirstAttempt)`,
+      );
     }
     const records = Array.from({ length: part.records }, (_, index) => ({
       part: part.index,
@@ -49,11 +55,21 @@ export function createFanoutDemoProcessor(deps: StageDeps) {
     const key = deps.output.key(`${deps.part?.id ?? `part-${part.index}`}.jsonl.gz`);
     const written = await writeJsonl(deps.store, key, records);
     deps.progress({ done: part.records, total: part.records });
-    return { key: written.key, uri: written.uri, records: written.records, bytes: written.bytes, sha256: written.sha256 };
+    return {
+      key: written.key,
+      uri: written.uri,
+      records: written.records,
+      bytes: written.bytes,
+      sha256: written.sha256,
+    };
   };
 }
 
-export async function finishFanoutDemo(input: FanoutDemoInput, parts: FanoutDemoPartOutput[], deps: StageDeps): Promise<FanoutDemoOutput> {
+export async function finishFanoutDemo(
+  input: FanoutDemoInput,
+  parts: FanoutDemoPartOutput[],
+  deps: StageDeps,
+): Promise<FanoutDemoOutput> {
   const records = parts.reduce((sum, part) => sum + part.records, 0);
   const { info } = await writeStageManifest(deps, {
     objects: parts.map((part) => ({

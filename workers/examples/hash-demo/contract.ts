@@ -15,7 +15,10 @@ export const hashDemoInputSchema = z
   .strict();
 export type HashDemoInput = z.infer<typeof hashDemoInputSchema>;
 
-export const hashDemoPartInputSchema = z.object({ index: z.number().int().nonnegative(), rounds: z.number().int().positive() });
+export const hashDemoPartInputSchema = z.object({
+  index: z.number().int().nonnegative(),
+  rounds: z.number().int().positive(),
+});
 export type HashDemoPartInput = z.infer<typeof hashDemoPartInputSchema>;
 
 export const hashDemoPartOutputSchema = z.object({

@@ -7,7 +7,13 @@ import { createHash } from 'node:crypto';
 import { threadId } from 'node:worker_threads';
 import { defineStage, type StageDeps } from '../../../queues/stage-kit/define-stage';
 import { writeStageManifest } from '../../../queues/stage-kit/stage-manifest';
-import { hashDemoContract, type HashDemoInput, type HashDemoOutput, type HashDemoPartInput, type HashDemoPartOutput } from './contract';
+import {
+  hashDemoContract,
+  type HashDemoInput,
+  type HashDemoOutput,
+  type HashDemoPartInput,
+  type HashDemoPartOutput,
+} from './contract';
 import { writeJsonl } from '../../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf } from '../../../shared/artifacts/manifest';
 import { hashValue } from '../../../shared/hash/hash';
@@ -25,7 +31,11 @@ export function createHashDemoProcessor(deps: StageDeps) {
   };
 }
 
-export async function finishHashDemo(input: HashDemoInput, parts: HashDemoPartOutput[], deps: StageDeps): Promise<HashDemoOutput> {
+export async function finishHashDemo(
+  input: HashDemoInput,
+  parts: HashDemoPartOutput[],
+  deps: StageDeps,
+): Promise<HashDemoOutput> {
   const written = await writeJsonl(
     deps.store,
     deps.output.key('digests.jsonl.gz'),

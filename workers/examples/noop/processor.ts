@@ -13,7 +13,10 @@ export function createNoopProcessor(deps: StageDeps) {
     for (const uri of input.inputs) {
       const { store, key } = deps.openObject(uri);
       if (!(await store.head(key))) {
-        throw new BadInputError('INPUT_MANIFEST_MISSING', `${uri} does not exist; run the stage that writes it first, or fix inputs[]`);
+        throw new BadInputError(
+          'INPUT_MANIFEST_MISSING',
+          `${uri} does not exist; run the stage that writes it first, or fix inputs[]`,
+        );
       }
       const manifest = await readManifest(store, key);
       inputs.push({ uri, objects: manifest.objects.length });

@@ -4,7 +4,11 @@ import { join, relative } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Rng } from '../../../shared/random/rng';
 import { completionTokensOf } from '../../../shared/models/testing/chat-chunk-script';
-import { OpenAiTestServer, type RecordedRequest, type ScriptedChatResponse } from '../../../shared/models/testing/openai-test-server';
+import {
+  OpenAiTestServer,
+  type RecordedRequest,
+  type ScriptedChatResponse,
+} from '../../../shared/models/testing/openai-test-server';
 
 /**
  * The local OpenAI-compatible test server in a child process, scripted for replay tests and the
@@ -70,7 +74,9 @@ function compiledScript(): string {
 }
 
 export async function startReplayServerProcess(scenario: ReplayServerScenario): Promise<ReplayServerProcess> {
-  const child: ChildProcess = fork(compiledScript(), ['--replay-test-server'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child: ChildProcess = fork(compiledScript(), ['--replay-test-server'], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const next = <T extends ChildMessage['type']>(type: T): Promise<Extract<ChildMessage, { type: T }>> =>
     new Promise((resolve, reject) => {
       const onMessage = (message: ChildMessage) => {
@@ -127,7 +133,12 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
     const timing = { ttftMs: draw(scenario.ttftMs), tokenDelayMs: draw(scenario.tokenDelayMs) };
     const last = (request.body?.messages ?? []).at(-1) as { role?: string } | undefined;
     const script: ScriptedChatResponse =
-      last?.role === 'user' ? { toolCalls: [{ name: 'get_item_detail', arguments: { item_id: 'item-1', fields: ['price', 'coupon'] } }], timing } : { content: scenario.answer, timing };
+      last?.role === 'user'
+        ? {
+            toolCalls: [{ name: 'get_item_detail', arguments: { item_id: 'item-1', fields: ['price', 'coupon'] } }],
+            timing,
+          }
+        : { content: scenario.answer, timing };
     const measured = metricsReadSoFar();
     let stalledMs = 0;
     if (measured) {
@@ -153,7 +164,11 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
       server.metrics.increment('vllm:spec_decode_num_drafts_total', spec.drafts);
       server.metrics.increment('vllm:spec_decode_num_draft_tokens_total', spec.draftTokens);
       server.metrics.increment('vllm:spec_decode_num_accepted_tokens_total', spec.accepted);
-      spec.acceptedPerPosition.forEach((accepted, position) => server?.metrics.increment('vllm:spec_decode_num_accepted_tokens_per_pos_total', accepted, { position: String(position) }));
+      spec.acceptedPerPosition.forEach((accepted, position) =>
+        server?.metrics.increment('vllm:spec_decode_num_accepted_tokens_per_pos_total', accepted, {
+          position: String(position),
+        }),
+      );
     }
     return script;
   };
@@ -164,7 +179,12 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
   process.on('message', (message: ParentMessage) => {
     const lateness = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - 5);
     if (message.type === 'injected') {
-      process.send?.({ type: 'injected', answers, eventLoopDelayP99Ms: lateness(loopDelay.percentile(99)), eventLoopDelayMaxMs: lateness(loopDelay.max) } satisfies ChildMessage);
+      process.send?.({
+        type: 'injected',
+        answers,
+        eventLoopDelayP99Ms: lateness(loopDelay.percentile(99)),
+        eventLoopDelayMaxMs: lateness(loopDelay.max),
+      } satisfies ChildMessage);
     }
     if (message.type === 'close') void started.close().then(() => process.exit(0));
   });

@@ -30,16 +30,61 @@ export function syntheticSessions(options: SyntheticSessionOptions): Trajectory[
       messages: [
         { role: 'system', content: 'You are the host of a live-stream sales room. Use tools for prices.' },
         { role: 'user', content: `How much is item ${index} today?` },
-        { role: 'assistant', content: null, tool_calls: [{ id: callId, type: 'function', function: { name: 'get_item_detail', arguments: JSON.stringify({ item_id: `item-${index}` }) } }] },
-        { role: 'tool', tool_call_id: callId, content: JSON.stringify({ item_id: `item-${index}`, price: 100 + index }) },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            {
+              id: callId,
+              type: 'function',
+              function: { name: 'get_item_detail', arguments: JSON.stringify({ item_id: `item-${index}` }) },
+            },
+          ],
+        },
+        {
+          role: 'tool',
+          tool_call_id: callId,
+          content: JSON.stringify({ item_id: `item-${index}`, price: 100 + index }),
+        },
         { role: 'assistant', content: `Item ${index} is ${100 + index} yuan today.` },
       ],
-      tools: [{ type: 'function', function: { name: 'get_item_detail', description: 'Item details', parameters: { type: 'object', properties: { item_id: { type: 'string' } }, required: ['item_id'] } } }],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'get_item_detail',
+            description: 'Item details',
+            parameters: { type: 'object', properties: { item_id: { type: 'string' } }, required: ['item_id'] },
+          },
+        },
+      ],
       harness: { id: 'synthetic', version: '1', hash: 'synthetic' },
       model: { provider: 'scripted', id: 'expert', sampling: {}, simulated: true },
       calls: [
-        { messageIndex: 2, startedAt: 0, queueMs: 0, ttftMs: 120, e2eMs: 300, promptTokens: 60, completionTokens, finishReason: 'tool_calls', attempts: 1, toolMs },
-        { messageIndex: 4, startedAt: 400, queueMs: 0, ttftMs: 110, e2eMs: 320, promptTokens: 90, completionTokens, finishReason: 'stop', attempts: 1, toolMs: 0 },
+        {
+          messageIndex: 2,
+          startedAt: 0,
+          queueMs: 0,
+          ttftMs: 120,
+          e2eMs: 300,
+          promptTokens: 60,
+          completionTokens,
+          finishReason: 'tool_calls',
+          attempts: 1,
+          toolMs,
+        },
+        {
+          messageIndex: 4,
+          startedAt: 400,
+          queueMs: 0,
+          ttftMs: 110,
+          e2eMs: 320,
+          promptTokens: 90,
+          completionTokens,
+          finishReason: 'stop',
+          attempts: 1,
+          toolMs: 0,
+        },
       ],
       issues: [],
       status: 'ok',
@@ -56,21 +101,43 @@ export function syntheticSessions(options: SyntheticSessionOptions): Trajectory[
  * at once), then the answer. Six model calls, three final answers. `production: true` leaves out
  * the harness, as a production trace would (its recorded tool times stand).
  */
-export function multiTurnSessions(options: { count: number; toolMs?: number; prefix?: string; production?: boolean }): Trajectory[] {
+export function multiTurnSessions(options: {
+  count: number;
+  toolMs?: number;
+  prefix?: string;
+  production?: boolean;
+}): Trajectory[] {
   const toolMs = options.toolMs ?? 50;
   return Array.from({ length: options.count }, (_, index) => {
     const id = `${options.prefix ?? 'turns'}-${String(index).padStart(4, '0')}`;
-    const call = (suffix: string, name: string) => ({ id: `call_${id}_${suffix}`, type: 'function' as const, function: { name, arguments: JSON.stringify({ item_id: `item-${index}` }) } });
+    const call = (suffix: string, name: string) => ({
+      id: `call_${id}_${suffix}`,
+      type: 'function' as const,
+      function: { name, arguments: JSON.stringify({ item_id: `item-${index}` }) },
+    });
     const detail = call('a', 'get_item_detail');
     const stock = call('b', 'get_sku_stock');
     const coupon = call('c', 'get_coupons');
     const detailAgain = call('d', 'get_item_detail');
     const tools = ['get_item_detail', 'get_sku_stock', 'get_coupons'].map((name) => ({
       type: 'function' as const,
-      function: { name, description: name, parameters: { type: 'object', properties: { item_id: { type: 'string' } }, required: ['item_id'] } },
+      function: {
+        name,
+        description: name,
+        parameters: { type: 'object', properties: { item_id: { type: 'string' } }, required: ['item_id'] },
+      },
     }));
     const timing = (messageIndex: number, stepToolMs: number) => ({
-      messageIndex, startedAt: 0, queueMs: 0, ttftMs: 100, e2eMs: 300, promptTokens: 60, completionTokens: 16, finishReason: 'stop', attempts: 1, toolMs: stepToolMs,
+      messageIndex,
+      startedAt: 0,
+      queueMs: 0,
+      ttftMs: 100,
+      e2eMs: 300,
+      promptTokens: 60,
+      completionTokens: 16,
+      finishReason: 'stop',
+      attempts: 1,
+      toolMs: stepToolMs,
     });
     const trajectory: Trajectory = {
       schemaVersion: TRAJECTORY_SCHEMA_VERSION,

@@ -49,14 +49,57 @@ export interface RandomHarnessShape {
   seed: string;
 }
 
-const words = ['alpha', 'query', 'text', 'lookup', 'count', 'mode', 'target', 'filter', 'spec', 'code', 'value', 'id', 'ids', 'size', 'item', 'name', 'kind', 'shop', 'deal', 'rank', 'note', 'view'];
-const chinesePhrases = ['商品答疑', '尺码建议', '到手价计算', '售后', '闲聊', '营销促单', '合规表达', '库存查询', '优惠说明'];
-const fillers = ['先确认观众的问题', '结果以工具为准', '不要猜测', '回答要简短', '请告知观众', '例如直接说结论', '如果查不到就如实说'];
+const words = [
+  'alpha',
+  'query',
+  'text',
+  'lookup',
+  'count',
+  'mode',
+  'target',
+  'filter',
+  'spec',
+  'code',
+  'value',
+  'id',
+  'ids',
+  'size',
+  'item',
+  'name',
+  'kind',
+  'shop',
+  'deal',
+  'rank',
+  'note',
+  'view',
+];
+const chinesePhrases = [
+  '商品答疑',
+  '尺码建议',
+  '到手价计算',
+  '售后',
+  '闲聊',
+  '营销促单',
+  '合规表达',
+  '库存查询',
+  '优惠说明',
+];
+const fillers = [
+  '先确认观众的问题',
+  '结果以工具为准',
+  '不要猜测',
+  '回答要简短',
+  '请告知观众',
+  '例如直接说结论',
+  '如果查不到就如实说',
+];
 
 function identifier(rng: Rng, taken: Set<string>): string {
   for (;;) {
     const parts = [rng.pick(words), ...(rng.chance(0.6) ? [rng.pick(words)] : [])];
-    const name = rng.chance(0.3) ? parts.map((part, index) => (index === 0 ? part : part[0].toUpperCase() + part.slice(1))).join('') : parts.join('_');
+    const name = rng.chance(0.3)
+      ? parts.map((part, index) => (index === 0 ? part : part[0].toUpperCase() + part.slice(1))).join('')
+      : parts.join('_');
     const candidate = taken.has(name) ? `${name}_${rng.int(2, 99)}` : name;
     if (!taken.has(candidate)) {
       taken.add(candidate);
@@ -65,12 +108,27 @@ function identifier(rng: Rng, taken: Set<string>): string {
   }
 }
 
-function argumentSchema(capability: ToolCapability, argument: string, rng: Rng, respell: boolean): { schema: JsonSchema; respellings?: Record<string, string> } {
+function argumentSchema(
+  capability: ToolCapability,
+  argument: string,
+  rng: Rng,
+  respell: boolean,
+): { schema: JsonSchema; respellings?: Record<string, string> } {
   const enumValues = capabilityArgumentEnums[capability]?.[argument];
   if (enumValues) {
-    if (!respell) return { schema: { type: 'string', enum: [...enumValues], description: `可选值：${enumValues.join('、')}` } };
-    const respellings = Object.fromEntries(enumValues.map((value, index) => [`${value}_${index}${rng.pick(['x', 'y', 'z'])}`, value]));
-    return { schema: { type: 'string', enum: Object.keys(respellings), description: `取值 ${Object.keys(respellings).join(' ')}` }, respellings };
+    if (!respell)
+      return { schema: { type: 'string', enum: [...enumValues], description: `可选值：${enumValues.join('、')}` } };
+    const respellings = Object.fromEntries(
+      enumValues.map((value, index) => [`${value}_${index}${rng.pick(['x', 'y', 'z'])}`, value]),
+    );
+    return {
+      schema: {
+        type: 'string',
+        enum: Object.keys(respellings),
+        description: `取值 ${Object.keys(respellings).join(' ')}`,
+      },
+      respellings,
+    };
   }
   switch (argument) {
     case 'max_price':
@@ -81,9 +139,13 @@ function argumentSchema(capability: ToolCapability, argument: string, rng: Rng, 
     case 'quantity':
       return { schema: { type: 'integer', minimum: 1, maximum: 10 } };
     case 'item_ids':
-      return { schema: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 3, description: '商品ID列表' } };
+      return {
+        schema: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 3, description: '商品ID列表' },
+      };
     default:
-      return { schema: { type: 'string', description: rng.chance(0.5) ? `${argument}：${rng.pick(fillers)}` : '字符串' } };
+      return {
+        schema: { type: 'string', description: rng.chance(0.5) ? `${argument}：${rng.pick(fillers)}` : '字符串' },
+      };
   }
 }
 
@@ -111,7 +173,8 @@ function randomTool(shape: RandomToolShape, rng: Rng, names: Set<string>): ToolD
       mapped[renamed] = argument;
       if (isRequired) required.push(renamed);
     } else {
-      const containerName = containers.size > 0 && rng.chance(0.5) ? rng.pick([...containers.keys()]) : identifier(rng, local);
+      const containerName =
+        containers.size > 0 && rng.chance(0.5) ? rng.pick([...containers.keys()]) : identifier(rng, local);
       const container = containers.get(containerName) ?? { properties: {}, required: [] };
       containers.set(containerName, container);
       const child = identifier(rng, local);
@@ -122,7 +185,12 @@ function randomTool(shape: RandomToolShape, rng: Rng, names: Set<string>): ToolD
   });
   for (const [containerName, container] of containers) {
     if (shape.unread) container.properties[identifier(rng, local)] = { type: 'string', description: '备注' };
-    properties[containerName] = { type: 'object', properties: container.properties, ...(container.required.length > 0 ? { required: container.required } : {}), additionalProperties: false };
+    properties[containerName] = {
+      type: 'object',
+      properties: container.properties,
+      ...(container.required.length > 0 ? { required: container.required } : {}),
+      additionalProperties: false,
+    };
     if (container.required.length > 0) required.push(containerName);
   }
   if (shape.ignored) {
@@ -133,7 +201,12 @@ function randomTool(shape: RandomToolShape, rng: Rng, names: Set<string>): ToolD
   const tool: ToolDefinition = {
     name,
     description: `工具 ${name}：${rng.pick(fillers)}`,
-    parameters: { type: 'object', properties, ...(required.length > 0 ? { required } : {}), additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties,
+      ...(required.length > 0 ? { required } : {}),
+      additionalProperties: false,
+    },
     binding: { capability: shape.capability },
   };
   if (Object.keys(mapped).length > 0) tool.binding.arguments = mapped;
@@ -147,7 +220,8 @@ function mentioning(rng: Rng, names: string[], count: number): string {
   const parts: string[] = [];
   for (let index = 0; index < count; index++) {
     parts.push(rng.pick(fillers));
-    if (names.length > 0 && rng.chance(0.7)) parts.push(rng.chance(0.5) ? `用 ${rng.pick(names)} 查询` : `（见"${rng.pick(names)}"）`);
+    if (names.length > 0 && rng.chance(0.7))
+      parts.push(rng.chance(0.5) ? `用 ${rng.pick(names)} 查询` : `（见"${rng.pick(names)}"）`);
   }
   return `${parts.join('，')}。`;
 }
@@ -166,18 +240,36 @@ export function randomHarness(shape: RandomHarnessShape): Harness {
   const names = new Set<string>();
   const tools = shape.tools.map((tool) => randomTool(tool, rng.fork(`tool-${names.size}`), names));
   // Mention tools, their parameters and enum values in text, as real harnesses do.
-  const parameterNames = tools.flatMap((tool) => unitsOf(parseParameters(tool)).map(({ path }) => path.split('.').pop() as string));
-  const enumNames = tools.flatMap((tool) => unitsOf(parseParameters(tool)).flatMap(({ node }) => (Array.isArray(node.schema.enum) ? (node.schema.enum as string[]) : [])));
+  const parameterNames = tools.flatMap((tool) =>
+    unitsOf(parseParameters(tool)).map(({ path }) => path.split('.').pop() as string),
+  );
+  const enumNames = tools.flatMap((tool) =>
+    unitsOf(parseParameters(tool)).flatMap(({ node }) =>
+      Array.isArray(node.schema.enum) ? (node.schema.enum as string[]) : [],
+    ),
+  );
   const mentionable = [...tools.map((tool) => tool.name), ...parameterNames, ...enumNames];
   const skills: Skill[] = [];
   for (let index = 0; index < shape.skills; index++) {
     const id = identifier(rng, names);
     const name = chinesePhrases[index % chinesePhrases.length];
-    skills.push({ id, name, description: mentioning(rng, mentionable, 1), tools: rng.sample(tools.map((tool) => tool.name), rng.int(0, tools.length)), body: '' });
+    skills.push({
+      id,
+      name,
+      description: mentioning(rng, mentionable, 1),
+      tools: rng.sample(
+        tools.map((tool) => tool.name),
+        rng.int(0, tools.length),
+      ),
+      body: '',
+    });
   }
   const skillMentions = [...skills.map((skill) => skill.id), ...skills.map((skill) => skill.name)];
   for (const skill of skills) {
-    const lines = Array.from({ length: rng.int(1, 4) }, (_, line) => `${line + 1}. ${mentioning(rng, [...mentionable, ...skillMentions], 2)}`);
+    const lines = Array.from(
+      { length: rng.int(1, 4) },
+      (_, line) => `${line + 1}. ${mentioning(rng, [...mentionable, ...skillMentions], 2)}`,
+    );
     skill.body = lines.join('\n');
   }
   const hooks: HookDefinition[] = shape.hooks.map((type, index) => {
@@ -199,14 +291,27 @@ export function randomHarness(shape: RandomHarnessShape): Harness {
       ...(type === 'none' ? [{ event: 'after_tool_result' as const, placement: 'system_message' as const }] : []),
     ];
     const slot = rng.pick(slots);
-    const hook: HookDefinition = { id: `hook_${index}_${identifier(rng, names)}`, event: slot.event, placement: slot.placement, when: 'always', text: hookTexts[type], constraint };
-    if (skills.length > 0 && rng.chance(0.5)) hook.skills = rng.sample(skills.map((skill) => skill.id), rng.int(1, skills.length));
+    const hook: HookDefinition = {
+      id: `hook_${index}_${identifier(rng, names)}`,
+      event: slot.event,
+      placement: slot.placement,
+      when: 'always',
+      text: hookTexts[type],
+      constraint,
+    };
+    if (skills.length > 0 && rng.chance(0.5))
+      hook.skills = rng.sample(
+        skills.map((skill) => skill.id),
+        rng.int(1, skills.length),
+      );
     return hook;
   });
   const sections: PromptSection[] = [
     { id: 'persona', kind: 'persona', title: '你是谁', content: `你是主播小桃。${mentioning(rng, mentionable, 1)}` },
     { id: 'rules', kind: 'rules', title: '基本规则', content: mentioning(rng, [...mentionable, ...skillMentions], 2) },
-    ...(skills.length > 0 ? [{ id: 'skills', kind: 'skills' as const, title: '技能', content: '按技能说明操作。' }] : []),
+    ...(skills.length > 0
+      ? [{ id: 'skills', kind: 'skills' as const, title: '技能', content: '按技能说明操作。' }]
+      : []),
     { id: 'tools_guide', kind: 'tools_guide', title: '工具使用', content: '先查再答：' },
     { id: 'constraints', kind: 'constraints', title: '必须遵守的约束', content: '以下约束优先：' },
     { id: 'room_context', kind: 'room_context', title: '直播间实时信息', content: '' },
@@ -233,7 +338,10 @@ function valueFor(schema: JsonSchema, rng: Rng): unknown {
     case 'boolean':
       return rng.chance(0.5);
     case 'array':
-      return Array.from({ length: rng.int(Number(schema.minItems ?? 1), Number(schema.maxItems ?? 3)) }, (_, index) => `IT${index}${rng.int(100, 999)}`);
+      return Array.from(
+        { length: rng.int(Number(schema.minItems ?? 1), Number(schema.maxItems ?? 3)) },
+        (_, index) => `IT${index}${rng.int(100, 999)}`,
+      );
     default:
       return rng.pick(['IT-1001', '连衣裙', 'M', '雾霾蓝', 'query text']);
   }
@@ -270,10 +378,20 @@ export function randomArguments(tool: ToolDefinition, rng: Rng): Record<string, 
 }
 
 /** The room a random trajectory plays in. */
-export const randomRoomContext: RenderContext = { campaignActive: true, activeCoupon: '满300减50', featuredItem: '冰丝阔腿裤', campaign: '春季上新', roomContext: '直播间ID：R1；正在讲解：冰丝阔腿裤（item_id: IT-1001）' };
+export const randomRoomContext: RenderContext = {
+  campaignActive: true,
+  activeCoupon: '满300减50',
+  featuredItem: '冰丝阔腿裤',
+  campaign: '春季上新',
+  roomContext: '直播间ID：R1；正在讲解：冰丝阔腿裤（item_id: IT-1001）',
+};
 
 /** A trajectory recorded under `harness`: random turns, parallel calls, results (some echo tool names, some are argument errors) and replies. */
-export function randomTrajectory(harness: Harness, seed: string, context: RenderContext = randomRoomContext): Trajectory {
+export function randomTrajectory(
+  harness: Harness,
+  seed: string,
+  context: RenderContext = randomRoomContext,
+): Trajectory {
   const rng = new Rng(seed);
   const entries: TimelineEntry[] = [];
   let sourceIndex = 0;
@@ -284,18 +402,34 @@ export function randomTrajectory(harness: Harness, seed: string, context: Render
     for (let step = 0; step < steps; step++) {
       const calls: ToolCall[] = Array.from({ length: rng.int(1, 3) }, (_, index) => {
         const tool = rng.pick(harness.tools);
-        return { id: `call-${turn}-${step}-${index}`, type: 'function', function: { name: tool.name, arguments: JSON.stringify(randomArguments(tool, rng)) } };
+        return {
+          id: `call-${turn}-${step}-${index}`,
+          type: 'function',
+          function: { name: tool.name, arguments: JSON.stringify(randomArguments(tool, rng)) },
+        };
       });
-      entries.push({ kind: 'assistant', message: { role: 'assistant', content: null, tool_calls: calls }, sourceIndex: sourceIndex++ });
+      entries.push({
+        kind: 'assistant',
+        message: { role: 'assistant', content: null, tool_calls: calls },
+        sourceIndex: sourceIndex++,
+      });
       calls.forEach((call, index) => {
         const tool = harness.tools.find((candidate) => candidate.name === call.function.name) as ToolDefinition;
         // Tool errors name a bound argument by its path in the tool (how the simulator labels it).
         const argument = unitsOf(parseParameters(tool)).find(({ node }) => node.argument !== null)?.path;
         const content =
           argument !== undefined && rng.chance(0.2)
-            ? JSON.stringify({ error: { code: 'MISSING_ARGUMENT', message: `missing required argument "${argument}"` } })
+            ? JSON.stringify({
+                error: { code: 'MISSING_ARGUMENT', message: `missing required argument "${argument}"` },
+              })
             : JSON.stringify({ source: call.function.name, item_id: 'IT-1001', price: 199, note: '有货' });
-        entries.push({ kind: 'tool', toolCallId: call.id, content, sourceIndex: sourceIndex++, lastOfBatch: index === calls.length - 1 });
+        entries.push({
+          kind: 'tool',
+          toolCallId: call.id,
+          content,
+          sourceIndex: sourceIndex++,
+          lastOfBatch: index === calls.length - 1,
+        });
       });
     }
     const mention = harness.tools.length > 0 && rng.chance(0.2) ? `（${rng.pick(harness.tools).name}）` : '';
