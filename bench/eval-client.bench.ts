@@ -207,7 +207,7 @@ async function main(): Promise<void> {
       const row = {
         bareMsPerItem: perItem(baseline),
         stageMsPerItem: perItem(custom),
-        overheadMsPerItem: perItem(median(customs.map((run, index) => run.wallMs - bares[index]!.wallMs))),
+        overheadMsPerItem: perItem(median(customs.map((run, index) => run.wallMs - bares[index].wallMs))),
         ratio: median(ratios),
         ratioRange: [Math.min(...ratios), Math.max(...ratios)],
         bareCpuMsPerItem: perItem(median(bares.map((run) => run.cpuMs))),

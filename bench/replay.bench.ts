@@ -98,7 +98,7 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
         const startMs = laneStartsMs[lane] ?? 0;
         if (startMs > 0) await waitUntil(startMs);
         while (next < phase.length) {
-          const { session } = phase[next++] as ScheduledSession;
+          const { session } = phase[next++];
           let intended = now();
           for (const plan of session.calls) {
             await waitUntil(intended);

@@ -77,22 +77,20 @@ describe('failures, retries and cancellation', () => {
 
   it('fails a stage job whose input does not match its schema once, and writes nothing', async () => {
     await kit.startWorkers({ queues: ['fanout-demo'] });
-    const job = await kit.context
-      .queue('fanout-demo')
-      .add(
-        'stage',
-        {
-          v: 1,
-          runId: 'raw',
-          stage: 'fanout-demo',
-          seed: '0',
-          artifactsRoot: kit.artifactsRoot,
-          outputPrefix: 'runs/raw/fanout-demo/',
-          input: { parts: 'many' },
-          inputHash: 'x',
-        },
-        { ...stageJobOptions({ attempts: 3, backoffMs: 10 }, kit.env.HAT_JOB_DATA_LIMIT), jobId: 'raw.fanout-demo.x' },
-      );
+    const job = await kit.context.queue('fanout-demo').add(
+      'stage',
+      {
+        v: 1,
+        runId: 'raw',
+        stage: 'fanout-demo',
+        seed: '0',
+        artifactsRoot: kit.artifactsRoot,
+        outputPrefix: 'runs/raw/fanout-demo/',
+        input: { parts: 'many' },
+        inputHash: 'x',
+      },
+      { ...stageJobOptions({ attempts: 3, backoffMs: 10 }, kit.env.HAT_JOB_DATA_LIMIT), jobId: 'raw.fanout-demo.x' },
+    );
     await waitFor(async () => (await kit.context.queue('fanout-demo').getJobState(job.id ?? '')) === 'failed');
     const failed = await kit.context.queue('fanout-demo').getJob(job.id ?? '');
     if (!failed) throw new Error('the failed job is gone');

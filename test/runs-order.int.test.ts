@@ -266,7 +266,7 @@ describe('runs in the method order', () => {
     });
 
     await killWorker(worker);
-    worker = startWorker();
+    startWorker();
     const wrongVersion = await hat(
       'checkpoint',
       'register',

@@ -99,7 +99,7 @@ export async function readWantedTasks(
     const { lines } = await readJsonlLines(openObject, object.uri);
     // In line order, so a task id on two lines resolves to the later one, as a whole read does.
     for (const lineIndex of wantedLines.sort((a, b) => a - b)) {
-      const task = parseRecordLine(object.uri, lineIndex, lines[lineIndex] as string, taskSchema);
+      const task = parseRecordLine(object.uri, lineIndex, lines[lineIndex], taskSchema);
       found.set(task.id, task);
     }
   }

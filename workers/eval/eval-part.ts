@@ -393,7 +393,7 @@ async function evaluateItem(
   const maxTokens =
     item.suite === 'ifeval' ? part.config.suites.ifeval?.maxTokens : part.config.suites.custom?.maxTokens;
   let response = '';
-  let latencyMs = 0;
+  let latencyMs: number;
   let usage = { promptTokens: 0, completionTokens: 0 };
   try {
     const answer = await client.chat({

@@ -137,10 +137,10 @@ class ChatAttempt implements Dispatcher.DispatchHandler {
     let contentType = '';
     const retryHeaders: Record<string, string> = {};
     for (let index = 0; index + 1 < rawHeaders.length; index += 2) {
-      const name = (rawHeaders[index] as Buffer).toString('latin1').toLowerCase();
-      if (name === 'content-type') contentType = (rawHeaders[index + 1] as Buffer).toString('latin1');
+      const name = rawHeaders[index].toString('latin1').toLowerCase();
+      if (name === 'content-type') contentType = rawHeaders[index + 1].toString('latin1');
       else if (name === 'retry-after' || name === 'retry-after-ms')
-        retryHeaders[name] = (rawHeaders[index + 1] as Buffer).toString('latin1');
+        retryHeaders[name] = rawHeaders[index + 1].toString('latin1');
     }
     this.streaming = statusCode === 200 && !contentType.includes('application/json');
     if (statusCode !== 200) this.retryAfterMs = parseRetryAfter(retryHeaders, this.input.clock.now());

@@ -228,7 +228,7 @@ export class ChatStreamAssembler {
     const fragments = choice.delta?.tool_calls;
     if (fragments)
       for (let position = 0; position < fragments.length; position++)
-        delta += this.addToolCallFragment(fragments[position] as (typeof fragments)[number], position);
+        delta += this.addToolCallFragment(fragments[position], position);
     if (delta !== '') this.contentChunks++;
     this.readLogprobs(choice);
     if (choice.finish_reason) this.finishReasonRaw = choice.finish_reason;
