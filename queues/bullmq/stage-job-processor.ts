@@ -19,6 +19,7 @@ import {
 import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, stageJobOptions } from './job-options';
+import { JobCancel, type JobCancels } from './job-cancels';
 import { buildStageDeps, checkResult, manifestUriOf, parseOrThrow, parseStageInput, planParts, runPart, throttledProgress } from '../stage-kit/stage-execution';
 
 /**
@@ -87,15 +88,46 @@ export interface StageJobRuntime {
 
 export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: AbortSignal) => Promise<StageJobResult | PartJobResult>;
 
-/** Builds the processor a BullMQ Worker (or sandboxed child) runs for one stage's queue. */
+/**
+ * Builds the processor a sandboxed child (or any caller that owns the job's AbortSignal) runs for
+ * one stage's queue. In-process workers use createInProcessStageJobProcessor instead.
+ */
 export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
+  const run = stageJobRunner(stage, runtime);
   // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
-  const outages = new StorageOutages(runtime.storageRetry);
   return async (job: StageJobHandle, token?: string, signal?: AbortSignal) => {
-    const jobSignal = signal ?? new AbortController().signal;
+    const cancel = new JobCancel(signal);
     try {
-      const result = await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
-        job.name === 'part' ? processPartJob(stage, runtime, job, jobSignal) : processStageJob(stage, runtime, job, token, jobSignal),
+      return await run(job, token, cancel);
+    } finally {
+      cancel.dispose();
+    }
+  };
+}
+
+/**
+ * The processor of an in-process stage Worker. Two declared parameters, so BullMQ makes no
+ * AbortController per job: the worker cancels jobs through `cancels` (see job-cancels.ts), and
+ * a job's AbortSignal is made only when the stage reads `deps.signal`.
+ */
+export function createInProcessStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime, cancels: JobCancels): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult> {
+  const run = stageJobRunner(stage, runtime);
+  return async (job: StageJobHandle, token?: string) => {
+    const cancel = cancels.start(job.id);
+    try {
+      return await run(job, token, cancel);
+    } finally {
+      cancels.end(cancel);
+    }
+  };
+}
+
+function stageJobRunner(stage: AnyStage, runtime: StageJobRuntime): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
+  const outages = new StorageOutages(runtime.storageRetry);
+  return async (job, token, cancel) => {
+    try {
+      const result = await handBackOnCancel<StageJobResult | PartJobResult>(job, token, cancel, () =>
+        job.name === 'part' ? processPartJob(stage, runtime, job, cancel) : processStageJob(stage, runtime, job, token, cancel),
       );
       outages.end(job);
       return result;
@@ -168,29 +200,25 @@ export function toWorkerError(error: unknown): unknown {
 }
 
 /**
- * Runs the work; when the signal aborts (the worker is shutting down past its bound), hands the
- * job back to the wait list at once, so another worker picks it up without waiting for the lock
- * to lapse and without spending an attempt. Work that ignores the signal is left to finish or be
- * cut off with the process; its writes are idempotent.
+ * Runs the work; when the job is cancelled (the worker is shutting down past its bound), hands
+ * the job back to the wait list at once, so another worker picks it up without waiting for the
+ * lock to lapse and without spending an attempt. Work that ignores the signal is left to finish
+ * or be cut off with the process; its writes are idempotent.
  */
-async function handBackOnAbort<T>(job: StageJobHandle, token: string | undefined, signal: AbortSignal, work: () => Promise<T>): Promise<T> {
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_resolve, reject) => {
-    onAbort = () => reject(new Error('aborted'));
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  const running = work();
-  running.catch(() => undefined);
-  aborted.catch(() => undefined);
+async function handBackOnCancel<T>(job: StageJobHandle, token: string | undefined, cancel: JobCancel, work: () => Promise<T>): Promise<T> {
   try {
-    return await Promise.race([running, aborted]);
+    // One promise settled by whichever comes first (no race, no listener on a signal).
+    return await new Promise<T>((resolve, reject) => {
+      cancel.onCancel = () => reject(new Error('aborted'));
+      if (cancel.cancelled) cancel.onCancel();
+      work().then(resolve, reject);
+    });
   } catch (error) {
-    if (!signal.aborted) throw error;
+    if (!cancel.cancelled) throw error;
     await job.moveToWait(token).catch(() => undefined);
     throw new WaitingError();
   } finally {
-    if (onAbort) signal.removeEventListener('abort', onAbort);
+    cancel.onCancel = undefined;
   }
 }
 
@@ -204,7 +232,7 @@ function jobDeps(
   runtime: StageJobRuntime,
   job: StageJobHandle,
   data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
-  signal: AbortSignal,
+  cancel: JobCancel,
   report: (progress: StageProgress) => Promise<unknown>,
   part?: StageDeps['part'],
 ): StageDeps {
@@ -223,22 +251,22 @@ function jobDeps(
     logger: runtime.logger,
     clock: runtime.clock,
     progress: throttledProgress(report),
-    signal,
+    signal: () => cancel.signal,
     services: runtime.services,
   });
 }
 
-async function processPartJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, signal: AbortSignal): Promise<PartJobResult> {
+async function processPartJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, cancel: JobCancel): Promise<PartJobResult> {
   const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
   if (stage.kind !== 'fan-out') throw new HatError('BAD_JOB_DATA', `stage "${stage.name}" does not fan out, but job ${jobLabel(job)} is one of its parts`);
   const input = parseOrThrow(stage.partInput, data.input, 'PART_INPUT_INVALID', `part input of stage "${stage.name}" is invalid`, jobLabel(job), 'input');
   const part = { index: data.index, id: partIdOf(data.index), count: data.count };
-  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => job.updateProgress({ ...report }), part);
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) => job.updateProgress({ ...report }), part);
   const output = await runPart(stage, deps, { id: part.id, input, inputHash: data.inputHash });
   return { kind: 'part', index: data.index, output };
 }
 
-async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, token: string | undefined, signal: AbortSignal): Promise<StageJobResult> {
+async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: StageJobHandle, token: string | undefined, cancel: JobCancel): Promise<StageJobResult> {
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
   // none skips the round trip (it matters for many small single-job stages).
@@ -255,7 +283,7 @@ async function processStageJob(stage: AnyStage, runtime: StageJobRuntime, job: S
   }
   const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
-  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }));
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) => sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }));
 
   if (stage.kind === 'single') {
     const processor = stage.createProcessor(deps);
