@@ -4,7 +4,12 @@ import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-stor
 import { silentLogger } from '../../shared/log/logger';
 import { defineStage } from '../stage-kit/define-stage';
 import { JobCancels } from './job-cancels';
-import { createInProcessStageJobProcessor, createStageJobProcessor, type StageJobHandle, type StageJobRuntime } from './stage-job-processor';
+import {
+  createInProcessStageJobProcessor,
+  createStageJobProcessor,
+  type StageJobHandle,
+  type StageJobRuntime,
+} from './stage-job-processor';
 
 /** A stage job handle that records what the binding does with it. */
 function fakeJob(id: string): StageJobHandle & { calls: string[] } {
@@ -15,7 +20,16 @@ function fakeJob(id: string): StageJobHandle & { calls: string[] } {
     attemptsMade: 0,
     opts: {},
     queueQualifiedName: 'test:cancel-test',
-    data: { v: 1, runId: 'r', stage: 'cancel-test', seed: '0', artifactsRoot: 'memory://cancel', outputPrefix: 'runs/r/cancel-test/', input: {}, inputHash: 'h' },
+    data: {
+      v: 1,
+      runId: 'r',
+      stage: 'cancel-test',
+      seed: '0',
+      artifactsRoot: 'memory://cancel',
+      outputPrefix: 'runs/r/cancel-test/',
+      input: {},
+      inputHash: 'h',
+    },
     calls,
     updateData: async () => undefined,
     updateProgress: async () => undefined,
@@ -51,7 +65,8 @@ describe('stage job cancellation without a per-job AbortController', () => {
     createProcessor: (deps) => async (input: { watch: boolean }) => {
       await new Promise<void>((resolve, reject) => {
         release = resolve;
-        if (input.watch) deps.signal.addEventListener('abort', () => reject(new Error(`aborted: ${String(deps.signal.reason)}`)));
+        if (input.watch)
+          deps.signal.addEventListener('abort', () => reject(new Error(`aborted: ${String(deps.signal.reason)}`)));
       });
       if (input.watch) seen.push('finished');
       return { done: true };
