@@ -140,7 +140,7 @@ async function main(): Promise<void> {
       `  raw BullMQ worker:   median ${rawRate.toFixed(0)} jobs/s  (rounds: ${raw.map((ms) => perSecond(ms).toFixed(0)).join(', ')})`,
       `  stage binding:       median ${stageRate.toFixed(0)} jobs/s  (rounds: ${stage.map((ms) => perSecond(ms).toFixed(0)).join(', ')})`,
       `  ratio stage/raw:     median ${ratio.toFixed(2)} of per-round ratios (goal >= 0.90)${ratio >= 0.9 ? '' : '  BELOW GOAL'}`,
-      `  CPU per job in this process: raw ${(cpuMicros.raw / (jobs * rounds)).toFixed(0)} us, stage ${(cpuMicros.stage / (jobs * rounds)).toFixed(0)} us`,
+      `  CPU per job in this process: raw ${(cpuMicros.raw / (jobs * rounds)).toFixed(0)} us, stage ${(cpuMicros.stage / (jobs * rounds)).toFixed(0)} us (raw/stage ${(cpuMicros.raw / cpuMicros.stage).toFixed(2)})`,
       '',
     ].join('\n'),
   );
