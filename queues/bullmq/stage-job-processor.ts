@@ -93,16 +93,9 @@ export type StageJobProcessor = (job: StageJobHandle, token?: string, signal?: A
  * one stage's queue. In-process workers use createInProcessStageJobProcessor instead.
  */
 export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
-  const run = stageJobRunner(stage, runtime);
+  const run = stageJobRunner(stage, runtime, (cancel) => cancel.dispose());
   // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
-  return async (job: StageJobHandle, token?: string, signal?: AbortSignal) => {
-    const cancel = new JobCancel(signal);
-    try {
-      return await run(job, token, cancel);
-    } finally {
-      cancel.dispose();
-    }
-  };
+  return (job: StageJobHandle, token?: string, signal?: AbortSignal) => run(job, token, new JobCancel(signal));
 }
 
 /**
@@ -111,27 +104,34 @@ export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntim
  * a job's AbortSignal is made only when the stage reads `deps.signal`.
  */
 export function createInProcessStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime, cancels: JobCancels): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult> {
-  const run = stageJobRunner(stage, runtime);
-  return async (job: StageJobHandle, token?: string) => {
-    const cancel = cancels.start(job.id);
-    try {
-      return await run(job, token, cancel);
-    } finally {
-      cancels.end(cancel);
-    }
-  };
+  const run = stageJobRunner(stage, runtime, (cancel) => cancels.end(cancel));
+  return (job: StageJobHandle, token?: string) => run(job, token, cancels.start(job.id));
 }
 
-function stageJobRunner(stage: AnyStage, runtime: StageJobRuntime): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
+/**
+ * Runs one job; `release` gets its JobCancel back when it settles. When the job is cancelled (the
+ * worker is shutting down past its bound), hands the job back to the wait list at once, so
+ * another worker picks it up without waiting for the lock to lapse and without spending an
+ * attempt. Work that ignores the signal is left to finish or be cut off with the process; its
+ * writes are idempotent. (One async layer per job: every await costs on the per-job path.)
+ */
+function stageJobRunner(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  release: (cancel: JobCancel) => void,
+): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
   return async (job, token, cancel) => {
     try {
-      const result = await handBackOnCancel<StageJobResult | PartJobResult>(job, token, cancel, () =>
-        job.name === 'part' ? processPartJob(stage, runtime, job, cancel) : processStageJob(stage, runtime, job, token, cancel),
-      );
+      const result = await untilCancelled<StageJobResult | PartJobResult>(cancel, () => (job.name === 'part' ? processPartJob(stage, runtime, job, cancel) : processStageJob(stage, runtime, job, token, cancel)));
       outages.end(job);
       return result;
     } catch (error) {
+      if (cancel.cancelled) {
+        await job.moveToWait(token).catch(() => undefined);
+        outages.end(job);
+        throw new WaitingError();
+      }
       const delayMs = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
       if (delayMs !== undefined) {
         // Waits without spending an attempt, so a storage outage of minutes delays the part
@@ -142,8 +142,20 @@ function stageJobRunner(stage: AnyStage, runtime: StageJobRuntime): (job: StageJ
       }
       outages.end(job);
       throw toWorkerError(error);
+    } finally {
+      cancel.onCancel = undefined;
+      release(cancel);
     }
   };
+}
+
+/** The work's outcome, or a rejection as soon as the job is cancelled (one promise: no race, no listener on a signal). */
+function untilCancelled<T>(cancel: JobCancel, work: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    cancel.onCancel = () => reject(new Error('aborted'));
+    if (cancel.cancelled) cancel.onCancel();
+    work().then(resolve, reject);
+  });
 }
 
 /**
@@ -168,7 +180,7 @@ class StorageOutages {
   }
 
   end(job: StageJobHandle): void {
-    this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
+    if (this.since.size > 0) this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
   }
 }
 
@@ -197,29 +209,6 @@ export function toWorkerError(error: unknown): unknown {
     return unrecoverable;
   }
   return error;
-}
-
-/**
- * Runs the work; when the job is cancelled (the worker is shutting down past its bound), hands
- * the job back to the wait list at once, so another worker picks it up without waiting for the
- * lock to lapse and without spending an attempt. Work that ignores the signal is left to finish
- * or be cut off with the process; its writes are idempotent.
- */
-async function handBackOnCancel<T>(job: StageJobHandle, token: string | undefined, cancel: JobCancel, work: () => Promise<T>): Promise<T> {
-  try {
-    // One promise settled by whichever comes first (no race, no listener on a signal).
-    return await new Promise<T>((resolve, reject) => {
-      cancel.onCancel = () => reject(new Error('aborted'));
-      if (cancel.cancelled) cancel.onCancel();
-      work().then(resolve, reject);
-    });
-  } catch (error) {
-    if (!cancel.cancelled) throw error;
-    await job.moveToWait(token).catch(() => undefined);
-    throw new WaitingError();
-  } finally {
-    cancel.onCancel = undefined;
-  }
 }
 
 function jobLabel(job: StageJobHandle): string {
