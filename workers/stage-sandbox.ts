@@ -12,6 +12,7 @@ import { openQueueContext } from '../queues/bullmq/queue-context';
 import {
   createStageJobProcessor,
   type StageJobHandle,
+  type StageJobProcessor,
   type StageJobRuntime,
 } from '../queues/bullmq/stage-job-processor';
 import { getStage } from '../queues/stage-kit/stage-registry';
@@ -21,6 +22,8 @@ import type { SandboxWorkerData } from '../queues/bullmq/worker-factory';
 registerCatalogStages();
 
 let sharedRuntime: Promise<StageJobRuntime> | undefined;
+/** One processor per stage and thread: it keeps state across jobs (storage outages). */
+const processors = new Map<string, StageJobProcessor>();
 
 function sandboxRuntime(): Promise<StageJobRuntime> {
   sharedRuntime ??= (async () => {
@@ -42,5 +45,10 @@ export default async function processSandboxedJob(
   const data = job.data as { stage?: unknown; kind?: unknown };
   const stageName = typeof data.kind === 'string' ? data.kind : data.stage;
   const stage = getStage(typeof stageName === 'string' ? stageName : '');
-  return createStageJobProcessor(stage, runtime)(job, token, signal);
+  let processor = processors.get(stage.name);
+  if (!processor) {
+    processor = createStageJobProcessor(stage, runtime);
+    processors.set(stage.name, processor);
+  }
+  return processor(job, token, signal);
 }

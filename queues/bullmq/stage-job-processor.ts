@@ -34,6 +34,7 @@ import {
 import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, stageJobOptions } from './job-options';
+import { JobCancel, type JobCancels } from './job-cancels';
 import {
   buildStageDeps,
   checkResult,
@@ -115,21 +116,58 @@ export type StageJobProcessor = (
   signal?: AbortSignal,
 ) => Promise<StageJobResult | PartJobResult>;
 
-/** Builds the processor a BullMQ Worker (or sandboxed child) runs for one stage's queue. */
+/**
+ * Builds the processor a sandboxed child (or any caller that owns the job's AbortSignal) runs for
+ * one stage's queue. In-process workers use createInProcessStageJobProcessor instead.
+ */
 export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
+  const run = stageJobRunner(stage, runtime, (cancel) => cancel.dispose());
   // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
+  return (job: StageJobHandle, token?: string, signal?: AbortSignal) => run(job, token, new JobCancel(signal));
+}
+
+/**
+ * The processor of an in-process stage Worker. Two declared parameters, so BullMQ makes no
+ * AbortController per job: the worker cancels jobs through `cancels` (see job-cancels.ts), and
+ * a job's AbortSignal is made only when the stage reads `deps.signal`.
+ */
+export function createInProcessStageJobProcessor(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  cancels: JobCancels,
+): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult> {
+  const run = stageJobRunner(stage, runtime, (cancel) => cancels.end(cancel));
+  return (job: StageJobHandle, token?: string) => run(job, token, cancels.start(job.id));
+}
+
+/**
+ * Runs one job; `release` gets its JobCancel back when it settles. When the job is cancelled (the
+ * worker is shutting down past its bound), hands the job back to the wait list at once, so
+ * another worker picks it up without waiting for the lock to lapse and without spending an
+ * attempt. Work that ignores the signal is left to finish or be cut off with the process; its
+ * writes are idempotent. (One async layer per job: every await costs on the per-job path.)
+ */
+function stageJobRunner(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  release: (cancel: JobCancel) => void,
+): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
-  return async (job: StageJobHandle, token?: string, signal?: AbortSignal) => {
-    const jobSignal = signal ?? new AbortController().signal;
+  return async (job, token, cancel) => {
     try {
-      const result = await handBackOnAbort<StageJobResult | PartJobResult>(job, token, jobSignal, () =>
+      const result = await untilCancelled<StageJobResult | PartJobResult>(cancel, () =>
         job.name === 'part'
-          ? processPartJob(stage, runtime, job, jobSignal)
-          : processStageJob(stage, runtime, job, token, jobSignal),
+          ? processPartJob(stage, runtime, job, cancel)
+          : processStageJob(stage, runtime, job, token, cancel),
       );
       outages.end(job);
       return result;
     } catch (error) {
+      if (cancel.cancelled) {
+        await job.moveToWait(token).catch(() => undefined);
+        outages.end(job);
+        throw new WaitingError();
+      }
       const delayMs = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
       if (delayMs !== undefined) {
         // Waits without spending an attempt, so a storage outage of minutes delays the part
@@ -140,8 +178,20 @@ export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntim
       }
       outages.end(job);
       throw toWorkerError(error);
+    } finally {
+      cancel.onCancel = undefined;
+      release(cancel);
     }
   };
+}
+
+/** The work's outcome, or a rejection as soon as the job is cancelled (one promise: no race, no listener on a signal). */
+function untilCancelled<T>(cancel: JobCancel, work: () => Promise<T>): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    cancel.onCancel = () => reject(new Error('aborted'));
+    if (cancel.cancelled) cancel.onCancel();
+    work().then(resolve, reject);
+  });
 }
 
 /**
@@ -166,7 +216,7 @@ class StorageOutages {
   }
 
   end(job: StageJobHandle): void {
-    this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
+    if (this.since.size > 0) this.since.delete(`${job.queueQualifiedName}:${job.id ?? ''}`);
   }
 }
 
@@ -197,38 +247,6 @@ export function toWorkerError(error: unknown): unknown {
   return error;
 }
 
-/**
- * Runs the work; when the signal aborts (the worker is shutting down past its bound), hands the
- * job back to the wait list at once, so another worker picks it up without waiting for the lock
- * to lapse and without spending an attempt. Work that ignores the signal is left to finish or be
- * cut off with the process; its writes are idempotent.
- */
-async function handBackOnAbort<T>(
-  job: StageJobHandle,
-  token: string | undefined,
-  signal: AbortSignal,
-  work: () => Promise<T>,
-): Promise<T> {
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_resolve, reject) => {
-    onAbort = () => reject(new Error('aborted'));
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-  const running = work();
-  running.catch(() => undefined);
-  aborted.catch(() => undefined);
-  try {
-    return await Promise.race([running, aborted]);
-  } catch (error) {
-    if (!signal.aborted) throw error;
-    await job.moveToWait(token).catch(() => undefined);
-    throw new WaitingError();
-  } finally {
-    if (onAbort) signal.removeEventListener('abort', onAbort);
-  }
-}
-
 function jobLabel(job: StageJobHandle): string {
   return `${job.queueQualifiedName}:${job.id ?? '?'}`;
 }
@@ -239,7 +257,7 @@ function jobDeps(
   runtime: StageJobRuntime,
   job: StageJobHandle,
   data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
-  signal: AbortSignal,
+  cancel: JobCancel,
   report: (progress: StageProgress) => Promise<unknown>,
   part?: StageDeps['part'],
 ): StageDeps {
@@ -262,7 +280,7 @@ function jobDeps(
     logger: runtime.logger,
     clock: runtime.clock,
     progress: throttledProgress(report),
-    signal,
+    signal: () => cancel.signal,
     services: runtime.services,
   });
 }
@@ -271,7 +289,7 @@ async function processPartJob(
   stage: AnyStage,
   runtime: StageJobRuntime,
   job: StageJobHandle,
-  signal: AbortSignal,
+  cancel: JobCancel,
 ): Promise<PartJobResult> {
   const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
   if (stage.kind !== 'fan-out')
@@ -288,7 +306,7 @@ async function processPartJob(
     'input',
   );
   const part = { index: data.index, id: partIdOf(data.index), count: data.count };
-  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) => job.updateProgress({ ...report }), part);
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) => job.updateProgress({ ...report }), part);
   const output = await runPart(stage, deps, { id: part.id, input, inputHash: data.inputHash });
   return { kind: 'part', index: data.index, output };
 }
@@ -298,7 +316,7 @@ async function processStageJob(
   runtime: StageJobRuntime,
   job: StageJobHandle,
   token: string | undefined,
-  signal: AbortSignal,
+  cancel: JobCancel,
 ): Promise<StageJobResult> {
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
@@ -320,7 +338,7 @@ async function processStageJob(
   }
   const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
-  const deps = jobDeps(stage.name, runtime, job, data, signal, (report) =>
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) =>
     sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }),
   );
 

@@ -1,11 +1,12 @@
-import { Worker, type Job, type Processor } from 'bullmq';
+import { Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
 import { partIdOf } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
 import type { RedisClient } from './redis-connection';
-import { createStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
+import { JobCancels } from './job-cancels';
+import { createInProcessStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
 
 /** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
 export const defaultLockDurationMs = 30_000;
@@ -45,16 +46,41 @@ export function jobLogBindings(queue: string, job: Job): Record<string, unknown>
 }
 
 /**
+ * A BullMQ Worker whose in-process processor cancels its jobs through a JobCancels registry
+ * instead of BullMQ's per-job AbortControllers: `cancelJob` and `cancelAllJobs` reach both.
+ */
+class CancellableWorker extends Worker {
+  constructor(
+    name: string,
+    processor: Processor,
+    options: WorkerOptions,
+    private readonly cancels: JobCancels,
+  ) {
+    super(name, processor, options);
+  }
+
+  override cancelJob(jobId: string, reason?: string): boolean {
+    const here = this.cancels.cancel(jobId, reason);
+    return super.cancelJob(jobId, reason) || here;
+  }
+
+  override cancelAllJobs(reason?: string): void {
+    this.cancels.cancelAll(reason);
+    super.cancelAllJobs(reason);
+  }
+}
+
+/**
  * A BullMQ Worker with the project's settings: our backoff strategy and error logging. The
  * connection must be a worker connection (`maxRetriesPerRequest: null`); BullMQ duplicates it
- * for its blocking reads.
+ * for its blocking reads. With `cancels`, the processor's jobs are cancelled through it.
  */
 export function createQueueWorker(
   queueName: string,
   processor: Processor | string,
-  options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown },
+  options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown; cancels?: JobCancels },
 ): Worker {
-  const worker = new Worker(queueName, processor, {
+  const settings: WorkerOptions = {
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -62,7 +88,11 @@ export function createQueueWorker(
     ...(options.stalledIntervalMs !== undefined ? { stalledInterval: options.stalledIntervalMs } : {}),
     settings: { backoffStrategy: hatBackoffStrategy },
     ...(options.sandboxed ? { useWorkerThreads: true, workerThreadsOptions: { workerData: options.workerData } } : {}),
-  });
+  };
+  const worker =
+    options.cancels && typeof processor !== 'string'
+      ? new CancellableWorker(queueName, processor, settings, options.cancels)
+      : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
   worker.on('error', (error) => logger.error({ queue: queueName, err: error }, 'worker error'));
   worker.on('failed', (job, error) => {
@@ -130,8 +160,12 @@ export function createStageWorker(
       'CPU-heavy stage runs in-process: dist/workers/stage-sandbox.js is not built (run `npm run build`)',
     );
   }
-  const processor = createStageJobProcessor(stage, runtime) as unknown as Processor;
-  return { worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs }), sandboxed: false };
+  const cancels = new JobCancels();
+  const processor = createInProcessStageJobProcessor(stage, runtime, cancels) as unknown as Processor;
+  return {
+    worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs, cancels }),
+    sandboxed: false,
+  };
 }
 
 /**

@@ -164,42 +164,73 @@ export interface StageDepsOptions {
   logger: Logger;
   clock: Clock;
   progress: (report: StageProgress) => void;
-  signal: AbortSignal;
+  /** The job's signal, or a function that makes it on first use (most jobs never read it). */
+  signal: AbortSignal | (() => AbortSignal);
   services: StageServices;
 }
 
 export function buildStageDeps(options: StageDepsOptions): StageDeps {
-  const rngLabel = options.part ? `${options.stage}/${options.part.id}` : options.stage;
-  let rng: Rng | undefined;
-  let logger: Logger | undefined;
-  // rng and logger are built on first use: many small jobs never touch them, and the framework's
-  // per-job overhead is measured against a raw BullMQ worker (bench/framework.bench.ts).
-  return {
-    store: options.store,
-    output: stageOutputLocation(options.store, options.outputPrefix),
-    openObject: options.openObject,
-    run: { id: options.runId, seed: options.seed },
-    stage: options.stage,
-    part: options.part,
-    attempt: options.attempt,
-    get rng() {
-      rng ??= new Rng(options.seed).fork(rngLabel);
-      return rng;
-    },
-    get logger() {
-      logger ??= options.logger.child({
-        runId: options.runId,
-        stage: options.stage,
-        ...(options.part ? { part: options.part.id } : {}),
-        ...(options.jobId !== undefined ? { jobId: options.jobId } : {}),
-      });
-      return logger;
-    },
-    clock: options.clock,
-    progress: options.progress,
-    signal: options.signal,
-    services: options.services,
-  };
+  return new JobStageDeps(options);
+}
+
+/**
+ * The StageDeps of one job. rng, logger and signal are built on first use: many small jobs never
+ * touch them, and the framework's per-job overhead is measured against a raw BullMQ worker
+ * (bench/framework.bench.ts). A class, not an object literal with getters: V8 builds literals
+ * with accessors slowly, and this runs once per job. (Its getters live on the prototype, so a
+ * spread copy of deps lacks rng, logger and signal; pass deps itself.)
+ */
+class JobStageDeps implements StageDeps {
+  readonly store: ArtifactStore;
+  readonly output: StageOutputLocation;
+  readonly openObject: StageDeps['openObject'];
+  readonly run: StageDeps['run'];
+  readonly stage: string;
+  readonly part: StageDeps['part'];
+  readonly attempt: number;
+  readonly clock: Clock;
+  readonly progress: (report: StageProgress) => void;
+  readonly services: StageServices;
+  private lazyRng: Rng | undefined;
+  private lazyLogger: Logger | undefined;
+  private lazySignal: AbortSignal | undefined;
+
+  constructor(private readonly options: StageDepsOptions) {
+    this.store = options.store;
+    this.output = stageOutputLocation(options.store, options.outputPrefix);
+    this.openObject = options.openObject;
+    this.run = { id: options.runId, seed: options.seed };
+    this.stage = options.stage;
+    this.part = options.part;
+    this.attempt = options.attempt;
+    this.clock = options.clock;
+    this.progress = options.progress;
+    this.services = options.services;
+    this.lazySignal = typeof options.signal === 'function' ? undefined : options.signal;
+  }
+
+  get rng(): Rng {
+    this.lazyRng ??= new Rng(this.options.seed).fork(
+      this.options.part ? `${this.options.stage}/${this.options.part.id}` : this.options.stage,
+    );
+    return this.lazyRng;
+  }
+
+  get logger(): Logger {
+    const { options } = this;
+    this.lazyLogger ??= options.logger.child({
+      runId: options.runId,
+      stage: options.stage,
+      ...(options.part ? { part: options.part.id } : {}),
+      ...(options.jobId !== undefined ? { jobId: options.jobId } : {}),
+    });
+    return this.lazyLogger;
+  }
+
+  get signal(): AbortSignal {
+    this.lazySignal ??= (this.options.signal as () => AbortSignal)();
+    return this.lazySignal;
+  }
 }
 
 /**
