@@ -22,6 +22,7 @@ import { readJsonl } from '../shared/artifacts/jsonl-reader';
 import { jsonlGzipOptions, writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { startLocalS3Server } from '../shared/artifacts/local-s3-server';
 import { Rng } from '../shared/random/rng';
+import { median } from '../shared/metrics/percentile';
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
@@ -117,11 +118,6 @@ async function storeRound(store: ArtifactStore, records: unknown[], round: numbe
   });
   if (count !== records.length) throw new Error(`store read ${count} of ${records.length} records`);
   return { writeSeconds, readSeconds };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((left, right) => left - right);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 function summarize(timings: Timing[]): Timing {

@@ -35,6 +35,7 @@ import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
 import { replayCheck, scoreRecorded, scoredTurns } from '../workers/augment/replay-check';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -56,11 +57,6 @@ function parseArguments(argv: string[]): BenchOptions {
     pool: Number(value('--pool') ?? 32),
     repeats: Number(value('--repeats') ?? 3),
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((left, right) => left - right);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /**

@@ -25,17 +25,13 @@ import { VllmTokenScorer } from '../shared/models/scoring/vllm-prompt-logprobs';
 import { createOnnxPromptScorer } from '../shared/models/testing/onnx-prompt-scorer';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
 function option(argv: string[], flag: string, fallback: string): string {
   const index = argv.indexOf(flag);
   return index >= 0 && argv[index + 1] !== undefined ? argv[index + 1] : fallback;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }
 
 async function timed(repeats: number, work: () => Promise<unknown>): Promise<number> {

@@ -28,17 +28,12 @@ import { OpenAiTestServer, type StreamTiming } from '../shared/models/testing/op
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { evalStage } from '../workers/eval/processor';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
 const answer =
   'Thank you for asking. The jacket is lined with down and ships today. Returns are free for thirty days and the coupon applies at checkout.';
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((left, right) => left - right);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-}
 
 function flag(name: string, fallback: number): number {
   const index = process.argv.indexOf(name);

@@ -21,6 +21,7 @@ import { createStageJobRuntime, createStoreCache } from '../queues/bullmq/stage-
 import { createStageWorker } from '../queues/bullmq/worker-factory';
 import { noopStage } from '../workers/examples/noop/processor';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -141,11 +142,6 @@ async function main(): Promise<void> {
     await rm(directory, { recursive: true, force: true });
   }
   const perSecond = (ms: number) => jobs / (ms / 1_000);
-  const median = (values: number[]) => {
-    const sorted = [...values].sort((left, right) => left - right);
-    const middle = Math.floor(sorted.length / 2);
-    return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-  };
   const rawRate = median(raw.map(perSecond));
   const stageRate = median(stage.map(perSecond));
   // Each round's pair ran back to back; the median of their ratios resists a noisy round.

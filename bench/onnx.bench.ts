@@ -19,6 +19,7 @@ import * as ort from 'onnxruntime-node';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -44,12 +45,6 @@ function parseArguments(argv: string[]): BenchOptions {
     repeats: Number(value('--repeats') ?? 5),
     longPromptTokens: Number(value('--long-prompt-tokens') ?? 5000),
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 /**

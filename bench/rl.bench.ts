@@ -22,6 +22,7 @@ import { silentLogger } from '../shared/log/logger';
 import { rlStage } from '../workers/rl/processor';
 import type { RlOutput } from '../workers/rl/rl-contract';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -34,11 +35,6 @@ function argument(name: string, fallback: number): number {
 const groups = argument('groups', 50);
 const groupSize = argument('group-size', 8);
 const rounds = argument('rounds', 3);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 interface Round {
   wallMs: number;

@@ -21,6 +21,7 @@ import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { startServeServer } from '../shared/models/serve/serve-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -46,12 +47,6 @@ function parseArguments(argv: string[]): BenchOptions {
     threads: Number(value('--threads') ?? 1),
     repeats: Number(value('--repeats') ?? 3),
   };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 async function main(): Promise<void> {

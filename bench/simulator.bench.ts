@@ -28,6 +28,7 @@ import { generateWorld } from '../shared/simulator/world/generate-world';
 import { createWorld, type World } from '../shared/simulator/world/world';
 import type { ChatMessage, ToolCall } from '../shared/trajectory/messages';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { median } from '../shared/metrics/percentile';
 
 registerModelAdapters();
 
@@ -39,11 +40,6 @@ function argument(name: string, fallback: number): number {
 
 const taskCount = argument('tasks', 1000);
 const rounds = argument('rounds', 5);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 /** Hands back recorded responses in order: the cheapest policy a loop can have. */
 class ReplayPolicy implements ModelClient {

@@ -41,3 +41,8 @@ export function percentilesOf(values: ArrayLike<number>, percentiles: readonly n
 export function percentileKey(p: number): string {
   return `p${String(p)}`;
 }
+
+/** The median (the 50th percentile as above: the mean of the middle two for an even count); NaN when empty. */
+export function median(values: ArrayLike<number>): number {
+  return percentileOfSorted(sortedSamples(values), 50);
+}

@@ -3,6 +3,7 @@ import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
 import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weights';
 import { summarizeAugment } from './augment-summary';
+import { writtenObjectSchema } from '../../queues/stage-kit/written-object';
 
 export { relabelEntrySchema, type RelabelEntry } from '../../shared/trajectory/relabel-entry';
 
@@ -90,14 +91,6 @@ export const augmentPartInputSchema = z.object({
   reportSamples: z.number().int().nonnegative(),
 });
 export type AugmentPartInput = z.infer<typeof augmentPartInputSchema>;
-
-const writtenObjectSchema = z.object({
-  key: z.string(),
-  uri: z.string(),
-  sha256: z.string(),
-  bytes: z.number().int().nonnegative(),
-  records: z.number().int().nonnegative(),
-});
 
 export const augmentPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),

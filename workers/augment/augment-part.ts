@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { partIdOf } from '../../queues/stage-kit/job-ids';
-import { JsonlWriter, type JsonlWriteResult } from '../../shared/artifacts/jsonl-writer';
+import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
 import { hashValue } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
@@ -25,6 +25,7 @@ import { readWantedTasks } from './task-lookup';
 import { countPair, emptyStats, type AugmentStats } from './augment-stats';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { replayCheck, scoreRecorded, scoredTurns } from './replay-check';
+import { writtenObjectOf } from '../../queues/stage-kit/written-object';
 
 /**
  * One part of the augment stage: reads its range of trajectories and the tasks they played,
@@ -103,10 +104,6 @@ const renderContextSchema = z.object({
   campaign: z.string().optional(),
   roomContext: z.string().optional(),
 });
-
-function writtenObject(result: JsonlWriteResult) {
-  return { key: result.key, uri: result.uri, sha256: result.sha256, bytes: result.bytes, records: result.records };
-}
 
 export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Promise<AugmentPartOutput> {
   const environment = await augmentEnvironment(part, deps.openObject);
@@ -237,8 +234,8 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
   await deps.store.put(keys.samples, JSON.stringify(samples), { contentType: 'application/json' });
   return {
     index: part.index,
-    trajectories: writtenObject(written),
-    relabel: writtenObject(relabelled),
+    trajectories: writtenObjectOf(written),
+    relabel: writtenObjectOf(relabelled),
     samplesKey: keys.samples,
     variantsUsed: [...variantsUsed].sort(),
     stats: stats as unknown as Record<string, unknown>,

@@ -5,6 +5,7 @@ import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-
 import { collectCountsSchema } from './collect-stats';
 import { summarizeCollect } from './collect-summary';
 import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
+import { writtenObjectSchema as baseWrittenObjectSchema } from '../../queues/stage-kit/written-object';
 
 export { taskGeneratorSchema, type TaskGenerator } from '../../shared/simulator/tasks/task-generator';
 
@@ -114,14 +115,7 @@ export type CollectInput = z.infer<typeof collectInputSchema>;
 const sha256 = z.string().regex(/^[0-9a-f]{64}$/);
 const lineageEntrySchema = z.object({ uri: z.string(), sha256 });
 
-const writtenObjectSchema = z.object({
-  key: z.string(),
-  uri: z.string(),
-  sha256,
-  bytes: z.number().int().nonnegative(),
-  records: z.number().int().nonnegative(),
-});
-export type WrittenObject = z.infer<typeof writtenObjectSchema>;
+const writtenObjectSchema = baseWrittenObjectSchema.extend({ sha256 });
 
 export const collectPartInputSchema = z.object({
   index: z.number().int().nonnegative(),

@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { partIdOf } from '../../queues/stage-kit/job-ids';
-import { JsonlWriter, type JsonlWriteResult } from '../../shared/artifacts/jsonl-writer';
+import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
 import { BadInputError, HatError, TransientError, isRetryable } from '../../shared/errors';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
@@ -12,16 +12,11 @@ import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema'
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
-import {
-  reviewEntrySchema,
-  type CollectPartInput,
-  type CollectPartOutput,
-  type ReviewEntry,
-  type WrittenObject,
-} from './collect-contract';
+import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry } from './collect-contract';
 import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
 import { EpisodeTeacher, openTeacher } from './open-teacher';
 import { selectSamples } from './select-samples';
+import { writtenObjectOf } from '../../queues/stage-kit/written-object';
 
 /**
  * One part of the collect stage: its slice of tasks, N episodes each with the teacher, the
@@ -187,10 +182,6 @@ function checkTeacherAnswered(results: EpisodeResult[][], stopped: boolean, part
   );
 }
 
-function writtenObject(result: JsonlWriteResult): WrittenObject {
-  return { key: result.key, uri: result.uri, sha256: result.sha256, bytes: result.bytes, records: result.records };
-}
-
 export async function collectPart(part: CollectPartInput, deps: StageDeps): Promise<CollectPartOutput> {
   const startedAt = deps.clock.now();
   const partId = partIdOf(part.index);
@@ -271,9 +262,9 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
     index: part.index,
     tasks: part.tasks,
     teacher: { provider: teacher.provider, model: teacher.modelId, simulated: teacher.simulated ?? false },
-    accepted: writtenObject(acceptedObject),
-    rejected: writtenObject(rejectedObject),
-    review: writtenObject(reviewObject),
+    accepted: writtenObjectOf(acceptedObject),
+    rejected: writtenObjectOf(rejectedObject),
+    review: writtenObjectOf(reviewObject),
     stats,
     startedAt,
     endedAt: deps.clock.now(),

@@ -8,6 +8,7 @@ import {
 } from '../../shared/models/token-exact/served-token-sampler';
 import { summarizeDistill } from './distill-summary';
 import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
+import { writtenObjectSchema, type WrittenObject } from '../../queues/stage-kit/written-object';
 
 export { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 
@@ -222,14 +223,7 @@ export const distillInputSchema = z
 export type DistillInput = z.infer<typeof distillInputSchema>;
 export type DistillInputConfig = z.input<typeof distillInputSchema>;
 
-const objectRef = z.object({
-  key: z.string(),
-  uri: z.string(),
-  sha256: z.string(),
-  bytes: z.number().int().nonnegative(),
-  records: z.number().int().nonnegative(),
-});
-export type ObjectRef = z.infer<typeof objectRef>;
+export type ObjectRef = WrittenObject;
 
 /** Sums of one source within a part (means are taken in finish). */
 export const sourceTotalsSchema = z.object({
@@ -300,8 +294,8 @@ export const distillPartInputSchema = distillInputSchema
 export type DistillPartInput = z.infer<typeof distillPartInputSchema>;
 
 export const distillPartOutputSchema = z.object({
-  parquet: objectRef,
-  jsonl: objectRef,
+  parquet: writtenObjectSchema,
+  jsonl: writtenObjectSchema,
   rollouts: z.number().int().nonnegative(),
   sources: z.record(z.string(), sourceTotalsSchema),
   models: distillModelsSummarySchema,

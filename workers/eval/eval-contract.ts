@@ -6,6 +6,7 @@ import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-
 // Registers the `scripted` adapter, so `model: { adapter: scripted }` validates.
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import { evalPartCounters, summarizeEval } from './eval-summary';
+import { writtenObjectSchema } from '../../queues/stage-kit/written-object';
 
 /**
  * Config of the `eval` stage: models under test, side by side, on the report's suites.
@@ -229,19 +230,11 @@ export const evalPartInputSchema = z.object({
 });
 export type EvalPartInput = z.infer<typeof evalPartInputSchema>;
 
-const objectRef = z.object({
-  key: z.string(),
-  uri: z.string(),
-  sha256: z.string(),
-  bytes: z.number().int().nonnegative(),
-  records: z.number().int().nonnegative(),
-});
-
 export const evalPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),
   label,
   suite: z.enum(suiteNames),
-  results: objectRef,
+  results: writtenObjectSchema,
   items: z.number().int().nonnegative(),
   modelErrors: z.number().int().nonnegative(),
   judgeMissing: z.number().int().nonnegative(),

@@ -13,6 +13,7 @@ import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weig
 import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
 import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 import { rlPartCounters, summarizeRl } from './rl-summary';
+import { writtenObjectSchema } from '../../queues/stage-kit/written-object';
 
 /**
  * Config of the `rl` stage: groups of simulator episodes for GRPO. Each group is one task under
@@ -196,14 +197,6 @@ export const rlInputSchema = z
 export type RlInput = z.infer<typeof rlInputSchema>;
 export type RlInputConfig = z.input<typeof rlInputSchema>;
 
-const objectRef = z.object({
-  key: z.string(),
-  uri: z.string(),
-  sha256: z.string(),
-  bytes: z.number().int().nonnegative(),
-  records: z.number().int().nonnegative(),
-});
-
 export const rlPartInputSchema = z.object({
   index: z.number().int().nonnegative(),
   /** The group plan `plan` wrote, and this part's slice of it. */
@@ -242,8 +235,8 @@ export type RlPartTiming = z.infer<typeof rlPartTimingSchema>;
 
 export const rlPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),
-  parquet: objectRef,
-  jsonl: objectRef,
+  parquet: writtenObjectSchema,
+  jsonl: writtenObjectSchema,
   /** Mergeable totals of this part (RlTotals). */
   totals: z.record(z.string(), z.unknown()),
   policy: z.object({
