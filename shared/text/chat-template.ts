@@ -42,6 +42,23 @@ const globals: Record<string, unknown> = {
   range,
 };
 
+/** A value as templates see it (the library's runtime value). */
+type TemplateValue = ReturnType<Environment['set']>;
+
+/**
+ * Converts a JSON value to a template value without declaring it anywhere: Environment.set is
+ * `declareVariable(name, convert(value))`, called here with a receiver whose declareVariable only
+ * hands the converted value back (the library does not export its converter).
+ */
+function toTemplateValue(value: unknown): TemplateValue {
+  const receiver = { declareVariable: (_name: string, converted: TemplateValue) => converted };
+  return (Environment.prototype.set as (this: unknown, name: string, value: unknown) => TemplateValue).call(
+    receiver,
+    'value',
+    value,
+  );
+}
+
 /** A node of @huggingface/jinja's syntax tree, as far as staticGenerationPrompt reads it. */
 type SyntaxNode = { type: string; [field: string]: unknown };
 
@@ -137,7 +154,15 @@ export class ChatTemplate {
    * times with the same list; template values are immutable (only namespaces can be assigned),
    * so sharing them between renders is safe.
    */
-  private readonly convertedTools = new WeakMap<TemplateTool[], ReturnType<Environment['set']>>();
+  private readonly convertedTools = new WeakMap<TemplateTool[], TemplateValue>();
+  /**
+   * Messages converted to template values, by message identity: span location renders every
+   * prefix of a conversation (the served prompts), so the same message objects are converted once
+   * instead of once per prefix. Safe for the same reason as the tools.
+   */
+  private readonly convertedMessages = new WeakMap<TemplateMessage, TemplateValue>();
+  /** Static generation prompts already rendered, by template name and the switches they read. */
+  private readonly renderedPrompts = new Map<string, string>();
   /** Per template name: its generation-prompt block when that block is static (staticGenerationPrompt). */
   private readonly staticPrompts = new Map<string, SyntaxNode | undefined>();
 
@@ -184,10 +209,16 @@ export class ChatTemplate {
     const name = this.select(options);
     const node = this.staticPrompts.get(name);
     if (!node) return undefined;
+    // The block reads only the switches and special tokens (staticGenerationPrompt), so these key it.
+    const key = JSON.stringify([name, options.enableThinking ?? null, options.variables ?? null]);
+    const known = this.renderedPrompts.get(key);
+    if (known !== undefined) return known;
     try {
       const program = { type: 'Program', body: [node] } as unknown as Template['parsed'];
-      return new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program)
+      const prompt = new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program)
         .value as string;
+      if (this.renderedPrompts.size < 64) this.renderedPrompts.set(key, prompt);
+      return prompt;
     } catch (error) {
       throw new BadInputError(
         'CHAT_TEMPLATE_RENDER_FAILED',
@@ -219,13 +250,31 @@ export class ChatTemplate {
     if (tools) delete variables.tools;
     if (options.enableThinking !== undefined) variables.enable_thinking = options.enableThinking;
     const environment = new Environment();
+    const ownMessages = variables.messages === messages;
+    if (ownMessages) delete variables.messages;
     for (const [key, value] of Object.entries(variables)) environment.set(key, value);
+    if (ownMessages) environment.setVariable('messages', this.messagesValue(messages));
     if (tools) {
       const converted = this.convertedTools.get(tools);
       if (converted) environment.setVariable('tools', converted);
       else this.convertedTools.set(tools, environment.set('tools', tools));
     }
     return environment;
+  }
+
+  /** The messages as one template list, each message converted once per message object. */
+  private messagesValue(messages: TemplateMessage[]): TemplateValue {
+    const items = messages.map((message) => {
+      let value = this.convertedMessages.get(message);
+      if (!value) {
+        value = toTemplateValue(message);
+        this.convertedMessages.set(message, value);
+      }
+      return value;
+    });
+    // The library does not export its list class; a converted empty list carries its constructor.
+    const list = toTemplateValue([]);
+    return new list.constructor(items);
   }
 
   private select(options: Pick<RenderOptions, 'tools' | 'templateName'>): string {

@@ -10,6 +10,7 @@ import {
 import { SegmentedEncoder, type EncodedText } from './segmented-encoder';
 import { probeTemplateFeatures, type TemplateFeatures } from './template-features';
 import type { TemplateMessage } from './template-input';
+import { useGenerationalWordCache } from './word-cache';
 
 /** A target model's tokenizer together with its own chat template. */
 export interface ChatTokenizer {
@@ -119,6 +120,7 @@ export function createTokenizerCore(
   endOfTurnIds: number[] = [],
 ): TokenizerCore {
   const tokenizer = new Tokenizer(tokenizerJson, config);
+  useGenerationalWordCache(tokenizer);
   const { fingerprint, vocabSize } = fingerprintOf(tokenizer);
   const added = [...tokenizer.get_added_tokens_decoder().values()];
   const eosText = specialTokenText(config.eos_token);

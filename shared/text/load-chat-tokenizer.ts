@@ -43,7 +43,7 @@ export interface ChatTokenizerSource {
   hookMessages?: 'auto' | HookMessageForm;
 }
 
-function presetDirectory(preset: string): string {
+export function presetDirectory(preset: string): string {
   if (!Object.hasOwn(tokenizerPresets, preset)) {
     throw new BadInputError(
       'TOKENIZER_PRESET_UNKNOWN',
