@@ -376,7 +376,9 @@ async function writePackedShards(
   deps: StageDeps,
   out: FanInOutput,
 ): Promise<Partial<Record<ShardSplit, SplitStats>>> {
-  const tokens = await Promise.all(parts.map((part) => readTokens(deps.store, part.tokens.key, part.tokens.tokens)));
+  // One part at a time: reading them all at once held each part's bytes twice until the last arrived.
+  const tokens: Int32Array[] = [];
+  for (const part of parts) tokens.push(await readTokens(deps.store, part.tokens.key, part.tokens.tokens));
   const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
   for (const split of shardSplits) {
     const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
