@@ -91,11 +91,20 @@ export async function readJsonlLines(
   openObject: StageDeps['openObject'],
   uri: string,
 ): Promise<{ lines: string[]; sha256: string }> {
+  const { bytes, sha256 } = await readJsonlBytes(openObject, uri);
+  return { lines: bytes.toString('utf8').split('\n'), sha256 };
+}
+
+/** A JSONL object's text as bytes (gunzipped when its key ends in .gz) and the sha256 of the stored bytes. */
+export async function readJsonlBytes(
+  openObject: StageDeps['openObject'],
+  uri: string,
+): Promise<{ bytes: Buffer; sha256: string }> {
   const { store, key } = openObject(uri);
   const stored = await store.getBuffer(key);
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = (isGzipKey(key) ? gunzipSync(stored) : stored).toString('utf8');
+    bytes = isGzipKey(key) ? gunzipSync(stored) : stored;
   } catch (error) {
     throw new BadInputError(
       'BAD_JSONL',
@@ -103,7 +112,7 @@ export async function readJsonlLines(
       { cause: error },
     );
   }
-  return { lines: text.split('\n'), sha256: sha256Hex(stored) };
+  return { bytes, sha256: sha256Hex(stored) };
 }
 
 /** One JSONL line (0-based `lineIndex`) parsed and checked against the schema; errors name the URI, line and field. */

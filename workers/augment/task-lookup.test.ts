@@ -57,4 +57,37 @@ describe('readWantedTasks', () => {
     expect(direct.records).toEqual(new Map([[tasks[1]!.id, tasks[1]]]));
     expect(direct.objects).toEqual([{ uri: plain.uri, sha256: plain.sha256 }]);
   });
+
+  it('reads ids from any key order, escaped ids and CRLF lines, and does not take a nested id for the task id', async () => {
+    const [first, second, third, fourth] = tasks;
+    const reordered = {
+      category: first!.category,
+      room: first!.room,
+      turns: first!.turns,
+      source: first!.source,
+      schemaVersion: first!.schemaVersion,
+      id: first!.id,
+    };
+    const escaped = { ...second!, id: 'quote"d\\id' };
+    // An "id" key inside an earlier value must not be read as the task's id.
+    const { source: thirdSource, ...thirdRest } = third!;
+    const nested = {
+      schemaVersion: third!.schemaVersion,
+      source: { ...thirdSource, id: 'not-the-task' },
+      ...thirdRest,
+    };
+    const text =
+      [reordered, escaped, nested].map((task) => JSON.stringify(task)).join('\r\n') + `\n${JSON.stringify(fourth)}\n`;
+    const bytes = gzipSync(Buffer.from(text));
+    const info = await store.put('c/orders.jsonl.gz', bytes);
+    const objects = [{ uri: info.uri, sha256: sha256Hex(bytes) }];
+    const wanted = new Set([first!.id, escaped.id, third!.id, fourth!.id]);
+    const cold = await readWantedTasks(objects, openObject, wanted);
+    expect([...cold.records.keys()].sort()).toEqual([...wanted].sort());
+    expect(cold.records.get(escaped.id)?.id).toBe(escaped.id);
+    expect(cold.records.get(third!.id)?.source).toEqual(third!.source);
+    const warm = await readWantedTasks(objects, openObject, new Set([escaped.id, fourth!.id, 'not-the-task']));
+    expect([...warm.records.keys()].sort()).toEqual([escaped.id, fourth!.id].sort());
+    expect(warm.records.get(fourth!.id)).toEqual(fourth);
+  });
 });
