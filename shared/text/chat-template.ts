@@ -2,6 +2,7 @@ import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { BadInputError } from '../errors';
 import { hashValue, sha256Hex } from '../hash/hash';
 import { strftime } from './strftime';
+import { headerStatementCount } from './template-header';
 import type { TemplateMessage, TemplateTool } from './template-input';
 
 /** A chat template as tokenizer_config.json stores it: one text, or named texts (`default`, `tool_use`, ...). */
@@ -163,6 +164,16 @@ export class ChatTemplate {
   private readonly convertedMessages = new WeakMap<TemplateMessage, TemplateValue>();
   /** Static generation prompts already rendered, by template name and the switches they read. */
   private readonly renderedPrompts = new Map<string, string>();
+  /** Per template name: its header and the rest of its program, when it has a header (template-header.ts). */
+  private readonly splitPrograms = new Map<string, { header: Template['parsed']; rest: Template['parsed'] }>();
+  /**
+   * Header outputs by first message, then by template name, tools list and switches. Weak on the
+   * message: the cache lives as long as the conversation it serves.
+   */
+  private readonly headers = new WeakMap<TemplateMessage, Map<string, string>>();
+  /** A number per tools list, for header keys. */
+  private readonly toolIds = new WeakMap<TemplateTool[], number>();
+  private nextToolId = 1;
   /** Per template name: its generation-prompt block when that block is static (staticGenerationPrompt). */
   private readonly staticPrompts = new Map<string, SyntaxNode | undefined>();
 
@@ -182,12 +193,37 @@ export class ChatTemplate {
       const template = compile(name, text);
       this.templates.set(name, template);
       this.staticPrompts.set(name, staticGenerationPrompt(template.parsed, Object.keys(specialTokenVariables)));
+      const body = (template.parsed as unknown as { body: unknown[] }).body;
+      const headerLength = headerStatementCount(body, [
+        ...Object.keys(globals),
+        ...Object.keys(specialTokenVariables),
+        'add_generation_prompt',
+        'enable_thinking',
+      ]);
+      if (headerLength > 0) {
+        const program = (statements: unknown[]) =>
+          ({ type: 'Program', body: statements }) as unknown as Template['parsed'];
+        this.splitPrograms.set(name, {
+          header: program(body.slice(0, headerLength)),
+          rest: program(body.slice(headerLength)),
+        });
+      }
     }
   }
 
+  /**
+   * Renders a conversation. Message objects and tools lists are treated as immutable once
+   * rendered: their converted values and the header output are remembered by identity.
+   */
   render(messages: TemplateMessage[], options: RenderOptions = {}): string {
     const name = this.select(options);
     try {
+      const split = this.splitPrograms.get(name);
+      const first = messages[0];
+      if (split && first !== undefined && options.variables === undefined) {
+        const header = this.header(name, split.header, first, messages, options);
+        return header + (new Interpreter(this.environment(messages, options)).run(split.rest).value as string);
+      }
       return new Interpreter(this.environment(messages, options)).run(this.templates.get(name)!.parsed).value as string;
     } catch (error) {
       throw new BadInputError(
@@ -260,6 +296,30 @@ export class ChatTemplate {
       else this.convertedTools.set(tools, environment.set('tools', tools));
     }
     return environment;
+  }
+
+  /** The output of a template's header for this first message, tools list and switches (rendered once). */
+  private header(
+    name: string,
+    program: Template['parsed'],
+    first: TemplateMessage,
+    messages: TemplateMessage[],
+    options: RenderOptions,
+  ): string {
+    const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
+    let toolId = 0;
+    if (tools) {
+      toolId = this.toolIds.get(tools) ?? this.nextToolId++;
+      this.toolIds.set(tools, toolId);
+    }
+    const key = `${name}\u0000${toolId}\u0000${String(options.addGenerationPrompt ?? false)}\u0000${String(options.enableThinking)}`;
+    let outputs = this.headers.get(first);
+    const known = outputs?.get(key);
+    if (known !== undefined) return known;
+    const output = new Interpreter(this.environment(messages, options)).run(program).value as string;
+    if (!outputs) this.headers.set(first, (outputs = new Map()));
+    outputs.set(key, output);
+    return output;
   }
 
   /** The messages as one template list, each message converted once per message object. */

@@ -70,9 +70,9 @@ describe('readWantedTasks', () => {
     };
     const escaped = { ...second!, id: 'quote"d\\id' };
     // An "id" key inside an earlier value must not be read as the task's id.
-    const { source: thirdSource, ...thirdRest } = third!;
+    const { source: thirdSource, schemaVersion: thirdVersion, ...thirdRest } = third!;
     const nested = {
-      schemaVersion: third!.schemaVersion,
+      schemaVersion: thirdVersion,
       source: { ...thirdSource, id: 'not-the-task' },
       ...thirdRest,
     };
