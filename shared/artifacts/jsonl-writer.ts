@@ -148,10 +148,11 @@ export class JsonlWriter<T = unknown> {
 
   private async flush(): Promise<void> {
     if (this.pending === '') return;
-    const text = this.pending;
+    // Encoded once: measuring the string's UTF-8 length and then handing gzip the string encoded it twice.
+    const bytes = Buffer.from(this.pending, 'utf8');
     this.pending = '';
-    this.uncompressedBytes += Buffer.byteLength(text, 'utf8');
-    if (this.gzip.write(text)) return;
+    this.uncompressedBytes += bytes.length;
+    if (this.gzip.write(bytes)) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         this.gzip.off('drain', done);

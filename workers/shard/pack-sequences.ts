@@ -115,6 +115,19 @@ export interface PackedSample {
   sourceId: string;
 }
 
+/** 0, 1, 2, ... per length: position ids are copied from here rather than counted per token. */
+const positionRuns = new Map<number, Int32Array>();
+
+function positionRun(length: number): Int32Array {
+  let run = positionRuns.get(length);
+  if (!run) {
+    run = new Int32Array(length);
+    for (let index = 0; index < length; index++) run[index] = index;
+    if (positionRuns.size < 8) positionRuns.set(length, run);
+  }
+  return run;
+}
+
 /** Appends one padded sequence of `samples` to flat columns; returns its summary. */
 export function writeSequence(
   samples: readonly PackedSample[],
@@ -123,23 +136,22 @@ export function writeSequence(
   columns: { inputIds: Int32Array; labels: Int32Array; lossMask: Int32Array; positionIds: Int32Array },
   offset: number,
 ): { cuSeqlens: number[]; sourceIds: string[]; tokens: number; trainedTokens: number } {
+  const positions = positionRun(sequenceLength);
   const cuSeqlens = [0];
   let position = 0;
   let trainedTokens = 0;
   for (const sample of samples) {
     const start = offset + position;
     const length = sample.ids.length;
-    for (let index = 0; index < length; index++) {
-      columns.inputIds[start + index] = sample.ids[index];
-      columns.labels[start + index] = -100;
-      columns.lossMask[start + index] = 0;
-      columns.positionIds[start + index] = index;
-    }
+    // Whole-range copies and fills (the ids are a typed array from the part's token file).
+    const ids = sample.ids instanceof Int32Array ? sample.ids : Int32Array.from(sample.ids);
+    columns.inputIds.set(ids, start);
+    columns.labels.fill(-100, start, start + length);
+    columns.lossMask.fill(0, start, start + length);
+    columns.positionIds.set(positions.subarray(0, length), start);
     for (const [spanStart, spanEnd] of sample.spans) {
-      for (let index = spanStart; index < spanEnd; index++) {
-        columns.labels[start + index] = sample.ids[index];
-        columns.lossMask[start + index] = 1;
-      }
+      columns.labels.set(ids.subarray(spanStart, spanEnd), start + spanStart);
+      columns.lossMask.fill(1, start + spanStart, start + spanEnd);
       trainedTokens += spanEnd - spanStart;
     }
     position += length;
@@ -148,11 +160,11 @@ export function writeSequence(
   const tokens = position;
   // Padding is one more segment (positions from 0, never trained), so cu_seqlens always ends at
   // the sequence length and varlen attention never lets padding attend to a sample.
-  for (let index = 0; position < sequenceLength; index++, position++) {
-    columns.inputIds[offset + position] = padId;
-    columns.labels[offset + position] = -100;
-    columns.lossMask[offset + position] = 0;
-    columns.positionIds[offset + position] = index;
+  if (position < sequenceLength) {
+    columns.inputIds.fill(padId, offset + position, offset + sequenceLength);
+    columns.labels.fill(-100, offset + position, offset + sequenceLength);
+    columns.lossMask.fill(0, offset + position, offset + sequenceLength);
+    columns.positionIds.set(positions.subarray(0, sequenceLength - position), offset + position);
   }
   if (tokens < sequenceLength) cuSeqlens.push(sequenceLength);
   return { cuSeqlens, sourceIds: samples.map((sample) => sample.sourceId), tokens, trainedTokens };
