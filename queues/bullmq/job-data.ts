@@ -63,7 +63,6 @@ export interface PartJobResult<PartOutput = unknown> {
 export interface StageJobResult<Output = unknown> {
   kind: 'stage';
   stage: string;
-  jobId: string;
   output: Output;
   /** The stage manifest, when its output names one. */
   manifestUri?: string;
@@ -71,7 +70,8 @@ export interface StageJobResult<Output = unknown> {
   parts: number;
   startedAt: number;
   finishedAt: number;
-  upstream: StageJobResult[];
+  /** The stage jobs this one waited for (absent when none). */
+  upstream?: StageJobResult[];
   /** The stage decided to hold something (a gate that held its candidate): why, and the stages it keeps from running. */
   hold?: StageHold;
   /** The stage did not do its work: a stage below it held it back (`by`), for these reasons. */

@@ -333,7 +333,7 @@ async function processStageJob(
         { stage: data.stage, runId: data.runId, heldBy: heldBy.stage, reasons: heldBy.reasons },
         'stage held back; not run',
       );
-      return { ...stageResult(data.stage, job, null, 0, startedAt, runtime.clock.now(), upstream), heldBy };
+      return { ...stageResult(data.stage, null, 0, startedAt, runtime.clock.now(), upstream), heldBy };
     }
   }
   const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
@@ -347,7 +347,7 @@ async function processStageJob(
     const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
     const upstream =
       data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
-    return stageResult(data.stage, job, output, 0, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
+    return stageResult(data.stage, output, 0, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
   }
 
   for (let round = 0; ; round++) {
@@ -372,7 +372,6 @@ async function processStageJob(
       await sendProgress({ phase: 'done', partsTotal: expected });
       return stageResult(
         data.stage,
-        job,
         output,
         expected,
         startedAt,
@@ -434,7 +433,6 @@ async function addParts(
 
 function stageResult(
   stage: string,
-  job: StageJobHandle,
   output: unknown,
   parts: number,
   startedAt: number,
@@ -443,16 +441,18 @@ function stageResult(
   hold?: StageHold,
 ): StageJobResult {
   const manifestUri = manifestUriOf(output);
+  // Kept small: BullMQ stores and publishes every job's result, and the two fields left out here
+  // when they say nothing (an empty upstream list, the job's own id, which no reader used) were
+  // most of the binding's cost over a raw worker per no-op job (bench/framework.bench.ts).
   return {
     kind: 'stage',
     stage,
-    jobId: job.id ?? '',
     output,
     ...(manifestUri ? { manifestUri } : {}),
     parts,
     startedAt,
     finishedAt,
-    upstream,
+    ...(upstream.length > 0 ? { upstream } : {}),
     ...(hold ? { hold } : {}),
   };
 }

@@ -165,7 +165,6 @@ export async function processHandoff(
   return {
     kind: 'stage',
     stage: handoffNodeName(data.name),
-    jobId: job.id ?? '',
     output,
     parts: 0,
     startedAt: output.requestedAt,
