@@ -441,9 +441,8 @@ function stageResult(
   hold?: StageHold,
 ): StageJobResult {
   const manifestUri = manifestUriOf(output);
-  // Kept small: BullMQ stores and publishes every job's result, and the two fields left out here
-  // when they say nothing (an empty upstream list, the job's own id, which no reader used) were
-  // most of the binding's cost over a raw worker per no-op job (bench/framework.bench.ts).
+  // Kept small: BullMQ serializes, stores and publishes every job's result, so fields that say
+  // nothing are left out (an empty upstream list; the job's own id, which no reader used).
   return {
     kind: 'stage',
     stage,
