@@ -21,8 +21,6 @@
  *   npx tsc -p tsconfig.build.json && node dist/bench/shard.bench.js [--episodes 400] [--sequence-length 8192] [--rounds 5]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { Tokenizer } from '@huggingface/tokenizers';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
@@ -36,7 +34,7 @@ import { Rng } from '../shared/random/rng';
 import { runEpisode } from '../shared/simulator/agent-loop';
 import { ScriptedExpert } from '../shared/simulator/policies/scripted-expert';
 import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
-import { loadChatTokenizer, presetDirectory } from '../shared/text/load-chat-tokenizer';
+import { loadChatTokenizer, loadStockTokenizer, presetDirectory } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
 import { tokenizeConversation } from '../shared/text/tokenize-conversation';
 import type { Trajectory } from '../shared/trajectory/trajectory';
@@ -79,17 +77,6 @@ function cpuSeconds(start: NodeJS.CpuUsage): number {
 
 const format = (value: number) => Math.round(value).toLocaleString('en-US');
 const percent = (value: number) => `${(value * 100).toFixed(1)}%`;
-
-/** The preset's tokenizer as the library builds it, untouched (its own LRU word cache). */
-async function stockTokenizer(): Promise<Tokenizer> {
-  const directory = presetDirectory('qwen3');
-  const [json, config] = await Promise.all(
-    ['tokenizer.json', 'tokenizer_config.json'].map(
-      async (name) => JSON.parse(await readFile(path.join(directory, name), 'utf8')) as Record<string, unknown>,
-    ),
-  );
-  return new Tokenizer(json, config);
-}
 
 async function main(): Promise<void> {
   const directory = mkdtempSync(path.join(tmpdir(), 'hat-shard-bench-'));
@@ -147,7 +134,7 @@ async function main(): Promise<void> {
     // single-threaded, so a neighbour's load does not count against either), and the figure is
     // the median of the rounds' ratios.
     const tokenizeOptions = { trainOn: 'all' as const, now: new Date(renderDate) };
-    const stock = await stockTokenizer();
+    const stock = await loadStockTokenizer(presetDirectory('qwen3'));
     for (const text of texts) stock.encode(text, { add_special_tokens: false });
     const measureCpu = (work: () => number) => {
       const cpu = process.cpuUsage();

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Tokenizer } from '@huggingface/tokenizers';
 import { BadInputError } from '../errors';
 import { sha256Hex } from '../hash/hash';
 import type { ChatTemplateSource } from './chat-template';
@@ -136,13 +137,32 @@ function once<T>(cache: Map<string, Promise<T>>, key: string, create: () => Prom
   return promise;
 }
 
-async function loadCore(directory: string): Promise<TokenizerCore> {
-  const [tokenizerJson, tokenizerConfig, generationConfig] = await Promise.all([
+/** tokenizer.json and tokenizer_config.json of a model directory (both required). */
+async function readTokenizerFiles(
+  directory: string,
+): Promise<{ tokenizerJson: Record<string, unknown>; tokenizerConfig: Record<string, unknown> }> {
+  const [tokenizerJson, tokenizerConfig] = await Promise.all([
     readJson(path.join(directory, 'tokenizer.json'), true),
     readJson(path.join(directory, 'tokenizer_config.json'), true),
+  ]);
+  return { tokenizerJson: tokenizerJson!, tokenizerConfig: tokenizerConfig! };
+}
+
+async function loadCore(directory: string): Promise<TokenizerCore> {
+  const [{ tokenizerJson, tokenizerConfig }, generationConfig] = await Promise.all([
+    readTokenizerFiles(directory),
     readJson(path.join(directory, 'generation_config.json'), false),
   ]);
-  return createTokenizerCore(tokenizerJson!, tokenizerConfig!, eosIds(generationConfig));
+  return createTokenizerCore(tokenizerJson, tokenizerConfig, eosIds(generationConfig));
+}
+
+/**
+ * A model directory's tokenizer exactly as @huggingface/tokenizers builds it (its own LRU word
+ * cache, not the one createTokenizerCore swaps in): the baseline benches and tests compare with.
+ */
+export async function loadStockTokenizer(directory: string): Promise<Tokenizer> {
+  const { tokenizerJson, tokenizerConfig } = await readTokenizerFiles(directory);
+  return new Tokenizer(tokenizerJson, tokenizerConfig);
 }
 
 async function load(source: ChatTokenizerSource, directory: string): Promise<ChatTokenizer> {

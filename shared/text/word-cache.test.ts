@@ -1,18 +1,7 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
 import { GenerationalWordCache, useGenerationalWordCache } from './word-cache';
-import { presetDirectory } from './load-chat-tokenizer';
+import { loadStockTokenizer, presetDirectory } from './load-chat-tokenizer';
 
-async function presetTokenizer(preset: string): Promise<Tokenizer> {
-  const directory = presetDirectory(preset);
-  const [json, config] = await Promise.all(
-    ['tokenizer.json', 'tokenizer_config.json'].map(
-      async (name) => JSON.parse(await readFile(path.join(directory, name), 'utf8')) as Record<string, unknown>,
-    ),
-  );
-  return new Tokenizer(json, config);
-}
+const presetTokenizer = (preset: string) => loadStockTokenizer(presetDirectory(preset));
 
 describe('GenerationalWordCache', () => {
   it('keeps the words of the last two generations and moves old hits to the young generation', () => {
