@@ -1,6 +1,8 @@
 import type { ArtifactStore, ObjectInfo } from './artifact-store';
 import { sha256Hex } from '../hash/hash';
 import { BadInputError } from '../errors';
+import { fitsInt32ListChunk, writeInt32ListChunk } from './int32-list-chunk';
+import { snappyCompress } from './snappy';
 
 /**
  * Parquet for tokenized shards and columnar episode data, through hyparquet-writer (write) and
@@ -95,6 +97,7 @@ export function encodeParquet(
     rowGroupSize: options.rowGroupSize ?? 10_000,
     statistics: false,
     createdBy: 'hat-pipeline',
+    compressors: { SNAPPY: snappyCompress },
     kvMetadata: Object.entries(options.metadata ?? {})
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([key, value]) => ({ key, value })),
@@ -249,6 +252,8 @@ export function encodeParquetColumns(
   writerModule ??= require('hyparquet-writer') as typeof import('hyparquet-writer');
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
   const { writeColumn } = require('hyparquet-writer/src/column.js') as typeof import('hyparquet-writer/src/column.js');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- ESM-only package, loaded lazily through require(esm)
+  const datapage = require('hyparquet-writer/src/datapage.js') as typeof import('hyparquet-writer/src/datapage.js');
   const rowCounts = columns.map((column) => {
     const values = data[column.name];
     if (values === undefined) throw new BadInputError('BAD_PARQUET_ROW', `column "${column.name}" has no data`);
@@ -269,6 +274,7 @@ export function encodeParquetColumns(
     schema: schema as never,
     statistics: false,
     createdBy: 'hat-pipeline',
+    compressors: { SNAPPY: snappyCompress },
     kvMetadata: Object.entries(options.metadata ?? {})
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([key, value]) => ({ key, value })),
@@ -295,10 +301,28 @@ export function encodeParquetColumns(
     const groupOffset = byteWriter.offset;
     const chunks = columns.map((column, index) => {
       const values = data[column.name];
+      const path = paths[index];
+      if (
+        isFlatList(values) &&
+        typeof column.type === 'object' &&
+        column.type.list === 'INT32' &&
+        fitsInt32ListChunk(values.values, values.lengths, start, end)
+      ) {
+        const result = writeInt32ListChunk({
+          writer: byteWriter,
+          writePageHeader: datapage.writePageHeader as never,
+          pathInSchema: path.slice(1).map((element) => element.name as string),
+          values: values.values,
+          rowStarts: rowStarts[index],
+          start,
+          end,
+        });
+        writer.pendingIndexes.push(result);
+        return result.chunk;
+      }
       const pageData = isFlatList(values)
         ? flatListPage(column, values, rowStarts[index], start, end)
         : rowPage(column, values, start, end);
-      const path = paths[index];
       const result = writeColumn({
         writer: byteWriter,
         column: {
