@@ -21,21 +21,14 @@ export function isGzipKey(key: string): boolean {
  * Streams the records of a JSON Lines object (gunzipped when the key ends in `.gz`), one parsed
  * record at a time. Blank lines are skipped; line numbers count them, so they match an editor's.
  */
-export async function* readJsonl<T = unknown>(
+export function readJsonl<T = unknown>(
   store: ArtifactStore,
   key: string,
   options: JsonlReadOptions<T> = {},
 ): AsyncGenerator<T> {
   const uri = store.uriOf(key);
-  const source = await store.getStream(key);
-  const gunzip = isGzipKey(key) ? createGunzip() : undefined;
-  const stream = gunzip ? pipeline(source, gunzip, () => undefined) : source;
-  let pending: Buffer[] = [];
-  let lineNumber = 0;
   let lineStart = 0;
-
-  const parse = (bytes: Buffer): T | undefined => {
-    lineNumber += 1;
+  return jsonlLines(store, key, (bytes, lineNumber) => {
     const offset = lineStart;
     lineStart += bytes.length + 1;
     if (!isUtf8(bytes)) {
@@ -62,7 +55,32 @@ export async function* readJsonl<T = unknown>(
     const result = options.schema.safeParse(value);
     if (!result.success) throw recordSchemaError(uri, lineNumber, result.error, 'read');
     return result.data;
-  };
+  });
+}
+
+/**
+ * The lines of a JSONL object as bytes, neither decoded nor parsed (empty lines skipped): for a
+ * stage reading its own scratch files (written by JsonlWriter) to pass records on as they are.
+ */
+export function readJsonlLineBytes(store: ArtifactStore, key: string): AsyncGenerator<Buffer> {
+  return jsonlLines(store, key, (bytes) => (bytes.length === 0 ? undefined : bytes));
+}
+
+/** Decompressed chunks this large: with zlib's 16 KiB default, reading was one thread-pool round trip per 16 KiB. */
+const gunzipChunkBytes = 256 * 1024;
+
+async function* jsonlLines<T>(
+  store: ArtifactStore,
+  key: string,
+  convert: (bytes: Buffer, lineNumber: number) => T | undefined,
+): AsyncGenerator<T> {
+  const uri = store.uriOf(key);
+  const source = await store.getStream(key);
+  const gunzip = isGzipKey(key) ? createGunzip({ chunkSize: gunzipChunkBytes }) : undefined;
+  const stream = gunzip ? pipeline(source, gunzip, () => undefined) : source;
+  let pending: Buffer[] = [];
+  let lineNumber = 0;
+  const parse = (bytes: Buffer): T | undefined => convert(bytes, ++lineNumber);
 
   try {
     try {
