@@ -1,6 +1,18 @@
 import { invalidArguments, toolSession } from '../../shared/text/__fixtures__/sample-conversations';
 import type { ChatMessage } from '../../shared/trajectory/messages';
-import { exportRecord, llamaFactoryDatasetInfo, toolsSchemaHash, type ExportConversation } from './export-formats';
+import fc from 'fast-check';
+import {
+  exportBody,
+  exportLinePieces,
+  exportRecord,
+  llamaFactoryDatasetInfo,
+  openAiMessages,
+  toolsJson,
+  toolsSchemaHash,
+  verlFieldsOf,
+  type ExportConversation,
+} from './export-formats';
+import { exportFormats } from './shard-contract';
 
 const session: ExportConversation = {
   id: 's1',
@@ -165,5 +177,51 @@ describe('exportRecord', () => {
       }),
     });
     expect(toolsSchemaHash(toolSession.tools)).toBe(toolsSchemaHash(JSON.parse(JSON.stringify(toolSession.tools))));
+  });
+});
+
+describe('export lines assembled from serialized bodies', () => {
+  const conversations: ExportConversation[] = [
+    session,
+    { ...session, messages: invalidArguments.messages },
+    { ...session, messages: hooked, id: 'a"\\b', sourceId: '源\u2028', taskId: 't\n1' },
+  ];
+
+  test('are JSON.stringify of the record, for every format, conversation and lineage', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...conversations),
+        fc.constantFrom(...exportFormats),
+        fc.string(),
+        fc.string(),
+        fc.string(),
+        (conversation, format, id, sourceId, taskId) => {
+          const body = Buffer.from(JSON.stringify(exportBody(format, conversation).body));
+          const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId });
+          const line = Buffer.concat(exportLinePieces(body, { id, sourceId, taskId })).toString('utf8');
+          expect(line).toBe(JSON.stringify(record));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  test("verl's messages and tools cut from the openai body equal the columns computed directly", () => {
+    const tricky = [
+      ...conversations.map((conversation) => conversation.tools),
+      [{ type: 'function', function: { name: 'x', description: 'say ,"tools":"' + '\\', parameters: {} } }],
+    ] as ExportConversation['tools'][];
+    for (const conversation of conversations) {
+      for (const tools of tricky) {
+        const content = {
+          messages: [...conversation.messages, { role: 'user' as const, content: ',"tools":"x"}' }],
+          tools,
+        };
+        const fields = verlFieldsOf(Buffer.from(JSON.stringify(exportBody('openai', content).body)));
+        expect(fields.messages.toString('utf8')).toBe(JSON.stringify(openAiMessages(content.messages)));
+        expect(JSON.parse(fields.toolsEscaped.toString('utf8'))).toBe(toolsJson(tools));
+      }
+    }
+    expect(() => verlFieldsOf(Buffer.from('{"messages":[]}'))).toThrow('not the JSON text');
   });
 });

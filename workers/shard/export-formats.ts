@@ -39,6 +39,9 @@ export interface ExportConversation {
   enableThinking?: boolean;
 }
 
+/** What a format's body is made of: the conversation without its lineage. */
+export type ExportContent = Pick<ExportConversation, 'messages' | 'tools'>;
+
 /** What a conversion lost or could not do; summed per format in the manifest. */
 export interface ExportNotes {
   /** Later system messages folded into a neighbouring turn. */
@@ -119,7 +122,7 @@ function foldSystemMessages(
   return { ...(leading.length > 0 ? { system: leading.join('\n\n') } : {}), turns: result };
 }
 
-function msSwiftRecord(conversation: ExportConversation, notes: ExportNotes): ExportRecord {
+function msSwiftRecord(conversation: ExportContent, notes: ExportNotes): ExportRecord {
   const turns: Turn[] = [];
   for (const message of conversation.messages) {
     if (message.role === 'assistant') {
@@ -138,7 +141,7 @@ function msSwiftRecord(conversation: ExportConversation, notes: ExportNotes): Ex
   return { messages, tools: toolsJson(conversation.tools) };
 }
 
-function llamaFactoryRecord(conversation: ExportConversation, notes: ExportNotes): ExportRecord {
+function llamaFactoryRecord(conversation: ExportContent, notes: ExportNotes): ExportRecord {
   const turns: Turn[] = [];
   for (const message of conversation.messages) {
     if (message.role === 'assistant') {
@@ -169,11 +172,11 @@ function llamaFactoryRecord(conversation: ExportConversation, notes: ExportNotes
   };
 }
 
-/** One conversation in one export format, with its lineage fields. */
-export function exportRecord(
+/** One conversation in one export format without its lineage fields (what every copy of a sample shares). */
+export function exportBody(
   format: ExportFormat,
-  conversation: ExportConversation,
-): { record: ExportRecord; notes: ExportNotes } {
+  conversation: ExportContent,
+): { body: ExportRecord; notes: ExportNotes } {
   const notes: ExportNotes = { foldedSystemMessages: 0, droppedCallText: 0 };
   const body =
     format === 'openai'
@@ -181,9 +184,57 @@ export function exportRecord(
       : format === 'ms-swift'
         ? msSwiftRecord(conversation, notes)
         : llamaFactoryRecord(conversation, notes);
+  return { body, notes };
+}
+
+/** One conversation in one export format, with its lineage fields. */
+export function exportRecord(
+  format: ExportFormat,
+  conversation: ExportConversation,
+): { record: ExportRecord; notes: ExportNotes } {
+  const { body, notes } = exportBody(format, conversation);
   return {
     record: { ...body, id: conversation.id, source_id: conversation.sourceId, task_id: conversation.taskId },
     notes,
+  };
+}
+
+/**
+ * The JSONL line of a record from the UTF-8 JSON bytes of its body, in two pieces: the body
+ * without its closing brace, then the lineage fields and the brace. Concatenated they are exactly
+ * `JSON.stringify({ ...body, id, source_id, task_id })` (a body always has `messages`, and its
+ * keys never include the lineage ones), so parts serialize each body once and the fan-in only
+ * appends every copy's lineage, without decoding the body.
+ */
+export function exportLinePieces(
+  body: Uint8Array,
+  lineage: { id: string; sourceId: string; taskId: string },
+): [Uint8Array, Buffer] {
+  return [
+    body.subarray(0, body.length - 1),
+    Buffer.from(
+      `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)}}`,
+    ),
+  ];
+}
+
+const messagesKey = Buffer.from('{"messages":');
+const toolsKey = Buffer.from(',"tools":"');
+const bodyEnd = Buffer.from('"}');
+
+/**
+ * The verl row's `messages` (the JSON text of openAiMessages) and the JSON string literal of
+ * `tools` (toolsJson), cut as bytes from the openai body's JSON,
+ * `{"messages":<messages>,"tools":<tools as a JSON string>}`. The last `,"tools":"` is the key:
+ * inside the escaped tools string every quote follows a backslash.
+ */
+export function verlFieldsOf(openAiBody: Buffer): { messages: Buffer; toolsEscaped: Buffer } {
+  const at = openAiBody.lastIndexOf(toolsKey);
+  if (at < 0 || openAiBody.indexOf(messagesKey) !== 0 || openAiBody.lastIndexOf(bodyEnd) !== openAiBody.length - 2)
+    throw new Error('not the JSON text of an openai export body');
+  return {
+    messages: openAiBody.subarray(messagesKey.length, at),
+    toolsEscaped: openAiBody.subarray(at + toolsKey.length - 1, openAiBody.length - 1),
   };
 }
 

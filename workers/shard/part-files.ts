@@ -1,17 +1,21 @@
 import { endianness } from 'node:os';
 import { z } from 'zod';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
-import { readJsonl } from '../../shared/artifacts/jsonl-reader';
+import { readJsonl, readJsonlLineBytes } from '../../shared/artifacts/jsonl-reader';
 import { HatError } from '../../shared/errors';
-import { chatMessageSchema, toolSpecSchema } from '../../shared/trajectory/messages';
+import type { ExportFormat } from './shard-contract';
 
 /**
  * What a part hands to the fan-in (under `_parts/`, scratch: not listed in the manifest):
  * - `<part>.entries.jsonl.gz`: one entry per input record, in record order;
- * - `<part>.conversations.jsonl.gz`: the accepted conversations as trained (truncated ones cut),
- *   one line per `ok` entry, in the same order;
+ * - `<part>.export-<format>.jsonl.gz`: per export format (and `openai` when verl Parquet is on),
+ *   one line per `ok` entry in the same order: the JSON text of the accepted conversation as
+ *   trained (truncated ones cut) in that format without its lineage fields (export-formats.ts
+ *   `exportBody`), or `null` where the format cannot carry it. The fan-in appends each copy's
+ *   lineage (`exportLinePieces`) and cuts verl's columns from the openai text, so the conversations are
+ *   converted and serialized in parallel parts, not in the one fan-in job. Gzip level 1: scratch.
  * - `<part>.tokens.bin`: the accepted samples' token ids, little-endian int32, concatenated.
- * The fan-in needs every entry (dedup, split, packing) but reads conversations only while
+ * The fan-in needs every entry (dedup, split, packing) but reads the export lines only while
  * writing the JSONL exports, one part at a time.
  */
 
@@ -44,23 +48,21 @@ export const partEntrySchema = z.object({
   foldedHookMessages: z.number().int().positive().optional(),
   /** Served-prompt characters trained as part of a merged first token (thinking templates; absent: none). */
   mergedPromptChars: z.number().int().positive().optional(),
+  /** Per export format: [system messages folded, assistant texts dropped] by its conversion (absent: none). */
+  exportNotes: z
+    .record(z.string(), z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]))
+    .optional(),
 });
 export type PartEntry = z.infer<typeof partEntrySchema>;
-
-export const partConversationSchema = z.object({
-  messages: z.array(chatMessageSchema),
-  tools: z.array(toolSpecSchema),
-});
-export type PartConversation = z.infer<typeof partConversationSchema>;
 
 export function partFileKeys(
   prefix: (name: string) => string,
   partId: string,
-): { entries: string; conversations: string; tokens: string } {
+): { entries: string; tokens: string; exportBodies(format: ExportFormat): string } {
   return {
     entries: prefix(`_parts/${partId}.entries.jsonl.gz`),
-    conversations: prefix(`_parts/${partId}.conversations.jsonl.gz`),
     tokens: prefix(`_parts/${partId}.tokens.bin`),
+    exportBodies: (format) => prefix(`_parts/${partId}.export-${format}.jsonl.gz`),
   };
 }
 
@@ -97,7 +99,7 @@ export async function readEntries(store: ArtifactStore, key: string): Promise<Pa
   return entries;
 }
 
-/** The part's own output, written by this stage and checked when written: read without re-validating. */
-export function readConversations(store: ArtifactStore, key: string): AsyncGenerator<PartConversation> {
-  return readJsonl<PartConversation>(store, key);
+/** A part's export bodies of one format as UTF-8 JSON bytes (`null` for skipped), in `ok` entry order. */
+export function readExportBodies(store: ArtifactStore, key: string): AsyncGenerator<Buffer> {
+  return readJsonlLineBytes(store, key);
 }

@@ -17,7 +17,7 @@ import { defineStage, type StageDeps } from '../../queues/stage-kit/define-stage
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { BadInputError } from '../../shared/errors';
 import { expandInputs } from '../../queues/stage-kit/stage-inputs';
-import { shardContract, type ShardInput, type ShardPartInput } from './shard-contract';
+import { exportFormats, shardContract, type ShardInput, type ShardPartInput } from './shard-contract';
 import { finishShard } from './shard-finish';
 import { processShardPart } from './shard-part';
 import { shardInputSets, shardTextSettings } from './shard-settings';
@@ -49,6 +49,9 @@ async function countRecords(openObject: StageDeps['openObject'], uri: string): P
 /** One part per `recordsPerPart` records of each input object, in input order. */
 export async function planShard(input: ShardInput, deps: StageDeps): Promise<ShardPartInput[]> {
   const text = await shardTextSettings(input, deps);
+  const exportBodies = exportFormats.filter(
+    (format) => input.formats.includes(format) || (format === 'openai' && input.verlParquet),
+  );
   const parts: ShardPartInput[] = [];
   for (const [inputIndex, set] of shardInputSets(input).entries()) {
     const objects = await expandInputs(set.uris, deps.openObject, `inputs[${inputIndex}].uri`, 'trajectories');
@@ -60,6 +63,7 @@ export async function planShard(input: ShardInput, deps: StageDeps): Promise<Sha
           inputIndex,
           source: { uri: object.uri, start, end: Math.min(records, start + input.recordsPerPart) },
           text,
+          exportBodies,
         });
       }
     }

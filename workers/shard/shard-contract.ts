@@ -174,6 +174,8 @@ export const shardPartInputSchema = z.object({
     end: z.number().int().positive().optional(),
   }),
   text: shardTextSettingsSchema,
+  /** Formats whose bodies the part writes for the fan-in: the export formats, and openai when verl Parquet is on. */
+  exportBodies: z.array(z.enum(exportFormats)),
 });
 export type ShardPartInput = z.infer<typeof shardPartInputSchema>;
 
@@ -182,8 +184,10 @@ export const shardPartOutputSchema = z.object({
   inputIndex: z.number().int().nonnegative(),
   /** Per-record index (JSONL): status, key, task, split facts, token offsets, spans. */
   entries: writtenObjectSchema.extend({ records: z.number().int().nonnegative() }),
-  /** Conversations of the accepted records (JSONL), line-aligned with their index entries. */
-  conversations: writtenObjectSchema.extend({ records: z.number().int().nonnegative() }),
+  /** Per format in the part input's `exportBodies`: the accepted conversations' bodies (JSONL), line-aligned with the `ok` entries. */
+  exportBodies: z.array(
+    writtenObjectSchema.extend({ format: z.enum(exportFormats), records: z.number().int().nonnegative() }),
+  ),
   /** Token ids of the accepted records, little-endian int32, concatenated. */
   tokens: writtenObjectSchema.extend({ tokens: z.number().int().nonnegative() }),
   /** The input object read, with its sha256 (lineage). */

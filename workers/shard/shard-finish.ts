@@ -5,20 +5,20 @@ import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, stageOutputComplete, type ManifestObject } from '../../shared/artifacts/manifest';
 import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
+import type { ToolSpec } from '../../shared/trajectory/messages';
 import { hashValue } from '../../shared/hash/hash';
 import { Rng } from '../../shared/random/rng';
 import { renderDatasetCard, type CardFiles } from './dataset-card';
 import {
-  exportRecord,
+  exportLinePieces,
   llamaFactoryDatasetInfo,
-  openAiMessages,
-  toolsJson,
   toolsSchemaHash,
+  verlFieldsOf,
   type ExportNotes,
 } from './export-formats';
 import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
-import { readConversations, readEntries, readTokens, type PartEntry } from './part-files';
+import { readEntries, readExportBodies, readTokens, type PartEntry } from './part-files';
 import {
   exportFormats,
   shardSplits,
@@ -46,7 +46,7 @@ const examplesPerCode = 3;
 interface Sample {
   part: number;
   entry: PartEntry;
-  /** Its line among the part's conversations. */
+  /** Its line among the part's export bodies (the part's `ok` entries, in order). */
   conversation: number;
   inputIndex: number;
   split: ShardSplit;
@@ -75,6 +75,8 @@ const verlColumns: ParquetColumn[] = [
   { name: 'tools_schema_hash', type: 'STRING' },
   { name: 'enable_thinking', type: 'BOOLEAN', nullable: true },
 ];
+
+const jsonNull = Buffer.from('null');
 
 const shardName = (prefix: string, index: number) => `${prefix}-${String(index).padStart(5, '0')}.parquet`;
 const copyId = (id: string, copy: number) => (copy === 0 ? id : `${id}@${copy + 1}`);
@@ -114,7 +116,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     parts.map((part) => ({
       ...part,
       entries: part.entries.sha256,
-      conversations: part.conversations.sha256,
+      exportBodies: part.exportBodies.map((object) => object.sha256),
       tokens: part.tokens.sha256,
     })),
   );
@@ -133,7 +135,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     deps.logger.warn({ stage: 'shard' }, warning);
   assignSampleSplits(collected, sets, input, seed);
 
-  deps.progress({ message: 'packing' });
+  deps.progress({ message: 'packing and writing conversations' });
   const out: FanInOutput = { objects: [], files: { packed: {}, exports: {}, verl: {} } };
   const metadata = {
     'hat.schema_version': String(SHARD_SCHEMA_VERSION),
@@ -146,29 +148,34 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
     'hat.train_on': input.trainOn,
     'hat.config_hash': configHash,
   };
-  const splitStats = await writePackedShards(
-    input,
-    parts,
-    collected.samples,
-    { seed, padTokenId, metadata },
-    deps,
-    out,
-  );
-
-  deps.progress({ message: 'writing conversations' });
   const exportFigures = Object.fromEntries(
     exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }]),
   ) as ShardStats['exports'];
-  await writeConversationFiles(
-    input,
-    parts,
-    collected.samples,
-    sets.map((set) => set.name),
-    deps,
-    exportFigures,
-    out.files,
-    out.objects,
-  );
+  // Packing and the conversation files at once: the exports wait on gzip (Node's thread pool) and
+  // packing on writes, so each fills the other's waits. Objects are listed in the order they were
+  // when the two ran one after the other, so the manifest does not depend on which finished first.
+  const packedObjects: ManifestObject[] = [];
+  const conversationObjects: ManifestObject[] = [];
+  const [packing, conversations] = await Promise.allSettled([
+    writePackedShards(input, parts, collected.samples, { seed, padTokenId, metadata }, deps, {
+      objects: packedObjects,
+      files: out.files,
+    }),
+    writeConversationFiles(
+      input,
+      parts,
+      collected.samples,
+      sets.map((set) => set.name),
+      deps,
+      exportFigures,
+      out.files,
+      conversationObjects,
+    ),
+  ]);
+  if (packing.status === 'rejected') throw packing.reason;
+  if (conversations.status === 'rejected') throw conversations.reason;
+  const splitStats = packing.value;
+  out.objects.push(...packedObjects, ...conversationObjects);
   if (input.formats.includes('llama-factory')) await writeLlamaFactoryInfo(deps, out);
 
   const { samples, records, duplicates, rejected, rejectionExamples, overLength, templateFigures } = collected;
@@ -367,6 +374,15 @@ function assignSampleSplits(
   }
 }
 
+function shardBuffers(length: number) {
+  return {
+    inputIds: new Int32Array(length),
+    labels: new Int32Array(length),
+    lossMask: new Int32Array(length),
+    positionIds: new Int32Array(length),
+  };
+}
+
 /** Packs each split's samples into sequences (best-fit decreasing, seeded order) and writes the packed Parquet shards. */
 async function writePackedShards(
   input: ShardInput,
@@ -380,6 +396,7 @@ async function writePackedShards(
   const tokens: Int32Array[] = [];
   for (const part of parts) tokens.push(await readTokens(deps.store, part.tokens.key, part.tokens.tokens));
   const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
+  let buffers = shardBuffers(0);
   for (const split of shardSplits) {
     const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
     if (members.length === 0) continue;
@@ -413,11 +430,14 @@ async function writePackedShards(
     for (let start = 0; start < bins.length; start += input.sequencesPerShard) {
       const chunk = bins.slice(start, start + input.sequencesPerShard);
       const length = chunk.length * input.sequenceLength;
+      // writeSequence writes every position of every row, so the buffers are reused from shard to
+      // shard (a fresh 4 × 128 MiB per shard cost page faults and garbage collections).
+      if (buffers.inputIds.length < length) buffers = shardBuffers(length);
       const columns = {
-        inputIds: new Int32Array(length),
-        labels: new Int32Array(length),
-        lossMask: new Int32Array(length),
-        positionIds: new Int32Array(length),
+        inputIds: buffers.inputIds.subarray(0, length),
+        labels: buffers.labels.subarray(0, length),
+        lossMask: buffers.lossMask.subarray(0, length),
+        positionIds: buffers.positionIds.subarray(0, length),
       };
       const cuSeqlens: number[][] = [];
       const sourceIds: string[][] = [];
@@ -630,42 +650,79 @@ async function writeConversationFiles(
     (files.verl[split] ??= []).push(name);
     verlRows[split] = [];
   };
+  // verl's tools columns per distinct tools list (a run has a few harness variants), as UTF-8 bytes.
+  const verlTools: Array<{ escaped: Buffer; tools: Buffer; hash: Buffer }> = [];
+  const verlToolsOf = (escaped: Buffer) => {
+    let known = verlTools.find((candidate) => candidate.escaped.equals(escaped));
+    if (!known) {
+      const tools = JSON.parse(escaped.toString('utf8')) as string;
+      known = {
+        escaped: Buffer.from(escaped),
+        tools: Buffer.from(tools),
+        hash: Buffer.from(toolsSchemaHash(JSON.parse(tools) as ToolSpec[])),
+      };
+      if (verlTools.length >= 256) verlTools.shift();
+      verlTools.unshift(known);
+    }
+    return known;
+  };
+  const needed = [...new Set<ExportFormat>([...input.formats, ...(input.verlParquet ? (['openai'] as const) : [])])];
   try {
     for (const [partIndex, part] of parts.entries()) {
       const lines = byPart.get(partIndex);
       if (!lines) continue;
-      let line = 0;
-      for await (const conversation of readConversations(deps.store, part.conversations.key)) {
-        const sample = lines.get(line++);
-        if (!sample) continue;
-        for (let copy = 0; copy < sample.copies; copy++) {
-          const exported = {
-            id: copyId(sample.entry.id, copy),
-            sourceId: sample.entry.id,
-            taskId: sample.entry.taskId,
-            messages: conversation.messages,
-            tools: conversation.tools,
-          };
-          for (const format of input.formats) {
-            const { record, notes } = exportRecord(format, exported);
-            addNotes(figures[format], notes);
-            if (notes.skipped !== undefined) continue;
-            await writerFor(sample.split, format).write(record);
-          }
-          if (input.verlParquet) {
-            (verlRows[sample.split] ??= []).push({
-              id: exported.id,
-              source_id: exported.sourceId,
-              task_id: exported.taskId,
-              data_source: setNames[sample.inputIndex],
-              messages: JSON.stringify(openAiMessages(conversation.messages)),
-              tools: toolsJson(conversation.tools),
-              tools_schema_hash: toolsSchemaHash(conversation.tools),
-              enable_thinking: input.enableThinking ?? null,
-            });
-            await flushVerl(sample.split, false);
+      const readers = needed.map((format) => {
+        const object = part.exportBodies.find((candidate) => candidate.format === format);
+        if (!object)
+          throw new HatError(
+            'PART_OUTPUT_DAMAGED',
+            `part ${part.index} wrote no ${format} bodies; rerun the stage (the part is redone)`,
+          );
+        return readExportBodies(deps.store, object.key)[Symbol.asyncIterator]();
+      });
+      try {
+        for (let line = 0; ; line++) {
+          const next = await Promise.all(readers.map((reader) => reader.next()));
+          if (next.some((result) => result.done)) break;
+          const sample = lines.get(line);
+          if (!sample) continue;
+          const bodies = new Map(needed.map((format, index) => [format, next[index].value as Buffer]));
+          for (let copy = 0; copy < sample.copies; copy++) {
+            const lineage = {
+              id: copyId(sample.entry.id, copy),
+              sourceId: sample.entry.id,
+              taskId: sample.entry.taskId,
+            };
+            for (const format of input.formats) {
+              const body = bodies.get(format)!;
+              const skipped = body.equals(jsonNull);
+              const [foldedSystemMessages, droppedCallText] = sample.entry.exportNotes?.[format] ?? [0, 0];
+              addNotes(figures[format], {
+                foldedSystemMessages,
+                droppedCallText,
+                ...(skipped ? { skipped: 'not carried by the format' } : {}),
+              });
+              if (!skipped) await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, lineage));
+            }
+            if (input.verlParquet) {
+              const { messages, toolsEscaped } = verlFieldsOf(bodies.get('openai')!);
+              const { tools, hash } = verlToolsOf(toolsEscaped);
+              (verlRows[sample.split] ??= []).push({
+                id: lineage.id,
+                source_id: lineage.sourceId,
+                task_id: lineage.taskId,
+                data_source: setNames[sample.inputIndex],
+                messages,
+                tools,
+                tools_schema_hash: hash,
+                enable_thinking: input.enableThinking ?? null,
+              });
+              await flushVerl(sample.split, false);
+            }
           }
         }
+      } finally {
+        await Promise.all(readers.map((reader) => reader.return?.(undefined)));
       }
     }
     for (const split of shardSplits) await flushVerl(split, true);

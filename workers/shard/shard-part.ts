@@ -1,5 +1,5 @@
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
-import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
+import { JsonlWriter, writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { HatError } from '../../shared/errors';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import {
@@ -7,11 +7,12 @@ import {
   type TokenizedSample,
   type TokenizeOptions,
 } from '../../shared/text/tokenize-conversation';
-import type { ChatMessage } from '../../shared/trajectory/messages';
+import type { ChatMessage, ToolSpec } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { conversationKey } from './conversation-key';
-import { encodeTokens, partFileKeys, type PartConversation, type PartEntry } from './part-files';
+import { exportBody } from './export-formats';
+import { encodeTokens, partFileKeys, type PartEntry } from './part-files';
 import type { ShardPartInput, ShardPartOutput, ShardTextSettings } from './shard-contract';
 import { loadShardTokenizer } from './shard-tokenizer';
 import { truncateToFit } from './truncate-conversation';
@@ -35,7 +36,7 @@ interface Accepted {
 function tokenizeForShard(
   tokenizer: ChatTokenizer,
   messages: ChatMessage[],
-  tools: PartConversation['tools'],
+  tools: ToolSpec[],
   settings: ShardTextSettings,
 ): Accepted | { code: string; reason: string } {
   const options: TokenizeOptions = {
@@ -86,58 +87,76 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
   );
   const seen = new Set<string>();
   const entries: PartEntry[] = [];
-  const conversations: PartConversation[] = [];
   const tokenChunks: number[][] = [];
   let tokenCount = 0;
-  for (const [offset, trajectory] of records.entries()) {
-    if (deps.signal.aborted)
-      throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
-    if (offset % 50 === 0) deps.progress({ done: offset, total: records.length });
-    const key = conversationKey(trajectory.messages, trajectory.tools);
-    const base = {
-      record: part.source.start + offset,
-      id: trajectory.id,
-      taskId: trajectory.taskId,
-      ...(trajectory.harness.variantHash !== undefined ? { variantHash: trajectory.harness.variantHash } : {}),
-      ...(trajectory.harness.families !== undefined ? { families: trajectory.harness.families } : {}),
-      key,
-    };
-    if (seen.has(key)) {
-      entries.push({ ...base, status: 'duplicate' });
-      continue;
-    }
-    seen.add(key);
-    const outcome = tokenizeForShard(tokenizer, trajectory.messages, trajectory.tools, part.text);
-    if (!('sample' in outcome)) {
-      entries.push({ ...base, status: 'rejected', code: outcome.code, reason: outcome.reason.slice(0, reasonLimit) });
-      continue;
-    }
-    const { sample } = outcome;
-    if (spotChecked(key, part.text.verifyEncodingEvery)) {
-      const expected = tokenizer.encode(sample.text);
-      if (expected.length !== sample.inputIds.length || expected.some((id, index) => id !== sample.inputIds[index])) {
-        throw new HatError(
-          'TOKENIZATION_MISMATCH',
-          `record ${base.record} of ${part.source.uri}: the segmented encoding differs from ${tokenizer.name}'s whole-text encoding; report it with the record, and set verifyEncodingEvery to 1 to find every such sample`,
-        );
+  let accepted = 0;
+  const keys = partFileKeys(deps.output.key, deps.part?.id ?? `part-${part.index}`);
+  const bodies = part.exportBodies.map((format) => ({
+    format,
+    writer: JsonlWriter.open(deps.store, keys.exportBodies(format), { level: 1 }),
+  }));
+  try {
+    for (const [offset, trajectory] of records.entries()) {
+      if (deps.signal.aborted)
+        throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
+      if (offset % 50 === 0) deps.progress({ done: offset, total: records.length });
+      const key = conversationKey(trajectory.messages, trajectory.tools);
+      const base = {
+        record: part.source.start + offset,
+        id: trajectory.id,
+        taskId: trajectory.taskId,
+        ...(trajectory.harness.variantHash !== undefined ? { variantHash: trajectory.harness.variantHash } : {}),
+        ...(trajectory.harness.families !== undefined ? { families: trajectory.harness.families } : {}),
+        key,
+      };
+      if (seen.has(key)) {
+        entries.push({ ...base, status: 'duplicate' });
+        continue;
       }
+      seen.add(key);
+      const outcome = tokenizeForShard(tokenizer, trajectory.messages, trajectory.tools, part.text);
+      if (!('sample' in outcome)) {
+        entries.push({ ...base, status: 'rejected', code: outcome.code, reason: outcome.reason.slice(0, reasonLimit) });
+        continue;
+      }
+      const { sample } = outcome;
+      if (spotChecked(key, part.text.verifyEncodingEvery)) {
+        const expected = tokenizer.encode(sample.text);
+        if (expected.length !== sample.inputIds.length || expected.some((id, index) => id !== sample.inputIds[index])) {
+          throw new HatError(
+            'TOKENIZATION_MISMATCH',
+            `record ${base.record} of ${part.source.uri}: the segmented encoding differs from ${tokenizer.name}'s whole-text encoding; report it with the record, and set verifyEncodingEvery to 1 to find every such sample`,
+          );
+        }
+      }
+      const exportNotes: Record<string, [number, number]> = {};
+      for (const { format, writer } of bodies) {
+        const { body, notes } = exportBody(format, { messages: outcome.messages, tools: trajectory.tools });
+        await writer.write(notes.skipped === undefined ? body : null);
+        if (notes.foldedSystemMessages > 0 || notes.droppedCallText > 0)
+          exportNotes[format] = [notes.foldedSystemMessages, notes.droppedCallText];
+      }
+      entries.push({
+        ...base,
+        status: 'ok',
+        tokenOffset: tokenCount,
+        tokenCount: sample.inputIds.length,
+        trainedTokens: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
+        spans: sample.assistantSpans.map((span) => [span.tokenStart, span.tokenEnd] as [number, number]),
+        ...(outcome.droppedMessages !== undefined
+          ? { droppedMessages: outcome.droppedMessages, originalTokens: outcome.originalTokens }
+          : {}),
+        ...(sample.hookMessages.folded > 0 ? { foldedHookMessages: sample.hookMessages.folded } : {}),
+        ...mergedPrompt(sample),
+        ...(Object.keys(exportNotes).length > 0 ? { exportNotes } : {}),
+      });
+      accepted++;
+      tokenChunks.push(sample.inputIds);
+      tokenCount += sample.inputIds.length;
     }
-    entries.push({
-      ...base,
-      status: 'ok',
-      tokenOffset: tokenCount,
-      tokenCount: sample.inputIds.length,
-      trainedTokens: sample.lossMask.reduce((sum, bit) => sum + bit, 0),
-      spans: sample.assistantSpans.map((span) => [span.tokenStart, span.tokenEnd] as [number, number]),
-      ...(outcome.droppedMessages !== undefined
-        ? { droppedMessages: outcome.droppedMessages, originalTokens: outcome.originalTokens }
-        : {}),
-      ...(sample.hookMessages.folded > 0 ? { foldedHookMessages: sample.hookMessages.folded } : {}),
-      ...mergedPrompt(sample),
-    });
-    conversations.push({ messages: outcome.messages, tools: trajectory.tools });
-    tokenChunks.push(sample.inputIds);
-    tokenCount += sample.inputIds.length;
+  } catch (error) {
+    await Promise.all(bodies.map(({ writer }) => writer.abort(error)));
+    throw error;
   }
   const ids = new Int32Array(tokenCount);
   let position = 0;
@@ -145,11 +164,10 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     ids.set(chunk, position);
     position += chunk.length;
   }
-  const keys = partFileKeys(deps.output.key, deps.part?.id ?? `part-${part.index}`);
-  const [entriesObject, conversationsObject, tokensObject] = await Promise.all([
+  const [entriesObject, tokensObject, bodyObjects] = await Promise.all([
     writeJsonl(deps.store, keys.entries, entries),
-    writeJsonl(deps.store, keys.conversations, conversations),
     deps.store.put(keys.tokens, encodeTokens(ids), { contentType: 'application/octet-stream' }),
+    Promise.all(bodies.map(({ writer }) => writer.close())),
   ]);
   deps.progress({ done: records.length, total: records.length });
   const written = (object: { key: string; uri: string; sha256?: string; bytes: number }) => ({
@@ -162,11 +180,15 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     index: part.index,
     inputIndex: part.inputIndex,
     entries: { ...written(entriesObject), records: entriesObject.records },
-    conversations: { ...written(conversationsObject), records: conversationsObject.records },
+    exportBodies: bodies.map(({ format }, index) => ({
+      ...written(bodyObjects[index]),
+      format,
+      records: bodyObjects[index].records,
+    })),
     tokens: { ...written(tokensObject), tokens: tokenCount },
     input: { uri: part.source.uri, sha256 },
     records: records.length,
-    accepted: conversations.length,
+    accepted,
     tokenizerFingerprint: tokenizer.fingerprint,
     templateHash: tokenizer.templateHash,
   };
