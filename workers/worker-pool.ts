@@ -22,6 +22,10 @@ import { createStageJobRuntime, createStoreCache, type StoreCache } from '../que
 import { closeWorkersWithin, createStageWorker } from '../queues/bullmq/worker-factory';
 import { createRunJobRuntime, createRunWorker } from './run/worker';
 import { registerCatalogStages } from './stage-catalog';
+import { cpuBudget } from '../shared/config/cpu-budget';
+
+/** Jobs at once per queue of stages that are not CPU-bound, when nothing else says. */
+const defaultConcurrency = 4;
 
 /**
  * Where the compiled sandbox entry (workers/stage-sandbox.ts) lives: beside this file when running
@@ -39,7 +43,7 @@ export interface WorkerPoolOptions {
   env: HatEnv;
   /** Stage names and/or `runs`. Default: every registered stage and `runs`. */
   queues?: string[];
-  /** Jobs at once per queue; default each stage's own, else HAT_WORKER_CONCURRENCY. */
+  /** Jobs at once per queue; default each stage's own, else HAT_WORKER_CONCURRENCY, else the cores for CPU-bound stages and 4 for others. */
   concurrency?: number;
   logger?: Logger;
   clock?: Clock;
@@ -117,7 +121,11 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     }
     const stage = listStages().find((item) => item.name === name);
     if (!stage) continue;
-    const concurrency = options.concurrency ?? stage.queue?.concurrency ?? env.HAT_WORKER_CONCURRENCY;
+    const concurrency =
+      options.concurrency ??
+      stage.queue?.concurrency ??
+      env.HAT_WORKER_CONCURRENCY ??
+      (stage.queue?.cpuHeavy ? cpuBudget() : defaultConcurrency);
     const created = createStageWorker(stage, stageRuntime, {
       ...common,
       concurrency,

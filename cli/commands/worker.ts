@@ -39,7 +39,7 @@ export const registerWorkerCommand: RegisterCommand = (program: Command, context
     .option('--stages <names>', 'comma-separated stage names, "runs" for run jobs; default: every stage and runs')
     .option(
       '--concurrency <n>',
-      "jobs at once per queue (default: each stage's, else HAT_WORKER_CONCURRENCY)",
+      "jobs at once per queue (default: each stage's, else HAT_WORKER_CONCURRENCY, else the cores for CPU-bound stages and 4 for others)",
       positiveInteger,
     )
     .option('--no-sandbox', 'run CPU-heavy stages in-process instead of sandboxed worker threads')

@@ -94,7 +94,7 @@ export interface StageQueueDefaults {
   attempts?: number;
   /** First backoff delay in ms; doubles per attempt, with jitter. Default 1000. */
   backoffMs?: number;
-  /** Jobs at once per worker process. Default HAT_WORKER_CONCURRENCY. */
+  /** Jobs at once per worker process. Default HAT_WORKER_CONCURRENCY, else the process's cores for `cpuHeavy` stages and 4 for others. */
   concurrency?: number;
   /**
    * CPU-bound work: run jobs in BullMQ sandboxed processors (worker threads) so a busy event loop

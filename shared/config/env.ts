@@ -43,8 +43,11 @@ export const envSchema = z.object({
   AWS_ACCESS_KEY_ID: z.string().optional(),
   AWS_SECRET_ACCESS_KEY: z.string().optional(),
   AWS_SESSION_TOKEN: z.string().optional(),
-  /** Default concurrency of a stage worker (jobs at once per process). */
-  HAT_WORKER_CONCURRENCY: positiveInt.default(4),
+  /**
+   * Default concurrency of a stage worker (jobs at once per process). Unset: the cores the process
+   * may use (cpu-budget.ts) for CPU-bound stages, 4 for the others.
+   */
+  HAT_WORKER_CONCURRENCY: positiveInt.optional(),
   /** Concurrency of model-bound stages (collect, distill, rl, replay). */
   HAT_MODEL_CONCURRENCY: positiveInt.default(16),
   /** Largest job data accepted, in bytes (Redis carries references, not payloads). */
