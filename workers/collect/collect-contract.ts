@@ -119,8 +119,14 @@ const writtenObjectSchema = baseWrittenObjectSchema.extend({ sha256 });
 
 export const collectPartInputSchema = z.object({
   index: z.number().int().nonnegative(),
-  /** This part's slice of the tasks (`tasks/part-NNNNN.jsonl.gz`, written by the plan). */
-  tasks: writtenObjectSchema,
+  /** This part's slice of the tasks (`tasks/part-NNNNN.jsonl.gz`), written by the plan; or, with `generate`, absent. */
+  tasks: writtenObjectSchema.optional(),
+  /**
+   * Generated tasks: the part generates tasks [start, start + count) of the generator's sequence
+   * itself and writes the slice (task i depends only on the seed, i and the generator options),
+   * so a large generated run is not generated and written by the one plan job.
+   */
+  generate: taskGeneratorSchema.extend({ start: z.number().int().nonnegative() }).optional(),
   /** Harness URI (absent: the sample harness) and the hash it had when planned. */
   harness: z.object({ uri: z.string().optional(), hash: sha256 }),
   /** Set when the harness is an HSA variant from augment's relabel list: recorded on every trajectory. */

@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { partIdOf } from '../../queues/stage-kit/job-ids';
-import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
+import { JsonlWriter, writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { BadInputError, HatError, TransientError, isRetryable } from '../../shared/errors';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
@@ -16,6 +16,7 @@ import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type 
 import { addSample, emptyCounts, type CollectCounts } from './collect-stats';
 import { EpisodeTeacher, openTeacher } from './open-teacher';
 import { selectSamples } from './select-samples';
+import { loadCollectTasks } from './collect-tasks';
 import { writtenObjectOf } from '../../queues/stage-kit/written-object';
 
 /**
@@ -182,10 +183,25 @@ function checkTeacherAnswered(results: EpisodeResult[][], stopped: boolean, part
   );
 }
 
-export async function collectPart(part: CollectPartInput, deps: StageDeps): Promise<CollectPartOutput> {
-  const startedAt = deps.clock.now();
+/**
+ * The part's tasks and their slice object: generated here and written (the same bytes the plan
+ * would write) when the part input says `generate`, else the slice the plan wrote, checked to be
+ * the one planned.
+ */
+async function partTasks(
+  part: CollectPartInput,
+  deps: StageDeps,
+): Promise<{ tasks: Task[]; written: NonNullable<CollectPartInput['tasks']> }> {
   const partId = partIdOf(part.index);
-  const { harness, hash } = await loadPlannedHarness(part.harness, deps.openObject);
+  if (part.generate !== undefined) {
+    const { tasks } = await loadCollectTasks({ generate: part.generate }, deps.openObject);
+    const written = await writeJsonl(deps.store, collectPartKeys(deps, part.index).tasks, tasks, {
+      schema: taskSchema,
+    });
+    return { tasks, written: writtenObjectOf(written) };
+  }
+  if (part.tasks === undefined)
+    throw new BadInputError('BAD_JOB_DATA', `collect ${partId}: the part input names neither tasks nor generate`);
   const { records: tasks, sha256 } = await readRecordRange(deps.openObject, part.tasks.uri, taskSchema);
   if (sha256 !== part.tasks.sha256 || tasks.length !== part.tasks.records) {
     throw new BadInputError(
@@ -193,6 +209,14 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
       `collect ${partId}: ${part.tasks.uri} is not the task slice this part was planned with; the stage was re-planned with other input: rerun the stage`,
     );
   }
+  return { tasks, written: part.tasks };
+}
+
+export async function collectPart(part: CollectPartInput, deps: StageDeps): Promise<CollectPartOutput> {
+  const startedAt = deps.clock.now();
+  const partId = partIdOf(part.index);
+  const { harness, hash } = await loadPlannedHarness(part.harness, deps.openObject);
+  const { tasks, written: taskSlice } = await partTasks(part, deps);
 
   const teacher = openTeacher(part.teacher, { harness, tasks, logger: deps.logger, random: () => deps.rng.next() });
   let played: Awaited<ReturnType<typeof playEpisodes>>;
@@ -260,7 +284,7 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   ]);
   return {
     index: part.index,
-    tasks: part.tasks,
+    tasks: taskSlice,
     teacher: { provider: teacher.provider, model: teacher.modelId, simulated: teacher.simulated ?? false },
     accepted: writtenObjectOf(acceptedObject),
     rejected: writtenObjectOf(rejectedObject),

@@ -21,13 +21,13 @@ export interface CollectTasks {
  * different episodes indistinguishable.
  */
 export async function loadCollectTasks(
-  input: Pick<CollectInput, 'tasks' | 'inputs' | 'generate'>,
+  input: Pick<CollectInput, 'tasks' | 'inputs'> & { generate?: CollectInput['generate'] & { start?: number } },
   openObject: StageDeps['openObject'],
 ): Promise<CollectTasks> {
   if (input.generate !== undefined) {
-    const { count, seed, itemCount, categoryWeights } = input.generate;
+    const { count, start, seed, itemCount, categoryWeights } = input.generate;
     try {
-      return { tasks: generateTasks({ count, seed, world: { itemCount }, categoryWeights }), lineage: [] };
+      return { tasks: generateTasks({ count, start, seed, world: { itemCount }, categoryWeights }), lineage: [] };
     } catch (error) {
       if (error instanceof RangeError)
         throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);

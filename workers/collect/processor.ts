@@ -51,6 +51,7 @@ import { collectPart, collectPartKeys } from './collect-part';
 import { COLLECT_STATS_SCHEMA_VERSION, collectReportHtml, type CollectStatsDocument } from './collect-report';
 import { deriveFigures, mergeCategoryCounts, rejectedTotal } from './collect-stats';
 import { loadCollectTasks } from './collect-tasks';
+import { writtenObjectOf } from '../../queues/stage-kit/written-object';
 import { openTeacher } from './open-teacher';
 import { loadRelabelPlan } from './relabel-tasks';
 
@@ -72,14 +73,31 @@ export async function planCollect(input: CollectInput, deps: StageDeps): Promise
   const harnessUri = harnessUriOf(input);
   const harness = await loadHarnessFromUri(harnessUri ?? sampleHarnessDirectory(), deps.openObject);
   const hash = harnessHash(harness);
-  const { tasks, lineage } = await loadCollectTasks(input, deps.openObject);
   // Builds the teacher once: a bad config or an unreadable API key fails the stage here, once.
   await openTeacher(input.teacher, { harness, tasks: [] }).close?.();
+  const seed = input.seed ?? deps.run.seed;
+  if (input.generate !== undefined && input.relabel === undefined) {
+    // Each part generates and writes its own slice; the first task is made here so a generator
+    // that cannot work (a catalog too small) fails the stage before any part runs.
+    await loadCollectTasks({ generate: { ...input.generate, count: 1 } }, deps.openObject);
+    const harnessInput = { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash };
+    const lineage = [{ uri: harnessLineageUriOf(harnessUri), sha256: hash }];
+    return Array.from({ length: Math.ceil(input.generate.count / input.tasksPerPart) }, (_, index) => {
+      const start = index * input.tasksPerPart;
+      const count = Math.min(input.tasksPerPart, input.generate!.count - start);
+      return partInputOf(
+        input,
+        index,
+        { harness: harnessInput },
+        { generate: { ...input.generate!, start, count } },
+        seed,
+        lineage,
+      );
+    });
+  }
+  const { tasks, lineage } = await loadCollectTasks(input, deps.openObject);
 
-  const harnessLineageUri =
-    harnessUri === undefined || !harnessUri.includes('://')
-      ? pathToFileURL(harnessUri ?? sampleHarnessDirectory()).href
-      : harnessUri;
+  const harnessLineageUri = harnessLineageUriOf(harnessUri);
   const relabel =
     input.relabel === undefined ? undefined : await loadRelabelPlan(input.relabel, tasks, deps.openObject);
   // What the parts play: every task under the harness, or each relabelled task under its variant.
@@ -92,7 +110,6 @@ export async function planCollect(input: CollectInput, deps: StageDeps): Promise
         }))
       : [{ harness: { ...(harnessUri === undefined ? {} : { uri: harnessUri }), hash }, tasks }];
   const partLineage = [...lineage, ...(relabel ? relabel.lineage : [{ uri: harnessLineageUri, sha256: hash }])];
-  const seed = input.seed ?? deps.run.seed;
   const parts: CollectPartInput[] = [];
   for (const batch of batches) {
     for (let start = 0; start < batch.tasks.length; start += input.tasksPerPart) {
@@ -112,6 +129,13 @@ export async function planCollect(input: CollectInput, deps: StageDeps): Promise
   return parts;
 }
 
+/** The harness as lineage records it: its URI, or the file URL of a local directory. */
+function harnessLineageUriOf(harnessUri: string | undefined): string {
+  return harnessUri === undefined || !harnessUri.includes('://')
+    ? pathToFileURL(harnessUri ?? sampleHarnessDirectory()).href
+    : harnessUri;
+}
+
 /** Writes one part's task slice and returns its input. */
 async function planPart(
   input: CollectInput,
@@ -123,15 +147,20 @@ async function planPart(
   lineage: CollectPartInput['lineage'],
 ): Promise<CollectPartInput> {
   const written = await writeJsonl(deps.store, collectPartKeys(deps, index).tasks, slice, { schema: taskSchema });
+  return partInputOf(input, index, batch, { tasks: writtenObjectOf(written) }, seed, lineage);
+}
+
+function partInputOf(
+  input: CollectInput,
+  index: number,
+  batch: { harness: CollectPartInput['harness']; variant?: CollectPartInput['variant'] },
+  source: Pick<CollectPartInput, 'tasks' | 'generate'>,
+  seed: string,
+  lineage: CollectPartInput['lineage'],
+): CollectPartInput {
   return {
     index,
-    tasks: {
-      key: written.key,
-      uri: written.uri,
-      sha256: written.sha256,
-      bytes: written.bytes,
-      records: written.records,
-    },
+    ...source,
     harness: batch.harness,
     ...(batch.variant ? { variant: batch.variant } : {}),
     teacher: input.teacher,

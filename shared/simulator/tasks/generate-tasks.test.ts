@@ -16,6 +16,19 @@ describe('generateTasks', () => {
     );
   });
 
+  it('generates any slice [start, start + count) of the sequence alone, as collect parts do', () => {
+    const whole = generateTasks({ count: 12, seed: 'slices', world: { itemCount: 200 } });
+    for (const [start, count] of [
+      [0, 5],
+      [5, 5],
+      [10, 2],
+      [3, 1],
+    ])
+      expect(generateTasks({ count, start, seed: 'slices', world: { itemCount: 200 } })).toEqual(
+        whole.slice(start, start + count),
+      );
+  });
+
   it('makes valid, self-contained tasks in every category with unique ids', () => {
     expect(new Set(tasks.map((task) => task.category))).toEqual(new Set(taskCategories));
     expect(new Set(tasks.map((task) => task.id)).size).toBe(tasks.length);

@@ -22,6 +22,8 @@ import { phraseIntent, trapTerms } from './viewer-phrasing';
 
 export interface GenerateTasksOptions {
   count: number;
+  /** Index of the first task: tasks [start, start + count) of the seed's sequence. Default 0. */
+  start?: number;
   seed: string | number;
   /** The catalog rooms are drawn from. Default 2,000 items. */
   world?: { itemCount?: number };
@@ -56,7 +58,8 @@ export function generateTasks(options: GenerateTasksOptions): Task[] {
     (category) => options.categoryWeights?.[category] ?? defaultCategoryWeights[category],
   );
   const tasks: Task[] = [];
-  for (let index = 0; index < options.count; index++) {
+  const start = options.start ?? 0;
+  for (let index = start; index < start + options.count; index++) {
     const rng = new Rng(`tasks/${options.seed}/${index}`);
     const category = rng.fork('category').weighted(taskCategories, weights);
     tasks.push(generateTask(catalog, category, rng, { kind: 'generated', seed: String(options.seed), index }));
