@@ -138,7 +138,7 @@ function once<T>(cache: Map<string, Promise<T>>, key: string, create: () => Prom
 }
 
 /** tokenizer.json and tokenizer_config.json of a model directory (both required). */
-async function readTokenizerFiles(
+export async function readTokenizerFiles(
   directory: string,
 ): Promise<{ tokenizerJson: Record<string, unknown>; tokenizerConfig: Record<string, unknown> }> {
   const [tokenizerJson, tokenizerConfig] = await Promise.all([

@@ -1,4 +1,5 @@
 import type { Tokenizer } from '@huggingface/tokenizers';
+import { ByteLevelBpe } from './byte-level-bpe';
 
 /**
  * Encodes rendered conversations to exactly the ids the tokenizer gives for the whole text, and
@@ -122,6 +123,8 @@ export class SegmentedEncoder {
   private readonly addedIds = new Map<string, number>();
   private readonly lineSplit: boolean;
   private readonly byteLevel: boolean;
+  /** Byte-level BPE on ids for text between added tokens, when the tokenizer has that exact shape (byte-level-bpe.ts). */
+  private readonly sectionEncoder?: ByteLevelBpe;
   private tokenBytes?: Int32Array;
   private young = new Map<string, number[]>();
   private old = new Map<string, number[]>();
@@ -161,6 +164,7 @@ export class SegmentedEncoder {
       );
       this.addedSplitter = new RegExp(contents.map(escapeRegExp).join('|'), 'g');
     }
+    if (this.wholeTextReason === undefined) this.sectionEncoder = ByteLevelBpe.fromTokenizer(tokenizer, tokenizerJson);
     this.lineSplit =
       this.wholeTextReason === undefined &&
       isLineSafe(tokenizerJson.pre_tokenizer) &&
@@ -242,7 +246,7 @@ export class SegmentedEncoder {
 
   /** One encode for the lines between `cuts`; false (nothing added) when the ids do not split exactly at every cut. */
   private addRun(text: string, cuts: number[], ids: number[], segments: Segment[]): boolean {
-    const runIds = this.encodeIds(text.slice(cuts[0], cuts[cuts.length - 1]));
+    const runIds = this.encodeSection(text.slice(cuts[0], cuts[cuts.length - 1]));
     const lengths = this.byteLengths();
     const normalize = (value: string) =>
       this.tokenizer.normalizer ? this.tokenizer.normalizer.normalize(value) : value;
@@ -286,14 +290,20 @@ export class SegmentedEncoder {
     segments.push({ start, end, tokenStart, tokenEnd: ids.length, added: false });
   }
 
+  /** The tokenizer's own encoding of any text. */
   private encodeIds(text: string): number[] {
     return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /** The encoding of text that holds no added token (a section or part of one): the same ids, faster where it can be. */
+  private encodeSection(text: string): number[] {
+    return this.sectionEncoder ? this.sectionEncoder.encode(text) : this.encodeIds(text);
   }
 
   private encodePiece(piece: string): number[] {
     const ids = this.young.get(piece);
     if (ids !== undefined) return ids;
-    const found = this.old.get(piece) ?? this.encodeIds(piece);
+    const found = this.old.get(piece) ?? this.encodeSection(piece);
     this.remember(piece, found);
     return found;
   }
@@ -355,8 +365,8 @@ export class SegmentedEncoder {
       }
       if (known) return -1;
     }
-    const left = this.encodeIds(piece.slice(0, cut));
-    const right = this.encodeIds(piece.slice(cut));
+    const left = this.encodeSection(piece.slice(0, cut));
+    const right = this.encodeSection(piece.slice(cut));
     const count = segment.tokenEnd - segment.tokenStart;
     if (left.length + right.length !== count) return -1;
     for (let index = 0; index < count; index++) {
