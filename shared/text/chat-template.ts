@@ -1,5 +1,6 @@
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
-import { BadInputError } from '../errors';
+import { BadInputError, HatError } from '../errors';
+import { compileProgram, type CompiledProgram } from './compiled-template';
 import { hashValue, sha256Hex } from '../hash/hash';
 import { strftime } from './strftime';
 import { headerStatementCount } from './template-header';
@@ -42,6 +43,15 @@ const globals: Record<string, unknown> = {
   None: null,
   range,
 };
+
+/** Compiled renders always compared with the interpreter's, per ChatTemplate, before sampling starts. */
+const compiledAlwaysChecked = 16;
+/** After those, one compiled render in this many is compared. */
+const compiledCheckInterval = 128;
+
+function raiseException(message: unknown): never {
+  throw new Error(`template raised: ${String(message)}`);
+}
 
 /** A value as templates see it (the library's runtime value). */
 type TemplateValue = ReturnType<Environment['set']>;
@@ -176,10 +186,22 @@ export class ChatTemplate {
   private nextToolId = 1;
   /** Per template name: its generation-prompt block when that block is static (staticGenerationPrompt). */
   private readonly staticPrompts = new Map<string, SyntaxNode | undefined>();
+  /** Compiled programs by template name and part (`full`, or `rest` after a cached header); undefined: not compilable. */
+  private readonly compiledPrograms = new Map<string, CompiledProgram | undefined>();
+  /** Renders the compiled programs have made, for the comparison schedule (see checkCompiled). */
+  private compiledRenders = 0;
+  /** Renders by engine (a compiled program that met something it does not model counts as interpreted). */
+  readonly renders = { compiled: 0, interpreted: 0 };
 
   constructor(
     source: ChatTemplateSource,
     private readonly specialTokenVariables: Record<string, unknown>,
+    /**
+     * `auto` (default): compiled programs where the template compiles, compared with the
+     * interpreter as checkCompiled says; `interpreter`: never compiled; `compiled`: compiled and
+     * never compared (tests and benches that measure one engine).
+     */
+    private readonly engine: 'auto' | 'interpreter' | 'compiled' = 'auto',
   ) {
     if (typeof source === 'string') {
       this.texts.set('default', source);
@@ -217,6 +239,31 @@ export class ChatTemplate {
    */
   render(messages: TemplateMessage[], options: RenderOptions = {}): string {
     const name = this.select(options);
+    const split = this.splitPrograms.get(name);
+    const first = messages[0];
+    const useHeader = split !== undefined && first !== undefined && options.variables === undefined;
+    const compiled =
+      this.engine === 'interpreter' ? undefined : this.compiledProgram(name, useHeader ? 'rest' : 'full');
+    if (compiled) {
+      let body: string | undefined;
+      try {
+        body = compiled(this.variables(messages, options));
+      } catch {
+        // NotCompiled, or an error the template raises: the interpreter renders it (and reports the error).
+        body = undefined;
+      }
+      if (body !== undefined) {
+        this.renders.compiled++;
+        const text = (useHeader ? this.header(name, split.header, first, messages, options, true) : '') + body;
+        return this.checkCompiled(name, text, messages, options);
+      }
+    }
+    this.renders.interpreted++;
+    return this.interpret(name, messages, options);
+  }
+
+  /** Renders with @huggingface/jinja's interpreter. */
+  private interpret(name: string, messages: TemplateMessage[], options: RenderOptions): string {
     try {
       const split = this.splitPrograms.get(name);
       const first = messages[0];
@@ -232,6 +279,60 @@ export class ChatTemplate {
         { cause: error },
       );
     }
+  }
+
+  /**
+   * A compiled rendering, compared with the interpreter's on the first renders of this template
+   * and on one in `compiledCheckInterval` after. A difference among the first renders turns the
+   * compiled program off for this template (the interpreter's text is returned, so nothing
+   * differed); one later is an error, because texts not compared may have differed too.
+   */
+  private checkCompiled(name: string, text: string, messages: TemplateMessage[], options: RenderOptions): string {
+    if (this.engine === 'compiled') return text;
+    const count = ++this.compiledRenders;
+    if (count > compiledAlwaysChecked && count % compiledCheckInterval !== 0) return text;
+    const expected = this.interpret(name, messages, options);
+    if (expected === text) return text;
+    if (count <= compiledAlwaysChecked) {
+      for (const key of this.compiledPrograms.keys()) this.compiledPrograms.set(key, undefined);
+      return expected;
+    }
+    throw new HatError(
+      'TEMPLATE_ENGINE_MISMATCH',
+      `the compiled chat template "${name}" rendered a conversation differently from @huggingface/jinja (render ${count}); this is a bug in hat: report it with the template and the conversation`,
+    );
+  }
+
+  /** Whether the template (by name, default the one selected for no tools) renders through a compiled program. */
+  compiles(name = this.select({})): boolean {
+    return this.compiledProgram(name, 'full') !== undefined;
+  }
+
+  private compiledProgram(name: string, part: 'full' | 'header' | 'rest'): CompiledProgram | undefined {
+    const key = `${name}\u0000${part}`;
+    if (!this.compiledPrograms.has(key)) {
+      const program = part === 'full' ? this.templates.get(name)?.parsed : this.splitPrograms.get(name)?.[part];
+      this.compiledPrograms.set(key, program ? compileProgram(program) : undefined);
+    }
+    return this.compiledPrograms.get(key);
+  }
+
+  /** The variables of environment(), as plain values for a compiled program. */
+  private variables(messages: TemplateMessage[], options: RenderOptions): Record<string, unknown> {
+    const now = options.now ?? new Date();
+    const variables: Record<string, unknown> = {
+      ...globals,
+      raise_exception: raiseException,
+      strftime_now: (format: unknown) => strftime(now, String(format)),
+      ...this.specialTokenVariables,
+      messages,
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      ...options.variables,
+    };
+    const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
+    if (tools) variables.tools = tools;
+    if (options.enableThinking !== undefined) variables.enable_thinking = options.enableThinking;
+    return variables;
   }
 
   /**
@@ -272,9 +373,7 @@ export class ChatTemplate {
     const now = options.now ?? new Date();
     const variables: Record<string, unknown> = {
       ...globals,
-      raise_exception: (message: unknown) => {
-        throw new Error(`template raised: ${String(message)}`);
-      },
+      raise_exception: raiseException,
       strftime_now: (format: unknown) => strftime(now, String(format)),
       ...this.specialTokenVariables,
       messages,
@@ -299,12 +398,17 @@ export class ChatTemplate {
   }
 
   /** The output of a template's header for this first message, tools list and switches (rendered once). */
+  /**
+   * `compiled`: rendered by the compiled header program when there is one (cached apart from
+   * the interpreter's, so the comparisons of checkCompiled compare whole texts of the two engines).
+   */
   private header(
     name: string,
     program: Template['parsed'],
     first: TemplateMessage,
     messages: TemplateMessage[],
     options: RenderOptions,
+    compiled = false,
   ): string {
     const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
     let toolId = 0;
@@ -312,11 +416,20 @@ export class ChatTemplate {
       toolId = this.toolIds.get(tools) ?? this.nextToolId++;
       this.toolIds.set(tools, toolId);
     }
-    const key = `${name}\u0000${toolId}\u0000${String(options.addGenerationPrompt ?? false)}\u0000${String(options.enableThinking)}`;
+    const key = `${name}\u0000${toolId}\u0000${String(options.addGenerationPrompt ?? false)}\u0000${String(options.enableThinking)}\u0000${compiled}`;
     let outputs = this.headers.get(first);
     const known = outputs?.get(key);
     if (known !== undefined) return known;
-    const output = new Interpreter(this.environment(messages, options)).run(program).value as string;
+    let output: string | undefined;
+    const headerProgram = compiled ? this.compiledProgram(name, 'header') : undefined;
+    if (headerProgram) {
+      try {
+        output = headerProgram(this.variables(messages, options));
+      } catch {
+        output = undefined;
+      }
+    }
+    output ??= new Interpreter(this.environment(messages, options)).run(program).value as string;
     if (!outputs) this.headers.set(first, (outputs = new Map()));
     outputs.set(key, output);
     return output;
