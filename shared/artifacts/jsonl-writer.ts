@@ -137,6 +137,18 @@ export class JsonlWriter<T = unknown> {
     if (this.pendingByteCount >= batchCharacters) await this.flush();
   }
 
+  /**
+   * Writes one line given as text (no newline in it), for scratch files whose lines are not single
+   * JSON values; no schema check.
+   */
+  async writeLine(text: string): Promise<void> {
+    if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is closed`);
+    if (this.failed !== undefined) throw this.failed;
+    this.pending += `${text}\n`;
+    this.records += 1;
+    if (this.pending.length >= batchCharacters) await this.flush();
+  }
+
   async write(record: T): Promise<void> {
     if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is closed`);
     if (this.failed !== undefined) throw this.failed;

@@ -9,7 +9,12 @@ import type { ChatMessage, ToolSpec } from '../../shared/trajectory/messages';
  * renders them makes them part of what the model learns to say). Only the key is normalized; the
  * sample keeps the conversation exactly as recorded.
  */
-export function conversationKey(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): string {
+export function conversationKey(
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSpec[],
+  /** canonicalJson(tools), when the caller already has it (a part sees a few distinct tool lists). */
+  canonicalTools = canonicalJson(tools),
+): string {
   const normalized = messages.map((message) => {
     switch (message.role) {
       case 'system':
@@ -29,7 +34,9 @@ export function conversationKey(messages: readonly ChatMessage[], tools: readonl
         };
     }
   });
-  return sha256Hex(canonicalJson({ messages: normalized, tools }));
+  // canonicalJson({ messages, tools }) written out (keys sorted: messages, tools), so the tools'
+  // canonical text can be reused.
+  return sha256Hex(`{"messages":${canonicalJson(normalized)},"tools":${canonicalTools}}`);
 }
 
 function parsedArguments(raw: string): unknown {

@@ -9,7 +9,7 @@ import {
   openAiMessages,
   toolsJson,
   toolsSchemaHash,
-  verlFieldsOf,
+  verlMessagesOf,
   type ExportConversation,
 } from './export-formats';
 import { exportFormats } from './shard-contract';
@@ -197,8 +197,9 @@ describe('export lines assembled from serialized bodies', () => {
         fc.string(),
         (conversation, format, id, sourceId, taskId) => {
           const body = Buffer.from(JSON.stringify(exportBody(format, conversation).body));
+          const tools = Buffer.from(JSON.stringify(toolsJson(conversation.tools)));
           const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId });
-          const line = Buffer.concat(exportLinePieces(body, { id, sourceId, taskId })).toString('utf8');
+          const line = Buffer.concat(exportLinePieces(body, tools, { id, sourceId, taskId })).toString('utf8');
           expect(line).toBe(JSON.stringify(record));
         },
       ),
@@ -206,22 +207,12 @@ describe('export lines assembled from serialized bodies', () => {
     );
   });
 
-  test("verl's messages and tools cut from the openai body equal the columns computed directly", () => {
-    const tricky = [
-      ...conversations.map((conversation) => conversation.tools),
-      [{ type: 'function', function: { name: 'x', description: 'say ,"tools":"' + '\\', parameters: {} } }],
-    ] as ExportConversation['tools'][];
+  test("verl's messages cut from the openai body equal the column computed directly", () => {
     for (const conversation of conversations) {
-      for (const tools of tricky) {
-        const content = {
-          messages: [...conversation.messages, { role: 'user' as const, content: ',"tools":"x"}' }],
-          tools,
-        };
-        const fields = verlFieldsOf(Buffer.from(JSON.stringify(exportBody('openai', content).body)));
-        expect(fields.messages.toString('utf8')).toBe(JSON.stringify(openAiMessages(content.messages)));
-        expect(JSON.parse(fields.toolsEscaped.toString('utf8'))).toBe(toolsJson(tools));
-      }
+      const messages = [...conversation.messages, { role: 'user' as const, content: '{"messages":"x"}' }];
+      const body = Buffer.from(JSON.stringify(exportBody('openai', { messages, tools: conversation.tools }).body));
+      expect(verlMessagesOf(body).toString('utf8')).toBe(JSON.stringify(openAiMessages(messages)));
     }
-    expect(() => verlFieldsOf(Buffer.from('{"messages":[]}'))).toThrow('not the JSON text');
+    expect(() => verlMessagesOf(Buffer.from('{"tools":[]}'))).toThrow('not the JSON text');
   });
 });

@@ -138,7 +138,7 @@ function msSwiftRecord(conversation: ExportContent, notes: ExportNotes): ExportR
     ...(folded.system !== undefined ? [{ role: 'system', content: folded.system }] : []),
     ...folded.turns,
   ];
-  return { messages, tools: toolsJson(conversation.tools) };
+  return { messages };
 }
 
 function llamaFactoryRecord(conversation: ExportContent, notes: ExportNotes): ExportRecord {
@@ -165,14 +165,14 @@ function llamaFactoryRecord(conversation: ExportContent, notes: ExportNotes): Ex
   const alternates =
     folded.turns.length % 2 === 0 && folded.turns.every((turn, index) => userSide.has(turn.role) === (index % 2 === 0));
   if (!alternates) notes.skipped = 'turns do not alternate between user/tool and assistant';
-  return {
-    messages: folded.turns,
-    ...(folded.system !== undefined ? { system: folded.system } : {}),
-    tools: toolsJson(conversation.tools),
-  };
+  return { messages: folded.turns, ...(folded.system !== undefined ? { system: folded.system } : {}) };
 }
 
-/** One conversation in one export format without its lineage fields (what every copy of a sample shares). */
+/**
+ * One conversation in one export format without its `tools` and lineage fields, which always come
+ * last in a record: the part of the record a conversation's copies share that depends on more
+ * than its tools list.
+ */
 export function exportBody(
   format: ExportFormat,
   conversation: ExportContent,
@@ -180,7 +180,7 @@ export function exportBody(
   const notes: ExportNotes = { foldedSystemMessages: 0, droppedCallText: 0 };
   const body =
     format === 'openai'
-      ? { messages: openAiMessages(conversation.messages), tools: toolsJson(conversation.tools) }
+      ? { messages: openAiMessages(conversation.messages) }
       : format === 'ms-swift'
         ? msSwiftRecord(conversation, notes)
         : llamaFactoryRecord(conversation, notes);
@@ -194,48 +194,47 @@ export function exportRecord(
 ): { record: ExportRecord; notes: ExportNotes } {
   const { body, notes } = exportBody(format, conversation);
   return {
-    record: { ...body, id: conversation.id, source_id: conversation.sourceId, task_id: conversation.taskId },
+    record: {
+      ...body,
+      tools: toolsJson(conversation.tools),
+      id: conversation.id,
+      source_id: conversation.sourceId,
+      task_id: conversation.taskId,
+    },
     notes,
   };
 }
 
 /**
- * The JSONL line of a record from the UTF-8 JSON bytes of its body, in two pieces: the body
- * without its closing brace, then the lineage fields and the brace. Concatenated they are exactly
- * `JSON.stringify({ ...body, id, source_id, task_id })` (a body always has `messages`, and its
- * keys never include the lineage ones), so parts serialize each body once and the fan-in only
- * appends every copy's lineage, without decoding the body.
+ * The JSONL line of a record in pieces, from the UTF-8 JSON bytes of its body (exportBody) and
+ * of its tools as a JSON string literal: concatenated they are exactly
+ * `JSON.stringify(exportRecord(...).record)` (a body always has `messages`, and its keys never
+ * include the ones added after it), so parts serialize each body once and the fan-in only adds
+ * the tools and each copy's lineage, without decoding anything.
  */
 export function exportLinePieces(
   body: Uint8Array,
+  toolsLiteral: Uint8Array,
   lineage: { id: string; sourceId: string; taskId: string },
-): [Uint8Array, Buffer] {
+): Uint8Array[] {
   return [
     body.subarray(0, body.length - 1),
+    toolsKey,
+    toolsLiteral,
     Buffer.from(
       `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)}}`,
     ),
   ];
 }
 
+const toolsKey = Buffer.from(',"tools":');
 const messagesKey = Buffer.from('{"messages":');
-const toolsKey = Buffer.from(',"tools":"');
-const bodyEnd = Buffer.from('"}');
 
-/**
- * The verl row's `messages` (the JSON text of openAiMessages) and the JSON string literal of
- * `tools` (toolsJson), cut as bytes from the openai body's JSON,
- * `{"messages":<messages>,"tools":<tools as a JSON string>}`. The last `,"tools":"` is the key:
- * inside the escaped tools string every quote follows a backslash.
- */
-export function verlFieldsOf(openAiBody: Buffer): { messages: Buffer; toolsEscaped: Buffer } {
-  const at = openAiBody.lastIndexOf(toolsKey);
-  if (at < 0 || openAiBody.indexOf(messagesKey) !== 0 || openAiBody.lastIndexOf(bodyEnd) !== openAiBody.length - 2)
+/** verl's `messages` column (the JSON text of openAiMessages) cut from the openai body's bytes, `{"messages":<messages>}`. */
+export function verlMessagesOf(openAiBody: Buffer): Buffer {
+  if (openAiBody.indexOf(messagesKey) !== 0 || openAiBody[openAiBody.length - 1] !== 0x7d)
     throw new Error('not the JSON text of an openai export body');
-  return {
-    messages: openAiBody.subarray(messagesKey.length, at),
-    toolsEscaped: openAiBody.subarray(at + toolsKey.length - 1, openAiBody.length - 1),
-  };
+  return openAiBody.subarray(messagesKey.length, openAiBody.length - 1);
 }
 
 /** LLaMA-Factory's dataset_info.json entries for the llama-factory files (keys: dataset names). */

@@ -8,12 +8,16 @@ import type { ExportFormat } from './shard-contract';
 /**
  * What a part hands to the fan-in (under `_parts/`, scratch: not listed in the manifest):
  * - `<part>.entries.jsonl.gz`: one entry per input record, in record order;
+ * - `<part>.tools.jsonl.gz`: the part's distinct tool lists, one JSON text per line, in the order
+ *   its samples first used them.
  * - `<part>.export-<format>.jsonl.gz`: per export format (and `openai` when verl Parquet is on),
- *   one line per `ok` entry in the same order: the JSON text of the accepted conversation as
- *   trained (truncated ones cut) in that format without its lineage fields (export-formats.ts
- *   `exportBody`), or `null` where the format cannot carry it. The fan-in appends each copy's
- *   lineage (`exportLinePieces`) and cuts verl's columns from the openai text, so the conversations are
- *   converted and serialized in parallel parts, not in the one fan-in job. Gzip level 1: scratch.
+ *   one line per `ok` entry in the same order: the index of its tool list, a tab, and the JSON
+ *   text of the accepted conversation as trained (truncated ones cut) in that format without its
+ *   tools and lineage (export-formats.ts `exportBody`), or `null` where the format cannot carry
+ *   it. The fan-in adds the tools and each copy's lineage (`exportLinePieces`) and cuts verl's
+ *   messages from the openai text, so conversations are converted and serialized in the parallel
+ *   parts, not in the one fan-in job, and each tool list is serialized once per part. Gzip level
+ *   1: scratch.
  * - `<part>.tokens.bin`: the accepted samples' token ids, little-endian int32, concatenated.
  * The fan-in needs every entry (dedup, split, packing) but reads the export lines only while
  * writing the JSONL exports, one part at a time.
@@ -58,9 +62,10 @@ export type PartEntry = z.infer<typeof partEntrySchema>;
 export function partFileKeys(
   prefix: (name: string) => string,
   partId: string,
-): { entries: string; tokens: string; exportBodies(format: ExportFormat): string } {
+): { entries: string; tokens: string; toolLists: string; exportBodies(format: ExportFormat): string } {
   return {
     entries: prefix(`_parts/${partId}.entries.jsonl.gz`),
+    toolLists: prefix(`_parts/${partId}.tools.jsonl.gz`),
     tokens: prefix(`_parts/${partId}.tokens.bin`),
     exportBodies: (format) => prefix(`_parts/${partId}.export-${format}.jsonl.gz`),
   };
@@ -99,7 +104,26 @@ export async function readEntries(store: ArtifactStore, key: string): Promise<Pa
   return entries;
 }
 
-/** A part's export bodies of one format as UTF-8 JSON bytes (`null` for skipped), in `ok` entry order. */
-export function readExportBodies(store: ArtifactStore, key: string): AsyncGenerator<Buffer> {
-  return readJsonlLineBytes(store, key);
+/** A part's export bodies of one format, in `ok` entry order: the tool list index and the body's UTF-8 JSON bytes (`null` for skipped). */
+export async function* readExportBodies(
+  store: ArtifactStore,
+  key: string,
+): AsyncGenerator<{ toolList: number; body: Buffer }> {
+  for await (const line of readJsonlLineBytes(store, key)) {
+    const tab = line.indexOf(0x09);
+    const toolList = tab > 0 ? Number(line.toString('latin1', 0, tab)) : NaN;
+    if (!Number.isInteger(toolList) || toolList < 0)
+      throw new HatError(
+        'PART_OUTPUT_DAMAGED',
+        `${store.uriOf(key)}: an export body line without its tool list index; rerun the stage (the part is redone)`,
+      );
+    yield { toolList, body: line.subarray(tab + 1) };
+  }
+}
+
+/** A part's distinct tool lists as JSON texts, by index. */
+export async function readToolLists(store: ArtifactStore, key: string): Promise<string[]> {
+  const lists: string[] = [];
+  for await (const line of readJsonlLineBytes(store, key)) lists.push(line.toString('utf8'));
+  return lists;
 }

@@ -184,6 +184,8 @@ export const shardPartOutputSchema = z.object({
   inputIndex: z.number().int().nonnegative(),
   /** Per-record index (JSONL): status, key, task, split facts, token offsets, spans. */
   entries: writtenObjectSchema.extend({ records: z.number().int().nonnegative() }),
+  /** The part's distinct tool lists (JSONL, one JSON text per line), which the export bodies name by index. */
+  toolLists: writtenObjectSchema.extend({ records: z.number().int().nonnegative() }),
   /** Per format in the part input's `exportBodies`: the accepted conversations' bodies (JSONL), line-aligned with the `ok` entries. */
   exportBodies: z.array(
     writtenObjectSchema.extend({ format: z.enum(exportFormats), records: z.number().int().nonnegative() }),

@@ -13,12 +13,12 @@ import {
   exportLinePieces,
   llamaFactoryDatasetInfo,
   toolsSchemaHash,
-  verlFieldsOf,
+  verlMessagesOf,
   type ExportNotes,
 } from './export-formats';
 import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
-import { readEntries, readExportBodies, readTokens, type PartEntry } from './part-files';
+import { readEntries, readExportBodies, readTokens, readToolLists, type PartEntry } from './part-files';
 import {
   exportFormats,
   shardSplits,
@@ -117,6 +117,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
       ...part,
       entries: part.entries.sha256,
       exportBodies: part.exportBodies.map((object) => object.sha256),
+      toolLists: part.toolLists.sha256,
       tokens: part.tokens.sha256,
     })),
   );
@@ -650,27 +651,28 @@ async function writeConversationFiles(
     (files.verl[split] ??= []).push(name);
     verlRows[split] = [];
   };
-  // verl's tools columns per distinct tools list (a run has a few harness variants), as UTF-8 bytes.
-  const verlTools: Array<{ escaped: Buffer; tools: Buffer; hash: Buffer }> = [];
-  const verlToolsOf = (escaped: Buffer) => {
-    let known = verlTools.find((candidate) => candidate.escaped.equals(escaped));
-    if (!known) {
-      const tools = JSON.parse(escaped.toString('utf8')) as string;
-      known = {
-        escaped: Buffer.from(escaped),
-        tools: Buffer.from(tools),
-        hash: Buffer.from(toolsSchemaHash(JSON.parse(tools) as ToolSpec[])),
+  // Per distinct tool list (a run has a few harness variants): the JSON string literal the exports
+  // carry, and verl's tools and tools_schema_hash columns, as UTF-8 bytes.
+  const toolForms = new Map<string, { literal: Buffer; tools: Buffer; hash: Buffer }>();
+  const toolFormsOf = (text: string) => {
+    let forms = toolForms.get(text);
+    if (!forms) {
+      forms = {
+        literal: Buffer.from(JSON.stringify(text)),
+        tools: Buffer.from(text),
+        hash: Buffer.from(toolsSchemaHash(JSON.parse(text) as ToolSpec[])),
       };
-      if (verlTools.length >= 256) verlTools.shift();
-      verlTools.unshift(known);
+      if (toolForms.size >= 1024) toolForms.clear();
+      toolForms.set(text, forms);
     }
-    return known;
+    return forms;
   };
   const needed = [...new Set<ExportFormat>([...input.formats, ...(input.verlParquet ? (['openai'] as const) : [])])];
   try {
     for (const [partIndex, part] of parts.entries()) {
       const lines = byPart.get(partIndex);
-      if (!lines) continue;
+      if (!lines || needed.length === 0) continue;
+      const toolLists = (await readToolLists(deps.store, part.toolLists.key)).map(toolFormsOf);
       const readers = needed.map((format) => {
         const object = part.exportBodies.find((candidate) => candidate.format === format);
         if (!object)
@@ -686,7 +688,13 @@ async function writeConversationFiles(
           if (next.some((result) => result.done)) break;
           const sample = lines.get(line);
           if (!sample) continue;
-          const bodies = new Map(needed.map((format, index) => [format, next[index].value as Buffer]));
+          const bodies = new Map(needed.map((format, index) => [format, next[index].value!.body]));
+          const tools = toolLists[next[0].value!.toolList];
+          if (tools === undefined)
+            throw new HatError(
+              'PART_OUTPUT_DAMAGED',
+              `part ${part.index} names a tool list it did not write; rerun the stage (the part is redone)`,
+            );
           for (let copy = 0; copy < sample.copies; copy++) {
             const lineage = {
               id: copyId(sample.entry.id, copy),
@@ -702,19 +710,18 @@ async function writeConversationFiles(
                 droppedCallText,
                 ...(skipped ? { skipped: 'not carried by the format' } : {}),
               });
-              if (!skipped) await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, lineage));
+              if (!skipped)
+                await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, lineage));
             }
             if (input.verlParquet) {
-              const { messages, toolsEscaped } = verlFieldsOf(bodies.get('openai')!);
-              const { tools, hash } = verlToolsOf(toolsEscaped);
               (verlRows[sample.split] ??= []).push({
                 id: lineage.id,
                 source_id: lineage.sourceId,
                 task_id: lineage.taskId,
                 data_source: setNames[sample.inputIndex],
-                messages,
-                tools,
-                tools_schema_hash: hash,
+                messages: verlMessagesOf(bodies.get('openai')),
+                tools: tools.tools,
+                tools_schema_hash: tools.hash,
                 enable_thinking: input.enableThinking ?? null,
               });
               await flushVerl(sample.split, false);

@@ -11,11 +11,18 @@ import type { ChatMessage, ToolSpec } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { conversationKey } from './conversation-key';
+import { canonicalJson } from '../../shared/hash/hash';
 import { exportBody } from './export-formats';
 import { encodeTokens, partFileKeys, type PartEntry } from './part-files';
 import type { ShardPartInput, ShardPartOutput, ShardTextSettings } from './shard-contract';
 import { loadShardTokenizer } from './shard-tokenizer';
 import { truncateToFit } from './truncate-conversation';
+
+async function writeLines(store: StageDeps['store'], key: string, lines: string[]) {
+  const writer = JsonlWriter.open(store, key, { level: 1 });
+  for (const line of lines) await writer.writeLine(line);
+  return writer.close();
+}
 
 /** Rejection reasons are kept for the dataset card's examples; longer ones are cut. */
 const reasonLimit = 300;
@@ -95,12 +102,21 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     format,
     writer: JsonlWriter.open(deps.store, keys.exportBodies(format), { level: 1 }),
   }));
+  // The distinct tool lists of the part (a few harness variants): their JSON text is written once
+  // (part-files.ts), the export bodies name them by index, and their canonical JSON is computed once.
+  const toolLists = new Map<string, { index: number; canonical: string }>();
   try {
     for (const [offset, trajectory] of records.entries()) {
       if (deps.signal.aborted)
         throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
       if (offset % 50 === 0) deps.progress({ done: offset, total: records.length });
-      const key = conversationKey(trajectory.messages, trajectory.tools);
+      const toolsText = JSON.stringify(trajectory.tools);
+      let toolList = toolLists.get(toolsText);
+      if (!toolList) {
+        toolList = { index: toolLists.size, canonical: canonicalJson(trajectory.tools) };
+        toolLists.set(toolsText, toolList);
+      }
+      const key = conversationKey(trajectory.messages, trajectory.tools, toolList.canonical);
       const base = {
         record: part.source.start + offset,
         id: trajectory.id,
@@ -132,7 +148,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
       const exportNotes: Record<string, [number, number]> = {};
       for (const { format, writer } of bodies) {
         const { body, notes } = exportBody(format, { messages: outcome.messages, tools: trajectory.tools });
-        await writer.write(notes.skipped === undefined ? body : null);
+        await writer.writeLine(`${toolList.index}\t${notes.skipped === undefined ? JSON.stringify(body) : 'null'}`);
         if (notes.foldedSystemMessages > 0 || notes.droppedCallText > 0)
           exportNotes[format] = [notes.foldedSystemMessages, notes.droppedCallText];
       }
@@ -164,8 +180,9 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     ids.set(chunk, position);
     position += chunk.length;
   }
-  const [entriesObject, tokensObject, bodyObjects] = await Promise.all([
+  const [entriesObject, toolsObject, tokensObject, bodyObjects] = await Promise.all([
     writeJsonl(deps.store, keys.entries, entries),
+    writeLines(deps.store, keys.toolLists, [...toolLists.keys()]),
     deps.store.put(keys.tokens, encodeTokens(ids), { contentType: 'application/octet-stream' }),
     Promise.all(bodies.map(({ writer }) => writer.close())),
   ]);
@@ -180,6 +197,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     index: part.index,
     inputIndex: part.inputIndex,
     entries: { ...written(entriesObject), records: entriesObject.records },
+    toolLists: { ...written(toolsObject), records: toolsObject.records },
     exportBodies: bodies.map(({ format }, index) => ({
       ...written(bodyObjects[index]),
       format,
