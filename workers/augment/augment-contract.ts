@@ -79,6 +79,8 @@ export const augmentPartInputSchema = z.object({
     uri: z.string(),
     start: z.number().int().nonnegative(),
     end: z.number().int().positive().optional(),
+    /** The sha256 the manifest that listed the object records (its records were checked when written; see readRecordRange). */
+    sha256: z.string().optional(),
   }),
   tasks: z.array(z.string()),
   /** Absent: the sample live-host harness (found where each worker's code is). */

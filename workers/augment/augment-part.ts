@@ -114,6 +114,7 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
     trajectorySchema,
     part.source.start,
     part.source.end,
+    part.source.sha256,
   );
   const wanted = new Set(trajectories.map((trajectory) => trajectory.taskId));
   const taskRecords =

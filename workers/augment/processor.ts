@@ -59,10 +59,12 @@ export async function planAugment(input: AugmentInput, deps: StageDeps): Promise
   if (tasks.length > 0) await expandInputs(tasks, deps.openObject, 'tasks', 'tasks');
   const objects = await expandInputs(input.trajectories, deps.openObject, 'trajectories', 'trajectories');
   const ranges = objects.flatMap((object) => {
-    if (object.records === undefined) return [{ uri: object.uri, start: 0 }];
+    const listed = object.sha256 === undefined ? {} : { sha256: object.sha256 };
+    if (object.records === undefined) return [{ uri: object.uri, start: 0, ...listed }];
     const count = Math.max(1, Math.ceil(object.records / input.recordsPerPart));
     return Array.from({ length: count }, (_, index) => ({
       uri: object.uri,
+      ...listed,
       start: index * input.recordsPerPart,
       end: Math.max(1, Math.min(object.records as number, (index + 1) * input.recordsPerPart)),
     }));

@@ -139,6 +139,8 @@ export async function readWantedTasks(
     const known = indexes.get(key);
     if (known === undefined) {
       const { bytes, sha256 } = await readJsonlBytes(openObject, object.uri);
+      // The bytes the manifest lists were written through the task schema (see readRecordRange).
+      const schema = sha256 === object.sha256 ? undefined : taskSchema;
       const index: ObjectIndex = { sha256, lines: new Map() };
       forEachLine(bytes, (lineIndex, start, end) => {
         if (isBlank(bytes, start, end)) return;
@@ -151,7 +153,7 @@ export async function readWantedTasks(
         const id = fast ?? idOf(line);
         // Only tasks a part plays are checked against the schema (a line without an id fails here).
         if (id === undefined || wanted.has(id)) {
-          const task = parseRecordLine(object.uri, lineIndex, line, taskSchema);
+          const task = parseRecordLine(object.uri, lineIndex, line, schema);
           index.lines.set(task.id, lineIndex);
           found.set(task.id, task);
         } else {
@@ -169,12 +171,13 @@ export async function readWantedTasks(
       if (line !== undefined) wantedLines.add(line);
     }
     if (wantedLines.size === 0) continue;
-    const { bytes } = await readJsonlBytes(openObject, object.uri);
+    const { bytes, sha256 } = await readJsonlBytes(openObject, object.uri);
+    const schema = sha256 === object.sha256 ? undefined : taskSchema;
     // In line order, so a task id on two lines resolves to the later one, as a whole read does;
     // only the wanted lines are decoded.
     forEachLine(bytes, (lineIndex, start, end) => {
       if (!wantedLines.has(lineIndex)) return;
-      const task = parseRecordLine(object.uri, lineIndex, bytes.toString('utf8', start, end), taskSchema);
+      const task = parseRecordLine(object.uri, lineIndex, bytes.toString('utf8', start, end), schema);
       found.set(task.id, task);
     });
   }

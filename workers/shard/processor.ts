@@ -61,7 +61,12 @@ export async function planShard(input: ShardInput, deps: StageDeps): Promise<Sha
         parts.push({
           index: parts.length,
           inputIndex,
-          source: { uri: object.uri, start, end: Math.min(records, start + input.recordsPerPart) },
+          source: {
+            uri: object.uri,
+            start,
+            end: Math.min(records, start + input.recordsPerPart),
+            ...(object.sha256 === undefined ? {} : { sha256: object.sha256 }),
+          },
           text,
           exportBodies,
         });

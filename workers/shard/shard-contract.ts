@@ -172,6 +172,8 @@ export const shardPartInputSchema = z.object({
     uri: z.string(),
     start: z.number().int().nonnegative(),
     end: z.number().int().positive().optional(),
+    /** The sha256 the manifest that listed the object records (its records were checked when written; see readRecordRange). */
+    sha256: z.string().optional(),
   }),
   text: shardTextSettingsSchema,
   /** Formats whose bodies the part writes for the fan-in: the export formats, and openai when verl Parquet is on. */

@@ -91,6 +91,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     trajectorySchema,
     part.source.start,
     part.source.end,
+    part.source.sha256,
   );
   const seen = new Set<string>();
   const entries: PartEntry[] = [];
