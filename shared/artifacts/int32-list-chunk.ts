@@ -1,5 +1,5 @@
 import { endianness } from 'node:os';
-import { snappyCompress } from './snappy';
+import { snappyCompressTransient } from './snappy';
 
 /**
  * One column chunk of a list<int32> column (required elements, no empty lists), PLAIN values
@@ -56,6 +56,14 @@ export function fitsInt32ListChunk(
   if (!littleEndian || !(values instanceof Int32Array)) return false;
   for (let row = start; row < end; row++) if (lengths[row] === 0) return false;
   return true;
+}
+
+const levelBuffers = { repetition: new Uint8Array(0), definition: new Uint8Array(0) };
+
+/** `count` levels of 1 in a buffer reused across chunks (a chunk's levels are consumed before the next chunk). */
+function levelScratch(count: number, which: keyof typeof levelBuffers): Uint8Array {
+  if (levelBuffers[which].length < count) levelBuffers[which] = new Uint8Array(count);
+  return levelBuffers[which].subarray(0, count).fill(1);
 }
 
 /** A growing byte buffer for the level runs (a page's levels are a few bytes per row). */
@@ -125,6 +133,35 @@ function encodeLevels(levels: Uint8Array, into: LevelBytes): number {
 }
 
 /**
+ * Encoded levels by row shape, for chunks whose rows all have one length (packed sequences: every
+ * row is the sequence length, so every full row group has the same levels).
+ */
+const uniformLevels = new Map<string, { levels: Uint8Array; repetitionBytes: number; definitionBytes: number }>();
+
+function chunkLevels(
+  rowStarts: ArrayLike<number>,
+  start: number,
+  end: number,
+): { levels: Uint8Array; repetitionBytes: number; definitionBytes: number } {
+  const length = rowStarts[start + 1] - rowStarts[start];
+  let uniform = true;
+  for (let row = start + 1; row < end && uniform; row++) uniform = rowStarts[row + 1] - rowStarts[row] === length;
+  const key = `${end - start}x${length}`;
+  const known = uniform ? uniformLevels.get(key) : undefined;
+  if (known) return known;
+  const valueStart = rowStarts[start];
+  const count = rowStarts[end] - valueStart;
+  const repetition = levelScratch(count, 'repetition');
+  for (let row = start; row < end; row++) repetition[rowStarts[row] - valueStart] = 0;
+  const bytes = new LevelBytes();
+  const repetitionBytes = encodeLevels(repetition, bytes);
+  const definitionBytes = encodeLevels(levelScratch(count, 'definition'), bytes);
+  const encoded = { levels: bytes.bytes.slice(0, bytes.length), repetitionBytes, definitionBytes };
+  if (uniform && uniformLevels.size < 64) uniformLevels.set(key, encoded);
+  return encoded;
+}
+
+/**
  * Writes rows [start, end) of a flat list<int32> column as one column chunk; `rowStarts[row]` is
  * the index of the row's first value. `writePageHeader` is hyparquet-writer's own, so the page
  * header's Thrift bytes come from the library.
@@ -142,13 +179,10 @@ export function writeInt32ListChunk(options: {
   const valueStart = rowStarts[start];
   const valueEnd = rowStarts[end];
   const count = valueEnd - valueStart;
-  const repetition = new Uint8Array(count).fill(1);
-  for (let row = start; row < end; row++) repetition[rowStarts[row] - valueStart] = 0;
-  const levels = new LevelBytes();
-  const repetitionBytes = encodeLevels(repetition, levels);
-  const definitionBytes = encodeLevels(new Uint8Array(count).fill(1), levels);
+  const { levels, repetitionBytes, definitionBytes } = chunkLevels(rowStarts, start, end);
   const page = new Uint8Array(values.buffer, values.byteOffset + valueStart * 4, count * 4);
-  const compressed = snappyCompress(page);
+  // Copied into the file writer below, before the next page is compressed.
+  const compressed = snappyCompressTransient(page);
 
   const offsetStart = writer.offset;
   options.writePageHeader(writer, {
@@ -166,7 +200,7 @@ export function writeInt32ListChunk(options: {
     },
   });
   const headerSize = writer.offset - offsetStart;
-  writer.appendBytes(levels.bytes.subarray(0, levels.length));
+  writer.appendBytes(levels);
   writer.appendBytes(compressed);
   return {
     chunk: {

@@ -105,8 +105,24 @@ function same4(input: Uint8Array, a: number, b: number): boolean {
 }
 
 export function snappyCompress(input: Uint8Array): Uint8Array {
+  return compressInto(input, new Uint8Array(maxCompressedLength(input.length)));
+}
+
+let scratch = new Uint8Array(0);
+
+/**
+ * snappyCompress into a buffer reused from call to call: the result is valid only until the next
+ * call. For writers that copy it at once (a packed shard compresses thousands of 2 MiB pages, and
+ * a fresh buffer per page was gigabytes of allocation that the garbage collector paid for).
+ */
+export function snappyCompressTransient(input: Uint8Array): Uint8Array {
+  const needed = maxCompressedLength(input.length);
+  if (scratch.length < needed) scratch = new Uint8Array(needed);
+  return compressInto(input, scratch);
+}
+
+function compressInto(input: Uint8Array, output: Uint8Array): Uint8Array {
   const length = input.length;
-  const output = new Uint8Array(maxCompressedLength(length));
   let out = 0;
 
   // Uncompressed length, little-endian base-128.

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import {
   exportBody,
   exportLinePieces,
+  lineageSuffix,
   exportRecord,
   llamaFactoryDatasetInfo,
   openAiMessages,
@@ -199,7 +200,9 @@ describe('export lines assembled from serialized bodies', () => {
           const body = Buffer.from(JSON.stringify(exportBody(format, conversation).body));
           const tools = Buffer.from(JSON.stringify(toolsJson(conversation.tools)));
           const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId });
-          const line = Buffer.concat(exportLinePieces(body, tools, { id, sourceId, taskId })).toString('utf8');
+          const line = Buffer.concat(exportLinePieces(body, tools, lineageSuffix({ id, sourceId, taskId }))).toString(
+            'utf8',
+          );
           expect(line).toBe(JSON.stringify(record));
         },
       ),

@@ -212,19 +212,15 @@ export function exportRecord(
  * include the ones added after it), so parts serialize each body once and the fan-in only adds
  * the tools and each copy's lineage, without decoding anything.
  */
-export function exportLinePieces(
-  body: Uint8Array,
-  toolsLiteral: Uint8Array,
-  lineage: { id: string; sourceId: string; taskId: string },
-): Uint8Array[] {
-  return [
-    body.subarray(0, body.length - 1),
-    toolsKey,
-    toolsLiteral,
-    Buffer.from(
-      `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)}}`,
-    ),
-  ];
+export function exportLinePieces(body: Uint8Array, toolsLiteral: Uint8Array, lineage: Uint8Array): Uint8Array[] {
+  return [body.subarray(0, body.length - 1), toolsKey, toolsLiteral, lineage];
+}
+
+/** The end of a record's line after its tools: its lineage fields and the closing brace (one per copy, for every format). */
+export function lineageSuffix(lineage: { id: string; sourceId: string; taskId: string }): Buffer {
+  return Buffer.from(
+    `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)}}`,
+  );
 }
 
 const toolsKey = Buffer.from(',"tools":');

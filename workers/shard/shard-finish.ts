@@ -11,6 +11,7 @@ import { Rng } from '../../shared/random/rng';
 import { renderDatasetCard, type CardFiles } from './dataset-card';
 import {
   exportLinePieces,
+  lineageSuffix,
   llamaFactoryDatasetInfo,
   toolsSchemaHash,
   verlMessagesOf,
@@ -701,6 +702,7 @@ async function writeConversationFiles(
               sourceId: sample.entry.id,
               taskId: sample.entry.taskId,
             };
+            const suffix = lineageSuffix(lineage);
             for (const format of input.formats) {
               const body = bodies.get(format)!;
               const skipped = body.equals(jsonNull);
@@ -711,7 +713,7 @@ async function writeConversationFiles(
                 ...(skipped ? { skipped: 'not carried by the format' } : {}),
               });
               if (!skipped)
-                await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, lineage));
+                await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, suffix));
             }
             if (input.verlParquet) {
               (verlRows[sample.split] ??= []).push({
