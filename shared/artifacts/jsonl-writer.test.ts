@@ -170,3 +170,23 @@ describe('writeJsonl / readJsonl', () => {
     expect(errorCodeOf(error)).toBe('ARTIFACT_NOT_FOUND');
   });
 });
+
+describe('JsonlWriter with records as bytes and as values mixed', () => {
+  it('keeps their order and gives the bytes one JSON.stringify per line would', async () => {
+    const store = new MemoryArtifactStore('mixed');
+    const writer = JsonlWriter.open<Record<string, unknown>>(store, 'mixed.jsonl.gz');
+    const expected: string[] = [];
+    for (let index = 0; index < 3000; index++) {
+      const record = { index, text: 'x'.repeat((index * 7919) % 900), 中: '文' };
+      const json = JSON.stringify(record);
+      expected.push(json);
+      if (index % 3 === 0) await writer.write(record);
+      else if (index % 3 === 1) await writer.writeJsonBytes(Buffer.from(json));
+      else await writer.writeJsonBytes(Buffer.from(json.slice(0, 10)), Buffer.from(json.slice(10)));
+    }
+    const result = await writer.close();
+    expect(result.records).toBe(3000);
+    const text = gunzipSync(await store.getBuffer('mixed.jsonl.gz')).toString('utf8');
+    expect(text).toBe(`${expected.join('\n')}\n`);
+  });
+});

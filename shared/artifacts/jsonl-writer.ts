@@ -20,6 +20,16 @@ export const jsonlGzipOptions: Readonly<ZlibOptions> = Object.freeze({
 
 const newline = Buffer.from('\n');
 
+/** Size of the pooled batch buffers writeJsonBytes copies into. */
+const batchBytes = 256 * 1024;
+/** Batch buffers gzip has finished reading, shared by the writers of this thread. */
+const batchPool: Buffer[] = [];
+const batchPoolLimit = 64;
+
+function returnBatch(chunk: Uint8Array): void {
+  if (batchPool.length < batchPoolLimit) batchPool.push(Buffer.from(chunk.buffer, 0, batchBytes));
+}
+
 /** Lines are handed to gzip in batches of about this many characters: one call per line is slow. */
 const batchCharacters = 64 * 1024;
 
@@ -82,6 +92,11 @@ export class JsonlWriter<T = unknown> {
   /** Records given as bytes (writeJsonBytes), after the text in `pending` that preceded them. */
   private pendingBytes: Uint8Array[] = [];
   private pendingByteCount = 0;
+  /** The pooled batch being filled by writeJsonBytes, and how much of it is. */
+  private batch?: Buffer;
+  private batchUsed = 0;
+  /** Underlying buffers of batches from the pool, returned to it when gzip has read them. */
+  private readonly pooled = new WeakSet<ArrayBufferLike>();
   private records = 0;
   private uncompressedBytes = 0;
   private failed?: unknown;
@@ -127,14 +142,37 @@ export class JsonlWriter<T = unknown> {
     if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is closed`);
     if (this.failed !== undefined) throw this.failed;
     this.textToBytes();
-    for (const piece of pieces) {
-      this.pendingBytes.push(piece);
-      this.pendingByteCount += piece.length;
-    }
-    this.pendingBytes.push(newline);
-    this.pendingByteCount += 1;
+    for (const piece of pieces) this.copyIntoBatch(piece);
+    this.copyIntoBatch(newline);
     this.records += 1;
     if (this.pendingByteCount >= batchCharacters) await this.flush();
+  }
+
+  /**
+   * Copies bytes into the current batch buffer, taken from a pool that gzip hands buffers back to
+   * once it has read them: writers that pass gigabytes through (the shard exports) then allocate
+   * a few buffers in all instead of one per batch, and V8 starts no collection for that memory.
+   */
+  private copyIntoBatch(bytes: Uint8Array): void {
+    let offset = 0;
+    while (offset < bytes.length) {
+      if (this.batch === undefined) this.batch = batchPool.pop() ?? Buffer.allocUnsafe(batchBytes);
+      const room = batchBytes - this.batchUsed;
+      const count = Math.min(room, bytes.length - offset);
+      this.batch.set(bytes.subarray(offset, offset + count), this.batchUsed);
+      this.batchUsed += count;
+      this.pendingByteCount += count;
+      offset += count;
+      if (this.batchUsed === batchBytes) this.sealBatch();
+    }
+  }
+
+  private sealBatch(): void {
+    if (this.batch === undefined || this.batchUsed === 0) return;
+    this.pendingBytes.push(this.batch.subarray(0, this.batchUsed));
+    this.pooled.add(this.batch.buffer);
+    this.batch = undefined;
+    this.batchUsed = 0;
   }
 
   /**
@@ -202,6 +240,8 @@ export class JsonlWriter<T = unknown> {
   /** Moves buffered text into the byte pieces, so records keep their order when both kinds are written. */
   private textToBytes(): void {
     if (this.pending === '') return;
+    // Bytes copied into the current batch came before this text.
+    this.sealBatch();
     const bytes = Buffer.from(this.pending, 'utf8');
     this.pending = '';
     this.pendingBytes.push(bytes);
@@ -211,17 +251,20 @@ export class JsonlWriter<T = unknown> {
   private async flush(): Promise<void> {
     if (this.pending === '' && this.pendingByteCount === 0) return;
     // Encoded once: measuring the string's UTF-8 length and then handing gzip the string encoded it twice.
-    let bytes: Buffer;
-    if (this.pendingByteCount === 0) bytes = Buffer.from(this.pending, 'utf8');
-    else {
-      this.textToBytes();
-      bytes = Buffer.concat(this.pendingBytes, this.pendingByteCount);
-    }
+    this.textToBytes();
+    this.sealBatch();
+    const chunks = this.pendingBytes;
     this.pending = '';
     this.pendingBytes = [];
     this.pendingByteCount = 0;
-    this.uncompressedBytes += bytes.length;
-    if (this.gzip.write(bytes)) return;
+    let writable = true;
+    for (const chunk of chunks) {
+      this.uncompressedBytes += chunk.length;
+      const pooled = this.pooled.has(chunk.buffer);
+      // Deflate's output does not depend on how its input is cut into writes.
+      writable = this.gzip.write(chunk, pooled ? () => returnBatch(chunk) : undefined);
+    }
+    if (writable) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         this.gzip.off('drain', done);

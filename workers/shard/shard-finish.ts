@@ -18,7 +18,8 @@ import {
   type ExportNotes,
 } from './export-formats';
 import { copiesFor } from './mix-weights';
-import { fillUpperBound, packBestFitDecreasing, writeSequence, type PackedSample } from './pack-sequences';
+import { fillUpperBound, packBestFitDecreasing } from './pack-sequences';
+import { PackedShardEncoder, type PackedShard, type PackedShardRequest, type PlacedSample } from './packed-shard';
 import { readEntries, readExportBodies, readTokens, readToolLists, type PartEntry } from './part-files';
 import {
   exportFormats,
@@ -38,8 +39,8 @@ import { shardInputSets, shardTextSettings } from './shard-settings';
 export const SHARD_SCHEMA_VERSION = 1;
 /** verl rows per Parquet file. */
 const verlRowsPerFile = 8192;
-/** Packed sequences per Parquet row group: small enough that a reader streams, large enough to compress. */
-const rowGroupSequences = 64;
+/** Packed shards encoded ahead of the one being stored. */
+const shardsAhead = 2;
 /** Rejection examples kept per code. */
 const examplesPerCode = 3;
 
@@ -53,18 +54,6 @@ interface Sample {
   split: ShardSplit;
   copies: number;
 }
-
-const packedColumns: ParquetColumn[] = [
-  { name: 'input_ids', type: { list: 'INT32' } },
-  { name: 'labels', type: { list: 'INT32' } },
-  { name: 'loss_mask', type: { list: 'INT32' } },
-  { name: 'position_ids', type: { list: 'INT32' } },
-  { name: 'cu_seqlens', type: { list: 'INT32' } },
-  { name: 'source_ids', type: { list: 'STRING' } },
-  { name: 'num_samples', type: 'INT32' },
-  { name: 'num_tokens', type: 'INT32' },
-  { name: 'num_trained', type: 'INT32' },
-];
 
 const verlColumns: ParquetColumn[] = [
   { name: 'id', type: 'STRING' },
@@ -376,15 +365,6 @@ function assignSampleSplits(
   }
 }
 
-function shardBuffers(length: number) {
-  return {
-    inputIds: new Int32Array(length),
-    labels: new Int32Array(length),
-    lossMask: new Int32Array(length),
-    positionIds: new Int32Array(length),
-  };
-}
-
 /** Packs each split's samples into sequences (best-fit decreasing, seeded order) and writes the packed Parquet shards. */
 async function writePackedShards(
   input: ShardInput,
@@ -395,10 +375,25 @@ async function writePackedShards(
   out: FanInOutput,
 ): Promise<Partial<Record<ShardSplit, SplitStats>>> {
   // One part at a time: reading them all at once held each part's bytes twice until the last arrived.
-  const tokens: Int32Array[] = [];
-  for (const part of parts) tokens.push(await readTokens(deps.store, part.tokens.key, part.tokens.tokens));
+  const encoder = new PackedShardEncoder();
+  try {
+    for (const [index, part] of parts.entries())
+      encoder.addTokens(index, await readTokens(deps.store, part.tokens.key, part.tokens.tokens));
+    return await packSplits(input, samples, settings, deps, out, encoder);
+  } finally {
+    await encoder.close();
+  }
+}
+
+async function packSplits(
+  input: ShardInput,
+  samples: Sample[],
+  settings: { seed: string; padTokenId: number; metadata: Record<string, string> },
+  deps: StageDeps,
+  out: FanInOutput,
+  encoder: PackedShardEncoder,
+): Promise<Partial<Record<ShardSplit, SplitStats>>> {
   const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
-  let buffers = shardBuffers(0);
   for (const split of shardSplits) {
     const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
     if (members.length === 0) continue;
@@ -429,62 +424,42 @@ async function writePackedShards(
       shards: 0,
     };
     out.files.packed[split] = [];
-    for (let start = 0; start < bins.length; start += input.sequencesPerShard) {
-      const chunk = bins.slice(start, start + input.sequencesPerShard);
-      const length = chunk.length * input.sequenceLength;
-      // writeSequence writes every position of every row, so the buffers are reused from shard to
-      // shard (a fresh 4 × 128 MiB per shard cost page faults and garbage collections).
-      if (buffers.inputIds.length < length) buffers = shardBuffers(length);
-      const columns = {
-        inputIds: buffers.inputIds.subarray(0, length),
-        labels: buffers.labels.subarray(0, length),
-        lossMask: buffers.lossMask.subarray(0, length),
-        positionIds: buffers.positionIds.subarray(0, length),
-      };
-      const cuSeqlens: number[][] = [];
-      const sourceIds: string[][] = [];
-      const counts = { samples: [] as number[], tokens: [] as number[], trained: [] as number[] };
-      for (const [row, bin] of chunk.entries()) {
-        const packedSamples: PackedSample[] = bin.map((itemIndex) => {
+    const metadata = { ...settings.metadata, 'hat.split': split };
+    const shardCount = Math.ceil(bins.length / input.sequencesPerShard);
+    // Each shard's request is built when it is submitted, so few sit on the heap at a time.
+    const requestFor = (shardIndex: number): PackedShardRequest => {
+      const start = shardIndex * input.sequencesPerShard;
+      const sequences = bins.slice(start, start + input.sequencesPerShard).map((bin) =>
+        bin.map((itemIndex): PlacedSample => {
           const { sample, copy } = items[itemIndex];
-          const offset = sample.entry.tokenOffset!;
           return {
-            ids: tokens[sample.part].subarray(offset, offset + sample.entry.tokenCount!),
+            part: sample.part,
+            offset: sample.entry.tokenOffset!,
+            count: sample.entry.tokenCount!,
             spans: sample.entry.spans ?? [],
             sourceId: copyId(sample.entry.id, copy),
           };
-        });
-        const sequence = writeSequence(
-          packedSamples,
-          input.sequenceLength,
-          settings.padTokenId,
-          columns,
-          row * input.sequenceLength,
-        );
-        cuSeqlens.push(sequence.cuSeqlens);
-        sourceIds.push(sequence.sourceIds);
-        counts.samples.push(packedSamples.length);
-        counts.tokens.push(sequence.tokens);
-        counts.trained.push(sequence.trainedTokens);
-        figures.tokens += sequence.tokens;
-        figures.trainedTokens += sequence.trainedTokens;
-      }
-      const lengths = new Array<number>(chunk.length).fill(input.sequenceLength);
-      const bytes = encodeParquetColumns(
-        packedColumns,
-        {
-          input_ids: { values: columns.inputIds, lengths },
-          labels: { values: columns.labels, lengths },
-          loss_mask: { values: columns.lossMask, lengths },
-          position_ids: { values: columns.positionIds, lengths },
-          cu_seqlens: cuSeqlens,
-          source_ids: sourceIds,
-          num_samples: counts.samples,
-          num_tokens: counts.tokens,
-          num_trained: counts.trained,
-        },
-        { metadata: { ...settings.metadata, 'hat.split': split }, rowGroupSize: rowGroupSequences },
+        }),
       );
+      return { sequences, sequenceLength: input.sequenceLength, padTokenId: settings.padTokenId, metadata };
+    };
+    // Encoded a few shards ahead of the one being stored, in order (each is tens of MB).
+    const inFlight: Array<Promise<PackedShard>> = [];
+    let submitted = 0;
+    const submit = () => {
+      if (submitted >= shardCount) return;
+      const encoding = encoder.encode(requestFor(submitted++));
+      // Awaited in turn below; until then a failure must not count as unhandled.
+      encoding.catch(() => undefined);
+      inFlight.push(encoding);
+    };
+    for (let ahead = 0; ahead <= shardsAhead; ahead++) submit();
+    for (let shardIndex = 0; shardIndex < shardCount; shardIndex++) {
+      const encoding = inFlight.shift()!;
+      submit();
+      const { bytes, tokens, trainedTokens } = await encoding;
+      figures.tokens += tokens;
+      figures.trainedTokens += trainedTokens;
       const name = `${split}/${shardName('packed', figures.shards++)}`;
       const info = await deps.store.put(deps.output.key(name), bytes, {
         contentType: 'application/vnd.apache.parquet',
@@ -493,7 +468,7 @@ async function writePackedShards(
         manifestObjectOf(info, {
           schemaVersion: SHARD_SCHEMA_VERSION,
           format: 'parquet',
-          records: chunk.length,
+          records: Math.min(input.sequencesPerShard, bins.length - shardIndex * input.sequencesPerShard),
           kind: 'packed',
         }),
       );

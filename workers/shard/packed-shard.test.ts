@@ -1,0 +1,55 @@
+import { decodeParquet } from '../../shared/artifacts/parquet-codec';
+import { PackedShardEncoder, type PackedShardRequest } from './packed-shard';
+
+describe('PackedShardEncoder', () => {
+  const tokens = [Int32Array.from({ length: 500 }, (_, index) => 1000 + index), Int32Array.from([7, 8, 9, 10, 11])];
+  const request = (length: number): PackedShardRequest => ({
+    sequences: [
+      [
+        { part: 0, offset: 0, count: 300, spans: [[250, 300]], sourceId: 'a' },
+        { part: 1, offset: 1, count: 3, spans: [[1, 3]], sourceId: 'b' },
+      ],
+      [{ part: 0, offset: 300, count: 200, spans: [], sourceId: 'c@2' }],
+    ],
+    sequenceLength: length,
+    padTokenId: 0,
+    metadata: { 'hat.split': 'train' },
+  });
+
+  it('encodes the same bytes on its thread as in this one, in the order asked, and the rows hold the samples', async () => {
+    const threaded = new PackedShardEncoder(true);
+    const local = new PackedShardEncoder(false);
+    try {
+      expect(threaded.threaded).toBe(true);
+      for (const [part, ids] of tokens.entries()) {
+        threaded.addTokens(part, ids);
+        local.addTokens(part, ids);
+      }
+      const [first, second] = await Promise.all([threaded.encode(request(512)), threaded.encode(request(1024))]);
+      const expected = [await local.encode(request(512)), await local.encode(request(1024))];
+      expect(Buffer.from(first.bytes).equals(Buffer.from(expected[0].bytes))).toBe(true);
+      expect(Buffer.from(second.bytes).equals(Buffer.from(expected[1].bytes))).toBe(true);
+      expect({ tokens: first.tokens, trained: first.trainedTokens }).toEqual({ tokens: 503, trained: 52 });
+      const rows = await decodeParquet(first.bytes);
+      expect((rows[0].input_ids as number[]).slice(299, 304)).toEqual([1299, 8, 9, 10, 0]);
+      expect(rows[1].source_ids).toEqual(['c@2']);
+    } finally {
+      await threaded.close();
+      await local.close();
+    }
+  });
+
+  it('fails a shard that names tokens a part does not hold, and keeps working after', async () => {
+    const encoder = new PackedShardEncoder(true);
+    try {
+      encoder.addTokens(0, tokens[0]);
+      await expect(
+        encoder.encode({ ...request(512), sequences: [[{ part: 3, offset: 0, count: 1, spans: [], sourceId: 'x' }]] }),
+      ).rejects.toThrow(/PACKING_FAILED.*part 3/);
+      encoder.addTokens(1, tokens[1]);
+      await expect(encoder.encode(request(512))).resolves.toMatchObject({ tokens: 503 });
+    } finally {
+      await encoder.close();
+    }
+  });
+});
