@@ -1,4 +1,5 @@
 import { HatError } from '../errors';
+import { unwatchAbort, watchAbort } from './abort-watch';
 
 /**
  * Wall clock and sleeping for model clients, injectable so tests can check retry waits without
@@ -40,11 +41,11 @@ export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> 
     };
     const timer = setTimeout(
       () => {
-        signal?.removeEventListener('abort', onAbort);
+        if (signal) unwatchAbort(signal, onAbort);
         resolve();
       },
       Math.max(0, ms),
     );
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal) watchAbort(signal, onAbort);
   });
 }

@@ -1,6 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { Dispatcher } from 'undici';
 import type { StreamChunkEvent } from '../model-client';
+import { unwatchAbort, watchAbort } from '../abort-watch';
 import { abortedError, type ModelClock } from '../model-clock';
 import {
   errorFromStatus,
@@ -105,7 +106,7 @@ class ChatAttempt implements Dispatcher.DispatchHandler {
   }
 
   start(): void {
-    this.input.signal?.addEventListener('abort', this.onAbort, { once: true });
+    if (this.input.signal) watchAbort(this.input.signal, this.onAbort);
     this.sentAt = performance.now();
     // Our own timer bounds the call; undici's header and body timeouts (300 s) would cut long answers.
     this.input.dispatcher.dispatch(
@@ -233,7 +234,7 @@ class ChatAttempt implements Dispatcher.DispatchHandler {
   private settle(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    this.input.signal?.removeEventListener('abort', this.onAbort);
+    if (this.input.signal) unwatchAbort(this.input.signal, this.onAbort);
     return true;
   }
 }
