@@ -9,11 +9,16 @@
  * Redis should carry references only, so its memory must not grow with the data.
  *
  *   npx tsc -p tsconfig.build.json && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000]
- *     [--workers 1] [--concurrency C] [--scaling] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
+ *     [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
  *
  * `--scaling` runs the load twice, with one worker process and then with `--workers N` (default
  * 2), and prints each stage's parts/s ratio (N processes / 1). `--concurrency` is passed to every
- * worker (jobs at once per queue; default each stage's). `--cpu-prof DIR` writes a CPU profile per
+ * worker (jobs at once per queue; default each stage's). `--pin` runs worker process i on CPU i
+ * (mod the CPUs, with taskset), as pods with a one-CPU limit run: on a small machine that is the
+ * only way to see whether adding a worker adds throughput, since one unpinned process already
+ * spreads its sandbox threads and zlib's thread pool over every core. Each stage also prints the
+ * CPU time its worker processes spent while it ran (utime + stime from /proc, sampled every
+ * second), per task. `--cpu-prof DIR` writes a CPU profile per
  * worker thread into DIR. Each worker is `hat worker --stages collect,augment,shard,runs` spawned
  * from dist/ (augment and shard in sandboxed worker threads), so the sampler in this process does
  * not compete with it for an event loop. Redis is a private `redis-server` on a free port (so
@@ -26,7 +31,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { readManifest } from '../shared/artifacts/manifest';
@@ -62,6 +67,7 @@ const withAugment = !process.argv.includes('--no-augment');
 const withShard = !process.argv.includes('--no-shard');
 const keep = process.argv.includes('--keep');
 const sharedRedis = process.argv.includes('--shared-redis');
+const pin = process.argv.includes('--pin');
 
 /** A private redis-server on a free loopback port, no persistence; resolves once it answers. */
 async function startPrivateRedis(directory: string): Promise<{ url: string; process: ChildProcess }> {
@@ -118,9 +124,34 @@ function peakRss(pid: number | undefined): number | undefined {
   }
 }
 
+/** CPU seconds (user + system, every thread) a process has used, from /proc/<pid>/stat. */
+function cpuSecondsOf(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of proc(5) (utime, stime), in clock ticks of 1/100 s on Linux.
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The workers' total CPU seconds at `at` (epoch ms), interpolated between one-second samples. */
+function cpuAt(samples: ReadonlyArray<{ at: number; cpu: number }>, at: number): number | undefined {
+  if (samples.length === 0 || at < samples[0].at) return undefined;
+  for (let index = 1; index < samples.length; index++) {
+    const before = samples[index - 1];
+    const after = samples[index];
+    if (at <= after.at) return before.cpu + ((after.cpu - before.cpu) * (at - before.at)) / (after.at - before.at);
+  }
+  return samples.at(-1)!.cpu;
+}
+
 interface StageFigures {
   name: string;
   seconds?: number;
+  /** CPU seconds of the worker processes while the stage ran. */
+  cpuSeconds?: number;
   /** From the first part seen to the last part done (the plan before and the fan-in after excluded), seen by polling. */
   partsSeconds?: number;
   parts: number;
@@ -149,10 +180,12 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   const stores = createStoreCache(env);
   const stageNames = ['collect', ...(withAugment ? ['augment'] : []), ...(withShard ? ['shard'] : []), 'runs'];
   const nodeArguments = cpuProfileDirectory ? ['--cpu-prof', '--cpu-prof-dir', cpuProfileDirectory] : [];
-  const children = Array.from({ length: workers }, () =>
+  const cpus = availableParallelism();
+  const children = Array.from({ length: workers }, (_, index) =>
     spawn(
-      process.execPath,
+      pin ? 'taskset' : process.execPath,
       [
+        ...(pin ? ['-c', String(index % cpus), process.execPath] : []),
         ...nodeArguments,
         join(__dirname, '..', 'cli', 'main.js'),
         'worker',
@@ -175,7 +208,12 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   const samples: number[] = [];
   const baseline = usedMemory(await context.connection.info('memory'));
   let peakKeys = 0;
+  const cpuSamples: Array<{ at: number; cpu: number }> = [];
   const sampler = setInterval(() => {
+    cpuSamples.push({
+      at: Date.now(),
+      cpu: children.reduce((sum, child) => sum + (cpuSecondsOf(child.pid) ?? 0), 0),
+    });
     void context.connection.info('memory').then(
       (info) => samples.push(usedMemory(info)),
       () => undefined,
@@ -249,19 +287,22 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         stage.startedAt && stage.finishedAt
           ? (Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000
           : undefined;
+      const cpuFrom = stage.startedAt ? cpuAt(cpuSamples, Date.parse(stage.startedAt)) : undefined;
+      const cpuTo = stage.finishedAt ? cpuAt(cpuSamples, Date.parse(stage.finishedAt)) : undefined;
+      const cpuSeconds = cpuFrom !== undefined && cpuTo !== undefined ? cpuTo - cpuFrom : undefined;
       const phase = partsPhase.get(stage.name);
       const partsSeconds =
         phase?.from !== undefined && phase.to !== undefined ? (phase.to - phase.from) / 1000 : undefined;
-      figures.push({ name: stage.name, seconds, partsSeconds, parts: stage.partsTotal, objects, bytes });
+      figures.push({ name: stage.name, seconds, cpuSeconds, partsSeconds, parts: stage.partsTotal, objects, bytes });
     }
     process.stdout.write(
       [
         `load run ${plan.runId}: ${status.state}${status.error ? ` (${status.error})` : ''}`,
         `  tasks: ${tasks} (${tasksPerPart} per part), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (augment: 1 variant per trajectory, replay-checked)' : ''}${withShard ? ' (shard: qwen3, 8192)' : ''}`,
-        `  workers: ${workers} process(es)${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
+        `  workers: ${workers} process(es)${pin ? ', each pinned to one CPU' : ''}${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
         ...figures.map(
           (stage) =>
-            `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written`,
+            `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written, worker CPU ${stage.cpuSeconds === undefined ? '?' : `${stage.cpuSeconds.toFixed(1)} s (${((stage.cpuSeconds * 1000) / tasks).toFixed(2)} ms per task)`}`,
         ),
         `  peak RSS per worker (VmHWM): ${rss.map((bytes) => (bytes === undefined ? '?' : mib(bytes))).join(', ')}`,
         `  Redis used_memory (${usesPrivateRedis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${usesPrivateRedis ? `; at most ${peakKeys} keys` : ''}`,
