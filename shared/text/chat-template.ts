@@ -370,20 +370,11 @@ export class ChatTemplate {
    * zone and locale) and refuses redeclaration, so programs run in an environment built here.
    */
   private environment(messages: TemplateMessage[], options: RenderOptions): Environment {
-    const now = options.now ?? new Date();
-    const variables: Record<string, unknown> = {
-      ...globals,
-      raise_exception: raiseException,
-      strftime_now: (format: unknown) => strftime(now, String(format)),
-      ...this.specialTokenVariables,
-      messages,
-      add_generation_prompt: options.addGenerationPrompt ?? false,
-      ...options.variables,
-    };
-    // transformers passes tools=None when there are none; templates test `if tools`.
+    const variables = this.variables(messages, options);
+    // transformers passes tools=None when there are none; templates test `if tools`. A tools
+    // list is set below, converted once per list.
     const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
     if (tools) delete variables.tools;
-    if (options.enableThinking !== undefined) variables.enable_thinking = options.enableThinking;
     const environment = new Environment();
     const ownMessages = variables.messages === messages;
     if (ownMessages) delete variables.messages;
@@ -397,9 +388,9 @@ export class ChatTemplate {
     return environment;
   }
 
-  /** The output of a template's header for this first message, tools list and switches (rendered once). */
   /**
-   * `compiled`: rendered by the compiled header program when there is one (cached apart from
+   * The output of a template's header for this first message, tools list and switches (rendered
+   * once). `compiled`: rendered by the compiled header program when there is one (cached apart from
    * the interpreter's, so the comparisons of checkCompiled compare whole texts of the two engines).
    */
   private header(
