@@ -124,34 +124,42 @@ function peakRss(pid: number | undefined): number | undefined {
   }
 }
 
-/** CPU seconds (user + system, every thread) a process has used, from /proc/<pid>/stat. */
-function cpuSecondsOf(pid: number | undefined): number | undefined {
+/** CPU seconds (every thread) a process has used in user and in system mode, from /proc/<pid>/stat. */
+function cpuSecondsOf(pid: number | undefined): { user: number; system: number } {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // Fields 14 and 15 of proc(5) (utime, stime), in clock ticks of 1/100 s on Linux.
-    return (Number(fields[11]) + Number(fields[12])) / 100;
+    return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
   } catch {
-    return undefined;
+    return { user: 0, system: 0 };
   }
 }
 
-/** The workers' total CPU seconds at `at` (epoch ms), interpolated between one-second samples. */
-function cpuAt(samples: ReadonlyArray<{ at: number; cpu: number }>, at: number): number | undefined {
+interface CpuSample {
+  at: number;
+  user: number;
+  system: number;
+}
+
+/** The workers' total CPU seconds (`field`) at `at` (epoch ms), interpolated between one-second samples. */
+function cpuAt(samples: readonly CpuSample[], at: number, field: 'user' | 'system'): number | undefined {
   if (samples.length === 0 || at < samples[0].at) return undefined;
   for (let index = 1; index < samples.length; index++) {
     const before = samples[index - 1];
     const after = samples[index];
-    if (at <= after.at) return before.cpu + ((after.cpu - before.cpu) * (at - before.at)) / (after.at - before.at);
+    if (at <= after.at)
+      return before[field] + ((after[field] - before[field]) * (at - before.at)) / (after.at - before.at);
   }
-  return samples.at(-1)!.cpu;
+  return samples.at(-1)![field];
 }
 
 interface StageFigures {
   name: string;
   seconds?: number;
-  /** CPU seconds of the worker processes while the stage ran. */
+  /** CPU seconds of the worker processes while the stage ran (user + system), and the system part. */
   cpuSeconds?: number;
+  systemSeconds?: number;
   /** From the first part seen to the last part done (the plan before and the fan-in after excluded), seen by polling. */
   partsSeconds?: number;
   parts: number;
@@ -208,12 +216,15 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   const samples: number[] = [];
   const baseline = usedMemory(await context.connection.info('memory'));
   let peakKeys = 0;
-  const cpuSamples: Array<{ at: number; cpu: number }> = [];
+  const cpuSamples: CpuSample[] = [];
   const sampler = setInterval(() => {
-    cpuSamples.push({
-      at: Date.now(),
-      cpu: children.reduce((sum, child) => sum + (cpuSecondsOf(child.pid) ?? 0), 0),
-    });
+    const sample: CpuSample = { at: Date.now(), user: 0, system: 0 };
+    for (const child of children) {
+      const cpu = cpuSecondsOf(child.pid);
+      sample.user += cpu.user;
+      sample.system += cpu.system;
+    }
+    cpuSamples.push(sample);
     void context.connection.info('memory').then(
       (info) => samples.push(usedMemory(info)),
       () => undefined,
@@ -287,13 +298,27 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         stage.startedAt && stage.finishedAt
           ? (Date.parse(stage.finishedAt) - Date.parse(stage.startedAt)) / 1000
           : undefined;
-      const cpuFrom = stage.startedAt ? cpuAt(cpuSamples, Date.parse(stage.startedAt)) : undefined;
-      const cpuTo = stage.finishedAt ? cpuAt(cpuSamples, Date.parse(stage.finishedAt)) : undefined;
-      const cpuSeconds = cpuFrom !== undefined && cpuTo !== undefined ? cpuTo - cpuFrom : undefined;
+      const during = (field: 'user' | 'system') => {
+        const from = stage.startedAt ? cpuAt(cpuSamples, Date.parse(stage.startedAt), field) : undefined;
+        const to = stage.finishedAt ? cpuAt(cpuSamples, Date.parse(stage.finishedAt), field) : undefined;
+        return from !== undefined && to !== undefined ? to - from : undefined;
+      };
+      const user = during('user');
+      const systemSeconds = during('system');
+      const cpuSeconds = user !== undefined && systemSeconds !== undefined ? user + systemSeconds : undefined;
       const phase = partsPhase.get(stage.name);
       const partsSeconds =
         phase?.from !== undefined && phase.to !== undefined ? (phase.to - phase.from) / 1000 : undefined;
-      figures.push({ name: stage.name, seconds, cpuSeconds, partsSeconds, parts: stage.partsTotal, objects, bytes });
+      figures.push({
+        name: stage.name,
+        seconds,
+        cpuSeconds,
+        systemSeconds,
+        partsSeconds,
+        parts: stage.partsTotal,
+        objects,
+        bytes,
+      });
     }
     process.stdout.write(
       [
@@ -302,7 +327,7 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         `  workers: ${workers} process(es)${pin ? ', each pinned to one CPU' : ''}${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
         ...figures.map(
           (stage) =>
-            `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written, worker CPU ${stage.cpuSeconds === undefined ? '?' : `${stage.cpuSeconds.toFixed(1)} s (${((stage.cpuSeconds * 1000) / tasks).toFixed(2)} ms per task)`}`,
+            `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written, worker CPU ${stage.cpuSeconds === undefined ? '?' : `${stage.cpuSeconds.toFixed(1)} s (${((stage.cpuSeconds * 1000) / tasks).toFixed(2)} ms per task; system ${stage.systemSeconds?.toFixed(1)} s)`}`,
         ),
         `  peak RSS per worker (VmHWM): ${rss.map((bytes) => (bytes === undefined ? '?' : mib(bytes))).join(', ')}`,
         `  Redis used_memory (${usesPrivateRedis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${usesPrivateRedis ? `; at most ${peakKeys} keys` : ''}`,
