@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Worker } from 'bullmq';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import type { HatEnv } from '../shared/config/env';
@@ -22,6 +20,7 @@ import { createStageJobRuntime, createStoreCache, type StoreCache } from '../que
 import { closeWorkersWithin, createStageWorker } from '../queues/bullmq/worker-factory';
 import { createRunJobRuntime, createRunWorker } from './run/worker';
 import { registerCatalogStages } from './stage-catalog';
+import { compiledEntryFile } from '../shared/config/compiled-entry';
 import { cpuBudget } from '../shared/config/cpu-budget';
 
 /** Jobs at once per queue of stages that are not CPU-bound, when nothing else says. */
@@ -32,10 +31,7 @@ const defaultConcurrency = 4;
  * compiled code, else in `dist/` (sources run by jest). Undefined when it has not been built.
  */
 export function sandboxEntryFile(): string | undefined {
-  const file = __filename.endsWith('.js')
-    ? join(__dirname, 'stage-sandbox.js')
-    : join(__dirname, '..', 'dist', 'workers', 'stage-sandbox.js');
-  return existsSync(file) ? file : undefined;
+  return compiledEntryFile('workers/stage-sandbox');
 }
 
 /** Workers for some or all queues in one process: what `hat worker` and `hat demo` run. */

@@ -30,14 +30,21 @@ export function abortedError(signal: AbortSignal | undefined): HatError {
   );
 }
 
-/** setTimeout as a promise that an AbortSignal can cut short. */
-export function abortableDelay(ms: number, signal?: AbortSignal): Promise<void> {
-  if (signal?.aborted) return Promise.reject(abortedError(signal));
+/**
+ * setTimeout as a promise that an AbortSignal can cut short, rejecting with `reasonOf(signal)`
+ * (default MODEL_ABORTED).
+ */
+export function abortableDelay(
+  ms: number,
+  signal?: AbortSignal,
+  reasonOf: (signal?: AbortSignal) => unknown = abortedError,
+): Promise<void> {
+  if (signal?.aborted) return Promise.reject(reasonOf(signal));
   if (ms <= 0 && !signal) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const onAbort = (): void => {
       clearTimeout(timer);
-      reject(abortedError(signal));
+      reject(reasonOf(signal));
     };
     const timer = setTimeout(
       () => {

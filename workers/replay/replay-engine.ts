@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../shared/log/logger';
-import { unwatchAbort, watchAbort } from '../../shared/models/abort-watch';
+import { abortableDelay } from '../../shared/models/model-clock';
 import { SampleSet } from '../../shared/metrics/sample-set';
 import { scrapePrometheus } from '../../shared/metrics/scrape-metrics';
 import { readSpecDecodeCounters, type SpecDecodeCounters } from '../../shared/metrics/spec-decode';
@@ -175,26 +175,7 @@ class LoopTurnWaiters {
   };
 }
 
-/**
- * A timer that the part's signal cuts short (rejecting with its reason). Not timers/promises'
- * sleep: that adds and removes an EventTarget listener per wait, and every call of every
- * session waits (see abort-watch.ts).
- */
-function timerWait(ms: number, signal?: AbortSignal): Promise<void> {
-  if (!signal) return new Promise((resolve) => setTimeout(resolve, ms));
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      unwatchAbort(signal, onAbort);
-      resolve();
-    }, ms);
-    watchAbort(signal, onAbort);
-  });
-}
+const signalReason = (signal?: AbortSignal): unknown => signal?.reason;
 
 function phaseClock(): PhaseClock {
   const origin = performance.now();
@@ -208,7 +189,8 @@ function phaseClock(): PhaseClock {
       // lag that every measured call carries); waiting the rest out in loop turns sends them on
       // time, for about 1 ms of polling per wait (+0.1-0.2 ms CPU per call at 64 sessions).
       const wait = atMs - now();
-      if (wait > 0) await timerWait(wait, signal);
+      // The part's signal cuts the wait short with its own reason.
+      if (wait > 0) await abortableDelay(wait, signal, signalReason);
       if (now() < atMs) await turnWaiters.wait(atMs, signal);
     },
   };

@@ -1,6 +1,5 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { compiledEntryFile } from '../../shared/config/compiled-entry';
 import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { writeSequence, type PackedSample } from './pack-sequences';
@@ -121,14 +120,6 @@ export function encodePackedShard(
   return { bytes, tokens: tokenTotal, trainedTokens: trainedTotal };
 }
 
-/** The compiled thread entry beside this file (or in dist/ when this runs from sources), if built. */
-function threadEntry(): string | undefined {
-  const file = __filename.endsWith('.js')
-    ? join(__dirname, 'packed-shard-thread.js')
-    : join(__dirname, '..', '..', 'dist', 'workers', 'shard', 'packed-shard-thread.js');
-  return existsSync(file) ? file : undefined;
-}
-
 type Reply = { id: number; shard?: PackedShard; error?: string };
 
 /**
@@ -148,7 +139,7 @@ export class PackedShardEncoder {
   private failure?: Error;
 
   constructor(useThread = true) {
-    const entry = useThread ? threadEntry() : undefined;
+    const entry = useThread ? compiledEntryFile('workers/shard/packed-shard-thread') : undefined;
     if (!entry) return;
     this.worker = new Worker(entry);
     this.worker.on('message', (reply: Reply) => {
