@@ -87,3 +87,47 @@ describe('call records', () => {
     expect(record.ttftMs).toBeUndefined();
   });
 });
+
+describe('record layout', () => {
+  it('keeps the key order the JSON lines have always had, optional fields in their places', () => {
+    const record = succeededCallRecord({ ...placement, recordedTtftMs: 90 }, response({ completionTokens: 10 }));
+    expect(Object.keys(record)).toEqual([
+      'sessionId',
+      'sessionIndex',
+      'callIndex',
+      'messageIndex',
+      'part',
+      'intendedMs',
+      'dispatchMs',
+      'endMs',
+      'thinkMs',
+      'recordedTtftMs',
+      'status',
+      'sentMs',
+      'scheduleLagMs',
+      'queueMs',
+      'retryMs',
+      'ttftMs',
+      'e2elMs',
+      'tpotMs',
+      'ttftFromIntendedMs',
+      'e2elFromIntendedMs',
+      'clientOverheadMs',
+      'outputTokens',
+      'outputTokensSource',
+      'promptTokens',
+      'chunkCount',
+      'finishReason',
+      'attempts',
+    ]);
+    const failed = failedCallRecord(placement, new HatError('MODEL_TIMEOUT', 'timed out'));
+    expect(Object.keys(failed).slice(9)).toEqual([
+      'status',
+      'errorCode',
+      'error',
+      'scheduleLagMs',
+      'queueMs',
+      'retryMs',
+    ]);
+  });
+});

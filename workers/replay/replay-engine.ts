@@ -8,7 +8,7 @@ import { scrapePrometheus } from '../../shared/metrics/scrape-metrics';
 import { readSpecDecodeCounters, type SpecDecodeCounters } from '../../shared/metrics/spec-decode';
 import type { ChatRequest, ModelClient, PreparedChatRequest, SamplingSettings } from '../../shared/models/model-client';
 import type { Rng } from '../../shared/random/rng';
-import { failedCallRecord, succeededCallRecord, type TokenCounter } from './call-measurement';
+import { failedCallRecord, succeededCallRecord, type CallPlacement, type TokenCounter } from './call-measurement';
 import { arrivalOffsetsMs, type LoadProfile } from './load-profile';
 import type { ReplaySession } from './recorded-session';
 import { addCallSamples, addSessionSamples, addTurnSamples } from './replay-metrics';
@@ -463,7 +463,9 @@ async function replaySession(
       options.signal ? { signal: options.signal } : {},
       preparedBody ? { prepared: preparedBody } : {},
     );
-    const placement = {
+    // One literal, then named stores: it lives for the whole call (a young-generation collection
+    // copies whatever is alive), so it is built once and completed in place rather than spread.
+    const placement: CallPlacement = {
       sessionId: session.id,
       sessionIndex,
       callIndex,
@@ -473,12 +475,11 @@ async function replaySession(
       dispatchMs,
       endMs: dispatchMs,
       thinkMs: 0,
-      ...(step.recorded?.recordedTtftMs !== undefined ? { recordedTtftMs: step.recorded.recordedTtftMs } : {}),
-      ...(step.recorded?.recordedE2eMs !== undefined ? { recordedE2eMs: step.recorded.recordedE2eMs } : {}),
-      ...(step.recorded?.recordedOutputTokens !== undefined
-        ? { recordedOutputTokens: step.recorded.recordedOutputTokens }
-        : {}),
     };
+    const recorded = step.recorded;
+    if (recorded?.recordedTtftMs !== undefined) placement.recordedTtftMs = recorded.recordedTtftMs;
+    if (recorded?.recordedE2eMs !== undefined) placement.recordedE2eMs = recorded.recordedE2eMs;
+    if (recorded?.recordedOutputTokens !== undefined) placement.recordedOutputTokens = recorded.recordedOutputTokens;
     turn ??= {
       sessionId: session.id,
       sessionIndex,
@@ -497,7 +498,8 @@ async function replaySession(
       response = await options.client.chat(request);
     } catch (error) {
       endMs = clock.now();
-      const failed = failedCallRecord({ ...placement, endMs }, error);
+      placement.endMs = endMs;
+      const failed = failedCallRecord(placement, error);
       calls.push(failed);
       failure = `call ${callIndex} failed: ${failed.error ?? failed.errorCode}`;
       break;
@@ -505,11 +507,10 @@ async function replaySession(
     endMs = clock.now();
     const outcome = await driver.accept(step, response);
     const thinkMs = withThinkTime ? outcome.thinkMs : 0;
-    const call = succeededCallRecord(
-      { ...placement, endMs, thinkMs, ...(outcome.divergence ? { divergence: outcome.divergence } : {}) },
-      response,
-      options.tokenizer,
-    );
+    placement.endMs = endMs;
+    placement.thinkMs = thinkMs;
+    if (outcome.divergence) placement.divergence = outcome.divergence;
+    const call = succeededCallRecord(placement, response, options.tokenizer);
     calls.push(call);
     itl.set(callIndex, response.timings.itlMs ?? []);
     modelMs += response.timings.e2eMs;
