@@ -22,12 +22,17 @@
  * window from sending to the last response chunk read (the replay's window ends at the last
  * choices-bearing chunk, which arrives in the same read as the usage chunk and [DONE] when the
  * server writes them together, as vLLM and this test server do).
+ * `--pin` (Linux, taskset) runs this process on CPU 0 and the test server on CPU 1, so that the
+ * scheduler never puts both on one core (a call that waits behind the server for a core lands
+ * in the p99 of whichever side was running). Both sides of the restated goal run pinned alike.
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4]
+ *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4] [--pin]
  */
+import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import { availableParallelism, loadavg } from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { percentilesOf } from '../shared/metrics/percentile';
 import { createModelClient } from '../shared/models/model-registry';
@@ -136,6 +141,43 @@ async function bareReplay(url: string, sessions: ScheduledSession[], concurrency
   };
 }
 
+/** Pins every thread of a process to one CPU (taskset); false where that is not possible. */
+function pinToCpu(pid: number | undefined, cpu: number): boolean {
+  if (pid === undefined) return false;
+  try {
+    execFileSync('taskset', ['--all-tasks', '--pid', '--cpu-list', String(cpu), String(pid)], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * This process's garbage collections while each side of the restated goal runs (count and
+ * pauses): a call that is due during a pause leaves late by it, so the collector's pauses are
+ * what the own-time p99 is made of on either side.
+ */
+function watchCollections() {
+  const tally = { replay: { count: 0, ms: 0 }, bare: { count: 0, ms: 0 } };
+  const state: { side?: keyof typeof tally } = {};
+  const observer = new PerformanceObserver((list) => {
+    if (state.side === undefined) return;
+    for (const entry of list.getEntries()) {
+      tally[state.side].count++;
+      tally[state.side].ms += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    set side(side: keyof typeof tally | undefined) {
+      state.side = side;
+    },
+    summary: (side: keyof typeof tally) =>
+      `${tally[side].count} (${tally[side].ms.toFixed(0)} ms paused, ${(tally[side].ms / Math.max(1, tally[side].count)).toFixed(2)} ms each)`,
+    stop: () => observer.disconnect(),
+  };
+}
+
 function flag(name: string): string | undefined {
   const index = process.argv.indexOf(name);
   return index > 0 ? process.argv[index + 1] : undefined;
@@ -147,6 +189,9 @@ async function main(): Promise<void> {
   const goalSessions = Number(flag('--goal-sessions') ?? 64);
   const goalDeltaMs = Number(flag('--goal-delta-ms') ?? 0.25);
   const rounds = Number(flag('--rounds') ?? 4);
+  const pin = process.argv.includes('--pin');
+  // Read before pinning: a pinned process sees one CPU.
+  const cpus = availableParallelism();
   let restated: { replay: DrivenCalls; bare: DrivenCalls } | undefined;
   const server = await startReplayServerProcess({
     seed: 'replay-bench',
@@ -154,6 +199,8 @@ async function main(): Promise<void> {
     tokenDelayMs: [5, 10],
     answer: 'The coat is 299 yuan today; with the live-room coupon it comes to 259 yuan.',
   });
+  const pinned = pin && cpus >= 2 && pinToCpu(process.pid, 0) && pinToCpu(server.pid, 1);
+  if (pin && !pinned) console.warn('--pin: could not pin (needs Linux taskset and 2 CPUs); running unpinned');
   const recorded: ReplaySession[] = syntheticSessions({ count: 64, toolMs: 20 }).map((record, index) => {
     const parsed = parseRecordedSession(record, `synthetic: ${index}`);
     if (!parsed.ok) throw new Error(parsed.unreplayable.detail);
@@ -202,6 +249,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < rounds; round++) {
       for (const side of round % 2 === 0 ? (['bare', 'replay'] as const) : (['replay', 'bare'] as const)) {
         let driven: DrivenCalls;
+        collections.side = side;
         if (side === 'bare') {
           driven = await bareReplay(server.url, sessions, concurrency);
         } else {
@@ -220,6 +268,7 @@ async function main(): Promise<void> {
         into.lagTimes.push(...driven.lagTimes);
         into.cpuMs += driven.cpuMsPerCall * driven.ownTimes.length;
         into.calls += driven.ownTimes.length;
+        collections.side = undefined;
       }
     }
     const sorted = (side: keyof typeof pooled): DrivenCalls => ({
@@ -230,6 +279,7 @@ async function main(): Promise<void> {
     });
     return { replay: sorted('replay'), bare: sorted('bare') };
   };
+  const collections = watchCollections();
   try {
     await replay(scheduledSessions(256), 64);
     for (const concurrency of levels) {
@@ -275,7 +325,7 @@ async function main(): Promise<void> {
     await server.close();
   }
   console.log(
-    `replay client overhead per call (closed loop, test server in a child process; ${availableParallelism()} CPUs, load average ${loadavg()[0]?.toFixed(2)})`,
+    `replay client overhead per call (closed loop, test server in a child process; ${cpus} CPUs${pinned ? ', this process on CPU 0 and the server on CPU 1' : ''}, load average ${loadavg()[0]?.toFixed(2)})`,
   );
   console.table(rows);
   const atGoal = rows.find((row) => row.sessions === goalSessions);
@@ -307,10 +357,14 @@ async function main(): Promise<void> {
     );
     console.table({ replay: replayFigures.row, 'bare node:http': bareFigures.row });
     console.log(
+      `garbage collections during the rounds: ${(['replay', 'bare'] as const).map((side) => `${side} ${collections.summary(side)}`).join('; ')}`,
+    );
+    console.log(
       `replay own p99 ${replayFigures.p99.toFixed(3)} ms, bare node:http loop own p99 ${bareFigures.p99.toFixed(3)} ms, ` +
         `difference ${delta.toFixed(3)} ms, ratio ${(replayFigures.p99 / bareFigures.p99).toFixed(2)} (goal: difference <= ${goalDeltaMs} ms: ${delta <= goalDeltaMs ? 'met' : 'NOT met'})`,
     );
   }
+  collections.stop();
   console.log(
     sustained === undefined
       ? `the goal breaks already at ${levels[0]} sessions`

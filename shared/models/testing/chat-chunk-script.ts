@@ -50,6 +50,13 @@ export interface ScriptedChatResponse {
   contentTokens?: ScriptedContentToken[];
   /** Overrides the server's timing for this response. */
   timing?: StreamTiming;
+  /**
+   * Called as each stream event (chunks, then `[DONE]`) has been handed to the socket, with
+   * whether it carried choices: when the server actually wrote it, which is later than its timing
+   * asks for when the server's own event loop runs late (a test's truth is what the server did,
+   * not what it meant to do).
+   */
+  onEventWritten?: (choices: boolean) => void;
   /** Model id reported. Default: the request's model. */
   model?: string;
 }

@@ -329,6 +329,7 @@ export class OpenAiTestServer {
       if (chunk.delayMs > 0) await sleepUnless(chunk.delayMs, closed);
       if (closed.aborted) return;
       await this.writeEvent(response, `data: ${chunk.data}\n\n`, closed);
+      script.onEventWritten?.(chunk.choices);
       written++;
     }
     if (!paced) response.socket?.uncork();

@@ -45,6 +45,12 @@ export interface InjectedAnswer {
   content: boolean;
   /** Which request this answered: the system message and the message count (unique per call of a session). */
   requestKey: string;
+  /**
+   * When the server actually wrote each chunk with choices, ms after the request reached the
+   * responder (after any stall): the injected delays plus the server's own lateness. Filled as
+   * the answer streams; complete once the client has read the answer.
+   */
+  choiceChunksWrittenMs: number[];
 }
 
 type ParentMessage = { type: 'start'; scenario: ReplayServerScenario } | { type: 'injected' } | { type: 'close' };
@@ -60,6 +66,8 @@ type ChildMessage = { type: 'ready'; url: string } | ({ type: 'injected' } & Inj
 export interface ReplayServerProcess {
   /** Server root URL. */
   url: string;
+  /** The child's process id (a benchmark pins it to a CPU of its own). */
+  pid: number | undefined;
   injected(): Promise<InjectedReport>;
   close(): Promise<void>;
 }
@@ -94,6 +102,7 @@ export async function startReplayServerProcess(scenario: ReplayServerScenario): 
   const { url } = await ready;
   return {
     url,
+    pid: child.pid,
     async injected() {
       const reply = next('injected');
       child.send({ type: 'injected' } satisfies ParentMessage);
@@ -130,6 +139,7 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
   };
   const draw = ([low, high]: [number, number]) => low + rng.next() * (high - low);
   const responder = async (request: RecordedRequest): Promise<ScriptedChatResponse> => {
+    let receivedAt = performance.now();
     const timing = { ttftMs: draw(scenario.ttftMs), tokenDelayMs: draw(scenario.tokenDelayMs) };
     const last = (request.body?.messages ?? []).at(-1) as { role?: string } | undefined;
     const script: ScriptedChatResponse =
@@ -148,7 +158,12 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
       if (held > 0) {
         stalledMs = held;
         await new Promise((resolve) => setTimeout(resolve, held));
+        receivedAt = performance.now();
       }
+      const written: number[] = [];
+      script.onEventWritten = (choices) => {
+        if (choices) written.push(performance.now() - receivedAt);
+      };
       answers.push({
         receivedAtEpochMs: request.receivedAt,
         stalledMs,
@@ -157,6 +172,7 @@ async function serve(scenario: ReplayServerScenario): Promise<OpenAiTestServer> 
         tokens: completionTokensOf(script),
         content: script.content !== undefined,
         requestKey: replayRequestKey((request.body?.messages ?? []) as Array<{ content?: unknown }>),
+        choiceChunksWrittenMs: written,
       });
     }
     const spec = scenario.specDecodePerAnswer;
