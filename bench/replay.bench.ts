@@ -159,23 +159,23 @@ function pinToCpu(pid: number | undefined, cpu: number): boolean {
  */
 function watchCollections() {
   const tally = { replay: { count: 0, ms: 0 }, bare: { count: 0, ms: 0 } };
-  const state: { side?: keyof typeof tally } = {};
-  const observer = new PerformanceObserver((list) => {
-    if (state.side === undefined) return;
-    for (const entry of list.getEntries()) {
-      tally[state.side].count++;
-      tally[state.side].ms += entry.duration;
-    }
-  });
-  observer.observe({ entryTypes: ['gc'] });
-  return {
-    set side(side: keyof typeof tally | undefined) {
-      state.side = side;
-    },
+  const watch = {
+    /** The side now running; collections outside the rounds are not counted. */
+    side: undefined as keyof typeof tally | undefined,
     summary: (side: keyof typeof tally) =>
       `${tally[side].count} (${tally[side].ms.toFixed(0)} ms paused, ${(tally[side].ms / Math.max(1, tally[side].count)).toFixed(2)} ms each)`,
     stop: () => observer.disconnect(),
   };
+  const observer = new PerformanceObserver((list) => {
+    const side = watch.side;
+    if (side === undefined) return;
+    for (const entry of list.getEntries()) {
+      tally[side].count++;
+      tally[side].ms += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return watch;
 }
 
 function flag(name: string): string | undefined {

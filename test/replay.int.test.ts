@@ -136,8 +136,8 @@ describe('replay against the local streaming test server', () => {
             expect(error).toBeLessThan(metric === 'itl_ms' && index === 3 ? 0.05 : 0.02),
           );
       } else {
-        if (clientLate) expect(report.notes.join(' ')).toMatch(/event loop ran late/);
-        console.warn('oversubscribed machine: the 2% check needs both event loops on time', {
+        expect(report.notes.join(' ')).toMatch(/event loop ran late/);
+        console.warn("oversubscribed machine: the 2% check needs the replay's event loop on time", {
           errors,
           client: report.client,
           serverLoopP99Ms: server.eventLoopDelayP99Ms,
@@ -259,7 +259,7 @@ describe('replay against the local streaming test server', () => {
         expect(report.metrics[metric].summary.count).toBe(144);
       }
       const clientLate = report.client.timestampsDoubtful;
-      if (!clientLate) {
+      if (!clientLate && server.eventLoopDelayP99Ms <= 2) {
         for (const values of Object.values(errors)) for (const error of values) expect(error).toBeLessThan(0.02);
       } else {
         if (clientLate) expect(report.notes.join(' ')).toMatch(/event loop ran late/);

@@ -46,17 +46,6 @@ export function outputTokensOf(
   return { count: response.usage.completionTokens, source: 'chunks' };
 }
 
-/**
- * Records are built as one literal of the fields every record has, then named stores in the
- * order the fields have always had (the JSON lines keep their key order). Not Object.assign: an
- * object that gains more than a dozen properties that way is turned into a dictionary (a hash
- * table, about 1.7 KB a record against 0.32 KB), and every record of a part is live until the
- * part ends, so young-generation collections copied and promoted them at that size. The replay's
- * collections copy about three times what a bare HTTP loop's do (its calls keep more alive
- * while in flight), and their pauses are what its late calls wait on. Not a spread either: on
- * Node 20 each property added after a leading spread costs about 2 µs (a new hidden class every
- * time).
- */
 /** The record of a call that returned, with every vLLM metric and the intended-time variants. */
 export function succeededCallRecord(
   placement: CallPlacement,
@@ -104,7 +93,18 @@ export function failedCallRecord(placement: CallPlacement, error: unknown): Repl
   return record;
 }
 
-/** The fields every record starts with (the status comes after the placement, as it always has). */
+/**
+ * The fields every record starts with, the status after the placement as it always has been.
+ * Records are built as one literal of the fields every record has, then named stores in the
+ * order the fields have always had (the JSON lines keep their key order). Not Object.assign: an
+ * object that gains more than a dozen properties that way is turned into a dictionary (a hash
+ * table, about 1.7 KB a record against 0.32 KB), and every record of a part is live until the
+ * part ends, so young-generation collections copied and promoted them at that size. The replay's
+ * collections copy about three times what a bare HTTP loop's do (its calls keep more alive
+ * while in flight), and their pauses are what its late calls wait on. Not a spread either: on
+ * Node 20 each property added after a leading spread costs about 2 µs (a new hidden class every
+ * time).
+ */
 function baseRecord(placement: CallPlacement, status: ReplayCallRecord['status']): ReplayCallRecord {
   const record = {
     sessionId: placement.sessionId,
