@@ -21,8 +21,12 @@ export class JobCancel {
     private readonly external?: AbortSignal,
     readonly jobId?: string,
   ) {
-    if (external?.aborted) this.cancelledWith = { reason: external.reason as unknown };
-    else external?.addEventListener('abort', this.onExternalAbort, { once: true });
+    if (!external) return;
+    if (external.aborted) this.cancelledWith = { reason: external.reason as unknown };
+    else {
+      this.onExternalAbort = () => this.cancel(external.reason);
+      external.addEventListener('abort', this.onExternalAbort, { once: true });
+    }
   }
 
   get cancelled(): boolean {
@@ -48,10 +52,11 @@ export class JobCancel {
 
   /** Stops listening to an external signal. */
   dispose(): void {
-    this.external?.removeEventListener('abort', this.onExternalAbort);
+    if (this.onExternalAbort) this.external?.removeEventListener('abort', this.onExternalAbort);
   }
 
-  private readonly onExternalAbort = (): void => this.cancel(this.external?.reason);
+  /** Made only for an external signal: an in-process job (most of them) allocates no listener. */
+  private onExternalAbort: (() => void) | undefined;
 }
 
 /** The running jobs of one worker (a set: cancelling one job by id is rare, starting one is not). */

@@ -43,7 +43,6 @@ import {
   parseStageInput,
   planParts,
   runPart,
-  throttledProgress,
 } from '../stage-kit/stage-execution';
 
 /**
@@ -153,16 +152,13 @@ function stageJobRunner(
   release: (cancel: JobCancel) => void,
 ): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
-  return async (job, token, cancel) => {
+  const ended = (cancel: JobCancel) => {
+    cancel.onCancel = undefined;
+    release(cancel);
+  };
+  /** A job whose work failed or that was cancelled: always rejects, with what BullMQ should do. */
+  const failed = async (job: StageJobHandle, token: string | undefined, cancel: JobCancel, error: unknown) => {
     try {
-      const result = await untilCancelled<StageJobResult | PartJobResult>(cancel, () =>
-        job.name === 'part'
-          ? processPartJob(stage, runtime, job, cancel)
-          : processStageJob(stage, runtime, job, token, cancel),
-      );
-      outages.end(job);
-      return result;
-    } catch (error) {
       if (cancel.cancelled) {
         await job.moveToWait(token).catch(() => undefined);
         outages.end(job);
@@ -179,19 +175,33 @@ function stageJobRunner(
       outages.end(job);
       throw toWorkerError(error);
     } finally {
-      cancel.onCancel = undefined;
-      release(cancel);
+      ended(cancel);
     }
   };
-}
-
-/** The work's outcome, or a rejection as soon as the job is cancelled (one promise: no race, no listener on a signal). */
-function untilCancelled<T>(cancel: JobCancel, work: () => Promise<T>): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    cancel.onCancel = () => reject(new Error('aborted'));
-    if (cancel.cancelled) cancel.onCancel();
-    work().then(resolve, reject);
-  });
+  // One promise per job, settled by the work or by a cancel, whichever comes first: no async
+  // layer between the stage's own promise and BullMQ's await.
+  return (job, token, cancel) =>
+    new Promise<StageJobResult | PartJobResult>((resolve, reject) => {
+      let settled = false;
+      const fail = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        failed(job, token, cancel, error).then(resolve, reject);
+      };
+      cancel.onCancel = () => fail(new Error('aborted'));
+      if (cancel.cancelled) cancel.onCancel();
+      const work =
+        job.name === 'part'
+          ? processPartJob(stage, runtime, job, cancel)
+          : processStageJob(stage, runtime, job, token, cancel);
+      work.then((result) => {
+        if (settled) return;
+        settled = true;
+        outages.end(job);
+        ended(cancel);
+        resolve(result);
+      }, fail);
+    });
 }
 
 /**
@@ -279,7 +289,7 @@ function jobDeps(
     attempt: job.attemptsMade + 1,
     logger: runtime.logger,
     clock: runtime.clock,
-    progress: throttledProgress(report),
+    progress: { throttled: report },
     signal: () => cancel.signal,
     services: runtime.services,
   });
@@ -346,7 +356,7 @@ async function processStageJob(
     const processor = stage.createProcessor(deps);
     const output = checkResult(stage.output, await processor(input), stage.name, 'stage output');
     const upstream =
-      data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : [];
+      data.upstream.length > 0 ? Object.values(await job.getChildrenValues()).filter(isStageJobResult) : noUpstream;
     return stageResult(data.stage, output, 0, startedAt, runtime.clock.now(), upstream, stage.holdOf?.(output));
   }
 
@@ -431,6 +441,9 @@ async function addParts(
   return next;
 }
 
+/** The upstream results of a job that has none (read only). */
+const noUpstream: StageJobResult[] = [];
+
 function stageResult(
   stage: string,
   output: unknown,
@@ -442,18 +455,14 @@ function stageResult(
 ): StageJobResult {
   const manifestUri = manifestUriOf(output);
   // Kept small: BullMQ serializes, stores and publishes every job's result, so fields that say
-  // nothing are left out (an empty upstream list; the job's own id, which no reader used).
-  return {
-    kind: 'stage',
-    stage,
-    output,
-    ...(manifestUri ? { manifestUri } : {}),
-    parts,
-    startedAt,
-    finishedAt,
-    ...(upstream.length > 0 ? { upstream } : {}),
-    ...(hold ? { hold } : {}),
-  };
+  // nothing are left out (an empty upstream list; the job's own id, which no reader used). Two
+  // literals rather than spreads of empty objects: this runs once per job.
+  const result: StageJobResult = manifestUri
+    ? { kind: 'stage', stage, output, manifestUri, parts, startedAt, finishedAt }
+    : { kind: 'stage', stage, output, parts, startedAt, finishedAt };
+  if (upstream.length > 0) result.upstream = upstream;
+  if (hold) result.hold = hold;
+  return result;
 }
 
 function runCancelled(runId: string): HatError {

@@ -35,7 +35,8 @@ export function createStoreCache(
   };
   const retrying = (store: ArtifactStore) => withStorageRetries(store, policy);
   const storeFor = (rootUri: string): ArtifactStore => {
-    const root = rootUri.replace(/\/+$/, '');
+    // Job data names the same root on every job: the common case is one lookup, no regex.
+    const root = rootUri.endsWith('/') ? rootUri.replace(/\/+$/, '') : rootUri;
     let store = stores.get(root);
     if (!store) {
       store = retrying(open(root));

@@ -163,7 +163,11 @@ export interface StageDepsOptions {
   attempt: number;
   logger: Logger;
   clock: Clock;
-  progress: (report: StageProgress) => void;
+  /**
+   * Where progress reports go: a reporter used as it is, or `{ throttled: send }`, a sender the
+   * deps throttle (throttledProgress) when the stage first reports (most small jobs never do).
+   */
+  progress: ((report: StageProgress) => void) | { throttled: (report: StageProgress) => Promise<unknown> | void };
   /** The job's signal, or a function that makes it on first use (most jobs never read it). */
   signal: AbortSignal | (() => AbortSignal);
   services: StageServices;
@@ -174,7 +178,7 @@ export function buildStageDeps(options: StageDepsOptions): StageDeps {
 }
 
 /**
- * The StageDeps of one job. rng, logger and signal are built on first use: many small jobs never
+ * The StageDeps of one job. output, progress, rng, logger and signal are built on first use: many small jobs never
  * touch them, and the framework's per-job overhead is measured against a raw BullMQ worker
  * (bench/framework.bench.ts). A class, not an object literal with getters: V8 builds literals
  * with accessors slowly, and this runs once per job. (Its getters live on the prototype, so a
@@ -182,31 +186,40 @@ export function buildStageDeps(options: StageDepsOptions): StageDeps {
  */
 class JobStageDeps implements StageDeps {
   readonly store: ArtifactStore;
-  readonly output: StageOutputLocation;
   readonly openObject: StageDeps['openObject'];
   readonly run: StageDeps['run'];
   readonly stage: string;
   readonly part: StageDeps['part'];
   readonly attempt: number;
   readonly clock: Clock;
-  readonly progress: (report: StageProgress) => void;
   readonly services: StageServices;
+  private lazyOutput: StageOutputLocation | undefined;
+  private lazyProgress: ((report: StageProgress) => void) | undefined;
   private lazyRng: Rng | undefined;
   private lazyLogger: Logger | undefined;
   private lazySignal: AbortSignal | undefined;
 
   constructor(private readonly options: StageDepsOptions) {
     this.store = options.store;
-    this.output = stageOutputLocation(options.store, options.outputPrefix);
     this.openObject = options.openObject;
     this.run = { id: options.runId, seed: options.seed };
     this.stage = options.stage;
     this.part = options.part;
     this.attempt = options.attempt;
     this.clock = options.clock;
-    this.progress = options.progress;
     this.services = options.services;
     this.lazySignal = typeof options.signal === 'function' ? undefined : options.signal;
+  }
+
+  get output(): StageOutputLocation {
+    this.lazyOutput ??= stageOutputLocation(this.options.store, this.options.outputPrefix);
+    return this.lazyOutput;
+  }
+
+  get progress(): (report: StageProgress) => void {
+    const { progress } = this.options;
+    this.lazyProgress ??= typeof progress === 'function' ? progress : throttledProgress(progress.throttled);
+    return this.lazyProgress;
   }
 
   get rng(): Rng {
