@@ -8,7 +8,7 @@
  *
  * The defaults make a run of about 25 s. Shorter runs measure the same thing less precisely: a
  * round of 2,000 jobs lasts about 0.1 s here, and with 11 of them the run's median ranged over
- * 0.87-0.99 in 18 runs of the same code, against 0.91-0.96 in 12 runs with these defaults.
+ * 0.87-0.99 in 18 runs of the same code, against 0.91-0.96 in 15 runs with these defaults.
  *
  * BENCH_SIDE=raw or BENCH_SIDE=stage runs one side alone (no ratio): for profiling each side
  * with `node --cpu-prof`, so one profile holds one side's frames only.
