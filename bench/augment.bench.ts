@@ -16,26 +16,19 @@ import { performance } from 'node:perf_hooks';
 import { MemoryArtifactStore } from '../shared/artifacts/memory-artifact-store';
 import { readJsonl } from '../shared/artifacts/jsonl-reader';
 import { readManifest } from '../shared/artifacts/manifest';
-import { augmentTrajectory, prepareVariant, type PreparedVariant } from '../shared/harness/hsa/augment-trajectory';
-import { defaultFamilyWeights, generateVariantPool } from '../shared/harness/hsa/generate-variant';
-import { parseRecordedTrajectory } from '../shared/harness/hsa/rewrite-trajectory';
 import { hsaFamilies } from '../shared/harness/hsa/variant-mapping';
 import { loadHarness } from '../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 import { silentLogger } from '../shared/log/logger';
-import { renderContextOf } from '../shared/simulator/room-context';
 import type { Task } from '../shared/simulator/tasks/task-schema';
-import { createWorld } from '../shared/simulator/world/world';
 import type { Trajectory } from '../shared/trajectory/trajectory';
 import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { augmentChecks } from '../shared/harness/hsa/augment-trajectory';
-import { assignVariants } from '../workers/augment/augment-part';
 import { droppedTotal, type AugmentStats } from '../workers/augment/augment-stats';
 import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
-import { replayCheck, scoreRecorded, scoredTurns } from '../workers/augment/replay-check';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
-import { median } from '../shared/metrics/percentile';
+import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
 
 registerModelAdapters();
 
@@ -57,23 +50,6 @@ function parseArguments(argv: string[]): BenchOptions {
     pool: Number(value('--pool') ?? 32),
     repeats: Number(value('--repeats') ?? 3),
   };
-}
-
-/**
- * Runs every pass `repeats` times, interleaved (so load from other processes falls on all of them
- * alike); returns per pass the median of written trajectories per second.
- */
-function measure(repeats: number, passes: Array<() => number>): Array<{ perSecond: number; written: number }> {
-  const rates = passes.map(() => [] as number[]);
-  const written = passes.map(() => 0);
-  for (let repeat = 0; repeat < repeats; repeat++) {
-    passes.forEach((pass, index) => {
-      const started = performance.now();
-      written[index] = pass();
-      rates[index]?.push(written[index] / ((performance.now() - started) / 1000));
-    });
-  }
-  return passes.map((_, index) => ({ perSecond: median(rates[index]), written: written[index] }));
 }
 
 async function main(): Promise<void> {
@@ -111,15 +87,10 @@ async function main(): Promise<void> {
   );
 
   const poolStarted = performance.now();
-  const pool = generateVariantPool(harness, {
-    size: options.pool,
-    seed: 'augment-bench',
-    weights: defaultFamilyWeights,
-  });
-  // The stage draws the same pool (same seed): the assignment below matches it.
-  const prepared: PreparedVariant[] = pool.variants.map((variant) => prepareVariant(harness, variant));
+  // The stage draws the same pool (same seed): the assignment in the loop matches it.
+  const loop = prepareAugmentLoop(harness, { pool: options.pool, seed: 'augment-bench', variants: options.variants });
   console.log(
-    `pool of ${pool.variants.length} variants in ${((performance.now() - poolStarted) / 1000).toFixed(2)} s (once per run and worker; ${pool.rejected.length} draws rejected)`,
+    `pool of ${loop.prepared.length} variants in ${((performance.now() - poolStarted) / 1000).toFixed(2)} s (once per run and worker; ${loop.rejected} draws rejected)`,
   );
 
   let sink = 0;
@@ -129,46 +100,15 @@ async function main(): Promise<void> {
   };
 
   const augmentPass = (replay: boolean) => () => {
-    let written = 0;
-    for (const line of lines) {
-      const trajectory = JSON.parse(line) as Trajectory;
-      const task = tasksById.get(trajectory.taskId) as Task;
-      const world = createWorld(task.room);
-      const context = renderContextOf(world);
-      const parsed = parseRecordedTrajectory(trajectory, harness, context);
-      if (!parsed.ok) continue;
-      const recorded = replay ? scoreRecorded(task, world, harness, trajectory) : undefined;
-      for (const index of assignVariants('augment-bench', trajectory.id, prepared.length, options.variants)) {
-        const variant = prepared[index];
-        const outcome = augmentTrajectory(trajectory, parsed.timeline, context, variant);
-        if (!outcome.ok) continue;
-        if (replay) {
-          const result = replayCheck({
-            task,
-            world,
-            variant: variant.variant.harness,
-            messages: outcome.trajectory.messages,
-            calls: outcome.calls,
-            recordedReward: recorded as Trajectory['reward'],
-            turnCount: scoredTurns(trajectory, task),
-          });
-          if (!result.ok) continue;
-        }
-        sink += JSON.stringify(outcome.trajectory).length;
-        written++;
-      }
-    }
-    return written;
+    const pass = augmentLoopPass(loop, lines, tasksById, replay);
+    sink += pass.characters;
+    return pass.written;
   };
-  const [baseline, augmentOnly, withReplay] = measure(options.repeats, [
+  const [baseline, augmentOnly, withReplay] = measurePasses(options.repeats, lines.length, [
     baselinePass,
     augmentPass(false),
     augmentPass(true),
-  ]) as [
-    { perSecond: number; written: number },
-    { perSecond: number; written: number },
-    { perSecond: number; written: number },
-  ];
+  ]);
 
   const ratio = augmentOnly.perSecond / baseline.perSecond;
   console.log('');

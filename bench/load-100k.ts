@@ -25,6 +25,12 @@
  * other work on the machine does not show up in its memory), or REDIS_URL with `--shared-redis`,
  * under a fresh `bench-load-<uuid>` prefix per load; everything is removed at the end (unless
  * --keep).
+ *
+ * After a load with augment, once its workers have exited, this process runs augment's bench
+ * loop (`bench/augment-loop.ts`: the augment and replay work alone, on one thread, tasks parsed
+ * beforehand, nothing read or written) over one collect part of the load's own trajectories, and
+ * prints the pipeline's augment time per trajectory (wall, and worker CPU) against it: the
+ * "within 2× of its own benchmark" figure of issue #18, both sides from the same run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -44,6 +50,12 @@ import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { deleteKeysMatching } from '../queues/bullmq/redis-connection';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { readJsonl } from '../shared/artifacts/jsonl-reader';
+import { loadHarness } from '../shared/harness/load-harness';
+import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
+import type { Task } from '../shared/simulator/tasks/task-schema';
+import type { Trajectory } from '../shared/trajectory/trajectory';
+import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
 
 registerModelAdapters();
 
@@ -174,6 +186,61 @@ interface LoadResult {
   stages: StageFigures[];
 }
 
+/**
+ * Augment's bench loop over the trajectories of the load's first collect part (tasks parsed
+ * beforehand), median of three passes, against the pipeline's augment stage per trajectory.
+ */
+async function compareAugmentWithLoop(
+  stores: ReturnType<typeof createStoreCache>,
+  collectManifestUri: string,
+  augment: StageFigures,
+): Promise<void> {
+  const { store, key } = stores.openObject(collectManifestUri);
+  const manifest = await readManifest(store, key);
+  const trajectoryObject = manifest.objects.find((object) => object.kind === 'trajectories');
+  if (!trajectoryObject) throw new Error(`${collectManifestUri} lists no trajectories object`);
+  const lines: string[] = [];
+  const wanted = new Set<string>();
+  const opened = stores.openObject(trajectoryObject.uri);
+  for await (const trajectory of readJsonl<Trajectory>(opened.store, opened.key)) {
+    lines.push(JSON.stringify(trajectory));
+    wanted.add(trajectory.taskId);
+  }
+  const tasksById = new Map<string, Task>();
+  for (const object of manifest.objects) {
+    if (object.kind !== 'tasks') continue;
+    const tasksObject = stores.openObject(object.uri);
+    for await (const task of readJsonl<Task>(tasksObject.store, tasksObject.key))
+      if (wanted.has(task.id)) tasksById.set(task.id, task);
+    if (tasksById.size === wanted.size) break;
+  }
+  // The augment stage's defaults in this load: the sample harness, a pool of 32, the run's seed.
+  const loop = prepareAugmentLoop(await loadHarness(sampleHarnessDirectory()), {
+    pool: 32,
+    seed: 'load',
+    variants: 1,
+  });
+  const [measured] = measurePasses(3, lines.length, [() => augmentLoopPass(loop, lines, tasksById, true).written]);
+  const loopMs = 1_000 / measured.linesPerSecond;
+  const loopCpuMs = measured.cpuMicrosPerLine / 1_000;
+  const wallMs = ((augment.seconds ?? Number.NaN) * 1_000) / tasks;
+  const cpuMs = augment.cpuSeconds === undefined ? undefined : (augment.cpuSeconds * 1_000) / tasks;
+  process.stdout.write(
+    [
+      `augment in the pipeline vs its bench loop (the augment and replay work alone, one thread, median of 3 passes over this load's ${lines.length} trajectories of collect part 0; its CPU counts V8's collector threads, as the worker's does): loop ${loopMs.toFixed(3)} ms per trajectory (CPU ${loopCpuMs.toFixed(3)} ms)`,
+      `  pipeline: ${wallMs.toFixed(3)} ms of stage wall time per trajectory -> ${(wallMs / loopMs).toFixed(2)}x the loop (goal <= 2x)${cpuMs === undefined ? '' : `; worker CPU ${cpuMs.toFixed(3)} ms per trajectory -> ${(cpuMs / loopCpuMs).toFixed(2)}x the loop's CPU`}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+function reportLoopFailure(error: unknown): void {
+  process.stderr.write(
+    `augment bench loop after the load failed: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  process.exitCode = 1;
+}
+
 async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: boolean): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
@@ -235,6 +302,8 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         () => undefined,
       );
   }, 1_000);
+  // Set once the load has completed with augment: runs augment's bench loop after the workers exit.
+  let augmentAgainstLoop: (() => Promise<void>) | undefined;
   try {
     const stages: Record<string, unknown> = {
       collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000 }, tasksPerPart },
@@ -334,6 +403,10 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         '',
       ].join('\n'),
     );
+    const collectUri = status.stages.find((stage) => stage.name === 'collect')?.manifestUri;
+    const augmentFigures = figures.find((stage) => stage.name === 'augment');
+    if (status.state === 'completed' && collectUri && augmentFigures?.seconds !== undefined)
+      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures);
     return { workers, state: status.state, wallSeconds, stages: figures };
   } finally {
     clearInterval(sampler);
@@ -343,6 +416,7 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
         child.exitCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)),
       ),
     );
+    if (augmentAgainstLoop) await augmentAgainstLoop().catch((error: unknown) => reportLoopFailure(error));
     if (!keep) {
       await deleteKeysMatching(context.connection, `${prefix}:*`);
       await rm(directory, { recursive: true, force: true });
