@@ -228,7 +228,7 @@ async function compareAugmentWithLoop(
   process.stdout.write(
     [
       `augment in the pipeline vs its bench loop (the augment and replay work alone, one thread, median of 3 passes over this load's ${lines.length} trajectories of collect part 0; its CPU counts V8's collector threads, as the worker's does): loop ${loopMs.toFixed(3)} ms per trajectory (CPU ${loopCpuMs.toFixed(3)} ms)`,
-      `  pipeline: ${wallMs.toFixed(3)} ms of stage wall time per trajectory -> ${(wallMs / loopMs).toFixed(2)}x the loop (goal <= 2x)${cpuMs === undefined ? '' : `; worker CPU ${cpuMs.toFixed(3)} ms per trajectory -> ${(cpuMs / loopCpuMs).toFixed(2)}x the loop's CPU`}`,
+      `  pipeline: ${wallMs.toFixed(3)} ms of stage wall time per trajectory -> ${(wallMs / loopMs).toFixed(2)}x the loop (goal <= 2x${pin ? '; the workers were pinned to one CPU each and the loop is not, so compare CPU' : ''})${cpuMs === undefined ? '' : `; worker CPU ${cpuMs.toFixed(3)} ms per trajectory -> ${(cpuMs / loopCpuMs).toFixed(2)}x the loop's CPU`}`,
       '',
     ].join('\n'),
   );
