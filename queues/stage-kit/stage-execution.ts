@@ -178,11 +178,12 @@ export function buildStageDeps(options: StageDepsOptions): StageDeps {
 }
 
 /**
- * The StageDeps of one job. output, progress, rng, logger and signal are built on first use: many small jobs never
- * touch them, and the framework's per-job overhead is measured against a raw BullMQ worker
- * (bench/framework.bench.ts). A class, not an object literal with getters: V8 builds literals
- * with accessors slowly, and this runs once per job. (Its getters live on the prototype, so a
- * spread copy of deps lacks rng, logger and signal; pass deps itself.)
+ * The StageDeps of one job. output, progress, rng, logger and signal are built on first use:
+ * many small jobs never touch them, and the framework's per-job overhead is measured against a
+ * raw BullMQ worker (bench/framework.bench.ts). A class, not an object literal with getters: V8
+ * builds literals with accessors slowly, and this runs once per job. (Its getters live on the
+ * prototype, so a spread copy of deps lacks output, progress, rng, logger and signal; pass deps
+ * itself.)
  */
 class JobStageDeps implements StageDeps {
   readonly store: ArtifactStore;
