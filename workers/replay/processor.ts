@@ -276,12 +276,24 @@ function failIfTargetNeverAnswered(calls: readonly ReplayCallRecord[], target: s
   throw new TransientError('REPLAY_TARGET_UNAVAILABLE', `${detail}; is the server up?`);
 }
 
-/** deps writing under `<prefix>step-NN/`, seeded per step, outside any part. */
+/**
+ * deps writing under `<prefix>step-NN/`, seeded per step, outside any part. Every field is read
+ * by name, not spread: the framework's deps build output, progress, rng, logger and signal on
+ * first use (getters on a prototype), which a spread copy would leave out.
+ */
 function stepDeps(deps: StageDeps, index: number): StageDeps {
   const prefix = `${deps.output.prefix}step-${String(index).padStart(2, '0')}/`;
-  const { part: _part, ...rest } = deps;
   return {
-    ...rest,
+    store: deps.store,
+    openObject: deps.openObject,
+    run: deps.run,
+    stage: deps.stage,
+    attempt: deps.attempt,
+    logger: deps.logger,
+    clock: deps.clock,
+    progress: deps.progress,
+    signal: deps.signal,
+    services: deps.services,
     rng: deps.rng.fork(`sweep-step-${index}`),
     output: {
       prefix,
