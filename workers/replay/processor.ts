@@ -281,7 +281,7 @@ function failIfTargetNeverAnswered(calls: readonly ReplayCallRecord[], target: s
  * by name, not spread: the framework's deps build output, progress, rng, logger and signal on
  * first use (getters on a prototype), which a spread copy would leave out.
  */
-function stepDeps(deps: StageDeps, index: number): StageDeps {
+export function sweepStepDeps(deps: StageDeps, index: number): StageDeps {
   const prefix = `${deps.output.prefix}step-${String(index).padStart(2, '0')}/`;
   return {
     store: deps.store,
@@ -329,7 +329,7 @@ async function runSweep(
       ...(sweep.sessionsPerStep !== undefined ? { sessions: sweep.sessionsPerStep } : {}),
       parts: load.kind === 'closed' ? Math.min(input.parts, load.concurrency) : input.parts,
     };
-    const depsOfStep = stepDeps(deps, index);
+    const depsOfStep = sweepStepDeps(deps, index);
     deps.progress({ done: index, total: sweep.ladder.length, message: `sweep step ${index} (load ${value})` });
     const parts = await Promise.all(planReplay(stepInput).map((part) => replayPart(part, depsOfStep, client)));
     const output = await finishReplay(stepInput, parts, depsOfStep);
