@@ -194,6 +194,8 @@ async function compareAugmentWithLoop(
   stores: ReturnType<typeof createStoreCache>,
   collectManifestUri: string,
   augment: StageFigures,
+  augmentInput: { variantPool: number; variantsPerTrajectory: number; seed?: string },
+  runSeed: string,
 ): Promise<void> {
   const { store, key } = stores.openObject(collectManifestUri);
   const manifest = await readManifest(store, key);
@@ -214,11 +216,11 @@ async function compareAugmentWithLoop(
       if (wanted.has(task.id)) tasksById.set(task.id, task);
     if (tasksById.size === wanted.size) break;
   }
-  // The augment stage's defaults in this load: the sample harness, a pool of 32, the run's seed.
+  // The pool the load's augment stage drew (its planned input; no harness given: the sample one).
   const loop = prepareAugmentLoop(await loadHarness(sampleHarnessDirectory()), {
-    pool: 32,
-    seed: 'load',
-    variants: 1,
+    pool: augmentInput.variantPool,
+    seed: augmentInput.seed ?? runSeed,
+    variants: augmentInput.variantsPerTrajectory,
   });
   const [measured] = measurePasses(3, lines.length, [() => augmentLoopPass(loop, lines, tasksById, true).written]);
   const loopMs = 1_000 / measured.linesPerSecond;
@@ -405,8 +407,10 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
     );
     const collectUri = status.stages.find((stage) => stage.name === 'collect')?.manifestUri;
     const augmentFigures = figures.find((stage) => stage.name === 'augment');
-    if (status.state === 'completed' && collectUri && augmentFigures?.seconds !== undefined)
-      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures);
+    const augmentInput = plan.stages.find((stage) => stage.name === 'augment')?.input as
+      { variantPool: number; variantsPerTrajectory: number; seed?: string } | undefined;
+    if (status.state === 'completed' && collectUri && augmentInput && augmentFigures?.seconds !== undefined)
+      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed);
     return { workers, state: status.state, wallSeconds, stages: figures };
   } finally {
     clearInterval(sampler);
