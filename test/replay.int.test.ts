@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,12 +54,24 @@ async function runReplay(
   return { report, output: result.output as Record<string, unknown> };
 }
 
+/** Processes that spin on a CPU each until stopped: the load of a busy machine. */
+function startBusyProcesses(count: number): { stop(): void } {
+  const children = Array.from({ length: count }, () =>
+    spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
+  );
+  return {
+    stop() {
+      for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
 function relativeError(actual: number | null | undefined, expected: number): number {
   return Math.abs((actual ?? Number.NaN) - expected) / expected;
 }
 
 describe('replay against the local streaming test server', () => {
-  it('recovers injected TTFT, TPOT, ITL and E2EL percentiles (as the server wrote them) within 2% at 64 concurrent sessions (ITL P99 within 5%), and spec-decode acceptance exactly', async () => {
+  it('recovers injected TTFT, TPOT, ITL and E2EL percentiles (as the server wrote them) within 2% or flagged with a bound that holds, at 64 concurrent sessions beside two busy processes, and spec-decode acceptance exactly', async () => {
     const serverProcess = await startReplayServerProcess({
       seed: 'injected-delays',
       ttftMs: [100, 200],
@@ -66,6 +79,7 @@ describe('replay against the local streaming test server', () => {
       answer: 'The coat is 299 yuan today; with the live-room coupon it comes to 259 yuan.',
       specDecodePerAnswer: { drafts: 5, draftTokens: 15, accepted: 9, acceptedPerPosition: [4, 3, 2] },
     });
+    const busy = startBusyProcesses(2);
     try {
       const inputs = [await writeSessions('sessions.jsonl.gz', syntheticSessions({ count: 32, toolMs: 40 }))];
       const { report } = await runReplay({
@@ -82,6 +96,7 @@ describe('replay against the local streaming test server', () => {
         // One warmup session per measured one: every keep-alive connection is open before measuring.
         warmupSessions: 64,
       });
+      busy.stop();
       const server = await serverProcess.injected();
       const injected = server.answers;
       // The warmup absorbed the start burst: measured lanes start where their warmup lanes ended,
@@ -122,27 +137,21 @@ describe('replay against the local streaming test server', () => {
         );
         expect(report.metrics[metric].summary.count).toBe(values.length);
       }
-      // A 2% claim needs timestamps taken on time: when the replay's loop runs late beyond a bare
-      // loop's (measured beside it) by more than 2 ms, the report must say its figures are doubtful.
-      // The server's own lateness is in the truth (its write times), so it needs no exception.
-      expect(report.client.bareLoopDelayP99Ms).toEqual(expect.any(Number));
-      expect(report.client.doubtfulThresholdMs).toBeCloseTo((report.client.bareLoopDelayP99Ms as number) + 2, 6);
-      const clientLate = report.client.timestampsDoubtful;
-      if (!clientLate) {
-        // ITL P99 is one gap in a hundred of 10-20 ms: a chunk read 0.3-0.5 ms late (well inside
-        // what the doubtful flag lets pass) moves it by 2-3%, so it is held to 5%; the rest to 2%.
-        for (const [metric, values] of Object.entries(errors))
-          values.forEach((error, index) =>
-            expect(error).toBeLessThan(metric === 'itl_ms' && index === 3 ? 0.05 : 0.02),
-          );
-      } else {
-        expect(report.notes.join(' ')).toMatch(/event loop ran late/);
-        console.warn("oversubscribed machine: the 2% check needs the replay's event loop on time", {
-          errors,
-          client: report.client,
-          serverLoopP99Ms: server.eventLoopDelayP99Ms,
+      // "Within 2% or flagged": every figure is within 2% of what the server did, or the report
+      // lists it as doubtful with a bound it does not exceed. The bound is the replay loop's own
+      // lateness (P99, P99.9 for P99 figures) over the figure, so it is checked here against the
+      // truth on a machine that two busy processes load beside the replay.
+      expect(report.client.possibleErrorMs).toBe(report.client.eventLoopDelayP99Ms);
+      const doubtful = new Map(
+        report.client.doubtfulMetrics.map((entry) => [`${entry.metric} ${entry.percentile}`, entry.possibleError]),
+      );
+      for (const [metric, values] of Object.entries(errors))
+        values.forEach((error, index) => {
+          const bound = doubtful.get(`${metric} ${['p50', 'p90', 'p95', 'p99'][index]}`);
+          expect({ metric, index, error, within: error <= Math.max(0.02, bound ?? 0) }).toMatchObject({ within: true });
         });
-      }
+      expect(report.client.timestampsDoubtful).toBe(doubtful.size > 0);
+      if (report.client.timestampsDoubtful) expect(report.notes.join(' ')).toMatch(/Timestamps doubtful/);
       expect(report.specDecode).toMatchObject({
         available: true,
         drafts: 5 * 384,
@@ -166,6 +175,7 @@ describe('replay against the local streaming test server', () => {
         'vllm:spec_decode_num_drafts_total',
       ]);
     } finally {
+      busy.stop();
       await serverProcess.close();
     }
   });

@@ -69,6 +69,9 @@ export function mergeReplayParts(parts: ReadonlyArray<ReplayPartFile & { sampleS
     unreplayable: ordered.flatMap((part) => part.unreplayable),
     client: {
       eventLoopDelayP99Ms: Math.max(...ordered.map((part) => part.client.eventLoopDelayP99Ms)),
+      ...(ordered.every((part) => part.client.eventLoopDelayP999Ms !== undefined)
+        ? { eventLoopDelayP999Ms: Math.max(...ordered.map((part) => part.client.eventLoopDelayP999Ms as number)) }
+        : {}),
       eventLoopDelayMaxMs: Math.max(...ordered.map((part) => part.client.eventLoopDelayMaxMs)),
       eventLoopUtilization: Math.max(...ordered.map((part) => part.client.eventLoopUtilization)),
       ...(ordered.every((part) => part.client.bareLoopDelayP99Ms !== undefined)

@@ -27,6 +27,7 @@ const counterReadingSchema = z.object({
 
 export const clientHealthSchema = z.object({
   eventLoopDelayP99Ms: z.number().nonnegative(),
+  eventLoopDelayP999Ms: z.number().nonnegative().optional(),
   eventLoopDelayMaxMs: z.number().nonnegative(),
   eventLoopUtilization: z.number().min(0).max(1),
   bareLoopDelayP99Ms: z.number().nonnegative().optional(),

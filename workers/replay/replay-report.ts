@@ -129,10 +129,13 @@ export interface ReplayReport {
   specDecode: SpecDecodeReport;
   /**
    * The replay client's own event loop during the measured phase (the worst part), the bare loop
-   * measured beside it, and the verdict: timestamps are doubtful when the replay's loop ran late
-   * by more than `doubtfulThresholdMs` (the bare loop's P99 plus 2 ms: what the replay adds).
+   * measured beside it, and the verdict. Every timestamp waits for the loop, so a figure can be
+   * off by up to the loop's lateness: `possibleErrorMs` (its P99) for figures up to P95,
+   * `possibleErrorTailMs` (its P99.9) for higher percentiles. A timestamp metric whose figures can
+   * be off by more than `tolerance` (2%) under that bound is listed in `doubtfulMetrics`, and
+   * `timestampsDoubtful` is true when any is.
    */
-  client: MergedReplay['client'] & { doubtfulThresholdMs: number; timestampsDoubtful: boolean };
+  client: MergedReplay['client'] & ClientVerdict;
   live?: LiveReport;
   failures: Array<{ code: string; count: number; example: string }>;
   unreplayable: MergedReplay['unreplayable'];
@@ -223,7 +226,7 @@ export function buildReplayReport(merged: MergedReplay, settings: ReplayReportSe
     metrics,
     slo: evaluateSlo(settings.slo, samples, { calls, turns: merged.turns, sessions }, merged.window.durationMs),
     specDecode,
-    client: clientVerdictOf(merged.client),
+    client: { ...merged.client, ...possibleTimestampErrors(merged.client, metrics) },
     ...(settings.mode === 'live' ? { live: liveReportOf(merged) } : {}),
     failures: [...failures.entries()]
       .map(([code, entry]) => ({ code, ...entry }))
@@ -250,17 +253,76 @@ function liveReportOf(merged: MergedReplay): LiveReport {
   };
 }
 
-/** Event-loop lateness (P99, ms) the replay may add above a bare loop's before its timestamps are doubtful. */
-export const clientLagNoteMs = 2;
+/** The relative error the replay promises for its timestamp figures, or flags them as doubtful. */
+export const timestampTolerance = 0.02;
+
+/** A bare loop later than this (P99, ms) gets a note: a server on the same machine was delayed alike. */
+const bareLoopNoteMs = 2;
+
+/** Metrics made of stream timestamps: a late event loop moves them. */
+const timestampMetrics = [
+  'ttft_ms',
+  'tpot_ms',
+  'itl_ms',
+  'e2el_ms',
+  'ttft_from_intended_ms',
+  'e2el_from_intended_ms',
+  'turn_first_token_ms',
+  'turn_first_token_from_intended_ms',
+  'turn_response_ms',
+  'turn_response_from_intended_ms',
+  'session_e2e_ms',
+  'session_e2e_from_intended_ms',
+  'final_answer_ttft_ms',
+  'final_answer_ttft_from_intended_ms',
+];
+
+export interface ClientVerdict {
+  /** Most a figure up to P95 can be off by (ms): the replay loop's lateness P99. */
+  possibleErrorMs: number;
+  /** Most a figure above P95 can be off by (ms): the loop's lateness P99.9 (its max without one). */
+  possibleErrorTailMs: number;
+  tolerance: number;
+  /** Timestamp metrics with a figure that can be off by more than `tolerance`, and by how much at most (0-1). */
+  doubtfulMetrics: Array<{ metric: string; percentile: string; possibleError: number }>;
+  timestampsDoubtful: boolean;
+}
 
 /**
- * Doubtful timestamps: the replay's loop P99 lateness above the bare loop's (measured beside it in
- * the same run) plus 2 ms. A machine that delays every loop alike delays the server's timers too,
- * which a fixed threshold blamed on the replay; without a bare-loop reading the fixed 2 ms stands.
+ * The largest relative error each reported percentile of a timestamp metric can carry. A
+ * timestamp is late by the loop's lateness at most (P99 of it for figures up to P95, P99.9 above:
+ * a tail figure rests on the tail of the lateness). TPOT divides a difference of two timestamps by
+ * the tokens after the first, so its bound is the lateness over E2EL - TTFT at that percentile.
+ * The bare loop is not subtracted: a busy machine delays the replay's reads as much as its own.
  */
-function clientVerdictOf(client: MergedReplay['client']): ReplayReport['client'] {
-  const doubtfulThresholdMs = (client.bareLoopDelayP99Ms ?? 0) + clientLagNoteMs;
-  return { ...client, doubtfulThresholdMs, timestampsDoubtful: client.eventLoopDelayP99Ms > doubtfulThresholdMs };
+export function possibleTimestampErrors(
+  client: MergedReplay['client'],
+  metrics: ReplayReport['metrics'],
+): ClientVerdict {
+  const possibleErrorMs = client.eventLoopDelayP99Ms;
+  const possibleErrorTailMs = client.eventLoopDelayP999Ms ?? client.eventLoopDelayMaxMs;
+  const doubtfulMetrics: ClientVerdict['doubtfulMetrics'] = [];
+  const outputTokens = metrics.output_tokens?.summary.percentiles.p50 ?? null;
+  for (const metric of timestampMetrics) {
+    const summary = metrics[metric]?.summary;
+    if (!summary || summary.count === 0) continue;
+    for (const [percentile, value] of Object.entries(summary.percentiles)) {
+      if (value === null || value === undefined) continue;
+      const rank = Number(percentile.replace(/^p/, '').replace('_', '.'));
+      const boundMs = rank > 95 ? possibleErrorTailMs : possibleErrorMs;
+      const span =
+        metric === 'tpot_ms' && outputTokens !== null && outputTokens > 1 ? value * (outputTokens - 1) : value;
+      const possibleError = span > 0 ? boundMs / span : Number.POSITIVE_INFINITY;
+      if (possibleError > timestampTolerance) doubtfulMetrics.push({ metric, percentile, possibleError });
+    }
+  }
+  return {
+    possibleErrorMs,
+    possibleErrorTailMs,
+    tolerance: timestampTolerance,
+    doubtfulMetrics,
+    timestampsDoubtful: doubtfulMetrics.length > 0,
+  };
 }
 
 /** What a reader should know before trusting the figures. */
@@ -268,14 +330,20 @@ function notesOf(report: ReplayReport): string[] {
   const notes: string[] = [];
   if (report.target.warning)
     notes.push(`Target: ${report.target.warning}. These latencies do not describe a real model.`);
-  if (report.client.timestampsDoubtful) {
-    const bare = report.client.bareLoopDelayP99Ms;
+  const client = report.client;
+  const bare = client.bareLoopDelayP99Ms;
+  if (client.timestampsDoubtful) {
+    const listed = client.doubtfulMetrics
+      .slice(0, 8)
+      .map((entry) => `${entry.metric} ${entry.percentile} (up to ${(entry.possibleError * 100).toFixed(1)}%)`)
+      .join(', ');
+    const more = client.doubtfulMetrics.length > 8 ? ` and ${client.doubtfulMetrics.length - 8} more` : '';
     notes.push(
-      `The replay client's event loop ran late (P99 ${report.client.eventLoopDelayP99Ms.toFixed(1)} ms${bare !== undefined ? ` against ${bare.toFixed(1)} ms for a bare loop beside it` : ''}, max ${report.client.eventLoopDelayMaxMs.toFixed(1)} ms, busy ${(report.client.eventLoopUtilization * 100).toFixed(0)}%): timestamps can be late by that much, so latencies under ${(report.client.eventLoopDelayP99Ms * 50).toFixed(0)} ms carry more than 2% error. Spread the sessions over more parts (processes or machines) or use a less loaded machine.`,
+      `Timestamps doubtful: the replay client's event loop ran late (lateness P99 ${client.possibleErrorMs.toFixed(2)} ms, P99.9 ${client.possibleErrorTailMs.toFixed(2)} ms${bare !== undefined ? `; a bare loop beside it: P99 ${bare.toFixed(2)} ms` : ''}; busy ${(client.eventLoopUtilization * 100).toFixed(0)}%), so these figures can be off by more than ${(client.tolerance * 100).toFixed(0)}%: ${listed}${more}. Spread the sessions over more parts (processes or machines) or use a less loaded machine.`,
     );
-  } else if ((report.client.bareLoopDelayP99Ms ?? 0) > clientLagNoteMs) {
+  } else if ((bare ?? 0) > bareLoopNoteMs) {
     notes.push(
-      `Every event loop on this machine ran late (a bare loop: P99 ${(report.client.bareLoopDelayP99Ms as number).toFixed(1)} ms; the replay's ${report.client.eventLoopDelayP99Ms.toFixed(1)} ms, within 2 ms of it): the replay added little, but a server on the same machine was delayed alike.`,
+      `Every event loop on this machine ran late (a bare loop: P99 ${(bare as number).toFixed(1)} ms): the replay's figures hold within ${(client.tolerance * 100).toFixed(0)}%, but a server on the same machine was delayed alike.`,
     );
   }
   const write = report.metrics.request_write_ms?.summary;
