@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export ONNXRUNTIME_NODE_INSTALL := skip
 
-.PHONY: check-node setup build typecheck lint format test test-unit demo bench clean
+.PHONY: check-node setup build typecheck lint format test trainer trainer-test demo bench clean
 
 # Before anything is installed: a clear message when this Node.js is outside the supported range.
 check-node:
@@ -16,6 +16,21 @@ setup: check-node node_modules/.package-lock.json
 
 build: setup
 	npx tsc -p tsconfig.build.json
+
+# The trainer (trainer/, Python): a virtual environment from its pinned lock, rebuilt when the lock
+# changes. PYTHON picks the interpreter (3.10-3.13); TRAINER_PIP_FLAGS adds pip options (an index).
+PYTHON ?= python3
+TRAINER_PIP_FLAGS ?= --retries 1
+trainer/.venv/.installed: trainer/requirements.lock
+	rm -rf trainer/.venv
+	$(PYTHON) -m venv trainer/.venv
+	trainer/.venv/bin/pip install --disable-pip-version-check --quiet $(TRAINER_PIP_FLAGS) -r trainer/requirements.lock
+	touch $@
+
+trainer: trainer/.venv/.installed
+
+trainer-test: trainer
+	cd trainer && .venv/bin/python -m pytest -q -p no:cacheprovider
 
 typecheck: setup
 	npx tsc -p tsconfig.json --noEmit
@@ -30,11 +45,11 @@ format: setup
 	npx prettier --write --log-level warn .
 	npx eslint --fix .
 
-test: build typecheck lint
+test: build typecheck lint trainer-test
 	bash infra/scripts/ensure-redis.sh
 	npx jest --runInBand
 
-demo: build
+demo: build trainer
 	bash infra/scripts/ensure-redis.sh
 	node dist/cli/main.js demo $(DEMO_ARGS)
 
