@@ -21,6 +21,7 @@ import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
 import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
 import { startSimulatedTrainer } from '../simulated-trainer';
+import { startTrainerSession } from '../trainer-session';
 import type { RegisterCommand } from './index';
 
 /** The project root (where package.json is), from sources or from dist/. */
@@ -87,6 +88,7 @@ interface DemoOptions {
   out?: string;
   config?: string;
   json?: boolean;
+  trainer: 'command' | 'simulated';
 }
 
 /**
@@ -102,7 +104,16 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
     .option('--out <uri>', 'artifact root (s3://bucket/prefix or file:///dir); default: a local S3-compatible server')
     .option('--config <file>', 'run config to use instead of examples/demo-run.yaml')
     .option('--json', 'print the final run status as JSON on stdout')
+    .option(
+      '--trainer <kind>',
+      "who answers the handoffs: command (the pipeline's trainer, trainer/, trains for real) or simulated (re-seeded dummy models, no training)",
+      'command',
+    )
     .action(async (options: DemoOptions) => {
+      if (options.trainer !== 'command' && options.trainer !== 'simulated')
+        throw new HatError('BAD_USAGE', `--trainer ${String(options.trainer)}: use command or simulated`, {
+          exitCode: 2,
+        });
       registerCatalogStages();
       const configFile = options.config ?? demoRunConfigFile();
       const source = await readConfigFile(configFile);
@@ -150,12 +161,24 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
           `run ${plan.runId}: stages ${plan.stages.map((stage) => stage.name).join(', ')}; artifacts under ${plan.artifactsRoot}/runs/${plan.runId}/\n`,
         );
         if (plan.handoffs.length > 0) {
+          const chain = plan.handoffs.map((handoff) => handoff.name).join(' -> ');
           context.stderr.write(
-            `trainer handoffs ${plan.handoffs.map((handoff) => handoff.name).join(' -> ')}: answered by the SIMULATED TRAINER (no training happens; each checkpoint is a re-seeded dummy model)\n`,
+            options.trainer === 'simulated'
+              ? `trainer handoffs ${chain}: answered by the SIMULATED TRAINER (no training happens; each checkpoint is a re-seeded dummy model)\n`
+              : `trainer handoffs ${chain}: answered by the pipeline's trainer (trainer/, PyTorch on this machine's CPU; log and result beside each request)\n`,
           );
-          trainer = startDemoTrainer(plan.runId, pool.context, env, checkpointServers, (line) =>
-            context.stderr.write(`${line}\n`),
-          );
+          const log = (line: string) => context.stderr.write(`${line}\n`);
+          trainer =
+            options.trainer === 'simulated'
+              ? startDemoTrainer(plan.runId, pool.context, env, checkpointServers, log)
+              : startTrainerSession(pool.context, {
+                  runId: plan.runId,
+                  env,
+                  // The trainer process reads the data from the demo's S3 server.
+                  environment: { ...process.env, ...server?.env, ...(server ? { S3_FORCE_PATH_STYLE: 'true' } : {}) },
+                  executors: 'all',
+                  log,
+                });
         }
         const status = await waitForRunWithProgress(
           (onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }),

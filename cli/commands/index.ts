@@ -13,6 +13,7 @@ import { registerServeCommand } from './serve';
 import { registerReplayCommand } from './replay';
 import { registerStageCommand } from './stage';
 import { registerTasksCommand } from './tasks';
+import { registerTrainCommand } from './train';
 import { registerWorkerCommand } from './worker';
 
 /** A CLI command module: one file per command, registered here. */
@@ -33,5 +34,6 @@ export const commandModules: RegisterCommand[] = [
   registerReplayCommand,
   registerStageCommand,
   registerTasksCommand,
+  registerTrainCommand,
   registerWorkerCommand,
 ];

@@ -9,6 +9,7 @@ import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
 import { describeRunOutcome, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
+import { startTrainerSession } from '../trainer-session';
 import type { RegisterCommand } from './index';
 
 interface RunOptions {
@@ -87,6 +88,17 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
           context.stderr.write(
             `${result.enqueued ? 'enqueued' : 'watching existing'} run ${plan.runId} (stages: ${stages.join(', ')})\n`,
           );
+          // Handoffs with `trainer.executor: command` are trained from this process while it waits.
+          const commandHandoffs = plan.handoffs.filter((handoff) => handoff.trainer?.executor === 'command');
+          const trainer =
+            commandHandoffs.length > 0
+              ? startTrainerSession(queues, {
+                  runId: plan.runId,
+                  env: context.env,
+                  environment: context.environment,
+                  log: (line) => context.stderr.write(`${line}\n`),
+                })
+              : undefined;
           const status = await waitForRunWithProgress(
             (onStatus) =>
               watchRun(queues, plan.runId, {
@@ -100,7 +112,7 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
                   ),
               }),
             context.stderr,
-          );
+          ).finally(() => trainer?.stop());
           const outputs = createStoreCache(context.env);
           const written = await writtenRunOutputs(status, outputs.openObject).finally(() => outputs.close());
           for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);

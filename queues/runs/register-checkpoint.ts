@@ -41,6 +41,9 @@ export interface RegisterCheckpointInput {
   policyVersion?: number;
   /** No training happened (the demo's simulated trainer). */
   simulated?: boolean;
+  /** A real trainer's lineage and training summary (trainer/ writes them in result.json). */
+  lineage?: CheckpointMarker['lineage'];
+  training?: CheckpointMarker['training'];
   /** Default `cli`. */
   registeredBy?: string;
   /** Environment variable with the key `GET /v1/models` needs, when the server wants one. */
@@ -154,6 +157,8 @@ export async function registerCheckpoint(
       ? { policyVersion: input.policyVersion ?? entry.policyVersion }
       : {}),
     ...(input.simulated ? { simulated: true } : {}),
+    ...(input.lineage ? { lineage: input.lineage } : {}),
+    ...(input.training ? { training: input.training } : {}),
     registeredAt: input.now.toISOString(),
     registeredBy: input.registeredBy ?? 'cli',
   });

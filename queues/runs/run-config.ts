@@ -642,6 +642,7 @@ class RunPlanner {
         timeoutMs: Math.round(handoff.config.timeoutMinutes * 60_000),
         pollIntervalMs: handoff.config.pollSeconds * 1_000,
         hyperparameters: handoff.config.hyperparameters,
+        ...(handoff.config.trainer ? { trainer: handoff.config.trainer } : {}),
         ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
         ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
         order: index,

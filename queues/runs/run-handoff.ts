@@ -66,6 +66,26 @@ export function trainingRequestKey(runId: string, handoff = handoffStageName): s
   return `${handoffPrefix(runId, handoff)}request.json`;
 }
 
+/**
+ * `<handoff prefix>trainer-failure.json`: written by an executor whose trainer failed (exit code,
+ * last log lines); the waiting handoff job reads it, removes it and fails with them, so the run
+ * report and `hat runs show` say why, and `hat runs retry` starts training again.
+ */
+export function trainerFailureKey(runId: string, handoff = handoffStageName): string {
+  return `${handoffPrefix(runId, handoff)}trainer-failure.json`;
+}
+
+/** What an executor writes to `trainerFailureKey` when its trainer fails. */
+export interface TrainerFailure {
+  /** The trainer's exit code: 2 bad input (refused before training), else a failure of the work. */
+  exitCode: number | null;
+  signal?: string | null;
+  /** The last lines the trainer wrote. */
+  lastLines: string[];
+  logUri?: string;
+  failedAt: string;
+}
+
 /** `<handoff prefix>checkpoint.json`: its presence releases the stages that wait. */
 export function checkpointMarkerKey(runId: string, handoff = handoffStageName): string {
   return `${handoffPrefix(runId, handoff)}checkpoint.json`;
@@ -77,6 +97,27 @@ export function handoffNodeName(handoff: string): string {
 }
 
 const stageNameList = z.array(z.string().min(1)).min(1);
+
+/** Who answers a handoff: the pipeline's trainer (`trainer/`), started by an executor, or someone else. */
+export const trainerExecutors = ['external', 'command', 'kubernetes', 'ray', 'slurm', 'simulated'] as const;
+export type TrainerExecutor = (typeof trainerExecutors)[number];
+
+/**
+ * `handoffs.<name>.trainer`: how training starts once the request is written, and the trainer's
+ * config. `external` (default): nobody here starts it; a trainer registers the checkpoint.
+ * `command`: `hat demo`, `hat train <runId>` or `hat run --wait` run the pipeline's trainer as a
+ * local process (`python -m hat_trainer train --request <uri>`). `kubernetes`, `ray`, `slurm`: the
+ * templates in infra/trainer/ run the same command on a cluster (it writes the marker itself).
+ * `simulated`: the demo's simulated trainer (no training). `config` goes into the request as
+ * written; the trainer reads it (trainer/README.md lists the keys).
+ */
+export const trainerConfigSchema = z
+  .object({
+    executor: z.enum(trainerExecutors).default('external'),
+    config: z.record(z.string(), z.unknown()).default({}),
+  })
+  .strict();
+export type TrainerConfig = z.infer<typeof trainerConfigSchema>;
 
 const handoffFields = {
   /** Stages that complete before the training request is written (e.g. `[shard]`). */
@@ -91,6 +132,8 @@ const handoffFields = {
   pollSeconds: z.number().int().min(1).max(3600).default(60),
   /** Suggested hyperparameters, passed through to the request as written. Default {}. */
   hyperparameters: z.record(z.string(), z.unknown()).default({}),
+  /** Who trains and how (see trainerConfigSchema). Default: an external trainer. */
+  trainer: trainerConfigSchema.optional(),
 };
 
 /** The single `handoff:` section of a run config (named `train`). */
@@ -218,6 +261,31 @@ export const CHECKPOINT_MARKER_SCHEMA_VERSION = 1;
  * `endpoint` and `model` (a served checkpoint) or `modelDir` (an exported model directory the
  * workers can read); `hat checkpoint register` fills in the rest.
  */
+/** A real trainer's lineage of a checkpoint: the request, its data, the base and the trainer config. */
+export const checkpointLineageSchema = z.object({
+  requestUri: z.string().max(2000),
+  requestSha256: sha256Hex,
+  dataSha256s: z.array(sha256Hex).max(1000),
+  baseCheckpoint: z.string().max(2000).optional(),
+  trainerConfigHash: sha256Hex,
+  codeVersion: z.string().max(200).optional(),
+});
+
+/** What training did (small: it travels in job data); the loss curve stays in `reportUri`. */
+export const trainingSummarySchema = z.object({
+  objective: z.enum(['sft', 'opd', 'rl']),
+  steps: z.number().int().nonnegative(),
+  finalLoss: z.number().nullable(),
+  tokensPerSecond: z.number().nonnegative().optional(),
+  /** Token-in, token-out proof: max |recomputed - rollout| log-prob before the first update. */
+  titoMaxAbsDiff: z.number().nonnegative().optional(),
+  /** ONNX export against PyTorch: max |logit difference|. */
+  onnxMaxAbsLogitDiff: z.number().nonnegative().optional(),
+  reverseKlBefore: z.number().optional(),
+  reverseKlAfter: z.number().optional(),
+  reportUri: z.string().max(2000).optional(),
+});
+
 export const checkpointMarkerSchema = z
   .object({
     schemaVersion: z.literal(CHECKPOINT_MARKER_SCHEMA_VERSION).default(CHECKPOINT_MARKER_SCHEMA_VERSION),
@@ -242,6 +310,10 @@ export const checkpointMarkerSchema = z
     registeredAt: z.string().optional(),
     /** `cli` for `hat checkpoint register`, else whatever the trainer says. */
     registeredBy: z.string().max(200).optional(),
+    /** Where the checkpoint came from (a real trainer says): the request, its data and the base. */
+    lineage: checkpointLineageSchema.optional(),
+    /** What training did: the objective, steps, loss and the proofs; `reportUri` holds the loss curve. */
+    training: trainingSummarySchema.optional(),
   })
   .superRefine((marker, context) => {
     if (marker.endpoint === undefined && marker.modelDir === undefined) {
@@ -297,6 +369,10 @@ export interface TrainingRequest {
   tokenizer?: { name?: string; fingerprint: string; templateHash?: string };
   /** Suggested hyperparameters from the run config, as written. */
   hyperparameters: Record<string, unknown>;
+  /** The handoff's `trainer:` section: executor and the trainer's config. */
+  trainer?: TrainerConfig;
+  /** The checkpoint the data was sampled with / training continues from: the previous handoff's. Absent for the first. */
+  base?: BaseCheckpoint;
   /** For a handoff after an on-policy stage's round: the checkpoint asked for is this policy version. */
   policyVersion?: number;
   /** Rounds with maxStaleness: how many versions behind the one trained from a dataset may be. */
@@ -307,6 +383,13 @@ export interface TrainingRequest {
   checkpoint: { markerUri: string; registerCommand: string; required: string[] };
   /** Stages that run on the new checkpoint. */
   then: string[];
+}
+
+/** The previous handoff's checkpoint, as the request names it. */
+export interface BaseCheckpoint {
+  handoff: string;
+  markerUri: string;
+  checkpoint: CheckpointMarker;
 }
 
 /** A dataset a handoff left out of its request because its policy version was too old (maxStaleness). */
@@ -347,6 +430,9 @@ const handoffJobDataShape = {
   timeoutMs: z.number().int().positive(),
   pollIntervalMs: z.number().int().positive(),
   hyperparameters: z.record(z.string(), z.unknown()).default({}),
+  trainer: trainerConfigSchema.optional(),
+  /** The previous handoff's checkpoint (set when that handoff adds this one). */
+  base: z.object({ handoff: z.string(), markerUri: z.string(), checkpoint: checkpointMarkerSchema }).optional(),
   /** The policy version the checkpoint will be (handoffs after an on-policy stage). */
   policyVersion: z.number().int().positive().optional(),
   /** Rounds with maxStaleness: datasets whose policy version is below (policyVersion - 1) - maxStaleness are dropped from the request and counted. */
@@ -386,6 +472,7 @@ export interface PlannedHandoff {
   timeoutMs: number;
   pollIntervalMs: number;
   hyperparameters: Record<string, unknown>;
+  trainer?: TrainerConfig;
   /** The policy version its checkpoint will be (handoffs after an on-policy stage's rounds). */
   policyVersion?: number;
   /** Rounds with maxStaleness: datasets older than the version trained from minus this are dropped from the request. */
@@ -457,6 +544,7 @@ export function handoffJobData(
     timeoutMs: handoff.timeoutMs,
     pollIntervalMs: handoff.pollIntervalMs,
     hyperparameters: handoff.hyperparameters,
+    ...(handoff.trainer ? { trainer: handoff.trainer } : {}),
     ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
     ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
     awaits,

@@ -36,8 +36,10 @@ import {
   handoffJobDataSchema,
   handoffNodeName,
   registerCommandOf,
+  trainerFailureKey,
   trainingRequestKey,
   type CheckpointMarker,
+  type TrainerFailure,
   type HandoffJobData,
   type HandoffOutput,
   type TrainingRequest,
@@ -116,6 +118,7 @@ export async function processHandoff(
       data = { ...data, deadline: now + data.timeoutMs };
       await job.updateData(data);
     }
+    await throwOnTrainerFailure(store, data.runId, data.name);
     const found = await readCheckpointMarker(store, data.runId, checkpointUri, data.name);
     const marker =
       found && found.policyVersion === undefined && data.policyVersion !== undefined
@@ -278,6 +281,25 @@ export async function readCheckpointMarker(
   return marker;
 }
 
+/**
+ * A trainer an executor started has failed: the handoff fails with its exit code and last lines
+ * (never retried by BullMQ: `hat runs retry` trains again). The marker is removed first, so a
+ * retried handoff waits for the new attempt instead of failing on the old one.
+ */
+async function throwOnTrainerFailure(store: ArtifactStore, runId: string, handoff: string): Promise<void> {
+  const key = trainerFailureKey(runId, handoff);
+  if (!(await store.head(key))) return;
+  const failure = JSON.parse((await store.getBuffer(key)).toString('utf8')) as Partial<TrainerFailure>;
+  await store.delete(key);
+  const refused = failure.exitCode === 2;
+  const lines = (failure.lastLines ?? []).slice(-12).join('\n');
+  throw new HatError(
+    refused ? 'TRAINING_REFUSED' : 'TRAINING_FAILED',
+    `the trainer of handoff ${handoff} (run ${runId}) ${refused ? 'refused its data (exit 2)' : `failed (exit ${failure.exitCode ?? failure.signal ?? 'unknown'})`}` +
+      `${failure.logUri ? `; log: ${failure.logUri}` : ''}; ${refused ? 'fix what it names, then' : 'after fixing the cause,'} \`hat runs retry ${runId}\` trains again. Last lines:\n${lines}`,
+  );
+}
+
 /** A checkpoint that says which tokenizer it has must have the one the data was tokenized with. */
 async function checkTokenizer(
   store: ArtifactStore,
@@ -358,6 +380,8 @@ async function trainingRequest(
     ...(data.maxStaleness !== undefined ? { maxStaleness: data.maxStaleness, dropped } : {}),
     ...(tokenizer ? { tokenizer } : {}),
     hyperparameters: data.hyperparameters,
+    ...(data.trainer ? { trainer: data.trainer } : {}),
+    ...(data.base ? { base: data.base } : {}),
     ...(data.policyVersion !== undefined ? { policyVersion: data.policyVersion } : {}),
     checkpoint: {
       markerUri: checkpointUri,
@@ -417,7 +441,15 @@ function postStageFlows(data: HandoffJobData, marker: CheckpointMarker, job: Job
     'CHECKPOINT_CONFIG_INVALID',
     `the checkpoint registered for handoff ${data.name} of run ${data.runId} (${where}) makes stage configs invalid; register a valid checkpoint`,
   );
-  const next = data.next ? (fillCheckpointReferences(data.next, data.name, values) as HandoffJobData) : undefined;
+  // The next handoff trains from this checkpoint (and on data sampled with it): its request names it.
+  const base = {
+    handoff: data.name,
+    markerUri: `${runLayout(data.artifactsRoot, data.runId).root}/${checkpointMarkerKey(data.runId, data.name)}`,
+    checkpoint: marker,
+  };
+  const next = data.next
+    ? { ...(fillCheckpointReferences(data.next, data.name, values) as HandoffJobData), base }
+    : undefined;
   const extra: ExtraFlowNode | undefined = next
     ? {
         name: handoffNodeName(next.name),

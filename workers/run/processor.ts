@@ -28,7 +28,7 @@ import { kickoffJobDataSchema, runJobDataSchema, stageKindOf, type RunJobData } 
 import { scheduledAtOf, scheduledRunId } from '../../queues/runs/job-scheduler';
 import { resolveLatestInputs } from '../../queues/runs/latest-inputs';
 import { plainLocator, planRun, type RunPlan } from '../../queues/runs/run-config';
-import { handoffNodeName, type HandoffOutput } from '../../queues/runs/run-handoff';
+import { handoffNodeName, type CheckpointMarker, type HandoffOutput } from '../../queues/runs/run-handoff';
 import { failedChildKey, failureDetail } from '../../queues/runs/run-control';
 import { runLayout, runManifestKey, runReportKeys } from '../../queues/runs/run-layout';
 import { toWorkerError } from '../../queues/bullmq/stage-job-processor';
@@ -127,6 +127,32 @@ async function processKickoff(runtime: RunJobRuntime, job: Job): Promise<Kickoff
   return { kind: 'kickoff', runId: plan.runId, enqueued: result.enqueued };
 }
 
+/** Most loss-curve points the run manifest keeps per handoff (evenly thinned, the last kept). */
+const lossCurvePoints = 200;
+
+/** The training summary with the loss curve from the trainer's result (`reportUri`); without it when unreadable. */
+async function withLossCurve(
+  runtime: RunJobRuntime,
+  training: NonNullable<CheckpointMarker['training']>,
+): Promise<NonNullable<NonNullable<HandoffOutcome['checkpoint']>['training']>> {
+  if (!training.reportUri) return training;
+  try {
+    const { store, key } = runtime.openObject(training.reportUri);
+    const result = JSON.parse((await store.getBuffer(key)).toString('utf8')) as {
+      lossCurve?: Array<{ step: number; loss: number }>;
+    };
+    const curve = (result.lossCurve ?? []).filter(
+      (point) => Number.isFinite(point.step) && Number.isFinite(point.loss),
+    );
+    const stride = Math.max(1, Math.ceil(curve.length / lossCurvePoints));
+    const thinned = curve.filter((_, index) => index % stride === 0 || index === curve.length - 1);
+    return { ...training, lossCurve: thinned.map((point) => ({ step: point.step, loss: point.loss })) };
+  } catch (error) {
+    runtime.logger.warn({ uri: training.reportUri, error: (error as Error).message }, 'training report unreadable');
+    return training;
+  }
+}
+
 async function processRun(runtime: RunJobRuntime, job: Job, token: string): Promise<RunJobResult> {
   // Stage jobs put back by `hat runs retry` make this job wait for them again.
   if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
@@ -163,7 +189,8 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
   const status: RunManifest['status'] =
     data.cancelledAt !== undefined
       ? 'cancelled'
-      : stages.every((stage) => stageCountsAsDone(stage, gate))
+      : stages.every((stage) => stageCountsAsDone(stage, gate)) &&
+          handoffs.every((handoff) => handoff.status === 'completed')
         ? 'completed'
         : 'failed';
   const finishedAt = runtime.clock.now();
@@ -211,11 +238,14 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
 
   if (status === 'cancelled')
     throw new UnrecoverableError(`[RUN_CANCELLED] run ${data.runId} was cancelled; run manifest: ${manifestInfo.uri}`);
-  const timedOut = handoffs.find(
-    (handoff) => handoff.status === 'failed' && errorCodeOf(handoff.error) === 'CHECKPOINT_TIMEOUT',
+  // A handoff that timed out or whose trainer failed says why the run failed better than its stages.
+  const failedHandoff = handoffs.find(
+    (handoff) =>
+      handoff.status === 'failed' &&
+      ['CHECKPOINT_TIMEOUT', 'TRAINING_FAILED', 'TRAINING_REFUSED'].includes(errorCodeOf(handoff.error) ?? ''),
   );
-  if (status === 'failed' && timedOut)
-    throw new UnrecoverableError(`${timedOut.error}; run manifest: ${manifestInfo.uri}`);
+  if (status === 'failed' && failedHandoff)
+    throw new UnrecoverableError(`${failedHandoff.error}; run manifest: ${manifestInfo.uri}`);
   if (status === 'failed') {
     const unfinished = stages.filter((stage) => !stageCountsAsDone(stage, gate));
     const first = unfinished.find((stage) => stage.status === 'failed') ?? unfinished[0];
@@ -255,6 +285,8 @@ async function handoffOutcome(
         ...(checkpoint.policyVersion !== undefined ? { policyVersion: checkpoint.policyVersion } : {}),
         ...(checkpoint.simulated ? { simulated: true } : {}),
         ...(checkpoint.registeredBy ? { registeredBy: checkpoint.registeredBy } : {}),
+        ...(checkpoint.training ? { training: await withLossCurve(runtime, checkpoint.training) } : {}),
+        ...(checkpoint.lineage ? { lineage: checkpoint.lineage } : {}),
       },
       requestedAt: new Date(requestedAt).toISOString(),
       checkpointAt: new Date(checkpointAt).toISOString(),

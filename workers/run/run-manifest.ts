@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { resolvedInputSchema } from '../../queues/runs/latest-inputs';
 import { stageFigureSchema, stageLinkSchema } from '../../queues/stage-kit/stage-summary';
-import { staleDatasetSchema } from '../../queues/runs/run-handoff';
+import { checkpointLineageSchema, staleDatasetSchema, trainingSummarySchema } from '../../queues/runs/run-handoff';
 import { gateOutcomeSchema } from './gate-outcome';
 
 export const RUN_MANIFEST_SCHEMA_VERSION = 1;
@@ -73,6 +73,11 @@ export const handoffOutcomeSchema = z.object({
       /** No training happened: the demo's simulated trainer registered a re-seeded dummy model. */
       simulated: z.boolean().optional(),
       registeredBy: z.string().optional(),
+      /** A real trainer's summary (objective, steps, loss, proofs) and its loss curve (at most 200 points). */
+      training: trainingSummarySchema
+        .extend({ lossCurve: z.array(z.object({ step: z.number(), loss: z.number() })).optional() })
+        .optional(),
+      lineage: checkpointLineageSchema.optional(),
     })
     .optional(),
   requestedAt: z.string().optional(),

@@ -39,6 +39,55 @@ function checkpointLabel(handoff: HandoffOutcome): string {
   return `${checkpoint.simulated ? 'SIMULATED TRAINING (no training happened): ' : ''}checkpoint ${where}${version !== undefined ? `, policy v${version}` : ''}${checkpoint.registeredBy ? `, registered by ${checkpoint.registeredBy}` : ''}`;
 }
 
+/** What a real trainer did for the handoff: objective, steps, loss, the token-in-token-out and ONNX proofs. */
+function trainingLabel(handoff: HandoffOutcome): string {
+  const training = handoff.checkpoint?.training;
+  if (!training) return '';
+  const parts = [
+    `trained: ${training.objective}, ${training.steps} steps`,
+    training.finalLoss !== null ? `final loss ${training.finalLoss.toFixed(4)}` : undefined,
+    training.tokensPerSecond !== undefined ? `${training.tokensPerSecond.toFixed(0)} tokens/s` : undefined,
+    training.titoMaxAbsDiff !== undefined
+      ? `token-in-token-out max |log-prob diff| ${training.titoMaxAbsDiff.toExponential(2)}`
+      : undefined,
+    training.reverseKlBefore !== undefined && training.reverseKlAfter !== undefined
+      ? `reverse KL ${training.reverseKlBefore.toFixed(4)} -> ${training.reverseKlAfter.toFixed(4)}`
+      : undefined,
+    training.onnxMaxAbsLogitDiff !== undefined
+      ? `ONNX vs PyTorch max |logit diff| ${training.onnxMaxAbsLogitDiff.toExponential(2)}`
+      : undefined,
+  ];
+  return `; ${parts.filter((part) => part !== undefined).join(', ')}`;
+}
+
+/** A handoff's loss curve as a small line chart (none without a curve of two points or more). */
+export function lossCurveSvg(handoff: HandoffOutcome): string {
+  const curve = handoff.checkpoint?.training?.lossCurve ?? [];
+  if (curve.length < 2) return '';
+  const width = 360;
+  const height = 120;
+  const pad = { left: 48, right: 8, top: 8, bottom: 22 };
+  const steps = curve.map((point) => point.step);
+  const losses = curve.map((point) => point.loss);
+  const [minStep, maxStep] = [Math.min(...steps), Math.max(...steps)];
+  const [minLoss, maxLoss] = [Math.min(...losses), Math.max(...losses)];
+  const x = (step: number) =>
+    pad.left + ((step - minStep) / Math.max(1e-9, maxStep - minStep)) * (width - pad.left - pad.right);
+  const y = (loss: number) =>
+    pad.top + (1 - (loss - minLoss) / Math.max(1e-9, maxLoss - minLoss)) * (height - pad.top - pad.bottom);
+  const points = curve.map((point) => `${x(point.step).toFixed(1)},${y(point.loss).toFixed(1)}`).join(' ');
+  return (
+    `<svg class="loss" width="${width}" height="${height}" role="img" aria-label="loss curve of handoff ${escapeHtml(handoff.name)}">` +
+    `<polyline fill="none" stroke="#1f6feb" stroke-width="1.5" points="${points}"/>` +
+    `<line x1="${pad.left}" y1="${height - pad.bottom}" x2="${width - pad.right}" y2="${height - pad.bottom}" stroke="#888"/>` +
+    `<text x="2" y="${pad.top + 8}" font-size="10">${maxLoss.toFixed(3)}</text>` +
+    `<text x="2" y="${height - pad.bottom}" font-size="10">${minLoss.toFixed(3)}</text>` +
+    `<text x="${pad.left}" y="${height - 6}" font-size="10">step ${minStep}</text>` +
+    `<text x="${width - pad.right - 60}" y="${height - 6}" font-size="10">step ${maxStep}</text>` +
+    `</svg>`
+  );
+}
+
 /** Rounds with maxStaleness: what the handoff left out of its request as too old. */
 function droppedLabel(handoff: HandoffOutcome): string {
   if (handoff.dropped === undefined) return '';
@@ -53,8 +102,8 @@ export function runOrderHtml(report: OrderInput): string {
     ...(group.handoff
       ? [
           `<li class="handoff"><b>handoff ${escapeHtml(group.handoff.name)}</b> after ${escapeHtml(group.handoff.after.join(', '))}: ${escapeHtml(group.handoff.status)}; ` +
-            `${escapeHtml(checkpointLabel(group.handoff))}${escapeHtml(droppedLabel(group.handoff))}${group.handoff.requestUri ? ` <span class="detail">request <code>${escapeHtml(group.handoff.requestUri)}</code></span>` : ''}` +
-            `${group.handoff.error ? `<div class="error">${escapeHtml(group.handoff.error)}</div>` : ''}</li>`,
+            `${escapeHtml(checkpointLabel(group.handoff))}${escapeHtml(trainingLabel(group.handoff))}${escapeHtml(droppedLabel(group.handoff))}${group.handoff.requestUri ? ` <span class="detail">request <code>${escapeHtml(group.handoff.requestUri)}</code></span>` : ''}` +
+            `${group.handoff.error ? `<div class="error">${escapeHtml(group.handoff.error)}</div>` : ''}${lossCurveSvg(group.handoff)}</li>`,
         ]
       : []),
     ...group.stages.map((stage) => `<li>${escapeHtml(stageLabel(stage))}</li>`),

@@ -25,6 +25,17 @@ const packagedTokenizers: Record<string, string> = {
 export const tokenizerSourceNames = [...Object.keys(packagedTokenizers), 'bytes'] as const;
 
 /**
+ * The directory holding a tokenizer's `tokenizer.json` and `tokenizer_config.json`: a registry
+ * package's for a short name, else the directory given (`bytes` has none: it is built in memory).
+ */
+export function tokenizerDirectory(source: string): string | undefined {
+  const packageName = packagedTokenizers[source];
+  if (packageName) return dirname(require.resolve(`${packageName}/models/tokenizer.json`));
+  if (source === 'bytes') return undefined;
+  return existsSync(join(resolve(source), 'tokenizer.json')) ? resolve(source) : undefined;
+}
+
+/**
  * Loads tokenizer files from a short name (`qwen3`, `deepseek_v3`, `llama3_1`: the registry
  * packages; `bytes`: a 256-token byte-level tokenizer with Qwen3's special tokens and chat
  * template, for tiny test models) or from a directory holding `tokenizer.json` and
@@ -32,10 +43,7 @@ export const tokenizerSourceNames = [...Object.keys(packagedTokenizers), 'bytes'
  */
 export function resolveTokenizerFiles(source: string): TokenizerFiles {
   const packageName = packagedTokenizers[source];
-  if (packageName) {
-    const directory = dirname(require.resolve(`${packageName}/models/tokenizer.json`));
-    return { ...readTokenizerDirectory(directory), source: packageName };
-  }
+  if (packageName) return { ...readTokenizerDirectory(tokenizerDirectory(source) as string), source: packageName };
   if (source === 'bytes') return buildByteLevelTokenizer();
   const directory = resolve(source);
   if (!existsSync(directory)) {
