@@ -176,7 +176,7 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(await kit.context.runsQueue.count()).toBe(0);
   });
 
-  it('hat demo runs the demo config through real queues on a local S3-compatible server, its simulated trainer answering the handoff, and prints the report location', async () => {
+  it('hat demo runs the demo config through real queues on a local S3-compatible server, the pipeline\'s trainer training the handoff on the shard it reads from S3, and prints the report location', async () => {
     const demoEnv = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: undefined, HAT_LOG_LEVEL: 'warn' };
     // The demo command with a small pipeline (the full examples/demo-run.yaml is `make demo`'s job).
     const smallDemo = join(directory, 'small-demo.yaml');
@@ -185,7 +185,11 @@ describe('hat run / runs / stage (spawned CLI)', () => {
       [
         'seed: 3',
         'handoffs:',
-        '  sft: { after: [shard], pollSeconds: 1, timeoutMinutes: 5 }',
+        '  sft:',
+        '    after: [shard]',
+        '    pollSeconds: 1',
+        '    timeoutMinutes: 5',
+        '    trainer: { executor: command, config: { maxSteps: 2, model: { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 } } }',
         'stages:',
         '  collect: { generate: { count: 12, seed: 3 }, tasksPerPart: 6 }',
         '  augment: { inputs: ["${stages.collect.manifestUri}"], variantsPerTrajectory: 1, variantPool: 4 }',
@@ -204,17 +208,16 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(demo.stderr).toContain(`local copy:   ${localCopy} (with `);
     const report = await readFile(localCopy, 'utf8');
     for (const stage of ['collect', 'augment', 'shard']) expect(report).toContain(stage);
-    // The simulated trainer served a re-seeded dummy model and registered it; the stage after the handoff got it.
-    expect(demo.stderr).toContain('trainer handoffs sft: answered by the SIMULATED TRAINER (no training happens');
+    // The trainer trained on the shard, the checkpoint was served and registered; the stage after the handoff got it.
+    expect(demo.stderr).toContain("trainer handoffs sft: answered by the pipeline's trainer");
     expect(demo.stderr).toMatch(
-      /SIMULATED TRAINING \(no training happened\): handoff sft -> checkpoint simulated-training-sft \(re-seeded dummy model\) served at http:\/\/127\.0\.0\.1:\d+\/v1/,
+      /trained handoff sft: sft, 2 steps, final loss \d+\.\d{4}, ONNX vs PyTorch max \|logit diff\| [\d.e+-]+ -> hat-trained-sft-v1 served at http:\/\/127\.0\.0\.1:\d+\/v1/,
     );
-    expect(report).toContain('<b>Simulated training:</b>');
-    expect(
-      report.indexOf(
-        '<b>handoff sft</b> after shard: completed; SIMULATED TRAINING (no training happened): checkpoint simulated-training-sft at http://127.0.0.1:',
-      ),
-    ).toBeGreaterThan(-1);
+    expect(report).not.toContain('Simulated training');
+    expect(report).toMatch(
+      /<b>handoff sft<\/b> after shard: completed; checkpoint hat-trained-sft-v1 at http:\/\/127\.0\.0\.1:\d+\/v1, registered by hat-trainer; trained: sft, 2 steps, final loss/,
+    );
+    expect(report).toContain('aria-label="loss curve of handoff sft"');
     expect(report.indexOf('<b>handoff sft</b>')).toBeLessThan(report.indexOf('<li>noop: completed</li>'));
     // The key figures: collect's acceptance rate, augment's variant checks, shard's token counts.
     const keyFigures = report.slice(report.indexOf('<h2>Key figures</h2>'));

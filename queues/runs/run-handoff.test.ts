@@ -240,11 +240,12 @@ describe('examples/demo-run.yaml', () => {
         ['distill-round-2', 'opd-round-1', 2],
         ['rl', 'opd', null],
         ['replay', null, null],
-        ['eval', null, null],
+        // eval ranks every trained checkpoint, so it waits for the last handoff.
+        ['eval', 'rl', null],
       ],
     );
     expect(plan.stages.find((stage) => stage.name === 'rl')?.template).toMatchObject({
-      policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}', dummyWeights: true },
+      policy: { baseUrl: '${checkpoints.opd.endpoint}', model: '${checkpoints.opd.model}' },
       policyVersion: '${checkpoints.opd.policyVersion}',
     });
     // The rl stage's policy version is a number once the OPD checkpoint (v3) fills it in.
