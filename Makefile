@@ -53,7 +53,7 @@ demo: build trainer
 	bash infra/scripts/ensure-redis.sh
 	node dist/cli/main.js demo $(DEMO_ARGS)
 
-bench: build
+bench: build trainer
 	bash infra/scripts/ensure-redis.sh
 	for b in dist/bench/*.bench.js; do node "$$b" || exit 1; done
 
