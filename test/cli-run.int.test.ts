@@ -176,7 +176,7 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     expect(await kit.context.runsQueue.count()).toBe(0);
   });
 
-  it('hat demo runs the demo config through real queues on a local S3-compatible server, the pipeline\'s trainer training the handoff on the shard it reads from S3, and prints the report location', async () => {
+  it("hat demo runs the demo config through real queues on a local S3-compatible server, the pipeline's trainer training the handoff on the shard it reads from S3, and prints the report location", async () => {
     const demoEnv = { HAT_REDIS_PREFIX: kit.prefix, HAT_ARTIFACTS: undefined, HAT_LOG_LEVEL: 'warn' };
     // The demo command with a small pipeline (the full examples/demo-run.yaml is `make demo`'s job).
     const smallDemo = join(directory, 'small-demo.yaml');
