@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { HatEnv } from '../shared/config/env';
 import { startServeServer, type ServeServer } from '../shared/models/serve/serve-server';
 import type { QueueContext } from '../queues/bullmq/queue-context';
@@ -21,6 +21,8 @@ export interface TrainerSessionOptions {
   executors?: TrainerExecutor[] | 'all';
   /** Serve each checkpoint in this process (default true). */
   serve?: boolean;
+  /** Where trained checkpoints go (default `.hat/trained`). */
+  workDir?: string;
   log(line: string): void;
 }
 
@@ -64,7 +66,7 @@ export function startTrainerSession(
   };
   const trainer = startCommandTrainer(queues, {
     runId: options.runId,
-    workDir: resolve('.hat', 'trained'),
+    workDir: resolve(options.workDir ?? join('.hat', 'trained')),
     storeFor: stores.storeFor,
     environment: options.environment ?? process.env,
     ...(options.executors ? { executors: options.executors } : {}),

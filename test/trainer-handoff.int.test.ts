@@ -4,6 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCommandTrainer, trainerPython, type CommandTrainerEvent } from '../cli/command-trainer';
+import { startSimulatedTrainer } from '../cli/simulated-trainer';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
@@ -50,7 +51,7 @@ describe('the command executor trains for real', () => {
     await rm(directory, { recursive: true, force: true });
   });
 
-  const runConfig = async (runId: string, trainerConfig: string) => {
+  const runConfig = async (runId: string, trainerConfig: string, ...runArgs: string[]) => {
     const file = join(directory, `${runId}.yaml`);
     await writeFile(
       file,
@@ -68,8 +69,9 @@ describe('the command executor trains for real', () => {
         '',
       ].join('\n'),
     );
-    const run = await runHatInProcess(env, 'run', file);
-    expect([run.code, run.stderr]).toEqual([0, '']);
+    const run = await runHatInProcess({ ...process.env, ...env }, 'run', file, ...runArgs);
+    if (runArgs.length === 0) expect([run.code, run.stderr]).toEqual([0, '']);
+    return run;
   };
 
   const trainer = (runId: string, events: CommandTrainerEvent[] = []) =>
@@ -93,13 +95,18 @@ describe('the command executor trains for real', () => {
     const tiny =
       '{ seed: 3, maxSteps: 3, model: { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 } }';
     await runConfig('train-sft', tiny);
-    const answering = trainer('train-sft');
-    let status;
-    try {
-      status = await finished('train-sft');
-    } finally {
-      await answering.stop();
-    }
+    // `hat train <runId>`: the command executor for a run enqueued elsewhere, until the run ends.
+    const training = await runHatInProcess(
+      { ...process.env, ...env, HOME: directory },
+      'train',
+      'train-sft',
+      '--no-serve',
+      '--out-dir',
+      join(directory, 'trained'),
+    );
+    expect(training.stderr).toMatch(/trained handoff sft: sft, 3 steps, final loss \d+\.\d{4}/);
+    expect([training.code, training.stderr.trim().split('\n').at(-1)]).toEqual([0, 'run train-sft completed']);
+    const status = await getRunStatus(kit.context, 'train-sft');
     expect([status.state, status.error]).toEqual(['completed', undefined]);
 
     const requestBytes = await store.getBuffer('runs/train-sft/handoffs/sft/request.json');
@@ -120,7 +127,7 @@ describe('the command executor trains for real', () => {
       },
       training: { objective: 'sft', steps: 3, onnxMaxAbsLogitDiff: expect.any(Number) },
     });
-    expect(marker.simulated).toBeUndefined();
+    expect(marker.simulated).toBe(false);
     // The data the trainer read is the data the request listed, object by object.
     expect(marker.lineage?.dataSha256s).toEqual(expect.arrayContaining(packed.map((object) => object.sha256)));
     expect(marker.training?.onnxMaxAbsLogitDiff).toBeLessThan(1e-3);
@@ -186,5 +193,43 @@ describe('the command executor trains for real', () => {
     } finally {
       await answering.stop();
     }
+  });
+
+  it('keeps the simulated trainer as an option, labelled: a re-seeded dummy model, simulated: true in the marker and the report', async () => {
+    await runConfig('train-simulated', '{}');
+    const answering = startSimulatedTrainer(kit.context, {
+      runId: 'train-simulated',
+      modelCacheDir: join(directory, 'models'),
+      storeFor: (rootUri) => (rootUri === root ? store : createArtifactStore(rootUri, kit.env)),
+      intervalMs: 200,
+    });
+    try {
+      expect((await finished('train-simulated')).state).toBe('completed');
+    } finally {
+      await answering.stop();
+    }
+    const marker = JSON.parse(
+      (await store.getBuffer('runs/train-simulated/handoffs/sft/checkpoint.json')).toString('utf8'),
+    ) as CheckpointMarker;
+    expect(marker).toMatchObject({ simulated: true, registeredBy: 'simulated-trainer' });
+    expect(marker.training).toBeUndefined();
+    const html = (await store.getBuffer('runs/train-simulated/run-report.html')).toString('utf8');
+    expect(html).toContain('<b>Simulated training:</b>');
+    expect(html).not.toContain('loss curve of handoff');
+  });
+
+  it('hat run --wait trains the handoffs whose executor is command from the waiting process', async () => {
+    const tiny =
+      '{ maxSteps: 1, model: { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 } }';
+    const run = await runConfig('train-wait', tiny, '--wait');
+    expect(run.code).toBe(0);
+    expect(run.stderr).toContain('training handoff sft from a new model');
+    expect(run.stderr).toMatch(
+      /trained handoff sft: sft, 1 steps, .* -> hat-trained-sft-v1 served at http:\/\/127\.0\.0\.1:\d+\/v1/,
+    );
+    const marker = JSON.parse(
+      (await store.getBuffer('runs/train-wait/handoffs/sft/checkpoint.json')).toString('utf8'),
+    ) as CheckpointMarker;
+    expect(marker).toMatchObject({ simulated: false, registeredBy: 'hat-trainer', model: 'hat-trained-sft-v1' });
   });
 });

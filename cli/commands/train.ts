@@ -9,6 +9,7 @@ import type { RegisterCommand } from './index';
 interface TrainOptions {
   anyExecutor?: boolean;
   serve: boolean;
+  outDir?: string;
 }
 
 /**
@@ -26,6 +27,11 @@ export const registerTrainCommand: RegisterCommand = (program: Command, context:
     .argument('<runId>', 'run id')
     .option('--any-executor', 'answer every handoff, not only those with trainer.executor: command')
     .option('--no-serve', 'register each checkpoint by its model directory only (no `hat serve` here)')
+    .option(
+      '--out-dir <dir>',
+      'where trained checkpoints go: <dir>/<runId>/<handoff>-<request sha256>/',
+      '.hat/trained',
+    )
     .action(async (runId: string, options: TrainOptions) => {
       await withQueues(
         context,
@@ -36,6 +42,7 @@ export const registerTrainCommand: RegisterCommand = (program: Command, context:
             environment: context.environment,
             ...(options.anyExecutor ? { executors: 'all' as const } : {}),
             serve: options.serve,
+            ...(options.outDir ? { workDir: options.outDir } : {}),
             log: (line) => context.stderr.write(`${line}\n`),
           });
           let state: string;

@@ -156,7 +156,8 @@ export async function registerCheckpoint(
     ...((input.policyVersion ?? entry.policyVersion) !== undefined
       ? { policyVersion: input.policyVersion ?? entry.policyVersion }
       : {}),
-    ...(input.simulated ? { simulated: true } : {}),
+    // A real trainer says so (false); a marker without the field comes from an unknown trainer.
+    ...(input.simulated !== undefined ? { simulated: input.simulated } : {}),
     ...(input.lineage ? { lineage: input.lineage } : {}),
     ...(input.training ? { training: input.training } : {}),
     registeredAt: input.now.toISOString(),
