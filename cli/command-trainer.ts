@@ -69,6 +69,8 @@ export interface TrainerResult {
   lossCurve?: Array<{ step: number; loss: number }>;
   titoProof?: { maxAbsDiff: number; meanAbsDiff?: number; tokens?: number; tolerance?: number };
   reverseKl?: { before: number; after: number };
+  /** RL: how many records carry a non-zero advantage (the others teach nothing). */
+  advantages?: { records: number; nonZero: number };
   onnx?: { maxAbsLogitDiff: number };
   policyVersion?: number;
   baseCheckpoint?: string | null;
@@ -259,6 +261,7 @@ function trainingOf(result: TrainerResult, reportUri: string): NonNullable<Check
     ...(result.titoProof ? { titoMaxAbsDiff: result.titoProof.maxAbsDiff } : {}),
     ...(result.onnx ? { onnxMaxAbsLogitDiff: result.onnx.maxAbsLogitDiff } : {}),
     ...(result.reverseKl ? { reverseKlBefore: result.reverseKl.before, reverseKlAfter: result.reverseKl.after } : {}),
+    ...(result.advantages ? { advantages: result.advantages } : {}),
     reportUri,
   };
 }

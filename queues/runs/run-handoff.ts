@@ -283,6 +283,8 @@ export const trainingSummarySchema = z.object({
   onnxMaxAbsLogitDiff: z.number().nonnegative().optional(),
   reverseKlBefore: z.number().optional(),
   reverseKlAfter: z.number().optional(),
+  /** RL: records, and those with a non-zero advantage (a group of equal rewards teaches nothing). */
+  advantages: z.object({ records: z.number().int().nonnegative(), nonZero: z.number().int().nonnegative() }).optional(),
   reportUri: z.string().max(2000).optional(),
 });
 

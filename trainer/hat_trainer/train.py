@@ -403,6 +403,9 @@ def run(args: RunArgs, progress: TextIO = sys.stderr, record_positions: bool = F
         "tokensPerSecond": loop["tokensPerSecond"], "trainSeconds": loop["seconds"],
         "lossCurve": loop["curve"], "finalLoss": final_loss,
         **({"titoProof": tito} if tito else {}), **({"reverseKl": reverse_kl} if reverse_kl else {}),   # OPD/RL, OPD only
+        # RL: a group whose rewards are all equal has advantage 0 everywhere and teaches nothing (loss 0).
+        **({"advantages": {"records": len(dataset.train),
+                           "nonZero": sum(1 for r in dataset.train if r.advantage)}} if dataset.objective == "rl" else {}),
         "policyVersion": policy_version, "baseCheckpoint": base, "basePolicyVersion": base_version,
         "dataSha256s": [o["sha256"] for o in request.objects if o["uri"] in dataset.trained_objects],
         "trainedObjects": dataset.trained_objects,

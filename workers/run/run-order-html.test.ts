@@ -80,6 +80,39 @@ describe('the run in the method order (run report)', () => {
     expect(html).toMatch(/<svg[^>]*aria-label="run timeline">.*handoff sft \(waiting for the trainer\)/);
   });
 
+  it('shows what a real trainer did: objective, steps, loss, the proofs, and the loss curve through every point', () => {
+    const trained = handoff('rl', {
+      after: ['rl'],
+      checkpoint: {
+        modelDir: '/m/rl/onnx',
+        simulated: false,
+        registeredBy: 'hat-trainer',
+        training: {
+          objective: 'rl',
+          steps: 3,
+          finalLoss: 0.25,
+          tokensPerSecond: 1800,
+          titoMaxAbsDiff: 9.5e-7,
+          onnxMaxAbsLogitDiff: 2e-6,
+          advantages: { records: 4, nonZero: 2 },
+          lossCurve: [
+            { step: 1, loss: 1 },
+            { step: 2, loss: 0.5 },
+            { step: 3, loss: 0.25 },
+          ],
+        },
+      },
+    });
+    const html = runOrderHtml({ stages: [stage('rl')], handoffs: [trained] });
+    expect(html).toContain(
+      'trained: rl, 3 steps, final loss 0.2500, 1800 tokens/s, token-in-token-out max |log-prob diff| 9.50e-7, 2 of 4 records with a non-zero advantage, ONNX vs PyTorch max |logit diff| 2.00e-6',
+    );
+    expect(html).not.toContain('Simulated training');
+    // Highest loss at the top of the plot (y = 8), lowest at the bottom (y = 98), steps left to right.
+    expect(html).toContain('points="48.0,8.0 200.0,68.0 352.0,98.0"');
+    expect(html).toContain('aria-label="loss curve of handoff rl"');
+  });
+
   it('adds nothing for a run without handoffs', () => {
     expect(runOrderHtml({ stages: [stage('collect')] })).toBe('');
   });

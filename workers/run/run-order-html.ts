@@ -53,6 +53,9 @@ function trainingLabel(handoff: HandoffOutcome): string {
     training.reverseKlBefore !== undefined && training.reverseKlAfter !== undefined
       ? `reverse KL ${training.reverseKlBefore.toFixed(4)} -> ${training.reverseKlAfter.toFixed(4)}`
       : undefined,
+    training.advantages
+      ? `${training.advantages.nonZero} of ${training.advantages.records} records with a non-zero advantage`
+      : undefined,
     training.onnxMaxAbsLogitDiff !== undefined
       ? `ONNX vs PyTorch max |logit diff| ${training.onnxMaxAbsLogitDiff.toExponential(2)}`
       : undefined,
