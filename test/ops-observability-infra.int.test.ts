@@ -92,6 +92,44 @@ describe('infra manifests', () => {
     expect(dashboard.environment.HAT_DASHBOARD_TOKEN).toMatch(/^\$\{HAT_DASHBOARD_TOKEN:\?/);
   });
 
+  it("renders the trainer's Job (infra/trainer/) into the trainer command the cluster runs, named by the request's hash", () => {
+    const template = readFileSync(join(infraDirectory, 'trainer', 'k8s-job.yaml'), 'utf8');
+    const values: Record<string, string> = {
+      SUBMISSION_ID: '0123456789abcdef',
+      REQUEST_URI: 's3://hat/runs/r1/handoffs/sft/request.json',
+      TRAINER_IMAGE: 'registry.example/hat-trainer:1',
+    };
+    const rendered = template.replace(/\$\{([A-Z_]+)\}/g, (whole, name: string) => values[name] ?? whole);
+    expect(rendered).not.toMatch(/\$\{[A-Z_]+\}/);
+    const job = parseAllDocuments(rendered)[0].toJS() as {
+      kind: string;
+      metadata: { name: string; namespace: string };
+      spec: {
+        template: {
+          spec: {
+            containers: Array<{ image: string; args: string[]; envFrom: Array<Record<string, { name: string }>> }>;
+          };
+        };
+      };
+    };
+    expect([job.kind, job.metadata.name, job.metadata.namespace]).toEqual(['Job', 'hat-train-0123456789abcdef', 'hat']);
+    const container = job.spec.template.spec.containers[0];
+    expect(container.args).toEqual([
+      'python',
+      '-m',
+      'hat_trainer',
+      'train',
+      '--request',
+      values.REQUEST_URI,
+      '--out',
+      '/checkpoints/0123456789abcdef',
+      '--device',
+      'cuda',
+      '--register-marker',
+    ]);
+    expect(container.envFrom.map((source) => Object.values(source)[0].name)).toEqual(['hat-config', 'hat-secrets']);
+  });
+
   it('parses every YAML file under infra/ (compose and Kubernetes)', () => {
     expect(files.map((file) => relative(infraDirectory, file))).toEqual(
       expect.arrayContaining(['compose.yaml', 'k8s/kustomization.yaml', 'k8s/secret.example.yaml']),

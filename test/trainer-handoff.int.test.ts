@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startCommandTrainer, trainerPython, type CommandTrainerEvent } from '../cli/command-trainer';
+import { startCommandTrainer, trainerDirectory, trainerPython, type CommandTrainerEvent } from '../cli/command-trainer';
 import { startSimulatedTrainer } from '../cli/simulated-trainer';
 import { createArtifactStore } from '../shared/artifacts/create-artifact-store';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
@@ -51,14 +52,14 @@ describe('the command executor trains for real', () => {
     await rm(directory, { recursive: true, force: true });
   });
 
-  const runConfig = async (runId: string, trainerConfig: string, ...runArgs: string[]) => {
+  const runConfig = async (runId: string, trainerConfig: string, runArgs: string[] = [], executor = 'command') => {
     const file = join(directory, `${runId}.yaml`);
     await writeFile(
       file,
       [
         `runId: ${runId}`,
         'handoffs:',
-        `  sft: { after: [shard], pollSeconds: 1, timeoutMinutes: 10, trainer: { executor: command, config: ${trainerConfig} } }`,
+        `  sft: { after: [shard], pollSeconds: 1, timeoutMinutes: 10, trainer: { executor: ${executor}, config: ${trainerConfig} } }`,
         'stages:',
         '  collect: { generate: { count: 3, seed: 7 }, tasksPerPart: 3 }',
         '  shard:',
@@ -221,7 +222,7 @@ describe('the command executor trains for real', () => {
   it('hat run --wait trains the handoffs whose executor is command from the waiting process', async () => {
     const tiny =
       '{ maxSteps: 1, model: { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 } }';
-    const run = await runConfig('train-wait', tiny, '--wait');
+    const run = await runConfig('train-wait', tiny, ['--wait']);
     expect(run.code).toBe(0);
     expect(run.stderr).toContain('training handoff sft from a new model');
     expect(run.stderr).toMatch(
@@ -231,5 +232,54 @@ describe('the command executor trains for real', () => {
       (await store.getBuffer('runs/train-wait/handoffs/sft/checkpoint.json')).toString('utf8'),
     ) as CheckpointMarker;
     expect(marker).toMatchObject({ simulated: false, registeredBy: 'hat-trainer', model: 'hat-trained-sft-v1' });
+  });
+
+  it('the cluster path: the command the templates run writes the marker itself, with the lineage and training summary the run reports', async () => {
+    const tiny =
+      '{ maxSteps: 1, model: { layers: 1, hidden: 32, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64 } }';
+    // executor kubernetes: nothing here starts the trainer; infra/trainer/submit.sh runs this command in a Job.
+    await runConfig('train-cluster', tiny, [], 'kubernetes');
+    const requestUri = `${root}/runs/train-cluster/handoffs/sft/request.json`;
+    await waitFor(
+      async () => ((await store.head('runs/train-cluster/handoffs/sft/request.json')) ? true : undefined),
+      60_000,
+    );
+    const trained = spawnSync(
+      trainerPython(),
+      [
+        '-m',
+        'hat_trainer',
+        'train',
+        '--request',
+        requestUri,
+        '--out',
+        join(directory, 'cluster-out'),
+        '--register-marker',
+      ],
+      { cwd: trainerDirectory(), env: { ...process.env, ...env }, encoding: 'utf8' },
+    );
+    expect([
+      trained.status,
+      trained.stderr
+        .split('\n')
+        .filter((line) => line.startsWith('['))
+        .join('\n'),
+    ]).toEqual([0, '']);
+    const status = await finished('train-cluster');
+    expect([status.state, status.error]).toEqual(['completed', undefined]);
+    const marker = JSON.parse(
+      (await store.getBuffer('runs/train-cluster/handoffs/sft/checkpoint.json')).toString('utf8'),
+    ) as CheckpointMarker;
+    expect(marker).toMatchObject({
+      simulated: false,
+      registeredBy: 'hat-trainer',
+      modelDir: join(directory, 'cluster-out', 'onnx'),
+      lineage: { requestUri, requestSha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
+      training: { objective: 'sft', steps: 1, reportUri: `${root}/runs/train-cluster/handoffs/sft/training.json` },
+    });
+    const manifest = runManifestSchema.parse(
+      JSON.parse((await store.getBuffer('runs/train-cluster/run-manifest.json')).toString('utf8')),
+    );
+    expect(manifest.handoffs?.[0]?.checkpoint?.training?.lossCurve).toHaveLength(1);
   });
 });

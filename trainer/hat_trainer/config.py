@@ -1,4 +1,4 @@
-"""Trainer configuration: defaults < --config file < request.hyperparameters < CLI flags.
+"""Trainer configuration: defaults < the request's trainer.config < --config file < request.hyperparameters < CLI flags.
 
 Keys are camelCase, the spelling of the Node side's request.hyperparameters, so a request can override any
 top-level key by naming it. The config hash covers the EFFECTIVE config (after every override): two runs

@@ -35,11 +35,17 @@ def where(uri: str, row: int | None = None, fld: str | None = None) -> str:
 
 def _s3_client() -> Any:
     import boto3  # only when an s3:// URI is used: local runs need no AWS SDK
+    from botocore.config import Config
 
+    endpoint = os.environ.get("S3_ENDPOINT") or None
+    # The pipeline's own rules (shared/config/env.ts): path-style addressing for an S3-compatible
+    # endpoint unless S3_FORCE_PATH_STYLE=false, and checksums only where required (S3-compatible
+    # servers reject or mangle the SDK's default checksums).
+    path_style = os.environ.get("S3_FORCE_PATH_STYLE", "true" if endpoint else "false") == "true"
+    config = Config(s3={"addressing_style": "path" if path_style else "auto"},
+                    request_checksum_calculation="when_required", response_checksum_validation="when_required")
     return boto3.client(
-        "s3",
-        endpoint_url=os.environ.get("S3_ENDPOINT") or None,
-        region_name=os.environ.get("S3_REGION") or None,
+        "s3", endpoint_url=endpoint, region_name=os.environ.get("S3_REGION") or None, config=config,
     )  # credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN from the environment
 
 
@@ -76,6 +82,7 @@ def write_uri(uri: str, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+    os.chmod(tmp, 0o644)   # mkstemp's 0600 would keep a worker running as another user from reading it
     os.replace(tmp, path)
 
 

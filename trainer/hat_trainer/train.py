@@ -314,12 +314,39 @@ def _existing_result(out: Path, request_sha: str, chash: str, base: str | None) 
                    f"{result.get('requestSha256')}, config hash {result.get('configHash')}); pass a new --out")
 
 
+def training_summary(result: dict[str, Any], report_uri: str) -> dict[str, Any]:
+    """The marker's `training` (queues/runs/run-handoff.ts trainingSummarySchema): what the Node executor registers too."""
+    summary: dict[str, Any] = {"objective": result["objective"], "steps": result["steps"], "finalLoss": result["finalLoss"],
+                               "tokensPerSecond": result["tokensPerSecond"], "reportUri": report_uri}
+    if result.get("titoProof"):
+        summary["titoMaxAbsDiff"] = result["titoProof"]["maxAbsDiff"]
+    if result.get("onnx") and result["onnx"].get("maxAbsLogitDiff") is not None:
+        summary["onnxMaxAbsLogitDiff"] = result["onnx"]["maxAbsLogitDiff"]
+    if result.get("reverseKl"):
+        summary["reverseKlBefore"], summary["reverseKlAfter"] = result["reverseKl"]["before"], result["reverseKl"]["after"]
+    if result.get("advantages"):
+        summary["advantages"] = result["advantages"]
+    return summary
+
+
 def write_marker(request: Request, result: dict[str, Any], fingerprint: str) -> str:
+    """The cluster executors' registration: result.json beside the request (training.json), then the marker
+    the waiting handoff polls for, with the same lineage and training summary the Node executor registers."""
     uri = request.data["checkpoint"]["markerUri"]   # present: run() checks before training
+    report_uri = uri.rsplit("/", 1)[0] + "/training.json"
+    write_uri(report_uri, (json.dumps(result, indent=2) + "\n").encode())
+    base = request.data.get("base") or {}
+    lineage = {"requestUri": request.uri, "requestSha256": request.sha256, "dataSha256s": result["dataSha256s"],
+               "trainerConfigHash": result["configHash"]}
+    if base.get("markerUri"):
+        lineage["baseCheckpoint"] = base["markerUri"]
+    if request.data.get("codeVersion"):
+        lineage["codeVersion"] = request.data["codeVersion"]
     marker = {
         "schemaVersion": 1, "runId": result["runId"], "handoff": result["handoff"],
         "modelDir": result["onnxDir"], "checkpointUri": Path(result["hfDir"]).as_uri(),
         "policyVersion": result["policyVersion"], "tokenizerFingerprint": fingerprint, "simulated": False,
+        "lineage": lineage, "training": training_summary(result, report_uri),
         "registeredBy": "hat-trainer",
         "registeredAt": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }
@@ -333,7 +360,10 @@ def run(args: RunArgs, progress: TextIO = sys.stderr, record_positions: bool = F
     transformers_logging.set_verbosity_error()
     request = load_request(args.request)
     try:
-        file_config = load_config_file(args.config) if args.config else {}
+        # The handoff's `trainer.config` (in the request) is the config a cluster executor runs with; a
+        # --config file (the Node executor writes the same config there) overrides its keys.
+        trainer_section = request.data.get("trainer") or {}
+        file_config = {**(trainer_section.get("config") or {}), **(load_config_file(args.config) if args.config else {})}
         config, provenance = effective_config(file_config, request.data.get("hyperparameters"),
                                               {"maxSteps": args.max_steps, "seed": args.seed})
         if int(config["maxSteps"]) < 1:

@@ -59,15 +59,18 @@ def test_unreadable_or_malformed_requests_are_bad_input(tmp_path: Path) -> None:
 def test_s3_uris_read_through_boto3_with_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {}
 
-    def client(service: str, endpoint_url: str | None, region_name: str | None) -> object:
-        calls.update(service=service, endpoint=endpoint_url, region=region_name)
+    def client(service: str, endpoint_url: str | None, region_name: str | None, config: object) -> object:
+        calls.update(service=service, endpoint=endpoint_url, region=region_name,
+                     addressing=config.s3["addressing_style"], checksums=config.request_checksum_calculation)
         return types.SimpleNamespace(get_object=lambda Bucket, Key: {"Body": io.BytesIO(f"{Bucket}/{Key}".encode())})
 
     monkeypatch.setitem(sys.modules, "boto3", types.SimpleNamespace(client=client))
     monkeypatch.setenv("S3_ENDPOINT", "http://minio:9000")
     monkeypatch.setenv("S3_REGION", "us-east-1")
     assert read_uri("s3://bucket/runs/a%20b/request.json") == b"bucket/runs/a b/request.json"
-    assert calls == {"service": "s3", "endpoint": "http://minio:9000", "region": "us-east-1"}
+    # An S3-compatible endpoint: path-style and checksums only where required, as the Node side does.
+    assert calls == {"service": "s3", "endpoint": "http://minio:9000", "region": "us-east-1",
+                     "addressing": "path", "checksums": "when_required"}
 
 
 def test_config_precedence_and_hash() -> None:
