@@ -109,7 +109,7 @@ export type TrainerExecutor = (typeof trainerExecutors)[number];
  * local process (`python -m hat_trainer train --request <uri>`). `kubernetes`, `ray`, `slurm`: the
  * templates in infra/trainer/ run the same command on a cluster (it writes the marker itself).
  * `simulated`: the demo's simulated trainer (no training). `config` goes into the request as
- * written; the trainer reads it (trainer/README.md lists the keys).
+ * written; the trainer reads it (docs/trainer.md lists the keys).
  */
 export const trainerConfigSchema = z
   .object({
