@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream, existsSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,8 @@ import { tokenizerDirectory } from '../shared/models/onnx/tokenizer-source';
 import type { QueueContext } from '../queues/bullmq/queue-context';
 import { registerCheckpoint } from '../queues/runs/register-checkpoint';
 import { getRunStatus } from '../queues/runs/run-control';
+import { startHandoffPoller } from './handoff-poller';
+import { projectRoot } from './project-root';
 import {
   handoffPrefix,
   trainerFailureKey,
@@ -81,14 +83,6 @@ export interface TrainerResult {
   tokenizerFingerprint?: string;
 }
 
-/** The project root (where package.json is), from sources or from dist/. */
-function projectRoot(): string {
-  let directory = __dirname;
-  while (!existsSync(join(directory, 'package.json')) && dirname(directory) !== directory)
-    directory = dirname(directory);
-  return directory;
-}
-
 /** `trainer/` of this checkout. */
 export function trainerDirectory(): string {
   return join(projectRoot(), 'trainer');
@@ -111,18 +105,17 @@ const lastLineCount = 40;
 /** Starts answering the run's handoffs; `stop()` ends it (and waits for a training under way). */
 export function startCommandTrainer(context: QueueContext, options: CommandTrainerOptions): { stop(): Promise<void> } {
   const answered = new Set<string>();
-  let stopped = false;
-  let running: Promise<void> = Promise.resolve();
   const executors = options.executors ?? ['command'];
 
-  const train = async (artifactsRoot: string, handoff: string): Promise<void> => {
+  const train = async (artifactsRoot: string, handoff: string, stopped: () => boolean): Promise<void> => {
     const store = options.storeFor(artifactsRoot);
     if (await store.head(trainerFailureKey(options.runId, handoff))) return; // the handoff has yet to read it
     const requestBytes = await store.getBuffer(trainingRequestKey(options.runId, handoff));
     const request = JSON.parse(requestBytes.toString('utf8')) as TrainingRequest;
     const executor = request.trainer?.executor ?? 'external';
-    if (executors !== 'all' && !executors.includes(executor)) return;
+    // Another executor's handoff is never ours (its request does not change): not read again.
     answered.add(handoff);
+    if (executors !== 'all' && !executors.includes(executor)) return;
     const requestUri = `${artifactsRoot}/${trainingRequestKey(options.runId, handoff)}`;
     const requestSha256 = createHash('sha256').update(requestBytes).digest('hex');
     const outDir = resolve(options.workDir, options.runId, `${handoff}-${requestSha256.slice(0, 16)}`);
@@ -167,7 +160,7 @@ export function startCommandTrainer(context: QueueContext, options: CommandTrain
       });
       // Answered again once `hat runs retry` puts the handoff back to waiting. Until the handoff has
       // read the failure and failed it still reads as waiting: wait for that here (a few polls).
-      await waitForHandoffFailed(context, options.runId, handoff, () => stopped);
+      await waitForHandoffFailed(context, options.runId, handoff, stopped);
       answered.delete(handoff);
       options.onEvent?.({ kind: 'failed', handoff, exitCode: outcome.exitCode, lastLines: outcome.lastLines });
       return;
@@ -203,26 +196,14 @@ export function startCommandTrainer(context: QueueContext, options: CommandTrain
     });
   };
 
-  const tick = async () => {
-    const status = await getRunStatus(context, options.runId);
-    for (const handoff of status.handoffs ?? []) {
-      if (stopped) return;
-      if (handoff.state !== 'waiting-for-checkpoint' || answered.has(handoff.name)) continue;
-      await train(status.artifactsRoot, handoff.name);
-    }
-  };
-  const timer = setInterval(() => {
-    if (stopped) return;
-    // One tick at a time (a training takes minutes; ticks meanwhile queue behind it and find it answered).
-    running = running.then(tick).catch((error: Error) => options.onError?.(error));
-  }, options.intervalMs ?? 500);
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await running;
+  return startHandoffPoller(context, {
+    runId: options.runId,
+    intervalMs: options.intervalMs ?? 500,
+    ...(options.onError ? { onError: options.onError } : {}),
+    async answer(handoff, status, stopped) {
+      if (!answered.has(handoff.name)) await train(status.artifactsRoot, handoff.name, stopped);
     },
-  };
+  });
 }
 
 /** Polls (100 ms) until the handoff has failed, up to 5 minutes (its poll interval may be long). */

@@ -3,7 +3,7 @@ import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { ensureDummyModel, type DummyModelOptions } from '../shared/models/onnx/ensure-dummy-model';
 import type { QueueContext } from '../queues/bullmq/queue-context';
 import { registerCheckpoint } from '../queues/runs/register-checkpoint';
-import { getRunStatus } from '../queues/runs/run-control';
+import { startHandoffPoller } from './handoff-poller';
 
 /**
  * The demo's SIMULATED TRAINER: no training happens. Whenever a handoff of the run asks for a
@@ -61,12 +61,12 @@ export function startSimulatedTrainer(
   options: SimulatedTrainerOptions,
 ): { stop(): Promise<void> } {
   const answered = new Set<string>();
-  let stopped = false;
-  let running: Promise<void> = Promise.resolve();
-  const tick = async () => {
-    const status = await getRunStatus(context, options.runId);
-    for (const handoff of status.handoffs ?? []) {
-      if (handoff.state !== 'waiting-for-checkpoint' || answered.has(handoff.name)) continue;
+  return startHandoffPoller(context, {
+    runId: options.runId,
+    intervalMs: options.intervalMs ?? 250,
+    ...(options.onError ? { onError: options.onError } : {}),
+    async answer(handoff) {
+      if (answered.has(handoff.name)) return;
       const modelDir = ensureDummyModel(resolve(options.modelCacheDir), {
         ...(options.shape ?? simulatedModelShape),
         seed: simulatedCheckpointSeed(options.runId, handoff.name, handoff.policyVersion),
@@ -92,18 +92,6 @@ export function startSimulatedTrainer(
         ...(endpoint !== undefined ? { endpoint, model } : {}),
         ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
       });
-    }
-  };
-  const timer = setInterval(() => {
-    if (stopped) return;
-    // One tick at a time; a failed tick (Redis hiccup) is tried again at the next interval.
-    running = running.then(tick).catch((error: Error) => options.onError?.(error));
-  }, options.intervalMs ?? 250);
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await running;
     },
-  };
+  });
 }

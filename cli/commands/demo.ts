@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
@@ -21,16 +20,9 @@ import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
 import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
 import { startSimulatedTrainer } from '../simulated-trainer';
+import { projectRoot } from '../project-root';
 import { startTrainerSession } from '../trainer-session';
 import type { RegisterCommand } from './index';
-
-/** The project root (where package.json is), from sources or from dist/. */
-function projectRoot(): string {
-  let directory = __dirname;
-  while (!existsSync(join(directory, 'package.json')) && dirname(directory) !== directory)
-    directory = dirname(directory);
-  return directory;
-}
 
 /** The demo's run config: every stage `hat demo` runs is named in this one file. */
 export function demoRunConfigFile(): string {
