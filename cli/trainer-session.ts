@@ -26,14 +26,10 @@ export interface TrainerSessionOptions {
   log(line: string): void;
 }
 
-export function startTrainerSession(
-  queues: QueueContext,
-  options: TrainerSessionOptions,
-): { stop(): Promise<void>; failures(): number } {
+export function startTrainerSession(queues: QueueContext, options: TrainerSessionOptions): { stop(): Promise<void> } {
   const stores = createStoreCache(options.env);
   const servers: ServeServer[] = [];
   const lastLogged = new Map<string, number>();
-  let failures = 0;
   const log = options.log;
   const onEvent = (event: CommandTrainerEvent) => {
     if (event.kind === 'started')
@@ -59,7 +55,6 @@ export function startTrainerSession(
           ` -> ${event.model ?? result.onnxDir}${event.endpoint ? ` served at ${event.endpoint}` : ''}`,
       );
     } else {
-      failures += 1;
       log(
         `training handoff ${event.handoff} FAILED (exit ${event.exitCode}):\n  ${event.lastLines.slice(-6).join('\n  ')}`,
       );
@@ -84,7 +79,6 @@ export function startTrainerSession(
     onError: (error) => log(`trainer: ${error.message} (trying again)`),
   });
   return {
-    failures: () => failures,
     async stop() {
       await trainer.stop();
       await Promise.allSettled(servers.map((server) => server.close()));
