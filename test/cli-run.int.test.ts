@@ -198,7 +198,8 @@ describe('hat run / runs / stage (spawned CLI)', () => {
         '',
       ].join('\n'),
     );
-    const demo = await runHat(['demo', '--config', smallDemo], demoEnv, { cwd: directory });
+    // Training in Python included: minutes on a busy 2-core machine.
+    const demo = await runHat(['demo', '--config', smallDemo], demoEnv, { cwd: directory, timeoutMs: 280_000 });
     expect(demo.stderr).toContain('started a local S3-compatible server');
     expect(demo.code).toBe(0);
     const reportUri = demo.stdout.trim();
@@ -231,5 +232,5 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     for (const href of linked) expect(existsSync(join(directory, '.hat', 'demo', runId, href))).toBe(true);
     // The S3 server's files stay behind for inspection.
     expect(existsSync(join(directory, '.hat', 'demo-s3', 'hat-demo'))).toBe(true);
-  }, 180_000);
+  }, 300_000);
 });

@@ -129,8 +129,10 @@ describe('replay against the local streaming test server', () => {
         itl_ms: written.flatMap((times) => times.slice(1).map((time, index) => time - times[index])),
       };
       const errors: Record<string, number[]> = {};
+      const truths: Record<string, number[]> = {};
       for (const [metric, values] of Object.entries(expected)) {
         const wanted = percentilesOf(values, [50, 90, 95, 99]);
+        truths[metric] = wanted;
         const got = report.metrics[metric].summary.percentiles;
         errors[metric] = [got.p50, got.p90, got.p95, got.p99].map((value, index) =>
           relativeError(value, wanted[index]),
@@ -145,11 +147,26 @@ describe('replay against the local streaming test server', () => {
       const doubtful = new Map(
         report.client.doubtfulMetrics.map((entry) => [`${entry.metric} ${entry.percentile}`, entry.possibleError]),
       );
+      // The truth is the server's record of each write, itself late by up to its own loop's
+      // lateness: where that alone could move a figure by more than 2%, this run cannot judge it
+      // (said below), on a machine too busy for the server as well.
+      const unjudged: string[] = [];
       for (const [metric, values] of Object.entries(errors))
         values.forEach((error, index) => {
-          const bound = doubtful.get(`${metric} ${['p50', 'p90', 'p95', 'p99'][index]}`);
-          expect({ metric, index, error, within: error <= Math.max(0.02, bound ?? 0) }).toMatchObject({ within: true });
+          const percentile = ['p50', 'p90', 'p95', 'p99'][index];
+          if (server.eventLoopDelayP99Ms / truths[metric][index] > 0.02) {
+            unjudged.push(`${metric} ${percentile}`);
+            return;
+          }
+          const bound = doubtful.get(`${metric} ${percentile}`);
+          expect({ metric, percentile, error, bound, within: error <= Math.max(0.02, bound ?? 0) }).toMatchObject({
+            within: true,
+          });
         });
+      if (unjudged.length > 0)
+        console.warn(
+          `busy machine: the test server's loop ran late (P99 ${server.eventLoopDelayP99Ms.toFixed(1)} ms), so its record of the truth cannot judge ${unjudged.join(', ')}`,
+        );
       expect(report.client.timestampsDoubtful).toBe(doubtful.size > 0);
       if (report.client.timestampsDoubtful) expect(report.notes.join(' ')).toMatch(/Timestamps doubtful/);
       expect(report.specDecode).toMatchObject({
