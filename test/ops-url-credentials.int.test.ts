@@ -67,6 +67,48 @@ describe('credentials in URLs', () => {
     expect(result.stderr).not.toContain(secret);
   });
 
+  it('hat run refuses a model baseUrl with a secret query parameter (exit 2, parameter named, value not echoed)', async () => {
+    const file = join(directory, 'run.yaml');
+    await writeFile(file, teacherYaml.replace(`user:${secret}@127.0.0.1:9/v1`, `127.0.0.1:9/v1?api_key=${secret}`));
+    const result = await runHatInProcess(environment(), 'run', file);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      'stages.collect.teacher.baseUrl: holds credentials in a URL (the query parameter "api_key")',
+    );
+    expect(result.stderr).not.toContain(secret);
+    expect(await kit.context.runsQueue.count()).toBe(0);
+  });
+
+  it('hat run refuses --artifacts and HAT_ARTIFACTS with credentials (exit 2, setting named, key not echoed, nothing in Redis)', async () => {
+    const file = join(directory, 'run.yaml');
+    await writeFile(file, 'stages:\n  collect:\n    generate: { count: 2, seed: 1 }\n');
+    const byOption = await runHatInProcess(environment(), 'run', file, '--artifacts', `s3://AKIA:${secret}@bucket/p`);
+    expect(byOption.code).toBe(2);
+    expect(byOption.stderr).toContain('--artifacts: holds credentials in the URI (userinfo (user:password@))');
+    expect(byOption.stderr).not.toContain(secret);
+
+    const signed = `s3://bucket/p?X-Amz-Credential=AKIA&X-Amz-Signature=${secret}`;
+    const byVariable = await runHatInProcess({ ...environment(), HAT_ARTIFACTS: signed }, 'run', file);
+    expect(byVariable.code).toBe(2);
+    expect(byVariable.stderr).toContain('HAT_ARTIFACTS: holds credentials in the URI');
+    expect(byVariable.stderr).not.toContain(secret);
+    expect(await kit.context.runsQueue.count()).toBe(0);
+  });
+
+  it.each([
+    ['an S3 URI with userinfo', `s3://AKIA:${secret}@bucket/out`, 'userinfo (user:password@)'],
+    ['a file URI with userinfo', `file://me:${secret}@host/tmp/out`, 'userinfo (user:password@)'],
+    ['a presigned S3 URI', `s3://bucket/out?X-Amz-Signature=${secret}`, 'the query parameter "X-Amz-Signature"'],
+  ])('hat stage --out refuses %s (exit 2) without echoing the key', async (_name, out, found) => {
+    const file = join(directory, 'collect.yaml');
+    await writeFile(file, 'generate: { count: 2, seed: 1 }\n');
+    const result = await runHatInProcess(environment(), 'stage', 'collect', '--config', file, '--out', out);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(`[URI_CREDENTIALS] artifact URI`);
+    expect(result.stderr).toContain(`holds credentials (${found})`);
+    expect(result.stderr).not.toContain(secret);
+  });
+
   it('redacts userinfo from log lines and from the failure text stored as a job failedReason', () => {
     let logged = '';
     const logger = loggerInto((text) => (logged += text));

@@ -8,6 +8,7 @@ import {
   type RunStatus,
 } from '../../queues/runs/run-control';
 import { figureLines } from '../../queues/stage-kit/stage-summary';
+import { redactUrlCredentials } from '../../shared/config/url-credentials';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';
@@ -84,7 +85,8 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
     .option('--json', 'print JSON')
     .action(async (runId: string, options: { json?: boolean }) => {
       await withQueues(context, async (queues) => {
-        const status = await getRunStatus(queues, runId);
+        // A run recorded before URIs with credentials were refused may still hold them.
+        const status = JSON.parse(redactUrlCredentials(JSON.stringify(await getRunStatus(queues, runId)))) as RunStatus;
         if (options.json) context.printJson(status);
         else printStatus(context, status);
       });

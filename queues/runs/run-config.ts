@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../../shared/config/env';
-import { findUrlCredentials } from '../../shared/config/url-credentials';
+import { describeUrlCredentials, findUrlCredentials } from '../../shared/config/url-credentials';
 import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../../shared/harness/source-document';
@@ -298,9 +298,20 @@ class RunPlanner {
   private checkArtifactsRoot(): void {
     const { options, config } = this;
     const rootSetting = options.artifacts ?? config.artifacts ?? options.env.HAT_ARTIFACTS;
+    const settingName = options.artifacts ? '--artifacts' : config.artifacts ? 'artifacts' : 'HAT_ARTIFACTS';
+    const credentials = rootSetting ? describeUrlCredentials(rootSetting) : undefined;
     this.artifactsRoot =
-      rootSetting && artifactsUri.safeParse(rootSetting).success ? normalizeArtifactsRoot(rootSetting) : undefined;
-    if (!rootSetting) {
+      rootSetting && !credentials && artifactsUri.safeParse(rootSetting).success
+        ? normalizeArtifactsRoot(rootSetting)
+        : undefined;
+    if (credentials) {
+      // The config's own field is already reported by findUrlCredentials.
+      if (settingName !== 'artifacts')
+        this.problems.add({
+          path: settingName,
+          message: `holds credentials in the URI (${credentials}); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY`,
+        });
+    } else if (!rootSetting) {
       this.problem(
         ['artifacts'],
         'no artifact store: set `artifacts:` in the config (s3://bucket/prefix or file:///dir), pass --artifacts, or set HAT_ARTIFACTS',

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ProblemCollector } from '../errors';
+import { hasUrlCredentials } from './url-credentials';
 import { zodProblems } from './zod-problems';
 
 const positiveInt = z.coerce.number().int().positive();
@@ -34,6 +35,10 @@ export const envSchema = z.object({
   HAT_ARTIFACTS: z
     .string()
     .regex(/^(s3|file):\/\//, 'must start with s3:// or file://')
+    .refine(
+      (value) => !hasUrlCredentials(value),
+      'holds credentials in the URI (userinfo or a secret query parameter); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY',
+    )
     .optional(),
   /** S3 endpoint for S3-compatible servers (MinIO, s3rver, Ceph); unset for AWS. */
   S3_ENDPOINT: z.string().url().optional(),

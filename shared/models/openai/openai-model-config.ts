@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { describeUrlCredentials } from '../../config/url-credentials';
 
 /** Sampling defaults of a model config; a request's own values win. */
 export const samplingSettingsSchema = z
@@ -13,7 +14,17 @@ export const samplingSettingsSchema = z
   })
   .strict();
 
-const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1');
+const httpUrl = z
+  .string()
+  .refine(isHttpUrl, 'must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1')
+  .superRefine((value, context) => {
+    const found = describeUrlCredentials(value);
+    if (found)
+      context.addIssue({
+        code: 'custom',
+        message: `holds credentials in the URL (${found}); remove them and give the key with apiKeyEnv or apiKeyFile`,
+      });
+  });
 
 function isHttpUrl(value: string): boolean {
   try {
