@@ -57,6 +57,25 @@ describe('hat dashboard', () => {
     expect(dashboard.queues).toContain('collect');
   });
 
+  it('serves a page that loads nothing from another host (no Google Fonts), with its own scripts and styles', async () => {
+    dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
+    const html = await (await fetch(dashboard.url, { headers: bearer })).text();
+    expect(html).toMatch(/<script[^>]+src="static\/js\/main\.[0-9a-f]+\.js"/);
+    const stylesheets = [...html.matchAll(/<link[^>]+href="([^"]+\.css)"/g)].map((match) => match[1]);
+    expect(stylesheets.length).toBeGreaterThan(0);
+    const ownHost = new URL(dashboard.url).host;
+    const outsideHosts = (text: string) =>
+      [...text.matchAll(/(?:https?:)?\/\/[a-z0-9.-]+(?::\d+)?/gi)]
+        .map((match) => new URL(match[0], dashboard!.url).host)
+        .filter((host) => host !== ownHost && host !== 'www.w3.org');
+    expect(outsideHosts(html)).toEqual([]);
+    for (const stylesheet of stylesheets) {
+      const response = await fetch(new URL(stylesheet, dashboard.url), { headers: bearer });
+      expect(response.status).toBe(200);
+      expect(outsideHosts(await response.text())).toEqual([]);
+    }
+  });
+
   it('trades ?token= for a session cookie once, then drops the token from the address', async () => {
     dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
     const login = await fetch(`${dashboard.url}?token=${token}&tab=failed`, { redirect: 'manual' });

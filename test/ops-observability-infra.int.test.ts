@@ -84,6 +84,8 @@ describe('infra manifests', () => {
     for (const [name, service] of workerServices) {
       const port = argAfter(service.command, '--metrics-port');
       expect([name, port, service.expose]).toEqual([name, String(scraped.port), [String(scraped.port)]]);
+      // The worker listens on loopback by default; Prometheus scrapes from another container.
+      expect([name, argAfter(service.command, '--metrics-host')]).toEqual([name, '0.0.0.0']);
     }
     expect([...scraped.names].sort()).toEqual(workerServices.map(([name]) => name).sort());
     const dashboard = compose.services.dashboard as Manifest;
@@ -225,6 +227,7 @@ describe('infra manifests', () => {
       const container = template.spec.containers[0];
       const port = Number(argAfter(container.args, '--metrics-port'));
       expect(container.ports).toContainEqual({ name: 'metrics', containerPort: port });
+      expect(argAfter(container.args, '--metrics-host')).toBe('0.0.0.0');
       expect(template.metadata.annotations).toMatchObject({
         'prometheus.io/scrape': 'true',
         'prometheus.io/port': String(port),

@@ -1,3 +1,4 @@
+import { networkInterfaces } from 'node:os';
 import { z } from 'zod';
 import { writeManifest } from '../shared/artifacts/manifest';
 import { parsePrometheusText, type PrometheusSample } from '../shared/metrics/prometheus-text';
@@ -217,14 +218,11 @@ describe('hat worker --metrics-port (spawned CLI)', () => {
 
   it('serves /metrics while the worker runs and stops with it on SIGTERM', async () => {
     const port = await freePort();
-    worker = startHat(
-      ['worker', '--stages', 'fanout-demo,runs', '--metrics-port', String(port), '--metrics-host', '127.0.0.1'],
-      {
-        HAT_REDIS_PREFIX: kit.prefix,
-        HAT_ARTIFACTS: kit.artifactsRoot,
-        HAT_LOG_LEVEL: 'info',
-      },
-    );
+    worker = startHat(['worker', '--stages', 'fanout-demo,runs', '--metrics-port', String(port)], {
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: kit.artifactsRoot,
+      HAT_LOG_LEVEL: 'info',
+    });
     await waitFor(async () => worker!.stderr().includes('worker ready'), 20_000, 50);
     await enqueueRun(
       kit.context,
@@ -247,6 +245,11 @@ describe('hat worker --metrics-port (spawned CLI)', () => {
     expect(sample(samples, 'hat_queue_jobs', { queue: 'runs', state: 'completed' })).toBe(1);
     // Process metrics come with the CLI's server.
     expect(samples.some((entry) => entry.name === 'process_resident_memory_bytes')).toBe(true);
+    // Without --metrics-host the server listens on loopback only: another interface's address is refused.
+    const outside = Object.values(networkInterfaces())
+      .flat()
+      .find((entry) => entry && entry.family === 'IPv4' && !entry.internal);
+    if (outside) await expect(fetch(`http://${outside.address}:${port}/metrics`)).rejects.toThrow();
 
     worker.child.kill('SIGTERM');
     expect((await worker.exited).code).toBe(0);

@@ -30,7 +30,7 @@ export interface DashboardOptions {
   env: HatEnv;
   /** 0 picks a free port (tests). */
   port: number;
-  /** Default `0.0.0.0`. */
+  /** Default `127.0.0.1`. */
   host?: string;
   /** Bearer token; required unless `insecureNoAuth`. */
   token?: string;
@@ -105,7 +105,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     app.disable('x-powered-by');
     if (!options.insecureNoAuth) app.use(requireToken(token as string));
     app.get('/runs/:runId/{*path}', serveRunObject(context, options.env, stores));
-    app.use('/', serverAdapter.getRouter());
+    app.use('/', withoutOutsideRequests, serverAdapter.getRouter());
     // Loopback unless told otherwise: a queue dashboard can retry and remove jobs.
     const listenHost = options.host ?? '127.0.0.1';
     const server = await listen(app, options.port, listenHost);
@@ -133,6 +133,29 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     await context.close();
     throw error;
   }
+}
+
+/**
+ * A stylesheet or script the page would load from another host: bull-board's page links Google
+ * Fonts, which tells an outside host who opens the dashboard and fails on machines without internet
+ * access. The page falls back to the system fonts.
+ */
+const outsideResource =
+  /<link\b[^>]*\bhref\s*=\s*["']?(?:https?:)?\/\/[^>]*>|<script\b[^>]*\bsrc\s*=\s*["']?(?:https?:)?\/\/[^>]*>\s*<\/script>/gi;
+
+/** The page's HTML without what it would load from another host. */
+export function withoutOutsideResources(html: string): string {
+  return html.replace(outsideResource, '');
+}
+
+/** bull-board renders its page with `res.render`; the rendered HTML is sent without outside resources. */
+function withoutOutsideRequests(_request: Request, response: Response, next: NextFunction): void {
+  const render = response.render.bind(response);
+  response.render = (view: string, options?: object) =>
+    render(view, options ?? {}, (error: Error | null, html?: string) =>
+      error ? next(error) : void response.send(withoutOutsideResources(html ?? '')),
+    );
+  next();
 }
 
 const contentTypes: Record<string, string> = {

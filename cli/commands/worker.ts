@@ -48,7 +48,11 @@ export const registerWorkerCommand: RegisterCommand = (program: Command, context
       'serve Prometheus metrics at http://<host>:<port>/metrics (queue depths, job durations, retries, failures, stage counters)',
       portNumber,
     )
-    .option('--metrics-host <host>', 'address the metrics server listens on', '0.0.0.0')
+    .option(
+      '--metrics-host <host>',
+      'address the metrics server listens on (0.0.0.0: every interface, as in a container for a Prometheus scraper)',
+      '127.0.0.1',
+    )
     .action(async (options: WorkerOptions) => {
       const queues = options.stages
         ?.split(',')

@@ -12,7 +12,7 @@ export interface MetricsSource {
 export interface MetricsServerOptions {
   /** 0 picks a free port (tests). */
   port: number;
-  /** Default `0.0.0.0`: Prometheus scrapes the pod's address. */
+  /** Default `127.0.0.1`; `0.0.0.0` where Prometheus scrapes the pod's or container's address. */
   host?: string;
   logger?: Logger;
 }
@@ -52,7 +52,7 @@ export async function startMetricsServer(source: MetricsSource, options: Metrics
   });
   // Scrapers keep connections alive; closing must not wait for them.
   server.keepAliveTimeout = 5_000;
-  const host = options.host ?? '0.0.0.0';
+  const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => {
       reject(
