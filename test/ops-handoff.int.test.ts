@@ -279,7 +279,7 @@ describe('trainer handoff', () => {
     ]);
   });
 
-  it('cancels a run that waits for its checkpoint: the waiting handoff is removed and the run records it', async () => {
+  it('cancels a run that waits for its checkpoint: the waiting handoff is removed, and hat runs show calls the stage cancelled as the run manifest does', async () => {
     await kit.startWorkers({ queues: ['fanout-demo', 'noop', 'runs'] });
     const config = await writeConfig(
       [
@@ -301,8 +301,9 @@ describe('trainer handoff', () => {
     });
     expect(done.stages.map((stage) => [stage.name, stage.state])).toEqual([
       ['fanout-demo', 'completed'],
-      ['noop', 'removed'],
+      ['noop', 'cancelled'],
     ]);
+    expect(done.handoffs?.[0]?.state).toBe('cancelled');
     const manifest = runManifestSchema.parse(
       JSON.parse((await kit.store.getBuffer('runs/handoff-cancel/run-manifest.json')).toString()),
     );

@@ -80,6 +80,8 @@ describe('run reports tell the truth', () => {
       objects: 2,
     });
     expect(manifest.stages.find((stage) => stage.name === 'noop')?.status).toBe('cancelled');
+    // hat runs show names the stage as the manifest does.
+    expect(status.stages.find((stage) => stage.name === 'noop')?.state).toBe('cancelled');
   });
 
   it('when the run job cannot write its report, the failure has a [CODE] and the CLI prints no path that was never written', async () => {

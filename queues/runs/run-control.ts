@@ -28,9 +28,10 @@ import { summarizeStageOutput, type StageFigure } from '../stage-kit/stage-summa
 export type RunState = 'waiting' | 'running' | 'completed' | 'failed' | 'cancelled';
 /**
  * `held`: the stage completed with a decision to hold (the gate held its candidate), not a
- * failure; `not-run`: a hold below it kept it from running (it completed without doing its work).
+ * failure; `not-run`: a hold below it kept it from running (it completed without doing its work);
+ * `cancelled`: a cancel stopped it or removed its job (the name the run manifest and report use).
  */
-export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'held' | 'not-run' | 'failed' | 'removed';
+export type StageState = 'waiting' | 'running' | 'retrying' | 'completed' | 'held' | 'not-run' | 'failed' | 'cancelled';
 
 export interface StageStatus {
   name: string;
@@ -65,7 +66,7 @@ export interface HandoffStatus {
    * `waiting-for-stages`: the `after` stages run; `waiting-for-checkpoint`: the training request is
    * out; `running`: the checkpoint is registered and the `before` stages run.
    */
-  state: 'waiting-for-stages' | 'waiting-for-checkpoint' | 'running' | 'completed' | 'failed' | 'removed';
+  state: 'waiting-for-stages' | 'waiting-for-checkpoint' | 'running' | 'completed' | 'failed' | 'cancelled';
   /** Its name (`train` for a run config's single `handoff:`). */
   name: string;
   jobId: string;
@@ -232,13 +233,15 @@ async function handoffStatus(
   };
   const job = await context.runsQueue.getJob(entry.jobId);
   // A later handoff of the chain has no job until the one before it is past its checkpoint.
-  if (!job) return { ...base, state: 'waiting-for-stages' };
+  if (!job) return { ...base, state: run.cancelledAt !== undefined ? 'cancelled' : 'waiting-for-stages' };
   const data = handoffJobDataSchema.safeParse(job.data);
   const step: HandoffJobData | undefined = data.success ? data.data : undefined;
   const jobState = await job.getState();
   const state: HandoffStatus['state'] =
     jobState === 'failed'
-      ? 'failed'
+      ? errorCodeOf(job.failedReason) === 'RUN_CANCELLED'
+        ? 'cancelled'
+        : 'failed'
       : jobState === 'completed'
         ? 'completed'
         : step?.step === 'post'
@@ -278,7 +281,8 @@ async function stageStatus(
 ): Promise<StageStatus> {
   const base = { name, jobId, partsTotal: 0, partsDone: 0, partsFailed: 0, attempts: 0 };
   const job = await context.queue(kind).getJob(jobId);
-  if (!job) return { ...base, state: awaitingHandoff ? 'waiting' : 'removed' };
+  // A job that is gone was removed by a cancel (or by hand from the dashboard): cancelled either way.
+  if (!job) return { ...base, state: awaitingHandoff ? 'waiting' : 'cancelled' };
   const data = stageJobDataSchema.safeParse(job.data);
   const partsTotal = data.success ? (data.data.partCount ?? 0) : 0;
   const upstream = data.success ? data.data.upstream.length : 0;
@@ -331,7 +335,9 @@ async function stageStatus(
   const fannedOut = data.success && data.data.step === 'fan-in';
   const state: StageState =
     jobState === 'failed'
-      ? 'failed'
+      ? errorCodeOf(job.failedReason) === 'RUN_CANCELLED'
+        ? 'cancelled'
+        : 'failed'
       : jobState === 'active' || (jobState === 'waiting-children' && fannedOut)
         ? 'running'
         : jobState === 'delayed' || job.attemptsMade > 0
