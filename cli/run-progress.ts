@@ -170,12 +170,23 @@ export function describeRunOutcome(
     `run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`,
   ];
   if (status.error) lines.push(`  ${status.error}`);
-  const missing = '(not written: the run job could not write it; see the error above, then `hat runs retry`)';
-  lines.push(
+  lines.push(...runOutputLines(status, written));
+  return lines;
+}
+
+/**
+ * The report and run manifest lines: a location only for an object that exists, else why it does
+ * not (the run job writes both when the run ends; a store outage can leave them unwritten).
+ */
+export function runOutputLines(status: RunStatus, written: WrittenRunOutputs): string[] {
+  const finished = status.state === 'completed' || status.state === 'failed' || status.state === 'cancelled';
+  const missing = finished
+    ? '(not written: the run job could not write it; see the error above, then `hat runs retry`)'
+    : '(not written yet: the run job writes it when the run ends)';
+  return [
     `  report:       ${written.report ? status.reportHtmlUri : missing}`,
     `  run manifest: ${written.manifest ? status.runManifestUri : missing}`,
-  );
-  return lines;
+  ];
 }
 
 /** Which of a finished run's report and manifest exist (a store outage can leave them unwritten). */

@@ -113,6 +113,13 @@ describe('run reports tell the truth', () => {
       expect(result.stderr).toMatch(/run manifest: +\(not written/);
       expect(result.stdout).not.toContain('run-report.html');
       expect(result.stderr).not.toContain('run-manifest.json');
+      const shown = await runHatInProcess(environment, 'runs', 'show', 'unwritten');
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toMatch(/report: +\(not written: the run job could not write it/);
+      expect(shown.stdout).toMatch(/run manifest: +\(not written/);
+      expect(shown.stdout).not.toMatch(/run-report\.html|run-manifest\.json/);
+      const shownJson = await runHatInProcess(environment, 'runs', 'show', 'unwritten', '--json');
+      expect(JSON.parse(shownJson.stdout).written).toEqual({ report: false, manifest: false });
       expect(await failing.store.head('runs/unwritten/fanout-demo/manifest.json')).toBeDefined();
     } finally {
       await failing.cleanup();

@@ -7,10 +7,12 @@ import {
   type HandoffStatus,
   type RunStatus,
 } from '../../queues/runs/run-control';
+import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { figureLines } from '../../queues/stage-kit/stage-summary';
 import { redactUrlCredentials } from '../../shared/config/url-credentials';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
+import { runOutputLines, writtenRunOutputs, type WrittenRunOutputs } from '../run-progress';
 import type { RegisterCommand } from './index';
 
 /** A checkpoint as one line: where it is served or stored, its policy version, whether it is simulated. */
@@ -37,7 +39,7 @@ function describeHandoff(handoff: HandoffStatus): string {
   return lines.join('\n');
 }
 
-function printStatus(context: CliContext, status: RunStatus): void {
+function printStatus(context: CliContext, status: RunStatus, written: WrittenRunOutputs): void {
   context.print(
     `run ${status.runId}: ${status.state} (source ${status.source}, created ${status.createdAt}${status.finishedAt ? `, finished ${status.finishedAt}` : ''})`,
   );
@@ -55,8 +57,7 @@ function printStatus(context: CliContext, status: RunStatus): void {
   }
   for (const handoff of status.handoffs ?? []) context.print(describeHandoff(handoff));
   for (const input of status.resolvedInputs ?? []) context.print(`  latest ${input.path}: ${input.partition}`);
-  context.print(`  report:       ${status.reportHtmlUri}`);
-  context.print(`  run manifest: ${status.runManifestUri}`);
+  for (const line of runOutputLines(status, written)) context.print(line);
 }
 
 /** `hat runs list | show <id> | retry <id> | cancel <id>`. */
@@ -87,8 +88,10 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
       await withQueues(context, async (queues) => {
         // A run recorded before URIs with credentials were refused may still hold them.
         const status = JSON.parse(redactUrlCredentials(JSON.stringify(await getRunStatus(queues, runId)))) as RunStatus;
-        if (options.json) context.printJson(status);
-        else printStatus(context, status);
+        const stores = createStoreCache(context.env);
+        const written = await writtenRunOutputs(status, stores.openObject).finally(() => stores.close());
+        if (options.json) context.printJson({ ...status, written });
+        else printStatus(context, status, written);
       });
     });
   runs
