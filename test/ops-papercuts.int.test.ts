@@ -148,6 +148,36 @@ describe('CLI papercuts', () => {
     expect(result.stderr).toMatch(/line 5: stages\.collect\.harness: .*get_sku_stock\.json/);
   });
 
+  it('hat run refuses an empty task file (plain or gzip) in the preflight, naming the field (exit 2)', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const empty = join(directory, 'empty.jsonl');
+    const emptyGzip = join(directory, 'empty.jsonl.gz');
+    await writeFile(empty, '');
+    await writeFile(emptyGzip, gzipSync(Buffer.alloc(0)));
+    const config = join(directory, 'run.yaml');
+    await writeFile(
+      config,
+      [
+        'runId: empty-tasks',
+        'stages:',
+        '  collect:',
+        `    tasks: [${empty}, ${pathToFileURL(emptyGzip).href}]`,
+        '',
+      ].join('\n'),
+    );
+    const environment = {
+      ...process.env,
+      HAT_LOG_LEVEL: 'silent',
+      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+      REDIS_URL: 'redis://127.0.0.1:1',
+    };
+    const result = await runHatInProcess(environment, 'run', config);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*empty\.jsonl holds no tasks/);
+    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[1\]: .*empty\.jsonl\.gz holds no tasks/);
+    expect(result.stderr).toContain('hat tasks generate');
+  });
+
   it('refuses a run config or harness file that is not UTF-8 with its line and byte offset (exit 2)', async () => {
     const config = join(directory, 'latin1.yaml');
     await writeFile(

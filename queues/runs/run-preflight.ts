@@ -143,7 +143,8 @@ async function inputProblem(value: string, options: PreflightOptions): Promise<s
 
 /**
  * What is wrong inside a local input that a stage would only find after the run started: a task
- * set with a bad record or a truncated gzip, a harness directory with a broken tool schema. Only
+ * set with a bad record, a truncated gzip or no tasks at all, a harness directory with a broken
+ * tool schema. Only
  * local files and `file://` inputs are read here (S3 inputs are checked by the stage when it
  * reads them); undefined when the content is fine or is not of a kind checked here.
  */
@@ -164,8 +165,12 @@ async function localContentProblem(
       return undefined;
     }
     if ((key === 'tasks' || key === 'inputs') && /\.jsonl(\.gz)?$/.test(local)) {
-      if (key === 'tasks') await readTaskSets([{ uri: local }], options.openObject);
-      else
+      if (key === 'tasks') {
+        const { tasks } = await readTaskSets([{ uri: local }], options.openObject);
+        // A stage given no tasks would run, write nothing and leave every stage after it nothing to read.
+        if (tasks.length === 0)
+          return `${value} holds no tasks (an empty task set); give a file with at least one task (\`hat tasks generate --count <n> --out <file>\` writes one)`;
+      } else
         for await (const _record of readJsonl(options.openObject(local).store, options.openObject(local).key))
           void _record;
     }
