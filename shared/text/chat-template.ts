@@ -1,8 +1,9 @@
-import { Environment, Interpreter, Template } from '@huggingface/jinja';
+import { Environment, Template } from '@huggingface/jinja';
 import { BadInputError, HatError } from '../errors';
 import { compileProgram, type CompiledProgram } from './compiled-template';
 import { hashValue, sha256Hex } from '../hash/hash';
 import { strftime } from './strftime';
+import { PythonInterpreter, toTemplateValue, type TemplateValue } from './python-interpreter';
 import { headerStatementCount } from './template-header';
 import type { TemplateMessage, TemplateTool } from './template-input';
 
@@ -51,23 +52,6 @@ const compiledCheckInterval = 128;
 
 function raiseException(message: unknown): never {
   throw new Error(`template raised: ${String(message)}`);
-}
-
-/** A value as templates see it (the library's runtime value). */
-type TemplateValue = ReturnType<Environment['set']>;
-
-/**
- * Converts a JSON value to a template value without declaring it anywhere: Environment.set is
- * `declareVariable(name, convert(value))`, called here with a receiver whose declareVariable only
- * hands the converted value back (the library does not export its converter).
- */
-function toTemplateValue(value: unknown): TemplateValue {
-  const receiver = { declareVariable: (_name: string, converted: TemplateValue) => converted };
-  return (Environment.prototype.set as (this: unknown, name: string, value: unknown) => TemplateValue).call(
-    receiver,
-    'value',
-    value,
-  );
 }
 
 /** A node of @huggingface/jinja's syntax tree, as far as staticGenerationPrompt reads it. */
@@ -269,9 +253,10 @@ export class ChatTemplate {
       const first = messages[0];
       if (split && first !== undefined && options.variables === undefined) {
         const header = this.header(name, split.header, first, messages, options);
-        return header + (new Interpreter(this.environment(messages, options)).run(split.rest).value as string);
+        return header + (new PythonInterpreter(this.environment(messages, options)).run(split.rest).value as string);
       }
-      return new Interpreter(this.environment(messages, options)).run(this.templates.get(name)!.parsed).value as string;
+      return new PythonInterpreter(this.environment(messages, options)).run(this.templates.get(name)!.parsed)
+        .value as string;
     } catch (error) {
       throw new BadInputError(
         'CHAT_TEMPLATE_RENDER_FAILED',
@@ -352,7 +337,7 @@ export class ChatTemplate {
     if (known !== undefined) return known;
     try {
       const program = { type: 'Program', body: [node] } as unknown as Template['parsed'];
-      const prompt = new Interpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program)
+      const prompt = new PythonInterpreter(this.environment([], { ...options, addGenerationPrompt: true })).run(program)
         .value as string;
       if (this.renderedPrompts.size < 64) this.renderedPrompts.set(key, prompt);
       return prompt;
@@ -378,12 +363,16 @@ export class ChatTemplate {
     const environment = new Environment();
     const ownMessages = variables.messages === messages;
     if (ownMessages) delete variables.messages;
-    for (const [key, value] of Object.entries(variables)) environment.set(key, value);
+    for (const [key, value] of Object.entries(variables)) environment.setVariable(key, toTemplateValue(value));
     if (ownMessages) environment.setVariable('messages', this.messagesValue(messages));
     if (tools) {
       const converted = this.convertedTools.get(tools);
       if (converted) environment.setVariable('tools', converted);
-      else this.convertedTools.set(tools, environment.set('tools', tools));
+      else {
+        const value = toTemplateValue(tools);
+        this.convertedTools.set(tools, value);
+        environment.setVariable('tools', value);
+      }
     }
     return environment;
   }
@@ -420,7 +409,7 @@ export class ChatTemplate {
         output = undefined;
       }
     }
-    output ??= new Interpreter(this.environment(messages, options)).run(program).value as string;
+    output ??= new PythonInterpreter(this.environment(messages, options)).run(program).value as string;
     if (!outputs) this.headers.set(first, (outputs = new Map()));
     outputs.set(key, output);
     return output;

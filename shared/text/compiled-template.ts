@@ -6,9 +6,10 @@
  * boolean) in a runtime-value object, which was most of a shard part's render time; there is no
  * compiling Jinja engine for JavaScript with the library's semantics.
  *
- * The semantics are the library's (version pinned in package.json), not Python Jinja's: `strip`
+ * The semantics are the library's (version pinned in package.json) with values printed as Python
+ * prints them (python-interpreter.ts, python-values.ts), not Python Jinja's in everything: `strip`
  * ignores its argument, `==` compares raw values loosely, a set inside a loop body is visible to
- * later iterations, `tojson` writes `, ` and `: ` and keys with undefined values as null. Only
+ * later iterations. Only
  * what is modelled exactly compiles: a template using anything else (macros, floats, division,
  * loop controls, other filters) is not compiled at all, and at render time any value or operation
  * outside the model (an operation on null, a float in arithmetic, output of a list) throws
@@ -16,6 +17,8 @@
  * come from the library itself. ChatTemplate also compares the two engines on the first renders
  * of each template and on a sample after that (chat-template.ts).
  */
+
+import { PythonFloat, PythonTuple, UnprintableValueError, pythonJson, pythonStr } from './python-values';
 
 /** Compiled code met a value or operation it does not model; render with the interpreter instead. */
 export class NotCompiled extends Error {
@@ -31,8 +34,8 @@ class Namespace {
   constructor(readonly entries: Map<string, unknown>) {}
 }
 
-/** A tuple literal (the library's TupleValue: an array that `tojson` refuses). */
-class Tuple extends Array<unknown> {}
+/** A tuple literal (the library's TupleValue). */
+const Tuple = PythonTuple;
 
 /** A method read off a value and not yet called (`message.content.startswith`). */
 class BoundMethod {
@@ -76,24 +79,31 @@ function isPrimitive(value: unknown): value is string | number | boolean {
 
 /** The library's __bool__. */
 function truthy(value: unknown): boolean {
+  if (value instanceof PythonFloat) return value.value !== 0;
   if (Array.isArray(value)) return value.length > 0;
   if (isPlainObject(value)) return Object.keys(value).length > 0;
   return !!value;
 }
 
-/** What a statement that is an expression writes (the library's toString; none for null and undefined). */
+/** Python's str() of a value (what `{{ }}`, `|string` and `~` write); namespaces and functions are not compiled. */
 function output(value: unknown): string {
   if (typeof value === 'string') return value;
-  if (value === null || value === undefined) return '';
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  throw new NotCompiled('output of a list, mapping or function');
+  try {
+    return pythonStr(value);
+  } catch (error) {
+    if (error instanceof UnprintableValueError) throw new NotCompiled('output of a namespace or function');
+    throw error;
+  }
 }
 
-/** A value's text where the library calls `value.toString()` (`+` with a string, `~`). */
-function asText(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  throw new NotCompiled('text of a non-primitive value');
+/** `tojson` as json.dumps; namespaces and functions are not compiled. */
+function json(value: unknown, options: Parameters<typeof pythonJson>[1]): string {
+  try {
+    return pythonJson(value, options);
+  } catch (error) {
+    if (error instanceof UnprintableValueError) throw new NotCompiled('tojson of a namespace or function');
+    throw error;
+  }
 }
 
 function integer(value: unknown, what: string): number {
@@ -101,65 +111,20 @@ function integer(value: unknown, what: string): number {
   return value;
 }
 
-function makeAsciiSafe(text: string): string {
-  return text.replace(/[\x7f-\uffff]/g, (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`);
-}
-
-interface JsonOptions {
-  indent: number | null;
-  ensureAscii: boolean;
-  separators: [string, string] | null;
-}
-
 /**
  * `tojson` of lists and mappings with the default options, by identity: a conversation's tool
  * definitions and tool-call arguments are written once per message object, not once per render.
  * Rendered values are never changed afterwards (ChatTemplate.render's contract); namespaces, the
- * only values templates can change, are not kept.
+ * only values templates can change, are never written (not compiled).
  */
 const defaultJsonTexts = new WeakMap<object, string>();
 
-/** The library's toJSON on plain values. */
-function toJson(value: unknown, options: JsonOptions, depth = 0, undefinedToNull = true): string {
-  if (options === defaultJson && undefinedToNull && value !== null && typeof value === 'object') {
-    if (value instanceof Namespace) return jsonText(value, options, depth, undefinedToNull);
-    let text = defaultJsonTexts.get(value);
-    if (text === undefined) defaultJsonTexts.set(value, (text = jsonText(value, options, depth, undefinedToNull)));
-    return text;
-  }
-  return jsonText(value, options, depth, undefinedToNull);
+function defaultJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return json(value, {});
+  let text = defaultJsonTexts.get(value);
+  if (text === undefined) defaultJsonTexts.set(value, (text = json(value, {})));
+  return text;
 }
-
-function jsonText(value: unknown, options: JsonOptions, depth: number, undefinedToNull: boolean): string {
-  const { indent, ensureAscii } = options;
-  const [itemSeparator, keySeparator] = options.separators ?? (indent ? [',', ': '] : [', ', ': ']);
-  if (value === null) return 'null';
-  if (value === undefined) return undefinedToNull ? 'null' : 'undefined';
-  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
-  if (typeof value === 'string') return ensureAscii ? makeAsciiSafe(JSON.stringify(value)) : JSON.stringify(value);
-  const indentText = indent ? ' '.repeat(indent) : '';
-  const basePadding = `\n${indentText.repeat(depth)}`;
-  const childPadding = basePadding + indentText;
-  if (Array.isArray(value)) {
-    if (value instanceof Tuple) throw new NotCompiled('tojson of a tuple');
-    const items = value.map((item) => toJson(item, options, depth + 1, undefinedToNull));
-    return indent && items.length > 0
-      ? `[${childPadding}${items.join(`${itemSeparator}${childPadding}`)}${basePadding}]`
-      : `[${items.join(itemSeparator)}]`;
-  }
-  let entries: Array<[string, unknown]>;
-  if (isPlainObject(value)) entries = Object.entries(value);
-  else if (value instanceof Namespace) entries = [...value.entries];
-  else throw new NotCompiled('tojson of a function');
-  const items = entries.map(([key, item]) => {
-    const keyText = ensureAscii ? makeAsciiSafe(JSON.stringify(key)) : JSON.stringify(key);
-    const text = `${keyText}${keySeparator}${toJson(item, options, depth + 1, undefinedToNull)}`;
-    return indent ? `${childPadding}${text}` : text;
-  });
-  return indent && items.length > 0 ? `{${items.join(itemSeparator)}${basePadding}}` : `{${items.join(itemSeparator)}}`;
-}
-
-const defaultJson: JsonOptions = { indent: null, ensureAscii: false, separators: null };
 
 /** The library's slice helper (Python semantics). */
 function slice<T>(items: T[], start: number | undefined, stop: number | undefined, step = 1): T[] {
@@ -339,7 +304,7 @@ function applyFilter(
 ): unknown {
   if (!called) {
     if (name === 'safe') return operand;
-    if (name === 'tojson') return toJson(operand, defaultJson);
+    if (name === 'tojson') return defaultJson(operand);
     return plainFilter(name, operand);
   }
   switch (name) {
@@ -354,7 +319,7 @@ function applyFilter(
       const separators = keywords.get('separators') ?? null;
       if (!(indent === null || (typeof indent === 'number' && Number.isInteger(indent))))
         throw new NotCompiled('tojson indent');
-      if (typeof ensureAscii !== 'boolean' || sortKeys !== false) throw new NotCompiled('tojson options');
+      if (typeof ensureAscii !== 'boolean' || typeof sortKeys !== 'boolean') throw new NotCompiled('tojson options');
       let pair: [string, string] | null = null;
       if (separators !== null) {
         if (
@@ -365,7 +330,7 @@ function applyFilter(
           throw new NotCompiled('tojson separators');
         pair = [separators[0], separators[1]];
       }
-      return toJson(operand, { indent, ensureAscii, separators: pair });
+      return json(operand, { indent, ensureAscii, sortKeys, separators: pair });
     }
     case 'join': {
       if (keywords.size > 0 || args.length > 1) throw new NotCompiled('join arguments');
@@ -388,6 +353,7 @@ function applyFilter(
 
 /** The plain form of the filters compiled (the library's applyFilter on an Identifier). */
 function plainFilter(name: string, operand: unknown): unknown {
+  if (name === 'string') return output(operand);
   if (Array.isArray(operand)) {
     switch (name) {
       case 'list':
@@ -415,7 +381,6 @@ function plainFilter(name: string, operand: unknown): unknown {
       case 'trim':
         return operand.trim();
       case 'join':
-      case 'string':
         return operand;
     }
   } else if (isPlainObject(operand)) {
@@ -429,23 +394,13 @@ function plainFilter(name: string, operand: unknown): unknown {
       case 'values':
         return Object.values(operand);
     }
-  } else if (typeof operand === 'boolean') {
-    if (name === 'string') return operand ? 'true' : 'false';
-  } else if (typeof operand === 'number' && Number.isInteger(operand)) {
-    if (name === 'string') return String(operand);
   }
   throw new NotCompiled(`filter ${name}`);
 }
 
-/** The library's `value.join("")` over raw item values: primitives only here. */
+/** Python's `separator.join(str(item) for item in items)`. */
 function joinItems(items: unknown[], separator: string): string {
-  return items
-    .map((item) => {
-      if (item === null || item === undefined) return '';
-      if (!isPrimitive(item)) throw new NotCompiled('join of non-primitive items');
-      return String(item);
-    })
-    .join(separator);
+  return items.map(output).join(separator);
 }
 
 const tests: Record<string, (value: unknown) => boolean> = {
@@ -454,7 +409,7 @@ const tests: Record<string, (value: unknown) => boolean> = {
   true: (value) => value === true,
   none: (value) => value === null,
   string: (value) => typeof value === 'string',
-  number: (value) => typeof value === 'number',
+  number: (value) => typeof value === 'number' || value instanceof PythonFloat,
   integer: (value) => typeof value === 'number' && Number.isInteger(value),
   iterable: (value) => Array.isArray(value) || typeof value === 'string',
   mapping: (value) => isPlainObject(value),
@@ -475,12 +430,13 @@ function binary(operator: string, left: unknown, right: unknown): unknown {
     // eslint-disable-next-line eqeqeq -- the library compares raw values with ==
     return operator === '==' ? left == right : left != right;
   }
+  // Python's `~` writes str() of both sides, None as `None` and undefined as nothing.
+  if (operator === '~') return output(left) + output(right);
   if (left === undefined || right === undefined) {
     if (right === undefined && (operator === 'in' || operator === 'not in')) return operator === 'not in';
     throw new NotCompiled('an operation on undefined');
   }
   if (left === null || right === null) throw new NotCompiled('an operation on null');
-  if (operator === '~') return asText(left) + asText(right);
   if (typeof left === 'number' && typeof right === 'number') {
     switch (operator) {
       case '+':
@@ -508,7 +464,8 @@ function binary(operator: string, left: unknown, right: unknown): unknown {
     const found = right.some((item) => item === left);
     return operator === 'in' ? found : !found;
   }
-  if ((typeof left === 'string' || typeof right === 'string') && operator === '+') return asText(left) + asText(right);
+  // str + str; str + anything else is Python's TypeError, which the interpreter raises.
+  if (typeof left === 'string' && typeof right === 'string' && operator === '+') return left + right;
   if (typeof left === 'string' && typeof right === 'string' && (operator === 'in' || operator === 'not in'))
     return operator === 'in' ? right.includes(left) : !right.includes(left);
   if (typeof left === 'string' && isPlainObject(right) && (operator === 'in' || operator === 'not in'))

@@ -1,4 +1,5 @@
 import type { ChatMessage, ToolSpec } from '../trajectory/messages';
+import { parseJsonKeepingFloats } from './python-values';
 
 /** One tool call as chat templates read it. */
 export interface TemplateToolCall {
@@ -50,7 +51,8 @@ export const defaultTemplateConventions: TemplateConventions = {
 function parseArguments(raw: string, conventions: TemplateConventions): unknown {
   if (conventions.toolArguments === 'string') return raw;
   try {
-    return JSON.parse(raw) as unknown;
+    // Floats stay floats (`99.0`, not `99`), as Python's json.loads reads them at serving time.
+    return parseJsonKeepingFloats(raw);
   } catch {
     // Invalid JSON is what the model produced: render it verbatim rather than repair it.
     return raw;

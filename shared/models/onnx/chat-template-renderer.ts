@@ -1,9 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Template } from '@huggingface/jinja';
 import { BadInputError } from '../../errors';
 import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
+import { ChatTemplate } from '../../text/chat-template';
 import { hookMessageFormFor, normalizeHookMessages, probeSystemMessagePlacement } from '../../text/hook-messages';
+import { parseJsonKeepingFloats } from '../../text/python-values';
+import type { TemplateMessage } from '../../text/template-input';
 import { specialTokenContent } from './tokenizer-source';
 
 /** Renders a conversation to the prompt text the model was trained on. */
@@ -13,25 +15,22 @@ export interface ChatRenderer {
 
 /**
  * The model's own chat template (tokenizer_config.json `chat_template`, or `chat_template.jinja`
- * beside it) rendered with @huggingface/jinja: never a hand-written chat format, so prompts match
- * what serving the model would build. Tool-call arguments stored as JSON strings are parsed
+ * beside it) rendered with @huggingface/jinja printing values as Python does (ChatTemplate): never
+ * a hand-written chat format, so prompts match what serving the model would build. Tool-call arguments stored as JSON strings are parsed
  * first, because templates `tojson` objects and print strings verbatim.
  */
 export function createChatTemplateRenderer(directory: string, tokenizerConfig: Record<string, unknown>): ChatRenderer {
-  const template = new Template(chatTemplateSource(directory, tokenizerConfig));
   const tokenString = (field: string): string | undefined => specialTokenContent(tokenizerConfig, field);
-  const specialTokens = {
+  const template = new ChatTemplate(chatTemplateSource(directory, tokenizerConfig), {
     bos_token: tokenString('bos_token'),
     eos_token: tokenString('eos_token'),
     pad_token: tokenString('pad_token'),
     unk_token: tokenString('unk_token'),
-  };
+  });
   const renderAsIs = (messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }) =>
-    template.render({
-      ...specialTokens,
-      messages: messages.map(templateMessage),
-      tools: options.tools && options.tools.length > 0 ? options.tools : undefined,
-      add_generation_prompt: options.addGenerationPrompt,
+    template.render(messages.map(templateMessage), {
+      tools: options.tools,
+      addGenerationPrompt: options.addGenerationPrompt,
     });
   // Hook system messages reach the template as shard and rl train them (shared/text/hook-messages.ts).
   const form = hookMessageFormFor(
@@ -63,10 +62,11 @@ function chatTemplateSource(directory: string, tokenizerConfig: Record<string, u
   );
 }
 
-function templateMessage(message: ChatMessage): Record<string, unknown> {
+function templateMessage(message: ChatMessage): TemplateMessage {
   if (message.role !== 'assistant') return { ...message };
   return {
     ...message,
+    role: 'assistant',
     // Templates test `'</think>' in message.content`; vLLM renders a null content as '' too.
     content: message.content ?? '',
     tool_calls: message.tool_calls?.map((call) => ({
@@ -78,7 +78,8 @@ function templateMessage(message: ChatMessage): Record<string, unknown> {
 
 function parsedArguments(text: string): unknown {
   try {
-    const value: unknown = JSON.parse(text);
+    // Floats stay floats (`99.0`), as Python's json.loads reads them at serving time.
+    const value: unknown = parseJsonKeepingFloats(text);
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : text;
   } catch {
     return text;

@@ -1,0 +1,270 @@
+/**
+ * How Python prints the values a chat template can print, so a rendering here equals what
+ * transformers' apply_chat_template (Python Jinja) renders at serving time: `str()` for `{{ }}`,
+ * `|string`, `~` and `join`; `json.dumps` with transformers' defaults for `tojson`. Written by hand
+ * because no JavaScript library prints Python's reprs and json.dumps floats; the values are plain
+ * JSON values plus the two kinds JSON.parse cannot carry (a float that holds an integer, a tuple).
+ */
+
+/**
+ * A number Python holds as a float whatever its value: JSON `99.0` or `1e3`, which JSON.parse
+ * turns into the integer 99 (printed `99` where Python prints `99.0`). Non-integer numbers need
+ * no wrapper: every JavaScript number with a fraction is a float in Python too.
+ */
+export class PythonFloat {
+  constructor(readonly value: number) {}
+
+  /** JSON.stringify and hashing see the number. */
+  toJSON(): number {
+    return this.value;
+  }
+}
+
+/** A tuple (`(a, b)` in a template): a list that prints with parentheses. */
+export class PythonTuple extends Array<unknown> {}
+
+const whitespace = /[ \t\n\r]*/y;
+const numberLiteral = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+const stringLiteral = /"(?:[^"\\]|\\.)*"/y;
+
+/** Reads text JSON.parse has already accepted, keeping `99.0` a PythonFloat. */
+class FloatKeepingReader {
+  private position = 0;
+  constructor(private readonly text: string) {}
+
+  private skipWhitespace(): void {
+    whitespace.lastIndex = this.position;
+    whitespace.exec(this.text);
+    this.position = whitespace.lastIndex;
+  }
+
+  private match(pattern: RegExp): RegExpExecArray {
+    pattern.lastIndex = this.position;
+    const found = pattern.exec(this.text)!;
+    this.position = pattern.lastIndex;
+    return found;
+  }
+
+  value(): unknown {
+    this.skipWhitespace();
+    const character = this.text[this.position];
+    if (character === '{') return this.object();
+    if (character === '[') return this.array();
+    if (character === '"') return JSON.parse(this.match(stringLiteral)[0]) as string;
+    for (const [word, value] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
+      if (this.text.startsWith(word, this.position)) {
+        this.position += word.length;
+        return value;
+      }
+    }
+    const found = this.match(numberLiteral);
+    const value = Number(found[0]);
+    const float = found[1] !== undefined || found[2] !== undefined;
+    return float && Number.isInteger(value) ? new PythonFloat(value) : value;
+  }
+
+  private object(): Record<string, unknown> {
+    const result: Record<string, unknown> = {};
+    this.position++;
+    this.skipWhitespace();
+    while (this.text[this.position] !== '}') {
+      this.skipWhitespace();
+      const key = JSON.parse(this.match(stringLiteral)[0]) as string;
+      this.skipWhitespace();
+      this.position++; // ':'
+      // defineProperty: a "__proto__" key is an own field, as JSON.parse makes it.
+      Object.defineProperty(result, key, { value: this.value(), enumerable: true, writable: true, configurable: true });
+      this.skipWhitespace();
+      if (this.text[this.position] === ',') this.position++;
+    }
+    this.position++;
+    return result;
+  }
+
+  private array(): unknown[] {
+    const result: unknown[] = [];
+    this.position++;
+    this.skipWhitespace();
+    while (this.text[this.position] !== ']') {
+      result.push(this.value());
+      this.skipWhitespace();
+      if (this.text[this.position] === ',') this.position++;
+      this.skipWhitespace();
+    }
+    this.position++;
+    return result;
+  }
+}
+
+/**
+ * JSON.parse that keeps float-ness: a number written with a fraction or an exponent whose value
+ * is an integer (`99.0`, `2E3`) becomes a PythonFloat, as Python's json.loads makes it a float;
+ * every other value is JSON.parse's. Throws what JSON.parse throws.
+ */
+export function parseJsonKeepingFloats(text: string): unknown {
+  const value = JSON.parse(text) as unknown;
+  // No '.', 'e' or 'E' anywhere: no float literal either.
+  if (!/[.eE]/.test(text)) return value;
+  return new FloatKeepingReader(text).value();
+}
+
+/** Python's repr() of a float: the shortest digits that read back, in Python's layout. */
+export function pythonFloatRepr(value: number): string {
+  if (Number.isNaN(value)) return 'nan';
+  if (value === Infinity) return 'inf';
+  if (value === -Infinity) return '-inf';
+  if (value === 0) return Object.is(value, -0) ? '-0.0' : '0.0';
+  // toExponential() without digits gives the shortest round-trip digits, as Python's repr does.
+  const [mantissa, exponentText] = Math.abs(value).toExponential().split('e');
+  const exponent = Number(exponentText);
+  const digits = mantissa.replace('.', '');
+  const sign = value < 0 ? '-' : '';
+  if (exponent < -4 || exponent >= 16) {
+    const significand = digits.length > 1 ? `${digits[0]}.${digits.slice(1)}` : digits;
+    const magnitude = String(Math.abs(exponent)).padStart(2, '0');
+    return `${sign}${significand}e${exponent < 0 ? '-' : '+'}${magnitude}`;
+  }
+  if (exponent < 0) return `${sign}0.${'0'.repeat(-exponent - 1)}${digits}`;
+  if (digits.length <= exponent + 1) return `${sign}${digits}${'0'.repeat(exponent + 1 - digits.length)}.0`;
+  return `${sign}${digits.slice(0, exponent + 1)}.${digits.slice(exponent + 1)}`;
+}
+
+/** Python's int printing: every digit, where JavaScript switches to exponent form past 1e21. */
+function pythonIntegerText(value: number): string {
+  return Number.isSafeInteger(value) ? String(value) : BigInt(value).toString();
+}
+
+function numberText(value: number | PythonFloat): string {
+  if (value instanceof PythonFloat) return pythonFloatRepr(value.value);
+  return Number.isInteger(value) ? pythonIntegerText(value) : pythonFloatRepr(value);
+}
+
+/** Characters Python's str.isprintable() refuses (space excepted), which repr() escapes. */
+const unprintable = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
+
+/** Python's repr() of a str. */
+export function pythonStringRepr(text: string): string {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let result = quote;
+  for (const character of text) {
+    if (character === quote || character === '\\') result += `\\${character}`;
+    else if (character === '\n') result += '\\n';
+    else if (character === '\r') result += '\\r';
+    else if (character === '\t') result += '\\t';
+    else if (character !== ' ' && unprintable.test(character)) {
+      const code = character.codePointAt(0)!;
+      if (code < 0x100) result += `\\x${code.toString(16).padStart(2, '0')}`;
+      else if (code < 0x10000) result += `\\u${code.toString(16).padStart(4, '0')}`;
+      else result += `\\U${code.toString(16).padStart(8, '0')}`;
+    } else result += character;
+  }
+  return result + quote;
+}
+
+/** A mapping's entries: plain objects and Maps (the interpreter's), skipping keys set to undefined (absent in Python). */
+function entriesOf(value: object): Array<[string, unknown]> | undefined {
+  const entries =
+    value instanceof Map
+      ? [...(value as Map<string, unknown>)]
+      : Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null
+        ? Object.entries(value)
+        : undefined;
+  return entries?.filter(([, item]) => item !== undefined);
+}
+
+/** A value Python cannot print the way asked (a function, a namespace in tojson, ...). */
+export class UnprintableValueError extends Error {}
+
+/** Python's repr() of a template value. */
+export function pythonRepr(value: unknown): string {
+  if (typeof value === 'string') return pythonStringRepr(value);
+  if (value === null || value === undefined) return 'None';
+  if (typeof value === 'boolean') return value ? 'True' : 'False';
+  if (typeof value === 'number' || value instanceof PythonFloat) return numberText(value);
+  if (value instanceof PythonTuple) {
+    const items = value.map(pythonRepr);
+    return items.length === 1 ? `(${items[0]},)` : `(${items.join(', ')})`;
+  }
+  if (Array.isArray(value)) return `[${value.map(pythonRepr).join(', ')}]`;
+  if (typeof value === 'object') {
+    const entries = entriesOf(value);
+    if (entries) return `{${entries.map(([key, item]) => `${pythonStringRepr(key)}: ${pythonRepr(item)}`).join(', ')}}`;
+  }
+  throw new UnprintableValueError(`cannot print ${typeof value === 'function' ? 'a function' : 'this value'}`);
+}
+
+/** Python's str() of a template value: what `{{ value }}`, `|string` and `~` write. Undefined writes nothing. */
+export function pythonStr(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value === undefined) return '';
+  return pythonRepr(value);
+}
+
+export interface PythonJsonOptions {
+  indent?: number | null;
+  ensureAscii?: boolean;
+  separators?: readonly [string, string] | null;
+  sortKeys?: boolean;
+}
+
+function jsonString(text: string, ensureAscii: boolean): string {
+  const json = JSON.stringify(text);
+  return ensureAscii
+    ? json.replace(/[\x7f-\uffff]/g, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`)
+    : json;
+}
+
+/** Python's ordering of str keys: by code point (JavaScript's sort compares UTF-16 units). */
+function byCodePoint(left: string, right: string): number {
+  const a = Array.from(left, (character) => character.codePointAt(0)!);
+  const b = Array.from(right, (character) => character.codePointAt(0)!);
+  for (let index = 0; index < Math.min(a.length, b.length); index++)
+    if (a[index] !== b[index]) return a[index] - b[index];
+  return a.length - b.length;
+}
+
+/**
+ * Python's json.dumps as transformers' `tojson` filter calls it (ensure_ascii False, no sorting,
+ * separators `, ` and `: `, or `,` and `: ` with an indent): floats keep their `.0`, integers
+ * every digit, keys their order.
+ */
+export function pythonJson(value: unknown, options: PythonJsonOptions = {}): string {
+  const indent = options.indent ?? null;
+  const ensureAscii = options.ensureAscii ?? false;
+  const [itemSeparator, keySeparator] = options.separators ?? (indent === null ? [', ', ': '] : [',', ': ']);
+  const write = (item: unknown, depth: number): string => {
+    if (item === null || item === undefined) return 'null';
+    if (typeof item === 'boolean') return item ? 'true' : 'false';
+    if (typeof item === 'string') return jsonString(item, ensureAscii);
+    if (typeof item === 'number' || item instanceof PythonFloat) {
+      const number = item instanceof PythonFloat ? item.value : item;
+      if (Number.isNaN(number)) return 'NaN';
+      if (!Number.isFinite(number)) return number > 0 ? 'Infinity' : '-Infinity';
+      return numberText(item);
+    }
+    const open = indent === null ? '' : `\n${' '.repeat(indent * (depth + 1))}`;
+    const close = indent === null ? '' : `\n${' '.repeat(indent * depth)}`;
+    const separator = indent === null ? itemSeparator : `${itemSeparator}${open}`;
+    if (Array.isArray(item)) {
+      if (item.length === 0) return '[]';
+      return `[${open}${item.map((element) => write(element, depth + 1)).join(separator)}${close}]`;
+    }
+    if (typeof item === 'object') {
+      let entries = entriesOf(item);
+      if (entries) {
+        if (entries.length === 0) return '{}';
+        if (options.sortKeys) entries = [...entries].sort(([a], [b]) => byCodePoint(a, b));
+        const written = entries.map(
+          ([key, element]) => `${jsonString(key, ensureAscii)}${keySeparator}${write(element, depth + 1)}`,
+        );
+        return `{${open}${written.join(separator)}${close}}`;
+      }
+    }
+    throw new UnprintableValueError('Object of this type is not JSON serializable');
+  };
+  return write(value, 0);
+}
