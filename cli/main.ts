@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { CliContext } from './cli-context';
 import { commandModules } from './commands';
+import { redisFullError } from '../queues/bullmq/redis-full';
 import { redactUrlCredentials } from '../shared/config/url-credentials';
 import { HatError, exitCodeOf } from '../shared/errors';
 import { version } from '../shared/version';
@@ -36,8 +37,9 @@ export async function runCli(argv: string[], context = new CliContext()): Promis
         return 0;
       return error.exitCode === 0 ? 0 : 2;
     }
-    const code = exitCodeOf(error);
-    const message = error instanceof Error ? error.message : String(error);
+    const shown = redisFullError(error) ?? error;
+    const code = exitCodeOf(shown);
+    const message = shown instanceof Error ? shown.message : String(shown);
     context.stderr.write(`hat: ${redactUrlCredentials(message)}\n`);
     if (!HatError.isInstance(error) && error instanceof Error && error.stack && process.env.HAT_DEBUG)
       context.stderr.write(`${redactUrlCredentials(error.stack)}\n`);

@@ -11,6 +11,7 @@ import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { isStorageFault } from '../../shared/artifacts/storage-errors';
 import { redactUrlCredentials } from '../../shared/config/url-credentials';
 import { BadInputError, HatError } from '../../shared/errors';
+import { redisFullError } from './redis-full';
 import type { Logger } from '../../shared/log/logger';
 import type {
   AnyStage,
@@ -234,7 +235,8 @@ class StorageOutages {
  * Maps our errors to BullMQ's: permanent ones (bad input included) become UnrecoverableError so
  * BullMQ fails the job once; BullMQ's own control-flow errors pass through; the rest is retried.
  */
-export function toWorkerError(error: unknown): unknown {
+export function toWorkerError(thrown: unknown): unknown {
+  const error = redisFullError(thrown) ?? thrown;
   // The message becomes the job's failedReason (stored in Redis, shown by the dashboard).
   if (error instanceof Error) {
     error.message = redactUrlCredentials(error.message);

@@ -6,6 +6,7 @@ import { partIdOf } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
 import type { RedisClient } from './redis-connection';
 import { JobCancels } from './job-cancels';
+import { redisFullError } from './redis-full';
 import { createInProcessStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
 
 /** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
@@ -94,7 +95,10 @@ export function createQueueWorker(
       ? new CancellableWorker(queueName, processor, settings, options.cancels)
       : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
-  worker.on('error', (error) => logger.error({ queue: queueName, err: error }, 'worker error'));
+  worker.on('error', (error) => {
+    const full = redisFullError(error);
+    logger.error({ queue: queueName, err: full ?? error }, full ? full.message : 'worker error');
+  });
   worker.on('failed', (job, error) => {
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';

@@ -1,0 +1,45 @@
+import { HatError } from '../../shared/errors';
+
+/** Redis's answer to a write when `used_memory` is over `maxmemory` under the `noeviction` policy. */
+const outOfMemory = /^OOM command not allowed/;
+/** A MULTI whose queued commands were refused; ioredis lists them as `previousErrors`. */
+const transactionAborted = /^EXECABORT/;
+
+interface RedisReply {
+  message: string;
+  command?: { name?: string };
+  previousErrors?: RedisReply[];
+}
+
+function isReply(value: unknown): value is RedisReply {
+  return value instanceof Error || (typeof value === 'object' && value !== null && 'message' in value);
+}
+
+/** The refused commands, upper case, without repeats (`EVAL`, `SET, INCR`). */
+function refusedCommands(reply: RedisReply): string {
+  const replies = reply.previousErrors?.length ? reply.previousErrors : [reply];
+  const names = [...new Set(replies.map((item) => item.command?.name?.toUpperCase()).filter(Boolean))];
+  return names.length > 0 ? names.join(', ') : 'a write';
+}
+
+/**
+ * `[REDIS_FULL]` for a Redis that refuses writes because it is out of memory (`OOM command not
+ * allowed`, or `EXECABORT` for a transaction whose commands were refused that way), naming the
+ * refused command and what to do; undefined for every other error. Retryable: once memory is freed
+ * the same work succeeds.
+ */
+export function redisFullError(error: unknown): HatError | undefined {
+  if (HatError.isInstance(error) || !isReply(error) || typeof error.message !== 'string') return undefined;
+  const aborted = transactionAborted.test(error.message);
+  const full =
+    outOfMemory.test(error.message) ||
+    (aborted &&
+      (error.previousErrors === undefined || error.previousErrors.some((item) => outOfMemory.test(item.message))));
+  if (!full) return undefined;
+  const answer = error.previousErrors?.find((item) => outOfMemory.test(item.message)) ?? error;
+  return new HatError(
+    'REDIS_FULL',
+    `Redis is out of memory and refused ${refusedCommands(error)}${aborted ? ' (the whole transaction was discarded)' : ''}: "${answer.message.split('\n')[0]}"; raise maxmemory or free keys (redis-cli INFO memory shows the use, redis-cli CONFIG SET maxmemory <bytes> raises it, redis-cli --bigkeys finds the largest keys), then run the command again`,
+    { retryable: true, cause: error },
+  );
+}
