@@ -1,4 +1,5 @@
-import { argumentsJson, isPlainObject, parseTaggedCalls, type ToolCallParser } from './tool-call-parser';
+import { argumentsJson, contentAround, isPlainObject, parseTaggedCalls, type ToolCallParser } from './tool-call-parser';
+import { parseJsonKeepingFloats } from '../python-values';
 
 const open = '<tool_call>';
 const close = '</tool_call>';
@@ -6,18 +7,29 @@ const close = '</tool_call>';
 /**
  * Qwen2.5 / Qwen3 / Hermes: each call is a JSON object `{"name": …, "arguments": {…}}` between
  * `<tool_call>` and `</tool_call>` (vLLM's `hermes` parser). A block whose JSON does not parse,
- * lacks a name or has non-object arguments is malformed; an output that ends inside a block is
- * a truncated (partial) call.
+ * lacks a name or has non-object arguments is malformed; then, as vLLM has it, the reply has no
+ * calls at all and its whole text is the content. An output that ends inside a block whose JSON
+ * is complete gives the call (vLLM reads to the end), listed as truncated; one that ends inside
+ * the JSON is a truncated malformed call.
  */
 export const hermesToolParser: ToolCallParser = {
   name: 'hermes',
   startMarkers: [open],
   parse(text, options) {
-    return parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
-      if (unclosed) return { error: `the output ends inside a tool call: no ${close} after ${open}`, truncated: true };
+    let blockFailed = false;
+    const result = parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
       const call = parseJsonCall(body.trim());
+      blockFailed ||= 'error' in call;
+      if (unclosed) {
+        const reason = `the output ends inside a tool call: no ${close} after ${open}`;
+        return 'error' in call ? { error: reason, truncated: true } : { call, problems: [{ reason, truncated: true }] };
+      }
       return 'error' in call ? { error: call.error, truncated: false } : { call };
     });
+    // vLLM drops every call of a reply when one block fails: the reply is then plain content.
+    if (blockFailed && result.toolCalls.length > 0)
+      return { content: contentAround(text, [text], 0), toolCalls: [], malformed: result.malformed };
+    return result;
   },
 };
 
@@ -28,7 +40,7 @@ export function parseJsonCall(
 ): { name: string; arguments: string } | { error: string } {
   let value: unknown;
   try {
-    value = JSON.parse(body);
+    value = parseJsonKeepingFloats(body);
   } catch (error) {
     return { error: `tool call is not valid JSON: ${(error as Error).message}` };
   }

@@ -8,7 +8,8 @@ const pythonTag = '<|python_tag|>';
  * Llama 3.1 / 3.2 JSON calls (vLLM's `llama3_json` parser): the whole reply is
  * `{"name": …, "parameters": {…}}` (or `arguments`), optionally after `<|python_tag|>`, several
  * calls separated by `;`. A reply that starts otherwise is plain content. A reply that starts
- * like a call but does not parse is malformed (truncated when the JSON is cut short); Llama's
+ * like a call but does not parse is malformed (truncated when the JSON is cut short), and then,
+ * as in vLLM, none of its calls count and it is all content; Llama's
  * built-in `<|python_tag|>tool.call(…)` syntax is reported as malformed (not supported).
  */
 export const llama3JsonToolParser: ToolCallParser = {
@@ -49,6 +50,11 @@ export const llama3JsonToolParser: ToolCallParser = {
         malformed.push({ text: piece.text, reason: call.error, truncated: false });
         leftover.push(piece.text);
       } else toolCalls.push({ id: toolCallId(text, toolCalls.length, options), type: 'function', function: call });
+    }
+    // vLLM drops every call of a reply when one of its JSON objects fails: the reply is then plain content.
+    if (malformed.length > 0 && toolCalls.length > 0) {
+      toolCalls.length = 0;
+      leftover.splice(0, leftover.length, text);
     }
     if (objects.trailing.trim() !== '') {
       malformed.push({ text: objects.trailing, reason: 'text after the JSON tool calls', truncated: false });

@@ -1,5 +1,6 @@
 import { shortHash } from '../../hash/hash';
 import type { ToolCall, ToolSpec } from '../../trajectory/messages';
+import { parseJsonKeepingFloats, pythonJson } from '../python-values';
 
 /** Output the parser could not turn into a tool call: kept verbatim (it stays in `content` too) with why. */
 export interface MalformedToolCall {
@@ -55,16 +56,19 @@ export function contentAround(text: string, pieces: string[], toolCallCount: num
 
 /** What a format's block parser makes of one `<open>…<close>` block. */
 export type TaggedCallBlock =
-  { call: ToolCall['function']; problems?: readonly string[] } | { error: string; truncated: boolean };
+  | { call: ToolCall['function']; problems?: ReadonlyArray<{ reason: string; truncated: boolean }> }
+  | { error: string; truncated: boolean };
 
 /**
  * Splits an output on `open`…`close` blocks and parses each with `parseBlock` (`unclosed`: the
  * output ended inside the block). Text around the blocks, and blocks that fail, stay in the
- * content; a block's problems beside a call are listed as malformed with its text.
+ * content; a block's problems beside a call are listed as malformed with its text. `closeAt`:
+ * where the block whose body starts at `from` closes (the index of its `close`, -1: unclosed),
+ * for formats whose bodies may contain the close tag; default the first `close` after it.
  */
 export function parseTaggedCalls(
   text: string,
-  tags: { open: string; close: string },
+  tags: { open: string; close: string; closeAt?: (from: number) => number },
   options: ToolCallParseOptions | undefined,
   parseBlock: (body: string, unclosed: boolean) => TaggedCallBlock,
 ): ToolCallParseResult {
@@ -80,7 +84,7 @@ export function parseTaggedCalls(
       break;
     }
     pieces.push(text.slice(cursor, start));
-    const end = text.indexOf(close, start + open.length);
+    const end = tags.closeAt ? tags.closeAt(start + open.length) : text.indexOf(close, start + open.length);
     const raw = end < 0 ? text.slice(start) : text.slice(start, end + close.length);
     const parsed = parseBlock(
       end < 0 ? text.slice(start + open.length) : text.slice(start + open.length, end),
@@ -91,7 +95,7 @@ export function parseTaggedCalls(
       pieces.push(raw);
     } else {
       toolCalls.push({ id: toolCallId(text, toolCalls.length, options), type: 'function', function: parsed.call });
-      for (const problem of parsed.problems ?? []) malformed.push({ text: raw, reason: problem, truncated: false });
+      for (const problem of parsed.problems ?? []) malformed.push({ text: raw, ...problem });
     }
     if (end < 0) break;
     cursor = end + close.length;
@@ -104,7 +108,7 @@ export function argumentsJson(value: unknown): { json: string } | { error: strin
   if (typeof value === 'string') {
     // Some models write the arguments as a JSON string of the object.
     try {
-      const parsed: unknown = JSON.parse(value);
+      const parsed: unknown = parseJsonKeepingFloats(value);
       if (isPlainObject(parsed)) return { json: value };
     } catch {
       // reported below
@@ -116,9 +120,13 @@ export function argumentsJson(value: unknown): { json: string } | { error: strin
     return {
       error: `arguments must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
     };
-  return { json: JSON.stringify(value) };
+  // Compact, with floats as the model wrote them (`99.0`): vLLM's json.dumps keeps them too.
+  return { json: pythonJson(value, { separators: [',', ':'] }) };
 }
 
+/** A JSON object (not an array, not a PythonFloat). */
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  return prototype === Object.prototype || prototype === null;
 }

@@ -134,19 +134,40 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
     });
   });
 
-  it('records invalid JSON, a missing name and non-object arguments as malformed, keeping their text in content', () => {
+  it('records invalid JSON, a missing name and non-object arguments as malformed; then no call counts, as in vLLM', () => {
     const bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"</tool_call>';
     const noName = '<tool_call>{"arguments": {}}</tool_call>';
     const listArgs = '<tool_call>{"name": "x", "arguments": [1]}</tool_call>';
     const good = '<tool_call>{"name": "ok", "arguments": {"a": 1}}</tool_call>';
-    const result = hermesToolParser.parse(`${bad}\n${noName}\n${listArgs}\n${good}`);
-    expect(result.toolCalls.map((call) => call.function.name)).toEqual(['ok']);
+    const text = `${bad}\n${noName}\n${listArgs}\n${good}`;
+    const result = hermesToolParser.parse(text);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.content).toBe(text);
     expect(result.malformed.map((entry) => entry.text)).toEqual([bad, noName, listArgs]);
     expect(result.malformed[0].reason).toMatch(/not valid JSON/);
     expect(result.malformed[1].reason).toMatch(/no "name"/);
     expect(result.malformed[2].reason).toMatch(/must be a JSON object, got an array/);
     expect(result.malformed.every((entry) => !entry.truncated)).toBe(true);
-    expect(result.content).toContain(bad);
+  });
+
+  it('one bad call of two drops both and leaves the whole reply as content, as vLLM does', () => {
+    const text =
+      'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {\n</tool_call>';
+    const result = hermesToolParser.parse(text);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.content).toBe(text);
+    expect(result.malformed).toEqual([
+      expect.objectContaining({ truncated: false, reason: expect.stringMatching(/JSON/) }),
+    ]);
+  });
+
+  it('a call whose JSON is complete but whose </tool_call> never came is a call, listed as truncated', () => {
+    const result = hermesToolParser.parse('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n');
+    expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
+      ['get_weather', '{"city":"Paris"}'],
+    ]);
+    expect(result.malformed).toEqual([expect.objectContaining({ truncated: true })]);
+    expect(result.content).toBeNull();
   });
 
   it('an output cut inside a call is a truncated (partial) malformed call', () => {
@@ -164,21 +185,22 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     `<tool_call>\n<function=${name}>\n${parameters}</function>\n</tool_call>`;
 
   it('types parameter values by the tool schema as vLLM does', () => {
+    // `extra` first: vLLM ends a value at a </parameter> followed by a parameter the schema lists.
     const text = call(
-      '<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n7\n</parameter>\n<parameter=metric>\nFalse\n</parameter>\n' +
-        '<parameter=threshold>\n2.0\n</parameter>\n<parameter=tags>\n["x", "y"]\n</parameter>\n<parameter=note>\nnull\n</parameter>\n<parameter=extra>\n42\n</parameter>\n',
+      '<parameter=extra>\n42\n</parameter>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n7\n</parameter>\n<parameter=metric>\nFalse\n</parameter>\n' +
+        '<parameter=threshold>\n2.0\n</parameter>\n<parameter=tags>\n["x", "y"]\n</parameter>\n<parameter=note>\nnull\n</parameter>\n',
     );
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
     expect(result.malformed).toEqual([]);
     // `extra` is not in the schema: it stays text, as vLLM keeps unknown parameters as strings.
     expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({
+      extra: '42',
       city: 'New York',
       days: 7,
       metric: false,
       threshold: 2,
       tags: ['x', 'y'],
       note: null,
-      extra: '42',
     });
   });
 
@@ -217,20 +239,87 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
   });
 
   it.each([
-    ['inside a parameter', '<tool_call>\n<function=get_weather>\n<parameter=city>\nPar', /no <\/function>/],
+    ['inside a parameter', '<tool_call>\n<function=get_weather>\n<parameter=city>\nPar', /no <\/function>/, 'Par'],
     [
       'before </tool_call>',
       '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n',
       /no <\/tool_call>/,
+      'Paris',
     ],
-    ['before the function name', '<tool_call>\n<func', /before <function=NAME>/],
-  ])('an output cut %s is a truncated call', (_, text, reason) => {
+  ])('an output cut %s still gives the call, as vLLM gives it, listed as truncated', (_, text, reason, city) => {
     const result = qwen3CoderToolParser.parse(`I will check.\n\n${text}`, { tools: [weatherTool] });
-    expect(result.toolCalls).toEqual([]);
+    expect(result.toolCalls.map((entry) => JSON.parse(entry.function.arguments))).toEqual([{ city }]);
     expect(result.malformed).toEqual([
       expect.objectContaining({ truncated: true, reason: expect.stringMatching(reason) }),
     ]);
+    expect(result.content).toBe('I will check.');
+  });
+
+  it('an output cut before the function name is a truncated call and no call', () => {
+    const result = qwen3CoderToolParser.parse('I will check.\n\n<tool_call>\n<func', { tools: [weatherTool] });
+    expect(result.toolCalls).toEqual([]);
+    expect(result.malformed).toEqual([
+      expect.objectContaining({ truncated: true, reason: expect.stringMatching(/before <function=NAME>/) }),
+    ]);
     expect(result.content).toContain('I will check.');
+  });
+
+  it('an untyped or string-or-null parameter keeps "42" as text, as vLLM does; a nullable one reads None as null', () => {
+    const tool: ToolSpec = {
+      type: 'function',
+      function: {
+        name: 'lookup',
+        parameters: {
+          type: 'object',
+          properties: {
+            untyped: { description: 'no type' },
+            maybe: { anyOf: [{ type: 'string' }, { type: 'null' }] },
+            absent: { anyOf: [{ type: 'string' }, { type: 'null' }] },
+            word: { type: 'string' },
+            count: { anyOf: [{ type: 'integer' }, { type: 'null' }] },
+            price: { type: 'number' },
+          },
+        },
+      },
+    };
+    const text = call(
+      '<parameter=untyped>\n42\n</parameter>\n<parameter=maybe>\n42\n</parameter>\n<parameter=absent>\nNone\n</parameter>\n' +
+        '<parameter=word>\nnull\n</parameter>\n<parameter=count>\n7\n</parameter>\n<parameter=price>\n99.5\n</parameter>\n',
+      'lookup',
+    );
+    const result = qwen3CoderToolParser.parse(text, { tools: [tool] });
+    expect(result.malformed).toEqual([]);
+    expect(result.toolCalls[0].function.arguments).toBe(
+      '{"untyped":"42","maybe":"42","absent":null,"word":"null","count":7,"price":99.5}',
+    );
+  });
+
+  it('a </parameter> inside a value does not cut it: the value ends at the </parameter> before </function>', () => {
+    const code = 'print("</parameter>")\nx = 1';
+    const result = qwen3CoderToolParser.parse(call(`<parameter=city>\n${code}\n</parameter>\n`), {
+      tools: [weatherTool],
+    });
+    expect(result.malformed).toEqual([]);
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: code });
+  });
+
+  it('a </tool_call> inside a value is text of the value, not the end of the call (not truncated)', () => {
+    const value = 'Pa</tool_call>ris';
+    const text = `${call(`<parameter=city>\n${value}\n</parameter>\n<parameter=days>\n2\n</parameter>\n`)}\nDone.`;
+    const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
+    expect(result.malformed).toEqual([]);
+    expect(result.toolCalls.map((entry) => JSON.parse(entry.function.arguments))).toEqual([{ city: value, days: 2 }]);
+    expect(result.content).toBe('Done.');
+  });
+
+  it('a parameter without </parameter> ends at the next parameter of the tool and is listed as malformed', () => {
+    const result = qwen3CoderToolParser.parse(call('<parameter=city>\nParis\n<parameter=days>\n2\n</parameter>\n'), {
+      tools: [weatherTool],
+    });
+    expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual({ city: 'Paris', days: 2 });
+    expect(result.malformed.map((entry) => [entry.reason, entry.truncated])).toEqual([
+      ['parameter "city" of "get_weather" has no </parameter>', false],
+    ]);
   });
 });
 
@@ -255,6 +344,19 @@ describe('Llama 3.1 JSON', () => {
       ['a', '{"x":"}"}'],
       ['b', '{}'],
     ]);
+  });
+
+  it('one bad call of two drops both and leaves the reply as content, as vLLM does', () => {
+    const text = '{"name": "a", "parameters": {"x": 1}}; {"nam": "b"}';
+    const result = llama3JsonToolParser.parse(text);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.content).toBe(text);
+    expect(result.malformed.map((entry) => entry.reason)).toEqual(['tool call has no "name" string']);
+  });
+
+  it('keeps floats as the model wrote them in the arguments JSON (vLLM writes json.dumps of them)', () => {
+    const result = llama3JsonToolParser.parse('{"name": "a", "parameters": {"price": 99.0, "ratio": 0.5}}');
+    expect(result.toolCalls[0].function.arguments).toBe('{"price":99.0,"ratio":0.5}');
   });
 
   it('a reply that does not start with a call is content, even if it mentions JSON later', () => {
