@@ -5,6 +5,7 @@ import {
   type ArtifactStoreEnv,
 } from '../../shared/artifacts/create-artifact-store';
 import { withStorageRetries } from '../../shared/artifacts/retrying-artifact-store';
+import { setLargestRecordBytes } from '../../shared/artifacts/record-limit';
 import type { Logger } from '../../shared/log/logger';
 import { systemClock, type Clock, type StageServices } from '../stage-kit/define-stage';
 import { isRunCancelled } from './run-cancelled';
@@ -21,13 +22,16 @@ export interface StoreCache {
 
 /**
  * Stores of one process, each opened once. With HAT_STORAGE_RETRY_MS set (a parsed env has its
- * default), every store waits out storage faults (see withStorageRetries).
+ * default), every store waits out storage faults (see withStorageRetries). HAT_MAX_RECORD_BYTES
+ * becomes the process's largest record (record-limit.ts): every process that reads inputs opens
+ * its stores here.
  */
 export function createStoreCache(
   env: ArtifactStoreEnv,
   open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env),
 ): StoreCache {
   const stores = new Map<string, ArtifactStore>();
+  if (env.HAT_MAX_RECORD_BYTES !== undefined) setLargestRecordBytes(env.HAT_MAX_RECORD_BYTES);
   const policy = {
     budgetMs: env.HAT_STORAGE_RETRY_MS ?? 0,
     initialDelayMs: 500,

@@ -1,5 +1,8 @@
+import { gzipSync } from 'node:zlib';
 import { z } from 'zod';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
+import { setLargestRecordBytes, defaultLargestRecordBytes } from '../../shared/artifacts/record-limit';
+import { errorCodeOf } from '../../shared/errors';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
 import { readRecordRange } from './stage-inputs';
 
@@ -31,5 +34,31 @@ describe('readRecordRange', () => {
     expect((await readRecordRange(openObject, written.uri, schema, 1, 2, written.sha256)).records).toEqual([
       { id: 'b', count: 2 },
     ]);
+  });
+
+  it('refuses a task, relabel or part file that is not UTF-8 with its line and byte offset (was read with U+FFFD)', async () => {
+    const latin1 = Buffer.concat([Buffer.from('{"id":"a"}\n{"id":"caf'), Buffer.from([0xe9]), Buffer.from('"}\n')]);
+    await store.put('latin1.jsonl.gz', gzipSync(latin1));
+    const error = await readRecordRange(openObject, store.uriOf('latin1.jsonl.gz'), schema).then(
+      () => undefined,
+      (failure: unknown) => failure as Error,
+    );
+    expect(errorCodeOf(error)).toBe('BAD_ENCODING');
+    expect(error?.message).toContain(
+      `${store.uriOf('latin1.jsonl.gz')}: line 2: byte 11 of the line (byte offset 21 of the file) is not valid UTF-8`,
+    );
+  });
+
+  it('refuses a line longer than the largest record size, naming the file, the line and the setting', async () => {
+    await store.put('long.jsonl', Buffer.from(`{"id":"a"}\n{"id":"${'x'.repeat(200)}"}\n`));
+    setLargestRecordBytes(100);
+    try {
+      await expect(readRecordRange(openObject, store.uriOf('long.jsonl'), schema)).rejects.toThrow(
+        `[RECORD_TOO_LARGE] ${store.uriOf('long.jsonl')}: line 2 is longer than the largest record size, 100 bytes (HAT_MAX_RECORD_BYTES)`,
+      );
+    } finally {
+      setLargestRecordBytes(defaultLargestRecordBytes);
+    }
+    expect((await readRecordRange(openObject, store.uriOf('long.jsonl'), schema)).records).toHaveLength(2);
   });
 });

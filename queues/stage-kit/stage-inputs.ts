@@ -4,6 +4,8 @@ import type { StageDeps } from './define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { recordSchemaError } from '../../shared/artifacts/jsonl-writer';
 import { readManifest } from '../../shared/artifacts/manifest';
+import { checkRecordSizes } from '../../shared/artifacts/record-limit';
+import { checkUtf8 } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 
@@ -103,7 +105,10 @@ export async function readJsonlLines(
   return { lines: bytes.toString('utf8').split('\n'), sha256 };
 }
 
-/** A JSONL object's text as bytes (gunzipped when its key ends in .gz) and the sha256 of the stored bytes. */
+/**
+ * A JSONL object's text as bytes (gunzipped when its key ends in .gz) and the sha256 of the stored
+ * bytes; `BAD_ENCODING` for bytes that are not UTF-8, `RECORD_TOO_LARGE` for a line over the limit.
+ */
 export async function readJsonlBytes(
   openObject: StageDeps['openObject'],
   uri: string,
@@ -120,6 +125,9 @@ export async function readJsonlBytes(
       { cause: error },
     );
   }
+  // Bytes that are not UTF-8 are refused, never replaced by U+FFFD when lines are decoded.
+  checkUtf8(bytes, uri);
+  checkRecordSizes(bytes, uri);
   return { bytes, sha256: sha256Hex(stored) };
 }
 

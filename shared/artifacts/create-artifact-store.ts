@@ -19,6 +19,7 @@ export type ArtifactStoreEnv = Partial<
     | 'AWS_SESSION_TOKEN'
     | 'HAT_STORAGE_RETRY_MS'
     | 'HAT_STORAGE_RETRY_MAX_DELAY_MS'
+    | 'HAT_MAX_RECORD_BYTES'
   >
 >;
 

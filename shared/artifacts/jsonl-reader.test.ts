@@ -2,6 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { errorCodeOf } from '../errors';
 import { firstInvalidUtf8Byte, readJsonl } from './jsonl-reader';
 import { MemoryArtifactStore } from './memory-artifact-store';
+import { defaultLargestRecordBytes, setLargestRecordBytes } from './record-limit';
 
 async function readAll(store: MemoryArtifactStore, key: string): Promise<unknown[]> {
   const records: unknown[] = [];
@@ -44,5 +45,24 @@ describe('readJsonl and encodings', () => {
     expect(firstInvalidUtf8Byte(Buffer.from([0xc0, 0xaf]))).toBe(0);
     expect(firstInvalidUtf8Byte(Buffer.from([0x61, 0x62, 0xed, 0xa0, 0x80]))).toBe(2);
     expect(firstInvalidUtf8Byte(Buffer.from('直播 ok', 'utf8'))).toBe(Buffer.byteLength('直播 ok'));
+  });
+
+  it('refuses a line longer than HAT_MAX_RECORD_BYTES as soon as it passes the limit, before the line ends', async () => {
+    const store = new MemoryArtifactStore();
+    // No newline at all: a binary file read as JSONL by mistake.
+    await store.put('binary.jsonl.gz', gzipSync(Buffer.alloc(2_000_000, 0x41)));
+    setLargestRecordBytes(300_000);
+    try {
+      const error = await readAll(store, 'binary.jsonl.gz').then(
+        () => undefined,
+        (failure: unknown) => failure as Error,
+      );
+      expect(errorCodeOf(error)).toBe('RECORD_TOO_LARGE');
+      expect(error?.message).toMatch(
+        /^\[RECORD_TOO_LARGE\] memory:\/\/\S*binary\.jsonl\.gz: line 1 is longer than the largest record size, 300000 bytes \(HAT_MAX_RECORD_BYTES\); .*raise HAT_MAX_RECORD_BYTES/,
+      );
+    } finally {
+      setLargestRecordBytes(defaultLargestRecordBytes);
+    }
   });
 });

@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import { BadInputError } from '../errors';
 import type { ArtifactStore } from './artifact-store';
 import { recordSchemaError } from './jsonl-writer';
+import { largestRecordBytes, recordTooLarge } from './record-limit';
 
 export interface JsonlReadOptions<T> {
   /** Checked against every record; the first mismatch throws BadInputError `BAD_RECORD` naming line and field. */
@@ -79,8 +80,14 @@ async function* jsonlLines<T>(
   const gunzip = isGzipKey(key) ? createGunzip({ chunkSize: gunzipChunkBytes }) : undefined;
   const stream = gunzip ? pipeline(source, gunzip, () => undefined) : source;
   let pending: Buffer[] = [];
+  let pendingBytes = 0;
   let lineNumber = 0;
-  const parse = (bytes: Buffer): T | undefined => convert(bytes, ++lineNumber);
+  const largest = largestRecordBytes();
+  const parse = (bytes: Buffer): T | undefined => {
+    lineNumber += 1;
+    if (bytes.length > largest) throw recordTooLarge(uri, lineNumber);
+    return convert(bytes, lineNumber);
+  };
 
   try {
     try {
@@ -96,12 +103,18 @@ async function* jsonlLines<T>(
               ? bytes.subarray(start, newline)
               : Buffer.concat([...pending, bytes.subarray(start, newline)]);
           pending = [];
+          pendingBytes = 0;
           const record = parse(line);
           if (record !== undefined) yield record;
           start = newline + 1;
           newline = bytes.indexOf(10, start);
         }
-        if (start < bytes.length) pending.push(bytes.subarray(start));
+        if (start < bytes.length) {
+          pending.push(bytes.subarray(start));
+          pendingBytes += bytes.length - start;
+          // A line still without its end is refused as soon as it is too long, not once it is whole.
+          if (pendingBytes > largest) throw recordTooLarge(uri, lineNumber + 1);
+        }
       }
     } catch (error) {
       const code = (error as { code?: unknown }).code;

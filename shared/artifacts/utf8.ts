@@ -43,7 +43,18 @@ export function firstInvalidUtf8Byte(bytes: Uint8Array): number {
  */
 export function decodeUtf8Strict(bytes: Uint8Array, source: string): string {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (isUtf8(buffer)) return buffer.toString('utf8');
+  checkUtf8(buffer, source);
+  return buffer.toString('utf8');
+}
+
+/**
+ * Throws `BAD_ENCODING` naming the source, line and byte offset of the first byte that is not
+ * UTF-8. `isUtf8` is as strict as a fatal TextDecoder and native, so a whole object is checked in
+ * one pass before its lines are decoded.
+ */
+export function checkUtf8(bytes: Uint8Array, source: string): void {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (isUtf8(buffer)) return;
   const at = firstInvalidUtf8Byte(buffer);
   const lineStart = buffer.lastIndexOf(10, at - 1) + 1;
   let line = 1;

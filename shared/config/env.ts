@@ -79,6 +79,11 @@ export const envSchema = z.object({
   HAT_STORAGE_RETRY_MS: z.coerce.number().int().min(0).default(300_000),
   /** Longest wait between two storage retries, ms (exponential from 500 ms, with jitter). Default 30000. */
   HAT_STORAGE_RETRY_MAX_DELAY_MS: positiveInt.default(30_000),
+  /**
+   * Largest JSONL record (one line, decompressed) a reader accepts, bytes; a longer one is refused
+   * with RECORD_TOO_LARGE naming the file and line. Default 67108864 (64 MiB).
+   */
+  HAT_MAX_RECORD_BYTES: positiveInt.default(64 * 1024 * 1024),
   HAT_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   /**
    * Bearer token of `hat dashboard` (`--token` beats it; at least 16 characters, checked when the
