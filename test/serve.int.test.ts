@@ -357,6 +357,69 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(refused.status).toBe(400);
   });
 
+  it('streams completions with return_token_ids as vLLM: token ids per chunk, prompt ids first, text_offset running on, usage only at the end', async () => {
+    const request = { prompt: [3, 4, 5], max_tokens: 9, temperature: 1, seed: 8, logprobs: 0, return_token_ids: true };
+    const whole = (await post('/v1/completions', request)).body;
+    const response = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...request, stream: true, stream_options: { include_usage: true } }),
+    });
+    const chunks = (await response.text())
+      .split('\n\n')
+      .filter((event) => event.startsWith('data: ') && event !== 'data: [DONE]')
+      .map((event) => JSON.parse(event.slice('data: '.length)));
+    const choices = chunks.flatMap((chunk) => chunk.choices);
+    expect(choices.length).toBeGreaterThan(1);
+    expect(choices.flatMap((choice: any) => choice.token_ids)).toEqual(whole.choices[0].token_ids);
+    expect(choices.map((choice: any) => choice.prompt_token_ids)).toEqual([
+      [3, 4, 5],
+      ...choices.slice(1).map(() => null),
+    ]);
+    expect(choices.flatMap((choice: any) => choice.logprobs.text_offset)).toEqual(
+      whole.choices[0].logprobs.text_offset,
+    );
+    expect(chunks.slice(0, -1).every((chunk) => !('usage' in chunk))).toBe(true);
+    expect(chunks[chunks.length - 1]).toMatchObject({ choices: [], usage: whole.usage });
+    const continuous = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        ...request,
+        stream: true,
+        stream_options: { include_usage: true, continuous_usage_stats: true },
+      }),
+    });
+    const withUsage = (await continuous.text())
+      .split('\n\n')
+      .filter((event) => event.startsWith('data: ') && event !== 'data: [DONE]')
+      .map((event) => JSON.parse(event.slice('data: '.length)));
+    expect(withUsage.every((chunk) => chunk.usage?.prompt_tokens === 3)).toBe(true);
+  });
+
+  it('refuses a body that is not declared JSON with 415 and a wrong method on a known route with 405, as vLLM does', async () => {
+    const plain = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify({ prompt: [1], max_tokens: 1 }),
+    });
+    expect(plain.status).toBe(415);
+    expect(((await plain.json()) as { error: { message: string } }).error.message).toContain(
+      "Only 'application/json' is allowed",
+    );
+    const charset = await fetch(`${server.baseUrl}/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: JSON.stringify({ prompt: [1], max_tokens: 1 }),
+    });
+    expect(charset.status).toBe(200);
+    const get = await fetch(`${server.baseUrl}/completions`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    expect((await fetch(`${server.baseUrl}/models`, { method: 'POST' })).status).toBe(405);
+    expect((await fetch(`${server.baseUrl}/nothing`)).status).toBe(404);
+  });
+
   it("serves the project's own OpenAI client (streaming chat) with the in-process chat's answer for the same seed", async () => {
     const client = createModelClient({ adapter: 'openai', baseUrl: server.baseUrl, model: server.modelId });
     try {

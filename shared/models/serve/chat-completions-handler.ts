@@ -135,7 +135,6 @@ export async function handleChatCompletion(
     created,
     model: modelId,
     choices: [{ index: 0, delta, logprobs: null, finish_reason: null, stop_reason: null, ...extra }],
-    usage: null,
   });
   const logprobsOf = (tokens: ServedToken[]): { content: unknown[] } => ({
     content: tokens.map((token) => chatLogprob(context, token, topLogprobs, asTokenIds)),

@@ -208,12 +208,39 @@ export async function handleCompletion(
 
   if (request.stream === true) {
     const stream = sse();
-    const lastChunks = new Map<number, { text: string; logprobs: unknown }>();
+    const lastChunks = new Map<number, Record<string, unknown>>();
     const includeUsage = request.stream_options?.include_usage === true;
+    // vLLM: usage in every chunk only with continuous_usage_stats, else only in the final usage chunk.
+    const continuousUsage = includeUsage && request.stream_options?.continuous_usage_stats === true;
+    const returnTokenIds = request.return_token_ids === true;
     const generations = await Promise.all(
       prompts.map(async (promptIds, index) => {
         // Tokens whose text is not visible yet (half a character) ride with the next chunk.
         let pending: ServedToken[] = [];
+        // text_offset continues across chunks, as vLLM counts it from the text already sent.
+        let textOffset = 0;
+        let completionTokens = 0;
+        // vLLM sends prompt_token_ids with a choice's first chunk, null after.
+        let promptIdsSent = false;
+        const tokenFields = (tokens: ServedToken[]): Record<string, unknown> => {
+          if (!returnTokenIds) return {};
+          const fields = {
+            prompt_token_ids: promptIdsSent ? null : promptIds,
+            token_ids: tokens.map((token) => token.tokenId),
+          };
+          promptIdsSent = true;
+          return fields;
+        };
+        const usageField = (): Record<string, unknown> =>
+          continuousUsage
+            ? {
+                usage: {
+                  prompt_tokens: promptIds.length,
+                  completion_tokens: completionTokens,
+                  total_tokens: promptIds.length + completionTokens,
+                },
+              }
+            : {};
         if (echo) {
           stream.send({
             id,
@@ -227,17 +254,23 @@ export async function handleCompletion(
                 logprobs: null,
                 finish_reason: null,
                 stop_reason: null,
+                ...tokenFields([]),
               },
             ],
-            usage: null,
+            ...usageField(),
           });
         }
         const generation = await runGeneration(
           context,
           settings(promptIds, ({ delta, token, last }) => {
             pending.push(token);
+            completionTokens++;
             if (delta === '' && !last) return;
-            const logprobs = wantsLogprobs ? completionLogprobs(context, pending, topLogprobs, asTokenIds) : null;
+            const logprobs = wantsLogprobs
+              ? completionLogprobs(context, pending, topLogprobs, asTokenIds, textOffset)
+              : null;
+            for (const sent of pending) textOffset += context.served.model.tokenizer.tokenText(sent.tokenId).length;
+            const fields = { text: delta, logprobs, ...tokenFields(pending) };
             pending = [];
             if (!last)
               stream.send({
@@ -245,13 +278,13 @@ export async function handleCompletion(
                 object: 'text_completion',
                 created,
                 model,
-                choices: [{ index, text: delta, logprobs, finish_reason: null, stop_reason: null }],
-                usage: null,
+                choices: [{ index, ...fields, finish_reason: null, stop_reason: null }],
+                ...usageField(),
               });
-            else lastChunks.set(index, { text: delta, logprobs });
+            else lastChunks.set(index, fields);
           }),
         );
-        const final = lastChunks.get(index) ?? { text: '', logprobs: null };
+        const final = lastChunks.get(index) ?? { text: '', logprobs: null, ...tokenFields([]) };
         stream.send({
           id,
           object: 'text_completion',
@@ -260,13 +293,12 @@ export async function handleCompletion(
           choices: [
             {
               index,
-              text: final.text,
-              logprobs: final.logprobs,
+              ...final,
               finish_reason: generation.finishReason,
               stop_reason: generation.stopReason,
             },
           ],
-          usage: null,
+          ...usageField(),
         });
         return generation;
       }),

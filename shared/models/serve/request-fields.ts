@@ -16,7 +16,10 @@ export const samplingFieldsSchema = z.object({
   ignore_eos: z.boolean().nullish(),
   include_stop_str_in_output: z.boolean().nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().nullish() }).loose().nullish(),
+  stream_options: z
+    .object({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() })
+    .loose()
+    .nullish(),
   return_tokens_as_token_ids: z.boolean().nullish(),
   /** vLLM: false keeps special tokens (e.g. `<|im_end|>`) in the text. Default true. */
   skip_special_tokens: z.boolean().nullish(),

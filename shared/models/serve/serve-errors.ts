@@ -13,6 +13,8 @@ export class ServeRequestError extends HatError {
   /** vLLM's error type for a status. */
   get errorType(): string {
     if (this.status === 404) return 'NotFoundError';
+    if (this.status === 405) return 'MethodNotAllowedError';
+    if (this.status === 415) return 'UnsupportedMediaTypeError';
     if (this.status >= 500) return 'InternalServerError';
     return 'BadRequestError';
   }

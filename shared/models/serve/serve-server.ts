@@ -146,6 +146,17 @@ async function readJson(request: http.IncomingMessage): Promise<unknown> {
   }
 }
 
+/** Routes by method, for 405 on a known path with another method (as vLLM's router answers). */
+const getRoutes = new Set(['/health', '/version', '/metrics', '/v1/models']);
+const postRoutes = new Set(['/v1/completions', '/v1/chat/completions', '/tokenize', '/detokenize']);
+
+/** vLLM refuses a body that is not declared JSON (its validate_json_request) with 415. */
+function checkJsonContentType(request: http.IncomingMessage): void {
+  const mediaType = (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (mediaType !== 'application/json')
+    throw new ServeRequestError(415, "Unsupported Media Type: Only 'application/json' is allowed");
+}
+
 async function handleRequest(
   context: ServeContext,
   created: number,
@@ -167,7 +178,13 @@ async function handleRequest(
     return void response.end(text);
   }
   if (method === 'GET' && path === '/v1/models') return sendJson(response, 200, modelList(context, created));
+  const allowed = getRoutes.has(path) ? 'GET' : postRoutes.has(path) ? 'POST' : undefined;
+  if (allowed !== undefined && method !== allowed) {
+    response.setHeader('allow', allowed);
+    throw new ServeRequestError(405, 'Method Not Allowed');
+  }
   if (method !== 'POST') throw new ServeRequestError(404, `no route ${method} ${path}`);
+  if (postRoutes.has(path)) checkJsonContentType(request);
   // Aborted when the client goes away: its sequence stops at the next token.
   const closed = new AbortController();
   response.on('close', () => {
