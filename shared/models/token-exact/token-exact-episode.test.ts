@@ -246,6 +246,14 @@ describe('token-exact episodes', () => {
     expect(view.drift).toEqual({ checked: true, drifted: false, firstDifference: null, tokens: 0 });
   });
 
+  it('does not count the end-of-turn id a fresh render adds to a last turn cut by maxTokens as drift', async () => {
+    const server = await OpenAiTestServer.start({ scorer: scriptedScorer(['Short answer.', 'word '.repeat(30)]) });
+    servers.push(server);
+    const { view } = await playTurns(served(server, 'vllm'), chatml, ['And more?']);
+    expect(view.turns.map((turn) => turn.finishReason)).toEqual(['stop', 'length']);
+    expect(view.drift).toEqual({ checked: true, drifted: false, firstDifference: null, tokens: 0 });
+  });
+
   it('counts drift when the template re-renders an earlier turn differently (Qwen3 drops old reasoning)', async () => {
     const server = await OpenAiTestServer.start({
       scorer: scriptedScorer(['<think>\nCheck the stock.\n</think>\n\nIn stock.', 'It costs 12 EUR.']),

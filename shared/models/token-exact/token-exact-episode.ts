@@ -226,7 +226,11 @@ export class TokenExactEpisode implements ModelClient {
       drift:
         this.turns.length === 0
           ? { checked: false, drifted: false, firstDifference: null, tokens: 0, reason: 'no turn was sampled' }
-          : measureDrift(this.options.tokenizer, messages, tools, this.tokens, this.options),
+          : measureDrift(this.options.tokenizer, messages, tools, this.tokens, {
+              ...this.options,
+              // A last turn cut by maxTokens has no end-of-turn id; a fresh render closes it.
+              unclosedLastTurn: this.turns[this.turns.length - 1].finishReason === 'length' ? this.stopTokenIds : [],
+            }),
     };
   }
 
@@ -291,14 +295,16 @@ function splitReasoning(text: string, tokenizer: ChatTokenizer): { reasoning?: s
  * Compares the as-sampled ids with a fresh render of the finished conversation (every assistant
  * turn as parsed), up to the end of the last assistant turn. They differ when the template
  * re-renders earlier turns (Qwen3 drops old reasoning), when parsed tool calls render unlike the
- * sampled text, or when tokenizing pieces differs from tokenizing the whole.
+ * sampled text, or when tokenizing pieces differs from tokenizing the whole. `unclosedLastTurn`:
+ * the end-of-turn ids, when the last turn was cut by maxTokens: the one the fresh render adds
+ * after it is not drift (nothing was sampled there).
  */
 export function measureDrift(
   tokenizer: ChatTokenizer,
   messages: ChatMessage[],
   tools: ToolSpec[],
   sampled: readonly number[],
-  options: { enableThinking?: boolean; now: Date },
+  options: { enableThinking?: boolean; now: Date; unclosedLastTurn?: readonly number[] },
 ): EpisodeDrift {
   const fresh = tokenizeConversation(tokenizer, messages, tools, {
     trainOn: 'all',
@@ -314,7 +320,12 @@ export function measureDrift(
       reason: `[${fresh.code}] ${fresh.reason}`,
     };
   const spans = fresh.sample.assistantSpans;
-  const rendered = fresh.sample.inputIds.slice(0, spans[spans.length - 1].tokenEnd);
+  let rendered = fresh.sample.inputIds.slice(0, spans[spans.length - 1].tokenEnd);
+  if (
+    rendered.length === sampled.length + 1 &&
+    (options.unclosedLastTurn ?? []).includes(rendered[rendered.length - 1])
+  )
+    rendered = rendered.slice(0, -1);
   let common = 0;
   while (common < rendered.length && common < sampled.length && rendered[common] === sampled[common]) common++;
   const equal = common === rendered.length && common === sampled.length;
