@@ -61,8 +61,21 @@ describeWithMounts('storage outages', () => {
   it('names a read-only file system as STORAGE_READ_ONLY (not ENOENT mkdir) once the retry budget is spent', async () => {
     const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o ro,size=4m tmpfs "$1" || exit 97', {
       HAT_STORAGE_RETRY_MS: '1500',
+      HAT_LOG_LEVEL: 'warn',
     });
     expect(outcome.code).toBe(1);
+    // Each retry is named while it happens: the object, the cause and what is left of the budget.
+    const retries = outcome.stderr
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { level: number; msg: string; timeLeftMs?: number })
+      .filter((line) => line.msg.startsWith('storage fault'));
+    expect(retries.length).toBeGreaterThan(0);
+    expect(retries[0].level).toBe(40);
+    expect(retries[0].msg).toMatch(
+      /^storage fault \(\[STORAGE_READ_ONLY\] put file:\/\/\S+\/out\/\S+: the file system is read-only \(EROFS\).*\); the work waits and tries again in [\d.]+ s, [\d.]+ s of HAT_STORAGE_RETRY_MS left$/,
+    );
+    expect(retries.every((line) => (line.timeLeftMs ?? -1) >= 0 && (line.timeLeftMs ?? 0) <= 1500)).toBe(true);
     expect(outcome.stderr).toMatch(
       /\[STORAGE_READ_ONLY\] put file:\/\/.*\/out\/.*: the file system is read-only \(EROFS\); remount it read-write/,
     );

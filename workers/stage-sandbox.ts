@@ -30,7 +30,7 @@ function sandboxRuntime(): Promise<StageJobRuntime> {
     const { env } = (workerData as SandboxWorkerData).hatSandbox;
     const context = await openQueueContext(env, { role: 'worker', connectionName: 'hat-sandbox' });
     const logger = createLogger({ level: env.HAT_LOG_LEVEL, bindings: { sandbox: true } });
-    return createStageJobRuntime({ context, stores: createStoreCache(env), logger });
+    return createStageJobRuntime({ context, stores: createStoreCache(env, undefined, logger), logger });
   })();
   return sharedRuntime;
 }

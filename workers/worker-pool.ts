@@ -92,7 +92,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     connection.disconnect();
     throw error;
   }
-  const stores = createStoreCache(env, options.openStore);
+  const stores = createStoreCache(env, options.openStore, logger);
   const stageRuntime = createStageJobRuntime({ context, stores, logger, clock, services: options.services });
   const metrics = options.metrics ? createPoolMetrics(queues, context, stores, logger, options.metrics) : undefined;
   const workers: Worker[] = [];

@@ -61,7 +61,11 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
           `the config of stage "${name}" is invalid; fix the fields named below`,
         );
       }
-      const stores = createStoreCache(context.env, (rootUri) => createArtifactStore(rootUri, context.env));
+      const stores = createStoreCache(
+        context.env,
+        (rootUri) => createArtifactStore(rootUri, context.env),
+        context.logger,
+      );
       const store = stores.storeFor(options.out);
       const view = createProgressView(context.stderr);
       try {

@@ -165,12 +165,16 @@ function stageJobRunner(
         outages.end(job);
         throw new WaitingError();
       }
-      const delayMs = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
-      if (delayMs !== undefined) {
+      const wait = token ? outages.delayFor(job, error, runtime.clock.now()) : undefined;
+      if (wait !== undefined) {
         // Waits without spending an attempt, so a storage outage of minutes delays the part
         // instead of failing the run after a few quick attempts.
-        runtime.logger.warn({ jobId: job.id, err: error, delayMs }, 'storage fault; the job waits and tries again');
-        await job.moveToDelayed(runtime.clock.now() + delayMs, token);
+        const cause = error instanceof Error ? error.message : String(error);
+        runtime.logger.warn(
+          { jobId: job.id, err: error, delayMs: wait.delayMs, timeLeftMs: wait.timeLeftMs },
+          `storage fault (${cause}); the job waits and tries again in ${Math.round(wait.delayMs / 100) / 10} s, ${Math.round(wait.timeLeftMs / 100) / 10} s of HAT_STORAGE_RETRY_MS left`,
+        );
+        await job.moveToDelayed(runtime.clock.now() + wait.delayMs, token);
         throw new DelayedError();
       }
       outages.end(job);
@@ -213,8 +217,11 @@ class StorageOutages {
   private readonly since = new Map<string, { at: number; waits: number }>();
   constructor(private readonly policy: StageJobRuntime['storageRetry']) {}
 
-  /** The wait before the next try, or undefined when the error is no storage fault or the budget is spent. */
-  delayFor(job: StageJobHandle, error: unknown, now: number): number | undefined {
+  /**
+   * The wait before the next try and what is left of the budget, or undefined when the error is no
+   * storage fault or the budget is spent.
+   */
+  delayFor(job: StageJobHandle, error: unknown, now: number): { delayMs: number; timeLeftMs: number } | undefined {
     if (!this.policy || this.policy.budgetMs <= 0 || !isStorageFault(error)) return undefined;
     const key = `${job.queueQualifiedName}:${job.id ?? ''}`;
     const outage = this.since.get(key) ?? { at: now, waits: 0 };
@@ -223,7 +230,8 @@ class StorageOutages {
     outage.waits += 1;
     this.since.set(key, outage);
     const exponential = Math.min(this.policy.maxDelayMs, 1_000 * 2 ** (outage.waits - 1));
-    return Math.min(Math.round(exponential * (0.5 + Math.random() * 0.5)), this.policy.budgetMs - elapsed);
+    const timeLeftMs = this.policy.budgetMs - elapsed;
+    return { delayMs: Math.min(Math.round(exponential * (0.5 + Math.random() * 0.5)), timeLeftMs), timeLeftMs };
   }
 
   end(job: StageJobHandle): void {

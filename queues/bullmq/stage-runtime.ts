@@ -4,7 +4,7 @@ import {
   openArtifactObject,
   type ArtifactStoreEnv,
 } from '../../shared/artifacts/create-artifact-store';
-import { withStorageRetries } from '../../shared/artifacts/retrying-artifact-store';
+import { withStorageRetries, type StorageRetryEvent } from '../../shared/artifacts/retrying-artifact-store';
 import { setLargestRecordBytes } from '../../shared/artifacts/record-limit';
 import type { Logger } from '../../shared/log/logger';
 import { systemClock, type Clock, type StageServices } from '../stage-kit/define-stage';
@@ -20,6 +20,24 @@ export interface StoreCache {
   close(): Promise<void>;
 }
 
+/** One warn line per storage retry: which object, the cause, the wait and what is left of HAT_STORAGE_RETRY_MS. */
+function logStorageRetry(logger: Logger, store: ArtifactStore, event: StorageRetryEvent): void {
+  const uri = store.uriOf(event.key);
+  const cause = event.error instanceof Error ? event.error.message : String(event.error);
+  const seconds = (ms: number) => `${Math.round(ms / 100) / 10} s`;
+  logger.warn(
+    {
+      operation: event.operation,
+      uri,
+      attempt: event.attempt,
+      delayMs: event.delayMs,
+      timeLeftMs: event.timeLeftMs,
+      err: event.error,
+    },
+    `storage fault on ${event.operation} ${uri} (${cause}); retry ${event.attempt} in ${seconds(event.delayMs)}, ${seconds(event.timeLeftMs)} of HAT_STORAGE_RETRY_MS left`,
+  );
+}
+
 /**
  * Stores of one process, each opened once. With HAT_STORAGE_RETRY_MS set (a parsed env has its
  * default), every store waits out storage faults (see withStorageRetries). HAT_MAX_RECORD_BYTES
@@ -29,6 +47,7 @@ export interface StoreCache {
 export function createStoreCache(
   env: ArtifactStoreEnv,
   open: (rootUri: string) => ArtifactStore = (rootUri) => createArtifactStore(rootUri, env),
+  logger?: Logger,
 ): StoreCache {
   const stores = new Map<string, ArtifactStore>();
   if (env.HAT_MAX_RECORD_BYTES !== undefined) setLargestRecordBytes(env.HAT_MAX_RECORD_BYTES);
@@ -37,7 +56,11 @@ export function createStoreCache(
     initialDelayMs: 500,
     maxDelayMs: env.HAT_STORAGE_RETRY_MAX_DELAY_MS ?? 30_000,
   };
-  const retrying = (store: ArtifactStore) => withStorageRetries(store, policy);
+  const retrying = (store: ArtifactStore) =>
+    withStorageRetries(store, {
+      ...policy,
+      ...(logger ? { onRetry: (event: StorageRetryEvent) => logStorageRetry(logger, store, event) } : {}),
+    });
   const storeFor = (rootUri: string): ArtifactStore => {
     // Job data names the same root on every job: the common case is one lookup, no regex.
     const root = rootUri.endsWith('/') ? rootUri.replace(/\/+$/, '') : rootUri;

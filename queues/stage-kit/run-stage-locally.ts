@@ -83,7 +83,7 @@ export async function runStageLocally(
   try {
     if (stage.kind === 'single') {
       report('plan', 0, 0);
-      const output = await withAttempts(stage, options.storageRetryMs ?? 0, (attempt) =>
+      const output = await withAttempts(stage, options.storageRetryMs ?? 0, options.logger, (attempt) =>
         stage.createProcessor(depsFor(undefined, 0, attempt))(input),
       );
       report('done', 0, 0);
@@ -99,6 +99,7 @@ export async function runStageLocally(
       depsFor,
       (done) => report('parts', done, parts.length),
       options.storageRetryMs ?? 0,
+      options.logger,
     );
     report('finish', parts.length, parts.length);
     const output = checkResult(stage.output, await stage.finish(input, outputs, depsFor()), stage.name, 'stage output');
@@ -117,6 +118,7 @@ async function runParts(
   depsFor: (part: PlannedPart, count: number, attempt: number) => StageDeps,
   onDone: (done: number) => void,
   storageRetryMs: number,
+  logger: Logger,
 ): Promise<unknown[]> {
   const outputs = new Array<unknown>(parts.length);
   let next = 0;
@@ -125,7 +127,7 @@ async function runParts(
   const lane = async () => {
     while (next < parts.length && !controller.signal.aborted) {
       const part = parts[next++];
-      outputs[part.index] = await withAttempts(stage, storageRetryMs, (attempt) =>
+      outputs[part.index] = await withAttempts(stage, storageRetryMs, logger, (attempt) =>
         runPart(stage, depsFor(part, parts.length, attempt), part),
       );
       onDone(++done);
@@ -149,6 +151,7 @@ async function runParts(
 async function withAttempts<T>(
   stage: AnyStage,
   storageRetryMs: number,
+  logger: Logger,
   work: (attempt: number) => Promise<T>,
 ): Promise<T> {
   const attempts = stage.queue?.attempts ?? defaultAttempts;
@@ -166,7 +169,13 @@ async function withAttempts<T>(
         if (left > 0) {
           outageWaits += 1;
           attempt -= 1;
-          await sleep(Math.min(left, backoffDelay(outageWaits, 1_000, error), 30_000));
+          const delayMs = Math.min(left, backoffDelay(outageWaits, 1_000, error), 30_000);
+          const cause = error instanceof Error ? error.message : String(error);
+          logger.warn(
+            { err: error, delayMs, timeLeftMs: left },
+            `storage fault (${cause}); the work waits and tries again in ${Math.round(delayMs / 100) / 10} s, ${Math.round(left / 100) / 10} s of HAT_STORAGE_RETRY_MS left`,
+          );
+          await sleep(delayMs);
           continue;
         }
       }

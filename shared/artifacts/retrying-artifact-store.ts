@@ -2,6 +2,15 @@ import type { Readable } from 'node:stream';
 import type { ArtifactStore, ObjectInfo, PutOptions } from './artifact-store';
 import { isStorageFault } from './storage-errors';
 
+export interface StorageRetryEvent {
+  operation: string;
+  key: string;
+  attempt: number;
+  delayMs: number;
+  timeLeftMs: number;
+  error: unknown;
+}
+
 /** How long a store waits out storage faults before giving up (HAT_STORAGE_RETRY_* settings). */
 export interface StorageRetryPolicy {
   /** Total time spent retrying one operation, ms; 0 turns retries off. */
@@ -10,8 +19,8 @@ export interface StorageRetryPolicy {
   initialDelayMs: number;
   /** Longest single wait, ms. */
   maxDelayMs: number;
-  /** Told before each wait (a log line, a metric). */
-  onRetry?: (event: { operation: string; key: string; attempt: number; delayMs: number; error: unknown }) => void;
+  /** Told before each wait (a log line, a metric); `timeLeftMs`: what is left of `budgetMs` before this wait. */
+  onRetry?: (event: StorageRetryEvent) => void;
   sleep?: (ms: number) => Promise<void>;
   now?: () => number;
   random?: () => number;
@@ -47,7 +56,7 @@ export function withStorageRetries(store: ArtifactStore, policy: StorageRetryPol
           Math.round(exponential * (0.5 + random() * 0.5)),
           Math.max(0, policy.budgetMs - elapsed),
         );
-        policy.onRetry?.({ operation, key, attempt, delayMs, error });
+        policy.onRetry?.({ operation, key, attempt, delayMs, timeLeftMs: policy.budgetMs - elapsed, error });
         await sleep(delayMs);
       }
     }
