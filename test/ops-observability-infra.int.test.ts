@@ -4,6 +4,7 @@ import { Worker } from 'bullmq';
 import { parseAllDocuments } from 'yaml';
 import { closeRedisConnection, createRedisConnection } from '../queues/bullmq/redis-connection';
 import { findStage } from '../queues/stage-kit/stage-registry';
+import { defaultLockDurationMs } from '../queues/bullmq/worker-factory';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { createQueueTestKit } from './support/queue-test-kit';
 
@@ -92,6 +93,23 @@ describe('infra manifests', () => {
     expect(dashboard.command[0]).toBe('dashboard');
     // Compose refuses to start without a token rather than serve an open dashboard.
     expect(dashboard.environment.HAT_DASHBOARD_TOKEN).toMatch(/^\$\{HAT_DASHBOARD_TOKEN:\?/);
+  });
+
+  it("lists each queue's job lock in the fault section of infra/README.md as the stage declares it", () => {
+    const readme = readFileSync(join(infraDirectory, 'README.md'), 'utf8');
+    const documented = new Map(
+      [...readme.matchAll(/^\| (\w+) \| (\d+) s \| about (\d+) s \|$/gm)].map((match) => [
+        match[1],
+        { lockSeconds: Number(match[2]), handedBackSeconds: Number(match[3]) },
+      ]),
+    );
+    for (const queue of pipelineQueues) {
+      const lockMs = findStage(queue)?.queue?.lockDurationMs ?? defaultLockDurationMs;
+      expect([queue, documented.get(queue)]).toEqual([
+        queue,
+        { lockSeconds: lockMs / 1000, handedBackSeconds: lockMs / 1000 + 30 },
+      ]);
+    }
   });
 
   it("renders the trainer's Job (infra/trainer/) into the trainer command the cluster runs, named by the request's hash", () => {
