@@ -15,7 +15,11 @@ export interface RenderOptions {
   tools?: TemplateTool[];
   /** Append the header that opens the next assistant turn. Default false. */
   addGenerationPrompt?: boolean;
-  /** Passed as `enable_thinking` when set (Qwen3 family); left undefined otherwise, as serving does. */
+  /**
+   * The template's thinking switch when set: `enable_thinking` (Qwen3 family) or `thinking`
+   * (DeepSeek-V3.1), whichever the template reads (see ChatTemplate.thinkingSwitches); left
+   * undefined otherwise, as serving does.
+   */
   enableThinking?: boolean;
   /** The moment `strftime_now` formats (UTC). Default: the current time. */
   now?: Date;
@@ -44,6 +48,12 @@ const globals: Record<string, unknown> = {
   None: null,
   range,
 };
+
+/**
+ * Variables templates read as their thinking switch, as users pass them in chat_template_kwargs:
+ * Qwen3's `enable_thinking`, DeepSeek-V3.1's `thinking`.
+ */
+export const thinkingSwitchNames = ['enable_thinking', 'thinking'] as const;
 
 /** Compiled renders always compared with the interpreter's, per ChatTemplate, before sampling starts. */
 const compiledAlwaysChecked = 16;
@@ -106,7 +116,7 @@ function* nodesOf(value: unknown): Generator<SyntaxNode> {
 function staticGenerationPrompt(program: Template['parsed'], specialTokenNames: string[]): SyntaxNode | undefined {
   const body = (program as unknown as { body: SyntaxNode[] }).body;
   const last = body.at(-1);
-  const switches = new Set(['add_generation_prompt', 'enable_thinking', ...specialTokenNames]);
+  const switches = new Set(['add_generation_prompt', ...thinkingSwitchNames, ...specialTokenNames]);
   if (!last || last.type !== 'If' || !readsOnly(last, switches)) return undefined;
   const readsSwitch = (nodes: unknown) =>
     [...nodesOf(nodes)].some((node) => node.type === 'Identifier' && node.value === 'add_generation_prompt');
@@ -141,6 +151,11 @@ export class ChatTemplate {
   /** sha256 of the template text; for named templates, of the canonical JSON of name → text. */
   readonly hash: string;
   readonly names: string[];
+  /**
+   * The thinking switches (thinkingSwitchNames) some template of this source reads; empty when
+   * none does, and then `enableThinking` changes nothing.
+   */
+  readonly thinkingSwitches: string[];
   private readonly templates = new Map<string, Template>();
   private readonly texts = new Map<string, string>();
   /**
@@ -195,16 +210,20 @@ export class ChatTemplate {
       this.hash = hashValue(Object.fromEntries(this.texts));
     }
     this.names = [...this.texts.keys()];
+    const read = new Set<string>();
     for (const [name, text] of this.texts) {
       const template = compile(name, text);
       this.templates.set(name, template);
+      for (const node of nodesOf(template.parsed))
+        if (node.type === 'Identifier' && (thinkingSwitchNames as readonly unknown[]).includes(node.value))
+          read.add(node.value as string);
       this.staticPrompts.set(name, staticGenerationPrompt(template.parsed, Object.keys(specialTokenVariables)));
       const body = (template.parsed as unknown as { body: unknown[] }).body;
       const headerLength = headerStatementCount(body, [
         ...Object.keys(globals),
         ...Object.keys(specialTokenVariables),
         'add_generation_prompt',
-        'enable_thinking',
+        ...thinkingSwitchNames,
       ]);
       if (headerLength > 0) {
         const program = (statements: unknown[]) =>
@@ -215,6 +234,7 @@ export class ChatTemplate {
         });
       }
     }
+    this.thinkingSwitches = thinkingSwitchNames.filter((switchName) => read.has(switchName));
   }
 
   /**
@@ -316,7 +336,11 @@ export class ChatTemplate {
     };
     const tools = options.tools && options.tools.length > 0 ? options.tools : undefined;
     if (tools) variables.tools = tools;
-    if (options.enableThinking !== undefined) variables.enable_thinking = options.enableThinking;
+    if (options.enableThinking !== undefined) {
+      // Every switch the template reads (DeepSeek-V3.1 reads `thinking`); `enable_thinking` when it reads none.
+      const switches = this.thinkingSwitches.length > 0 ? this.thinkingSwitches : ['enable_thinking'];
+      for (const switchName of switches) variables[switchName] = options.enableThinking;
+    }
     return variables;
   }
 

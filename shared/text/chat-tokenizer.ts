@@ -16,6 +16,14 @@ import { useGenerationalWordCache } from './word-cache';
 export interface ChatTokenizer {
   /** Preset name or model directory name. */
   name: string;
+  /**
+   * The chat template in words, to name it in messages after "the chat template": `of qwen3` (a
+   * preset's own), `of /models/x` (a model directory's own), or the name given with a template
+   * override (its file), else `given as text (sha256 …)`.
+   */
+  templateLabel: string;
+  /** The thinking switches the template reads (`enable_thinking`, `thinking`); empty: `enableThinking` changes nothing. */
+  thinkingSwitches: string[];
   /** sha256 over the vocabulary (id → token, by id) and the added tokens; equal fingerprints mean interchangeable token ids. */
   fingerprint: string;
   /** sha256 of the chat template text (see `ChatTemplate.hash`). */
@@ -149,6 +157,7 @@ export function createChatTokenizer(
   core: TokenizerCore,
   chatTemplate: ChatTemplateSource,
   hookMessages?: HookMessageForm,
+  templateLabel = `of ${name}`,
 ): ChatTokenizer {
   const { tokenizer } = core;
   const template = new ChatTemplate(chatTemplate, specialTokenVariables(core.config));
@@ -156,6 +165,8 @@ export function createChatTokenizer(
   const systemMessagePlacement = probeSystemMessagePlacement(render);
   return {
     name,
+    templateLabel,
+    thinkingSwitches: template.thinkingSwitches,
     fingerprint: core.fingerprint,
     templateHash: template.hash,
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,

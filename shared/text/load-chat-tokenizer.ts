@@ -40,6 +40,8 @@ export interface ChatTokenizerSource {
   modelDir?: string;
   /** Chat template text that replaces the model's own (the contents of a `.jinja` file). */
   chatTemplate?: string;
+  /** What messages call the `chatTemplate` override (its file name or URI). Default: its sha256. */
+  chatTemplateName?: string;
   /** How hook system messages reach the template; `auto` (default) tries the template (see normalizeHookMessages). */
   hookMessages?: 'auto' | HookMessageForm;
 }
@@ -171,12 +173,12 @@ async function load(source: ChatTokenizerSource, directory: string): Promise<Cha
   const chatTemplate = source.chatTemplate ?? (await modelTemplate(directory, core.config));
   const hookMessages =
     source.hookMessages === undefined || source.hookMessages === 'auto' ? undefined : source.hookMessages;
-  return createChatTokenizer(
-    source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3'),
-    core,
-    chatTemplate,
-    hookMessages,
-  );
+  const name = source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3');
+  const templateLabel =
+    source.chatTemplate !== undefined
+      ? (source.chatTemplateName ?? `given as text (sha256 ${sha256Hex(source.chatTemplate).slice(0, 12)})`)
+      : `of ${source.modelDir ?? name}`;
+  return createChatTokenizer(name, core, chatTemplate, hookMessages, templateLabel);
 }
 
 /**
@@ -196,6 +198,7 @@ export async function loadChatTokenizer(source: ChatTokenizerSource = {}): Promi
   const key = JSON.stringify([
     directory,
     source.chatTemplate !== undefined ? sha256Hex(source.chatTemplate) : null,
+    source.chatTemplateName ?? null,
     source.hookMessages ?? 'auto',
   ]);
   return once(loaded, key, () => load(source, directory));

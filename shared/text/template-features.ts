@@ -90,16 +90,21 @@ export function probeTemplateFeatures(render: Render): TemplateFeatures {
 /**
  * What a user should know about a target template before training on its renderings: it drops
  * tool definitions (the model learns to call tools it was never shown), never renders tool calls,
- * or moves system messages after the first to the top (DeepSeek-V3.1). One sentence each.
+ * moves system messages after the first to the top (DeepSeek-V3.1), or has no thinking switch
+ * for the run's `enableThinking`. One sentence each, naming the template.
  */
-export function templateWarnings(tokenizer: {
-  name: string;
-  templateFeatures: TemplateFeatures;
-  systemMessagePlacement: string;
-  hookMessages: string;
-}): string[] {
+export function templateWarnings(
+  tokenizer: {
+    templateLabel: string;
+    templateFeatures: TemplateFeatures;
+    systemMessagePlacement: string;
+    hookMessages: string;
+    thinkingSwitches: readonly string[];
+  },
+  options: { enableThinking?: boolean } = {},
+): string[] {
   const warnings: string[] = [];
-  const name = `the chat template of ${tokenizer.name}`;
+  const name = `the chat template ${tokenizer.templateLabel}`;
   if (!tokenizer.templateFeatures.rendersToolDefinitions)
     warnings.push(
       `${name} drops tool definitions: samples with tools are trained without the tool list the model is served`,
@@ -117,5 +122,9 @@ export function templateWarnings(tokenizer: {
         : 'hook messages are rendered where the template puts them';
     warnings.push(`${name} ${what}; ${handled}`);
   }
+  if (options.enableThinking !== undefined && tokenizer.thinkingSwitches.length === 0)
+    warnings.push(
+      `${name} reads no thinking switch (enable_thinking or thinking): enableThinking=${options.enableThinking} changes nothing in its renderings`,
+    );
   return warnings;
 }

@@ -165,7 +165,7 @@ export function tokenizeConversation(
     if (withCalls !== undefined) {
       return rejection(
         'TOOL_CALLS_NOT_RENDERED',
-        `assistant message ${withCalls} has tool calls and the chat template of ${tokenizer.name} never renders tool calls; pass a template that does`,
+        `assistant message ${withCalls} has tool calls and the chat template ${tokenizer.templateLabel} never renders tool calls; pass a template that does`,
         withCalls,
       );
     }

@@ -121,7 +121,10 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const collected = await collectSamples(parts, sets, deps);
   const refusals = refusalCheck({ ...collected, samples: collected.samples.length, warnShare: input.warnRefusedShare });
   if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
-  const warnings = templateWarnings(tokenizer);
+  const warnings = templateWarnings(
+    tokenizer,
+    input.enableThinking !== undefined ? { enableThinking: input.enableThinking } : {},
+  );
   for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])])
     deps.logger.warn({ stage: 'shard' }, warning);
   assignSampleSplits(collected, sets, input, seed);

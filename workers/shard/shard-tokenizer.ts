@@ -48,7 +48,7 @@ export async function loadShardTokenizer(
     ...(settings.tokenizer.modelDir !== undefined
       ? { modelDir: settings.tokenizer.modelDir }
       : { preset: (settings.tokenizer.preset ?? 'qwen3') as TokenizerPreset }),
-    ...(chatTemplate !== undefined ? { chatTemplate } : {}),
+    ...(chatTemplate !== undefined ? { chatTemplate, chatTemplateName: settings.chatTemplate!.uri } : {}),
     ...(settings.hookMessages !== undefined ? { hookMessages: settings.hookMessages } : {}),
   });
 }
