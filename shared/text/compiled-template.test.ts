@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { Template } from '@huggingface/jinja';
 import { ChatTemplate, type RenderOptions } from './chat-template';
 import { compileProgram } from './compiled-template';
+import { PythonFloat } from './python-values';
 import { presetDirectory } from './load-chat-tokenizer';
 import type { TemplateMessage, TemplateTool } from './template-input';
 import { sampleTools, toolSession } from './__fixtures__/sample-conversations';
@@ -58,6 +59,12 @@ const argumentsValue = fc.oneof(
     tags: fc.array(texts, { maxLength: 2 }),
   }),
   fc.constant({}),
+  // Values Python prints unlike JavaScript: booleans, None, floats that hold integers.
+  fc.record({
+    flag: fc.boolean(),
+    none: fc.constant(null),
+    price: fc.constantFrom(new PythonFloat(99), new PythonFloat(0), 1e16, 1.5e-7),
+  }),
 );
 
 const toolCall = fc.record({
@@ -138,6 +145,7 @@ describe('compiled chat templates', () => {
     '{{ x | tojson }}',
     '{{ x | tojson(indent=2) }}',
     '{{ x | tojson(ensure_ascii=true, separators=(",", ":")) }}',
+    '{{ x | tojson(sort_keys=true) }}{{ x | tojson(indent=0) }}',
     '{{ x | trim }}{{ x | upper }}{{ x | string }}',
     '{{ x | items | tojson }}',
     '{{ x | join(", ") }}{{ x | join }}',
@@ -165,9 +173,13 @@ describe('compiled chat templates', () => {
     '{{ x | sort | tojson }}{{ x }}',
   ];
   const value = fc.oneof(
-    fc.constantFrom(undefined, null, true, false, 0, 1, -2, 2.5, '', 'a', 'abc', 'a\nb', ' pad ', 'ba'),
-    fc.array(fc.constantFrom('a', 'b', 1, null, true), { maxLength: 3 }),
-    fc.record({ a: fc.constantFrom('A', 1, null), b: fc.constantFrom(true, 'x') }, { requiredKeys: [] }),
+    fc.constantFrom(undefined, null, true, false, 0, 1, -2, 2.5, '', 'a', 'abc', 'a\nb', ' pad ', 'ba', "it's"),
+    fc.constantFrom(new PythonFloat(99), new PythonFloat(0), new PythonFloat(-0), 1e16, 1e21),
+    fc.array(fc.constantFrom('a', 'b', 1, null, true, new PythonFloat(2)), { maxLength: 3 }),
+    fc.record(
+      { a: fc.constantFrom('A', 1, null, new PythonFloat(1)), b: fc.constantFrom(true, 'x') },
+      { requiredKeys: [] },
+    ),
   );
 
   it('renders each construct as the interpreter does for values of every kind', () => {
