@@ -263,7 +263,7 @@ class RunPlanner {
   /** The config's schema, its stage instances and handoffs, and the gate planned as a stage of its own. */
   private parseConfig(): void {
     for (const found of findUrlCredentials(this.value)) this.problem(found.path, found.message);
-    const parsed = runConfigSchema.safeParse(this.value ?? {});
+    const parsed = runConfigSchema.safeParse(withoutExtensionKeys(this.value ?? {}));
     if (!parsed.success) this.problems.addAll(this.locator.zodProblems(parsed.error));
     if (!parsed.success || !this.problems.ok) this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
     this.config = parsed.data as RunConfig;
@@ -550,6 +550,20 @@ class RunPlanner {
       }
     }
     this.order = new Map(this.chain.map((handoff, index) => [handoff.name, index]));
+    for (const handoff of this.handoffs) {
+      const { follows, base } = handoff.config as { follows?: string; base?: string };
+      if (follows !== undefined && !this.handoffs.some((other) => other.name === follows))
+        this.problem(
+          [...handoff.path, 'follows'],
+          `no handoff named "${follows}"; name one of ${this.handoffs.map((other) => other.name).join(', ')}`,
+        );
+      if (base === undefined || base === 'previous' || base === 'none') continue;
+      if (!this.ancestorsOf(node(handoff.name)).has(node(base)))
+        this.problem(
+          [...handoff.path, 'base'],
+          `training continues from "${base}", which is not a handoff before ${handoff.name}; use previous, none or the name of a handoff it waits for`,
+        );
+    }
   }
 
   /** The last handoff in the chain a stage (or handoff node) waits for: the one that adds it. */
@@ -656,6 +670,8 @@ class RunPlanner {
         ...(handoff.config.trainer ? { trainer: handoff.config.trainer } : {}),
         ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
         ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
+        ...(handoff.follows !== undefined && handoff.maxStaleness === undefined ? { follows: handoff.follows } : {}),
+        ...(handoff.config.base !== 'previous' ? { baseFrom: handoff.config.base } : {}),
         order: index,
       })),
       ...(options.resolvedInputs && options.resolvedInputs.length > 0
@@ -663,6 +679,15 @@ class RunPlanner {
         : {}),
     };
   }
+}
+
+/**
+ * Top-level keys starting with `x-` hold YAML anchors shared by several stages or handoffs (as in
+ * Compose files); they are not part of the run.
+ */
+function withoutExtensionKeys(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  return Object.fromEntries(Object.entries(value).filter(([key]) => !key.startsWith('x-')));
 }
 
 /** Handoff nodes in the run graph are `handoff:<name>`. */

@@ -141,6 +141,59 @@ describe('runs with a trainer handoff', () => {
     );
   });
 
+  it("trains side-by-side lineages (an experiment's arms) in one run: follows orders them, base: none starts one from scratch", () => {
+    const arms = {
+      runId: 'arms',
+      'x-shared': { note: 'anchors live here and are not part of the run' },
+      handoffs: {
+        first: { after: ['fanout-demo'] },
+        second: { follows: 'first', after: ['hash-demo'], base: 'none' },
+      },
+      stages: {
+        'fanout-demo': { parts: 1 },
+        'hash-demo': { parts: 1 },
+        noop: { label: '${checkpoints.first.model} ${checkpoints.second.model}' },
+      },
+    };
+    const plan = planRun(arms, { env, now });
+    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.order, handoff.follows, handoff.baseFrom])).toEqual([
+      ['first', 0, undefined, undefined],
+      ['second', 1, 'first', 'none'],
+    ]);
+    const first = (buildRunFlow(plan, { jobDataLimit: 64 * 1024 }).children as FlowJob[]).find(
+      (child) => child.name === 'handoff',
+    ) as FlowJob;
+    // The second handoff's stage ran before the first checkpoint: it is polled for, not re-added.
+    const next = (first.data as HandoffJobData).next as HandoffJobData;
+    expect(next.name).toBe('second');
+    expect(next.baseFrom).toBe('none');
+    expect(next.awaits).toEqual([
+      { name: 'hash-demo', queue: 'hash-demo', jobId: plan.stages.find((stage) => stage.name === 'hash-demo')?.jobId },
+    ]);
+    // Without follows the two lineages do not wait for each other: refused, as before.
+    expect(
+      problemsOf({ ...arms, handoffs: { first: { after: ['fanout-demo'] }, second: { after: ['hash-demo'] } } }),
+    ).toEqual([
+      expect.stringMatching(/^handoffs\.second\.after: handoffs "first" and "second" do not wait for each other/),
+    ]);
+    expect(
+      problemsOf({
+        ...arms,
+        handoffs: {
+          first: { after: ['fanout-demo'], base: 'second' },
+          second: { follows: 'nobody', after: ['hash-demo'] },
+        },
+      }),
+    ).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^handoffs\.second\.follows: no handoff named "nobody"/),
+        expect.stringMatching(
+          /^handoffs\.first\.base: training continues from "second", which is not a handoff before first/,
+        ),
+      ]),
+    );
+  });
+
   it('refuses configs that would write outside the run prefix', () => {
     expect(
       problemsOf({

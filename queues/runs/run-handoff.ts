@@ -155,6 +155,18 @@ export const namedHandoffConfigSchema = z
     ...handoffFields,
     /** Stages that wait for the checkpoint without referencing it. Default []. */
     before: z.array(z.string().min(1)).default([]),
+    /**
+     * The handoff this one comes after when no stage between them waits for it: lineages that
+     * train side by side in one run (an experiment's arms) still follow one another. Its `after`
+     * stages may then be any earlier stages (they are waited for). Default: none.
+     */
+    follows: z.string().regex(runNodeNamePattern).optional(),
+    /**
+     * The checkpoint training continues from (the request's `base`): `previous` (the handoff
+     * before it in the chain, the default), `none` (a new model: an experiment arm that starts
+     * from scratch), or the name of an earlier handoff.
+     */
+    base: z.string().regex(runNodeNamePattern).default('previous'),
   })
   .strict();
 export type NamedHandoffConfig = z.infer<typeof namedHandoffConfigSchema>;
@@ -435,6 +447,8 @@ const handoffJobDataShape = {
   trainer: trainerConfigSchema.optional(),
   /** The previous handoff's checkpoint (set when that handoff adds this one). */
   base: z.object({ handoff: z.string(), markerUri: z.string(), checkpoint: checkpointMarkerSchema }).optional(),
+  /** Where training continues from when not the previous handoff: `none`, or an earlier handoff's name. */
+  baseFrom: z.string().min(1).optional(),
   /** The policy version the checkpoint will be (handoffs after an on-policy stage). */
   policyVersion: z.number().int().positive().optional(),
   /** Rounds with maxStaleness: datasets whose policy version is below (policyVersion - 1) - maxStaleness are dropped from the request and counted. */
@@ -479,6 +493,10 @@ export interface PlannedHandoff {
   policyVersion?: number;
   /** Rounds with maxStaleness: datasets older than the version trained from minus this are dropped from the request. */
   maxStaleness?: number;
+  /** The handoff it follows without a stage between them (`follows`): its `after` stages are polled for. */
+  follows?: string;
+  /** `none` or an earlier handoff: where training continues from, when not the previous handoff. */
+  baseFrom?: string;
   /** Handoffs before it in the chain. */
   order: number;
 }
@@ -527,11 +545,15 @@ export function handoffJobData(
   const following = plan.handoffs.find((candidate) => candidate.order === handoff.order + 1);
   const segment = plan.stages.filter((stage) => stage.segment === handoff.name);
   const inSegment = (name: string) => segment.some((stage) => stage.name === name);
-  // A round that started before this handoff's checkpoint (maxStaleness) is not below the next handoff: it polls for it.
+  // A round that started before this handoff's checkpoint (maxStaleness), or an earlier stage a
+  // handoff that `follows` this one names, is not below the next handoff: it polls for it.
   const awaitedByNext =
-    following?.maxStaleness !== undefined
+    following?.maxStaleness !== undefined || following?.follows !== undefined
       ? plan.stages.filter(
-          (stage) => following.after.includes(stage.name) && !inSegment(stage.name) && stage.afterHandoff,
+          (stage) =>
+            following.after.includes(stage.name) &&
+            !inSegment(stage.name) &&
+            (stage.afterHandoff || following.follows !== undefined),
         )
       : [];
   return {
@@ -549,6 +571,7 @@ export function handoffJobData(
     ...(handoff.trainer ? { trainer: handoff.trainer } : {}),
     ...(handoff.policyVersion !== undefined ? { policyVersion: handoff.policyVersion } : {}),
     ...(handoff.maxStaleness !== undefined ? { maxStaleness: handoff.maxStaleness } : {}),
+    ...(handoff.baseFrom !== undefined ? { baseFrom: handoff.baseFrom } : {}),
     awaits,
     post: segment.map((stage) => ({
       name: stage.name,

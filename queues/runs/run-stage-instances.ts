@@ -88,14 +88,20 @@ export function runInstances(config: {
     });
   }
   const legacy = config.handoff !== undefined ? handoffConfigSchema.parse(config.handoff) : undefined;
-  if (legacy) handoffs.push({ name: handoffStageName, config: legacy, path: ['handoff'] });
+  if (legacy) handoffs.push({ name: handoffStageName, config: { ...legacy, base: 'previous' }, path: ['handoff'] });
   for (const [name, value] of Object.entries((config.handoffs ?? {}) as Record<string, unknown>)) {
     if (!runNodeNamePattern.test(name))
       problems.push({
         path: ['handoffs', name],
         message: `handoff name "${name}" is not allowed: use letters, digits, "_" and "-" (at most 64)`,
       });
-    handoffs.push({ name, config: namedHandoffConfigSchema.parse(value), path: ['handoffs', name] });
+    const parsed = namedHandoffConfigSchema.parse(value);
+    handoffs.push({
+      name,
+      config: parsed,
+      path: ['handoffs', name],
+      ...(parsed.follows !== undefined ? { follows: parsed.follows } : {}),
+    });
   }
 
   let stages: StageInstance[] = [];
@@ -231,7 +237,12 @@ function unrollRounds(
       path: stage.path,
       round: { index, of: rounds, stage: stage.name, ...(maxStaleness > 0 ? { maxStaleness } : {}) },
     });
-    const handoffConfig = index === rounds ? owner.config : { ...owner.config, after: [name], before: [] };
+    // The first round's training continues from the configured base; later rounds from the round before.
+    const roundBase = index === 1 ? owner.config.base : 'previous';
+    const handoffConfig =
+      index === rounds
+        ? { ...owner.config, base: roundBase }
+        : { ...owner.config, after: [name], before: [], base: roundBase };
     between.push({
       name: roundHandoff(index),
       config:
@@ -241,6 +252,7 @@ function unrollRounds(
       path: owner.path,
       policyVersion: index + 1,
       ...(maxStaleness > 0 ? { maxStaleness, ...(index > 1 ? { follows: roundHandoff(index - 1) } : {}) } : {}),
+      ...(index === 1 && owner.follows !== undefined ? { follows: owner.follows } : {}),
     });
   }
   return { stages, handoffs: between, handoff: owner.name };

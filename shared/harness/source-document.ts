@@ -61,7 +61,13 @@ export class SourceDocument {
   }
 
   private parse(): Document {
-    const document = parseDocument(this.text, { lineCounter: this.lineCounter, prettyErrors: false, uniqueKeys: true });
+    const document = parseDocument(this.text, {
+      lineCounter: this.lineCounter,
+      prettyErrors: false,
+      uniqueKeys: true,
+      // `<<: *anchor` merges a shared block (run configs repeat stage settings across arms).
+      merge: true,
+    });
     this.document = document.errors.length === 0 ? document : null;
     return document;
   }

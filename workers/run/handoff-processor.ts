@@ -369,6 +369,7 @@ async function trainingRequest(
     }
   }
   const { kept, dropped } = staleDatasets(data, datasets);
+  const base = await baseCheckpoint(runtime, data);
   return {
     schemaVersion: TRAINING_REQUEST_SCHEMA_VERSION,
     runId: data.runId,
@@ -381,7 +382,7 @@ async function trainingRequest(
     ...(tokenizer ? { tokenizer } : {}),
     hyperparameters: data.hyperparameters,
     ...(data.trainer ? { trainer: data.trainer } : {}),
-    ...(data.base ? { base: data.base } : {}),
+    ...(base ? { base } : {}),
     ...(data.policyVersion !== undefined ? { policyVersion: data.policyVersion } : {}),
     checkpoint: {
       markerUri: checkpointUri,
@@ -390,6 +391,29 @@ async function trainingRequest(
     },
     then: data.before,
   };
+}
+
+/**
+ * The checkpoint training continues from: the previous handoff's (given by it), none (`base:
+ * none`, a new model), or an earlier handoff's marker (`base: <handoff>`), read from the store.
+ */
+async function baseCheckpoint(runtime: HandoffRuntime, data: HandoffJobData): Promise<HandoffJobData['base']> {
+  if (data.baseFrom === undefined || data.baseFrom === data.base?.handoff) return data.base;
+  if (data.baseFrom === 'none') return undefined;
+  const layout = runLayout(data.artifactsRoot, data.runId);
+  const markerUri = `${layout.root}/${checkpointMarkerKey(data.runId, data.baseFrom)}`;
+  const checkpoint = await readCheckpointMarker(
+    runtime.storeFor(data.artifactsRoot),
+    data.runId,
+    markerUri,
+    data.baseFrom,
+  );
+  if (!checkpoint)
+    throw new HatError(
+      'CHECKPOINT_MISSING',
+      `run ${data.runId}: handoff ${data.name} continues from handoff ${data.baseFrom}, whose checkpoint ${markerUri} is not there; register it (${registerCommandOf(data.runId, data.baseFrom)}) and retry the run`,
+    );
+  return { handoff: data.baseFrom, markerUri, checkpoint };
 }
 
 /** The checkpoint fields the stages that wait for this handoff reference (endpoint and model when they name none). */
