@@ -1,5 +1,5 @@
 import type { ToolSpec } from '../../trajectory/messages';
-import { pythonJson } from '../python-values';
+import { parseJsonKeepingFloats, pythonJson } from '../python-values';
 import { isPlainObject, parseTaggedCalls, type TaggedCallBlock, type ToolCallParser } from './tool-call-parser';
 
 const open = '<tool_call>';
@@ -305,7 +305,8 @@ export function typedValue(
   const container = ['object', 'array', 'arr'].includes(type) || type.startsWith('dict') || type.startsWith('list');
   if (container) {
     try {
-      return { value: JSON.parse(text) as unknown };
+      // Floats stay floats (`[99.0]`), as vLLM's json.loads and json.dumps keep them.
+      return { value: parseJsonKeepingFloats(text) };
     } catch {
       // a Python literal below
     }

@@ -294,6 +294,16 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     );
   });
 
+  it('writes the arguments JSON as vLLM does: numbers typed by the schema, floats inside objects kept', () => {
+    const result = qwen3CoderToolParser.parse(
+      call(
+        '<parameter=threshold>\n99.0\n</parameter>\n<parameter=options>\n{"ratio": 1.0, "ok": true}\n</parameter>\n',
+      ),
+      { tools: [weatherTool] },
+    );
+    expect(result.toolCalls[0].function.arguments).toBe('{"threshold":99,"options":{"ratio":1.0,"ok":true}}');
+  });
+
   it('a </parameter> inside a value does not cut it: the value ends at the </parameter> before </function>', () => {
     const code = 'print("</parameter>")\nx = 1';
     const result = qwen3CoderToolParser.parse(call(`<parameter=city>\n${code}\n</parameter>\n`), {
