@@ -57,7 +57,7 @@ async function recordExpert(table: Table, model: string, item: Extract<EvalItem,
   const canonical = await loadHarness(sampleHarnessDirectory());
   const harness =
     item.suite === 'harness_variant_qa' && item.harness.kind === 'variant'
-      ? rebuildVariant(canonical, item.harness.seed, item.harness.weights).harness
+      ? rebuildVariant(canonical, item.harness.seed ?? '', item.harness.weights ?? {}).harness
       : canonical;
   const expert = createModelClient(
     { adapter: 'scripted', policy: 'expert' },
@@ -184,7 +184,7 @@ async function startFixture(): Promise<Fixture> {
   const suites = await buildSuiteItems(
     evalInputSchema.parse({ ...base, models: [{ label: 'x', model: { adapter: 'scripted' } }] }),
     canonical,
-    new Set(),
+    { variantHashes: new Set(), variantDirs: new Map(), variantFamilies: new Map() },
     (uri) => openArtifactObject(uri),
   );
   const items = suites.flatMap((suite) => suite.items);

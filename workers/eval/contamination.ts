@@ -16,6 +16,12 @@ export interface TrainingFootprint {
   taskIds: Set<string>;
   promptTexts: Set<string>;
   variantHashes: Set<string>;
+  /** Variants stored by augment outputs (`variants/<hash>/`): hash → the directory's URI. */
+  variantDirs: Map<string, string>;
+  /** Training variants per HSA family, from trajectories' `harness.families` (hash → families). */
+  variantFamilies: Map<string, string[]>;
+  /** Families every shard manifest read holds out of training (`heldOut.families`); undefined: no shard read. */
+  shardHeldOutFamilies?: Set<string>;
   /** Objects read, with their sha256 (lineage). */
   objects: Array<{ uri: string; sha256: string }>;
 }
@@ -46,8 +52,12 @@ function addRecord(footprint: TrainingFootprint, record: unknown): void {
         footprint.promptTexts.add(normalizePromptText(message.content));
     }
   }
-  const harness = value.harness as { variantHash?: unknown } | undefined;
-  if (typeof harness?.variantHash === 'string') footprint.variantHashes.add(harness.variantHash);
+  const harness = value.harness as { variantHash?: unknown; families?: unknown } | undefined;
+  if (typeof harness?.variantHash === 'string') {
+    footprint.variantHashes.add(harness.variantHash);
+    if (Array.isArray(harness.families))
+      footprint.variantFamilies.set(harness.variantHash, harness.families.map(String));
+  }
 }
 
 /**
@@ -63,6 +73,8 @@ export async function readTrainingFootprint(
     taskIds: new Set(),
     promptTexts: new Set(),
     variantHashes: new Set(),
+    variantDirs: new Map(),
+    variantFamilies: new Map(),
     objects: [],
   };
   const seen = new Set<string>();
@@ -80,9 +92,22 @@ export async function readTrainingFootprint(
     }
     if (key.endsWith('manifest.json')) {
       const manifest = await readManifest(store, key);
+      const settings = (manifest.stats as { settings?: { heldOut?: { families?: unknown } } }).settings;
+      if (manifest.stage === 'shard') {
+        const families = Array.isArray(settings?.heldOut?.families) ? settings.heldOut.families.map(String) : [];
+        footprint.shardHeldOutFamilies = new Set(
+          footprint.shardHeldOutFamilies
+            ? families.filter((family) => footprint.shardHeldOutFamilies?.has(family))
+            : families,
+        );
+      }
       for (const object of manifest.objects) {
         const match = variantKey.exec(object.key);
-        if (match) footprint.variantHashes.add(match[1]);
+        if (match) {
+          footprint.variantHashes.add(match[1]);
+          const at = object.uri.lastIndexOf(`variants/${match[1]}/`);
+          if (at >= 0) footprint.variantDirs.set(match[1], object.uri.slice(0, at + `variants/${match[1]}`.length));
+        }
         if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field);
       }
       if (depth < 3)
@@ -141,4 +166,18 @@ export function findOverlaps(items: readonly EvalItem[], footprint: TrainingFoot
     }
   }
   return overlaps;
+}
+
+/**
+ * Held-out operator families that training variants applied: family → how many training variants
+ * used it. A family every shard of the footprint held out of its train split (`heldOut.families`)
+ * was not trained on, whatever the augment outputs behind the shard hold.
+ */
+export function trainedHeldOutFamilies(heldOut: readonly string[], footprint: TrainingFootprint): Map<string, number> {
+  const used = new Map<string, number>();
+  for (const families of footprint.variantFamilies.values())
+    for (const family of families)
+      if (heldOut.includes(family) && !footprint.shardHeldOutFamilies?.has(family))
+        used.set(family, (used.get(family) ?? 0) + 1);
+  return used;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { experimentProblems, experimentSchema } from './eval-experiment';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { hsaFamilies, hsaFamilySchema } from '../../shared/harness/hsa/variant-mapping';
 import { modelConfigSchema } from '../../shared/models/model-registry';
@@ -96,6 +97,13 @@ export const harnessVariantQaSchema = z
      * one extra variant applying only these families; their scores are reported apart. Default none.
      */
     heldOutFamilies: z.array(hsaFamilySchema).default([]),
+    /** Task categories, in turn (e.g. those the harness's tools answer). Default: every category. */
+    categories: z.array(z.enum(taskCategories)).min(1).optional(),
+    /**
+     * Variants training saw, per task: drawn (seeded) from the HSA variants stored by the augment
+     * outputs in `trainingManifests` (`variants/<hash>/`) and reported as `seen_variants`. Default 0.
+     */
+    seenVariantsPerTask: z.number().int().min(0).max(32).default(0),
   })
   .strict();
 
@@ -180,10 +188,15 @@ export const evalInputSchema = z
     maxModelErrorShare: z.number().min(0).max(1).default(0.5),
     /** Seed of every draw. Default: the run's seed. */
     seed: seedValue.optional(),
+    /** Arms of an experiment over the models (several training seeds each): a table, paired differences and claims (eval-experiment.ts). */
+    experiment: experimentSchema.optional(),
   })
   .strict()
   .superRefine((input, context) => {
     const labels = input.models.map((model) => model.label);
+    if (input.experiment)
+      for (const problem of experimentProblems(input.experiment, labels))
+        context.addIssue({ code: 'custom', path: ['experiment', ...problem.path], message: problem.message });
     labels.forEach((name, index) => {
       if (labels.indexOf(name) !== index)
         context.addIssue({

@@ -13,6 +13,7 @@ import { Rng } from '../../shared/random/rng';
 import { generateTask } from '../../shared/simulator/tasks/generate-tasks';
 import { taskCategories, taskSchema, type Task, type TaskCategory } from '../../shared/simulator/tasks/task-schema';
 import { generateWorld } from '../../shared/simulator/world/generate-world';
+import type { TrainingFootprint } from './contamination';
 import type { EvalInput, SuiteName } from './eval-contract';
 
 export const EVAL_ITEM_SCHEMA_VERSION = 1;
@@ -28,8 +29,10 @@ export const itemHarnessSchema = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('variant'),
     /** generateVariantPool seed and weights: anyone with the canonical harness rebuilds the same variant. */
-    seed: z.string(),
-    weights: z.partialRecord(hsaFamilySchema, z.number()),
+    seed: z.string().optional(),
+    weights: z.partialRecord(hsaFamilySchema, z.number()).optional(),
+    /** Or the variant directory an augment stage stored (a seen variant). */
+    uri: z.string().optional(),
     hash: z.string(),
     families: z.array(hsaFamilySchema),
     /** Its hash is in no training manifest given. */
@@ -138,9 +141,10 @@ export interface SuiteItems {
 export async function buildSuiteItems(
   input: EvalInput,
   canonical: Harness | undefined,
-  trainingVariants: ReadonlySet<string>,
+  footprint: Pick<TrainingFootprint, 'variantHashes' | 'variantDirs' | 'variantFamilies'>,
   openObject: StageDeps['openObject'],
 ): Promise<SuiteItems[]> {
+  const trainingVariants = footprint.variantHashes;
   const suites: SuiteItems[] = [];
   const live = input.suites.live_stream_qa;
   if (live) {
@@ -178,7 +182,13 @@ export async function buildSuiteItems(
         'EVAL_NO_HARNESS',
         'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug',
       );
-    const tasks = heldOutTasks(variantSuite.size, variantSuite.seed);
+    const tasks = heldOutTasks(variantSuite.size, variantSuite.seed, variantSuite.categories);
+    const stored = [...footprint.variantDirs.keys()].sort();
+    if (variantSuite.seenVariantsPerTask > stored.length)
+      throw new BadInputError(
+        'EVAL_NO_SEEN_VARIANTS',
+        `suites.harness_variant_qa.seenVariantsPerTask is ${variantSuite.seenVariantsPerTask}, but the augment outputs of trainingManifests store ${stored.length} variant(s); name the augment manifest in trainingManifests or lower seenVariantsPerTask`,
+      );
     const items: EvalItem[] = [];
     const heldOutWeights = Object.fromEntries(
       hsaFamilies.map((family) => [family, variantSuite.heldOutFamilies.includes(family) ? 1 : 0]),
@@ -206,6 +216,27 @@ export async function buildSuiteItems(
           weights: heldOutWeights,
           heldOutOperator: true,
         });
+      const seenRng = new Rng(`${variantSuite.seed}/task-${taskIndex}/seen`);
+      for (const hash of seenRng.sample(stored, variantSuite.seenVariantsPerTask)) {
+        const uri = footprint.variantDirs.get(hash) as string;
+        items.push({
+          suite: 'harness_variant_qa',
+          id: `${task.id}/${hash.slice(0, 12)}`,
+          category: task.category,
+          taskId: task.id,
+          task,
+          harness: {
+            kind: 'variant',
+            uri,
+            hash,
+            families: (footprint.variantFamilies.get(hash) ?? []).filter((family): family is HsaFamily =>
+              (hsaFamilies as readonly string[]).includes(family),
+            ),
+            heldOutVariant: false,
+            heldOutOperator: false,
+          },
+        });
+      }
       for (const draw of draws) {
         const variant = rebuildVariant(canonical, draw.seed, draw.weights);
         items.push({

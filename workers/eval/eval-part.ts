@@ -190,22 +190,33 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   const canonicalPrepared: PreparedHarness | undefined = canonical
     ? { harness: canonical, hash: part.harnessHash }
     : undefined;
-  const harnesses = items.map((item): PreparedHarness | undefined => {
-    if (item.suite === 'live_stream_qa') return canonicalPrepared;
-    if (item.suite !== 'harness_variant_qa') return undefined;
-    if (item.harness.kind === 'canonical') return canonicalPrepared;
-    const variant = rebuildVariant(canonical as Harness, item.harness.seed, item.harness.weights);
-    if (variant.hash !== item.harness.hash)
-      throw new HatError(
-        'EVAL_VARIANT_CHANGED',
-        `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`,
-      );
-    return {
-      harness: variant.harness,
-      hash: harnessHash(variant.harness),
-      variant: { hash: variant.hash, families: variant.families },
-    };
-  });
+  const harnesses = await Promise.all(
+    items.map(async (item): Promise<PreparedHarness | undefined> => {
+      if (item.suite === 'live_stream_qa') return canonicalPrepared;
+      if (item.suite !== 'harness_variant_qa') return undefined;
+      if (item.harness.kind === 'canonical') return canonicalPrepared;
+      if (item.harness.uri !== undefined) {
+        // A variant training saw, as the augment stage stored it.
+        const stored = await loadHarnessFromUri(item.harness.uri, deps.openObject);
+        return {
+          harness: stored,
+          hash: harnessHash(stored),
+          variant: { hash: item.harness.hash, families: item.harness.families },
+        };
+      }
+      const variant = rebuildVariant(canonical as Harness, item.harness.seed ?? '', item.harness.weights ?? {});
+      if (variant.hash !== item.harness.hash)
+        throw new HatError(
+          'EVAL_VARIANT_CHANGED',
+          `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`,
+        );
+      return {
+        harness: variant.harness,
+        hash: harnessHash(variant.harness),
+        variant: { hash: variant.hash, families: variant.families },
+      };
+    }),
+  );
 
   const clientDependencies = (configPath: string, tasks: readonly Task[], simulatorHarnesses: readonly Harness[]) => ({
     logger: deps.logger,

@@ -1,4 +1,5 @@
 import type { Interval } from './bootstrap-interval';
+import { experimentHtml } from './eval-experiment';
 import type { EvalScores } from './eval-scores';
 import { escapeHtml } from '../../shared/report/html';
 
@@ -52,6 +53,7 @@ export function evalReportHtml(scores: EvalScores): string {
   };
   const simulated = scores.models.filter((model) => model.simulated);
   const sections: string[] = [];
+  if (scores.experiment) sections.push(experimentHtml(scores.experiment));
   sections.push(
     `<h2>Leaderboard</h2><p class="meta">Scores 0–100; brackets and whiskers: bootstrap 95% intervals over items (${escapeHtml(scores.seed)}).</p>` +
       intervalTable(

@@ -1,6 +1,7 @@
 import { scoreIfeval, type IfevalScores } from '../../shared/eval/ifeval';
 import { bootstrapMean, bootstrapStatistic, mean, pairedDifference, type Interval } from './bootstrap-interval';
 import type { SuiteName } from './eval-contract';
+import type { ExperimentOutcome } from './eval-experiment';
 import type { EvalResult } from './eval-part';
 
 export const EVAL_SCORES_SCHEMA_VERSION = 1;
@@ -77,6 +78,8 @@ export interface EvalScores {
     overlapping: Array<{ suite: string; itemId: string; matchedBy: 'task_id' | 'prompt_text' }>;
     allowOverlap: boolean;
   };
+  /** Arms of an experiment (config `experiment`): table, paired differences, claims, curves. */
+  experiment?: ExperimentOutcome;
 }
 
 /** The headline score of a suite: what the leaderboard and an unqualified gate metric mean. */

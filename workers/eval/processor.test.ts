@@ -225,7 +225,12 @@ describe('eval stage: custom prompts', () => {
       suites: { custom: { prompts: file } },
       judge: { model: { adapter: 'scripted' }, suites: ['custom'] },
     });
-    const [suite] = await buildSuiteItems(input, undefined, new Set(), (uri) => openArtifactObject(uri));
+    const [suite] = await buildSuiteItems(
+      input,
+      undefined,
+      { variantHashes: new Set(), variantDirs: new Map(), variantFamilies: new Map() },
+      (uri) => openArtifactObject(uri),
+    );
     expect(suite.items.map((item) => item.id)).toEqual([
       'host-intro-lowercase',
       'coupon-no-commas',

@@ -24,7 +24,8 @@ import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/ma
 import { BadInputError, HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
-import { findOverlaps, readTrainingFootprint, type Overlap } from './contamination';
+import { buildExperiment } from './eval-experiment';
+import { findOverlaps, readTrainingFootprint, trainedHeldOutFamilies, type Overlap } from './contamination';
 import {
   evalContract,
   suiteNames,
@@ -75,7 +76,15 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   deps.progress({ message: 'reading training manifests' });
   const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
   deps.progress({ message: 'building eval items' });
-  const built = await buildSuiteItems(input, canonical, footprint.variantHashes, deps.openObject);
+  const heldOut = input.suites.harness_variant_qa?.heldOutFamilies ?? [];
+  const trainedFamilies = trainedHeldOutFamilies(heldOut, footprint);
+  if (trainedFamilies.size > 0 && !input.allowOverlap)
+    throw new BadInputError(
+      'EVAL_HELD_OUT_TRAINED',
+      `suites.harness_variant_qa.heldOutFamilies: training used ${[...trainedFamilies].map(([family, count]) => `${family} in ${count} variant(s)`).join(', ')} (trajectories of trainingManifests); ` +
+        'hold the family out of augment and rl (families: { <family>: 0 }), name another family, or set allowOverlap: true to report it anyway',
+    );
+  const built = await buildSuiteItems(input, canonical, footprint, deps.openObject);
   const overlapping =
     input.trainingManifests.length > 0
       ? findOverlaps(
@@ -208,6 +217,19 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
       allowOverlap: input.allowOverlap,
     },
   });
+  if (input.experiment) {
+    deps.progress({ message: 'experiment: arms, paired differences, claims' });
+    scores.experiment = await buildExperiment(input.experiment, results, {
+      bootstrapSamples: input.bootstrapSamples,
+      seed: plan.seed,
+      modelDirs: Object.fromEntries(
+        input.models.map((model) => {
+          const dir = (model.model as { modelDir?: unknown }).modelDir;
+          return [model.label, typeof dir === 'string' ? dir : undefined];
+        }),
+      ),
+    });
+  }
   const scoresInfo = await deps.store.put(deps.output.key(scoresObject), `${JSON.stringify(scores, null, 2)}\n`, {
     contentType: 'application/json',
   });
