@@ -19,6 +19,31 @@ export interface JobObserver {
   jobFailed(queue: string, job: Job, error: Error, final: boolean): void;
 }
 
+/**
+ * The job a worker lost the lock of: BullMQ's `could not renew lock for job <id>` (the renewal
+ * found another owner or none) and `Missing lock for job <id>. <command>` (finishing a job the
+ * stalled checker already handed to another worker), both seen after a worker was paused (a
+ * stopped container, a long GC, a suspended VM) for longer than its lock.
+ */
+export function lostLockJobId(error: Error): string | undefined {
+  return /^(?:Missing lock for job (.+)\. \w+$|could not renew lock for job (.+)$)/
+    .exec(error.message)
+    ?.slice(1)
+    .find(Boolean);
+}
+
+/** One line per job whose lock was lost: a resumed worker reports each of them several times. */
+class LostLocks {
+  private readonly seen = new Set<string>();
+  first(jobId: string): boolean {
+    if (this.seen.has(jobId)) return false;
+    // Bounded: a long-lived worker must not keep every id it ever lost.
+    if (this.seen.size >= 1_000) this.seen.clear();
+    this.seen.add(jobId);
+    return true;
+  }
+}
+
 /** Settings of one BullMQ Worker. */
 export interface QueueWorkerOptions {
   connection: RedisClient;
@@ -95,7 +120,17 @@ export function createQueueWorker(
       ? new CancellableWorker(queueName, processor, settings, options.cancels)
       : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
+  const lostLocks = new LostLocks();
   worker.on('error', (error) => {
+    const lostJobId = lostLockJobId(error);
+    if (lostJobId !== undefined) {
+      if (lostLocks.first(lostJobId))
+        logger.warn(
+          { queue: queueName, jobId: lostJobId, cause: error.message },
+          `job ${lostJobId} of ${queueName} was handed to another worker while this one was paused past its lock (${error.message}); nothing was lost: the other worker runs it, and what this worker did for it is discarded`,
+        );
+      return;
+    }
     const full = redisFullError(error);
     logger.error({ queue: queueName, err: full ?? error }, full ? full.message : 'worker error');
   });
