@@ -1,6 +1,6 @@
 import type { RenderOptions } from './chat-template';
 import { rejection, type SampleRejection } from './sample-rejection';
-import { PythonFloat } from './python-values';
+import { PythonFloat, PythonInteger } from './python-values';
 import type { TemplateMessage } from './template-input';
 
 /**
@@ -91,7 +91,11 @@ function wrapLeaves(value: unknown, markers: MarkerAllocator, placed: string[]):
     return `${pair[0]}${value}${pair[1]}`;
   }
   if (Array.isArray(value)) return value.map((item) => wrapLeaves(item, markers, placed));
-  if (value !== null && typeof value === 'object' && !(value instanceof PythonFloat)) {
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    !(value instanceof PythonFloat || value instanceof PythonInteger)
+  ) {
     return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, wrapLeaves(item, markers, placed)]));
   }
   return value;

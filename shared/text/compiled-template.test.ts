@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { Template } from '@huggingface/jinja';
 import { ChatTemplate, type RenderOptions } from './chat-template';
 import { compileProgram } from './compiled-template';
-import { PythonFloat } from './python-values';
+import { PythonFloat, PythonInteger } from './python-values';
 import { presetDirectory } from './load-chat-tokenizer';
 import type { TemplateMessage, TemplateTool } from './template-input';
 import { sampleTools, toolSession } from './__fixtures__/sample-conversations';
@@ -175,6 +175,7 @@ describe('compiled chat templates', () => {
   const value = fc.oneof(
     fc.constantFrom(undefined, null, true, false, 0, 1, -2, 2.5, '', 'a', 'abc', 'a\nb', ' pad ', 'ba', "it's"),
     fc.constantFrom(new PythonFloat(99), new PythonFloat(0), new PythonFloat(-0), 1e16, 1e21),
+    fc.constant(new PythonInteger('12345678901234567890')),
     fc.array(fc.constantFrom('a', 'b', 1, null, true, new PythonFloat(2)), { maxLength: 3 }),
     fc.record(
       { a: fc.constantFrom('A', 1, null, new PythonFloat(1)), b: fc.constantFrom(true, 'x') },

@@ -18,7 +18,7 @@
  * of each template and on a sample after that (chat-template.ts).
  */
 
-import { PythonFloat, PythonTuple, UnprintableValueError, pythonJson, pythonStr } from './python-values';
+import { PythonFloat, PythonInteger, PythonTuple, UnprintableValueError, pythonJson, pythonStr } from './python-values';
 
 /** Compiled code met a value or operation it does not model; render with the interpreter instead. */
 export class NotCompiled extends Error {
@@ -80,6 +80,7 @@ function isPrimitive(value: unknown): value is string | number | boolean {
 /** The library's __bool__. */
 function truthy(value: unknown): boolean {
   if (value instanceof PythonFloat) return value.value !== 0;
+  if (value instanceof PythonInteger) return true;
   if (Array.isArray(value)) return value.length > 0;
   if (isPlainObject(value)) return Object.keys(value).length > 0;
   return !!value;
@@ -409,8 +410,8 @@ const tests: Record<string, (value: unknown) => boolean> = {
   true: (value) => value === true,
   none: (value) => value === null,
   string: (value) => typeof value === 'string',
-  number: (value) => typeof value === 'number' || value instanceof PythonFloat,
-  integer: (value) => typeof value === 'number' && Number.isInteger(value),
+  number: (value) => typeof value === 'number' || value instanceof PythonFloat || value instanceof PythonInteger,
+  integer: (value) => (typeof value === 'number' && Number.isInteger(value)) || value instanceof PythonInteger,
   iterable: (value) => Array.isArray(value) || typeof value === 'string',
   mapping: (value) => isPlainObject(value),
   sequence: (value) => Array.isArray(value) || isPlainObject(value) || typeof value === 'string',

@@ -1,6 +1,7 @@
 import { Environment, Interpreter } from '@huggingface/jinja';
 import {
   PythonFloat,
+  PythonInteger,
   PythonTuple,
   UnprintableValueError,
   pythonJson,
@@ -34,12 +35,21 @@ const StringValue = libraryValue('').constructor as ValueClass;
 const ArrayValue = libraryValue([]).constructor as ValueClass;
 const ObjectValue = libraryValue({}).constructor as ValueClass;
 
+/** The digits of the library's integers made from a PythonInteger (its number is rounded). */
+const integerTexts = new WeakMap<object, string>();
+
 /**
  * A template value for a plain value, as the library converts it, except that a PythonFloat
- * becomes the library's float (printed `99.0`), which JSON.parse's numbers cannot say.
+ * becomes the library's float (printed `99.0`), which JSON.parse's numbers cannot say, and a
+ * PythonInteger the library's integer printed with all its digits.
  */
 export function toTemplateValue(value: unknown): TemplateValue {
   if (value instanceof PythonFloat) return new FloatValue(value.value);
+  if (value instanceof PythonInteger) {
+    const converted = libraryValue(Number(value.text));
+    integerTexts.set(converted, value.text);
+    return converted;
+  }
   if (Array.isArray(value)) return new ArrayValue(value.map(toTemplateValue));
   if (value !== null && typeof value === 'object') {
     return new ObjectValue(new Map(Object.entries(value).map(([key, item]) => [key, toTemplateValue(item)])));
@@ -52,7 +62,10 @@ function plainValue(value: TemplateValue): unknown {
   switch (value.type) {
     case 'FloatValue':
       return Number.isInteger(value.value) ? new PythonFloat(value.value as number) : value.value;
-    case 'IntegerValue':
+    case 'IntegerValue': {
+      const text = integerTexts.get(value);
+      return text === undefined ? value.value : new PythonInteger(text);
+    }
     case 'StringValue':
     case 'BooleanValue':
       return value.value;

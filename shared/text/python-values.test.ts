@@ -1,5 +1,13 @@
 import fc from 'fast-check';
-import { PythonFloat, parseJsonKeepingFloats, pythonFloatRepr, pythonJson, pythonStringRepr } from './python-values';
+import {
+  PythonFloat,
+  PythonInteger,
+  parseJsonKeepingFloats,
+  pythonFloatRepr,
+  pythonJson,
+  pythonRepr,
+  pythonStringRepr,
+} from './python-values';
 
 // Expected texts are Python 3.11's repr() of the same values.
 describe('python-values', () => {
@@ -56,6 +64,11 @@ describe('python-values', () => {
     expect(Object.keys(record)).toEqual(['a', 'b', '__proto__', 's']);
     expect(pythonJson(value)).toBe('{"a": 99.0, "b": [2000.0, -0.0, 1.5, 7], "__proto__": {"c": 100.0}, "s": "1.0"}');
     expect(() => parseJsonKeepingFloats('{"a": 1.0')).toThrow(SyntaxError);
+    // Integers beyond 2^53 keep every digit, as Python's int does.
+    const big = parseJsonKeepingFloats('[12345678901234567890, -98765432109876543210, 9007199254740991]') as unknown[];
+    expect(big.map((item) => item instanceof PythonInteger)).toEqual([true, true, false]);
+    expect(pythonJson(big)).toBe('[12345678901234567890, -98765432109876543210, 9007199254740991]');
+    expect(pythonRepr(big)).toBe('[12345678901234567890, -98765432109876543210, 9007199254740991]');
     fc.assert(
       fc.property(fc.jsonValue(), (json) => {
         const text = JSON.stringify(json);

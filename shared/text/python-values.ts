@@ -20,6 +20,19 @@ export class PythonFloat {
   }
 }
 
+/**
+ * An integer JSON literal beyond 2^53 (`12345678901234567890`), which a JavaScript number cannot
+ * hold: Python keeps every digit, so the literal's text is kept for printing.
+ */
+export class PythonInteger {
+  constructor(readonly text: string) {}
+
+  /** JSON.stringify and hashing see the (rounded) number. */
+  toJSON(): number {
+    return Number(this.text);
+  }
+}
+
 /** A tuple (`(a, b)` in a template): a list that prints with parentheses. */
 export class PythonTuple extends Array<unknown> {}
 
@@ -64,6 +77,7 @@ class FloatKeepingReader {
     const found = this.match(numberLiteral);
     const value = Number(found[0]);
     const float = found[1] !== undefined || found[2] !== undefined;
+    if (!float && !Number.isSafeInteger(value)) return new PythonInteger(found[0]);
     return float && Number.isInteger(value) ? new PythonFloat(value) : value;
   }
 
@@ -103,12 +117,13 @@ class FloatKeepingReader {
 /**
  * JSON.parse that keeps float-ness: a number written with a fraction or an exponent whose value
  * is an integer (`99.0`, `2E3`) becomes a PythonFloat, as Python's json.loads makes it a float;
- * every other value is JSON.parse's. Throws what JSON.parse throws.
+ * an integer beyond 2^53 a PythonInteger (every digit kept); every other value is JSON.parse's.
+ * Throws what JSON.parse throws.
  */
 export function parseJsonKeepingFloats(text: string): unknown {
   const value = JSON.parse(text) as unknown;
-  // No '.', 'e' or 'E' anywhere: no float literal either.
-  if (!/[.eE]/.test(text)) return value;
+  // No '.', 'e' or 'E' and no run of 16 digits anywhere: no float or large integer literal either.
+  if (!/[.eE]|\d{16}/.test(text)) return value;
   return new FloatKeepingReader(text).value();
 }
 
@@ -138,7 +153,8 @@ function pythonIntegerText(value: number): string {
   return Number.isSafeInteger(value) ? String(value) : BigInt(value).toString();
 }
 
-function numberText(value: number | PythonFloat): string {
+function numberText(value: number | PythonFloat | PythonInteger): string {
+  if (value instanceof PythonInteger) return value.text;
   if (value instanceof PythonFloat) return pythonFloatRepr(value.value);
   return Number.isInteger(value) ? pythonIntegerText(value) : pythonFloatRepr(value);
 }
@@ -184,7 +200,8 @@ export function pythonRepr(value: unknown): string {
   if (typeof value === 'string') return pythonStringRepr(value);
   if (value === null || value === undefined) return 'None';
   if (typeof value === 'boolean') return value ? 'True' : 'False';
-  if (typeof value === 'number' || value instanceof PythonFloat) return numberText(value);
+  if (typeof value === 'number' || value instanceof PythonFloat || value instanceof PythonInteger)
+    return numberText(value);
   if (value instanceof PythonTuple) {
     const items = value.map(pythonRepr);
     return items.length === 1 ? `(${items[0]},)` : `(${items.join(', ')})`;
@@ -240,6 +257,7 @@ export function pythonJson(value: unknown, options: PythonJsonOptions = {}): str
     if (item === null || item === undefined) return 'null';
     if (typeof item === 'boolean') return item ? 'true' : 'false';
     if (typeof item === 'string') return jsonString(item, ensureAscii);
+    if (item instanceof PythonInteger) return item.text;
     if (typeof item === 'number' || item instanceof PythonFloat) {
       const number = item instanceof PythonFloat ? item.value : item;
       if (Number.isNaN(number)) return 'NaN';
