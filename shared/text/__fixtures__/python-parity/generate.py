@@ -52,21 +52,26 @@ def template_message(message: dict) -> dict:
     return result
 
 
-cases = json.loads((here / "cases.json").read_text(encoding="utf-8"))
-for name, source in templates.items():
-    template = _compile_jinja_template(source)
-    (out_dir / name).mkdir(parents=True, exist_ok=True)
-    for conversation in cases["conversations"]:
-        try:
-            text = template.render(
-                messages=[template_message(message) for message in conversation["messages"]],
-                tools=cases["tools"],
-                add_generation_prompt=False,
-                bos_token="<s>",
-                eos_token="</s>",
-                date_string="02 Jan 2025",
-            )
-        except Exception as error:  # the template refuses the conversation: the test expects the same refusal
-            text = f"raised: {error}\n"
-        (out_dir / name / f"{conversation['name']}.txt").write_text(text, encoding="utf-8")
-        print(name, conversation["name"], len(text))
+def main() -> None:
+    cases = json.loads((here / "cases.json").read_text(encoding="utf-8"))
+    for name, source in templates.items():
+        template = _compile_jinja_template(source)
+        (out_dir / name).mkdir(parents=True, exist_ok=True)
+        for conversation in cases["conversations"]:
+            try:
+                text = template.render(
+                    messages=[template_message(message) for message in conversation["messages"]],
+                    tools=cases["tools"],
+                    add_generation_prompt=False,
+                    bos_token="<s>",
+                    eos_token="</s>",
+                    date_string="02 Jan 2025",
+                )
+            except Exception as error:  # the template refuses the conversation: the test expects the same refusal
+                text = f"raised: {error}\n"
+            (out_dir / name / f"{conversation['name']}.txt").write_text(text, encoding="utf-8")
+            print(name, conversation["name"], len(text))
+
+
+if __name__ == "__main__":
+    main()
