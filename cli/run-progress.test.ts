@@ -1,5 +1,5 @@
 import { PassThrough } from 'node:stream';
-import { RateTracker, createProgressView } from './run-progress';
+import { RateTracker, createProgressView, describeStage } from './run-progress';
 
 describe('progress view (plain lines)', () => {
   it('prints a line per stage on state or part-count changes, and running lines with rate and ETA at most once per interval', () => {
@@ -35,5 +35,15 @@ describe('RateTracker', () => {
     expect(tracker.sample('s', 4, 100)).toEqual({});
     now = 14_000;
     expect(tracker.sample('s', 24, 100)).toEqual({ rate: 5, etaSeconds: 15.2 });
+  });
+});
+
+describe('describeStage', () => {
+  it('says how many parts are stalled while it lasts', () => {
+    const line = { name: 'collect', state: 'running', partsDone: 3, partsTotal: 10 };
+    expect(describeStage({ ...line, partsStalled: 2 }, {})).toBe(
+      'collect: running, 3/10 parts, 2 parts stalled (their workers stopped; handed to another worker within the stalled interval), ? parts/s, ETA ?',
+    );
+    expect(describeStage(line, {})).toBe('collect: running, 3/10 parts, ? parts/s, ETA ?');
   });
 });

@@ -19,6 +19,8 @@ export interface StageProgressLine {
   state: string;
   partsDone: number;
   partsTotal: number;
+  /** Parts whose worker stopped holding them (see StageStatus.partsStalled). */
+  partsStalled?: number;
 }
 
 /** Parts per second and time left, from the first sample a stage was seen running. */
@@ -53,7 +55,14 @@ export function describeStage(line: StageProgressLine, rates: { rate?: number; e
     line.state === 'running' && line.partsTotal > 0
       ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${formatEta(rates.etaSeconds)}`
       : '';
-  return `${line.name}: ${line.state}${parts}${speed}`;
+  return `${line.name}: ${line.state}${parts}${stalledNote(line)}${speed}`;
+}
+
+/** `, 1 part stalled (…)`: said while it lasts, so a dead worker's part is not mistaken for a slow one. */
+function stalledNote(line: StageProgressLine): string {
+  const stalled = line.partsStalled ?? 0;
+  if (stalled === 0) return '';
+  return `, ${stalled} part${stalled === 1 ? '' : 's'} stalled (${stalled === 1 ? 'its worker' : 'their workers'} stopped; handed to another worker within the stalled interval)`;
 }
 
 export function createProgressView(
@@ -64,14 +73,18 @@ export function createProgressView(
   const rates = new RateTracker(options.now);
   if (tty) return barView(stream, rates);
   const interval = options.lineIntervalMs ?? 1_000;
-  const last = new Map<string, { state: string; at: number; done: number; total: number }>();
+  const last = new Map<string, { state: string; at: number; done: number; total: number; stalled: number }>();
   const now = options.now ?? Date.now;
   return {
     update(stages) {
       for (const stage of stages) {
         const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
         const previous = last.get(stage.name);
-        const changed = !previous || previous.state !== stage.state || previous.total !== stage.partsTotal;
+        const changed =
+          !previous ||
+          previous.state !== stage.state ||
+          previous.total !== stage.partsTotal ||
+          previous.stalled !== (stage.partsStalled ?? 0);
         const due =
           previous !== undefined &&
           stage.state === 'running' &&
@@ -79,7 +92,13 @@ export function createProgressView(
           now() - previous.at >= interval;
         if (changed || due) {
           stream.write(`${describeStage(stage, rate)}\n`);
-          last.set(stage.name, { state: stage.state, at: now(), done: stage.partsDone, total: stage.partsTotal });
+          last.set(stage.name, {
+            state: stage.state,
+            at: now(),
+            done: stage.partsDone,
+            total: stage.partsTotal,
+            stalled: stage.partsStalled ?? 0,
+          });
         }
       }
     },
@@ -110,7 +129,7 @@ function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressVie
         const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
         const payload = {
           stage: stage.name.padEnd(width).slice(0, width),
-          state: stage.state,
+          state: stage.partsStalled ? `${stage.state}, ${stage.partsStalled} stalled` : stage.state,
           rate: rate.rate === undefined ? '- parts/s' : `${rate.rate.toFixed(1)} parts/s`,
           eta_text: stage.state === 'completed' ? '0s' : formatEta(rate.etaSeconds),
         };
@@ -138,6 +157,7 @@ export function progressLines(status: RunStatus): StageProgressLine[] {
     state: stage.state,
     partsDone: stage.partsDone,
     partsTotal: stage.partsTotal,
+    ...(stage.partsStalled ? { partsStalled: stage.partsStalled } : {}),
   }));
   // Each trainer handoff shows as one more line: its state says whether a checkpoint is awaited.
   for (const handoff of status.handoffs ?? [])

@@ -1,7 +1,12 @@
 import { Queue } from 'bullmq';
 import { closeRedisConnection, createRedisConnection } from '../queues/bullmq/redis-connection';
 import { createQueueWorker, lostLockJobId } from '../queues/bullmq/worker-factory';
+import { enqueueRun } from '../queues/runs/flows';
+import { planRun } from '../queues/runs/run-config';
+import { getRunStatus } from '../queues/runs/run-control';
+import { describeStage, progressLines } from '../cli/run-progress';
 import { loggerInto } from './support/captured-logger';
+import { startHat, type HatProcess } from './support/hat-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
 /**
@@ -75,4 +80,53 @@ describe('a worker that lost its lock', () => {
     expect(lostLockJobId(new Error('could not renew lock for job run.1:collect'))).toBe('run.1:collect');
     expect(lostLockJobId(new Error('Connection is closed.'))).toBeUndefined();
   });
+});
+
+/** Issue #37: while a killed worker's part waits for the stall check, the watcher says it is stalled. */
+describe('a part whose worker was killed', () => {
+  let kit: QueueTestKit;
+  let worker: HatProcess | undefined;
+  beforeEach(async () => {
+    kit = await createQueueTestKit();
+  });
+  afterEach(async () => {
+    if (worker && worker.child.exitCode === null && worker.child.signalCode === null) worker.child.kill('SIGKILL');
+    await worker?.exited;
+    await kit.cleanup();
+  });
+
+  it('shows as stalled in hat runs show and hat run --wait until another worker takes it', async () => {
+    // A short lock and a long stall check: the lock lapses at once, the hand-back waits a minute.
+    worker = startHat(['worker', '--stages', 'fanout-demo,runs', '--concurrency', '1'], {
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: kit.artifactsRoot,
+      HAT_LOG_LEVEL: 'warn',
+      HAT_LOCK_DURATION_MS: '1000',
+      HAT_STALLED_INTERVAL_MS: '60000',
+    });
+    await enqueueRun(
+      kit.context,
+      planRun(
+        { runId: 'stalled', stages: { 'fanout-demo': { parts: 2, partDelayMs: 20_000 } } },
+        { env: kit.env, now: new Date() },
+      ),
+    );
+    await waitFor(
+      async () => (await kit.context.queue('fanout-demo').getActive()).find((job) => job.name === 'part'),
+      20_000,
+      20,
+    );
+    const before = await getRunStatus(kit.context, 'stalled');
+    expect(before.stages[0].partsStalled).toBeUndefined();
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+    const status = await waitFor(async () => {
+      const current = await getRunStatus(kit.context, 'stalled');
+      return current.stages[0].partsStalled ? current : undefined;
+    }, 10_000);
+    expect(status.stages[0]).toMatchObject({ name: 'fanout-demo', state: 'running', partsStalled: 1 });
+    expect(describeStage(progressLines(status)[0], {})).toMatch(
+      /^fanout-demo: running, 0\/2 parts, 1 part stalled \(its worker stopped; handed to another worker within the stalled interval\)/,
+    );
+  }, 60_000);
 });

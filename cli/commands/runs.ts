@@ -47,7 +47,7 @@ function printStatus(context: CliContext, status: RunStatus, written: WrittenRun
   for (const stage of status.stages) {
     const parts =
       stage.partsTotal > 0
-        ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}`
+        ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}${stage.partsStalled ? `, ${stage.partsStalled} stalled (worker lost; handed to another worker within the stalled interval)` : ''}`
         : 'single job';
     const label = `${stage.name}${stage.kind ? ` (${stage.kind})` : ''}${stage.policyVersion !== undefined ? ` [policy v${stage.policyVersion}]` : ''}`;
     context.print(

@@ -48,6 +48,11 @@ export interface StageStatus {
   partsTotal: number;
   partsDone: number;
   partsFailed: number;
+  /**
+   * Parts still marked active whose lock is gone: their worker stopped renewing it (killed,
+   * paused), and the stalled check hands them to another worker within HAT_STALLED_INTERVAL_MS.
+   */
+  partsStalled?: number;
   /** Attempts the stage job made (plan / fan-in retries). */
   attempts: number;
   manifestUri?: string;
@@ -344,7 +349,31 @@ async function stageStatus(
           ? 'retrying'
           : 'waiting';
   const error = jobState === 'failed' ? await stageFailure(context, kind, job) : undefined;
-  return { ...common, state, partsDone, partsFailed, ...(error ? { error } : {}) };
+  const partsStalled = state === 'running' && partsTotal > 0 ? await stalledParts(context, kind, job) : 0;
+  return {
+    ...common,
+    state,
+    partsDone,
+    partsFailed,
+    ...(partsStalled > 0 ? { partsStalled } : {}),
+    ...(error ? { error } : {}),
+  };
+}
+
+/**
+ * The stage job's parts that are active without a lock: a worker holds its jobs' locks and renews
+ * them, so an active part with none lost its worker. Only active jobs are looked at (as many as the
+ * workers' concurrency), one EXISTS each.
+ */
+async function stalledParts(context: QueueContext, kind: string, stageJob: Job): Promise<number> {
+  const parentKey = `${stageJob.queueQualifiedName}:${stageJob.id ?? ''}`;
+  const parts = (await context.queue(kind).getActive()).filter((part) => part.parentKey === parentKey);
+  if (parts.length === 0) return 0;
+  const client = context.connection;
+  const locks = await Promise.all(
+    parts.map((part) => client.exists(`${part.queueQualifiedName}:${part.id ?? ''}:lock`)),
+  );
+  return locks.filter((exists) => exists === 0).length;
 }
 
 /** A status is shown even when its figures cannot be (an output written by another code version). */
