@@ -79,7 +79,7 @@ describe('credentials in URLs', () => {
     expect(await kit.context.runsQueue.count()).toBe(0);
   });
 
-  it('hat run refuses --artifacts and HAT_ARTIFACTS with credentials (exit 2, setting named, key not echoed, nothing in Redis)', async () => {
+  it('hat run refuses --artifacts, HAT_ARTIFACTS and S3_ENDPOINT with credentials (exit 2, setting named, key not echoed, nothing in Redis)', async () => {
     const file = join(directory, 'run.yaml');
     await writeFile(file, 'stages:\n  collect:\n    generate: { count: 2, seed: 1 }\n');
     const byOption = await runHatInProcess(environment(), 'run', file, '--artifacts', `s3://AKIA:${secret}@bucket/p`);
@@ -93,6 +93,15 @@ describe('credentials in URLs', () => {
     expect(byVariable.stderr).toContain('HAT_ARTIFACTS: holds credentials in the URI');
     expect(byVariable.stderr).not.toContain(secret);
     expect(await kit.context.runsQueue.count()).toBe(0);
+
+    const endpoint = await runHatInProcess(
+      { ...environment(), S3_ENDPOINT: `http://AKIA:${secret}@127.0.0.1:9000` },
+      'run',
+      file,
+    );
+    expect(endpoint.code).toBe(2);
+    expect(endpoint.stderr).toContain('S3_ENDPOINT: holds credentials in the URL');
+    expect(endpoint.stderr).not.toContain(secret);
   });
 
   it.each([

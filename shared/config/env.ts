@@ -41,7 +41,14 @@ export const envSchema = z.object({
     )
     .optional(),
   /** S3 endpoint for S3-compatible servers (MinIO, s3rver, Ceph); unset for AWS. */
-  S3_ENDPOINT: z.string().url().optional(),
+  S3_ENDPOINT: z
+    .string()
+    .url()
+    .refine(
+      (value) => !hasUrlCredentials(value),
+      'holds credentials in the URL (userinfo or a secret query parameter); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY',
+    )
+    .optional(),
   S3_REGION: z.string().min(1).default('us-east-1'),
   /** Path-style addressing; defaults to true when S3_ENDPOINT is set. */
   S3_FORCE_PATH_STYLE: z.enum(['true', 'false']).optional(),
