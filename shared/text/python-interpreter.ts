@@ -120,6 +120,21 @@ function printed(print: () => string): TemplateValue | undefined {
   }
 }
 
+/**
+ * Texts of lists and mappings printed with the default options, by value identity: a
+ * conversation's tools and messages are converted once (ChatTemplate caches them) and printed on
+ * every render. Lists and mappings are never changed after they are made (only namespaces are
+ * assignable, and they are not printed here).
+ */
+const printedTexts = { str: new WeakMap<object, string>(), json: new WeakMap<object, string>() };
+
+function printedOnce(kind: keyof typeof printedTexts, value: TemplateValue, print: () => string): string {
+  if (value.type !== 'ObjectValue' && value.type !== 'ArrayValue') return print();
+  let text = printedTexts[kind].get(value);
+  if (text === undefined) printedTexts[kind].set(value, (text = print()));
+  return text;
+}
+
 /** `tojson(...)`'s keyword arguments as json.dumps takes them. */
 function jsonOptions(keywords: Map<string, TemplateValue>): PythonJsonOptions {
   const option = (name: string, type: string) => {
@@ -173,7 +188,7 @@ const replacements: Omit<Replaced, 'evaluate' | 'evaluateArguments'> & ThisType<
         if (value.type !== 'NullValue' && value.type !== 'UndefinedValue') result += value.toString();
         continue;
       }
-      const text = printed(() => pythonStr(plainValue(value)));
+      const text = printed(() => printedOnce('str', value, () => pythonStr(plainValue(value))));
       result += text ? (text.value as string) : value.type === 'NullValue' ? '' : value.toString();
     }
     return new StringValue(result);
@@ -209,11 +224,12 @@ const replacements: Omit<Replaced, 'evaluate' | 'evaluateArguments'> & ThisType<
     const name = filter.type === 'Identifier' ? filter.value : ((filter.callee as SyntaxNode | undefined)?.value ?? '');
     const called = filter.type === 'CallExpression';
     if (name === 'string' && !called) {
-      const text = printed(() => pythonStr(plainValue(operand)));
+      const text = printed(() => printedOnce('str', operand, () => pythonStr(plainValue(operand))));
       if (text) return text;
     } else if (name === 'tojson') {
-      const options = called ? jsonOptions(this.evaluateArguments(filter.args as SyntaxNode[], environment)[1]) : {};
-      const text = printed(() => pythonJson(plainValue(operand), options));
+      const keywords = called ? this.evaluateArguments(filter.args as SyntaxNode[], environment)[1] : undefined;
+      const print = () => pythonJson(plainValue(operand), keywords ? jsonOptions(keywords) : {});
+      const text = printed(() => (keywords?.size ? print() : printedOnce('json', operand, print)));
       if (text) return text;
     } else if (name === 'join' && operand.type === 'ArrayValue') {
       const [args, keywords] = called
