@@ -109,6 +109,14 @@ describe('manifests', () => {
     for (const path of ['runId', 'objects[0].sha256', 'objects[0].bytes', 'createdAt'])
       expect(message).toContain(`memory://test/bad.json: ${path}: `);
 
+    await store.put(
+      'latin1.json',
+      Buffer.concat([Buffer.from('{"stage":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]),
+    );
+    await expect(readManifest(store, 'latin1.json')).rejects.toThrow(
+      /^\[BAD_ENCODING\] memory:\/\/test\/latin1\.json: line 1: byte 14 of the line \(byte offset 13 of the file\) is not valid UTF-8/,
+    );
+
     await store.put('garbage.json', '{"schemaVersion":');
     await expect(readManifest(store, 'garbage.json')).rejects.toThrow(
       /^\[BAD_MANIFEST\] memory:\/\/test\/garbage\.json: not valid JSON/,

@@ -4,6 +4,7 @@ import { BadInputError, HatError, ProblemCollector } from '../errors';
 import { codeVersion as currentCodeVersion } from '../version';
 import type { ArtifactStore, ObjectInfo } from './artifact-store';
 import { compareKeys } from './object-key';
+import { decodeUtf8Strict } from './utf8';
 
 export const MANIFEST_SCHEMA_VERSION = 1;
 
@@ -137,7 +138,8 @@ export async function writeManifest(
 /** Reads and validates a manifest; every problem is reported with its field path. */
 export async function readManifest(store: ArtifactStore, key: string): Promise<Manifest> {
   const uri = store.uriOf(key);
-  const text = (await store.getBuffer(key)).toString('utf8');
+  // A manifest names its objects' keys and URIs: a byte replaced by U+FFFD would name another object.
+  const text = decodeUtf8Strict(await store.getBuffer(key), uri);
   let value: unknown;
   try {
     value = JSON.parse(text);
