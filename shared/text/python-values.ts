@@ -3,7 +3,8 @@
  * transformers' apply_chat_template (Python Jinja) renders at serving time: `str()` for `{{ }}`,
  * `|string`, `~` and `join`; `json.dumps` with transformers' defaults for `tojson`. Written by hand
  * because no JavaScript library prints Python's reprs and json.dumps floats; the values are plain
- * JSON values plus the two kinds JSON.parse cannot carry (a float that holds an integer, a tuple).
+ * JSON values plus what JSON.parse cannot carry (a float that holds an integer, an integer beyond
+ * 2^53, a tuple).
  */
 
 /**
