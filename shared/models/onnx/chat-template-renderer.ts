@@ -11,6 +11,8 @@ import { specialTokenContent } from './tokenizer-source';
 /** Renders a conversation to the prompt text the model was trained on. */
 export interface ChatRenderer {
   render(messages: ChatMessage[], options: { tools?: ToolSpec[]; addGenerationPrompt: boolean }): string;
+  /** The template's text (what the tool-call format is detected from). */
+  readonly templateText: string;
 }
 
 /**
@@ -21,7 +23,8 @@ export interface ChatRenderer {
  */
 export function createChatTemplateRenderer(directory: string, tokenizerConfig: Record<string, unknown>): ChatRenderer {
   const tokenString = (field: string): string | undefined => specialTokenContent(tokenizerConfig, field);
-  const template = new ChatTemplate(chatTemplateSource(directory, tokenizerConfig), {
+  const templateText = chatTemplateSource(directory, tokenizerConfig);
+  const template = new ChatTemplate(templateText, {
     bos_token: tokenString('bos_token'),
     eos_token: tokenString('eos_token'),
     pad_token: tokenString('pad_token'),
@@ -37,6 +40,7 @@ export function createChatTemplateRenderer(directory: string, tokenizerConfig: R
     probeSystemMessagePlacement((messages) => renderAsIs(messages as ChatMessage[], { addGenerationPrompt: false })),
   );
   return {
+    templateText,
     render(messages, options) {
       const normalized = normalizeHookMessages(messages, form);
       if (!normalized.ok) throw new BadInputError('HOOK_NOT_FOLDABLE', normalized.reason);

@@ -1,8 +1,16 @@
 import { basename, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
-import type { ChatRequest, ChatResponse, ModelClient, SamplingSettings, TokenLogprob } from '../model-client';
+import type { AssistantMessage, ChatMessage, ToolSpec } from '../../trajectory/messages';
+import type {
+  ChatRequest,
+  ChatResponse,
+  FinishReason,
+  ModelClient,
+  SamplingSettings,
+  TokenLogprob,
+} from '../model-client';
 import { createChatTemplateRenderer, type ChatRenderer } from './chat-template-renderer';
+import { detectToolCallParser, type ToolCallParser } from '../../text/tool-parsers';
 import { loadDecoderTokenizer, type DecoderTokenizer } from './decoder-tokenizer';
 import {
   OnnxDecoder,
@@ -29,6 +37,10 @@ export interface LoadedOnnxModel {
   decoder: OnnxDecoder;
   tokenizer: DecoderTokenizer;
   renderer: ChatRenderer;
+  /** The tool-call format the chat template teaches (null: none known, replies stay text). */
+  toolParser: ToolCallParser | null;
+  /** The template writes `<think>` blocks: a reply's block is returned as reasoning, not content. */
+  thinks: boolean;
   info: OnnxModelInfo & { tokenizerFingerprint: string };
 }
 
@@ -65,7 +77,14 @@ export class OnnxModelClient implements ModelClient {
       const eos =
         tokenizer.specialTokens.eos === undefined ? undefined : tokenizer.tokenId(tokenizer.specialTokens.eos);
       if (eos !== undefined && !decoder.info.eosTokenIds.includes(eos)) decoder.info.eosTokenIds.push(eos);
-      return { decoder, tokenizer, renderer, info: { ...decoder.info, tokenizerFingerprint: tokenizer.fingerprint } };
+      return {
+        decoder,
+        tokenizer,
+        renderer,
+        toolParser: detectToolCallParser(renderer.templateText) ?? null,
+        thinks: renderer.templateText.includes('</think>'),
+        info: { ...decoder.info, tokenizerFingerprint: tokenizer.fingerprint },
+      };
     })();
     return this.loading;
   }
@@ -148,10 +167,11 @@ export class OnnxModelClient implements ModelClient {
         },
         shouldStop: () => stopAt >= 0,
       });
-      const content = stopAt >= 0 ? text.slice(0, stopAt) : text;
+      const generated = stopAt >= 0 ? text.slice(0, stopAt) : text;
+      const reply = assistantReplyOf(generated, result.finishReason, model, request.tools);
       const response: ChatResponse = {
-        message: { role: 'assistant', content },
-        finishReason: result.finishReason,
+        message: reply.message,
+        finishReason: reply.finishReason,
         usage: { promptTokens: promptIds.length, completionTokens: result.tokenIds.length },
         timings: {
           startedAt,
@@ -201,4 +221,43 @@ function firstStop(text: string, stops: readonly string[]): number {
     if (index >= 0 && (first < 0 || index < first)) first = index;
   }
   return first;
+}
+
+/**
+ * A reply's reasoning and content as vLLM's Qwen3/DeepSeek reasoning parsers split them: the text
+ * up to `</think>` (without an opening `<think>`) is reasoning; without `</think>` all is content.
+ */
+export function splitReasoning(text: string): { reasoning?: string; content: string } {
+  const end = text.indexOf('</think>');
+  if (end < 0) return { content: text };
+  const reasoning = text
+    .slice(0, end)
+    .replace(/^\s*<think>/, '')
+    .trim();
+  return { ...(reasoning ? { reasoning } : {}), content: text.slice(end + '</think>'.length).replace(/^\s+/, '') };
+}
+
+/**
+ * The reply as a vLLM server with the template's reasoning and tool-call parsers returns it: a
+ * `<think>` block as `reasoning_content`, calls in the template's own format (with tools in the
+ * request) as `tool_calls` and finish reason `tool_calls`; everything else is content.
+ */
+export function assistantReplyOf(
+  generated: string,
+  finishReason: 'stop' | 'length',
+  model: Pick<LoadedOnnxModel, 'toolParser' | 'thinks'>,
+  tools: ToolSpec[] | undefined,
+): { message: AssistantMessage; finishReason: FinishReason } {
+  const { reasoning, content } = model.thinks ? splitReasoning(generated) : { content: generated };
+  const parsed = tools && tools.length > 0 && model.toolParser ? model.toolParser.parse(content, { tools }) : undefined;
+  const calls = parsed && parsed.toolCalls.length > 0 ? parsed : undefined;
+  return {
+    message: {
+      role: 'assistant',
+      content: calls ? calls.content : content,
+      ...(calls ? { tool_calls: calls.toolCalls } : {}),
+      ...(reasoning ? { reasoning_content: reasoning } : {}),
+    },
+    finishReason: calls && finishReason === 'stop' ? 'tool_calls' : finishReason,
+  };
 }
