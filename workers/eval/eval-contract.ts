@@ -275,6 +275,8 @@ export const evalOutputSchema = z.object({
   /** Eval items found in training data (allowOverlap: true only; otherwise the stage refuses). */
   overlapping: z.number().int().nonnegative(),
   judgeMissing: z.number().int().nonnegative(),
+  /** With `experiment`: each claim's sentence, reproduced or not. */
+  claims: z.array(z.object({ reproduced: z.boolean(), sentence: z.string() })).optional(),
 });
 export type EvalOutput = z.infer<typeof evalOutputSchema>;
 

@@ -23,6 +23,12 @@ export function summarizeEval(output: EvalOutput): StageSummary {
       : {}),
   }));
   figures.push({ label: 'eval items', value: output.items });
+  for (const claim of output.claims ?? [])
+    figures.push({
+      label: claim.reproduced ? 'claim reproduced' : 'claim not reproduced',
+      value: claim.sentence,
+      ...(claim.reproduced ? {} : { tone: 'warn' as const }),
+    });
   if (output.overlapping > 0)
     figures.push({
       label: 'items seen in training',

@@ -291,6 +291,11 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     simulatedModels: models.filter((model) => model.simulated).map((model) => model.label),
     overlapping: plan.overlapping.length,
     judgeMissing,
+    ...(scores.experiment
+      ? {
+          claims: scores.experiment.claims.map((claim) => ({ reproduced: claim.reproduced, sentence: claim.sentence })),
+        }
+      : {}),
   };
 }
 
