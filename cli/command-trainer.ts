@@ -177,7 +177,10 @@ export function startCommandTrainer(context: QueueContext, options: CommandTrain
       ...(endpoint !== undefined ? { endpoint, model } : {}),
       checkpointUri: result.hfDir,
       requestUri,
-      ...(request.policyVersion !== undefined ? { policyVersion: request.policyVersion } : {}),
+      // The version the trainer made (the base's + 1, or the one the request asked for): stages may reference it.
+      ...((request.policyVersion ?? result.policyVersion) !== undefined
+        ? { policyVersion: request.policyVersion ?? result.policyVersion }
+        : {}),
       ...(result.tokenizerFingerprint ? { tokenizerFingerprint: result.tokenizerFingerprint } : {}),
       simulated: false,
       registeredBy: 'hat-trainer',

@@ -120,6 +120,8 @@ describe('the command executor trains for real', () => {
     expect(packed.length).toBeGreaterThan(0);
     expect(marker).toMatchObject({
       registeredBy: 'hat-trainer',
+      // The version the trainer made (a first handoff: 1), so a stage may reference ${checkpoints.sft.policyVersion}.
+      policyVersion: 1,
       tokenizerFingerprint: request.tokenizer?.fingerprint,
       lineage: {
         requestUri: `${root}/runs/train-sft/handoffs/sft/request.json`,
