@@ -117,6 +117,21 @@ describe('trainer handoff', () => {
     ).toEqual(trajectories.map((object) => object.sha256));
     expect(server.chatRequests).toHaveLength(0);
 
+    // An endpoint with a key in it is refused without repeating the key, and nothing is registered.
+    const keyed = await hat(
+      'checkpoint',
+      'register',
+      'handoff-ok',
+      '--endpoint',
+      `${server.baseUrl}?api_key=sk-SECRET123`,
+      '--model',
+      'ckpt-1',
+    );
+    expect(keyed.code).toBe(2);
+    expect(keyed.stderr).toMatch(/endpoint: holds credentials in the URL \(the query parameter "api_key"\)/);
+    expect(keyed.stderr).not.toContain('SECRET123');
+    expect(await kit.store.head('runs/handoff-ok/train/checkpoint.json')).toBeUndefined();
+
     // A model the endpoint does not serve is refused, and nothing is registered.
     const wrong = await hat('checkpoint', 'register', 'handoff-ok', '--endpoint', server.baseUrl, '--model', 'ckpt-2');
     expect(wrong.code).toBe(2);
