@@ -2,6 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
+import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 import type { EvalItem } from './eval-items';
@@ -125,7 +126,7 @@ export async function readTrainingFootprint(
     }
     const bytes = await store.getBuffer(key);
     footprint.objects.push({ uri, sha256: sha256Hex(bytes) });
-    const text = (isGzipKey(key) ? gunzipSync(bytes) : bytes).toString('utf8');
+    const text = decodeUtf8Strict(isGzipKey(key) ? gunzipSync(bytes) : bytes, uri);
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue;
       try {

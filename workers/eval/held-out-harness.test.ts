@@ -116,3 +116,35 @@ describe('harness_variant_qa: seen variants, held-out variants and held-out oper
     );
   });
 });
+
+describe('training manifests are read strictly', () => {
+  it('refuses a training JSONL with a byte that is not UTF-8 ([BAD_ENCODING], file and line), instead of comparing U+FFFD', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'hat-bad-training-'));
+    directories.push(directory);
+    const store = new FileArtifactStore(directory);
+    await store.put(
+      'train.jsonl',
+      Buffer.concat([Buffer.from('{"prompt":"ok"}\n{"prompt":"caf'), Buffer.from([0xe9]), Buffer.from('"}\n')]),
+    );
+    const refused = await runStageLocally(
+      evalStage,
+      {
+        models: [{ label: 'expert', model: { adapter: 'scripted', policy: 'expert' } }],
+        suites: { live_stream_qa: { size: 1 } },
+        trainingManifests: [store.uriOf('train.jsonl')],
+      },
+      {
+        store,
+        openObject: (uri: string) => openArtifactObject(uri),
+        logger: silentLogger(),
+        seed: 's',
+        outputPrefix: 'eval',
+      },
+    ).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(exitCodeOf(refused)).toBe(2);
+    expect((refused as Error).message).toMatch(/^\[BAD_ENCODING\] .*train\.jsonl.*line 2/);
+  });
+});
