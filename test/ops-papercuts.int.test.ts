@@ -178,6 +178,70 @@ describe('CLI papercuts', () => {
     expect(result.stderr).toContain('hat tasks generate');
   });
 
+  it('hat run refuses a truncated manifest and one that lists a missing object in the preflight (exit 2)', async () => {
+    const full = join(directory, 'full');
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(full, { recursive: true });
+    const part = join(full, 'part-00000.jsonl');
+    await writeFile(part, '{"taskId":"t1"}\n');
+    const manifest = {
+      schemaVersion: 1,
+      stage: 'collect',
+      runId: 'r',
+      createdAt: '2025-01-01T00:00:00.000Z',
+      codeVersion: 'test',
+      objects: [
+        {
+          key: 'part-00000.jsonl',
+          uri: pathToFileURL(part).href,
+          format: 'jsonl',
+          schemaVersion: 1,
+          kind: 'trajectories',
+          bytes: 16,
+          sha256: '0'.repeat(64),
+        },
+        {
+          key: 'part-00001.jsonl',
+          uri: pathToFileURL(join(full, 'part-00001.jsonl')).href,
+          format: 'jsonl',
+          schemaVersion: 1,
+          kind: 'trajectories',
+          bytes: 16,
+          sha256: '0'.repeat(64),
+        },
+      ],
+      lineage: { inputs: [], configHash: '0'.repeat(64), codeVersion: 'test' },
+      stats: {},
+    };
+    const listing = join(full, 'manifest.json');
+    await writeFile(listing, JSON.stringify(manifest));
+    const truncated = join(directory, 'truncated-manifest.json');
+    await writeFile(truncated, JSON.stringify(manifest).slice(0, 120));
+    const config = join(directory, 'run.yaml');
+    await writeFile(
+      config,
+      [
+        'runId: bad-manifests',
+        'stages:',
+        '  augment:',
+        `    trajectories: [${pathToFileURL(listing).href}, ${pathToFileURL(truncated).href}]`,
+        '',
+      ].join('\n'),
+    );
+    const environment = {
+      ...process.env,
+      HAT_LOG_LEVEL: 'silent',
+      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+      REDIS_URL: 'redis://127.0.0.1:1',
+    };
+    const result = await runHatInProcess(environment, 'run', config);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(
+      /stages\.augment\.trajectories\[0\]: .*manifest\.json lists 1 object\(s\) that are missing or changed size \(.*part-00001\.jsonl\); rerun the collect stage/,
+    );
+    expect(result.stderr).toMatch(/stages\.augment\.trajectories\[1\]: .*truncated-manifest\.json: not valid JSON/);
+  });
+
   it('refuses a run config or harness file that is not UTF-8 with its line and byte offset (exit 2)', async () => {
     const config = join(directory, 'latin1.yaml');
     await writeFile(

@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { fileUriToPath } from '../../shared/artifacts/artifact-uri';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
+import { readManifest } from '../../shared/artifacts/manifest';
 import { HatError, ValidationError, type Problem } from '../../shared/errors';
 import { loadHarness } from '../../shared/harness/load-harness';
 import type { PathSegment } from '../../shared/harness/source-document';
@@ -99,7 +100,10 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
 
   await Promise.all([
     ...[...inputs].map(async ([value, path]) => {
-      const problem = (await inputProblem(value, options)) ?? (await localContentProblem(value, path, options));
+      const problem =
+        (await inputProblem(value, options)) ??
+        (await manifestProblem(value, options)) ??
+        (await localContentProblem(value, path, options));
       if (problem) result.problems.push({ path, message: problem });
     }),
     ...[...endpoints.values()].map(async ({ config: server, path }) => {
@@ -138,6 +142,35 @@ async function inputProblem(value: string, options: PreflightOptions): Promise<s
     return `${value} does not exist (no object, and no objects under it as a prefix); check the URI, or write the input there first`;
   } catch (error) {
     return `${value} cannot be checked: ${HatError.isInstance(error) ? error.message : String(error)}`;
+  }
+}
+
+/**
+ * What is wrong with a stage manifest given as an input (its object exists): not JSON or not a
+ * manifest (a truncated copy), or objects it lists that are missing or have another size. A stage
+ * would otherwise start and fail on the first object it cannot read.
+ */
+async function manifestProblem(value: string, options: PreflightOptions): Promise<string | undefined> {
+  if (!value.endsWith('manifest.json')) return undefined;
+  const local = artifactUri.test(value)
+    ? value
+    : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
+  try {
+    const { store, key } = options.openObject(local);
+    const manifest = await readManifest(store, key);
+    const missing: string[] = [];
+    await Promise.all(
+      manifest.objects.map(async (object) => {
+        const target = options.openObject(object.uri);
+        const info = await target.store.head(target.key);
+        if (info?.bytes !== object.bytes) missing.push(object.uri);
+      }),
+    );
+    if (missing.length === 0) return undefined;
+    missing.sort();
+    return `${value} lists ${missing.length} object(s) that are missing or changed size (${missing.slice(0, 3).join(', ')}${missing.length > 3 ? ', …' : ''}); rerun the ${manifest.stage} stage that wrote it, or give a complete output`;
+  } catch (error) {
+    return HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error);
   }
 }
 
