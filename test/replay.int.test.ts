@@ -195,7 +195,7 @@ describe('replay against the local streaming test server', () => {
       busy.stop();
       await serverProcess.close();
     }
-  });
+  }, 240_000);
 
   it('viewer turns: response and first-token percentiles within 2% of the injected truth at P50-P95, tool times from the tool latency model for simulator sessions only', async () => {
     const serverProcess = await startReplayServerProcess({
@@ -321,7 +321,8 @@ describe('replay against the local streaming test server', () => {
       ttftMs: [20, 30],
       tokenDelayMs: [1, 2],
       answer: 'In stock.',
-      stall: { afterMeasuredRequests: 30, durationMs: 1000 },
+      // Early in the schedule, so a client slowed by a busy machine still has plenty scheduled during it.
+      stall: { afterMeasuredRequests: 10, durationMs: 1000 },
     });
     try {
       const inputs = [await writeSessions('sessions.jsonl.gz', syntheticSessions({ count: 10, toolMs: 10 }))];
