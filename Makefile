@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export ONNXRUNTIME_NODE_INSTALL := skip
 
-.PHONY: check-node setup build typecheck lint format test trainer trainer-test demo bench clean
+.PHONY: check-node setup build typecheck lint format test trainer trainer-test demo hat-effect bench clean
 
 # Before anything is installed: a clear message when this Node.js is outside the supported range.
 check-node:
@@ -52,6 +52,11 @@ test: build typecheck lint trainer-test
 demo: build trainer
 	bash infra/scripts/ensure-redis.sh
 	node dist/cli/main.js demo $(DEMO_ARGS)
+
+# The HAT effect (docs/hat-effect.md): fixed-harness SFT vs HSA-SFT, then OPD and RL, 3 seeds each, trained and evaluated here.
+hat-effect: build trainer
+	bash infra/scripts/ensure-redis.sh
+	node dist/cli/main.js demo --config examples/hat-effect.yaml $(HAT_EFFECT_ARGS)
 
 bench: build trainer
 	bash infra/scripts/ensure-redis.sh

@@ -311,3 +311,41 @@ describe('examples/demo-run.yaml', () => {
     ).toEqual({ policyVersion: 3, label: 'v3' });
   });
 });
+
+describe('examples/hat-effect.yaml', () => {
+  beforeAll(() => registerCatalogStages());
+
+  it('plans four arms over three seeds as one chain: A and B from scratch, the teacher from b1, C from B, D from C', async () => {
+    const source = await readConfigFile(join(__dirname, '..', '..', 'examples', 'hat-effect.yaml'));
+    const plan = planRun(source.value, {
+      env: { HAT_ARTIFACTS: 's3://hat/runs-root' },
+      now: new Date('2025-01-30T18:00:00Z'),
+      runId: 'hat-effect-test',
+      file: source.file,
+      locator: source.locator,
+    });
+    expect(plan.handoffs.map((handoff) => [handoff.name, handoff.after, handoff.baseFrom ?? 'previous'])).toEqual([
+      ['a1', ['shard_fixed'], 'none'],
+      ['b1', ['shard_hsa'], 'none'],
+      ['teacher', ['shard_hsa'], 'b1'],
+      ['c1', ['opd_1'], 'b1'],
+      ['d1', ['rl_1'], 'previous'],
+      ['a2', ['shard_fixed'], 'none'],
+      ['b2', ['shard_hsa'], 'none'],
+      ['c2', ['opd_2'], 'previous'],
+      ['d2', ['rl_2'], 'previous'],
+      ['a3', ['shard_fixed'], 'none'],
+      ['b3', ['shard_hsa'], 'none'],
+      ['c3', ['opd_3'], 'previous'],
+      ['d3', ['rl_3'], 'previous'],
+    ]);
+    // A and B get the same trainer settings (model, steps, tokens per step) for each seed.
+    for (const seed of ['1', '2', '3'])
+      expect(plan.handoffs.find((handoff) => handoff.name === `a${seed}`)?.trainer).toEqual(
+        plan.handoffs.find((handoff) => handoff.name === `b${seed}`)?.trainer,
+      );
+    const evalStage = plan.stages.find((stage) => stage.name === 'eval');
+    expect(evalStage?.segment).toBe('d3');
+    expect((evalStage?.input as { experiment: { arms: Array<{ models: string[] }> } }).experiment.arms).toHaveLength(4);
+  });
+});
