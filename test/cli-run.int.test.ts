@@ -216,7 +216,7 @@ describe('hat run / runs / stage (spawned CLI)', () => {
     );
     expect(report).not.toContain('Simulated training');
     expect(report).toMatch(
-      /<b>handoff sft<\/b> after shard: completed; checkpoint hat-trained-sft-v1 at http:\/\/127\.0\.0\.1:\d+\/v1, registered by hat-trainer; trained: sft, 2 steps, final loss/,
+      /<b>handoff sft<\/b> after shard: completed; checkpoint hat-trained-sft-v1 at http:\/\/127\.0\.0\.1:\d+\/v1, policy v1, registered by hat-trainer; trained: sft, 2 steps, final loss/,
     );
     expect(report).toContain('aria-label="loss curve of handoff sft"');
     expect(report.indexOf('<b>handoff sft</b>')).toBeLessThan(report.indexOf('<li>noop: completed</li>'));
