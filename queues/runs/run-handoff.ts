@@ -1,6 +1,6 @@
 import type { FlowJob } from 'bullmq';
 import { z } from 'zod';
-import { describeUrlCredentials } from '../../shared/config/url-credentials';
+import { httpEndpointUrl } from '../../shared/models/openai/openai-model-config';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
 import { assertJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, runJobOptions } from '../bullmq/job-options';
@@ -257,25 +257,8 @@ export function fillCheckpointPlaceholders(value: unknown): unknown {
   return filled;
 }
 
-const httpUrl = z
-  .string()
-  .refine((value) => {
-    try {
-      const url = new URL(value);
-      return url.protocol === 'http:' || url.protocol === 'https:';
-    } catch {
-      return false;
-    }
-  }, 'must be an http:// or https:// URL, e.g. http://trainer-serve:8000/v1')
-  // A key in the URL would sit in the marker, the run's job data and every stage config that reads it.
-  .superRefine((value, context) => {
-    const found = describeUrlCredentials(value);
-    if (found)
-      context.addIssue({
-        code: 'custom',
-        message: `holds credentials in the URL (${found}); remove them and give the key with apiKeyEnv or apiKeyFile`,
-      });
-  });
+// A key in the URL would sit in the marker, the run's job data and every stage config that reads it.
+const httpUrl = httpEndpointUrl('http://trainer-serve:8000/v1');
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha256');
 
 export const CHECKPOINT_MARKER_SCHEMA_VERSION = 1;

@@ -14,17 +14,22 @@ export const samplingSettingsSchema = z
   })
   .strict();
 
-const httpUrl = z
-  .string()
-  .refine(isHttpUrl, 'must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1')
-  .superRefine((value, context) => {
-    const found = describeUrlCredentials(value);
-    if (found)
-      context.addIssue({
-        code: 'custom',
-        message: `holds credentials in the URL (${found}); remove them and give the key with apiKeyEnv or apiKeyFile`,
-      });
-  });
+/** An http(s) endpoint URL without a key in it (a key there would be logged and stored); `example` goes into the message. */
+export function httpEndpointUrl(example: string) {
+  return z
+    .string()
+    .refine(isHttpUrl, `must be an http:// or https:// URL, e.g. ${example}`)
+    .superRefine((value, context) => {
+      const found = describeUrlCredentials(value);
+      if (found)
+        context.addIssue({
+          code: 'custom',
+          message: `holds credentials in the URL (${found}); remove them and give the key with apiKeyEnv or apiKeyFile`,
+        });
+    });
+}
+
+const httpUrl = httpEndpointUrl('http://127.0.0.1:8000/v1');
 
 function isHttpUrl(value: string): boolean {
   try {
