@@ -65,13 +65,20 @@ describe('S3 faults', () => {
     await stores.close();
 
     proxy.setRules([
-      { methods: ['PUT'], probability: 0.1, fault: { kind: 'status', status: 500 } },
-      { methods: ['PUT'], probability: 0.1, fault: { kind: 'reset-after' } },
-      { methods: ['HEAD'], probability: 0.1, fault: { kind: 'reset-before' } },
-      { methods: ['GET', 'HEAD'], probability: 0.2, fault: { kind: 'delay', ms: 200 } },
-      { methods: ['GET'], probability: 0.1, fault: { kind: 'status', status: 503 } },
+      { methods: ['PUT'], probability: 0.1, fault: { kind: 'status', status: 500 }, first: 1 },
+      { methods: ['PUT'], probability: 0.1, fault: { kind: 'reset-after' }, first: 1 },
+      { methods: ['HEAD'], probability: 0.1, fault: { kind: 'reset-before' }, first: 1 },
+      { methods: ['GET', 'HEAD'], probability: 0.2, fault: { kind: 'delay', ms: 200 }, first: 1 },
+      { methods: ['GET'], probability: 0.1, fault: { kind: 'status', status: 503 }, first: 1 },
       // Object bodies cut off half-way: the reader sees the stream end early (the part is retried).
-      { methods: ['GET'], path: /x-id=GetObject/, probability: 0.2, fault: { kind: 'truncate-body' }, limit: 2 },
+      {
+        methods: ['GET'],
+        path: /x-id=GetObject/,
+        probability: 0.2,
+        fault: { kind: 'truncate-body' },
+        limit: 2,
+        first: 1,
+      },
     ]);
     await kit.startWorkers({
       queues: ['collect', 'runs'],

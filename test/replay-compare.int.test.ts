@@ -78,7 +78,9 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
     '  hardware: 1x NVIDIA H20 96 GB',
     '  serving: { speculative: mtp, numSpeculativeTokens: 1 }',
   ]);
-  const slow = await replayAgainst('slow', { minMs: 60, maxMs: 80 }, sessions.uri, [
+  // A gap far wider than a loaded machine's stalls: the fast server's P90 moves only if more than
+  // a tenth of its calls stall by 200 ms, which the fast report's own lateness figures would show.
+  const slow = await replayAgainst('slow', { minMs: 250, maxMs: 290 }, sessions.uri, [
     '  hardware: 1x NVIDIA H20 96 GB',
     '  serving: { speculative: none }',
   ]);
@@ -87,12 +89,15 @@ it('tells a real TTFT difference from run-to-run noise, seeded, in text and JSON
   expect(json.code).toBe(0);
   const comparison = JSON.parse(json.stdout) as ReportComparison;
   const ttft = comparison.metrics.find((metric) => metric.metric === 'ttft_ms');
-  expect(ttft?.percentiles.map((difference) => [difference.percentile, difference.significant])).toEqual([
-    [50, true],
-    [90, true],
-  ]);
-  expect(ttft?.percentiles[0]?.difference).toBeGreaterThan(30);
-  expect(ttft?.percentiles[0]?.low).toBeGreaterThan(20);
+  const lateness = (JSON.parse(await readFile(fast, 'utf8')) as { client: { possibleErrorTailMs: number } }).client;
+  if (lateness.possibleErrorTailMs > 200)
+    console.warn(
+      `busy machine: the replay's loop ran ${lateness.possibleErrorTailMs.toFixed(0)} ms late (P99.9), so this run cannot judge the P90 difference`,
+    );
+  else expect(ttft?.percentiles[1]).toMatchObject({ percentile: 90, significant: true });
+  expect(ttft?.percentiles[0]).toMatchObject({ percentile: 50, significant: true });
+  expect(ttft?.percentiles[0]?.difference).toBeGreaterThan(150);
+  expect(ttft?.percentiles[0]?.low).toBeGreaterThan(100);
   expect(comparison.significantMetrics).toContain('session_e2e_ms');
   expect(comparison.a.target).toMatch(/LOCAL TEST SERVER/);
   // Same hardware, different serving flags: the comparison says so.

@@ -35,6 +35,11 @@ export interface S3FaultRule {
   fault: S3Fault;
   /** Injected at most this often. Default: unlimited. */
   limit?: number;
+  /**
+   * The first this many requests that reach the rule get the fault whatever the draw, so a test
+   * that needs every kind injected holds whatever order concurrent requests arrive in. Default: 0.
+   */
+  first?: number;
 }
 
 /** A PUT between the proxy and the server: from its first byte to the server's answer (epoch ms). */
@@ -65,6 +70,7 @@ export class S3FaultProxy {
   private readonly rng: Rng;
   private rules: S3FaultRule[];
   private readonly used = new Map<S3FaultRule, number>();
+  private readonly reached = new Map<S3FaultRule, number>();
 
   private constructor(
     private readonly server: http.Server,
@@ -97,6 +103,7 @@ export class S3FaultProxy {
   setRules(rules: S3FaultRule[]): void {
     this.rules = rules;
     this.used.clear();
+    this.reached.clear();
   }
 
   /** Faults injected, by kind. */
@@ -116,7 +123,9 @@ export class S3FaultProxy {
       if (rule.methods && !rule.methods.includes(method)) continue;
       if (rule.path && !rule.path.test(url)) continue;
       // Drawn for every matching rule, so one rule's decisions do not shift another's.
-      const hit = this.rng.next() < rule.probability;
+      const reached = (this.reached.get(rule) ?? 0) + 1;
+      this.reached.set(rule, reached);
+      const hit = this.rng.next() < rule.probability || reached <= (rule.first ?? 0);
       if (!hit || (rule.limit !== undefined && (this.used.get(rule) ?? 0) >= rule.limit)) continue;
       this.used.set(rule, (this.used.get(rule) ?? 0) + 1);
       return rule.fault;
