@@ -97,7 +97,7 @@ export const replayInputSchema = z
     /**
      * Tool latency model: think time after tool calls for sessions recorded in the simulator
      * (whose tools answered in microseconds); production traces keep their recorded durations.
-     * Default: every tool lognormal with p50 200 ms, p95 800 ms (an assumption; see README).
+     * Default: every tool lognormal with p50 200 ms, p95 800 ms (an assumption; see workers/replay/README.md).
      */
     toolLatency: toolLatencySchema.prefault({}),
     /**

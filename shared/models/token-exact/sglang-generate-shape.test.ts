@@ -2,7 +2,7 @@ import { OpenAiTestServer, type PromptScorer } from '../testing/openai-test-serv
 import { sglangSampledTokens, sglangSamplingRequest } from './served-token-sampler';
 
 /**
- * SGLang `/generate` shapes as SGLang's server has them (README, "Token-exact served sampling",
+ * SGLang `/generate` shapes as SGLang's server has them (docs/token-exact.md,
  * what was checked against SGLang's source): request fields, `[logprob, token_id, text]` triples,
  * `finish_reason` objects, `sampling_params` refusals, greedy logprobs at temperature 1.
  */
