@@ -53,6 +53,135 @@ describe('gate rules', () => {
   });
 });
 
+describe('gate: significance (paired-bootstrap intervals) and guards', () => {
+  const interval = (score: number, low: number, high: number) => ({ score, low, high, items: 40 });
+  // Point estimates of the candidate equal to what the comparisons say (candidate − promoted).
+  const metricsOf = (ifeval: number, live: number) => ({
+    new: { ifeval, 'ifeval.prompt_strict': ifeval, live_stream_qa: live },
+    promoted: { ifeval: 70, 'ifeval.prompt_strict': 70, live_stream_qa: 60 },
+  });
+  const candidates = {
+    // −10 on IFEval, interval [−22.5, 0]; significantly better on Live-Stream QA.
+    worse: {
+      metrics: metricsOf(60, 66),
+      comparisons: [
+        { a: 'new', b: 'promoted', suite: 'ifeval', difference: interval(-10, -22.5, 0) },
+        { a: 'new', b: 'promoted', suite: 'live_stream_qa', difference: interval(6, 2, 10) },
+      ],
+    },
+    // +0.5 on IFEval, interval [−8, +9]; significantly better on Live-Stream QA.
+    level: {
+      metrics: metricsOf(70.5, 66),
+      comparisons: [
+        { a: 'new', b: 'promoted', suite: 'ifeval', difference: interval(0.5, -8, 9) },
+        // Written the other way round (promoted − new): the gate turns it around.
+        { a: 'promoted', b: 'new', suite: 'live_stream_qa', difference: interval(-6, -10, -2) },
+      ],
+    },
+    // +0.5 on both suites, neither interval clear of 0: noise.
+    noise: {
+      metrics: metricsOf(70.5, 60.5),
+      comparisons: [
+        { a: 'new', b: 'promoted', suite: 'ifeval', difference: interval(0.5, -8, 9) },
+        { a: 'new', b: 'promoted', suite: 'live_stream_qa', difference: interval(0.5, -7, 8) },
+      ],
+    },
+  };
+  const nightlyRules = [
+    'delta(live_stream_qa, promoted).high > 0',
+    'delta(ifeval, promoted).high > 0',
+    'delta(live_stream_qa, promoted).low > 0 or delta(ifeval, promoted).low > 0',
+  ];
+  const clean = { errors: { failed: 0, items: 80 } };
+
+  it('parses delta(...) terms and their interval ends', () => {
+    expect(parseGateRule('delta(ifeval, promoted).low > 0')).toMatchObject({
+      metric: 'ifeval',
+      operator: '>',
+      reference: { kind: 'number', value: 0 },
+      delta: { label: 'promoted', field: 'low' },
+    });
+    expect(parseGateRule('delta(live_stream_qa,base) >= -0.5')).toMatchObject({
+      delta: { label: 'base', field: 'score' },
+      reference: { kind: 'number', value: -0.5 },
+    });
+    expect(parseGateRule('delta(ifeval, promoted).middle > 0')).toEqual({
+      error: expect.stringContaining('delta(<suite>, <label>)[.low|.high] <op> <number>'),
+    });
+  });
+
+  it('tells −10 [−22.5, 0] from +0.5 [−8, +9], which point-estimate rules with a tolerance do not', () => {
+    const decide = (rules: string[], name: keyof typeof candidates) =>
+      evaluateGate(rules, 'new', candidates[name].metrics, { comparisons: candidates[name].comparisons, ...clean });
+    // A point rule with a tolerance promotes both.
+    expect(decide(['ifeval >= promoted - 12'], 'worse').decision).toBe('promote');
+    expect(decide(['ifeval >= promoted - 12'], 'level').decision).toBe('promote');
+    // Non-inferiority on the interval: the lower end must stay above −20.
+    const nonInferior = decide(['delta(ifeval, promoted).low >= -20'], 'worse');
+    expect(nonInferior.decision).toBe('hold');
+    expect(nonInferior.reasons).toEqual([
+      'delta(ifeval, promoted).low -22.50 < -20.00 (new − promoted on ifeval: -10.00 [-22.50, +0.00], 40 items)',
+    ]);
+    expect(decide(['delta(ifeval, promoted).low >= -20'], 'level').decision).toBe('promote');
+    // The nightly rule: not significantly worse anywhere, significantly better somewhere.
+    const worse = decide(nightlyRules, 'worse');
+    expect(worse.decision).toBe('hold');
+    expect(worse.reasons).toEqual([
+      'delta(ifeval, promoted).high +0.00 <= 0.00 (new − promoted on ifeval: -10.00 [-22.50, +0.00], 40 items)',
+    ]);
+    const level = decide(nightlyRules, 'level');
+    expect(level.decision).toBe('promote');
+    expect(level.checks[2].reason).toBe(
+      'delta(live_stream_qa, promoted).low +2.00 > 0.00 (new − promoted on live_stream_qa: +6.00 [+2.00, +10.00], 40 items)',
+    );
+    // +0.5 everywhere is noise: held by the interval rule, promoted by the old point rule.
+    expect(decide(['live_stream_qa >= promoted - 0.5', 'ifeval >= promoted - 0.5'], 'noise').decision).toBe('promote');
+    const noise = decide(nightlyRules, 'noise');
+    expect(noise.decision).toBe('hold');
+    expect(noise.reasons[0]).toMatch(
+      /^none of: delta\(live_stream_qa, promoted\)\.low -7\.00 <= 0\.00 .*; delta\(ifeval, promoted\)\.low -8\.00 <= 0\.00/,
+    );
+  });
+
+  it('holds on a comparison the scores do not have, saying how to get it', () => {
+    const decision = evaluateGate(['delta(ifeval, base).low > 0'], 'new', candidates.level.metrics, {
+      comparisons: candidates.level.comparisons,
+      ...clean,
+    });
+    expect(decision.reasons).toEqual([
+      "delta(ifeval, base).low: the scores have no paired comparison of new and base on ifeval (add [new, base] to the eval's compare)",
+    ]);
+  });
+
+  it('holds a candidate over maxErrorRate, and one that is not a real model unless allowed', () => {
+    const metrics = { new: { ifeval: 90 }, promoted: { ifeval: 80 } };
+    const failing = evaluateGate(['ifeval >= promoted'], 'new', metrics, { errors: { failed: 2, items: 20 } });
+    expect(failing.decision).toBe('hold');
+    expect(failing.reasons).toEqual([
+      'error rate of new 10.00% (2 of 20 items failed or timed out) > maxErrorRate 1.00%',
+    ]);
+    expect(
+      evaluateGate(['ifeval >= promoted'], 'new', metrics, { errors: { failed: 2, items: 20 }, maxErrorRate: 0.1 })
+        .decision,
+    ).toBe('promote');
+    const simulated = evaluateGate(['ifeval >= promoted'], 'new', metrics, {
+      errors: { failed: 0, items: 20 },
+      simulated: 'LOCAL TEST SERVER: scripted answers, not a model',
+    });
+    expect(simulated.decision).toBe('hold');
+    expect(simulated.reasons).toEqual([
+      'new is not a real model (LOCAL TEST SERVER: scripted answers, not a model); set allowSimulated: true in the gate config to gate it anyway',
+    ]);
+    expect(
+      evaluateGate(['ifeval >= promoted'], 'new', metrics, {
+        errors: { failed: 0, items: 20 },
+        simulated: 'random weights',
+        allowSimulated: true,
+      }).decision,
+    ).toBe('promote');
+  });
+});
+
 describe('gate: in a run config', () => {
   const env = { HAT_ARTIFACTS: 'file:///tmp/hat-gate-plan' };
   const evalConfig = {

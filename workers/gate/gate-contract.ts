@@ -23,6 +23,10 @@ export const gateInputSchema = z
     rules: z.array(z.string().min(1)).min(1),
     /** Write the promoted-checkpoint pointer on a promotion. Default true. */
     promote: z.boolean().default(true),
+    /** Hold a candidate when more than this share of its items failed or timed out (0–1). Default 0.01. */
+    maxErrorRate: z.number().min(0).max(1).default(0.01),
+    /** Gate a candidate that is not a real model (local test server, random weights, simulation policy). Default false: hold it. */
+    allowSimulated: z.boolean().default(false),
     /** The artifact root holding `checkpoints/promoted.json`. */
     pointerRoot: z.string().regex(/^(s3|file):\/\/.+/, 'must be an s3://bucket/prefix or file:///dir artifact root'),
     /**
@@ -46,6 +50,23 @@ export const gateOutputSchema = z.object({
   pointerUri: z.string().optional(),
   /** On a hold: the stages it keeps from running (the input's `holds`). */
   holds: z.array(z.string()).default([]),
+  /** The candidate against the promoted checkpoint's stored results, item by item (run-gate.ts NightToNight). */
+  nightToNight: z
+    .object({
+      promotedScoresUri: z.string().optional(),
+      promotedRunId: z.string().optional(),
+      promotedLabel: z.string().optional(),
+      suites: z.array(
+        z.object({
+          suite: z.string(),
+          difference: z.object({ score: z.number(), low: z.number(), high: z.number(), items: z.number() }),
+        }),
+      ),
+      lost: z.number(),
+      gained: z.number(),
+      unavailable: z.string().optional(),
+    })
+    .optional(),
 });
 export type GateOutput = z.infer<typeof gateOutputSchema>;
 
@@ -67,8 +88,32 @@ export function summarizeGate(output: GateOutput): StageSummary {
             },
           ]
         : []),
+      ...(output.nightToNight ? [nightToNightFigure(output.candidate, output.nightToNight)] : []),
     ],
     links: [{ label: 'gate decision', uri: output.decisionUri }],
+  };
+}
+
+const signed = (value: number) => `${value >= 0 ? '+' : ''}${value.toFixed(1)}`;
+
+/** The run report's line: tonight's candidate − the promoted checkpoint's stored results, per suite. */
+function nightToNightFigure(
+  candidate: string,
+  night: NonNullable<GateOutput['nightToNight']>,
+): StageSummary['figures'][number] {
+  if (night.unavailable !== undefined)
+    return { label: `${candidate} vs promoted (stored results)`, value: 'not compared', detail: night.unavailable };
+  return {
+    label: `${candidate} vs promoted (stored results)`,
+    value:
+      night.suites
+        .map(
+          ({ suite, difference }) =>
+            `${suite} ${signed(difference.score)} [${signed(difference.low)}, ${signed(difference.high)}]`,
+        )
+        .join(' · ') || 'no item in common',
+    ...(night.suites.some(({ difference }) => difference.high < 0) ? { tone: 'warn' as const } : {}),
+    detail: `paired item by item with run ${night.promotedRunId ?? '?'} (${night.promotedLabel ?? '?'}); ${night.lost} items passed then and fail now, ${night.gained} the reverse`,
   };
 }
 

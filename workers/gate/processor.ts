@@ -15,7 +15,11 @@ import {
   gateDecisionObject,
   GATE_DECISION_SCHEMA_VERSION,
   type GateDecisionRecord,
+  type NightToNight,
+  type PairedComparison,
 } from '../../queues/runs/run-gate';
+import type { PromotedCheckpoint } from '../../queues/runs/promoted-checkpoint';
+import { compareScores, parsePairableScores } from '../../shared/eval/item-outcomes';
 import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
@@ -23,8 +27,9 @@ import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { gateContract, type GateInput, type GateOutput } from './gate-contract';
 
 interface ScoresFile {
-  models: Array<{ label: string; config: Record<string, unknown> }>;
-  scores: Record<string, { metrics: Record<string, number> }>;
+  models: Array<{ label: string; config: Record<string, unknown>; simulated?: boolean; simulatedReason?: string }>;
+  scores: Record<string, { metrics: Record<string, number>; modelErrors?: number; evaluated?: number }>;
+  comparisons?: PairedComparison[];
 }
 
 async function readScores(uri: string, deps: StageDeps): Promise<{ scores: ScoresFile; uri: string; sha256: string }> {
@@ -66,6 +71,42 @@ function checkpointOf(config: Record<string, unknown>): { endpoint: string; mode
   return { endpoint, model };
 }
 
+/**
+ * Tonight's candidate paired item by item with the stored results the promoted checkpoint was
+ * promoted on (the pointer's scoresUri and label). Undefined when the pointer names no scores (a
+ * checkpoint promoted by hand); never fails the gate: a comparison that cannot be made says why.
+ */
+async function compareWithPromoted(
+  previous: PromotedCheckpoint | undefined,
+  tonight: ScoresFile,
+  candidate: string,
+  tonightUri: string,
+  deps: StageDeps,
+): Promise<NightToNight | undefined> {
+  if (!previous?.scoresUri || !previous.label) return undefined;
+  // The promoted checkpoint was judged on these very scores (a retried gate after its own promotion).
+  if (previous.scoresUri === tonightUri) return undefined;
+  const base = { promotedScoresUri: previous.scoresUri, promotedLabel: previous.label, suites: [], lost: 0, gained: 0 };
+  try {
+    const { store, key } = deps.openObject(previous.scoresUri);
+    const stored = parsePairableScores(JSON.parse((await store.getBuffer(key)).toString('utf8')), previous.scoresUri);
+    const comparison = compareScores(
+      { scores: stored, name: previous.scoresUri, label: previous.label },
+      { scores: parsePairableScores(tonight, tonightUri), name: tonightUri, label: candidate },
+      { samples: 1000, seed: `${deps.run.seed}/night-to-night` },
+    );
+    return {
+      ...base,
+      promotedRunId: stored.runId,
+      suites: comparison.suites.map(({ suite, difference }) => ({ suite, difference })),
+      lost: comparison.lost.length,
+      gained: comparison.gained.length,
+    };
+  } catch (error) {
+    return { ...base, unavailable: error instanceof Error ? error.message : String(error) };
+  }
+}
+
 export function createGateProcessor(deps: StageDeps) {
   return async (input: GateInput): Promise<GateOutput> => {
     const { scores, uri: scoresUri, sha256 } = await readScores(input.scores, deps);
@@ -76,9 +117,17 @@ export function createGateProcessor(deps: StageDeps) {
         `candidate: "${input.candidate}" is not a model of ${scoresUri} (labels: ${scores.models.map((entry) => entry.label).join(', ')}); name an evaluated label`,
       );
     const metrics = Object.fromEntries(Object.entries(scores.scores).map(([label, entry]) => [label, entry.metrics]));
-    const decision = evaluateGate(input.rules, input.candidate, metrics);
+    const own = scores.scores[input.candidate];
+    const decision = evaluateGate(input.rules, input.candidate, metrics, {
+      comparisons: scores.comparisons ?? [],
+      ...(own?.evaluated !== undefined ? { errors: { failed: own.modelErrors ?? 0, items: own.evaluated } } : {}),
+      ...(model.simulated ? { simulated: model.simulatedReason ?? 'simulated or random-weight model' } : {}),
+      maxErrorRate: input.maxErrorRate,
+      allowSimulated: input.allowSimulated,
+    });
     const pointerStore = pointerLocationOf(input.pointerRoot, deps.openObject);
     const previous = await readPromotedCheckpoint(pointerStore);
+    const nightToNight = await compareWithPromoted(previous, scores, input.candidate, scoresUri, deps);
     const checkpoint = checkpointOf(model.config);
     const promote = decision.decision === 'promote' && input.promote;
     let pointerUri: string | undefined;
@@ -113,6 +162,7 @@ export function createGateProcessor(deps: StageDeps) {
         : {}),
       promoted: promote,
       ...(pointerUri ? { pointerUri } : {}),
+      ...(nightToNight ? { nightToNight } : {}),
     };
     const decisionInfo = await deps.store.put(
       deps.output.key(gateDecisionObject),
@@ -143,6 +193,7 @@ export function createGateProcessor(deps: StageDeps) {
       promoted: promote,
       ...(pointerUri ? { pointerUri } : {}),
       holds: decision.decision === 'hold' ? input.holds : [],
+      ...(nightToNight ? { nightToNight } : {}),
     };
   };
 }
