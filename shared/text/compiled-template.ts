@@ -7,8 +7,7 @@
  * compiling Jinja engine for JavaScript with the library's semantics.
  *
  * The semantics are the library's (version pinned in package.json) with values printed as Python
- * prints them (python-interpreter.ts, python-values.ts), not Python Jinja's in everything: `strip`
- * ignores its argument, `==` compares raw values loosely, a set inside a loop body is visible to
+ * prints them (python-interpreter.ts, python-values.ts), not Python Jinja's in everything: `==` compares raw values loosely, a set inside a loop body is visible to
  * later iterations. Only
  * what is modelled exactly compiles: a template using anything else (macros, floats, division,
  * loop controls, other filters) is not compiled at all, and at render time any value or operation
@@ -18,7 +17,15 @@
  * of each template and on a sample after that (chat-template.ts).
  */
 
-import { PythonFloat, PythonInteger, PythonTuple, UnprintableValueError, pythonJson, pythonStr } from './python-values';
+import {
+  PythonFloat,
+  PythonInteger,
+  PythonTuple,
+  UnprintableValueError,
+  pythonJson,
+  pythonStr,
+  pythonStrip,
+} from './python-values';
 
 /** Compiled code met a value or operation it does not model; render with the interpreter instead. */
 export class NotCompiled extends Error {
@@ -253,11 +260,13 @@ function callMethod(method: BoundMethod, args: unknown[]): unknown {
       case 'lower':
         return receiver.toLowerCase();
       case 'strip':
-        return receiver.trim();
       case 'lstrip':
-        return receiver.trimStart();
-      case 'rstrip':
-        return receiver.trimEnd();
+      case 'rstrip': {
+        const chars = args[0];
+        if (chars !== undefined && chars !== null && typeof chars !== 'string')
+          throw new NotCompiled(`${name} with a non-string argument`);
+        return pythonStrip(receiver, chars, name === 'strip' ? 'both' : name === 'lstrip' ? 'start' : 'end');
+      }
       case 'title':
         return titleCase(receiver);
       case 'capitalize':
@@ -380,7 +389,7 @@ function plainFilter(name: string, operand: unknown): unknown {
       case 'capitalize':
         return callMethod(new BoundMethod(operand, name), []);
       case 'trim':
-        return operand.trim();
+        return pythonStrip(operand, undefined, 'both');
       case 'join':
         return operand;
     }

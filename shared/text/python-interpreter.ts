@@ -6,6 +6,7 @@ import {
   UnprintableValueError,
   pythonJson,
   pythonStr,
+  pythonStrip,
   type PythonJsonOptions,
 } from './python-values';
 
@@ -223,6 +224,12 @@ const replacements: Omit<Replaced, 'evaluate' | 'evaluateArguments'> & ThisType<
   applyFilter(operand, filter, environment) {
     const name = filter.type === 'Identifier' ? filter.value : ((filter.callee as SyntaxNode | undefined)?.value ?? '');
     const called = filter.type === 'CallExpression';
+    if (name === 'trim' && operand.type === 'StringValue') {
+      // Jinja's trim is str.strip: Python's whitespace, or the characters given.
+      const chars = called ? this.evaluateArguments(filter.args as SyntaxNode[], environment)[0][0] : undefined;
+      if (chars === undefined || chars.type === 'NullValue' || chars.type === 'StringValue')
+        return new StringValue(pythonStrip(operand.value as string, chars?.value as string | null | undefined, 'both'));
+    }
     if (name === 'string' && !called) {
       const text = printed(() => printedOnce('str', operand, () => pythonStr(plainValue(operand))));
       if (text) return text;
@@ -246,6 +253,8 @@ const replacements: Omit<Replaced, 'evaluate' | 'evaluateArguments'> & ThisType<
   },
 };
 
+const stripSides: Partial<Record<string, 'both' | 'start' | 'end'>> = { strip: 'both', lstrip: 'start', rstrip: 'end' };
+
 /** The library's Interpreter as its typings should say (they do not resolve under nodenext). */
 type LibraryInterpreter = new (environment?: Environment) => {
   run(program: unknown): TemplateValue;
@@ -264,6 +273,22 @@ export class PythonInterpreter extends (Interpreter as unknown as LibraryInterpr
   override evaluate(statement: unknown, environment: Environment): TemplateValue {
     const node = statement as SyntaxNode | undefined;
     if (node?.type === evaluatedType) return node.value as TemplateValue;
+    if (node?.type === 'MemberExpression' && !node.computed) {
+      const side = stripSides[(node.property as SyntaxNode).value as string];
+      if (side) {
+        // `text.strip(chars)` as Python's str methods: the library's ignore `chars` and trim JavaScript's whitespace.
+        const object = this.evaluate(node.object, environment);
+        if (object.type === 'StringValue') {
+          const text = object.value as string;
+          return libraryValue((chars?: unknown) => {
+            if (chars !== undefined && chars !== null && typeof chars !== 'string')
+              throw new Error(`${(node.property as SyntaxNode).value as string} arg must be None or str`);
+            return pythonStrip(text, chars, side);
+          });
+        }
+        return super.evaluate({ ...node, object: evaluatedNode(object) }, environment);
+      }
+    }
     return super.evaluate(statement, environment);
   }
 }

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ChatTemplate } from './chat-template';
-import { presetDirectory } from './load-chat-tokenizer';
+import { parityTemplates } from './__fixtures__/python-parity/templates';
 import { parseJsonKeepingFloats } from './python-values';
-import { trajectoryToTemplateInput } from './template-input';
+import { probeTemplateFeatures } from './template-features';
+import { defaultTemplateConventions, trajectoryToTemplateInput, type TemplateConventions } from './template-input';
 import type { ChatMessage, ToolSpec } from '../trajectory/messages';
 
 /**
@@ -12,7 +13,9 @@ import type { ChatMessage, ToolSpec } from '../trajectory/messages';
  * (__fixtures__/python-parity/generate.py; regenerate only on purpose). The cases print booleans
  * (`additionalProperties: false` in tool schemas, boolean arguments), None, floats holding
  * integers (`99.0`, `2E3`, `1e16`), tiny and negative floats, quotes, escapes and unicode, through
- * `{{ }}`, `|string`, `~`, `join` and `tojson` with its options.
+ * `{{ }}`, `|string`, `~`, `join` and `tojson` with its options, and whitespace Python strips
+ * unlike JavaScript (`trim`, `lstrip('\n')`). These run without Python; python-differential.test.ts
+ * renders a generated corpus through Python itself.
  */
 
 const fixtures = join(__dirname, '__fixtures__');
@@ -24,20 +27,31 @@ const cases = parseJsonKeepingFloats(readFileSync(join(fixtures, 'python-parity'
   conversations: Array<{ name: string; messages: ChatMessage[] }>;
 };
 
+// Every shipped template (the list generate.py renders too) and a template that prints values every way.
 const templates: Record<string, string> = {
-  qwen3: (
-    JSON.parse(readFileSync(join(presetDirectory('qwen3'), 'tokenizer_config.json'), 'utf8')) as {
-      chat_template: string;
-    }
-  ).chat_template,
-  qwen3_5: readFileSync(join(fixtures, 'chat-templates', 'Qwen3.5-4B.jinja'), 'utf8'),
-  qwen3_coder: readFileSync(join(fixtures, 'chat-templates', 'Qwen3-Coder.original.jinja'), 'utf8'),
-  llama3_1: readFileSync(join(fixtures, 'chat-templates', 'meta-llama-Llama-3.1-8B-Instruct.jinja'), 'utf8'),
+  ...parityTemplates(),
   values: readFileSync(join(fixtures, 'python-parity', 'values.jinja'), 'utf8'),
 };
 
-function rendering(template: ChatTemplate, messages: ChatMessage[]): string {
-  const input = trajectoryToTemplateInput(messages, cases.tools);
+/** How generate.py hands tool-calling turns to each template: what the pipeline's probe finds. */
+const conventions: Record<string, TemplateConventions> = {
+  deepseek_v3_1: { toolCallContent: 'empty-string', toolArguments: 'string' },
+};
+
+test("generate.py's conventions are what the pipeline's probe finds for each template", () => {
+  for (const [name, text] of Object.entries(templates)) {
+    if (name === 'values') continue;
+    const template = new ChatTemplate(text, { bos_token: '<s>', eos_token: '</s>' }, 'interpreter');
+    const features = probeTemplateFeatures((messages, options) => template.render(messages, options));
+    expect([name, { toolCallContent: features.toolCallContent, toolArguments: features.toolArguments }]).toEqual([
+      name,
+      conventions[name] ?? defaultTemplateConventions,
+    ]);
+  }
+});
+
+function rendering(name: string, template: ChatTemplate, messages: ChatMessage[]): string {
+  const input = trajectoryToTemplateInput(messages, cases.tools, conventions[name] ?? defaultTemplateConventions);
   try {
     return template.render(input.messages, { tools: input.tools, variables: { date_string: '02 Jan 2025' } });
   } catch (error) {
@@ -53,6 +67,6 @@ describe.each(['interpreter', 'compiled'] as const)('the %s engine', (engine) =>
   test.each(pairs)('renders %s over %s as Python Jinja does', (name, conversation, messages) => {
     const template = new ChatTemplate(templates[name], { bos_token: '<s>', eos_token: '</s>' }, engine);
     const expected = readFileSync(join(goldens, name, `${conversation}.txt`), 'utf8');
-    expect(rendering(template, messages)).toBe(expected);
+    expect(rendering(name, template, messages)).toBe(expected);
   });
 });

@@ -7,6 +7,7 @@ import {
   pythonJson,
   pythonRepr,
   pythonStringRepr,
+  pythonStrip,
 } from './python-values';
 
 // Expected texts are Python 3.11's repr() of the same values.
@@ -75,5 +76,14 @@ describe('python-values', () => {
         expect(JSON.stringify(parseJsonKeepingFloats(text))).toBe(JSON.stringify(JSON.parse(text)));
       }),
     );
+  });
+
+  test("strip, lstrip, rstrip and trim remove Python's whitespace or the characters given", () => {
+    // Python 3.11's results: U+FEFF is not whitespace to Python (JavaScript's trim removes it), \x1c-\x1f and \x85 are.
+    expect(pythonStrip('\ufeff\x1cx\x85 ', undefined, 'both')).toBe('\ufeff\x1cx');
+    expect(pythonStrip('\x1c\u3000x\u2028', null, 'both')).toBe('x');
+    expect(pythonStrip('\n\n after\n', '\n', 'start')).toBe(' after\n');
+    expect(pythonStrip('xy😀ab😀', '😀b', 'end')).toBe('xy😀a');
+    expect(pythonStrip('  ', undefined, 'end')).toBe('');
   });
 });

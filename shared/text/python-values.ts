@@ -287,3 +287,32 @@ export function pythonJson(value: unknown, options: PythonJsonOptions = {}): str
   };
   return write(value, 0);
 }
+
+/**
+ * The code points Python's str.isspace() accepts, which str.strip() removes by default: JavaScript's
+ * trim() removes a different set (it also removes U+FEFF, and keeps U+001C-U+001F and U+0085).
+ */
+const pythonWhitespace = new Set(
+  [
+    ...'\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680',
+    ...Array.from({ length: 11 }, (_, index) => String.fromCharCode(0x2000 + index)),
+    ...'\u2028\u2029\u202f\u205f\u3000',
+  ].map((character) => character.codePointAt(0)!),
+);
+
+/**
+ * Python's str.strip / lstrip / rstrip (and Jinja's `trim`, which is strip): without `chars` (or
+ * with None) Python's whitespace, else every code point of `chars`.
+ */
+export function pythonStrip(text: string, chars: string | null | undefined, side: 'both' | 'start' | 'end'): string {
+  const removed =
+    chars === undefined || chars === null
+      ? pythonWhitespace
+      : new Set([...chars].map((character) => character.codePointAt(0)!));
+  const points = [...text];
+  let start = 0;
+  let end = points.length;
+  if (side !== 'end') while (start < end && removed.has(points[start].codePointAt(0)!)) start++;
+  if (side !== 'start') while (end > start && removed.has(points[end - 1].codePointAt(0)!)) end--;
+  return start === 0 && end === points.length ? text : points.slice(start, end).join('');
+}

