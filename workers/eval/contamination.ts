@@ -1,26 +1,28 @@
-import { gunzipSync } from 'node:zlib';
+import { isUtf8 } from 'node:buffer';
+import { createHash } from 'node:crypto';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
-import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
+import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
+import { readJsonlLineBytes } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
-import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
+import { firstInvalidUtf8Byte } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
-import { sha256Hex } from '../../shared/hash/hash';
 import type { EvalItem } from './eval-items';
 
 /**
- * What training saw, for the contamination check: task ids, normalized prompt texts (every user
- * message and `prompt` field of collect/augment trajectories, shard conversations and distill
- * prompt sets) and HSA variant hashes (augment's `variants/<hash>/` objects and the
- * `harness.variantHash` of trajectories).
+ * What training saw, for the contamination and held-out checks: task ids, HSA variant hashes
+ * (augment's `variants/<hash>/` objects, trajectories' `harness.variantHash`, rl episodes'
+ * `variant_hash`) with the families each applied and the stages that used it. Prompt text is not
+ * kept: training records are streamed past an n-gram index of the eval items (`NgramIndex`).
  */
 export interface TrainingFootprint {
   taskIds: Set<string>;
-  promptTexts: Set<string>;
   variantHashes: Set<string>;
   /** Variants stored by augment outputs (`variants/<hash>/`): hash → the directory's URI. */
   variantDirs: Map<string, string>;
-  /** Training variants per HSA family, from trajectories' `harness.families` (hash → families). */
+  /** Training variants' HSA families (hash → families), from trajectories and rl episodes. */
   variantFamilies: Map<string, string[]>;
+  /** The stages whose records used each variant (hash → stage names: collect, augment, rl, …; `training data` for bare JSONL). */
+  variantStages: Map<string, Set<string>>;
   /** Families every shard manifest read holds out of training (`heldOut.families`); undefined: no shard read. */
   shardHeldOutFamilies?: Set<string>;
   /** Objects read, with their sha256 (lineage). */
@@ -36,50 +38,280 @@ export function normalizePromptText(text: string): string {
     .trim();
 }
 
+/** N-gram overlap settings (config `contamination`). */
+export interface NgramSettings {
+  /** Words per n-gram (13: the common decontamination practice). */
+  n: number;
+  /** Share of an item's distinct n-grams one training record must hold for the item to count as seen. */
+  threshold: number;
+}
+
+/** One training record that holds an eval item's text. */
+export interface OverlapHit {
+  /** The record's id (`id`, `prompt_id`, `task_id`, … when it has one), else `line N`. */
+  record: string;
+  /** The object it is in. */
+  source: string;
+  line: number;
+  /** Share of the item's n-grams in that record (1 for a short item matched whole). */
+  share: number;
+}
+
+export interface Overlap {
+  suite: string;
+  itemId: string;
+  matchedBy: 'task_id' | 'prompt_text' | 'ngram';
+  /** Text matches: the first training records that hold the item (up to 5) and how many do. */
+  hits?: OverlapHit[];
+  records?: number;
+}
+
+/** Records kept per overlapping item (the count of all is kept too). */
+const hitsPerItem = 5;
+
+/** A 53-bit key of a word sequence: two 32-bit FNV-style lanes (collisions are negligible at eval-item scale). */
+function gramKey(words: readonly string[], start: number, length: number): number {
+  let left = 0x811c9dc5;
+  let right = 0x01000193;
+  for (let index = start; index < start + length; index += 1) {
+    const word = words[index];
+    for (let at = 0; at < word.length; at += 1) {
+      const code = word.charCodeAt(at);
+      left = Math.imul(left ^ code, 0x01000193);
+      right = Math.imul(right ^ code, 0x5bd1e995);
+    }
+    left = Math.imul(left ^ 0x20, 0x01000193);
+    right = Math.imul(right ^ 0x20, 0x5bd1e995);
+  }
+  return (left >>> 0) * 0x200000 + ((right >>> 0) & 0x1fffff);
+}
+
+/**
+ * The eval items' word n-grams, hashed, to stream training records past: memory grows with the
+ * eval items, not with the training data. Items with fewer than n words match a training text
+ * (one message or prompt) only when it is the same normalized text.
+ */
+export class NgramIndex {
+  private readonly grams = new Map<number, number[]>();
+  private readonly gramCounts: number[] = [];
+  private readonly shortTexts = new Map<string, number[]>();
+  private readonly found = new Map<number, { hits: OverlapHit[]; records: number; best: number }>();
+
+  constructor(
+    private readonly items: ReadonlyArray<{ suite: string; id: string; text: string }>,
+    readonly settings: NgramSettings,
+  ) {
+    items.forEach((item, index) => {
+      const normalized = normalizePromptText(item.text);
+      const words = normalized === '' ? [] : normalized.split(' ');
+      if (words.length < settings.n) {
+        if (normalized !== '') this.shortTexts.set(normalized, [...(this.shortTexts.get(normalized) ?? []), index]);
+        this.gramCounts.push(0);
+        return;
+      }
+      const distinct = new Set<number>();
+      for (let start = 0; start + settings.n <= words.length; start += 1)
+        distinct.add(gramKey(words, start, settings.n));
+      for (const key of distinct) {
+        const owners = this.grams.get(key);
+        if (owners) owners.push(index);
+        else this.grams.set(key, [index]);
+      }
+      this.gramCounts.push(distinct.size);
+    });
+  }
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  /** Checks one training record's texts (its messages, content parts, tool results, prompt fields). */
+  checkRecord(texts: readonly string[], record: Omit<OverlapHit, 'share'>): void {
+    if (this.items.length === 0 || texts.length === 0) return;
+    const matched = new Map<number, Set<number>>();
+    for (const text of texts) {
+      const normalized = normalizePromptText(text);
+      if (normalized === '') continue;
+      for (const index of this.shortTexts.get(normalized) ?? []) this.hit(index, { ...record, share: 1 });
+      if (this.grams.size === 0) continue;
+      // A record's texts are joined word runs of their own: an n-gram never spans two messages.
+      const words = normalized.split(' ');
+      for (let start = 0; start + this.settings.n <= words.length; start += 1) {
+        const key = gramKey(words, start, this.settings.n);
+        const owners = this.grams.get(key);
+        if (!owners) continue;
+        for (const index of owners) {
+          let keys = matched.get(index);
+          if (!keys) matched.set(index, (keys = new Set()));
+          keys.add(key);
+        }
+      }
+    }
+    for (const [index, keys] of matched) {
+      const share = keys.size / this.gramCounts[index];
+      if (share >= this.settings.threshold) this.hit(index, { ...record, share: Math.round(share * 1000) / 1000 });
+    }
+  }
+
+  private hit(index: number, hit: OverlapHit): void {
+    const entry = this.found.get(index) ?? { hits: [], records: 0, best: 0 };
+    entry.records += 1;
+    entry.best = Math.max(entry.best, hit.share);
+    if (entry.hits.length < hitsPerItem) entry.hits.push(hit);
+    this.found.set(index, entry);
+  }
+
+  /** The items training records held, in item order. */
+  overlaps(): Overlap[] {
+    return [...this.found.entries()]
+      .sort(([left], [right]) => left - right)
+      .map(([index, entry]) => ({
+        suite: this.items[index].suite,
+        itemId: this.items[index].id,
+        matchedBy: this.gramCounts[index] === 0 ? ('prompt_text' as const) : ('ngram' as const),
+        hits: entry.hits,
+        records: entry.records,
+      }));
+  }
+}
+
 const variantKey = /(?:^|\/)variants\/([0-9a-f]{16,64})\//;
 const jsonlKey = /\.jsonl(\.gz)?$/;
+const recordIdFields = ['id', 'record_id', 'recordId', 'prompt_id', 'trajectoryId', 'trajectory_id'] as const;
 
-function addRecord(footprint: TrainingFootprint, record: unknown): void {
-  if (record === null || typeof record !== 'object') return;
-  const value = record as Record<string, unknown>;
+/** A message's text: a string, or the text of its content parts (`[{ type: 'text', text }]`). */
+function contentText(content: unknown): string | undefined {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return undefined;
+  const parts = content
+    .map((part) =>
+      part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string'
+        ? (part as { text: string }).text
+        : typeof part === 'string'
+          ? part
+          : undefined,
+    )
+    .filter((text): text is string => text !== undefined);
+  return parts.length > 0 ? parts.join('\n') : undefined;
+}
+
+/** Messages given as an array or as a JSON string of one (rl episode records). */
+function messagesOf(value: unknown): unknown[] {
+  if (Array.isArray(value)) return value;
+  if (typeof value === 'string' && value.startsWith('[')) {
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (Array.isArray(parsed)) return parsed;
+    } catch {
+      // Plain text that starts with a bracket: compared as the prompt text it is.
+    }
+  }
+  return [];
+}
+
+/** Every text a training record holds that a model was shown or trained on: messages of every role (content parts, tool results), prompts, instructions. */
+export function recordTexts(value: Record<string, unknown>): string[] {
+  const texts: string[] = [];
+  for (const field of ['messages', 'conversations', 'prompt']) {
+    const messages = messagesOf(value[field]);
+    for (const message of messages) {
+      if (message === null || typeof message !== 'object') continue;
+      const entry = message as { content?: unknown; value?: unknown };
+      const text = contentText(entry.content) ?? contentText(entry.value);
+      if (text !== undefined) texts.push(text);
+    }
+    if (messages.length === 0 && typeof value[field] === 'string') texts.push(value[field]);
+  }
+  for (const field of ['instruction', 'input', 'question', 'text'])
+    if (typeof value[field] === 'string') texts.push(value[field]);
+  return texts;
+}
+
+function recordIdOf(value: Record<string, unknown>, line: number): string {
+  for (const field of recordIdFields) {
+    const id = value[field];
+    if (typeof id === 'string' || typeof id === 'number') return String(id);
+  }
+  for (const field of ['taskId', 'task_id'] as const)
+    if (typeof value[field] === 'string') {
+      const index = value.index ?? value.sample_index;
+      return typeof index === 'number' ? `${value[field]}#${index}` : `${value[field]}`;
+    }
+  return `line ${line}`;
+}
+
+function addVariant(footprint: TrainingFootprint, hash: string, families: unknown, stage: string): void {
+  footprint.variantHashes.add(hash);
+  if (Array.isArray(families)) footprint.variantFamilies.set(hash, families.map(String));
+  let stages = footprint.variantStages.get(hash);
+  if (!stages) footprint.variantStages.set(hash, (stages = new Set()));
+  stages.add(stage);
+}
+
+function addRecord(footprint: TrainingFootprint, value: Record<string, unknown>, stage: string): void {
   for (const field of ['taskId', 'task_id']) if (typeof value[field] === 'string') footprint.taskIds.add(value[field]);
   // A task record itself (`hat tasks generate|import`): its id is the task id.
   if (typeof value.id === 'string' && Array.isArray(value.turns) && typeof value.room === 'object')
     footprint.taskIds.add(value.id);
-  if (typeof value.prompt === 'string') footprint.promptTexts.add(normalizePromptText(value.prompt));
-  if (Array.isArray(value.messages)) {
-    for (const message of value.messages as Array<{ role?: unknown; content?: unknown }>) {
-      if (message?.role === 'user' && typeof message.content === 'string')
-        footprint.promptTexts.add(normalizePromptText(message.content));
-    }
-  }
   const harness = value.harness as { variantHash?: unknown; families?: unknown } | undefined;
-  if (typeof harness?.variantHash === 'string') {
-    footprint.variantHashes.add(harness.variantHash);
-    if (Array.isArray(harness.families))
-      footprint.variantFamilies.set(harness.variantHash, harness.families.map(String));
+  if (typeof harness?.variantHash === 'string') addVariant(footprint, harness.variantHash, harness.families, stage);
+  // An rl episode record: flat columns.
+  if (typeof value.variant_hash === 'string') addVariant(footprint, value.variant_hash, value.harness_families, stage);
+}
+
+/** Streams one JSONL object's records (UTF-8 checked, naming the line) and returns the object's sha256. */
+async function streamRecords(
+  store: ArtifactStore,
+  key: string,
+  onRecord: (value: Record<string, unknown>, line: number) => void,
+): Promise<string> {
+  const uri = store.uriOf(key);
+  const hash = createHash('sha256');
+  const raw = await store.getStream(key);
+  for await (const chunk of raw) hash.update(chunk as Buffer);
+  let line = 0;
+  for await (const bytes of readJsonlLineBytes(store, key)) {
+    line += 1;
+    if (!isUtf8(bytes))
+      throw new BadInputError(
+        'BAD_ENCODING',
+        `${uri}: line ${line}: byte ${firstInvalidUtf8Byte(bytes) + 1} of the line is not valid UTF-8; training data must be UTF-8: convert the file (e.g. \`iconv -f GBK -t UTF-8\`)`,
+      );
+    let value: unknown;
+    try {
+      value = JSON.parse(bytes.toString('utf8'));
+    } catch {
+      // A line that is not JSON holds no ids or prompts to compare; the stage that wrote it checks its own format.
+      continue;
+    }
+    if (value !== null && typeof value === 'object' && !Array.isArray(value))
+      onRecord(value as Record<string, unknown>, line);
   }
+  return hash.digest('hex');
 }
 
 /**
- * Reads the training manifests (or JSONL objects) and what they list; a manifest's lineage
- * inputs that are manifests themselves are followed too (a shard manifest leads to the collect
- * and augment outputs it was built from), each object read once.
+ * Reads the training manifests (or JSONL objects) and what they list, streaming every record past
+ * `index` (the eval items' n-grams) when given; a manifest's lineage inputs that are manifests
+ * themselves are followed too (a shard manifest leads to the collect and augment outputs it was
+ * built from), each object read once. Records are attributed to the stage of the manifest that
+ * lists them.
  */
 export async function readTrainingFootprint(
   uris: readonly string[],
   openObject: StageDeps['openObject'],
+  index?: NgramIndex,
 ): Promise<TrainingFootprint> {
   const footprint: TrainingFootprint = {
     taskIds: new Set(),
-    promptTexts: new Set(),
     variantHashes: new Set(),
     variantDirs: new Map(),
     variantFamilies: new Map(),
+    variantStages: new Map(),
     objects: [],
   };
   const seen = new Set<string>();
-  const visit = async (uri: string, depth: number, field: string): Promise<void> => {
+  const visit = async (uri: string, depth: number, field: string, stage: string): Promise<void> => {
     if (seen.has(uri)) return;
     seen.add(uri);
     const { store, key } = openObject(uri);
@@ -105,80 +337,107 @@ export async function readTrainingFootprint(
       for (const object of manifest.objects) {
         const match = variantKey.exec(object.key);
         if (match) {
-          footprint.variantHashes.add(match[1]);
+          addVariant(footprint, match[1], undefined, manifest.stage);
           const at = object.uri.lastIndexOf(`variants/${match[1]}/`);
           if (at >= 0) footprint.variantDirs.set(match[1], object.uri.slice(0, at + `variants/${match[1]}`.length));
         }
-        if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field);
+        if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field, manifest.stage);
       }
       if (depth < 3)
         for (const input of manifest.lineage.inputs)
-          if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri)) await visit(input.uri, depth + 1, field);
+          if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri))
+            await visit(input.uri, depth + 1, field, manifest.stage);
       return;
     }
     if (!jsonlKey.test(key)) {
       if (depth === 0)
         throw new BadInputError(
           'EVAL_BAD_TRAINING_MANIFEST',
-          `${field}: ${uri} is neither a stage manifest.json nor JSONL; give the manifests of the collect, augment, shard or distill outputs`,
+          `${field}: ${uri} is neither a stage manifest.json nor JSONL; give the manifests of the collect, augment, shard, distill or rl outputs`,
         );
       return;
     }
-    const bytes = await store.getBuffer(key);
-    footprint.objects.push({ uri, sha256: sha256Hex(bytes) });
-    const text = decodeUtf8Strict(isGzipKey(key) ? gunzipSync(bytes) : bytes, uri);
-    for (const line of text.split('\n')) {
-      if (line.trim() === '') continue;
-      try {
-        addRecord(footprint, JSON.parse(line));
-      } catch {
-        // A line that is not JSON holds no ids or prompts to compare; the stage that wrote it checks its own format.
-      }
-    }
+    const sha256 = await streamRecords(store, key, (value, line) => {
+      addRecord(footprint, value, stage);
+      index?.checkRecord(recordTexts(value), { record: recordIdOf(value, line), source: uri, line });
+    });
+    footprint.objects.push({ uri, sha256 });
   };
-  for (const uri of uris) await visit(uri, 0, 'trainingManifests');
+  for (const uri of uris) await visit(uri, 0, 'trainingManifests', 'training data');
   return footprint;
 }
 
-export interface Overlap {
-  suite: string;
-  itemId: string;
-  matchedBy: 'task_id' | 'prompt_text';
+/** The text items of a config (IFEval, custom) the n-gram index is built from. */
+export function textItemsOf(items: readonly EvalItem[]): Array<{ suite: string; id: string; text: string }> {
+  return items.flatMap((item) =>
+    item.suite === 'ifeval' || item.suite === 'custom' ? [{ suite: item.suite, id: item.id, text: item.prompt }] : [],
+  );
 }
 
 /**
- * Eval items training saw: simulator tasks by task id (their ids hash their content; the viewer
- * phrasings alone repeat across tasks by design), prompts by normalized text.
+ * Simulator-task items training saw, by task id (their ids hash their content; the viewer
+ * phrasings alone repeat across tasks by design). Text items are found by `NgramIndex`.
  */
-export function findOverlaps(items: readonly EvalItem[], footprint: TrainingFootprint): Overlap[] {
+export function findTaskOverlaps(items: readonly EvalItem[], footprint: TrainingFootprint): Overlap[] {
   const overlaps: Overlap[] = [];
   const seen = new Set<string>();
   for (const item of items) {
     const key = `${item.suite}/${item.id}`;
-    if (seen.has(key)) continue;
-    if ('task' in item) {
-      if (footprint.taskIds.has(item.task.id)) {
-        seen.add(key);
-        overlaps.push({ suite: item.suite, itemId: item.id, matchedBy: 'task_id' });
-      }
-    } else if (footprint.promptTexts.has(normalizePromptText(item.prompt))) {
-      seen.add(key);
-      overlaps.push({ suite: item.suite, itemId: item.id, matchedBy: 'prompt_text' });
-    }
+    if (seen.has(key) || !('task' in item) || !footprint.taskIds.has(item.task.id)) continue;
+    seen.add(key);
+    overlaps.push({ suite: item.suite, itemId: item.id, matchedBy: 'task_id' });
   }
   return overlaps;
 }
 
+/** Stages whose records are trained on through a shard (its `heldOut.families` keeps a family out of them). */
+const shardedStages = new Set(['collect', 'augment', 'shard', 'training data']);
+
+/** A held-out family a training stage applied: how many of that stage's variants used it. */
+export interface TrainedFamily {
+  stage: string;
+  family: string;
+  variants: number;
+}
+
 /**
- * Held-out operator families that training variants applied: family → how many training variants
- * used it. A family every shard of the footprint held out of its train split (`heldOut.families`)
- * was not trained on, whatever the augment outputs behind the shard hold.
+ * Held-out operator families that training variants applied, per stage. A family every shard of
+ * the footprint held out of its train split (`heldOut.families`) was not trained on through the
+ * shard, whatever the augment outputs behind it hold; rl trains on its own episodes, so a family
+ * its variants applied counts whatever a shard holds out.
  */
-export function trainedHeldOutFamilies(heldOut: readonly string[], footprint: TrainingFootprint): Map<string, number> {
-  const used = new Map<string, number>();
-  for (const families of footprint.variantFamilies.values())
-    for (const family of families)
-      if (heldOut.includes(family) && !footprint.shardHeldOutFamilies?.has(family))
-        used.set(family, (used.get(family) ?? 0) + 1);
-  return used;
+export function trainedHeldOutFamilies(heldOut: readonly string[], footprint: TrainingFootprint): TrainedFamily[] {
+  const counts = new Map<string, TrainedFamily>();
+  for (const [hash, families] of footprint.variantFamilies)
+    for (const stage of footprint.variantStages.get(hash) ?? ['training data'])
+      for (const family of families) {
+        if (!heldOut.includes(family)) continue;
+        if (shardedStages.has(stage) && footprint.shardHeldOutFamilies?.has(family)) continue;
+        const key = `${stage}/${family}`;
+        const entry = counts.get(key) ?? { stage, family, variants: 0 };
+        entry.variants += 1;
+        counts.set(key, entry);
+      }
+  return [...counts.values()].sort((left, right) =>
+    left.stage === right.stage ? left.family.localeCompare(right.family) : left.stage.localeCompare(right.stage),
+  );
+}
+
+/** Held-out operator items whose variant training used (the same hash in a training stage's records). */
+export function trainedHeldOutVariants(
+  items: readonly EvalItem[],
+  footprint: TrainingFootprint,
+): Array<{ itemId: string; hash: string; stages: string[] }> {
+  const found: Array<{ itemId: string; hash: string; stages: string[] }> = [];
+  for (const item of items) {
+    if (item.suite !== 'harness_variant_qa' || item.harness.kind !== 'variant' || !item.harness.heldOutOperator)
+      continue;
+    if (!footprint.variantHashes.has(item.harness.hash)) continue;
+    found.push({
+      itemId: item.id,
+      hash: item.harness.hash,
+      stages: [...(footprint.variantStages.get(item.harness.hash) ?? ['training data'])].sort(),
+    });
+  }
+  return found;
 }

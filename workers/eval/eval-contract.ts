@@ -172,6 +172,19 @@ export const evalInputSchema = z
     trainingManifests: uriList.default([]),
     /** Keep eval items that overlap training data (listed in the report) instead of refusing the run. Default false. */
     allowOverlap: z.boolean().default(false),
+    /**
+     * Text overlap with training data (IFEval and custom items): an item counts as seen when one
+     * training record (its messages of every role, content parts, tool results, prompt fields)
+     * holds at least `threshold` of the item's distinct `n`-word n-grams, normalized. Items shorter
+     * than `n` words match a training text only whole. Default { n: 13, threshold: 0.5 }.
+     */
+    contamination: z
+      .object({
+        n: z.number().int().min(3).max(64).default(13),
+        threshold: z.number().gt(0).max(1).default(0.5),
+      })
+      .strict()
+      .default({ n: 13, threshold: 0.5 }),
     /** Pairs of labels to compare on the same items (difference with a paired-bootstrap interval). Default: the first model against each other. */
     compare: z.array(z.tuple([label, label])).optional(),
     /** Bootstrap resamples for the 95% intervals. Default 1000. */
@@ -275,6 +288,13 @@ export const evalOutputSchema = z.object({
   /** Eval items found in training data (allowOverlap: true only; otherwise the stage refuses). */
   overlapping: z.number().int().nonnegative(),
   judgeMissing: z.number().int().nonnegative(),
+  /** Label → items whose request failed or timed out, of the items it was asked (rate 0–1). */
+  errors: z
+    .record(
+      z.string(),
+      z.object({ failed: z.number().int().nonnegative(), items: z.number().int().nonnegative(), rate: z.number() }),
+    )
+    .default({}),
   /** With `experiment`: each claim's sentence, reproduced or not. */
   claims: z.array(z.object({ reproduced: z.boolean(), sentence: z.string() })).optional(),
 });

@@ -63,9 +63,21 @@ export function evalReportHtml(scores: EvalScores): string {
   );
   if (simulated.length > 0) {
     sections.push(
-      `<p class="warning">${simulated.map((model) => escapeHtml(model.label)).join(', ')}: random-weight or simulated models. Their numbers show the pipeline works, not model quality.</p>`,
+      `<p class="warning">${simulated.map((model) => `${escapeHtml(model.label)}${model.simulatedReason ? ` (${escapeHtml(model.simulatedReason)})` : ''}`).join(', ')}: random-weight or simulated models. Their numbers show the pipeline works, not model quality.</p>`,
     );
   }
+  const failing = labels.filter((label) => (scores.scores[label]?.modelErrors ?? 0) > 0);
+  if (failing.length > 0)
+    sections.push(
+      `<p class="warning">${failing
+        .map((label) => {
+          const entry = scores.scores[label];
+          return `${escapeHtml(label)}: ${entry.modelErrors} of ${entry.evaluated ?? 0} items failed (error rate ${fixed((entry.errorRate ?? 0) * 100)}%)`;
+        })
+        .join(
+          '; ',
+        )}. A failed or timed-out item scores 0 on every check it carries; see <a href="#failed-items">Failed items</a>.</p>`,
+    );
   if (scores.comparisons.length > 0) {
     sections.push(
       `<h2>Paired comparisons</h2><p class="meta">Mean difference a − b on the items both answered, paired-bootstrap 95% interval; an interval that excludes 0 is a difference the items support.</p><table><tr><th>a − b</th><th>suite</th><th>items</th><th>difference</th><th>95% interval</th></tr>${scores.comparisons
@@ -172,24 +184,30 @@ export function evalReportHtml(scores: EvalScores): string {
           : ''),
     );
   }
-  const contamination = scores.contamination;
+  sections.push(contaminationSection(scores));
   sections.push(
-    `<h2>Contamination</h2><p class="meta">${contamination.manifests.length} training manifests, ${contamination.checked} objects read; items compared by task id and normalized prompt text.</p>` +
-      (contamination.overlapping.length === 0
-        ? '<p>No eval item appears in the training data given.</p>'
-        : `<p class="warning">${contamination.overlapping.length} eval items appear in training data (allowOverlap: true): ${contamination.overlapping
-            .slice(0, 50)
-            .map((overlap) => `${escapeHtml(overlap.suite)}/${escapeHtml(overlap.itemId)} (${overlap.matchedBy})`)
-            .join(', ')}${contamination.overlapping.length > 50 ? ', …' : ''}</p>`),
-  );
-  sections.push(
-    `<h2>Models</h2><table><tr><th>label</th><th>provider</th><th>model</th><th>model errors</th></tr>${scores.models
+    `<h2>Models</h2><table><tr><th>label</th><th>provider</th><th>model</th><th>items</th><th>failed items</th><th>error rate</th></tr>${scores.models
       .map(
         (model) =>
-          `<tr><th>${escapeHtml(modelName(model.label))}</th><td>${escapeHtml(model.provider)}</td><td>${escapeHtml(model.modelId)}</td><td>${scores.scores[model.label]?.modelErrors ?? 0}</td></tr>`,
+          `<tr><th>${escapeHtml(modelName(model.label))}</th><td>${escapeHtml(model.provider)}</td><td>${escapeHtml(model.modelId)}</td><td>${scores.scores[model.label]?.evaluated ?? 0}</td><td>${scores.scores[model.label]?.modelErrors ?? 0}</td><td>${fixed((scores.scores[model.label]?.errorRate ?? 0) * 100)}%</td></tr>`,
       )
       .join('')}</table>`,
   );
+  const failures = labels.flatMap((label) =>
+    (scores.scores[label]?.failures ?? []).map((failure) => ({ label, ...failure })),
+  );
+  if (failures.length > 0)
+    sections.push(
+      `<h2 id="failed-items">Failed items</h2><p class="meta">Requests that failed or timed out; each scores 0 on every check it carries (it stays in every denominator).</p><table><tr><th>model</th><th>suite</th><th>item</th><th>status</th><th>error</th></tr>${failures
+        .slice(0, 200)
+        .map(
+          (failure) =>
+            `<tr><th>${escapeHtml(failure.label)}</th><td>${escapeHtml(failure.suite)}</td><td>${escapeHtml(failure.itemId)}</td><td>${escapeHtml(failure.status)}</td><td style="text-align:left">${escapeHtml(failure.error.slice(0, 300))}</td></tr>`,
+        )
+        .join(
+          '',
+        )}</table>${failures.length > 200 ? `<p class="meta">… ${failures.length - 200} more in scores.json</p>` : ''}`,
+    );
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Evaluation · ${escapeHtml(scores.runId)}</title>
 <style>
@@ -203,4 +221,41 @@ table{border-collapse:collapse;margin:8px 0 24px}th,td{border:1px solid #ccc;pad
 ${sections.join('\n')}
 </body></html>
 `;
+}
+
+/** What training saw: overlapping items with the training records that hold them, and held-out operators training used (a flagged figure). */
+function contaminationSection(scores: EvalScores): string {
+  const contamination = scores.contamination;
+  const ngram = contamination.ngram;
+  const how = ngram
+    ? `items compared by task id and by ${ngram.n}-word n-grams of normalized text (a record holding ≥ ${Math.round(ngram.threshold * 100)}% of an item's n-grams)`
+    : 'items compared by task id and normalized prompt text';
+  const hitText = (overlap: EvalScores['contamination']['overlapping'][number]): string => {
+    const hit = overlap.hits?.[0];
+    if (!hit) return overlap.matchedBy;
+    const more = (overlap.records ?? 1) > 1 ? ` and ${(overlap.records ?? 1) - 1} more record(s)` : '';
+    return `${overlap.matchedBy}: record ${escapeHtml(hit.record)} of ${escapeHtml(hit.source)}, ${Math.round(hit.share * 100)}%${more}`;
+  };
+  const trained = contamination.heldOutTrained;
+  return (
+    `<h2>Contamination</h2><p class="meta">${contamination.manifests.length} training manifests, ${contamination.checked} objects read; ${how}.</p>` +
+    (contamination.overlapping.length === 0
+      ? '<p>No eval item appears in the training data given.</p>'
+      : `<p class="warning">${contamination.overlapping.length} eval items appear in training data (allowOverlap: true):</p><ul>${contamination.overlapping
+          .slice(0, 50)
+          .map((overlap) => `<li>${escapeHtml(overlap.suite)}/${escapeHtml(overlap.itemId)} (${hitText(overlap)})</li>`)
+          .join('')}</ul>${contamination.overlapping.length > 50 ? '<p>…</p>' : ''}`) +
+    (trained
+      ? `<p class="warning">HELD-OUT OPERATORS NOT HELD OUT (allowOverlap: true): the held_out_operators figure includes what training saw. ${[
+          ...trained.families.map(
+            (entry) =>
+              `Stage ${escapeHtml(entry.stage)} applied ${escapeHtml(entry.family)} in ${entry.variants} variant(s).`,
+          ),
+          ...trained.variants.map(
+            (entry) =>
+              `Item ${escapeHtml(entry.itemId)} plays variant ${escapeHtml(entry.hash.slice(0, 12))}, trained on in ${escapeHtml(entry.stages.join(', '))}.`,
+          ),
+        ].join(' ')}</p>`
+      : '')
+  );
 }

@@ -1,10 +1,14 @@
 import { scoreIfeval, type IfevalScores } from '../../shared/eval/ifeval';
+import type { ItemOutcome } from '../../shared/eval/item-outcomes';
+import { sha256Hex } from '../../shared/hash/hash';
 import { bootstrapMean, bootstrapStatistic, mean, pairedDifference, type Interval } from './bootstrap-interval';
+import type { Overlap, TrainedFamily } from './contamination';
 import type { SuiteName } from './eval-contract';
 import type { ExperimentOutcome } from './eval-experiment';
 import type { EvalResult } from './eval-part';
 
-export const EVAL_SCORES_SCHEMA_VERSION = 1;
+/** 2: per-model error rate, failures and per-item outcomes (#33). */
+export const EVAL_SCORES_SCHEMA_VERSION = 2;
 
 /** Who was evaluated, as scores.json records it (never a secret: model configs name keys by env or file only). */
 export interface ScoredModel {
@@ -14,6 +18,16 @@ export interface ScoredModel {
   /** The model config as given (adapter, endpoint, model name). */
   config: Record<string, unknown>;
   simulated: boolean;
+  /** Why it is not a real model (test server, random weights, simulation policy). */
+  simulatedReason?: string;
+}
+
+/** An item whose request failed or timed out: scored 0 on every check it carries. */
+export interface ItemFailure {
+  suite: string;
+  itemId: string;
+  status: 'model_error' | 'timeout';
+  error: string;
 }
 
 export interface HarnessVariantBreakdown {
@@ -49,6 +63,14 @@ export interface ModelScores {
   /** Judge scores, reported apart from rule scores; `missing` items had no verdict. */
   judge?: Record<string, { overall: Interval | null; missing: number }>;
   modelErrors: number;
+  /** Items it was asked (every suite it took). */
+  evaluated: number;
+  /** modelErrors / evaluated (0–1): what the gate's maxErrorRate reads. */
+  errorRate: number;
+  /** Each failed or timed-out item, with the error. */
+  failures: ItemFailure[];
+  /** Suite → every item's outcome, with stable ids: what `hat eval compare` pairs across runs. */
+  items: Record<string, ItemOutcome[]>;
   /** Mean summed latency per item, ms (wall time). */
   meanLatencyMs: Record<string, number>;
 }
@@ -75,9 +97,15 @@ export interface EvalScores {
   contamination: {
     manifests: string[];
     checked: number;
-    overlapping: Array<{ suite: string; itemId: string; matchedBy: 'task_id' | 'prompt_text' }>;
+    overlapping: Overlap[];
     allowOverlap: boolean;
+    /** Text overlap settings (config `contamination`). */
+    ngram?: { n: number; threshold: number };
+    /** Held-out families and operator variants training used (allowOverlap: true; refused otherwise): a flagged figure. */
+    heldOutTrained?: { families: TrainedFamily[]; variants: Array<{ itemId: string; hash: string; stages: string[] }> };
   };
+  /** Response cache (config `cache`): model calls answered from the cache and asked of the endpoint, per label. */
+  cache?: { prefix: string; models: Record<string, { hits: number; misses: number }> };
   /** Arms of an experiment (config `experiment`): table, paired differences, claims, curves. */
   experiment?: ExperimentOutcome;
 }
@@ -103,6 +131,23 @@ function group<T>(values: readonly T[], keyOf: (value: T) => string | undefined)
 }
 
 const scoreOf = (result: EvalResult): number => result.score ?? 0;
+
+const compareText = (left: string, right: string) => (left < right ? -1 : left > right ? 1 : 0);
+
+/** Each item's headline score with its stable id (what the paired comparisons use), sorted by id. */
+function itemOutcomes(results: readonly EvalResult[]): ItemOutcome[] {
+  return results
+    .map((result) => ({
+      id: result.itemId,
+      score:
+        result.suite === 'ifeval' ? (result.followedStrict ? 100 : 0) : result.score === null ? null : result.score,
+      ...(result.category !== undefined ? { category: result.category } : {}),
+      ...(result.harness ? { harness: result.harness.kind } : {}),
+      ...(result.status === 'model_error' || result.status === 'timeout' ? { failed: true } : {}),
+      prompt: sha256Hex(result.prompt).slice(0, 16),
+    }))
+    .sort((left, right) => compareText(left.id, right.id));
+}
 
 function intervals(groups: Map<string, EvalResult[]>, samples: number, seed: string): Record<string, Interval> {
   return Object.fromEntries(
@@ -237,9 +282,23 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
   for (const model of options.models) {
     const own = results.filter((result) => result.model === model.label);
     const metrics: Record<string, number> = {};
+    const failed = own.filter((result) => result.status === 'model_error' || result.status === 'timeout');
     const entry: ModelScores = {
       metrics,
-      modelErrors: own.filter((result) => result.status === 'model_error' || result.status === 'timeout').length,
+      modelErrors: failed.length,
+      evaluated: own.length,
+      errorRate: own.length === 0 ? 0 : failed.length / own.length,
+      failures: failed
+        .map((result) => ({
+          suite: result.suite,
+          itemId: result.itemId,
+          status: result.status as ItemFailure['status'],
+          error: result.error ?? result.status,
+        }))
+        .sort((left, right) =>
+          left.suite === right.suite ? compareText(left.itemId, right.itemId) : compareText(left.suite, right.suite),
+        ),
+      items: {},
       meanLatencyMs: {},
     };
     const board: Record<string, Interval> = {};
@@ -249,6 +308,7 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
       if (list.length === 0) continue;
       const seed = `${options.seed}/${model.label}/${suite}`;
       entry.meanLatencyMs[suite] = mean(list.map((result) => result.latencyMs));
+      entry.items[suite] = itemOutcomes(list);
       if (suite === 'live_stream_qa') {
         const live = scoreLive(list, samples, seed);
         entry.live_stream_qa = live;

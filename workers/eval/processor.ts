@@ -25,7 +25,17 @@ import { BadInputError, HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { buildExperiment } from './eval-experiment';
-import { findOverlaps, readTrainingFootprint, trainedHeldOutFamilies, type Overlap } from './contamination';
+import {
+  findTaskOverlaps,
+  NgramIndex,
+  readTrainingFootprint,
+  textItemsOf,
+  trainedHeldOutFamilies,
+  trainedHeldOutVariants,
+  type Overlap,
+  type TrainedFamily,
+  type TrainingFootprint,
+} from './contamination';
 import {
   evalContract,
   suiteNames,
@@ -40,6 +50,7 @@ import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart
 import { evalReportHtml } from './eval-report';
 import { buildEvalScores, type ScoredModel } from './eval-scores';
 import { defaultJudgeRubric, rubricHash } from './judge';
+import { simulatedEndpointReason } from './item-failures';
 
 const planObject = 'plan.json';
 const scoresObject = 'scores.json';
@@ -53,6 +64,8 @@ interface EvalPlanRecord {
   itemCounts: Record<string, number>;
   items: Array<{ suite: SuiteName; key: string; uri: string; sha256: string; records: number }>;
   overlapping: Overlap[];
+  /** Held-out families and operator variants training used (allowOverlap: true only; refused otherwise). */
+  heldOutTrained?: { families: TrainedFamily[]; variants: Array<{ itemId: string; hash: string; stages: string[] }> };
   training: { manifests: string[]; objects: Array<{ uri: string; sha256: string }> };
   lineage: Array<{ uri: string; sha256: string }>;
 }
@@ -65,6 +78,25 @@ function plannedSuites(input: EvalInput): SuiteName[] {
   return suiteNames.filter((suite) => input.suites[suite] !== undefined);
 }
 
+function emptyFootprint(): TrainingFootprint {
+  return {
+    taskIds: new Set(),
+    variantHashes: new Set(),
+    variantDirs: new Map(),
+    variantFamilies: new Map(),
+    variantStages: new Map(),
+    objects: [],
+  };
+}
+
+/** How an overlapping item was found, for the refusal: `task id`, or the training record and share of n-grams. */
+function overlapReason(overlap: Overlap): string {
+  if (overlap.matchedBy === 'task_id') return 'task id';
+  const hit = overlap.hits?.[0];
+  const what = overlap.matchedBy === 'ngram' ? `${Math.round((hit?.share ?? 1) * 100)}% of its n-grams` : 'prompt text';
+  return hit ? `${what} in record ${hit.record} of ${hit.source}` : what;
+}
+
 /** Builds and checks every suite's items, refuses contaminated ones, and cuts (model × suite × items) into parts. */
 export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalPartInput[]> {
   const seed = seedOf(input, deps);
@@ -73,29 +105,50 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const harnessUri = harnessUriOf(input);
   const canonical = episodic ? await loadHarnessFromUri(harnessUri, deps.openObject) : undefined;
   const hash = canonical ? harnessHash(canonical) : '';
+  // Text items (IFEval, custom) first: their n-grams are what training records are streamed past.
+  const textInput = { ...input, suites: { ifeval: input.suites.ifeval, custom: input.suites.custom } };
+  const textSuites = await buildSuiteItems(textInput, undefined, emptyFootprint(), deps.openObject);
+  const index =
+    input.trainingManifests.length > 0
+      ? new NgramIndex(textItemsOf(textSuites.flatMap((suite) => suite.items)), input.contamination)
+      : undefined;
   deps.progress({ message: 'reading training manifests' });
-  const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject);
+  const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject, index);
   deps.progress({ message: 'building eval items' });
   const heldOut = input.suites.harness_variant_qa?.heldOutFamilies ?? [];
   const trainedFamilies = trainedHeldOutFamilies(heldOut, footprint);
-  if (trainedFamilies.size > 0 && !input.allowOverlap)
+  if (trainedFamilies.length > 0 && !input.allowOverlap)
     throw new BadInputError(
       'EVAL_HELD_OUT_TRAINED',
-      `suites.harness_variant_qa.heldOutFamilies: training used ${[...trainedFamilies].map(([family, count]) => `${family} in ${count} variant(s)`).join(', ')} (trajectories of trainingManifests); ` +
-        'hold the family out of augment and rl (families: { <family>: 0 }), name another family, or set allowOverlap: true to report it anyway',
+      `suites.harness_variant_qa.heldOutFamilies: training used ${trainedFamilies.map((entry) => `${entry.family} in ${entry.variants} variant(s) of stage ${entry.stage}`).join(', ')} (records of trainingManifests); ` +
+        'hold the family out of augment and rl (families: { <family>: 0 }) or out of the shard (heldOut: { families: [...] }), name another family, or set allowOverlap: true to report it as a flagged figure',
     );
-  const built = await buildSuiteItems(input, canonical, footprint, deps.openObject);
-  const overlapping =
-    input.trainingManifests.length > 0
-      ? findOverlaps(
-          built.flatMap((suite) => suite.items),
-          footprint,
-        )
-      : [];
+  const episodeInput = {
+    ...input,
+    suites: { live_stream_qa: input.suites.live_stream_qa, harness_variant_qa: input.suites.harness_variant_qa },
+  };
+  const episodeSuites = await buildSuiteItems(episodeInput, canonical, footprint, deps.openObject);
+  const built = [...episodeSuites, ...textSuites].sort(
+    (left, right) => suiteNames.indexOf(left.suite) - suiteNames.indexOf(right.suite),
+  );
+  const allItems = built.flatMap((suite) => suite.items);
+  const trainedVariants = trainedHeldOutVariants(allItems, footprint);
+  if (trainedVariants.length > 0 && !input.allowOverlap)
+    throw new BadInputError(
+      'EVAL_HELD_OUT_TRAINED',
+      `suites.harness_variant_qa: ${trainedVariants.length} held-out operator variant(s) appear in training data: ${trainedVariants
+        .slice(0, 5)
+        .map((entry) => `${entry.itemId} (variant ${entry.hash.slice(0, 12)}, stage ${entry.stages.join(', ')})`)
+        .join(
+          ', ',
+        )}; draw other variants (suites.harness_variant_qa.seed) or set allowOverlap: true to report them as a flagged figure`,
+    );
+  const overlapping: Overlap[] =
+    input.trainingManifests.length > 0 ? [...findTaskOverlaps(allItems, footprint), ...(index?.overlaps() ?? [])] : [];
   if (overlapping.length > 0 && !input.allowOverlap) {
     const listed = overlapping
       .slice(0, 20)
-      .map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlap.matchedBy.replace('_', ' ')})`);
+      .map((overlap) => `${overlap.suite}/${overlap.itemId} (${overlapReason(overlap)})`);
     throw new BadInputError(
       'EVAL_CONTAMINATED',
       `${overlapping.length} eval item(s) appear in the training data of trainingManifests: ${listed.join(', ')}${overlapping.length > 20 ? ', …' : ''}; ` +
@@ -123,6 +176,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
     itemCounts: Object.fromEntries(built.map((suite) => [suite.suite, suite.items.length])),
     items,
     overlapping,
+    heldOutTrained: { families: trainedFamilies, variants: trainedVariants },
     training: { manifests: input.trainingManifests, objects: footprint.objects },
     lineage: built.flatMap((suite) => suite.lineage),
   };
@@ -177,16 +231,26 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
       );
     results.push(...records);
   }
-  const models: ScoredModel[] = input.models.map((model) => {
-    const first = parts.find((part) => part.label === model.label);
-    return {
-      label: model.label,
-      provider: first?.model.provider ?? String(model.model.adapter),
-      modelId: first?.model.modelId ?? '',
-      config: { ...model.model },
-      simulated: parts.some((part) => part.label === model.label && part.model.simulated),
-    };
-  });
+  const models: ScoredModel[] = await Promise.all(
+    input.models.map(async (model) => {
+      const first = parts.find((part) => part.label === model.label);
+      const simulated = parts.some((part) => part.label === model.label && part.model.simulated);
+      // One GET /v1/models per served model: the local test server and hat serve of random weights say so there.
+      const reason = simulated
+        ? model.dummyWeights || 'dummy' in model.model
+          ? 'DUMMY-WEIGHT MODEL: random weights'
+          : 'SIMULATED: a simulation policy or random-weight model, not a trained model'
+        : await simulatedEndpointReason(model.model as Record<string, unknown>);
+      return {
+        label: model.label,
+        provider: first?.model.provider ?? String(model.model.adapter),
+        modelId: first?.model.modelId ?? '',
+        config: { ...model.model },
+        simulated: simulated || reason !== undefined,
+        ...(reason ? { simulatedReason: reason } : {}),
+      };
+    }),
+  );
   const judgeMissing = parts.reduce((sum, part) => sum + part.judgeMissing, 0);
   const rubric = input.judge?.rubric ?? defaultJudgeRubric;
   const judgeModel = input.judge?.model as { adapter: string; model?: unknown; modelDir?: unknown } | undefined;
@@ -215,6 +279,10 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
       checked: plan.training.objects.length,
       overlapping: plan.overlapping,
       allowOverlap: input.allowOverlap,
+      ngram: input.contamination,
+      ...(plan.heldOutTrained && plan.heldOutTrained.families.length + plan.heldOutTrained.variants.length > 0
+        ? { heldOutTrained: plan.heldOutTrained }
+        : {}),
     },
   });
   if (input.experiment) {
@@ -291,6 +359,12 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     simulatedModels: models.filter((model) => model.simulated).map((model) => model.label),
     overlapping: plan.overlapping.length,
     judgeMissing,
+    errors: Object.fromEntries(
+      Object.entries(scores.scores).map(([label, entry]) => [
+        label,
+        { failed: entry.modelErrors, items: entry.evaluated, rate: entry.errorRate },
+      ]),
+    ),
     ...(scores.experiment
       ? {
           claims: scores.experiment.claims.map((claim) => ({ reproduced: claim.reproduced, sentence: claim.sentence })),
