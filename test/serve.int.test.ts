@@ -197,6 +197,22 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(detokenized.body.prompt).toContain('Weather in Paris?');
   });
 
+  it('renders a tool schema float as Python does (`"minimum": 1.0` stays 1.0), as vLLM reads the request', async () => {
+    // Written by hand: JSON.stringify would write 1.0 as 1.
+    const body =
+      '{"messages": [{"role": "user", "content": "How many?"}], "tools": [{"type": "function", "function": ' +
+      '{"name": "count", "parameters": {"type": "object", "properties": {"n": {"type": "number", "minimum": 1.0, "maximum": 1e16}}}}}]}';
+    const response = await fetch(`${server.url}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    expect(response.status).toBe(200);
+    const { tokens } = (await response.json()) as { tokens: number[] };
+    const prompt = (await post('/detokenize', { tokens })).body.prompt as string;
+    expect(prompt).toContain('"minimum": 1.0, "maximum": 1e+16');
+  });
+
   it('streams chat as SSE chunks whose content adds up to the non-streamed answer, then usage and [DONE]', async () => {
     const request = {
       messages: [{ role: 'user', content: 'Stream please.' }],
@@ -397,16 +413,23 @@ describe('hat serve (vLLM-compatible server over an ONNX model)', () => {
     expect(withUsage.every((chunk) => chunk.usage?.prompt_tokens === 3)).toBe(true);
   });
 
-  it('refuses a body that is not declared JSON with 415 and a wrong method on a known route with 405, as vLLM does', async () => {
-    const plain = await fetch(`${server.baseUrl}/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'text/plain' },
-      body: JSON.stringify({ prompt: [1], max_tokens: 1 }),
-    });
-    expect(plain.status).toBe(415);
-    expect(((await plain.json()) as { error: { message: string } }).error.message).toContain(
-      "Only 'application/json' is allowed",
-    );
+  it('refuses a body that is not declared JSON with 400 in the OpenAI error shape and a wrong method on a known route with 405, as vLLM does', async () => {
+    for (const path of ['/completions', '/chat/completions']) {
+      const plain = await fetch(`${server.baseUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'text/plain' },
+        body: JSON.stringify({ prompt: [1], max_tokens: 1 }),
+      });
+      expect(plain.status).toBe(400);
+      expect(await plain.json()).toEqual({
+        error: {
+          message: "Unsupported Media Type: Only 'application/json' is allowed",
+          type: 'Bad Request',
+          param: null,
+          code: 400,
+        },
+      });
+    }
     const charset = await fetch(`${server.baseUrl}/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json; charset=utf-8' },

@@ -18,6 +18,7 @@ import type { Trajectory } from '../../shared/trajectory/trajectory';
 import type { EvalInput, EvalPartInput, EvalPartOutput } from './eval-contract';
 import { evalItemSchema, rebuildVariant, promptTextOf, type EvalItem } from './eval-items';
 import { defaultJudgeRubric, judgeResponse, rubricHash, type JudgeVerdict } from './judge';
+import { failedChecksOf } from './item-failures';
 
 export const EVAL_RESULT_SCHEMA_VERSION = 1;
 
@@ -422,13 +423,16 @@ async function evaluateItem(
     if (HatError.isInstance(error) && !error.retryable && errorCodeOf(error) === 'MODEL_BAD_CONFIG') throw error;
     // An aborted job rethrows after this item (see the part loop); an item deadline is a timeout.
     const status = signal.aborted ? 'timeout' : 'model_error';
+    // A failed item fails every check it carries: it stays in every denominator (#33).
+    const failed = failedChecksOf(item);
     return {
       ...base,
       response: '',
       status,
       error: (error as Error).message,
       score: item.suite === 'custom' && item.checks.length === 0 ? null : 0,
-      checks: [],
+      checks: failed,
+      ...(failed.length > 0 ? { followedStrict: false, followedLoose: false } : {}),
       latencyMs: 0,
       calls: 1,
       usage,

@@ -6,15 +6,17 @@ export class ServeRequestError extends HatError {
     readonly status: number,
     message: string,
     readonly param: string | null = null,
+    /** The error type when vLLM's differs from the status's usual one (its request-validation handler says `Bad Request`). */
+    private readonly type?: string,
   ) {
     super(status >= 500 ? 'SERVE_INTERNAL' : 'SERVE_BAD_REQUEST', message, { exitCode: status >= 500 ? 1 : 2 });
   }
 
   /** vLLM's error type for a status. */
   get errorType(): string {
+    if (this.type !== undefined) return this.type;
     if (this.status === 404) return 'NotFoundError';
     if (this.status === 405) return 'MethodNotAllowedError';
-    if (this.status === 415) return 'UnsupportedMediaTypeError';
     if (this.status >= 500) return 'InternalServerError';
     return 'BadRequestError';
   }

@@ -11,6 +11,7 @@ import { ServeMetrics } from './serve-metrics';
 import { loadServedModel, resolveServeModel } from './serve-model';
 import { SseWriter } from './sse-writer';
 import { handleDetokenize, handleTokenize } from './tokenize-handler';
+import { parseJsonKeepingFloats } from '../../text/python-values';
 import { selectToolCallParser, type ToolCallParser } from '../../text/tool-parsers';
 
 export interface ServeServerOptions {
@@ -139,22 +140,31 @@ async function readJson(request: http.IncomingMessage): Promise<unknown> {
   for await (const piece of request) pieces.push(piece as Buffer);
   const text = Buffer.concat(pieces).toString('utf8');
   if (text.trim() === '') return {};
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch (error) {
     throw new ServeRequestError(400, `The request body is not valid JSON: ${(error as Error).message}`);
   }
+  // Tool schemas keep float-ness (`"minimum": 1.0` renders `1.0`, as vLLM's Python reads it); the
+  // other fields stay plain numbers for validation.
+  if (body !== null && typeof body === 'object' && Array.isArray((body as { tools?: unknown }).tools))
+    (body as { tools: unknown }).tools = (parseJsonKeepingFloats(text) as { tools: unknown }).tools;
+  return body;
 }
 
 /** Routes by method, for 405 on a known path with another method (as vLLM's router answers). */
 const getRoutes = new Set(['/health', '/version', '/metrics', '/v1/models']);
 const postRoutes = new Set(['/v1/completions', '/v1/chat/completions', '/tokenize', '/detokenize']);
 
-/** vLLM refuses a body that is not declared JSON (its validate_json_request) with 415. */
+/**
+ * vLLM refuses a body that is not declared JSON: its validate_json_request raises a request
+ * validation error, which its handler answers with 400 in the OpenAI error shape, type `Bad Request`.
+ */
 function checkJsonContentType(request: http.IncomingMessage): void {
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
   if (mediaType !== 'application/json')
-    throw new ServeRequestError(415, "Unsupported Media Type: Only 'application/json' is allowed");
+    throw new ServeRequestError(400, "Unsupported Media Type: Only 'application/json' is allowed", null, 'Bad Request');
 }
 
 async function handleRequest(
