@@ -95,6 +95,8 @@ describe('promotion gate in a nightly run', () => {
         '  candidate: new',
         '  rules: ["custom >= promoted - 0.5", "ifeval.prompt_strict >= base - 1.0"]',
         '  before: [replay]',
+        // The models are the local test server (scripted answers): gate them anyway.
+        '  allowSimulated: true',
         'stages:',
         '  collect: { generate: { count: 2, seed: gate }, tasksPerPart: 2 }',
         '  eval:',

@@ -17,12 +17,21 @@ export function summarizeEval(output: EvalOutput): StageSummary {
         ([suite, cell]) =>
           `${shortNames[suite] ?? suite} ${cell.score.toFixed(1)} [${cell.low.toFixed(1)}, ${cell.high.toFixed(1)}]`,
       )
-      .join(' · '),
+      .join(' · ')
+      .concat(output.errors?.[label] ? ` · error rate ${(output.errors[label].rate * 100).toFixed(1)}%` : ''),
     ...(output.simulatedModels.includes(label)
       ? { tone: 'warn' as const, detail: 'random-weight or simulated model: plumbing, not quality' }
       : {}),
   }));
   figures.push({ label: 'eval items', value: output.items });
+  for (const [label, errors] of Object.entries(output.errors ?? {}))
+    if (errors.failed > 0)
+      figures.push({
+        label: `failed items: ${label}`,
+        value: `${errors.failed} of ${errors.items} (error rate ${(errors.rate * 100).toFixed(1)}%)`,
+        tone: 'warn',
+        detail: 'scored 0 on every check they carry; listed in the eval report',
+      });
   for (const claim of output.claims ?? [])
     figures.push({
       label: claim.reproduced ? 'claim reproduced' : 'claim not reproduced',

@@ -58,7 +58,11 @@ export async function applyGateOutcome(
         ...rest,
         status: 'held',
         note: `held ${record.candidate}: ${reasons}`,
-        figures: [{ label: 'gate decision', value: `hold ${record.candidate}`, tone: 'warn', detail: reasons }],
+        figures: [
+          { label: 'gate decision', value: `hold ${record.candidate}`, tone: 'warn', detail: reasons },
+          // The gate's other figures (night to night against the promoted checkpoint's results) stay.
+          ...(rest.figures ?? []).filter((figure) => figure.label !== 'gate decision'),
+        ],
         links: [{ label: 'gate decision', uri: store.uriOf(key) }],
       };
     }
