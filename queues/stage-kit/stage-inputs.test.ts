@@ -4,6 +4,8 @@ import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { setLargestRecordBytes, defaultLargestRecordBytes } from '../../shared/artifacts/record-limit';
 import { errorCodeOf } from '../../shared/errors';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
+import { PythonFloat, pythonJson } from '../../shared/text/python-values';
+import { toolSpecSchema } from '../../shared/trajectory/messages';
 import { readRecordRange } from './stage-inputs';
 
 const schema = z.object({ id: z.string(), count: z.number().int().default(0) });
@@ -34,6 +36,34 @@ describe('readRecordRange', () => {
     expect((await readRecordRange(openObject, written.uri, schema, 1, 2, written.sha256)).records).toEqual([
       { id: 'b', count: 2 },
     ]);
+  });
+
+  it('keeps float-ness in the fields a stage renders (tools), so a schema\'s "minimum": 1.0 prints 1.0 as Python does', async () => {
+    const tools =
+      '[{"type":"function","function":{"name":"count","parameters":{"type":"object","properties":' +
+      '{"n":{"type":"number","minimum":1.0,"maximum":1e16,"default":2}}}}}]';
+    const line = `{"id":"t1","messages":[{"role":"user","content":"1.0?"}],"tools":${tools},"score":1.0}`;
+    await store.put('floats.jsonl', Buffer.from(`${line}\n`));
+    const uri = store.uriOf('floats.jsonl');
+    const plain = await readRecordRange(openObject, uri, z.object({ tools: z.array(z.unknown()) }).loose());
+    expect(pythonJson(plain.records[0].tools)).toContain('"minimum": 1,');
+    const kept = await readRecordRange(
+      openObject,
+      uri,
+      z.object({ tools: z.array(z.unknown()) }).loose(),
+      0,
+      undefined,
+      undefined,
+      {
+        keepFloatsIn: ['tools'],
+      },
+    );
+    expect(pythonJson(kept.records[0].tools)).toContain('"minimum": 1.0, "maximum": 1e+16, "default": 2}');
+    // Only the named fields: the rest of the record is JSON.parse's.
+    expect((kept.records[0] as Record<string, unknown>).score).toBe(1);
+    // Through the trajectories' tool schema too (its parameters are any JSON).
+    const [tool] = z.array(toolSpecSchema).parse(kept.records[0].tools);
+    expect((tool.function.parameters.properties as { n: { minimum: unknown } }).n.minimum).toEqual(new PythonFloat(1));
   });
 
   it('refuses a task, relabel or part file that is not UTF-8 with its line and byte offset (was read with U+FFFD)', async () => {

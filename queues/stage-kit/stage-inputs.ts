@@ -8,6 +8,7 @@ import { checkRecordSizes } from '../../shared/artifacts/record-limit';
 import { checkUtf8 } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
+import { parseJsonKeepingFloats } from '../../shared/text/python-values';
 
 /** An input object to read records from; `records` and `sha256` are known when a manifest listed it. */
 export interface InputObject {
@@ -74,6 +75,10 @@ export async function expandInputs(
  * (JsonlWriter's `schema`: each record is the schema's own output), so the records are parsed
  * without being checked again; checking 11 KB tasks and long trajectories record by record was a
  * large share of augment's and shard's time. Any other bytes are checked as before.
+ *
+ * `options.keepFloatsIn`: top-level fields read keeping float-ness (parseJsonKeepingFloats), for
+ * values a chat template prints: the shard reads `tools` so, and a schema's `"minimum": 1.0`
+ * renders `1.0` as Python does, not `1`.
  */
 export async function readRecordRange<T>(
   openObject: StageDeps['openObject'],
@@ -82,6 +87,7 @@ export async function readRecordRange<T>(
   start = 0,
   end?: number,
   listedSha256?: string,
+  options: { keepFloatsIn?: readonly string[] } = {},
 ): Promise<{ records: T[]; sha256: string }> {
   const { lines, sha256 } = await readJsonlLines(openObject, uri);
   const checked = listedSha256 === undefined || listedSha256 !== sha256 ? schema : undefined;
@@ -91,7 +97,7 @@ export async function readRecordRange<T>(
     if (line.trim() === '') continue;
     if (end !== undefined && index >= end) break;
     if (index++ < start) continue;
-    records.push(parseRecordLine(uri, lineIndex, line, checked));
+    records.push(parseRecordLine(uri, lineIndex, line, checked, options.keepFloatsIn));
   }
   return { records, sha256 };
 }
@@ -131,11 +137,21 @@ export async function readJsonlBytes(
   return { bytes, sha256: sha256Hex(stored) };
 }
 
+/** A number literal Python reads as a float that JSON.parse makes an integer (`1.0`, `2.50`... `1e3`), or a text that looks like one. */
+const integralFloatLike = /\d\.\d*0(?!\d)|\d[eE][+-]?\d/;
+
 /**
  * One JSONL line (0-based `lineIndex`) parsed and checked against the schema (when given: none for
- * bytes a manifest vouches for, see readRecordRange); errors name the URI, line and field.
+ * bytes a manifest vouches for, see readRecordRange); errors name the URI, line and field. The
+ * top-level fields named in `keepFloatsIn` keep float-ness (see readRecordRange).
  */
-export function parseRecordLine<T>(uri: string, lineIndex: number, line: string, schema?: z.ZodType<T>): T {
+export function parseRecordLine<T>(
+  uri: string,
+  lineIndex: number,
+  line: string,
+  schema?: z.ZodType<T>,
+  keepFloatsIn?: readonly string[],
+): T {
   let value: unknown;
   try {
     value = JSON.parse(line);
@@ -144,6 +160,12 @@ export function parseRecordLine<T>(uri: string, lineIndex: number, line: string,
       'BAD_JSONL',
       `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
     );
+  }
+  if (keepFloatsIn?.length && value !== null && typeof value === 'object' && integralFloatLike.test(line)) {
+    // Parsed again only when the line may hold such a literal; the rest of the record stays JSON.parse's.
+    const floats = parseJsonKeepingFloats(line) as Record<string, unknown>;
+    for (const field of keepFloatsIn)
+      if (Object.hasOwn(value, field)) (value as Record<string, unknown>)[field] = floats[field];
   }
   if (schema === undefined) return value as T;
   const parsed = schema.safeParse(value);

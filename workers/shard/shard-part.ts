@@ -92,6 +92,8 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     part.source.start,
     part.source.end,
     part.source.sha256,
+    // Tool schemas are rendered: `"minimum": 1.0` stays a float, as Python reads it at serving time.
+    { keepFloatsIn: ['tools'] },
   );
   const seen = new Set<string>();
   const entries: PartEntry[] = [];
