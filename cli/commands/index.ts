@@ -6,6 +6,7 @@ import { registerDashboardCommand } from './dashboard';
 import { registerHarnessCommand } from './harness';
 import { registerModelsCommand } from './models';
 import { registerDemoCommand } from './demo';
+import { registerEvalCommand } from './eval';
 import { registerRunCommand } from './run';
 import { registerRunsCommand } from './runs';
 import { registerScheduleCommand } from './schedule';
@@ -27,6 +28,7 @@ export const commandModules: RegisterCommand[] = [
   registerHarnessCommand,
   registerModelsCommand,
   registerDemoCommand,
+  registerEvalCommand,
   registerRunCommand,
   registerRunsCommand,
   registerScheduleCommand,

@@ -108,7 +108,16 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
     }),
     ...[...endpoints.values()].map(async ({ config: server, path }) => {
       if (!options.checkEndpoints) return;
-      result.problems.push(...(await modelServerProblems(server, path, options)));
+      const problems = await modelServerProblems(server, path, options);
+      // An eval judge is optional: down, it leaves judge scores missing (with the reason), not the run refused.
+      if (isJudgePath(path))
+        result.notes.push(
+          ...problems.map((problem) => ({
+            ...problem,
+            message: `the judge is not reachable: ${problem.message}; the run goes on and its judge scores will be missing, each with the reason (rule scores are unaffected)`,
+          })),
+        );
+      else result.problems.push(...problems);
     }),
     ...distillPairs.map(async (pair) => {
       const finding = await tokenizerFinding(pair);
@@ -121,6 +130,11 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
   result.problems.sort(byPath);
   result.notes.sort(byPath);
   return result;
+}
+
+/** An eval stage's judge model (`stages.<name>.judge.model`). */
+function isJudgePath(path: PathSegment[]): boolean {
+  return path.length >= 2 && path[path.length - 2] === 'judge' && path[path.length - 1] === 'model';
 }
 
 /** Why an input is not there (undefined: it is). */
