@@ -105,6 +105,7 @@ describe('eval: failed items count', () => {
     ]);
     const html = await readFile(join(out, 'report.html'), 'utf8');
     expect(html).toContain('new: 2 of 20 items failed (error rate 10.0%)');
+    expect(html).toContain('each scores 0 on every check it carries): new 10.0% · promoted 0.0%</p>');
     expect(html).toContain('<h2 id="failed-items">Failed items</h2>');
     for (const entry of faulted) expect(html).toContain(`<td>ifeval-${entry.item.key}</td>`);
     // The run report's eval figures (what summarize gives a run): each model's error rate, the failed items.

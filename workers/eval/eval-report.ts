@@ -59,7 +59,10 @@ export function evalReportHtml(scores: EvalScores): string {
       intervalTable(
         suites.map((suite) => suiteTitles[suite] ?? suite),
         labels.map((label) => [modelName(label), suites.map((suite) => scores.leaderboard[label]?.[suite])]),
-      ),
+      ) +
+      `<p class="meta">Error rate (items whose request failed or timed out; each scores 0 on every check it carries): ${labels
+        .map((label) => `${escapeHtml(label)} ${fixed((scores.scores[label]?.errorRate ?? 0) * 100)}%`)
+        .join(' · ')}</p>`,
   );
   if (simulated.length > 0) {
     sections.push(
