@@ -118,11 +118,20 @@ export const latestCheckpointSpecSchema = z
         /^(s3|file):\/\/.+/,
         'must be the s3://bucket/prefix/ or file:///dir/ artifact root holding checkpoints/promoted.json',
       ),
-    /** Which field: `endpoint` (a baseUrl) or `model` (the served model id). */
-    field: z.enum(['endpoint', 'model']),
+    /**
+     * Which field: `endpoint` (a baseUrl), `model` (the served model id), or `checkpoint` (an
+     * identity of this promotion, which changes only when the pointer moves: an eval model's
+     * `checkpoint`, so its cached answers are reused until the next promotion).
+     */
+    field: z.enum(['endpoint', 'model', 'checkpoint']),
   })
   .strict();
 export type LatestCheckpointSpec = z.infer<typeof latestCheckpointSpecSchema>;
+
+/** One promotion's identity: who promoted what, when (the same record gives the same string). */
+export function promotionIdentity(record: PromotedCheckpoint): string {
+  return `promoted/${record.runId ?? record.promotedBy}/${record.label ?? record.model}@${record.promotedAt}`;
+}
 
 /** Stands in for the promoted checkpoint while a run is planned without resolving (`.invalid` never resolves). */
 export function latestCheckpointPlaceholder(spec: LatestCheckpointSpec): string {
@@ -145,6 +154,11 @@ export async function resolveLatestCheckpoint(
   }
   return {
     partition: `${record.model}@${record.promotedAt}`,
-    resolved: spec.field === 'endpoint' ? record.endpoint : record.model,
+    resolved:
+      spec.field === 'endpoint'
+        ? record.endpoint
+        : spec.field === 'checkpoint'
+          ? promotionIdentity(record)
+          : record.model,
   };
 }

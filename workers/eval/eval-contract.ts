@@ -58,6 +58,13 @@ export const evalModelSchema = z
     sampling: samplingSettingsSchema.default({ temperature: 0 }),
     /** Mark the model as random-weight (a demo's dummy model); onnx dummy models are detected anyway. Default false. */
     dummyWeights: z.boolean().default(false),
+    /**
+     * Identity of the served weights (a checkpoint URI, a weights sha256, the run that trained
+     * them): with the model id it keys the response cache, wherever the weights are served.
+     * Unset: the endpoint URL and model id stand for them, so an endpoint that serves new weights
+     * under the same URL and name needs it (or `cache: { enabled: false }`).
+     */
+    checkpoint: z.string().min(1).max(500).optional(),
     /** Suites this model takes (scripted simulator policies answer simulator tasks only). Default: every suite of the config. */
     suites: z
       .array(z.enum(['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom']))
@@ -178,6 +185,15 @@ export const evalInputSchema = z
      * holds at least `threshold` of the item's distinct `n`-word n-grams, normalized. Items shorter
      * than `n` words match a training text only whole. Default { n: 13, threshold: 0.5 }.
      */
+    /**
+     * Response cache of served models (workers/eval/response-cache.ts): answers stored per
+     * endpoint identity and exact request, so an unchanged model is asked nothing again. `prefix`:
+     * where (a `file://` or `s3://` folder); default `cache/eval-responses/` under the artifact root.
+     */
+    cache: z
+      .object({ enabled: z.boolean().default(true), prefix: z.string().min(1).optional() })
+      .strict()
+      .default({ enabled: true }),
     contamination: z
       .object({
         n: z.number().int().min(3).max(64).default(13),
@@ -264,6 +280,8 @@ export const evalPartOutputSchema = z.object({
   items: z.number().int().nonnegative(),
   modelErrors: z.number().int().nonnegative(),
   judgeMissing: z.number().int().nonnegative(),
+  /** Model calls (the judge's too) answered from the response cache, and asked of the endpoint. */
+  cache: z.object({ hits: z.number().int().nonnegative(), misses: z.number().int().nonnegative() }).optional(),
   model: z.object({ provider: z.string(), modelId: z.string(), simulated: z.boolean() }),
 });
 export type EvalPartOutput = z.infer<typeof evalPartOutputSchema>;

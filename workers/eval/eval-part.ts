@@ -15,9 +15,10 @@ import { runEpisode } from '../../shared/simulator/agent-loop';
 import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
-import type { EvalInput, EvalPartInput, EvalPartOutput } from './eval-contract';
+import type { EvalInput, EvalModel, EvalPartInput, EvalPartOutput } from './eval-contract';
 import { evalItemSchema, rebuildVariant, promptTextOf, type EvalItem } from './eval-items';
 import { defaultJudgeRubric, judgeResponse, rubricHash, type JudgeVerdict } from './judge';
+import { cacheLocationOf, endpointIdentityOf, withResponseCache, type CacheCounts } from './response-cache';
 import { failedChecksOf } from './item-failures';
 
 export const EVAL_RESULT_SCHEMA_VERSION = 1;
@@ -231,6 +232,16 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     },
   });
   const clients = new Map<string, ModelClient>();
+  // Served models' answers come from the response cache when they were asked before (response-cache.ts).
+  const cacheLocation = cacheLocationOf(config, deps);
+  const cacheCounts: CacheCounts = { hits: 0, misses: 0 };
+  let cacheUsed = false;
+  const cached = (client: ModelClient, model: EvalModel['model'], checkpoint?: string): ModelClient => {
+    const identity = cacheLocation ? endpointIdentityOf(model, checkpoint) : undefined;
+    if (!cacheLocation || !identity) return client;
+    cacheUsed = true;
+    return withResponseCache(client, cacheLocation, identity, cacheCounts);
+  };
   const clientFor = (index: number): ModelClient => {
     const prepared = harnesses[index];
     // The scripted expert tells harnesses apart by their tool names: one client per harness.
@@ -240,9 +251,13 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
       const tasks = items
         .filter((_, position) => harnesses[position]?.hash === prepared?.hash)
         .flatMap((item) => ('task' in item ? [item.task] : []));
-      client = createModelClient(
+      client = cached(
+        createModelClient(
+          part.model.model,
+          clientDependencies(`eval.models.${part.model.label}.model`, tasks, prepared ? [prepared.harness] : []),
+        ),
         part.model.model,
-        clientDependencies(`eval.models.${part.model.label}.model`, tasks, prepared ? [prepared.harness] : []),
+        part.model.checkpoint,
       );
       clients.set(key, client);
     }
@@ -250,7 +265,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   };
   const judgeConfig = config.judge && config.judge.suites.includes(part.suite) ? config.judge : undefined;
   const judgeClient = judgeConfig
-    ? createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], []))
+    ? cached(createModelClient(judgeConfig.model, clientDependencies('eval.judge.model', [], [])), judgeConfig.model)
     : undefined;
   const rubric = judgeConfig?.rubric ?? defaultJudgeRubric;
   const results: EvalResult[] = new Array(items.length);
@@ -334,6 +349,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     items: results.length,
     modelErrors: modelErrors.length,
     judgeMissing: results.filter((result) => result.judge?.missing).length,
+    ...(cacheUsed ? { cache: cacheCounts } : {}),
     model: { provider: first?.provider ?? part.model.model.adapter, modelId: first?.modelId ?? '', simulated },
   };
 }

@@ -188,6 +188,7 @@ export function evalReportHtml(scores: EvalScores): string {
     );
   }
   sections.push(contaminationSection(scores));
+  if (scores.cache) sections.push(cacheSection(scores.cache));
   sections.push(
     `<h2>Models</h2><table><tr><th>label</th><th>provider</th><th>model</th><th>items</th><th>failed items</th><th>error rate</th></tr>${scores.models
       .map(
@@ -260,5 +261,21 @@ function contaminationSection(scores: EvalScores): string {
           ),
         ].join(' ')}</p>`
       : '')
+  );
+}
+
+/** Model calls answered from the response cache and asked of the endpoints, per model. */
+function cacheSection(cache: NonNullable<EvalScores['cache']>): string {
+  const rows = Object.entries(cache.models);
+  const hits = rows.reduce((sum, [, counts]) => sum + counts.hits, 0);
+  const misses = rows.reduce((sum, [, counts]) => sum + counts.misses, 0);
+  const rate = hits + misses === 0 ? 0 : (hits / (hits + misses)) * 100;
+  return (
+    `<h2>Response cache</h2><p class="meta">${hits} of ${hits + misses} model calls answered from ${escapeHtml(cache.prefix)} (hit rate ${rate.toFixed(1)}%); ${misses} requests sent. In-process models are not cached.</p>` +
+    `<table><tr><th>model</th><th>cache hits</th><th>requests (misses)</th></tr>${rows
+      .map(
+        ([label, counts]) => `<tr><th>${escapeHtml(label)}</th><td>${counts.hits}</td><td>${counts.misses}</td></tr>`,
+      )
+      .join('')}</table>`
   );
 }

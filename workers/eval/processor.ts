@@ -50,6 +50,7 @@ import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart
 import { evalReportHtml } from './eval-report';
 import { buildEvalScores, type ScoredModel } from './eval-scores';
 import { defaultJudgeRubric, rubricHash } from './judge';
+import { cacheLocationOf, defaultResponseCachePrefix, type CacheCounts } from './response-cache';
 import { simulatedEndpointReason } from './item-failures';
 
 const planObject = 'plan.json';
@@ -285,6 +286,18 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
         : {}),
     },
   });
+  const cache = cacheLocationOf(input, deps);
+  if (cache && parts.some((part) => part.cache)) {
+    const counts: Record<string, CacheCounts> = {};
+    for (const part of parts) {
+      if (!part.cache) continue;
+      const entry = (counts[part.label] ??= { hits: 0, misses: 0 });
+      entry.hits += part.cache?.hits ?? 0;
+      entry.misses += part.cache?.misses ?? 0;
+    }
+    // The default prefix relative to the artifact root: scores.json does not depend on where the root is.
+    scores.cache = { prefix: input.cache.prefix ?? defaultResponseCachePrefix, models: counts };
+  }
   if (input.experiment) {
     deps.progress({ message: 'experiment: arms, paired differences, claims' });
     scores.experiment = await buildExperiment(input.experiment, results, {
