@@ -283,12 +283,14 @@ describe('hat stage shard', () => {
           input_ids: number[];
           cu_seqlens: number[];
           source_ids: string[];
+          folded_hook_messages: number[];
         }>;
         for (const row of rows) {
           for (const [index, sourceId] of row.source_ids.entries()) {
             const original = originals.get(sourceId.replace(/@\d+$/, ''))!;
             const normalized = normalizeHookMessages(original.messages, setting.form);
             if (!normalized.ok) throw new Error(normalized.reason);
+            expect(row.folded_hook_messages[index]).toBe(normalized.normalization.folded);
             const input = trajectoryToTemplateInput(normalized.messages, original.tools);
             const text = template.render({
               messages: input.messages,
@@ -304,6 +306,35 @@ describe('hat stage shard', () => {
         }
       }
       expect(checked).toBeGreaterThanOrEqual(output.samples);
+      // Every published export carries folded_hook_messages per sample: the JSONL formats and verl's Parquet.
+      const foldedOf = (sourceId: string) => {
+        const normalized = normalizeHookMessages(originals.get(sourceId)!.messages, setting.form);
+        if (!normalized.ok) throw new Error(normalized.reason);
+        return normalized.normalization.folded;
+      };
+      const exported: Record<string, number> = {};
+      let foldedSeen = 0;
+      for (const object of (await readManifest(store, 'manifest.json')).objects) {
+        const kind = object.kind ?? '';
+        const records = kind.startsWith('sft-')
+          ? gunzipSync(await store.getBuffer(object.key))
+              .toString('utf8')
+              .split('\n')
+              .filter((line) => line !== '')
+              .map((line) => JSON.parse(line) as Record<string, unknown>)
+          : kind === 'verl-sft'
+            ? ((await decodeParquet(await store.getBuffer(object.key))) as Array<Record<string, unknown>>)
+            : undefined;
+        if (!records) continue;
+        for (const record of records) {
+          expect([object.key, record.folded_hook_messages]).toEqual([object.key, foldedOf(record.source_id as string)]);
+          foldedSeen += record.folded_hook_messages as number;
+        }
+        exported[kind] = records.length;
+      }
+      expect(Object.keys(exported)).toEqual(expect.arrayContaining(['sft-openai', 'verl-sft']));
+      if (setting.form === 'folded') expect(foldedSeen).toBeGreaterThan(0);
+      else expect(foldedSeen).toBe(0);
       // Which normalization applied is recorded: per entry (foldedHookMessages, mergedPromptChars) and summed in the stats.
       const stats = JSON.parse((await store.getBuffer('stats.json')).toString('utf8')) as ShardStats;
       expect(stats.template.hookMessages).toBe(setting.form);

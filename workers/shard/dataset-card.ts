@@ -162,7 +162,7 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
     '- `input_ids`, `labels` (token id where trained, -100 elsewhere; unshifted), `loss_mask` (1 = trained), `position_ids` (from 0 in every sample and in the padding): lists of the sequence length.',
   );
   lines.push(
-    '- `cu_seqlens`: segment offsets, 0 first and the sequence length last (padding is the last segment when there is any); `source_ids`: the trajectory id of each sample (`@n` for weight copies); `num_samples`, `num_tokens` (non-padding), `num_trained`.',
+    '- `cu_seqlens`: segment offsets, 0 first and the sequence length last (padding is the last segment when there is any); `source_ids`: the trajectory id of each sample (`@n` for weight copies); `folded_hook_messages`: per sample, the hook system messages the rendering with the target template folded into neighbouring turns (0: none); `num_samples`, `num_tokens` (non-padding), `num_trained`.',
     '',
   );
   for (const split of splits) {
@@ -174,7 +174,7 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
   }
   lines.push(
     '',
-    'Conversations (gzip JSONL, `tools` as a JSON string, one line per sample, weight copies included):',
+    "Conversations (gzip JSONL, `tools` as a JSON string, one line per sample, weight copies included; each line ends with its lineage `id`, `source_id`, `task_id` and `folded_hook_messages`, the hook system messages the target template's rendering folded, 0 when none):",
     '',
   );
   lines.push(
@@ -211,7 +211,7 @@ export function renderDatasetCard(stats: ShardStats, files: CardFiles): string {
   const verl = splits.flatMap((split) => (files.verl[split] ?? []).map((file) => [split, `\`${file}\``]));
   if (verl.length > 0) {
     lines.push(
-      'verl-style multi-turn SFT Parquet: `messages` and `tools` as JSON text (one schema for every row), `tools_schema_hash`, `enable_thinking`, `data_source`; `json.loads` both before `MultiTurnSFTDataset`.',
+      'verl-style multi-turn SFT Parquet: `messages` and `tools` as JSON text (one schema for every row), `tools_schema_hash`, `enable_thinking`, `data_source`, `folded_hook_messages`; `json.loads` both before `MultiTurnSFTDataset`.',
       '',
     );
     lines.push(table(['split', 'file'], verl), '');

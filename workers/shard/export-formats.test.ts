@@ -65,7 +65,7 @@ describe('exportRecord', () => {
     });
     expect(messages[3]).toEqual({ role: 'tool', tool_call_id: 'callA0001', content: toolSession.messages[3].content });
     expect(JSON.parse(record.tools as string)).toEqual(toolSession.tools);
-    expect(record).toMatchObject({ id: 's1', source_id: 's1', task_id: 't1' });
+    expect(record).toMatchObject({ id: 's1', source_id: 's1', task_id: 't1', folded_hook_messages: 0 });
     expect(notes).toEqual({ foldedSystemMessages: 0, droppedCallText: 0 });
     const invalid = exportRecord('openai', { ...session, messages: invalidArguments.messages }).record
       .messages as Array<{ tool_calls?: Array<{ function: { arguments: unknown } }> }>;
@@ -196,14 +196,17 @@ describe('export lines assembled from serialized bodies', () => {
         fc.string(),
         fc.string(),
         fc.string(),
-        (conversation, format, id, sourceId, taskId) => {
+        fc.nat(5),
+        (conversation, format, id, sourceId, taskId, foldedHookMessages) => {
           const body = Buffer.from(JSON.stringify(exportBody(format, conversation).body));
           const tools = Buffer.from(JSON.stringify(toolsJson(conversation.tools)));
-          const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId });
-          const line = Buffer.concat(exportLinePieces(body, tools, lineageSuffix({ id, sourceId, taskId }))).toString(
-            'utf8',
-          );
+          const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId, foldedHookMessages });
+          const line = Buffer.concat(
+            exportLinePieces(body, tools, lineageSuffix({ id, sourceId, taskId, foldedHookMessages })),
+          ).toString('utf8');
           expect(line).toBe(JSON.stringify(record));
+          // Every record says how many hook messages its rendering folded (0: none).
+          expect(record.folded_hook_messages).toBe(foldedHookMessages);
         },
       ),
       { numRuns: 300 },

@@ -37,6 +37,8 @@ export interface ExportConversation {
   messages: readonly ChatMessage[];
   tools: readonly ToolSpec[];
   enableThinking?: boolean;
+  /** Hook system messages the target template's rendering folded into neighbouring turns (0: none). */
+  foldedHookMessages?: number;
 }
 
 /** What a format's body is made of: the conversation without its lineage. */
@@ -200,6 +202,7 @@ export function exportRecord(
       id: conversation.id,
       source_id: conversation.sourceId,
       task_id: conversation.taskId,
+      folded_hook_messages: conversation.foldedHookMessages ?? 0,
     },
     notes,
   };
@@ -216,10 +219,19 @@ export function exportLinePieces(body: Uint8Array, toolsLiteral: Uint8Array, lin
   return [body.subarray(0, body.length - 1), toolsKey, toolsLiteral, lineage];
 }
 
-/** The end of a record's line after its tools: its lineage fields and the closing brace (one per copy, for every format). */
-export function lineageSuffix(lineage: { id: string; sourceId: string; taskId: string }): Buffer {
+/**
+ * The end of a record's line after its tools: its lineage fields, `folded_hook_messages` (hook
+ * system messages the target template's rendering folded into neighbouring turns, 0 when none)
+ * and the closing brace (one per copy, for every format).
+ */
+export function lineageSuffix(lineage: {
+  id: string;
+  sourceId: string;
+  taskId: string;
+  foldedHookMessages?: number;
+}): Buffer {
   return Buffer.from(
-    `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)}}`,
+    `,"id":${JSON.stringify(lineage.id)},"source_id":${JSON.stringify(lineage.sourceId)},"task_id":${JSON.stringify(lineage.taskId)},"folded_hook_messages":${lineage.foldedHookMessages ?? 0}}`,
   );
 }
 

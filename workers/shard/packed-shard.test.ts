@@ -6,7 +6,7 @@ describe('PackedShardEncoder', () => {
   const request = (length: number): PackedShardRequest => ({
     sequences: [
       [
-        { part: 0, offset: 0, count: 300, spans: [[250, 300]], sourceId: 'a' },
+        { part: 0, offset: 0, count: 300, spans: [[250, 300]], sourceId: 'a', foldedHookMessages: 2 },
         { part: 1, offset: 1, count: 3, spans: [[1, 3]], sourceId: 'b' },
       ],
       [{ part: 0, offset: 300, count: 200, spans: [], sourceId: 'c@2' }],
@@ -33,11 +33,13 @@ describe('PackedShardEncoder', () => {
       const rows = await decodeParquet(first.bytes);
       expect((rows[0].input_ids as number[]).slice(299, 304)).toEqual([1299, 8, 9, 10, 0]);
       expect(rows[1].source_ids).toEqual(['c@2']);
+      // Per sample beside source_ids: the hook messages its rendering folded (0 when none or not given).
+      expect(rows.map((row) => row.folded_hook_messages)).toEqual([[2, 0], [0]]);
     } finally {
       await threaded.close();
       await local.close();
     }
-  });
+  }, 60_000);
 
   it('fails a shard that names tokens a part does not hold, and keeps working after', async () => {
     const encoder = new PackedShardEncoder(true);

@@ -14,6 +14,7 @@ export const packedColumns: ParquetColumn[] = [
   { name: 'position_ids', type: { list: 'INT32' } },
   { name: 'cu_seqlens', type: { list: 'INT32' } },
   { name: 'source_ids', type: { list: 'STRING' } },
+  { name: 'folded_hook_messages', type: { list: 'INT32' } },
   { name: 'num_samples', type: 'INT32' },
   { name: 'num_tokens', type: 'INT32' },
   { name: 'num_trained', type: 'INT32' },
@@ -26,6 +27,8 @@ export interface PlacedSample {
   count: number;
   spans: ReadonlyArray<readonly [number, number]>;
   sourceId: string;
+  /** Hook system messages the rendering folded (0: none), per sample beside source_ids. */
+  foldedHookMessages?: number;
 }
 
 /** One packed Parquet shard to encode: its sequences (each a list of samples) and the file's settings. */
@@ -78,6 +81,7 @@ export function encodePackedShard(
   const columns = buffers.of(sequences.length * sequenceLength);
   const cuSeqlens: number[][] = [];
   const sourceIds: string[][] = [];
+  const foldedHooks: number[][] = [];
   const counts = { samples: [] as number[], tokens: [] as number[], trained: [] as number[] };
   let tokenTotal = 0;
   let trainedTotal = 0;
@@ -95,6 +99,7 @@ export function encodePackedShard(
     const sequence = writeSequence(samples, sequenceLength, padTokenId, columns, row * sequenceLength);
     cuSeqlens.push(sequence.cuSeqlens);
     sourceIds.push(sequence.sourceIds);
+    foldedHooks.push(placed.map((sample) => sample.foldedHookMessages ?? 0));
     counts.samples.push(samples.length);
     counts.tokens.push(sequence.tokens);
     counts.trained.push(sequence.trainedTokens);
@@ -111,6 +116,7 @@ export function encodePackedShard(
       position_ids: { values: columns.positionIds, lengths },
       cu_seqlens: cuSeqlens,
       source_ids: sourceIds,
+      folded_hook_messages: foldedHooks,
       num_samples: counts.samples,
       num_tokens: counts.tokens,
       num_trained: counts.trained,

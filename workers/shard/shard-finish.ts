@@ -64,6 +64,7 @@ const verlColumns: ParquetColumn[] = [
   { name: 'tools', type: 'STRING' },
   { name: 'tools_schema_hash', type: 'STRING' },
   { name: 'enable_thinking', type: 'BOOLEAN', nullable: true },
+  { name: 'folded_hook_messages', type: 'INT32' },
 ];
 
 const jsonNull = Buffer.from('null');
@@ -441,6 +442,7 @@ async function packSplits(
             count: sample.entry.tokenCount!,
             spans: sample.entry.spans ?? [],
             sourceId: copyId(sample.entry.id, copy),
+            foldedHookMessages: sample.entry.foldedHookMessages ?? 0,
           };
         }),
       );
@@ -679,6 +681,7 @@ async function writeConversationFiles(
               id: copyId(sample.entry.id, copy),
               sourceId: sample.entry.id,
               taskId: sample.entry.taskId,
+              foldedHookMessages: sample.entry.foldedHookMessages ?? 0,
             };
             const suffix = lineageSuffix(lineage);
             for (const format of input.formats) {
@@ -703,6 +706,7 @@ async function writeConversationFiles(
                 tools: tools.tools,
                 tools_schema_hash: tools.hash,
                 enable_thinking: input.enableThinking ?? null,
+                folded_hook_messages: lineage.foldedHookMessages,
               });
               await flushVerl(sample.split, false);
             }
