@@ -240,7 +240,9 @@ export function splitReasoning(text: string): { reasoning?: string; content: str
 /**
  * The reply as a vLLM server with the template's reasoning and tool-call parsers returns it: a
  * `<think>` block as `reasoning_content`, calls in the template's own format (with tools in the
- * request) as `tool_calls` and finish reason `tool_calls`; everything else is content.
+ * request) as `tool_calls` and finish reason `tool_calls`; everything else is content (text after
+ * the calls too, which vLLM leaves out, and compact arguments JSON: the parsers' options for
+ * training data).
  */
 export function assistantReplyOf(
   generated: string,
@@ -249,7 +251,13 @@ export function assistantReplyOf(
   tools: ToolSpec[] | undefined,
 ): { message: AssistantMessage; finishReason: FinishReason } {
   const { reasoning, content } = model.thinks ? splitReasoning(generated) : { content: generated };
-  const parsed = tools && tools.length > 0 && model.toolParser ? model.toolParser.parse(content, { tools }) : undefined;
+  // The stricter options for training data (docs/byte-exact.md): this reply becomes a trajectory
+  // turn, so text after the calls stays in its content (vLLM's content stops at the first call) and
+  // the arguments keep the form earlier trajectories have (`{"a":1}`).
+  const parsed =
+    tools && tools.length > 0 && model.toolParser
+      ? model.toolParser.parse(content, { tools, content: 'around-calls', argumentsSpacing: 'compact' })
+      : undefined;
   const calls = parsed && parsed.toolCalls.length > 0 ? parsed : undefined;
   return {
     message: {

@@ -1,4 +1,11 @@
-import { argumentsJson, contentAround, isPlainObject, parseTaggedCalls, type ToolCallParser } from './tool-call-parser';
+import {
+  argumentsJson,
+  contentAround,
+  isPlainObject,
+  parseTaggedCalls,
+  type ToolCallParseOptions,
+  type ToolCallParser,
+} from './tool-call-parser';
 import { parseJsonKeepingFloats } from '../python-values';
 
 const open = '<tool_call>';
@@ -18,7 +25,7 @@ export const hermesToolParser: ToolCallParser = {
   parse(text, options) {
     let blockFailed = false;
     const result = parseTaggedCalls(text, { open, close }, options, (body, unclosed) => {
-      const call = parseJsonCall(body.trim());
+      const call = parseJsonCall(body.trim(), 'arguments', options);
       blockFailed ||= 'error' in call;
       if (unclosed) {
         const reason = `the output ends inside a tool call: no ${close} after ${open}`;
@@ -37,6 +44,7 @@ export const hermesToolParser: ToolCallParser = {
 export function parseJsonCall(
   body: string,
   argumentsField: 'arguments' | 'parameters' = 'arguments',
+  options?: ToolCallParseOptions,
 ): { name: string; arguments: string } | { error: string } {
   let value: unknown;
   try {
@@ -47,7 +55,7 @@ export function parseJsonCall(
   if (!isPlainObject(value)) return { error: 'tool call JSON must be an object with "name" and "arguments"' };
   if (typeof value.name !== 'string' || value.name === '') return { error: 'tool call has no "name" string' };
   const other = argumentsField === 'arguments' ? 'parameters' : 'arguments';
-  const args = argumentsJson(value[argumentsField] ?? value[other]);
+  const args = argumentsJson(value[argumentsField] ?? value[other], options);
   if ('error' in args) return { error: `tool call "${value.name}": ${args.error}` };
   return { name: value.name, arguments: args.json };
 }

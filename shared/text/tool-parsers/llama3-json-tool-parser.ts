@@ -45,7 +45,7 @@ export const llama3JsonToolParser: ToolCallParser = {
         leftover.push(piece.text);
         continue;
       }
-      const call = parseJsonCall(piece.text, 'parameters');
+      const call = parseJsonCall(piece.text, 'parameters', options);
       if ('error' in call) {
         malformed.push({ text: piece.text, reason: call.error, truncated: false });
         leftover.push(piece.text);

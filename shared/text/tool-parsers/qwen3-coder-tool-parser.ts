@@ -1,6 +1,13 @@
 import type { ToolSpec } from '../../trajectory/messages';
-import { parseJsonKeepingFloats, pythonJson } from '../python-values';
-import { isPlainObject, parseTaggedCalls, type TaggedCallBlock, type ToolCallParser } from './tool-call-parser';
+import { parseJsonKeepingFloats } from '../python-values';
+import {
+  isPlainObject,
+  parseTaggedCalls,
+  writeArguments,
+  type TaggedCallBlock,
+  type ToolCallParseOptions,
+  type ToolCallParser,
+} from './tool-call-parser';
 
 const open = '<tool_call>';
 const close = '</tool_call>';
@@ -36,7 +43,7 @@ export const qwen3CoderToolParser: ToolCallParser = {
       text,
       { open, close, closeAt: (from) => toolCallClose(text, from, options?.tools) },
       options,
-      (body, unclosed) => parseFunctionBlock(body, unclosed, options?.tools),
+      (body, unclosed) => parseFunctionBlock(body, unclosed, options),
     );
   },
 };
@@ -163,7 +170,12 @@ function isFunctionName(name: string): boolean {
   return name !== '' && !/[{}<>"'\s]/.test(name);
 }
 
-function parseFunctionBlock(body: string, unclosed: boolean, tools: readonly ToolSpec[] | undefined): TaggedCallBlock {
+function parseFunctionBlock(
+  body: string,
+  unclosed: boolean,
+  options: ToolCallParseOptions | undefined,
+): TaggedCallBlock {
+  const tools = options?.tools;
   const functionOpen = body.indexOf(functionPrefix);
   if (functionOpen < 0) {
     return unclosed
@@ -225,8 +237,8 @@ function parseFunctionBlock(body: string, unclosed: boolean, tools: readonly Too
       configurable: true,
     });
   }
-  // json.dumps as vLLM writes the arguments (floats keep `.0`), compact as the other parsers write them.
-  return { call: { name, arguments: pythonJson(argumentsObject, { separators: [',', ':'] }) }, problems };
+  // json.dumps as vLLM writes the arguments (floats keep `.0`; spacing as options.argumentsSpacing says).
+  return { call: { name, arguments: writeArguments(argumentsObject, options) }, problems };
 }
 
 /** The template writes values as `>\nvalue\n<`: one newline on each side belongs to the markup. */

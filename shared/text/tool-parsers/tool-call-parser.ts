@@ -25,6 +25,20 @@ export interface ToolCallParseOptions {
   tools?: readonly ToolSpec[];
   /** Tool call ids are `<prefix><index>`. Default: `call_<hash of the text>_`, stable for the same output. */
   idPrefix?: string;
+  /**
+   * What `content` is beside tool calls. `vllm` (default), as vLLM's parsers return it: the text
+   * before the first call, exactly as generated; text after or between calls, which vLLM leaves
+   * out, is listed as malformed (never dropped silently). `around-calls`, stricter for training
+   * data (docs/byte-exact.md): every text around the calls, joined and trimmed, so a reply's words
+   * after its calls stay in the conversation.
+   */
+  content?: 'vllm' | 'around-calls';
+  /**
+   * How the arguments JSON is written. `vllm` (default): json.dumps as vLLM's parsers call it
+   * (`{"city": "Paris"}`, non-ASCII kept); `compact`: without spaces (`{"city":"Paris"}`), the
+   * form this project wrote before #34.
+   */
+  argumentsSpacing?: 'vllm' | 'compact';
 }
 
 /** One template family's tool-call format. */
@@ -54,6 +68,29 @@ export function contentAround(text: string, pieces: string[], toolCallCount: num
   return content === '' ? null : content;
 }
 
+/**
+ * The content beside parsed calls under `options.content` (see ToolCallParseOptions), and the
+ * malformed entries for the text vLLM leaves out: `before` is the text before the first call,
+ * `after` the texts after it that are not part of a call (failed blocks are listed already).
+ */
+export function contentBesideCalls(
+  text: string,
+  pieces: { before: string; after: string[]; all: string[] },
+  toolCallCount: number,
+  options: ToolCallParseOptions | undefined,
+): { content: string | null; dropped: MalformedToolCall[] } {
+  if (toolCallCount === 0 || options?.content === 'around-calls')
+    return { content: contentAround(text, pieces.all, toolCallCount), dropped: [] };
+  const dropped = pieces.after
+    .filter((piece) => piece.trim() !== '')
+    .map((piece) => ({
+      text: piece,
+      reason: 'text after a tool call: vLLM leaves it out of the content (content: "around-calls" keeps it)',
+      truncated: false,
+    }));
+  return { content: pieces.before === '' ? null : pieces.before, dropped };
+}
+
 /** What a format's block parser makes of one `<open>…<close>` block. */
 export type TaggedCallBlock =
   | { call: ToolCall['function']; problems?: ReadonlyArray<{ reason: string; truncated: boolean }> }
@@ -76,14 +113,19 @@ export function parseTaggedCalls(
   const pieces: string[] = [];
   const toolCalls: ToolCall[] = [];
   const malformed: MalformedToolCall[] = [];
+  const firstOpen = text.indexOf(open);
+  // Plain text after the first call's start (vLLM's content is the text before it).
+  const after: string[] = [];
   let cursor = 0;
   for (;;) {
     const start = text.indexOf(open, cursor);
     if (start < 0) {
       pieces.push(text.slice(cursor));
+      if (cursor > firstOpen) after.push(text.slice(cursor));
       break;
     }
     pieces.push(text.slice(cursor, start));
+    if (cursor > firstOpen) after.push(text.slice(cursor, start));
     const end = tags.closeAt ? tags.closeAt(start + open.length) : text.indexOf(close, start + open.length);
     const raw = end < 0 ? text.slice(start) : text.slice(start, end + close.length);
     const parsed = parseBlock(
@@ -100,11 +142,22 @@ export function parseTaggedCalls(
     if (end < 0) break;
     cursor = end + close.length;
   }
-  return { content: contentAround(text, pieces, toolCalls.length), toolCalls, malformed };
+  const { content, dropped } = contentBesideCalls(
+    text,
+    { before: firstOpen < 0 ? text : text.slice(0, firstOpen), after, all: pieces },
+    toolCalls.length,
+    options,
+  );
+  return { content, toolCalls, malformed: [...malformed, ...dropped] };
+}
+
+/** Arguments JSON written as `options.argumentsSpacing` says (json.dumps' spacing by default, as vLLM writes it). */
+export function writeArguments(value: unknown, options: ToolCallParseOptions | undefined): string {
+  return pythonJson(value, options?.argumentsSpacing === 'compact' ? { separators: [',', ':'] } : {});
 }
 
 /** An object's JSON text, or why the value cannot be tool-call arguments. */
-export function argumentsJson(value: unknown): { json: string } | { error: string } {
+export function argumentsJson(value: unknown, options?: ToolCallParseOptions): { json: string } | { error: string } {
   if (typeof value === 'string') {
     // Some models write the arguments as a JSON string of the object.
     try {
@@ -120,8 +173,8 @@ export function argumentsJson(value: unknown): { json: string } | { error: strin
     return {
       error: `arguments must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
     };
-  // Compact, with floats as the model wrote them (`99.0`): vLLM's json.dumps keeps them too.
-  return { json: pythonJson(value, { separators: [',', ':'] }) };
+  // Floats as the model wrote them (`99.0`): vLLM's json.dumps keeps them too.
+  return { json: writeArguments(value, options) };
 }
 
 /** A JSON object (not an array, not a PythonFloat). */

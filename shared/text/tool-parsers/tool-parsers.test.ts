@@ -92,7 +92,7 @@ describe('round trip through the real templates', () => {
     expect(JSON.parse(result.toolCalls[0].function.arguments)).toEqual(args);
   });
 
-  it('Qwen3.5: two calls after some text keep the text as content', () => {
+  it('Qwen3.5: two calls after some text keep the text before them as content, as generated (vLLM)', () => {
     const text = renderedAssistantTurn(
       'Qwen3.5-4B.jinja',
       [
@@ -103,7 +103,8 @@ describe('round trip through the real templates', () => {
     );
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
     // The template closes the (empty) thinking block the generation prompt opened: that is content too (no reasoning parser here).
-    expect(result.content).toMatch(/^<\/think>\s+Let me check both\.$/);
+    expect(result.content).toBe('\n</think>\n\nLet me check both.\n\n');
+    expect(result.malformed).toEqual([]);
     expect(result.toolCalls.map((call) => JSON.parse(call.function.arguments))).toEqual([
       { city: 'Paris' },
       { city: 'Rome', days: 2 },
@@ -117,9 +118,10 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
     const text =
       'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>';
     const result = hermesToolParser.parse(text);
-    expect(result.content).toBe('Checking.');
+    // vLLM: the text before the first call, as generated; arguments json.dumps-ed with its spaces.
+    expect(result.content).toBe('Checking.\n');
     expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
-      ['get_weather', '{"city":"Paris"}'],
+      ['get_weather', '{"city": "Paris"}'],
       ['get_time', '{}'],
     ]);
     expect(result.toolCalls[0]).toMatchObject({ type: 'function', id: expect.stringMatching(/^call_/) });
@@ -164,7 +166,7 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
   it('a call whose JSON is complete but whose </tool_call> never came is a call, listed as truncated', () => {
     const result = hermesToolParser.parse('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n');
     expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
-      ['get_weather', '{"city":"Paris"}'],
+      ['get_weather', '{"city": "Paris"}'],
     ]);
     expect(result.malformed).toEqual([expect.objectContaining({ truncated: true })]);
     expect(result.content).toBeNull();
@@ -252,7 +254,7 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     expect(result.malformed).toEqual([
       expect.objectContaining({ truncated: true, reason: expect.stringMatching(reason) }),
     ]);
-    expect(result.content).toBe('I will check.');
+    expect(result.content).toBe('I will check.\n\n');
   });
 
   it('an output cut before the function name is a truncated call and no call', () => {
@@ -290,7 +292,7 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     const result = qwen3CoderToolParser.parse(text, { tools: [tool] });
     expect(result.malformed).toEqual([]);
     expect(result.toolCalls[0].function.arguments).toBe(
-      '{"untyped":"42","maybe":"42","absent":null,"word":"null","count":7,"price":99.5}',
+      '{"untyped": "42", "maybe": "42", "absent": null, "word": "null", "count": 7, "price": 99.5}',
     );
   });
 
@@ -301,7 +303,7 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
       ),
       { tools: [weatherTool] },
     );
-    expect(result.toolCalls[0].function.arguments).toBe('{"threshold":99,"options":{"ratio":1.0,"ok":true}}');
+    expect(result.toolCalls[0].function.arguments).toBe('{"threshold": 99, "options": {"ratio": 1.0, "ok": true}}');
   });
 
   it('a </parameter> inside a value does not cut it: the value ends at the </parameter> before </function>', () => {
@@ -317,9 +319,12 @@ describe('Qwen3-Coder / Qwen3.5 XML', () => {
     const value = 'Pa</tool_call>ris';
     const text = `${call(`<parameter=city>\n${value}\n</parameter>\n<parameter=days>\n2\n</parameter>\n`)}\nDone.`;
     const result = qwen3CoderToolParser.parse(text, { tools: [weatherTool] });
-    expect(result.malformed).toEqual([]);
     expect(result.toolCalls.map((entry) => JSON.parse(entry.function.arguments))).toEqual([{ city: value, days: 2 }]);
-    expect(result.content).toBe('Done.');
+    // vLLM's content stops at the first call: the text after it is listed, never dropped silently.
+    expect(result.content).toBeNull();
+    expect(result.malformed).toEqual([expect.objectContaining({ text: '\nDone.', truncated: false })]);
+    const kept = qwen3CoderToolParser.parse(text, { tools: [weatherTool], content: 'around-calls' });
+    expect([kept.content, kept.malformed]).toEqual(['Done.', []]);
   });
 
   it('a parameter without </parameter> ends at the next parameter of the tool and is listed as malformed', () => {
@@ -351,7 +356,7 @@ describe('Llama 3.1 JSON', () => {
       '{"name": "a", "parameters": {"x": "}"}}; {"name": "b", "arguments": {}}',
     );
     expect(result.toolCalls.map((call) => [call.function.name, call.function.arguments])).toEqual([
-      ['a', '{"x":"}"}'],
+      ['a', '{"x": "}"}'],
       ['b', '{}'],
     ]);
   });
@@ -366,7 +371,7 @@ describe('Llama 3.1 JSON', () => {
 
   it('keeps floats as the model wrote them in the arguments JSON (vLLM writes json.dumps of them)', () => {
     const result = llama3JsonToolParser.parse('{"name": "a", "parameters": {"price": 99.0, "ratio": 0.5}}');
-    expect(result.toolCalls[0].function.arguments).toBe('{"price":99.0,"ratio":0.5}');
+    expect(result.toolCalls[0].function.arguments).toBe('{"price": 99.0, "ratio": 0.5}');
   });
 
   it('a reply that does not start with a call is content, even if it mentions JSON later', () => {
@@ -389,5 +394,43 @@ describe('Llama 3.1 JSON', () => {
     ]);
     const builtin = llama3JsonToolParser.parse('<|python_tag|>brave_search.call(query="x")');
     expect(builtin.malformed[0].reason).toMatch(/built-in tool call syntax/);
+  });
+});
+
+describe('options stricter than vLLM, for training data (the defaults follow vLLM)', () => {
+  const text =
+    'Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 2.0}}\n</tool_call>\nThen I answer.';
+
+  it('content: vLLM returns the text before the first call; "around-calls" keeps the text after it too, trimmed', () => {
+    const vllm = hermesToolParser.parse(text);
+    expect(vllm.content).toBe('Checking.\n');
+    // Every byte vLLM leaves out is in a malformed entry.
+    expect(vllm.malformed).toEqual([
+      {
+        text: '\nThen I answer.',
+        reason: expect.stringContaining('vLLM leaves it out of the content'),
+        truncated: false,
+      },
+    ]);
+    const kept = hermesToolParser.parse(text, { content: 'around-calls' });
+    expect([kept.content, kept.malformed]).toEqual(['Checking.\n\nThen I answer.', []]);
+  });
+
+  it('argumentsSpacing: json.dumps as vLLM writes it by default, "compact" without spaces', () => {
+    for (const [parser, reply] of [
+      [hermesToolParser, text],
+      [llama3JsonToolParser, '{"name": "get_weather", "parameters": {"city": "Paris", "days": 2.0}}'],
+      [
+        qwen3CoderToolParser,
+        '<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=options>\n{"days": 2.0}\n</parameter>\n</function>\n</tool_call>',
+      ],
+    ] as const) {
+      const vllm = parser.parse(reply, { tools: [weatherTool] }).toolCalls[0].function.arguments;
+      const compact = parser.parse(reply, { tools: [weatherTool], argumentsSpacing: 'compact' }).toolCalls[0].function
+        .arguments;
+      expect([parser.name, vllm.includes('": '), compact.includes(' ')]).toEqual([parser.name, true, false]);
+      expect(JSON.parse(vllm)).toEqual(JSON.parse(compact));
+      expect(vllm).toContain('2.0');
+    }
   });
 });
