@@ -259,16 +259,23 @@ function addRecord(footprint: TrainingFootprint, value: Record<string, unknown>,
   if (typeof value.variant_hash === 'string') addVariant(footprint, value.variant_hash, value.harness_families, stage);
 }
 
-/** Streams one JSONL object's records (UTF-8 checked, naming the line) and returns the object's sha256. */
+/**
+ * Streams one JSONL object's records (UTF-8 checked, naming the line) and returns the object's
+ * sha256: the one its manifest records when known, else hashed in a pass of its own.
+ */
 async function streamRecords(
   store: ArtifactStore,
   key: string,
+  known: string | undefined,
   onRecord: (value: Record<string, unknown>, line: number) => void,
 ): Promise<string> {
   const uri = store.uriOf(key);
-  const hash = createHash('sha256');
-  const raw = await store.getStream(key);
-  for await (const chunk of raw) hash.update(chunk as Buffer);
+  let sha256 = known;
+  if (sha256 === undefined) {
+    const hash = createHash('sha256');
+    for await (const chunk of await store.getStream(key)) hash.update(chunk as Buffer);
+    sha256 = hash.digest('hex');
+  }
   let line = 0;
   for await (const bytes of readJsonlLineBytes(store, key)) {
     line += 1;
@@ -287,7 +294,7 @@ async function streamRecords(
     if (value !== null && typeof value === 'object' && !Array.isArray(value))
       onRecord(value as Record<string, unknown>, line);
   }
-  return hash.digest('hex');
+  return sha256;
 }
 
 /**
@@ -311,7 +318,7 @@ export async function readTrainingFootprint(
     objects: [],
   };
   const seen = new Set<string>();
-  const visit = async (uri: string, depth: number, field: string, stage: string): Promise<void> => {
+  const visit = async (uri: string, depth: number, field: string, stage: string, sha256?: string): Promise<void> => {
     if (seen.has(uri)) return;
     seen.add(uri);
     const { store, key } = openObject(uri);
@@ -341,12 +348,18 @@ export async function readTrainingFootprint(
           const at = object.uri.lastIndexOf(`variants/${match[1]}/`);
           if (at >= 0) footprint.variantDirs.set(match[1], object.uri.slice(0, at + `variants/${match[1]}`.length));
         }
-        if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field, manifest.stage);
+        if (jsonlKey.test(object.key)) await visit(object.uri, depth + 1, field, manifest.stage, object.sha256);
       }
       if (depth < 3)
         for (const input of manifest.lineage.inputs)
           if (input.uri.endsWith('manifest.json') || jsonlKey.test(input.uri))
-            await visit(input.uri, depth + 1, field, manifest.stage);
+            await visit(
+              input.uri,
+              depth + 1,
+              field,
+              manifest.stage,
+              jsonlKey.test(input.uri) ? input.sha256 : undefined,
+            );
       return;
     }
     if (!jsonlKey.test(key)) {
@@ -357,11 +370,11 @@ export async function readTrainingFootprint(
         );
       return;
     }
-    const sha256 = await streamRecords(store, key, (value, line) => {
+    const read = await streamRecords(store, key, sha256, (value, line) => {
       addRecord(footprint, value, stage);
       index?.checkRecord(recordTexts(value), { record: recordIdOf(value, line), source: uri, line });
     });
-    footprint.objects.push({ uri, sha256 });
+    footprint.objects.push({ uri, sha256: read });
   };
   for (const uri of uris) await visit(uri, 0, 'trainingManifests', 'training data');
   return footprint;

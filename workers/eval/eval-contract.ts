@@ -313,6 +313,8 @@ export const evalOutputSchema = z.object({
       z.object({ failed: z.number().int().nonnegative(), items: z.number().int().nonnegative(), rate: z.number() }),
     )
     .default({}),
+  /** Response cache, all models: calls answered from it and requests sent (absent: no served model, or the cache off). */
+  cache: z.object({ hits: z.number().int().nonnegative(), misses: z.number().int().nonnegative() }).optional(),
   /** With `experiment`: each claim's sentence, reproduced or not. */
   claims: z.array(z.object({ reproduced: z.boolean(), sentence: z.string() })).optional(),
 });

@@ -45,6 +45,13 @@ export function summarizeEval(output: EvalOutput): StageSummary {
       tone: 'warn',
       detail: 'allowOverlap: true; listed in the eval report',
     });
+  if (output.cache && output.cache.hits + output.cache.misses > 0) {
+    const calls = output.cache.hits + output.cache.misses;
+    figures.push({
+      label: 'response cache',
+      value: `${output.cache.hits} of ${calls} model calls answered from the cache (${((output.cache.hits / calls) * 100).toFixed(1)}%); ${output.cache.misses} requests sent`,
+    });
+  }
   if (output.judgeMissing > 0)
     figures.push({
       label: 'judge verdicts missing',

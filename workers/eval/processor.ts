@@ -372,6 +372,14 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     simulatedModels: models.filter((model) => model.simulated).map((model) => model.label),
     overlapping: plan.overlapping.length,
     judgeMissing,
+    ...(scores.cache
+      ? {
+          cache: Object.values(scores.cache.models).reduce(
+            (sum, counts) => ({ hits: sum.hits + counts.hits, misses: sum.misses + counts.misses }),
+            { hits: 0, misses: 0 },
+          ),
+        }
+      : {}),
     errors: Object.fromEntries(
       Object.entries(scores.scores).map(([label, entry]) => [
         label,

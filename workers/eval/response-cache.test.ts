@@ -10,6 +10,7 @@ import { silentLogger } from '../../shared/log/logger';
 import { OpenAiTestServer, echoResponder, type RecordedRequest } from '../../shared/models/testing/openai-test-server';
 import type { EvalInputConfig, EvalOutput } from './eval-contract';
 import type { EvalScores } from './eval-scores';
+import { summarizeEval } from './eval-summary';
 import { evalStage } from './processor';
 
 /**
@@ -113,6 +114,12 @@ describe('eval response cache', () => {
     expect(second.requests).toEqual({});
     expect(second.scores.cache?.models).toEqual({ a: { hits: asked, misses: 0 } });
     expect(second.scores.leaderboard).toEqual(first.scores.leaderboard);
+    // The run report's eval figures say it too.
+    expect(second.output.cache).toEqual({ hits: asked, misses: 0 });
+    expect(summarizeEval(second.output).figures).toContainEqual({
+      label: 'response cache',
+      value: `${asked} of ${asked} model calls answered from the cache (100.0%); 0 requests sent`,
+    });
     const report = (await store.getBuffer('runs/night-2/eval/report.html')).toString('utf8');
     expect(report).toContain(
       `${asked} of ${asked} model calls answered from cache/eval-responses/ (hit rate 100.0%); 0 requests sent`,
