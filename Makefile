@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export ONNXRUNTIME_NODE_INSTALL := skip
 
-.PHONY: check-node setup build typecheck lint format test trainer trainer-test demo hat-effect bench clean
+.PHONY: check-node setup build build-dev typecheck lint format test test-unit trainer trainer-test demo hat-effect bench clean
 
 # Before anything is installed: a clear message when this Node.js is outside the supported range.
 check-node:
@@ -14,8 +14,14 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 setup: check-node node_modules/.package-lock.json
 
+# What runs in production and in the worker image: cli/ queues/ workers/ shared/, without tests,
+# test support (testing/ folders) or benchmarks.
 build: setup
 	npx tsc -p tsconfig.build.json
+
+# build, plus the benchmarks (bench/) and the test support they and the tests spawn.
+build-dev: setup
+	npx tsc -p tsconfig.dev.json
 
 # The trainer (trainer/, Python): a virtual environment from its pinned lock, rebuilt when the lock
 # changes. PYTHON picks the interpreter (3.10-3.13); TRAINER_PIP_FLAGS adds pip options (an index).
@@ -45,9 +51,13 @@ format: setup
 	npx prettier --write --log-level warn .
 	npx eslint --fix .
 
-test: build typecheck lint trainer-test
+test: build-dev typecheck lint trainer-test
 	bash infra/scripts/ensure-redis.sh
 	npx jest --runInBand
+
+# The fast loop: the unit tests beside the code (no Redis, no S3 server, no trainer).
+test-unit: build-dev
+	npx jest --selectProjects unit
 
 demo: build trainer
 	bash infra/scripts/ensure-redis.sh
@@ -58,7 +68,7 @@ hat-effect: build trainer
 	bash infra/scripts/ensure-redis.sh
 	node dist/cli/main.js demo --config examples/hat-effect.yaml $(HAT_EFFECT_ARGS)
 
-bench: build trainer
+bench: build-dev trainer
 	bash infra/scripts/ensure-redis.sh
 	for b in dist/bench/*.bench.js; do node "$$b" || exit 1; done
 

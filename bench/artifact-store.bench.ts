@@ -8,7 +8,7 @@
  * the store's write+read throughput to the plain one (goal: >= 0.8 for the file backend).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/artifact-store.bench.js [--records 20000] [--repeat 3]
+ *   make build-dev && node dist/bench/artifact-store.bench.js [--records 20000] [--repeat 3]
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -23,6 +23,7 @@ import { jsonlGzipOptions, writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { startLocalS3Server } from '../shared/artifacts/local-s3-server';
 import { Rng } from '../shared/random/rng';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
@@ -132,6 +133,7 @@ function rates(label: string, seconds: number, records: number, megabytes: numbe
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/artifact-store.bench.js [--records 20000] [--repeat 3]');
   const recordCount = argument('records', 20_000);
   const repeat = argument('repeat', 3);
   const records = makeRecords(recordCount);

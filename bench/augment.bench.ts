@@ -29,6 +29,7 @@ import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -53,6 +54,7 @@ function parseArguments(argv: string[]): BenchOptions {
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/augment.bench.js [--tasks 500] [--variants 4] [--pool 32] [--repeats 3]');
   const options = parseArguments(process.argv.slice(2));
   const harness = await loadHarness(sampleHarnessDirectory());
   const store = new MemoryArtifactStore('bench');

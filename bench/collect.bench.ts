@@ -9,7 +9,7 @@
  *      window; event-loop busy time per call against a bare node:http loop).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/collect.bench.js [--tasks 2000] [--calls 4000]
+ *   make build-dev && node dist/bench/collect.bench.js [--tasks 2000] [--calls 4000]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -33,6 +33,7 @@ import { collectStage } from '../workers/collect/processor';
 import { taskFirstTurn } from '../workers/distill/task-prompts';
 import { bareHttpCall, percentile, runMode, type Call, type ModeResult } from './openai-client.bench';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();
 
@@ -76,7 +77,7 @@ async function serve(count: number): Promise<void> {
 }
 
 async function startServerProcess(count: number): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork(__filename, ['--serve', String(count)], { stdio: 'inherit' });
+  const child = endsWithThisProcess(fork(__filename, ['--serve', String(count)], { stdio: 'inherit' }));
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (message) => resolve((message as { url: string }).url));
     child.once('exit', (code) => reject(new Error(`test server exited with ${code}`)));
@@ -125,6 +126,7 @@ async function timeStage(name: string, config: Record<string, unknown>): Promise
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/collect.bench.js [--tasks 2000] [--openai-tasks 1000] [--calls 4000]');
   const taskCount = flag('--tasks', 2000);
   const openAiTasks = Math.min(taskCount, flag('--openai-tasks', 1000));
   const calls = flag('--calls', 4000);

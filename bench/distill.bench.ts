@@ -26,6 +26,7 @@ import { createOnnxPromptScorer } from '../shared/models/testing/onnx-prompt-sco
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -45,6 +46,9 @@ async function timed(repeats: number, work: () => Promise<unknown>): Promise<num
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'node dist/bench/distill.bench.js [--tokenizer qwen3] [--sequences 8] [--prompt-tokens 48] [--tokens 32] [--repeats 3]',
+  );
   const argv = process.argv.slice(2);
   const tokenizer = option(argv, '--tokenizer', 'qwen3');
   const sequences = Number(option(argv, '--sequences', '8'));

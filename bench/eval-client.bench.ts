@@ -16,7 +16,7 @@
  * and with zero delay (pure overhead, the worst case). Also this process's CPU per item on each
  * side (steadier than wall time on a shared machine). Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/eval-client.bench.js [--items 541] [--concurrency 16] [--rounds 7]
+ *   make build-dev && node dist/bench/eval-client.bench.js [--items 541] [--concurrency 16] [--rounds 7]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -29,6 +29,7 @@ import { registerCatalogStages } from '../workers/stage-catalog';
 import { evalStage } from '../workers/eval/processor';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();
 
@@ -50,7 +51,7 @@ async function serve(): Promise<void> {
 }
 
 async function startServer(timing: StreamTiming): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork(__filename, ['--serve', JSON.stringify(timing)], { stdio: 'inherit' });
+  const child = endsWithThisProcess(fork(__filename, ['--serve', JSON.stringify(timing)], { stdio: 'inherit' }));
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (message) => resolve((message as { url: string }).url));
     child.once('exit', (code) => reject(new Error(`test server exited with ${code}`)));
@@ -152,6 +153,7 @@ async function measured(run: () => Promise<unknown>): Promise<{ wallMs: number; 
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/eval-client.bench.js [--items 541] [--concurrency 16] [--rounds 7]');
   registerCatalogStages();
   const items = flag('--items', 541);
   const concurrency = flag('--concurrency', 16);

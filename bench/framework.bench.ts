@@ -29,6 +29,7 @@ import { createStageWorker } from '../queues/bullmq/worker-factory';
 import { noopStage } from '../workers/examples/noop/processor';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -123,6 +124,9 @@ async function timeStage(base: HatEnv, round: number, artifactsRoot: string): Pr
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'BENCH_JOBS=5000 BENCH_CONCURRENCY=8 BENCH_ROUNDS=21 BENCH_SIDE=raw|stage node dist/bench/framework.bench.js (settings in the environment, no flags)',
+  );
   const prefix = `bench-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-bench-'));
   const artifactsRoot = pathToFileURL(directory).href;

@@ -14,6 +14,7 @@
 import { pairedDifference } from '../shared/eval/bootstrap-interval';
 import { Rng } from '../shared/random/rng';
 import { evaluateGate, type PairedComparison } from '../queues/runs/run-gate';
+import { checkBenchFlags } from './bench-flags';
 
 function flag(name: string, fallback: number): number {
   const index = process.argv.indexOf(name);
@@ -86,6 +87,7 @@ function night(
 }
 
 function main(): void {
+  checkBenchFlags('node dist/bench/gate-interval.bench.js [--nights 200] [--resamples 1000]');
   const nights = flag('--nights', 200);
   const resamples = flag('--resamples', 1000);
   const started = Date.now();

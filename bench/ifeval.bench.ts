@@ -6,7 +6,7 @@
  * checking is than parsing, all measured in the same run. Model loading (the language profiles,
  * the Punkt parameters) happens once before timing and is printed apart. Never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/ifeval.bench.js [--seconds 3]
+ *   make build-dev && node dist/bench/ifeval.bench.js [--seconds 3]
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +17,7 @@ import {
   countSentences,
   loadIfevalItems,
 } from '../shared/eval/ifeval';
+import { checkBenchFlags } from './bench-flags';
 
 function argument(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -49,6 +50,7 @@ function perSecond(round: () => number, budget: number): number {
 }
 
 function main(): void {
+  checkBenchFlags('node dist/bench/ifeval.bench.js [--seconds 3]');
   const loadStart = process.hrtime.bigint();
   const items = new Map(loadIfevalItems().map((item) => [item.key, item]));
   detectLanguage('warm up the language profiles');

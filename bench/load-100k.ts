@@ -8,7 +8,7 @@
  * included); and Redis `used_memory` (INFO memory, sampled every second) next to the baseline:
  * Redis should carry references only, so its memory must not grow with the data.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000]
+ *   make build-dev && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000]
  *     [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
  *
  * `--scaling` runs the load twice, with one worker process and then with `--workers N` (default
@@ -56,6 +56,7 @@ import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
 import type { Task } from '../shared/simulator/tasks/task-schema';
 import type { Trajectory } from '../shared/trajectory/trajectory';
 import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
+import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();
 
@@ -87,23 +88,25 @@ async function startPrivateRedis(directory: string): Promise<{ url: string; proc
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
   const { port } = probe.address() as { port: number };
   await new Promise<void>((resolve) => probe.close(() => resolve()));
-  const child = spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      directory,
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--maxmemory-policy',
-      'noeviction',
-    ],
-    { stdio: 'ignore' },
+  const child = endsWithThisProcess(
+    spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        directory,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--maxmemory-policy',
+        'noeviction',
+      ],
+      { stdio: 'ignore' },
+    ),
   );
   const url = `redis://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 100; attempt++) {
@@ -259,27 +262,29 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   const nodeArguments = cpuProfileDirectory ? ['--cpu-prof', '--cpu-prof-dir', cpuProfileDirectory] : [];
   const cpus = availableParallelism();
   const children = Array.from({ length: workers }, (_, index) =>
-    spawn(
-      pin ? 'taskset' : process.execPath,
-      [
-        ...(pin ? ['-c', String(index % cpus), process.execPath] : []),
-        ...nodeArguments,
-        join(__dirname, '..', 'cli', 'main.js'),
-        'worker',
-        '--stages',
-        stageNames.join(','),
-        ...(concurrency ? ['--concurrency', concurrency] : []),
-      ],
-      {
-        env: {
-          ...process.env,
-          REDIS_URL: redisUrl,
-          HAT_REDIS_PREFIX: prefix,
-          HAT_ARTIFACTS: env.HAT_ARTIFACTS,
-          HAT_LOG_LEVEL: 'warn',
+    endsWithThisProcess(
+      spawn(
+        pin ? 'taskset' : process.execPath,
+        [
+          ...(pin ? ['-c', String(index % cpus), process.execPath] : []),
+          ...nodeArguments,
+          join(__dirname, '..', 'cli', 'main.js'),
+          'worker',
+          '--stages',
+          stageNames.join(','),
+          ...(concurrency ? ['--concurrency', concurrency] : []),
+        ],
+        {
+          env: {
+            ...process.env,
+            REDIS_URL: redisUrl,
+            HAT_REDIS_PREFIX: prefix,
+            HAT_ARTIFACTS: env.HAT_ARTIFACTS,
+            HAT_LOG_LEVEL: 'warn',
+          },
+          stdio: ['ignore', 'inherit', 'inherit'],
         },
-        stdio: ['ignore', 'inherit', 'inherit'],
-      },
+      ),
     ),
   );
   const samples: number[] = [];
@@ -433,6 +438,9 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
+  );
   registerCatalogStages();
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-redis-'));
   const redis = sharedRedis ? undefined : await startPrivateRedis(directory);

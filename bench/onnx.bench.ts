@@ -20,6 +20,7 @@ import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -133,6 +134,9 @@ async function longPrefill(decoder: OnnxDecoder, allPositionsDir: string, option
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'node dist/bench/onnx.bench.js [--model <dir>] [--tokens 128] [--prompt-tokens 64] [--long-prompt-tokens 5000] [--threads 1] [--repeats 5]',
+  );
   const options = parseArguments(process.argv.slice(2));
   const temporary = options.model ? undefined : mkdtempSync(join(tmpdir(), 'hat-onnx-bench-'));
   const modelDir = options.model ?? join(temporary as string, 'dummy-qwen3');

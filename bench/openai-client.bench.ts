@@ -12,7 +12,7 @@
  *   - event-loop busy time per call (everything the process did for the call, parsing included).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/openai-client.bench.js [--calls 4000]
+ *   make build-dev && node dist/bench/openai-client.bench.js [--calls 4000]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -20,6 +20,7 @@ import type { ChatRequest } from '../shared/models/model-client';
 import { createModelClient } from '../shared/models/model-registry';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();
 
@@ -119,7 +120,7 @@ async function serve(): Promise<void> {
 }
 
 async function startServerProcess(): Promise<{ child: ChildProcess; url: string }> {
-  const child = fork(__filename, ['--serve'], { stdio: 'inherit' });
+  const child = endsWithThisProcess(fork(__filename, ['--serve'], { stdio: 'inherit' }));
   const url = await new Promise<string>((resolve, reject) => {
     child.once('message', (message) => resolve((message as { url: string }).url));
     child.once('exit', (code) => reject(new Error(`test server exited with ${code}`)));
@@ -165,6 +166,7 @@ export function bareHttpCall(
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/openai-client.bench.js [--calls 4000]');
   const callsFlag = process.argv.indexOf('--calls');
   const calls = callsFlag > 0 ? Number(process.argv[callsFlag + 1]) : 4000;
   const { child, url } = await startServerProcess();

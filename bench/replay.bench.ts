@@ -27,7 +27,7 @@
  * in the p99 of whichever side was running). Both sides of the restated goal run pinned alike.
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4] [--pin]
+ *   make build-dev && node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--rounds 4] [--pin]
  */
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
@@ -44,6 +44,7 @@ import { startReplayServerProcess } from '../workers/replay/testing/replay-test-
 import { syntheticSessions } from '../workers/replay/testing/synthetic-sessions';
 import { bareHttpCall, type Call } from './openai-client.bench';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -184,6 +185,9 @@ function flag(name: string): string | undefined {
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'node dist/bench/replay.bench.js [--levels 16,32,64,128] [--goal-ms 1] [--goal-sessions 64] [--goal-delta-ms 0.25] [--rounds 4] [--pin]',
+  );
   const levels = (flag('--levels') ?? '16,32,64,128,256,512,1024,2048').split(',').map(Number);
   const goalMs = Number(flag('--goal-ms') ?? 1);
   const goalSessions = Number(flag('--goal-sessions') ?? 64);

@@ -10,7 +10,7 @@
  * round warms up (tokenizer load, JIT) and is not counted; figures are medians of the others.
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/rl.bench.js [--groups 50] [--group-size 8] [--rounds 3]
+ *   make build-dev && node dist/bench/rl.bench.js [--groups 50] [--group-size 8] [--rounds 3]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -23,6 +23,7 @@ import { rlStage } from '../workers/rl/processor';
 import type { RlOutput } from '../workers/rl/rl-contract';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -72,6 +73,7 @@ async function round(seed: string): Promise<Round> {
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/rl.bench.js [--groups 50] [--group-size 8] [--rounds 3]');
   await round('warm-up');
   const measured: Round[] = [];
   for (let index = 0; index < rounds; index++) measured.push(await round(`bench-${index}`));

@@ -22,6 +22,7 @@ import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { startServeServer } from '../shared/models/serve/serve-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -50,6 +51,9 @@ function parseArguments(argv: string[]): BenchOptions {
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags(
+    'node dist/bench/serve.bench.js [--model <dir>] [--tokens 64] [--prompt-tokens 64] [--concurrency 4] [--threads 1] [--repeats 3]',
+  );
   const options = parseArguments(process.argv.slice(2));
   const temporary = options.model ? undefined : mkdtempSync(join(tmpdir(), 'hat-serve-bench-'));
   const modelDir =

@@ -9,7 +9,7 @@
  * `hat serve` runs in this process (startServeServer), over a random-weight decoder with the byte
  * tokenizer; rounds alternate the two sides. Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/served-sampling.bench.js [--calls 200] [--rounds 3]
+ *   make build-dev && node dist/bench/served-sampling.bench.js [--calls 200] [--rounds 3]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +28,7 @@ import { stopTokenIdsOf } from '../shared/models/token-exact/token-exact-episode
 import type { SampleRequest, TokenSampler } from '../shared/models/token-exact/token-sampler';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -43,6 +44,7 @@ async function timed(work: () => Promise<number>): Promise<{ seconds: number; to
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/served-sampling.bench.js [--calls 200] [--rounds 3]');
   const calls = option('calls', 200);
   const rounds = option('rounds', 3);
   const directory = mkdtempSync(join(tmpdir(), 'hat-served-bench-'));

@@ -18,7 +18,7 @@
  * the stage, and averaged, because the machine may be shared; throughput per CPU second is
  * printed too, steadier under load. Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/shard.bench.js [--episodes 400] [--sequence-length 8192] [--rounds 5]
+ *   make build-dev && node dist/bench/shard.bench.js [--episodes 400] [--sequence-length 8192] [--rounds 5]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,6 +43,7 @@ import { shardStage } from '../workers/shard/processor';
 import type { ShardOutput } from '../workers/shard/shard-contract';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -79,6 +80,7 @@ const format = (value: number) => Math.round(value).toLocaleString('en-US');
 const percent = (value: number) => `${(value * 100).toFixed(1)}%`;
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/shard.bench.js [--episodes 400] [--sequence-length 8192] [--rounds 5]');
   const directory = mkdtempSync(path.join(tmpdir(), 'hat-shard-bench-'));
   const env = {} as Parameters<typeof createStoreCache>[0];
   const stores = createStoreCache(env, (root) => createArtifactStore(root, env));

@@ -10,7 +10,7 @@
  *    every episode (a fresh harness object per round).
  * Prints figures, never asserts on time (goal: loop overhead < 50 µs per step).
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/simulator.bench.js [--tasks 1000] [--rounds 5]
+ *   make build-dev && node dist/bench/simulator.bench.js [--tasks 1000] [--rounds 5]
  */
 import { loadHarness } from '../shared/harness/load-harness';
 import { renderHarness } from '../shared/harness/render';
@@ -29,6 +29,7 @@ import { createWorld, type World } from '../shared/simulator/world/world';
 import type { ChatMessage, ToolCall } from '../shared/trajectory/messages';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
+import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();
 
@@ -67,6 +68,7 @@ interface Recorded {
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/simulator.bench.js [--tasks 1000] [--rounds 5]');
   for (const itemCount of [10_000, 100_000]) {
     const started = performance.now();
     generateWorld({ seed: 'bench', itemCount });

@@ -6,7 +6,7 @@
  * interpreter and compiled engines and with @huggingface/jinja's own Template (what rendering was
  * before values printed as Python). Prints, per template, how many texts equal Python's.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/template-parity.bench.js [--count 360] [--seed 34]
+ *   make build-dev && node dist/bench/template-parity.bench.js [--count 360] [--seed 34]
  *
  * The interpreter is HAT_TRAINER_PYTHON, else trainer/.venv/bin/python (`make trainer`). Run from
  * the repository root (the templates are read from shared/text/__fixtures__).
@@ -21,6 +21,7 @@ import { ChatTemplate } from '../shared/text/chat-template';
 import { presetDirectory } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
 import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
+import { checkBenchFlags } from './bench-flags';
 
 function argument(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -39,6 +40,7 @@ const templates: Record<string, string> = {
 };
 
 function main(): void {
+  checkBenchFlags('node dist/bench/template-parity.bench.js [--count 360] [--seed 34]');
   const directory = mkdtempSync(path.join(tmpdir(), 'hat-template-parity-'));
   try {
     const python = trainerPython();

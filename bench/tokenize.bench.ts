@@ -6,7 +6,7 @@
  * Prints tokens/s for both and their ratio (raw / end to end: how many times slower masking is).
  * Prints figures, never asserts on time.
  *
- *   npx tsc -p tsconfig.build.json && node dist/bench/tokenize.bench.js [--seconds 2] [--train-on all|last]
+ *   make build-dev && node dist/bench/tokenize.bench.js [--seconds 2] [--train-on all|last]
  * (from the repository root: the Qwen3.5 rows read its template from shared/text/__fixtures__).
  */
 import { readFileSync } from 'node:fs';
@@ -21,6 +21,7 @@ import {
 } from '../shared/text/load-chat-tokenizer';
 import { trajectoryToTemplateInput } from '../shared/text/template-input';
 import { tokenizeConversation, type TokenizeOptions } from '../shared/text/tokenize-conversation';
+import { checkBenchFlags } from './bench-flags';
 
 function argument(name: string): string | undefined {
   const index = process.argv.indexOf(`--${name}`);
@@ -89,6 +90,7 @@ async function measure(
 }
 
 async function main(): Promise<void> {
+  checkBenchFlags('node dist/bench/tokenize.bench.js [--seconds 2] [--train-on all|last]');
   console.log(`tokenize bench: trainOn=${trainOn}, ${seconds}s per measurement`);
   console.log(
     `${'preset'.padEnd(20)} ${'conversations'} ${'raw tok/s'.padStart(10)} ${'e2e tok/s'.padStart(10)} ${'ratio'.padStart(7)}`,

@@ -30,7 +30,9 @@ function isStale(): boolean {
   const built = statSync(stampFile).mtimeMs;
   const inputs = [
     ...sourceFolders.map((folder) => newestSource(join(root, folder))),
-    ...['tsconfig.json', 'tsconfig.build.json', 'package.json'].map((file) => statSync(join(root, file)).mtimeMs),
+    ...['tsconfig.json', 'tsconfig.build.json', 'tsconfig.dev.json', 'package.json'].map(
+      (file) => statSync(join(root, file)).mtimeMs,
+    ),
   ];
   return Math.max(...inputs) > built;
 }
@@ -66,7 +68,7 @@ export default async function globalSetup(): Promise<void> {
     const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
     const result = spawnSync(
       process.execPath,
-      [tsc, '-p', 'tsconfig.build.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'],
+      [tsc, '-p', 'tsconfig.dev.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'],
       { cwd: root, encoding: 'utf8' },
     );
     if (!existsSync(join(root, 'dist', 'cli', 'main.js'))) {

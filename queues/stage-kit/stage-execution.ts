@@ -173,78 +173,55 @@ export interface StageDepsOptions {
   services: StageServices;
 }
 
-export function buildStageDeps(options: StageDepsOptions): StageDeps {
-  return new JobStageDeps(options);
-}
-
 /**
- * The StageDeps of one job. output, progress, rng, logger and signal are built on first use:
- * many small jobs never touch them, and the framework's per-job overhead is measured against a
- * raw BullMQ worker (bench/framework.bench.ts). A class, not an object literal with getters: V8
- * builds literals with accessors slowly, and this runs once per job. (Its getters live on the
- * prototype, so a spread copy of deps lacks output, progress, rng, logger and signal; pass deps
- * itself.)
+ * The StageDeps of one job: a plain object. output, progress, rng, logger and signal are own
+ * getters that build their value on first use (many small jobs never touch them, and the
+ * framework's per-job overhead is measured against a raw BullMQ worker:
+ * bench/framework.bench.ts). Own, enumerable getters, so a spread copy of deps (`{ ...deps,
+ * logger }`) carries every field, the job's signal included.
  */
-class JobStageDeps implements StageDeps {
-  readonly store: ArtifactStore;
-  readonly openObject: StageDeps['openObject'];
-  readonly run: StageDeps['run'];
-  readonly stage: string;
-  readonly part: StageDeps['part'];
-  readonly attempt: number;
-  readonly clock: Clock;
-  readonly services: StageServices;
-  private lazyOutput: StageOutputLocation | undefined;
-  private lazyProgress: ((report: StageProgress) => void) | undefined;
-  private lazyRng: Rng | undefined;
-  private lazyLogger: Logger | undefined;
-  private lazySignal: AbortSignal | undefined;
-
-  constructor(private readonly options: StageDepsOptions) {
-    this.store = options.store;
-    this.openObject = options.openObject;
-    this.run = { id: options.runId, seed: options.seed };
-    this.stage = options.stage;
-    this.part = options.part;
-    this.attempt = options.attempt;
-    this.clock = options.clock;
-    this.services = options.services;
-    this.lazySignal = typeof options.signal === 'function' ? undefined : options.signal;
-  }
-
-  get output(): StageOutputLocation {
-    this.lazyOutput ??= stageOutputLocation(this.options.store, this.options.outputPrefix);
-    return this.lazyOutput;
-  }
-
-  get progress(): (report: StageProgress) => void {
-    const { progress } = this.options;
-    this.lazyProgress ??= typeof progress === 'function' ? progress : throttledProgress(progress.throttled);
-    return this.lazyProgress;
-  }
-
-  get rng(): Rng {
-    this.lazyRng ??= new Rng(this.options.seed).fork(
-      this.options.part ? `${this.options.stage}/${this.options.part.id}` : this.options.stage,
-    );
-    return this.lazyRng;
-  }
-
-  get logger(): Logger {
-    const { options } = this;
-    this.lazyLogger ??= options.logger.child({
-      runId: options.runId,
-      stage: options.stage,
-      ...(options.part ? { part: options.part.id } : {}),
-      ...(options.jobId !== undefined ? { jobId: options.jobId } : {}),
-    });
-    return this.lazyLogger;
-  }
-
-  get signal(): AbortSignal {
-    this.lazySignal ??= (this.options.signal as () => AbortSignal)();
-    return this.lazySignal;
-  }
+export function buildStageDeps(options: StageDepsOptions): StageDeps {
+  let output: StageOutputLocation | undefined;
+  let progress: ((report: StageProgress) => void) | undefined;
+  let rng: Rng | undefined;
+  let logger: Logger | undefined;
+  let signal: AbortSignal | undefined = typeof options.signal === 'function' ? undefined : options.signal;
+  return {
+    store: options.store,
+    openObject: options.openObject,
+    run: { id: options.runId, seed: options.seed },
+    stage: options.stage,
+    part: options.part,
+    attempt: options.attempt,
+    clock: options.clock,
+    services: options.services,
+    get output(): StageOutputLocation {
+      output ??= stageOutputLocation(options.store, options.outputPrefix);
+      return output;
+    },
+    get progress(): (report: StageProgress) => void {
+      const sink = options.progress;
+      progress ??= typeof sink === 'function' ? sink : throttledProgress(sink.throttled);
+      return progress;
+    },
+    get rng(): Rng {
+      rng ??= new Rng(options.seed).fork(options.part ? `${options.stage}/${options.part.id}` : options.stage);
+      return rng;
+    },
+    get logger(): Logger {
+      logger ??= options.logger.child({
+        runId: options.runId,
+        stage: options.stage,
+        ...(options.part ? { part: options.part.id } : {}),
+        ...(options.jobId !== undefined ? { jobId: options.jobId } : {}),
+      });
+      return logger;
+    },
+    get signal(): AbortSignal {
+      signal ??= (options.signal as () => AbortSignal)();
+      return signal;
+    },
+  };
 }
 
 /**

@@ -77,7 +77,7 @@ function compiledScript(): string {
   if (__filename.endsWith('.js')) return __filename;
   const root = join(__dirname, '..', '..', '..');
   const script = join(root, 'dist', relative(root, __filename).replace(/\.ts$/, '.js'));
-  if (!existsSync(script)) throw new Error(`${script} is missing: build first (npx tsc -p tsconfig.build.json)`);
+  if (!existsSync(script)) throw new Error(`${script} is missing: build first (make build-dev)`);
   return script;
 }
 
