@@ -1,4 +1,4 @@
-import { fastJobDataReader, parseJobData, partJobDataSchema, stageJobDataSchema } from './job-data';
+import { parseJobData, partJobDataSchema, stageJobDataSchema } from './job-data';
 
 const stageData = {
   v: 1,
@@ -12,62 +12,17 @@ const stageData = {
 };
 const partData = { ...stageData, index: 0, count: 3 };
 
-/**
- * Variations of valid data: each field of the schema changed, dropped, or set to values zod
- * accepts or refuses. The keys come from the schema itself, so a field added to it and not to
- * the hand-written reader fails here.
- */
-function variations(base: Record<string, unknown>, schemaKeys: string[]): unknown[] {
-  const values: unknown[] = [
-    undefined,
-    null,
-    '',
-    'x',
-    0,
-    1,
-    -1,
-    2.5,
-    2 ** 53,
-    Infinity,
-    NaN,
-    [],
-    ['a'],
-    [1],
-    {},
-    true,
-    'plan',
-    'fan-in',
-    'other',
-  ];
-  const out: unknown[] = [base, null, [], 'text', 7, { ...base, extra: 1 }];
-  for (const key of new Set([...Object.keys(base), ...schemaKeys])) {
-    const { [key]: _dropped, ...rest } = base;
-    out.push(rest);
-    for (const value of values) out.push({ ...base, [key]: value });
-  }
-  return out;
-}
-
-describe('job data readers', () => {
-  it.each([
-    ['stage', stageJobDataSchema, stageData],
-    ['part', partJobDataSchema, partData],
-  ] as const)('read %s job data exactly as zod does, and leave what they refuse to zod', (_name, schema, base) => {
-    const fast = fastJobDataReader(schema)!;
-    let accepted = 0;
-    for (const data of variations(base, Object.keys(schema.shape))) {
-      const zod = schema.safeParse(data);
-      const read = fast(data);
-      if (read === undefined) continue;
-      accepted++;
-      expect(zod.success).toBe(true);
-      expect(read).toStrictEqual(zod.data);
-      expect(Object.keys(read as object)).toEqual(Object.keys(zod.data as object));
-    }
-    expect(accepted).toBeGreaterThan(20);
+describe('job data', () => {
+  it('reads valid stage and part job data with defaults filled and unknown keys dropped', () => {
+    expect(parseJobData(stageJobDataSchema, { ...stageData, extra: 1 }, 'shard:7')).toEqual({
+      ...stageData,
+      upstream: [],
+      step: 'plan',
+    });
+    expect(parseJobData(partJobDataSchema, partData, 'shard:7:0')).toEqual(partData);
   });
 
-  it('still names the field of bad job data', () => {
+  it('names the field of bad job data', () => {
     expect(() => parseJobData(stageJobDataSchema, { ...stageData, runId: '' }, 'shard:7')).toThrow(/runId/);
     expect(() => parseJobData(partJobDataSchema, { ...partData, count: 0 }, 'shard:7')).toThrow(/count/);
   });

@@ -106,104 +106,15 @@ export function flattenStageResults(
   return into;
 }
 
-/** Parses job data; BadInputError `BAD_JOB_DATA` naming the job and every problem. */
+/**
+ * Parses job data with its schema (the one definition of each job's data); BadInputError
+ * `BAD_JOB_DATA` naming the job and every problem.
+ */
 export function parseJobData<T>(schema: z.ZodType<T>, data: unknown, jobLabel: string): T {
-  const fast = fastReaders.get(schema);
-  if (fast) {
-    const read = fast(data);
-    if (read !== undefined) return read as T;
-  }
   const result = schema.safeParse(data);
   if (result.success) return result.data;
   const problems = new ProblemCollector();
   problems.addAll(zodProblems(result.error, jobLabel));
   problems.throwIfAny('BAD_JOB_DATA', `job ${jobLabel} has data this worker cannot read; enqueue it with \`hat run\``);
   throw new Error('unreachable');
-}
-
-/**
- * Stage and part job data are read for every job a worker takes, and zod's parse of them was a
- * quarter of the binding's own time per job. These readers check the same rules by hand and build
- * the same object zod would (keys in schema order, defaults filled, unknown keys dropped); for
- * anything they do not accept they return undefined and zod parses it, so a bad job still gets
- * zod's error naming each field. `job-data.test.ts` compares them with zod on valid and invalid
- * data. They are written out field by field: a table-driven reader (keyed loads and stores with a
- * different key each time) cost 3 µs a job on a slow core, a tenth of a no-op stage job.
- */
-type Read = Record<string, unknown>;
-
-const nonEmptyString = (value: unknown): boolean => typeof value === 'string' && value.length > 0;
-const safeIntegerFrom = (value: unknown, minimum: number): boolean =>
-  Number.isSafeInteger(value) && (value as number) >= minimum;
-
-function isRecord(data: unknown): data is Read {
-  return typeof data === 'object' && data !== null && !Array.isArray(data);
-}
-
-/** The fields every job carries, in schema order; undefined when one is not plainly valid. */
-function readCommon(source: Read): Read | undefined {
-  const { v, runId, stage, kind, seed, artifactsRoot, outputPrefix } = source;
-  if (v !== 1 || !nonEmptyString(runId) || !nonEmptyString(stage)) return undefined;
-  if (typeof seed !== 'string' || !nonEmptyString(artifactsRoot) || typeof outputPrefix !== 'string') return undefined;
-  const read: Read = { v, runId, stage };
-  if ('kind' in source) {
-    if (kind !== undefined && !nonEmptyString(kind)) return undefined;
-    read.kind = kind;
-  }
-  read.seed = seed;
-  read.artifactsRoot = artifactsRoot;
-  read.outputPrefix = outputPrefix;
-  return read;
-}
-
-/** An optional key: absent stays absent, present-but-undefined stays so (as zod keeps it). */
-function readOptional(source: Read, read: Read, key: string, valid: (value: unknown) => boolean): boolean {
-  if (!(key in source)) return true;
-  const value = source[key];
-  if (value !== undefined && !valid(value)) return false;
-  read[key] = value;
-  return true;
-}
-
-function readStageJobData(data: unknown): Read | undefined {
-  if (!isRecord(data) || !('input' in data)) return undefined;
-  const read = readCommon(data);
-  if (!read) return undefined;
-  const { input, inputHash, upstream, step } = data;
-  if (!nonEmptyString(inputHash)) return undefined;
-  read.input = input;
-  read.inputHash = inputHash;
-  if (upstream === undefined) read.upstream = [];
-  else if (Array.isArray(upstream) && upstream.every((item) => typeof item === 'string')) read.upstream = upstream;
-  else return undefined;
-  if (step === undefined) read.step = 'plan';
-  else if (step === 'plan' || step === 'fan-in') read.step = step;
-  else return undefined;
-  if (!readOptional(data, read, 'partCount', (value) => safeIntegerFrom(value, 0))) return undefined;
-  if (!readOptional(data, read, 'startedAt', (value) => typeof value === 'number' && Number.isFinite(value)))
-    return undefined;
-  return read;
-}
-
-function readPartJobData(data: unknown): Read | undefined {
-  if (!isRecord(data) || !('input' in data)) return undefined;
-  const read = readCommon(data);
-  if (!read) return undefined;
-  const { index, count, input, inputHash } = data;
-  if (!safeIntegerFrom(index, 0) || !safeIntegerFrom(count, 1) || !nonEmptyString(inputHash)) return undefined;
-  read.index = index;
-  read.count = count;
-  read.input = input;
-  read.inputHash = inputHash;
-  return read;
-}
-
-const fastReaders = new Map<z.ZodType, (data: unknown) => unknown>([
-  [stageJobDataSchema, readStageJobData],
-  [partJobDataSchema, readPartJobData],
-]);
-
-/** The hand-written reader of a job data schema, for tests. */
-export function fastJobDataReader(schema: z.ZodType): ((data: unknown) => unknown) | undefined {
-  return fastReaders.get(schema);
 }
