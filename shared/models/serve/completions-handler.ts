@@ -222,8 +222,10 @@ export async function handleCompletion(
         let completionTokens = 0;
         // vLLM sends prompt_token_ids with a choice's first chunk, null after.
         let promptIdsSent = false;
+        // vLLM sets both on every chunk (null when return_token_ids is off) and writes chunks with
+        // exclude_unset: fields it set are sent even when null, fields left at their default are not.
         const tokenFields = (tokens: ServedToken[]): Record<string, unknown> => {
-          if (!returnTokenIds) return {};
+          if (!returnTokenIds) return { prompt_token_ids: null, token_ids: null };
           const fields = {
             prompt_token_ids: promptIdsSent ? null : promptIds,
             token_ids: tokens.map((token) => token.tokenId),
@@ -244,7 +246,6 @@ export async function handleCompletion(
         if (echo) {
           stream.send({
             id,
-            object: 'text_completion',
             created,
             model,
             choices: [
@@ -275,7 +276,6 @@ export async function handleCompletion(
             if (!last)
               stream.send({
                 id,
-                object: 'text_completion',
                 created,
                 model,
                 choices: [{ index, ...fields, finish_reason: null, stop_reason: null }],
@@ -287,7 +287,6 @@ export async function handleCompletion(
         const final = lastChunks.get(index) ?? { text: '', logprobs: null, ...tokenFields([]) };
         stream.send({
           id,
-          object: 'text_completion',
           created,
           model,
           choices: [
@@ -303,8 +302,11 @@ export async function handleCompletion(
         return generation;
       }),
     );
-    if (includeUsage)
-      stream.send({ id, object: 'text_completion', created, model, choices: [], usage: usageOf(generations) });
+    if (includeUsage) {
+      // vLLM writes this chunk with exclude_none: a null prompt_tokens_details is left out.
+      const { prompt_tokens_details: _, ...usage } = usageOf(generations);
+      stream.send({ id, object: 'text_completion', created, model, choices: [], usage });
+    }
     stream.done();
     return undefined;
   }
