@@ -191,7 +191,16 @@ export const evalInputSchema = z
      * where (a `file://` or `s3://` folder); default `cache/eval-responses/` under the artifact root.
      */
     cache: z
-      .object({ enabled: z.boolean().default(true), prefix: z.string().min(1).optional() })
+      .object({
+        enabled: z.boolean().default(true),
+        prefix: z
+          .string()
+          .regex(
+            /^(s3:\/\/[^/]+\/[^/].*|file:\/\/\/.+)$/,
+            'must be a folder URI such as s3://bucket/cache/eval-responses/ or file:///data/cache/eval-responses/',
+          )
+          .optional(),
+      })
       .strict()
       .default({ enabled: true }),
     contamination: z

@@ -103,6 +103,8 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   const seed = seedOf(input, deps);
   const suites = plannedSuites(input);
   const episodic = suites.includes('live_stream_qa') || suites.includes('harness_variant_qa');
+  // Where the response cache is: a bad prefix fails here, before any part asks a model.
+  cacheLocationOf(input, deps);
   const harnessUri = harnessUriOf(input);
   const canonical = episodic ? await loadHarnessFromUri(harnessUri, deps.openObject) : undefined;
   const hash = canonical ? harnessHash(canonical) : '';

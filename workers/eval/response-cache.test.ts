@@ -6,6 +6,7 @@ import { pointerLocationOf, writePromotion } from '../../queues/runs/promoted-ch
 import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../../shared/artifacts/file-artifact-store';
+import { exitCodeOf } from '../../shared/errors';
 import { silentLogger } from '../../shared/log/logger';
 import { OpenAiTestServer, echoResponder, type RecordedRequest } from '../../shared/models/testing/openai-test-server';
 import type { EvalInputConfig, EvalOutput } from './eval-contract';
@@ -196,6 +197,26 @@ describe('eval response cache', () => {
     for await (const object of first.store.list('shared-cache/')) stored.push(object.key);
     expect(stored).toHaveLength(4);
   }, 60_000);
+});
+
+describe('a bad cache prefix', () => {
+  it('is refused at validation (exit 2, field named, what to give), before any request', async () => {
+    const { store, prompts } = await workspace();
+    const from = server.requests.length;
+    const error = await runEval(store, 'n1', {
+      models: [served('a', 'model-a')],
+      suites: { custom: { prompts } },
+      cache: { prefix: 'http://cache.example/answers/' },
+    }).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(exitCodeOf(error)).toBe(2);
+    expect((error as Error).message).toMatch(
+      /cache\.prefix.*must be a folder URI such as s3:\/\/bucket\/cache\/eval-responses\//,
+    );
+    expect(requestsSince(from)).toEqual({});
+  });
 });
 
 describe('the promoted checkpoint as a cache identity', () => {
