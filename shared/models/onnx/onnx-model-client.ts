@@ -252,11 +252,16 @@ export function assistantReplyOf(
 ): { message: AssistantMessage; finishReason: FinishReason } {
   const { reasoning, content } = model.thinks ? splitReasoning(generated) : { content: generated };
   // The stricter options for training data (docs/byte-exact.md): this reply becomes a trajectory
-  // turn, so text after the calls stays in its content (vLLM's content stops at the first call) and
-  // the arguments keep the form earlier trajectories have (`{"a":1}`).
+  // turn, so text after the calls stays in its content (vLLM's content stops at the first call),
+  // arguments are JSON objects, and they keep the form earlier trajectories have (`{"a":1}`).
   const parsed =
     tools && tools.length > 0 && model.toolParser
-      ? model.toolParser.parse(content, { tools, content: 'around-calls', argumentsSpacing: 'compact' })
+      ? model.toolParser.parse(content, {
+          tools,
+          content: 'around-calls',
+          argumentsSpacing: 'compact',
+          arguments: 'checked',
+        })
       : undefined;
   const calls = parsed && parsed.toolCalls.length > 0 ? parsed : undefined;
   return {

@@ -3,6 +3,7 @@ import {
   contentAround,
   isPlainObject,
   parseTaggedCalls,
+  writeArguments,
   type ToolCallParseOptions,
   type ToolCallParser,
 } from './tool-call-parser';
@@ -53,6 +54,16 @@ export function parseJsonCall(
     return { error: `tool call is not valid JSON: ${(error as Error).message}` };
   }
   if (!isPlainObject(value)) return { error: 'tool call JSON must be an object with "name" and "arguments"' };
+  if (options?.arguments !== 'checked') {
+    // vLLM: the name must be a string and the arguments field there (Hermes reads only "arguments",
+    // Llama "arguments" else "parameters"); whatever JSON it holds is json.dumps-ed back.
+    if (typeof value.name !== 'string') return { error: 'tool call has no "name" string' };
+    const field = argumentsField === 'arguments' ? ['arguments'] : ['arguments', 'parameters'];
+    const present = field.find((name) => Object.hasOwn(value, name));
+    if (present === undefined)
+      return { error: `tool call "${value.name}" has no "${field.join('" or "')}" (vLLM reads none then)` };
+    return { name: value.name, arguments: writeArguments(value[present], options) };
+  }
   if (typeof value.name !== 'string' || value.name === '') return { error: 'tool call has no "name" string' };
   const other = argumentsField === 'arguments' ? 'parameters' : 'arguments';
   const args = argumentsJson(value[argumentsField] ?? value[other], options);

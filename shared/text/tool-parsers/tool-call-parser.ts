@@ -39,6 +39,14 @@ export interface ToolCallParseOptions {
    * form this project wrote before #34.
    */
   argumentsSpacing?: 'vllm' | 'compact';
+  /**
+   * Which JSON calls (Hermes, Llama) count. `vllm` (default): as vLLM reads them, a call needs its
+   * arguments field (`arguments`; Llama also `parameters`) and any JSON value there is written
+   * back with json.dumps (a string stays a JSON string, a list a list). `checked`, stricter for
+   * training data: the arguments must be a JSON object (a string holding one is read as it), a
+   * missing field is `{}`, either field name counts, and the name must not be empty.
+   */
+  arguments?: 'vllm' | 'checked';
 }
 
 /** One template family's tool-call format. */

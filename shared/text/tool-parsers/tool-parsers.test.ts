@@ -136,20 +136,32 @@ describe('Hermes / Qwen3 JSON in <tool_call> tags', () => {
     });
   });
 
-  it('records invalid JSON, a missing name and non-object arguments as malformed; then no call counts, as in vLLM', () => {
+  it('records invalid JSON, a missing name and missing arguments as malformed; then no call counts, as in vLLM', () => {
     const bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"</tool_call>';
     const noName = '<tool_call>{"arguments": {}}</tool_call>';
-    const listArgs = '<tool_call>{"name": "x", "arguments": [1]}</tool_call>';
+    const noArguments = '<tool_call>{"name": "x", "parameters": {}}</tool_call>';
     const good = '<tool_call>{"name": "ok", "arguments": {"a": 1}}</tool_call>';
-    const text = `${bad}\n${noName}\n${listArgs}\n${good}`;
+    const text = `${bad}\n${noName}\n${noArguments}\n${good}`;
     const result = hermesToolParser.parse(text);
     expect(result.toolCalls).toEqual([]);
     expect(result.content).toBe(text);
-    expect(result.malformed.map((entry) => entry.text)).toEqual([bad, noName, listArgs]);
+    expect(result.malformed.map((entry) => entry.text)).toEqual([bad, noName, noArguments]);
     expect(result.malformed[0].reason).toMatch(/not valid JSON/);
     expect(result.malformed[1].reason).toMatch(/no "name"/);
-    expect(result.malformed[2].reason).toMatch(/must be a JSON object, got an array/);
+    expect(result.malformed[2].reason).toMatch(/no "arguments"/);
     expect(result.malformed.every((entry) => !entry.truncated)).toBe(true);
+  });
+
+  it('arguments: vLLM json.dumps whatever the field holds; "checked" wants an object, reads either field name and a missing one as {}', () => {
+    const reply = (args: string) => `<tool_call>{"name": "x", ${args}}</tool_call>`;
+    const vllm = (args: string) => hermesToolParser.parse(reply(args)).toolCalls.map((call) => call.function.arguments);
+    expect(vllm('"arguments": [1, 2.0]')).toEqual(['[1, 2.0]']);
+    expect(vllm('"arguments": "{\\"a\\": 1}"')).toEqual(['"{\\"a\\": 1}"']);
+    const checked = (args: string) => hermesToolParser.parse(reply(args), { arguments: 'checked' });
+    expect(checked('"arguments": [1]').malformed[0].reason).toMatch(/must be a JSON object, got an array/);
+    expect(checked('"arguments": "{\\"a\\": 1}"').toolCalls[0].function.arguments).toBe('{"a": 1}');
+    expect(checked('"parameters": {"a": 1}').toolCalls[0].function.arguments).toBe('{"a": 1}');
+    expect(checked('"other": 1').toolCalls[0].function.arguments).toBe('{}');
   });
 
   it('one bad call of two drops both and leaves the whole reply as content, as vLLM does', () => {
