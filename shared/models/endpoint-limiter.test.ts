@@ -1,6 +1,22 @@
+import { getEventListeners } from 'node:events';
 import { EndpointLimiter, endpointLimiterFor } from './endpoint-limiter';
 
 describe('EndpointLimiter', () => {
+  test("calls waiting for a slot on one part's signal add one abort listener between them, and an abort ends every wait", async () => {
+    const limiter = new EndpointLimiter({ concurrency: 1 });
+    const controller = new AbortController();
+    const held = await limiter.acquire(0, controller.signal);
+    const waits = Array.from({ length: 16 }, () => limiter.acquire(0, controller.signal));
+    // Sixteen listeners on one signal was Node's MaxListenersExceededWarning in every demo run.
+    expect(getEventListeners(controller.signal, 'abort').length).toBe(1);
+    expect(limiter.waiting).toBe(16);
+    controller.abort();
+    const settled = await Promise.allSettled(waits);
+    expect(settled.map((result) => result.status)).toEqual(Array(16).fill('rejected'));
+    expect(limiter.waiting).toBe(0);
+    held.release();
+  });
+
   test('grants slots first come, first served and never more than the limit', async () => {
     const limiter = new EndpointLimiter({ concurrency: 2 });
     const order: number[] = [];

@@ -1,3 +1,4 @@
+import { unwatchAbort, watchAbort } from './abort-watch';
 import { abortableDelay, abortedError } from './model-clock';
 
 /** Limits of one model endpoint, shared by every client of that endpoint in the process. */
@@ -188,13 +189,14 @@ export class EndpointLimiter {
       };
       const waiter: Waiter = {
         resolve: () => {
-          signal?.removeEventListener('abort', onAbort);
+          if (signal) unwatchAbort(signal, onAbort);
           resolve();
         },
         reject,
       };
       this.waiters.push(waiter);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      // One listener per signal however many calls wait on it (a part's calls all share its signal).
+      if (signal) watchAbort(signal, onAbort);
     });
   }
 
