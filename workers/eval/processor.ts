@@ -243,7 +243,7 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
         ? model.dummyWeights || 'dummy' in model.model
           ? 'DUMMY-WEIGHT MODEL: random weights'
           : 'SIMULATED: a simulation policy or random-weight model, not a trained model'
-        : await simulatedEndpointReason(model.model as Record<string, unknown>);
+        : await simulatedEndpointReason(model.model);
       return {
         label: model.label,
         provider: first?.model.provider ?? String(model.model.adapter),
