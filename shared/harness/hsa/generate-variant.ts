@@ -3,41 +3,23 @@ import { Rng } from '../../random/rng';
 import { harnessHash } from '../harness-hash';
 import type { Harness } from '../harness-types';
 import { validateHarness } from '../load-harness';
-import { applyHooks } from './hooks-family';
-import { applyPromptStructure } from './prompt-structure-family';
-import { applySkillContent } from './skill-content-family';
-import { applySkillIds } from './skill-ids-family';
+import { defaultFamilyWeights, familiesInApplyOrder, hsaOperators } from './hsa-operators';
 import { NamesExhaustedError } from './name-allocator';
-import { applyToolSchemas } from './tool-schemas-family';
 import { VariantBuilder } from './variant-builder';
 import { findHarnessLeaks } from './variant-checks';
 import { hsaFamilies, variantHashOf, type HsaFamily, type Variant } from './variant-mapping';
 
 /**
- * Makes HSA variants of a harness: the chosen families run in a fixed order on a copy of the
- * harness (renaming families first, so content rewrites see the final names), every draw comes
+ * Makes HSA variants of a harness: the chosen families (the operator table, hsa-operators.ts) run
+ * in their apply order on a copy of the harness (renaming families first, so content rewrites
+ * see the final names), every draw comes
  * from the seeded generator, and the result is validated like a harness loaded from disk.
  */
-
-const familyOrder: readonly HsaFamily[] = ['tool_schemas', 'skill_ids', 'prompt_structure', 'hooks', 'skill_content'];
-const apply: Record<HsaFamily, (builder: VariantBuilder) => void> = {
-  tool_schemas: applyToolSchemas,
-  skill_ids: applySkillIds,
-  prompt_structure: applyPromptStructure,
-  hooks: applyHooks,
-  skill_content: applySkillContent,
-};
 
 /** Share of variants that apply each family (0..1); at least one family always applies. */
 export type FamilyWeights = Partial<Record<HsaFamily, number>>;
 
-export const defaultFamilyWeights: Record<HsaFamily, number> = {
-  skill_ids: 0.6,
-  skill_content: 0.6,
-  tool_schemas: 0.6,
-  prompt_structure: 0.6,
-  hooks: 0.6,
-};
+export { defaultFamilyWeights };
 
 /** Draws the families of one variant: each with its weight as probability, at least one (then by weight). */
 export function selectFamilies(weights: FamilyWeights, rng: Rng): HsaFamily[] {
@@ -53,7 +35,7 @@ export function selectFamilies(weights: FamilyWeights, rng: Rng): HsaFamily[] {
         entries.map(([, weight]) => weight),
       ),
     );
-  return familyOrder.filter((family) => chosen.includes(family));
+  return familiesInApplyOrder.filter((family) => chosen.includes(family));
 }
 
 /** A variant that failed validation: never emitted, counted by the caller. */
@@ -80,7 +62,8 @@ export function generateVariant(source: Harness, options: GenerateVariantOptions
   const sourceHash = options.sourceHash ?? harnessHash(source);
   const builder = new VariantBuilder(source, options.rng, sourceHash);
   try {
-    for (const family of familyOrder) if (options.families.includes(family)) apply[family](builder);
+    for (const family of familiesInApplyOrder)
+      if (options.families.includes(family)) hsaOperators[family].apply(builder);
   } catch (error) {
     if (error instanceof NamesExhaustedError)
       throw new InvalidVariantError([...options.families], [{ message: error.message }]);

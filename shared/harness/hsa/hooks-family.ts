@@ -4,6 +4,7 @@ import { paraphraseChinese } from './chinese-lexicon';
 import { renameCandidates, styleName, type NamingStyle } from './name-allocator';
 import type { TextRename } from './text-renamer';
 import type { VariantBuilder } from './variant-builder';
+import type { HsaOperator } from './hsa-operator';
 
 /**
  * hooks: renames hook ids, moves where a constraint is injected (the system prompt's
@@ -151,3 +152,12 @@ function rephrase(hook: HookDefinition, rng: VariantBuilder['rng'], protect: str
 function placeholdersOf(text: string): string[] {
   return [...text.matchAll(/\{([A-Za-z_]+)\}/g)].map((match) => match[1]);
 }
+
+/** The hooks family as an entry of the operator table (hsa-operators.ts). */
+export const hooksOperator: HsaOperator = {
+  family: 'hooks',
+  summary: 'hook renames, injection placement, rephrased constraints, value changes the recorded reply still satisfies',
+  applyRank: 3,
+  defaultWeight: 0.6,
+  apply: applyHooks,
+};

@@ -4,6 +4,7 @@ import { paraphraseChinese } from './chinese-lexicon';
 import { renameCandidates, styleName, type NamingStyle } from './name-allocator';
 import { renamesInText, type TextRename } from './text-renamer';
 import type { VariantBuilder } from './variant-builder';
+import type { HsaOperator } from './hsa-operator';
 
 /**
  * prompt_structure: reorders the system prompt's sections (which moves where skills and
@@ -99,3 +100,12 @@ function harnessMentions(builder: VariantBuilder, phrase: string): boolean {
   ];
   return texts.some((text) => text.includes(phrase));
 }
+
+/** The prompt_structure family as an entry of the operator table (hsa-operators.ts). */
+export const promptStructureOperator: HsaOperator = {
+  family: 'prompt_structure',
+  summary: 'system prompt section order, delimiters (markdown, xml, numbered, json), titles, persona wording',
+  applyRank: 2,
+  defaultWeight: 0.6,
+  apply: applyPromptStructure,
+};

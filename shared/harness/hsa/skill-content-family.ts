@@ -4,6 +4,7 @@ import type { Skill } from '../harness-types';
 import { paraphraseChinese } from './chinese-lexicon';
 import { renameCandidates, styleName, type NamingStyle } from './name-allocator';
 import type { VariantBuilder } from './variant-builder';
+import type { HsaOperator } from './hsa-operator';
 
 /**
  * skill_content: reorders independent list items of a skill body, changes list and heading
@@ -189,3 +190,12 @@ function addDistractorSkills(builder: VariantBuilder, rng: Rng): void {
     builder.mapping.addedSkills.push(id);
   }
 }
+
+/** The skill_content family as an entry of the operator table (hsa-operators.ts). */
+export const skillContentOperator: HsaOperator = {
+  family: 'skill_content',
+  summary: 'skill body reordering, formatting, lexicon paraphrase, distractor skills',
+  applyRank: 4,
+  defaultWeight: 0.6,
+  apply: applySkillContent,
+};

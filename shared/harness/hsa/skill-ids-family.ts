@@ -2,6 +2,7 @@ import { skillIdPattern } from '../harness-schema';
 import { renameCandidates, styleName, type NamingStyle } from './name-allocator';
 import { MIN_PHRASE_LENGTH, type TextRename } from './text-renamer';
 import type { VariantBuilder } from './variant-builder';
+import type { HsaOperator } from './hsa-operator';
 
 /**
  * skill_ids: renames skill ids (snake, camel, kebab, descriptive synonyms, opaque codes like
@@ -68,3 +69,13 @@ export function applySkillIds(builder: VariantBuilder): void {
   builder.rename(renames);
   builder.markFamily('skill_ids');
 }
+
+/** The skill_ids family as an entry of the operator table (hsa-operators.ts). */
+export const skillIdsOperator: HsaOperator = {
+  family: 'skill_ids',
+  summary:
+    'skill id and name renames (snake, camel, kebab, synonyms, opaque codes, Chinese names) with every reference',
+  applyRank: 1,
+  defaultWeight: 0.6,
+  apply: applySkillIds,
+};

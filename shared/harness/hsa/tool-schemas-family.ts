@@ -15,6 +15,7 @@ import {
   type ParameterNode,
 } from './tool-layout';
 import type { VariantBuilder } from './variant-builder';
+import type { HsaOperator } from './hsa-operator';
 
 /**
  * tool_schemas: renames tools and parameters (one style per variant, the same parameter name
@@ -370,3 +371,13 @@ function realToolsFirst(tools: ToolDefinition[], added: Set<string>): ToolDefini
   }
   return result;
 }
+
+/** The tool_schemas family as an entry of the operator table (hsa-operators.ts). */
+export const toolSchemasOperator: HsaOperator = {
+  family: 'tool_schemas',
+  summary:
+    'tool and parameter renames, property order, descriptions, distractor parameters and tools, nested wrapping, enum respelling',
+  applyRank: 0,
+  defaultWeight: 0.6,
+  apply: applyToolSchemas,
+};
