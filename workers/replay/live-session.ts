@@ -1,7 +1,7 @@
 import type { Harness } from '../../shared/harness/harness-types';
 import { canonicalJson } from '../../shared/hash/hash';
 import { executeToolCall } from '../../shared/simulator/tools/execute-tool-call';
-import { findTool } from '../../shared/simulator/tools/tool-binding';
+import { findTool } from '../../shared/harness/tool-binding';
 import type { World } from '../../shared/simulator/world/world';
 import type { AssistantMessage, ChatMessage, ToolCall } from '../../shared/trajectory/messages';
 import type { ReplayCallPlan, ReplaySession, UnreplayableSession } from './recorded-session';

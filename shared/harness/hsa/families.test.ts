@@ -1,5 +1,5 @@
 import { Rng } from '../../random/rng';
-import { toCanonicalArguments } from '../../simulator/tools/tool-binding';
+import { toCanonicalArguments } from '../tool-binding';
 import type { Harness } from '../harness-types';
 import { loadHarness, validateHarness } from '../load-harness';
 import { normalizeHookMessages, hookBlock } from '../../text/hook-messages';

@@ -1,5 +1,5 @@
 import { canonicalJson, shortHash } from '../../hash/hash';
-import { toolArgumentLabel } from '../../simulator/tools/tool-binding';
+import { toolArgumentLabel } from '../tool-binding';
 import type { AssistantMessage, ChatMessage, ToolCall, ToolSpec } from '../../trajectory/messages';
 import type { Trajectory } from '../../trajectory/trajectory';
 import { harnessHash } from '../harness-hash';

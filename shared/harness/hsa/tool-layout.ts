@@ -1,5 +1,5 @@
 import { canonicalJson } from '../../hash/hash';
-import { getPath } from '../../simulator/tools/tool-binding';
+import { getPath } from '../tool-binding';
 import { capabilityArguments, type JsonSchema, type ToolBinding, type ToolDefinition } from '../harness-types';
 
 /**

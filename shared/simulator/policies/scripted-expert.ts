@@ -7,7 +7,7 @@ import type { ChatRequest, ChatResponse, ModelClient } from '../../models/model-
 import type { AssistantMessage, ChatMessage, ToolCall } from '../../trajectory/messages';
 import { renderContextOf } from '../room-context';
 import type { ItemRef, SimpleIntent, Task } from '../tasks/task-schema';
-import { findTool, findToolByCapability, toCanonicalArguments, toToolArguments } from '../tools/tool-binding';
+import { findTool, findToolByCapability, toCanonicalArguments, toToolArguments } from '../../harness/tool-binding';
 import { couponLabel, createWorld, formatYuan, type World } from '../world/world';
 import { composeReply, type Segment } from './reply-composer';
 

@@ -6,7 +6,7 @@ import { generateRoomSnapshot } from '../world/generate-world';
 import type { Item, RoomSnapshot } from '../world/room-snapshot';
 import { createWorld, type World } from '../world/world';
 import { executeToolCall } from './execute-tool-call';
-import { toCanonicalArguments, toToolArguments } from './tool-binding';
+import { toCanonicalArguments, toToolArguments } from '../../harness/tool-binding';
 
 let harness: Harness;
 let renamed: Harness;

@@ -5,7 +5,7 @@ import type { ToolCall } from '../../trajectory/messages';
 import type { World } from '../world/world';
 import { checkArguments } from './capability-arguments';
 import { capabilityHandlers } from './capabilities';
-import { findTool, toCanonicalArguments, toolArgumentLabel } from './tool-binding';
+import { findTool, toCanonicalArguments, toolArgumentLabel } from '../../harness/tool-binding';
 import { ToolFailure, toolErrorContent, type ToolError, type ToolErrorCode } from './tool-error';
 
 /** How a failed call is recorded in a trajectory's `issues`. */

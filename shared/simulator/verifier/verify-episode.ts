@@ -6,7 +6,7 @@ import { renderContextOf } from '../room-context';
 import { admitUnknownPhrases } from '../tasks/expectations';
 import type { ArgumentConstraint, CallPattern, Expectations, Task, ToolRequirement } from '../tasks/task-schema';
 import { compactText, extractNumbers } from '../text/normalize-text';
-import { findTool, toCanonicalArguments } from '../tools/tool-binding';
+import { findTool, toCanonicalArguments } from '../../harness/tool-binding';
 import { couponLabel, createWorld, formatYuan, type World } from '../world/world';
 import { advertisingLawTerms, inventedPromisePatterns } from './compliance-rules';
 import { describeFact, factStated, ReplyText } from './phrase-match';

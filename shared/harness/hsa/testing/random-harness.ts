@@ -14,7 +14,7 @@ import {
   type ToolDefinition,
 } from '../../harness-types';
 import type { RenderContext } from '../../render';
-import { getPath } from '../../../simulator/tools/tool-binding';
+import { getPath } from '../../tool-binding';
 import { rebuildTimeline, type Timeline, type TimelineEntry } from '../trajectory-timeline';
 import { parseParameters, unitsOf } from '../tool-layout';
 

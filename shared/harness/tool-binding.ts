@@ -1,4 +1,4 @@
-import type { Harness, ToolBinding, ToolCapability, ToolDefinition } from '../../harness/harness-types';
+import type { Harness, ToolBinding, ToolCapability, ToolDefinition } from './harness-types';
 
 /**
  * Translation between a harness tool's own argument shape and its capability's canonical
