@@ -1,5 +1,5 @@
 /**
- * Two projects: `unit` (tests beside the code, `*.test.ts` under cli/ queues/ workers/ shared/:
+ * Two projects: `unit` (tests beside the code, `*.test.ts` under cli/ queues/ workers/ shared/ serve/:
  * no Redis, no S3 server, `make test-unit`) and `integration` (`test/`, `*.int.test.ts` and the
  * other tests there: real Redis, a real local S3-compatible server, real HTTP model servers).
  * `make test` runs both.
@@ -25,7 +25,7 @@ module.exports = {
     {
       ...common,
       displayName: 'unit',
-      roots: ['<rootDir>/cli', '<rootDir>/queues', '<rootDir>/workers', '<rootDir>/shared'],
+      roots: ['<rootDir>/cli', '<rootDir>/queues', '<rootDir>/workers', '<rootDir>/shared', '<rootDir>/serve'],
       testPathIgnorePatterns: ['/node_modules/', '\\.int\\.test\\.ts$'],
     },
     { ...common, displayName: 'integration', roots: ['<rootDir>/test'] },

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
-import { startServeServer } from '../shared/models/serve/serve-server';
+import { startServeServer } from '../serve/serve-server';
 import { registerModelAdapters } from '../shared/models/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { OnnxTokenScorer } from '../shared/models/scoring/onnx-token-scorer';
-import { startServeServer } from '../shared/models/serve/serve-server';
+import { startServeServer } from '../serve/serve-server';
 import { InProcessTokenSampler } from '../shared/models/token-exact/in-process-token-sampler';
 import {
   ServedTokenSampler,

@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { HatEnv } from '../shared/config/env';
-import { startServeServer, type ServeServer } from '../shared/models/serve/serve-server';
+import { startServeServer, type ServeServer } from '../serve/serve-server';
 import type { QueueContext } from '../queues/bullmq/queue-context';
 import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import type { TrainerExecutor } from '../queues/runs/run-handoff';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
  * where they fail. Set HAT_SKIP_BUILD=1 to skip.
  */
 const root = join(__dirname, '..');
-const sourceFolders = ['cli', 'queues', 'workers', 'shared', 'bench'];
+const sourceFolders = ['cli', 'queues', 'workers', 'shared', 'serve', 'bench'];
 const stampFile = join(root, 'dist', '.build-stamp');
 const lockDirectory = join(root, 'dist', '.build-lock');
 

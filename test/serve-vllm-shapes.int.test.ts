@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startServeServer, type ServeServer } from '../shared/models/serve';
+import { startServeServer, type ServeServer } from '../serve';
 
 /**
  * The same requests replayed to `hat serve` and compared, field by field, with vLLM's responses

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { createModelClient } from '../shared/models/model-registry';
-import { startServeServer, type ServeServer } from '../shared/models/serve';
+import { startServeServer, type ServeServer } from '../serve';
 
 /**
  * `hat serve` over a real (tiny, random-weight) ONNX model: what comes over vLLM's HTTP API must

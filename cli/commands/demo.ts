@@ -8,7 +8,7 @@ import type { HatEnv } from '../../shared/config/env';
 import type { QueueContext } from '../../queues/bullmq/queue-context';
 import { HatError } from '../../shared/errors';
 import { createLogger } from '../../shared/log/logger';
-import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
+import { startServeServer, type ServeServer } from '../../serve/serve-server';
 import { enqueueRun } from '../../queues/runs/flows';
 import { planRun, readConfigFile } from '../../queues/runs/run-config';
 import { watchRun } from '../../queues/runs/run-control';

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { CliContext } from '../cli-context';
 import type { RegisterCommand } from './index';
 import { nextShutdownSignal } from './worker';
-import { logprobsModes, startServeServer, type LogprobsMode } from '../../shared/models/serve';
+import { logprobsModes, startServeServer, type LogprobsMode } from '../../serve';
 
 interface ServeCommandOptions {
   host: string;

@@ -4,13 +4,14 @@
 //
 // Layers, lowest first (a file may import its own layer and the ones listed as allowed):
 //   shared            shared/                      -> (nothing of ours)
+//   serve             serve/                       -> shared                       (`hat serve`, used by the CLI)
 //   stage-kit         queues/stage-kit/            -> shared
 //   stage:<name>      workers/<stage>/             -> shared, stage-kit            (never another stage)
 //   bullmq            queues/bullmq/               -> shared, stage-kit
 //   runs              queues/runs/                 -> shared, stage-kit, bullmq
 //   run-stage:<name>  workers/run/, workers/gate/  -> shared, stage-kit, bullmq, runs
 //   wiring            workers/*.ts                 -> everything above except cli
-//   cli               cli/                         -> everything except bench and test
+//   cli               cli/                         -> everything except bench and test (serve included)
 // Tests (*.test.ts, test/) and bench/ may import anything; nothing may import them.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -22,6 +23,7 @@ const runStages = new Set(['run', 'gate']);
 function layerOf(path) {
   const parts = path.split('/');
   if (parts[0] === 'shared') return 'shared';
+  if (parts[0] === 'serve') return 'serve';
   if (parts[0] === 'queues') return ['stage-kit', 'bullmq', 'runs'].includes(parts[1]) ? parts[1] : 'queues-root';
   if (parts[0] === 'workers') {
     if (parts.length === 2) return 'wiring';
@@ -36,13 +38,14 @@ function layerOf(path) {
 
 const allowed = {
   shared: [],
+  serve: ['shared'],
   'stage-kit': ['shared'],
   stage: ['shared', 'stage-kit'],
   bullmq: ['shared', 'stage-kit'],
   runs: ['shared', 'stage-kit', 'bullmq'],
   'run-stage': ['shared', 'stage-kit', 'bullmq', 'runs'],
   wiring: ['shared', 'stage-kit', 'stage', 'bullmq', 'runs', 'run-stage', 'wiring'],
-  cli: ['shared', 'stage-kit', 'stage', 'bullmq', 'runs', 'run-stage', 'wiring', 'cli'],
+  cli: ['shared', 'serve', 'stage-kit', 'stage', 'bullmq', 'runs', 'run-stage', 'wiring', 'cli'],
 };
 const kindOf = (layer) => layer.split(':')[0];
 
@@ -67,7 +70,7 @@ const specifierPattern =
   /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|\bjest\.(?:mock|requireActual)\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm;
 const counts = new Map();
 const violations = [];
-for (const top of ['shared', 'queues', 'workers', 'cli', 'bench', 'test']) {
+for (const top of ['shared', 'serve', 'queues', 'workers', 'cli', 'bench', 'test']) {
   for (const file of sourceFiles(join(root, top))) {
     const from = relative(root, file);
     const fromLayer = layerOf(from);

@@ -10,7 +10,7 @@ import { readParquet } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { silentLogger } from '../../shared/log/logger';
 import { OnnxDecoder } from '../../shared/models/onnx/onnx-decoder';
-import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
+import { startServeServer, type ServeServer } from '../../serve/serve-server';
 import { DistillModelCache } from './distill-models';
 import { distillStage } from './processor';
 import type { RolloutRecord } from './rollout-records';

@@ -8,7 +8,7 @@ import { FileArtifactStore } from '../../shared/artifacts/file-artifact-store';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { silentLogger } from '../../shared/log/logger';
 import { makeDummyDecoder } from '../../shared/models/onnx/dummy-decoder';
-import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
+import { startServeServer, type ServeServer } from '../../serve/serve-server';
 import { OpenAiTestServer } from '../../shared/models/testing/openai-test-server';
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import type { ChatMessage } from '../../shared/trajectory/messages';

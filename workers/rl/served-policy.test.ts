@@ -13,7 +13,7 @@ import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import { writeHarness } from '../../shared/harness/write-harness';
 import { silentLogger } from '../../shared/log/logger';
 import { makeDummyDecoder } from '../../shared/models/onnx/dummy-decoder';
-import { startServeServer, type ServeServer } from '../../shared/models/serve/serve-server';
+import { startServeServer, type ServeServer } from '../../serve/serve-server';
 import { taskCategories } from '../../shared/simulator/tasks/task-schema';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';

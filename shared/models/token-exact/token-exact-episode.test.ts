@@ -10,7 +10,7 @@ import { OnnxModelClient } from '../onnx/onnx-model-client';
 import { OnnxTokenScorer } from '../scoring/onnx-token-scorer';
 import { createOnnxPromptScorer } from '../testing/onnx-prompt-scorer';
 import { OpenAiTestServer, type PromptScorer } from '../testing/openai-test-server';
-import { startServeServer, type ServeServer } from '../serve/serve-server';
+import { startServeServer, type ServeServer } from '../../../serve/serve-server';
 import { InProcessTokenSampler } from './in-process-token-sampler';
 import { ServedTokenSampler, servedSamplerConfigSchema } from './served-token-sampler';
 import { plainTextParser, stopTokenIdsOf, TokenExactEpisode } from './token-exact-episode';

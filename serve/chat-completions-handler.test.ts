@@ -1,5 +1,5 @@
-import { hermesToolParser, qwen3CoderToolParser } from '../../text/tool-parsers';
-import type { ToolSpec } from '../../trajectory/messages';
+import { hermesToolParser, qwen3CoderToolParser } from '../shared/text/tool-parsers';
+import type { ToolSpec } from '../shared/trajectory/messages';
 import { assistantOutput } from './chat-completions-handler';
 
 const tools: ToolSpec[] = [

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { GenerationResult, TokenScore } from '../onnx/onnx-decoder';
-import { logprobTemperatureOf } from '../onnx/token-sampler';
+import type { GenerationResult, TokenScore } from '../shared/models/onnx/onnx-decoder';
+import { logprobTemperatureOf } from '../shared/models/onnx/token-sampler';
 import type { GenerationScheduler } from './generation-scheduler';
 import type { ServeMetrics } from './serve-metrics';
 import type { ServedModel } from './serve-model';
 import { ServeRequestError } from './serve-errors';
-import type { ToolCallParser } from '../../text/tool-parsers';
+import type { ToolCallParser } from '../shared/text/tool-parsers';
 
 /**
  * Which distribution logprobs are of, as vLLM's `--logprobs-mode`: `raw_logprobs` (default):

@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { BadInputError } from '../../errors';
-import { ensureDummyModel, type DummyModelOptions } from '../onnx/ensure-dummy-model';
-import { OnnxModelClient, type LoadedOnnxModel } from '../onnx/onnx-model-client';
-import { readJsonObject } from '../onnx/tokenizer-source';
-import type { ChatTemplateSource } from '../../text/chat-template';
+import { BadInputError } from '../shared/errors';
+import { ensureDummyModel, type DummyModelOptions } from '../shared/models/onnx/ensure-dummy-model';
+import { OnnxModelClient, type LoadedOnnxModel } from '../shared/models/onnx/onnx-model-client';
+import { readJsonObject } from '../shared/models/onnx/tokenizer-source';
+import type { ChatTemplateSource } from '../shared/text/chat-template';
 
 /**
  * What `hat serve` serves: an ONNX model directory (Optimum decoder layout), or `dummy:` for a

@@ -1,4 +1,4 @@
-import type { ToolCallParser } from '../../text/tool-parsers';
+import type { ToolCallParser } from '../shared/text/tool-parsers';
 
 /**
  * Decides how much of a streamed reply can go out as content while a tool parser is active:

@@ -3,7 +3,7 @@ import {
   llama3JsonToolParser,
   qwen3CoderToolParser,
   type ToolCallParser,
-} from '../../text/tool-parsers';
+} from '../shared/text/tool-parsers';
 import { ToolCallStreamGate } from './tool-call-stream-gate';
 
 /** Streams `pieces` through a gate, then adds the parsed remainder: what a streaming client assembles. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
-import { chatMessageSchema } from '../../trajectory/messages';
-import type { ToolCallParser, ToolCallParseResult } from '../../text/tool-parsers';
+import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
+import { chatMessageSchema } from '../shared/trajectory/messages';
+import type { ToolCallParser, ToolCallParseResult } from '../shared/text/tool-parsers';
 import { chatPromptIds } from './chat-prompt';
 import { checkModelName, usageOf } from './completions-handler';
 import { parseBody, samplingFieldsSchema, samplingSettingsOf } from './request-fields';

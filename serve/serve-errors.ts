@@ -1,4 +1,4 @@
-import { HatError } from '../../errors';
+import { HatError } from '../shared/errors';
 
 /** An HTTP error answered in vLLM's shape: `{"error": {message, type, param, code}}`. */
 export class ServeRequestError extends HatError {

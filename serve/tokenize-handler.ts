@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { chatMessageSchema, toolSpecSchema } from '../../trajectory/messages';
+import { chatMessageSchema, toolSpecSchema } from '../shared/trajectory/messages';
 import { chatPromptIds } from './chat-prompt';
 import { checkModelName } from './completions-handler';
 import { parseBody } from './request-fields';

@@ -1,7 +1,7 @@
-import { ChatTemplate, type ChatTemplateSource } from '../../text/chat-template';
-import { trajectoryToTemplateInput } from '../../text/template-input';
-import type { ChatMessage, ToolSpec } from '../../trajectory/messages';
-import { specialTokenContent } from '../onnx/tokenizer-source';
+import { ChatTemplate, type ChatTemplateSource } from '../shared/text/chat-template';
+import { trajectoryToTemplateInput } from '../shared/text/template-input';
+import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
+import { specialTokenContent } from '../shared/models/onnx/tokenizer-source';
 import type { ServeContext } from './serve-engine';
 import { ServeRequestError } from './serve-errors';
 

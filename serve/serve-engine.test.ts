@@ -1,4 +1,4 @@
-import type { TokenScore } from '../onnx/onnx-decoder';
+import type { TokenScore } from '../shared/models/onnx/onnx-decoder';
 import { minimumLogprob, processedNucleusLimit, servedToken } from './serve-engine';
 
 /** A token score over a made-up distribution (probabilities at the sampling temperature, most likely first). */

@@ -1,4 +1,4 @@
-import type { GenerationResult, OnnxDecoder, TokenScore } from '../onnx/onnx-decoder';
+import type { GenerationResult, OnnxDecoder, TokenScore } from '../shared/models/onnx/onnx-decoder';
 
 /** Sampling settings shared by every row of one decoder batch. */
 export interface BatchSettings {

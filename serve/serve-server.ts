@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { BadInputError } from '../../errors';
-import { version } from '../../version';
+import { BadInputError } from '../shared/errors';
+import { version } from '../shared/version';
 import { handleChatCompletion } from './chat-completions-handler';
 import { handleCompletion } from './completions-handler';
 import { GenerationScheduler } from './generation-scheduler';
@@ -11,8 +11,8 @@ import { ServeMetrics } from './serve-metrics';
 import { loadServedModel, resolveServeModel } from './serve-model';
 import { SseWriter } from './sse-writer';
 import { handleDetokenize, handleTokenize } from './tokenize-handler';
-import { parseJsonKeepingFloats } from '../../text/python-values';
-import { selectToolCallParser, type ToolCallParser } from '../../text/tool-parsers';
+import { parseJsonKeepingFloats } from '../shared/text/python-values';
+import { selectToolCallParser, type ToolCallParser } from '../shared/text/tool-parsers';
 
 export interface ServeServerOptions {
   /** An ONNX model directory (Optimum decoder layout), or a `dummy:` spec (see resolveServeModel). */
