@@ -15,7 +15,15 @@ import {
   type CheckpointMarker,
   type TrainingRequest,
 } from './run-handoff';
+import { modelEndpointOf } from '../../shared/models/model-registry';
 import { modelServerProblems } from './run-preflight';
+
+/**
+ * The adapter a registered checkpoint's `--endpoint` is described by: the trainer contract serves
+ * a checkpoint as an OpenAI-compatible server (stages reach it as `{ adapter: openai, baseUrl:
+ * "${checkpoints.<handoff>.endpoint}" }`). Its registry entry says where the model list is.
+ */
+const checkpointAdapter = 'openai';
 
 /**
  * `hat checkpoint register`: hands a trained checkpoint back to a run waiting at one of its
@@ -175,12 +183,17 @@ export async function registerCheckpoint(
   }
   const marker = markerResult.data as CheckpointMarker;
 
-  if (input.checkEndpoint && marker.endpoint !== undefined) {
-    const found = await modelServerProblems(
-      { baseUrl: marker.endpoint, model: marker.model, ...(input.apiKeyEnv ? { apiKeyEnv: input.apiKeyEnv } : {}) },
-      [],
-      { environment: input.environment },
-    );
+  const endpoint =
+    marker.endpoint === undefined
+      ? undefined
+      : modelEndpointOf({
+          adapter: checkpointAdapter,
+          baseUrl: marker.endpoint,
+          ...(marker.model !== undefined ? { model: marker.model } : {}),
+          ...(input.apiKeyEnv ? { apiKeyEnv: input.apiKeyEnv } : {}),
+        });
+  if (input.checkEndpoint && endpoint !== undefined) {
+    const found = await modelServerProblems(endpoint, [], { environment: input.environment });
     if (found.length > 0) {
       const problems = new ProblemCollector();
       problems.addAll(

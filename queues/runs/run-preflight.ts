@@ -8,7 +8,8 @@ import { HatError, ValidationError, type Problem } from '../../shared/errors';
 import { loadHarness } from '../../shared/harness/load-harness';
 import type { PathSegment } from '../../shared/harness/source-document';
 import { loadApiKey } from '../../shared/models/api-key';
-import { serverRootOf } from '../../shared/models/openai/openai-model-config';
+import type { ModelEndpoint } from '../../shared/models/model-endpoint';
+import { modelEndpointOf } from '../../shared/models/model-registry';
 import { loadChatTokenizer, tokenizerPresets, type ChatTokenizerSource } from '../../shared/text/load-chat-tokenizer';
 import type { StageDeps } from '../stage-kit/define-stage';
 import { isLatestSpecValue, resolveLatestInputs } from './latest-inputs';
@@ -19,8 +20,9 @@ import { readTaskSets } from '../stage-kit/task-inputs';
 /**
  * The checks `hat run` makes before it enqueues anything, beyond what planning checks: every
  * input a stage config names exists (artifact URIs by head or list; local paths on disk), every
- * model server a config names answers `GET /v1/models` with the configured API key and lists the
- * configured model, and a distillation student and teacher share a tokenizer when both can be
+ * model server a config names (any config whose registry entry describes an endpoint with a model
+ * list, see shared/models/model-endpoint.ts) answers `GET /v1/models` with the configured API key
+ * and lists the configured model, and a distillation student and teacher share a tokenizer when both can be
  * read here. It walks the stage configs as written, so it runs even when planning found problems,
  * and `hat run` reports both in one pass.
  *
@@ -65,7 +67,7 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
   const stages = (config as { stages?: unknown } | null)?.stages;
   if (typeof stages !== 'object' || stages === null) return result;
   const inputs = new Map<string, PathSegment[]>();
-  const endpoints = new Map<string, { config: Record<string, unknown>; path: PathSegment[] }>();
+  const endpoints = new Map<string, { endpoint: ModelEndpoint; path: PathSegment[] }>();
   const distillPairs: Array<{ student: unknown; teacher: unknown; path: PathSegment[] }> = [];
 
   const visit = (value: unknown, path: PathSegment[], key: string | undefined) => {
@@ -80,17 +82,15 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
     if (Array.isArray(value)) return value.forEach((item, index) => visit(item, [...path, index], key));
     if (value === null || typeof value !== 'object') return;
     const record = value as Record<string, unknown>;
-    const isServer =
-      typeof record.baseUrl === 'string' &&
-      (record.adapter === 'openai' || record.engine === 'vllm' || record.engine === 'sglang');
-    if (isServer && !JSON.stringify(record).includes('${')) {
+    const endpoint = modelEndpointOf(record);
+    if (endpoint?.modelsUrl !== undefined && !JSON.stringify(record).includes('${')) {
       const id = JSON.stringify([
-        serverRootOf(record.baseUrl as string),
-        record.model,
-        record.apiKeyEnv,
-        record.apiKeyFile,
+        endpoint.modelsUrl,
+        endpoint.model,
+        endpoint.apiKey?.apiKeyEnv,
+        endpoint.apiKey?.apiKeyFile,
       ]);
-      if (!endpoints.has(id)) endpoints.set(id, { config: record, path });
+      if (!endpoints.has(id)) endpoints.set(id, { endpoint, path });
     }
     if ('student' in record && 'teacher' in record)
       distillPairs.push({ student: record.student, teacher: record.teacher, path });
@@ -106,7 +106,7 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
         (await localContentProblem(value, path, options));
       if (problem) result.problems.push({ path, message: problem });
     }),
-    ...[...endpoints.values()].map(async ({ config: server, path }) => {
+    ...[...endpoints.values()].map(async ({ endpoint: server, path }) => {
       if (!options.checkEndpoints) return;
       const problems = await modelServerProblems(server, path, options);
       // An eval judge is optional: down, it leaves judge scores missing (with the reason), not the run refused.
@@ -230,20 +230,19 @@ async function localContentProblem(
 }
 
 /**
- * Problems of one model server (an `openai` adapter config or a scoring server): unreachable,
- * refusing the configured API key, not serving the configured model. `GET <root>/v1/models`.
+ * Problems of one model server (an endpoint with a model list: an `openai` adapter, a scoring
+ * server, any HTTP adapter): unreachable, refusing the configured API key, not serving the
+ * configured model. `GET <modelsUrl>`; an endpoint without a model list has none.
  */
 export async function modelServerProblems(
-  server: Record<string, unknown>,
+  server: ModelEndpoint,
   path: PathSegment[],
   options: Pick<PreflightOptions, 'environment' | 'endpointTimeoutMs'>,
 ): Promise<PreflightFinding[]> {
-  const baseUrl = server.baseUrl as string;
-  const model = typeof server.model === 'string' ? server.model : undefined;
-  const keySource = {
-    apiKeyEnv: server.apiKeyEnv as string | undefined,
-    apiKeyFile: server.apiKeyFile as string | undefined,
-  };
+  if (server.modelsUrl === undefined) return [];
+  const baseUrl = server.baseUrl ?? server.modelsUrl;
+  const model = server.model;
+  const keySource = { apiKeyEnv: server.apiKey?.apiKeyEnv, apiKeyFile: server.apiKey?.apiKeyFile };
   const keyName = keySource.apiKeyFile
     ? `the file ${keySource.apiKeyFile}`
     : keySource.apiKeyEnv
@@ -260,7 +259,7 @@ export async function modelServerProblems(
       },
     ];
   }
-  const url = `${serverRootOf(baseUrl)}/v1/models`;
+  const url = server.modelsUrl;
   const timeoutMs = options.endpointTimeoutMs ?? 5_000;
   let response: Response;
   try {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ModelClient } from './model-client';
+import { inProcessModelEndpoint } from './model-endpoint';
 import {
   createModelClient,
   modelAdapterNames,
@@ -59,6 +60,7 @@ describe('model registry', () => {
     registerModelAdapter('echo-test', {
       configSchema: z.object({ adapter: z.literal('echo-test'), prefix: z.string().default('> ') }).strict(),
       create: (config) => echoClient(config.prefix),
+      endpoint: () => inProcessModelEndpoint('echo-test', {}),
     });
     expect(modelAdapterNames()).toEqual(expect.arrayContaining(['echo-test', 'openai']));
     const client = createModelClient({ adapter: 'echo-test' });
@@ -68,6 +70,7 @@ describe('model registry', () => {
       registerModelAdapter('echo-test', {
         configSchema: z.object({ adapter: z.literal('echo-test') }),
         create: () => echoClient(''),
+        endpoint: () => undefined,
       }),
     ).toThrow(/already registered/);
   });

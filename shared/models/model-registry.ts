@@ -4,6 +4,7 @@ import { ProblemCollector, type Problem } from '../errors';
 import type { Logger } from '../log/logger';
 import type { ModelClient } from './model-client';
 import type { ModelClock } from './model-clock';
+import type { EndpointConfig, ModelEndpoint } from './model-endpoint';
 import { modelErrorCodes } from './model-errors';
 
 /** What every adapter may use besides its config; adapters ignore what they do not need. */
@@ -25,6 +26,21 @@ export interface ModelClientDependencies {
 export interface ModelAdapterFactory<Config extends { adapter: string } = { adapter: string }> {
   configSchema: z.ZodType<Config, { adapter: string }>;
   create(config: Config, dependencies: ModelClientDependencies): ModelClient;
+  /**
+   * What a config of this adapter points at (see model-endpoint.ts). It gets the config as
+   * written (unchecked: a run config may hold `${...}` references) and returns undefined when the
+   * config does not say enough (an HTTP adapter's config without a base URL).
+   */
+  endpoint(config: EndpointConfig): ModelEndpoint | undefined;
+}
+
+/**
+ * A name configs give as `engine` (`vllm`, `sglang`, `dummy`; `onnx` is the `onnx` adapter's
+ * entry): stage contracts that sample or score with token ids parse these configs themselves,
+ * and the registry describes their endpoints like any adapter's.
+ */
+export interface ModelEngineEntry {
+  endpoint(config: EndpointConfig): ModelEndpoint | undefined;
 }
 
 /** Keys that must never sit in a model config: secrets come from the environment or files. */
@@ -45,6 +61,38 @@ export function registerModelAdapter<Config extends { adapter: string }>(
     throw new Error(`model adapter "${name}" is already registered`);
   }
   adapters.set(name, factory);
+}
+
+const engines = new Map<string, ModelEngineEntry>();
+
+/**
+ * Adds an `engine` name that is not an adapter (an adapter's own name already serves as an engine
+ * name: `engine: onnx` is described by the `onnx` adapter). Registering a name twice with a
+ * different entry is a programming error.
+ */
+export function registerModelEngine(name: string, entry: ModelEngineEntry): void {
+  const existing = engines.get(name);
+  if (existing && existing !== entry) throw new Error(`model engine "${name}" is already registered`);
+  engines.set(name, entry);
+}
+
+/** Names a config may give as `engine`, sorted: the engine entries and every adapter. */
+export function modelEngineNames(): string[] {
+  return [...new Set([...engines.keys(), ...adapters.keys()])].sort();
+}
+
+/**
+ * What a model config points at, described by its registry entry: `adapter: <name>` by that
+ * adapter, `engine: <name>` by that engine entry or the adapter of that name. Undefined for a
+ * value that is not a model config, names no registered entry, or does not say enough.
+ */
+export function modelEndpointOf(config: unknown): ModelEndpoint | undefined {
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) return undefined;
+  const record = config as EndpointConfig;
+  if (typeof record.adapter === 'string') return adapters.get(record.adapter)?.endpoint(record);
+  if (typeof record.engine === 'string')
+    return (engines.get(record.engine) ?? adapters.get(record.engine))?.endpoint(record);
+  return undefined;
 }
 
 /** Names of the registered adapters, sorted. */

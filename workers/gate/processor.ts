@@ -24,6 +24,8 @@ import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import { readManifest, manifestObjectOf } from '../../shared/artifacts/manifest';
 import { BadInputError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
+import { endpointReference } from '../../shared/models/model-endpoint';
+import { modelEndpointOf } from '../../shared/models/model-registry';
 import { gateContract, type GateInput, type GateOutput } from './gate-contract';
 
 interface ScoresFile {
@@ -60,15 +62,15 @@ async function readScores(uri: string, deps: StageDeps): Promise<{ scores: Score
   return { scores, uri: scoresUri, sha256: sha256Hex(bytes) };
 }
 
-/** How the pointer names a model: its endpoint and model id (in-process adapters: by adapter and directory or policy). */
+/**
+ * How the pointer names a model, as its adapter describes its endpoint: base URL and model id
+ * (in-process adapters: `<adapter>:<directory or policy>`). An adapter this process does not know
+ * is named by its name alone.
+ */
 function checkpointOf(config: Record<string, unknown>): { endpoint: string; model: string } {
   const adapter = String(config.adapter ?? 'unknown');
-  const endpoint =
-    typeof config.baseUrl === 'string'
-      ? config.baseUrl
-      : `${adapter}:${String(config.modelDir ?? config.policy ?? '')}`;
-  const model = typeof config.model === 'string' ? config.model : String(config.modelDir ?? config.policy ?? adapter);
-  return { endpoint, model };
+  const endpoint = modelEndpointOf(config);
+  return endpoint ? endpointReference(endpoint) : { endpoint: `${adapter}:`, model: adapter };
 }
 
 /**

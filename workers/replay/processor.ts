@@ -21,8 +21,7 @@ import { BadInputError, TransientError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import type { ModelClient } from '../../shared/models/model-client';
 import { modelErrorCodes } from '../../shared/models/model-errors';
-import { createModelClient } from '../../shared/models/model-registry';
-import { serverRootOf } from '../../shared/models/openai/openai-model-config';
+import { createModelClient, modelEndpointOf } from '../../shared/models/model-registry';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
@@ -137,19 +136,19 @@ export function replayModelConfig(target: ReplayInput['target']): Record<string,
   return model.adapter === 'openai' && model.maxRetries === undefined ? { ...model, maxRetries: 0 } : model;
 }
 
-/** Where the server's Prometheus metrics are: configured, or `<root>/metrics` of an openai target. */
+/**
+ * Where the server's Prometheus metrics are: configured, or where the target's adapter says its
+ * endpoint serves them (`<root>/metrics` of an HTTP adapter; none for in-process models).
+ */
 export function metricsUrlOf(input: Pick<ReplayInput, 'metricsUrl' | 'target'>): string | undefined {
   if (input.metricsUrl === false) return undefined;
   if (input.metricsUrl !== undefined) return input.metricsUrl;
-  const baseUrl = (input.target as { baseUrl?: unknown }).baseUrl;
-  return input.target.adapter === 'openai' && typeof baseUrl === 'string'
-    ? `${serverRootOf(baseUrl)}/metrics`
-    : undefined;
+  return modelEndpointOf(modelConfigOf(input.target))?.metricsUrl;
 }
 
+/** The target server's root, as its adapter describes it (HTTP targets only). */
 function endpointOf(input: ReplayInput): string | undefined {
-  const baseUrl = (input.target as { baseUrl?: unknown }).baseUrl;
-  return typeof baseUrl === 'string' ? serverRootOf(baseUrl) : undefined;
+  return modelEndpointOf(modelConfigOf(input.target))?.root;
 }
 
 async function tokenCounterOf(input: ReplayInput): Promise<TokenCounter | undefined> {

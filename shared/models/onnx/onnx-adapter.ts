@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { inProcessModelEndpoint } from '../model-endpoint';
 import type { ModelAdapterFactory } from '../model-registry';
 import { samplingSettingsSchema } from '../openai/openai-model-config';
 import { OnnxModelClient } from './onnx-model-client';
@@ -53,4 +54,13 @@ export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
     const modelDir = rest.modelDir ?? ensureDummyModel(dummy!.cacheDir, dummy!);
     return new OnnxModelClient({ ...rest, modelDir });
   },
+  // Also describes `engine: onnx` configs (distill student and teacher): the same model directory, sampled and scored by token ids.
+  endpoint: (config) =>
+    inProcessModelEndpoint('onnx', {
+      ...(typeof config.modelDir === 'string' ? { source: config.modelDir } : {}),
+      ...(typeof config.modelId === 'string' ? { model: config.modelId } : {}),
+      simulated: config.dummy !== undefined,
+      servesTokenIds: true,
+      scoring: true,
+    }),
 };

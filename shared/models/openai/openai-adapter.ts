@@ -1,3 +1,4 @@
+import { httpModelEndpoint } from '../model-endpoint';
 import type { ModelAdapterFactory } from '../model-registry';
 import { OpenAiChatClient } from './openai-chat-client';
 import { openAiModelConfigSchema, type OpenAiModelConfig } from './openai-model-config';
@@ -6,4 +7,5 @@ import { openAiModelConfigSchema, type OpenAiModelConfig } from './openai-model-
 export const openAiAdapter: ModelAdapterFactory<OpenAiModelConfig> = {
   configSchema: openAiModelConfigSchema,
   create: (config, dependencies) => new OpenAiChatClient(config, dependencies),
+  endpoint: (config) => httpModelEndpoint('openai', config),
 };

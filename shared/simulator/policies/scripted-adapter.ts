@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BadInputError } from '../../errors';
 import type { Harness } from '../../harness/harness-types';
+import { inProcessModelEndpoint } from '../../models/model-endpoint';
 import type { ModelAdapterFactory, ModelClientDependencies } from '../../models/model-registry';
 import type { Task } from '../tasks/task-schema';
 import { ScriptedExpert } from './scripted-expert';
@@ -66,4 +67,9 @@ export const scriptedAdapter: ModelAdapterFactory<ScriptedModelConfig> = {
       ? expert
       : new StochasticPolicy({ seed: config.seed, errorRates: config.errorRates, expert });
   },
+  endpoint: (config) =>
+    inProcessModelEndpoint('scripted', {
+      ...(typeof config.policy === 'string' ? { source: config.policy } : {}),
+      simulated: true,
+    }),
 };
