@@ -1,0 +1,75 @@
+import { endpointReference } from './model-endpoint';
+import { modelEndpointOf, modelEngineNames } from './model-registry';
+
+describe('model endpoints as the registry describes them', () => {
+  test('engine: vllm | sglang configs (rl policy, distill student and teacher) mean what they meant: a token-id server with its model list', () => {
+    expect(modelEngineNames()).toEqual(expect.arrayContaining(['dummy', 'onnx', 'sglang', 'vllm']));
+    expect(modelEndpointOf({ engine: 'vllm', baseUrl: 'http://teacher:8000/v1', model: 'Qwen/Qwen3-8B' })).toEqual({
+      kind: 'vllm',
+      adapter: 'vllm',
+      baseUrl: 'http://teacher:8000/v1',
+      root: 'http://teacher:8000',
+      model: 'Qwen/Qwen3-8B',
+      servesTokenIds: true,
+      scoring: true,
+      modelsUrl: 'http://teacher:8000/v1/models',
+      metricsUrl: 'http://teacher:8000/metrics',
+      simulated: false,
+    });
+    expect(
+      modelEndpointOf({
+        engine: 'sglang',
+        baseUrl: 'http://s:30000',
+        model: 'm',
+        apiKeyEnv: 'KEY',
+        dummyWeights: true,
+      }),
+    ).toMatchObject({
+      kind: 'sglang',
+      modelsUrl: 'http://s:30000/v1/models',
+      apiKey: { apiKeyEnv: 'KEY' },
+      simulated: true,
+    });
+  });
+
+  test('in-process and simulated models have no model list or metrics to ask', () => {
+    expect(modelEndpointOf({ engine: 'onnx', modelDir: '/models/qwen3-0.6b' })).toMatchObject({
+      kind: 'in-process',
+      adapter: 'onnx',
+      source: '/models/qwen3-0.6b',
+      servesTokenIds: true,
+      simulated: false,
+    });
+    expect(modelEndpointOf({ engine: 'dummy', tokenizer: 'qwen3' })).toMatchObject({
+      kind: 'simulated',
+      simulated: true,
+    });
+    expect(modelEndpointOf({ adapter: 'onnx', dummy: { tokenizer: 'bytes' } })).toMatchObject({ simulated: true });
+    const scripted = modelEndpointOf({ adapter: 'scripted', policy: 'stochastic' });
+    expect(scripted).toMatchObject({ kind: 'simulated', simulated: true });
+    expect(scripted?.modelsUrl).toBeUndefined();
+    expect(scripted?.metricsUrl).toBeUndefined();
+  });
+
+  test('values that are not model configs are not endpoints', () => {
+    // A replay's recorded serving flags name an engine but no server.
+    expect(modelEndpointOf({ engine: 'vllm', speculative: 'mtp', numSpeculativeTokens: 1 })).toBeUndefined();
+    expect(modelEndpointOf({ adapter: 'gemini', baseUrl: 'http://x/v1' })).toBeUndefined();
+    expect(modelEndpointOf({ engine: 'auto' })).toBeUndefined();
+    expect(modelEndpointOf('openai')).toBeUndefined();
+  });
+
+  test('a pointer names an HTTP model by base URL and model id, an in-process one by adapter and source', () => {
+    expect(
+      endpointReference(modelEndpointOf({ adapter: 'openai', baseUrl: 'http://s:8000/v1', model: 'hat-sft' })!),
+    ).toEqual({ endpoint: 'http://s:8000/v1', model: 'hat-sft' });
+    expect(endpointReference(modelEndpointOf({ adapter: 'onnx', modelDir: '/m/sft' })!)).toEqual({
+      endpoint: 'onnx:/m/sft',
+      model: '/m/sft',
+    });
+    expect(endpointReference(modelEndpointOf({ adapter: 'scripted' })!)).toEqual({
+      endpoint: 'scripted:',
+      model: 'scripted',
+    });
+  });
+});
