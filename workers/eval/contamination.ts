@@ -7,6 +7,8 @@ import { readManifest } from '../../shared/artifacts/manifest';
 import { firstInvalidUtf8Byte } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import type { EvalItem } from './eval-items';
+import type { SuiteItem } from './suites/eval-suite';
+import { evalSuiteOf } from './suites/registry';
 
 /**
  * What training saw, for the contamination and held-out checks: task ids, HSA variant hashes
@@ -381,22 +383,24 @@ export async function readTrainingFootprint(
 }
 
 /** The text items of a config (IFEval, custom) the n-gram index is built from. */
-export function textItemsOf(items: readonly EvalItem[]): Array<{ suite: string; id: string; text: string }> {
-  return items.flatMap((item) =>
-    item.suite === 'ifeval' || item.suite === 'custom' ? [{ suite: item.suite, id: item.id, text: item.prompt }] : [],
-  );
+export function textItemsOf(items: readonly SuiteItem[]): Array<{ suite: string; id: string; text: string }> {
+  return items.flatMap((item) => {
+    const text = evalSuiteOf(item.suite).contaminationText?.(item);
+    return text === undefined ? [] : [{ suite: item.suite, id: item.id, text }];
+  });
 }
 
 /**
  * Simulator-task items training saw, by task id (their ids hash their content; the viewer
  * phrasings alone repeat across tasks by design). Text items are found by `NgramIndex`.
  */
-export function findTaskOverlaps(items: readonly EvalItem[], footprint: TrainingFootprint): Overlap[] {
+export function findTaskOverlaps(items: readonly SuiteItem[], footprint: TrainingFootprint): Overlap[] {
   const overlaps: Overlap[] = [];
   const seen = new Set<string>();
   for (const item of items) {
     const key = `${item.suite}/${item.id}`;
-    if (seen.has(key) || !('task' in item) || !footprint.taskIds.has(item.task.id)) continue;
+    const task = evalSuiteOf(item.suite).simulatorTask?.(item);
+    if (seen.has(key) || !task || !footprint.taskIds.has(task.id)) continue;
     seen.add(key);
     overlaps.push({ suite: item.suite, itemId: item.id, matchedBy: 'task_id' });
   }
@@ -438,11 +442,13 @@ export function trainedHeldOutFamilies(heldOut: readonly string[], footprint: Tr
 
 /** Held-out operator items whose variant training used (the same hash in a training stage's records). */
 export function trainedHeldOutVariants(
-  items: readonly EvalItem[],
+  items: readonly SuiteItem[],
   footprint: TrainingFootprint,
 ): Array<{ itemId: string; hash: string; stages: string[] }> {
   const found: Array<{ itemId: string; hash: string; stages: string[] }> = [];
-  for (const item of items) {
+  for (const entry of items) {
+    // Held-out operators are harness_variant_qa's (its items carry the variant they play).
+    const item = entry as EvalItem;
     if (item.suite !== 'harness_variant_qa' || item.harness.kind !== 'variant' || !item.harness.heldOutOperator)
       continue;
     if (!footprint.variantHashes.has(item.harness.hash)) continue;

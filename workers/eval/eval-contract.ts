@@ -1,13 +1,24 @@
 import { z } from 'zod';
 import { experimentProblems, experimentSchema } from './eval-experiment';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
-import { hsaFamilies, hsaFamilySchema } from '../../shared/harness/hsa/variant-mapping';
 import { modelConfigSchema } from '../../shared/models/model-registry';
 import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 // Registers the `scripted` adapter, so `model: { adapter: scripted }` validates.
-import { taskCategories } from '../../shared/simulator/tasks/task-schema';
+import '../../shared/simulator/tasks/task-schema';
 import { evalPartCounters, summarizeEval } from './eval-summary';
 import { writtenObjectSchema } from '../../queues/stage-kit/written-object';
+import {
+  evalSuiteNames,
+  evalSuites,
+  findEvalSuite,
+  type EvalSuiteConfigInputs,
+  type EvalSuiteConfigs,
+} from './suites/registry';
+
+export { liveStreamQaSchema } from './suites/live-stream-qa';
+export { harnessVariantQaSchema } from './suites/harness-variant-qa';
+export { ifevalSuiteSchema } from './suites/ifeval';
+export { customSuiteSchema } from './suites/custom';
 
 /**
  * Config of the `eval` stage: models under test, side by side, on the report's suites.
@@ -29,14 +40,8 @@ import { writtenObjectSchema } from '../../queues/stage-kit/written-object';
  * ```
  */
 
-const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
-const uriList = z.union([
-  z
-    .string()
-    .min(1)
-    .transform((uri) => [uri]),
-  z.array(z.string().min(1)),
-]);
+import { seedValue, uriList } from './suites/suite-kit';
+
 const label = z
   .string()
   .regex(
@@ -44,8 +49,43 @@ const label = z
     'use 1-40 lowercase letters, digits, "_" or "-", starting with a letter (e.g. base, hat-new)',
   );
 
-export const suiteNames = ['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom'] as const;
-export type SuiteName = (typeof suiteNames)[number];
+/** A suite's name: a key of the registry (suites/registry.ts). */
+export type SuiteName = string;
+
+/** A registered suite's name (the registry is read when a config is parsed, so a test's suite counts). */
+const suiteName = z.string().superRefine((name, context) => {
+  if (!findEvalSuite(name))
+    context.addIssue({
+      code: 'custom',
+      message: `"${name}" is not an eval suite; suites: ${evalSuiteNames().join(', ')}`,
+    });
+});
+
+/**
+ * `suites:`: each key a registered suite, its value parsed by that suite's `configSchema`; the
+ * output lists them in registry order.
+ */
+const suitesSchema = z.record(z.string(), z.unknown()).transform((given, context) => {
+  const parsed: Record<string, unknown> = {};
+  for (const name of Object.keys(given))
+    if (!findEvalSuite(name))
+      context.addIssue({
+        code: 'custom',
+        path: [name],
+        message: `"${name}" is not an eval suite; suites: ${evalSuiteNames().join(', ')}`,
+      });
+  for (const suite of evalSuites()) {
+    if (given[suite.name] === undefined) continue;
+    const result = suite.configSchema.safeParse(given[suite.name]);
+    if (result.success) parsed[suite.name] = result.data;
+    else
+      for (const issue of result.error.issues)
+        context.addIssue({ code: 'custom', path: [suite.name, ...issue.path], message: issue.message });
+  }
+  if (Object.keys(given).every((name) => given[name] === undefined))
+    context.addIssue({ code: 'custom', message: `name at least one suite: ${evalSuiteNames().join(', ')}` });
+  return parsed;
+}) as unknown as z.ZodType<EvalSuiteConfigs, EvalSuiteConfigInputs>;
 
 /** One model under test. */
 export const evalModelSchema = z
@@ -66,78 +106,10 @@ export const evalModelSchema = z
      */
     checkpoint: z.string().min(1).max(500).optional(),
     /** Suites this model takes (scripted simulator policies answer simulator tasks only). Default: every suite of the config. */
-    suites: z
-      .array(z.enum(['live_stream_qa', 'harness_variant_qa', 'ifeval', 'custom']))
-      .min(1)
-      .optional(),
+    suites: z.array(suiteName).min(1).optional(),
   })
   .strict();
 export type EvalModel = z.infer<typeof evalModelSchema>;
-
-export const liveStreamQaSchema = z
-  .object({
-    /** Held-out generated tasks, spread evenly over every task category. Default 44 (4 per category). 0 with `tasks` for imported ones only. */
-    size: z.number().int().min(0).max(100_000).default(44),
-    /** Seed of the held-out task generator: never a training seed. Default "eval/live_stream_qa". */
-    seed: seedValue.default('eval/live_stream_qa'),
-    /** Categories to draw from. Default: every category. */
-    categories: z.array(z.enum(taskCategories)).min(1).optional(),
-    /** Imported production Q&A (`hat tasks import` output or a collect manifest): played and scored like generated tasks. */
-    tasks: uriList.default([]),
-  })
-  .strict();
-
-export const harnessVariantQaSchema = z
-  .object({
-    /** Tasks, each played under the canonical harness and its variants. Default 22 (2 per category). */
-    size: z.number().int().min(1).max(100_000).default(22),
-    /** Seed of tasks and variants. Default "eval/harness_variant_qa". */
-    seed: seedValue.default('eval/harness_variant_qa'),
-    /** HSA variants per task. Default 2. */
-    variantsPerTask: z.number().int().min(1).max(32).default(2),
-    /** Share of variant draws that apply each family. Default 0.6 each. */
-    families: z
-      .partialRecord(hsaFamilySchema, z.number().min(0).max(1))
-      .default(Object.fromEntries(hsaFamilies.map((family) => [family, 0.6]))),
-    /**
-     * Held-out transform operators: families excluded from training augmentation. Every task gets
-     * one extra variant applying only these families; their scores are reported apart. Default none.
-     */
-    heldOutFamilies: z.array(hsaFamilySchema).default([]),
-    /** Task categories, in turn (e.g. those the harness's tools answer). Default: every category. */
-    categories: z.array(z.enum(taskCategories)).min(1).optional(),
-    /**
-     * Variants training saw, per task: drawn (seeded) from the HSA variants stored by the augment
-     * outputs in `trainingManifests` (`variants/<hash>/`) and reported as `seen_variants`. Default 0.
-     */
-    seenVariantsPerTask: z.number().int().min(0).max(32).default(0),
-  })
-  .strict();
-
-export const ifevalSuiteSchema = z
-  .object({
-    /** Prompts drawn (seeded) from the 541. Default: all of them. */
-    size: z.number().int().min(1).max(541).optional(),
-    /** Or exactly these prompt keys. */
-    keys: z.array(z.number().int().nonnegative()).min(1).optional(),
-    seed: seedValue.default('eval/ifeval'),
-    /** Tokens per response at most. Default 1024. */
-    maxTokens: z.number().int().positive().default(1024),
-  })
-  .strict()
-  .refine((suite) => suite.size === undefined || suite.keys === undefined, {
-    message: 'give size or keys, not both',
-    path: ['keys'],
-  });
-
-export const customSuiteSchema = z
-  .object({
-    /** JSONL of `{ id, prompt, checks?: [{ instruction, kwargs? }], rubric? }` (file, `file://` or `s3://`). */
-    prompts: z.string().min(1),
-    /** Tokens per response at most. Default 1024. */
-    maxTokens: z.number().int().positive().default(1024),
-  })
-  .strict();
 
 export const JUDGE_RUBRIC_VERSION = 'hat-judge-v1';
 
@@ -146,7 +118,7 @@ export const judgeSchema = z
     /** An OpenAI-compatible judge (any registered adapter works). */
     model: modelConfigSchema,
     /** Suites whose responses it rates (pointwise). Default [custom]. */
-    suites: z.array(z.enum(suiteNames)).min(1).default(['custom']),
+    suites: z.array(suiteName).min(1).default(['custom']),
     /** The rubric: a version name and its text. Default the built-in `hat-judge-v1` (engagement, persuasion, tone). */
     rubric: z
       .object({ version: z.string().min(1), text: z.string().min(1) })
@@ -160,18 +132,7 @@ export type JudgeConfig = z.infer<typeof judgeSchema>;
 export const evalInputSchema = z
   .object({
     models: z.array(evalModelSchema).min(1).max(16),
-    suites: z
-      .object({
-        live_stream_qa: liveStreamQaSchema.optional(),
-        harness_variant_qa: harnessVariantQaSchema.optional(),
-        ifeval: ifevalSuiteSchema.optional(),
-        custom: customSuiteSchema.optional(),
-      })
-      .strict()
-      .refine(
-        (suites) => Object.values(suites).some((suite) => suite !== undefined),
-        'name at least one suite: live_stream_qa, harness_variant_qa, ifeval, custom',
-      ),
+    suites: suitesSchema,
     /** The canonical harness (directory, `file://` or `s3://` prefix). Default: the sample live-host harness. */
     harness: z.string().min(1).optional(),
     judge: judgeSchema.optional(),
@@ -253,13 +214,6 @@ export const evalInputSchema = z
           });
       });
     });
-    const live = input.suites.live_stream_qa;
-    if (live && live.size === 0 && live.tasks.length === 0)
-      context.addIssue({
-        code: 'custom',
-        path: ['suites', 'live_stream_qa', 'size'],
-        message: 'size 0 needs imported tasks; give tasks or a size',
-      });
   });
 export type EvalInput = z.infer<typeof evalInputSchema>;
 export type EvalInputConfig = z.input<typeof evalInputSchema>;
@@ -267,7 +221,7 @@ export type EvalInputConfig = z.input<typeof evalInputSchema>;
 export const evalPartInputSchema = z.object({
   index: z.number().int().nonnegative(),
   model: evalModelSchema,
-  suite: z.enum(suiteNames),
+  suite: suiteName,
   /** The item plan `plan` wrote, and this part's slice of it (items of `suite`). */
   items: z.object({
     uri: z.string(),
@@ -284,7 +238,7 @@ export type EvalPartInput = z.infer<typeof evalPartInputSchema>;
 export const evalPartOutputSchema = z.object({
   index: z.number().int().nonnegative(),
   label,
-  suite: z.enum(suiteNames),
+  suite: suiteName,
   results: writtenObjectSchema,
   items: z.number().int().nonnegative(),
   modelErrors: z.number().int().nonnegative(),

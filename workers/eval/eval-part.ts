@@ -3,23 +3,20 @@ import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
-import { checkIfevalResponse, checkInstruction } from '../../shared/eval/ifeval';
-import { HatError, TransientError, errorCodeOf } from '../../shared/errors';
+import { HatError, TransientError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import type { ModelClient } from '../../shared/models/model-client';
 import { createModelClient } from '../../shared/models/model-registry';
-import { runEpisode } from '../../shared/simulator/agent-loop';
 import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
-import type { Trajectory } from '../../shared/trajectory/trajectory';
 import type { EvalInput, EvalModel, EvalPartInput, EvalPartOutput } from './eval-contract';
-import { evalItemSchema, rebuildVariant, promptTextOf, type EvalItem } from './eval-items';
+import type { AnyEvalSuite, PreparedHarness, SuiteItem } from './suites/eval-suite';
+import { evalSuiteOf } from './suites/registry';
 import { defaultJudgeRubric, judgeResponse, rubricHash, type JudgeVerdict } from './judge';
 import { cacheLocationOf, endpointIdentityOf, withResponseCache, type CacheCounts } from './response-cache';
-import { failedChecksOf } from './item-failures';
 
 export const EVAL_RESULT_SCHEMA_VERSION = 1;
 
@@ -146,20 +143,7 @@ function samplingSeedOf(seed: string, label: string, itemId: string): number {
   return Number.parseInt(sha256Hex(`${seed}/eval/${label}/${itemId}`).slice(0, 8), 16) & 0x7fffffff;
 }
 
-function finalReplies(trajectory: Trajectory): string {
-  const replies: string[] = [];
-  for (const message of trajectory.messages) {
-    if (message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0 && message.content)
-      replies.push(message.content);
-  }
-  return replies.join('\n');
-}
-
-interface PreparedHarness {
-  harness: Harness;
-  hash: string;
-  variant?: { hash: string; families: string[] };
-}
+export type { PreparedHarness } from './suites/eval-suite';
 
 /**
  * One part: one model on a slice of one suite's items. Plays episodes (live_stream_qa,
@@ -169,10 +153,11 @@ interface PreparedHarness {
  */
 export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise<EvalPartOutput> {
   const config = part.config;
+  const suite = evalSuiteOf(part.suite);
   const { records: items, sha256 } = await readRecordRange(
     deps.openObject,
     part.items.uri,
-    evalItemSchema,
+    suite.itemSchema,
     part.items.start,
     part.items.start + part.items.count,
   );
@@ -181,8 +166,7 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
       'EVAL_PLAN_CHANGED',
       `${part.items.uri} changed after the stage was planned (sha256 differs); rerun the whole stage`,
     );
-  const episodic = part.suite === 'live_stream_qa' || part.suite === 'harness_variant_qa';
-  const canonical = episodic ? await loadHarnessFromUri(harnessUriOf(config), deps.openObject) : undefined;
+  const canonical = suite.needsHarness ? await loadHarnessFromUri(harnessUriOf(config), deps.openObject) : undefined;
   if (canonical && harnessHash(canonical) !== part.harnessHash) {
     throw new HatError(
       'EVAL_HARNESS_CHANGED',
@@ -193,31 +177,9 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     ? { harness: canonical, hash: part.harnessHash }
     : undefined;
   const harnesses = await Promise.all(
-    items.map(async (item): Promise<PreparedHarness | undefined> => {
-      if (item.suite === 'live_stream_qa') return canonicalPrepared;
-      if (item.suite !== 'harness_variant_qa') return undefined;
-      if (item.harness.kind === 'canonical') return canonicalPrepared;
-      if (item.harness.uri !== undefined) {
-        // A variant training saw, as the augment stage stored it.
-        const stored = await loadHarnessFromUri(item.harness.uri, deps.openObject);
-        return {
-          harness: stored,
-          hash: harnessHash(stored),
-          variant: { hash: item.harness.hash, families: item.harness.families },
-        };
-      }
-      const variant = rebuildVariant(canonical as Harness, item.harness.seed ?? '', item.harness.weights ?? {});
-      if (variant.hash !== item.harness.hash)
-        throw new HatError(
-          'EVAL_VARIANT_CHANGED',
-          `variant ${item.harness.hash.slice(0, 12)} of item ${item.id} rebuilt differently (${variant.hash.slice(0, 12)}); the HSA code changed since the plan: rerun the whole stage`,
-        );
-      return {
-        harness: variant.harness,
-        hash: harnessHash(variant.harness),
-        variant: { hash: variant.hash, families: variant.families },
-      };
-    }),
+    items.map(async (item): Promise<PreparedHarness | undefined> =>
+      suite.prepareHarness?.(item, { canonical: canonicalPrepared, openObject: deps.openObject }),
+    ),
   );
 
   const clientDependencies = (configPath: string, tasks: readonly Task[], simulatorHarnesses: readonly Harness[]) => ({
@@ -250,7 +212,10 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     if (!client) {
       const tasks = items
         .filter((_, position) => harnesses[position]?.hash === prepared?.hash)
-        .flatMap((item) => ('task' in item ? [item.task] : []));
+        .flatMap((item) => {
+          const task = suite.simulatorTask?.(item);
+          return task ? [task] : [];
+        });
       client = cached(
         createModelClient(
           part.model.model,
@@ -281,14 +246,14 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
     await forEachConcurrently(items, config.itemConcurrency, async (item, index) => {
       const { signal, done: itemDone } = deadlines.start();
       try {
-        const result = await evaluateItem(item, clientFor(index), harnesses[index], part, signal);
+        const result = await evaluateItem(suite, item, clientFor(index), harnesses[index], part, signal);
         if (judgeClient && result.status !== 'model_error' && result.status !== 'timeout') {
           const verdict: JudgeVerdict = await judgeResponse({
             client: judgeClient,
             rubric,
             prompt: result.prompt,
             response: result.response,
-            ...(item.suite === 'custom' && item.rubric ? { itemRubric: item.rubric } : {}),
+            ...(suite.judgeRubric?.(item) ? { itemRubric: suite.judgeRubric(item) } : {}),
             sampling: judgeConfig!.sampling,
             signal,
           });
@@ -354,144 +319,28 @@ export async function runEvalPart(part: EvalPartInput, deps: StageDeps): Promise
   };
 }
 
-async function evaluateItem(
-  item: EvalItem,
+/** One item through its suite: the common result fields, its sampling seed, then the suite answers and scores it. */
+function evaluateItem(
+  suite: AnyEvalSuite,
+  item: SuiteItem,
   client: ModelClient,
   prepared: PreparedHarness | undefined,
   part: EvalPartInput,
   signal: AbortSignal,
 ): Promise<EvalResult> {
-  const base = {
-    schemaVersion: EVAL_RESULT_SCHEMA_VERSION,
-    suite: item.suite,
-    itemId: item.id,
-    model: part.model.label,
-    prompt: promptTextOf(item),
-  } as const;
-  const samplingSeed = samplingSeedOf(part.seed, part.model.label, item.id);
-  if (item.suite === 'live_stream_qa' || item.suite === 'harness_variant_qa') {
-    const harness = prepared as PreparedHarness;
-    const trajectory = await runEpisode({
-      policy: client,
-      harness: harness.harness,
-      harnessHash: harness.hash,
-      ...(harness.variant ? { variant: harness.variant } : {}),
-      task: item.task,
-      maxSteps: part.config.maxStepsPerTurn,
-      sampling: { ...part.model.sampling, seed: samplingSeed },
-      seed: `${part.seed}/eval/${part.model.label}/${item.id}`,
-      signal,
-    });
-    const failed = trajectory.status === 'model_error' || trajectory.status === 'timeout';
-    return {
-      ...base,
-      category: item.category,
-      ...(item.suite === 'live_stream_qa' ? { origin: item.origin } : {}),
-      ...(item.suite === 'harness_variant_qa'
-        ? {
-            harness:
-              item.harness.kind === 'canonical'
-                ? { kind: 'canonical' as const }
-                : {
-                    kind: 'variant' as const,
-                    hash: item.harness.hash,
-                    families: item.harness.families,
-                    heldOutVariant: item.harness.heldOutVariant,
-                    heldOutOperator: item.harness.heldOutOperator,
-                  },
-          }
-        : {}),
-      response: finalReplies(trajectory),
-      status: trajectory.status,
-      ...(trajectory.statusReason ? { error: trajectory.statusReason } : {}),
-      // An episode the endpoint broke scores 0: the model under test did not answer.
-      score: failed ? 0 : trajectory.reward.total * 100,
-      components: failed
-        ? Object.fromEntries(Object.keys(trajectory.reward.components).map((key) => [key, 0]))
-        : { ...trajectory.reward.components },
-      checks: [],
-      latencyMs: trajectory.calls.reduce((sum, call) => sum + call.e2eMs, 0),
-      calls: trajectory.calls.length,
-      usage: {
-        promptTokens: trajectory.calls.reduce((sum, call) => sum + call.promptTokens, 0),
-        completionTokens: trajectory.calls.reduce((sum, call) => sum + call.completionTokens, 0),
-      },
-    };
-  }
-  const maxTokens =
-    item.suite === 'ifeval' ? part.config.suites.ifeval?.maxTokens : part.config.suites.custom?.maxTokens;
-  let response = '';
-  let latencyMs: number;
-  let usage = { promptTokens: 0, completionTokens: 0 };
-  try {
-    const answer = await client.chat({
-      messages: [{ role: 'user', content: item.prompt }],
-      ...part.model.sampling,
-      ...(maxTokens ? { maxTokens } : {}),
-      seed: samplingSeed,
-      signal,
-    });
-    response = answer.message.content ?? '';
-    latencyMs = answer.timings.e2eMs;
-    usage = { promptTokens: answer.usage.promptTokens, completionTokens: answer.usage.completionTokens };
-  } catch (error) {
-    // Bad config is the operator's to fix, not a model error to score.
-    if (HatError.isInstance(error) && !error.retryable && errorCodeOf(error) === 'MODEL_BAD_CONFIG') throw error;
-    // An aborted job rethrows after this item (see the part loop); an item deadline is a timeout.
-    const status = signal.aborted ? 'timeout' : 'model_error';
-    // A failed item fails every check it carries: it stays in every denominator (#33).
-    const failed = failedChecksOf(item);
-    return {
-      ...base,
-      response: '',
-      status,
-      error: (error as Error).message,
-      score: item.suite === 'custom' && item.checks.length === 0 ? null : 0,
-      checks: failed,
-      ...(failed.length > 0 ? { followedStrict: false, followedLoose: false } : {}),
-      latencyMs: 0,
-      calls: 1,
-      usage,
-    };
-  }
-  if (item.suite === 'ifeval') {
-    const outcome = checkIfevalResponse(
-      { key: item.key, prompt: item.prompt, instructionIds: item.instructionIds, kwargs: item.kwargs },
-      response,
-    );
-    return {
-      ...base,
-      response,
-      status: 'ok',
-      score: outcome.followedStrict ? 100 : 0,
-      checks: item.instructionIds.map((name, index) => ({
-        name,
-        strict: outcome.strict[index] ?? false,
-        loose: outcome.loose[index] ?? false,
-      })),
-      followedStrict: outcome.followedStrict,
-      followedLoose: outcome.followedLoose,
-      latencyMs,
-      calls: 1,
-      usage,
-    };
-  }
-  const checks = item.checks.map((check) => ({
-    name: check.instruction,
-    strict: checkInstruction(check.instruction, check.kwargs, item.prompt, response, 'strict'),
-    loose: checkInstruction(check.instruction, check.kwargs, item.prompt, response, 'loose'),
-  }));
-  const followedStrict = checks.every((check) => check.strict);
-  const followedLoose = checks.every((check) => check.loose);
-  return {
-    ...base,
-    response,
-    status: 'ok',
-    score: checks.length === 0 ? null : followedStrict ? 100 : 0,
-    checks,
-    ...(checks.length > 0 ? { followedStrict, followedLoose } : {}),
-    latencyMs,
-    calls: 1,
-    usage,
-  };
+  return suite.evaluate(item, {
+    client,
+    harness: prepared,
+    part,
+    signal,
+    samplingSeed: samplingSeedOf(part.seed, part.model.label, item.id),
+    base: {
+      schemaVersion: EVAL_RESULT_SCHEMA_VERSION,
+      suite: item.suite,
+      itemId: item.id,
+      model: part.model.label,
+      prompt: suite.promptText(item),
+    },
+    config: (part.config.suites as Record<string, unknown>)[suite.name],
+  });
 }

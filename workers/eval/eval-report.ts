@@ -1,7 +1,8 @@
-import type { Interval } from './bootstrap-interval';
 import { experimentHtml } from './eval-experiment';
 import type { EvalScores } from './eval-scores';
 import { escapeHtml } from '../../shared/report/html';
+import { fixed, intervalTable } from './report-cells';
+import { findEvalSuite } from './suites/registry';
 
 /**
  * The eval stage's HTML report: one self-contained page (inline CSS and SVG, no scripts) with
@@ -10,39 +11,8 @@ import { escapeHtml } from '../../shared/report/html';
  * judge's scores apart from rule scores, paired comparisons and the contamination check.
  */
 
-const fixed = (value: number | null | undefined, digits = 1): string =>
-  value === null || value === undefined || Number.isNaN(value) ? '–' : value.toFixed(digits);
-
-/** A 0–100 score as a bar with its interval as a whisker. */
-function intervalBar(cell: Interval | null | undefined): string {
-  if (!cell) return '';
-  const x = (value: number) => Math.round(Math.max(0, Math.min(100, value)) * 1.4);
-  return (
-    `<svg width="144" height="14" role="img" aria-label="${fixed(cell.score)} [${fixed(cell.low)}, ${fixed(cell.high)}]">` +
-    `<rect x="0" y="2" width="140" height="10" fill="#eee"/><rect x="0" y="2" width="${x(cell.score)}" height="10" fill="#3b7dd8"/>` +
-    `<line x1="${x(cell.low)}" x2="${x(cell.high)}" y1="7" y2="7" stroke="#111" stroke-width="1.5"/>` +
-    `<line x1="${x(cell.low)}" x2="${x(cell.low)}" y1="3" y2="11" stroke="#111"/><line x1="${x(cell.high)}" x2="${x(cell.high)}" y1="3" y2="11" stroke="#111"/></svg>`
-  );
-}
-
-function cellHtml(cell: Interval | null | undefined): string {
-  if (!cell) return '<td>–</td>';
-  return `<td title="${cell.items} items"><b>${fixed(cell.score)}</b> <span class="ci">[${fixed(cell.low)}, ${fixed(cell.high)}]</span><br>${intervalBar(cell)}</td>`;
-}
-
-/** A table of rows (labels) × columns, each cell an interval. */
-function intervalTable(columns: string[], rows: Array<[string, Array<Interval | null | undefined>]>): string {
-  return `<table><tr><th></th>${columns.map((column) => `<th>${escapeHtml(column)}</th>`).join('')}</tr>${rows
-    .map(([label, cells]) => `<tr><th>${escapeHtml(label)}</th>${cells.map(cellHtml).join('')}</tr>`)
-    .join('')}</table>`;
-}
-
-const suiteTitles: Record<string, string> = {
-  live_stream_qa: 'Live-Stream QA',
-  harness_variant_qa: 'Harness-Variant QA',
-  ifeval: 'IFEval (prompt strict)',
-  custom: 'Custom (rules)',
-};
+/** A suite's column and section heading: its title (a suite no longer registered: its name). */
+const suiteTitle = (suite: string): string => findEvalSuite(suite)?.title ?? suite;
 
 export function evalReportHtml(scores: EvalScores): string {
   const labels = scores.models.map((model) => model.label);
@@ -57,7 +27,7 @@ export function evalReportHtml(scores: EvalScores): string {
   sections.push(
     `<h2>Leaderboard</h2><p class="meta">Scores 0–100; brackets and whiskers: bootstrap 95% intervals over items (${escapeHtml(scores.seed)}).</p>` +
       intervalTable(
-        suites.map((suite) => suiteTitles[suite] ?? suite),
+        suites.map((suite) => suiteTitle(suite)),
         labels.map((label) => [modelName(label), suites.map((suite) => scores.leaderboard[label]?.[suite])]),
       ) +
       `<p class="meta">Error rate (items whose request failed or timed out; each scores 0 on every check it carries): ${labels
@@ -87,88 +57,22 @@ export function evalReportHtml(scores: EvalScores): string {
         .map((comparison) => {
           const { difference } = comparison;
           const clear = difference.low > 0 || difference.high < 0;
-          return `<tr><th>${escapeHtml(comparison.a)} − ${escapeHtml(comparison.b)}</th><td>${escapeHtml(suiteTitles[comparison.suite] ?? comparison.suite)}</td><td>${difference.items}</td><td class="${clear ? (difference.score > 0 ? 'up' : 'down') : ''}">${difference.score >= 0 ? '+' : ''}${fixed(difference.score, 2)}</td><td>[${fixed(difference.low, 2)}, ${fixed(difference.high, 2)}]</td></tr>`;
+          return `<tr><th>${escapeHtml(comparison.a)} − ${escapeHtml(comparison.b)}</th><td>${escapeHtml(suiteTitle(comparison.suite))}</td><td>${difference.items}</td><td class="${clear ? (difference.score > 0 ? 'up' : 'down') : ''}">${difference.score >= 0 ? '+' : ''}${fixed(difference.score, 2)}</td><td>[${fixed(difference.low, 2)}, ${fixed(difference.high, 2)}]</td></tr>`;
         })
         .join('')}</table>`,
     );
   }
-  if (suites.includes('live_stream_qa')) {
-    const categories = [
-      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.byCategory ?? {}))),
-    ].sort();
+  // Each suite's own section (breakdowns), in suite order.
+  for (const suite of suites) {
+    const definition = findEvalSuite(suite);
+    if (!definition?.reportHtml) continue;
     sections.push(
-      `<h2>Live-Stream QA by category</h2>${intervalTable(
-        labels.map(modelName),
-        categories.map((category) => [
-          category,
-          labels.map((label) => scores.scores[label]?.live_stream_qa?.byCategory[category]),
-        ]),
-      )}`,
-    );
-    const components = [
-      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.live_stream_qa?.components ?? {}))),
-    ];
-    sections.push(
-      `<h3>Verifier components (mean × 100)</h3><table><tr><th></th>${components.map((name) => `<th>${escapeHtml(name)}</th>`).join('')}</tr>${labels
-        .map(
-          (label) =>
-            `<tr><th>${escapeHtml(modelName(label))}</th>${components.map((name) => `<td>${fixed(scores.scores[label]?.live_stream_qa?.components[name])}</td>`).join('')}</tr>`,
-        )
-        .join('')}</table>`,
-    );
-  }
-  if (suites.includes('harness_variant_qa')) {
-    const rows: Array<[string, Array<Interval | null | undefined>]> = labels.map((label) => {
-      const breakdown = scores.scores[label]?.harness_variant_qa;
-      return [
-        modelName(label),
-        [
-          breakdown?.canonical,
-          breakdown?.variant,
-          breakdown?.gap,
-          breakdown?.heldOutVariants,
-          breakdown?.heldOutOperators,
-        ],
-      ];
-    });
-    const share = labels
-      .map((label) => scores.scores[label]?.harness_variant_qa?.heldOutVariantShare)
-      .find((value) => value !== undefined);
-    sections.push(
-      `<h2>Harness-Variant QA</h2><p class="meta">Canonical harness vs HSA variants of the same tasks; gap = canonical − variant (interval over tasks). Held-out variants: hashes in no training manifest given (${fixed((share ?? 0) * 100)}% of variants). Held-out operators: variants applying only families excluded from training augmentation.</p>` +
-        intervalTable(['canonical', 'variant', 'gap', 'held-out variants', 'held-out operators'], rows),
-    );
-    const families = [
-      ...new Set(labels.flatMap((label) => Object.keys(scores.scores[label]?.harness_variant_qa?.byFamily ?? {}))),
-    ].sort();
-    sections.push(
-      `<h3>By HSA family</h3>${intervalTable(
-        labels.map(modelName),
-        families.map((family) => [
-          family,
-          labels.map((label) => scores.scores[label]?.harness_variant_qa?.byFamily[family]),
-        ]),
-      )}`,
-    );
-  }
-  if (suites.includes('ifeval')) {
-    sections.push(
-      `<h2>IFEval</h2><table><tr><th></th><th>prompts</th><th>prompt strict</th><th>instruction strict</th><th>prompt loose</th><th>instruction loose</th></tr>${labels
-        .map((label) => {
-          const ifeval = scores.scores[label]?.ifeval;
-          return `<tr><th>${escapeHtml(modelName(label))}</th><td>${ifeval?.count ?? 0}</td><td>${fixed(ifeval?.promptStrict)}</td><td>${fixed(ifeval?.instructionStrict)}</td><td>${fixed(ifeval?.promptLoose)}</td><td>${fixed(ifeval?.instructionLoose)}</td></tr>`;
-        })
-        .join('')}</table>`,
-    );
-  }
-  if (suites.includes('custom')) {
-    sections.push(
-      `<h2>Custom prompts (rule checks)</h2><table><tr><th></th><th>prompt strict</th><th>instruction strict</th><th>prompt loose</th><th>instruction loose</th></tr>${labels
-        .map((label) => {
-          const custom = scores.scores[label]?.custom;
-          return `<tr><th>${escapeHtml(modelName(label))}</th><td>${fixed(custom?.overall?.score)}</td><td>${fixed(custom?.instructionStrict)}</td><td>${fixed(custom?.promptLoose)}</td><td>${fixed(custom?.instructionLoose)}</td></tr>`;
-        })
-        .join('')}</table>`,
+      definition.reportHtml({
+        scores,
+        labels,
+        modelName,
+        breakdownOf: (label) => scores.scores[label]?.[suite],
+      }),
     );
   }
   if (scores.judge) {
@@ -176,7 +80,7 @@ export function evalReportHtml(scores: EvalScores): string {
     sections.push(
       `<h2>Judge scores (apart from rule scores)</h2><p class="meta">judge ${escapeHtml(scores.judge.model)} · rubric ${escapeHtml(scores.judge.rubricVersion)} (${escapeHtml(scores.judge.rubricHash.slice(0, 12))}) · pointwise rating 1–5 mapped to 0–100 · ${scores.judge.missing} verdicts missing</p>` +
         intervalTable(
-          judged.map((suite) => suiteTitles[suite] ?? suite),
+          judged.map((suite) => suiteTitle(suite)),
           labels.map((label) => [
             modelName(label),
             judged.map((suite) => scores.scores[label]?.judge?.[suite]?.overall),

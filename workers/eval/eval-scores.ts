@@ -1,11 +1,17 @@
-import { scoreIfeval, type IfevalScores } from '../../shared/eval/ifeval';
 import type { ItemOutcome } from '../../shared/eval/item-outcomes';
 import { sha256Hex } from '../../shared/hash/hash';
-import { bootstrapMean, bootstrapStatistic, mean, pairedDifference, type Interval } from './bootstrap-interval';
+import { bootstrapMean, mean, pairedDifference, type Interval } from './bootstrap-interval';
 import type { Overlap, TrainedFamily } from './contamination';
-import type { SuiteName } from './eval-contract';
 import type { ExperimentOutcome } from './eval-experiment';
 import type { EvalResult } from './eval-part';
+import type { CustomBreakdown } from './suites/custom';
+import type { HarnessVariantBreakdown } from './suites/harness-variant-qa';
+import type { IfevalBreakdown } from './suites/ifeval';
+import type { LiveStreamQaBreakdown } from './suites/live-stream-qa';
+import { evalSuiteOf } from './suites/registry';
+import { compareText } from './suites/suite-kit';
+
+export type { HarnessVariantBreakdown } from './suites/harness-variant-qa';
 
 /** 2: per-model error rate, failures and per-item outcomes (#33). */
 export const EVAL_SCORES_SCHEMA_VERSION = 2;
@@ -30,36 +36,15 @@ export interface ItemFailure {
   error: string;
 }
 
-export interface HarnessVariantBreakdown {
-  canonical: Interval;
-  variant: Interval;
-  /** canonical − variant, with a bootstrap interval over tasks. */
-  gap: Interval;
-  heldOutVariants: Interval | null;
-  heldOutOperators: Interval | null;
-  /** Share of variant items whose hash is in no training manifest given. */
-  heldOutVariantShare: number;
-  byFamily: Record<string, Interval>;
-  byCategory: Record<string, Interval>;
-}
-
 export interface ModelScores {
   /** Flat metric name → value (0–100), what gate rules read: `live_stream_qa`, `ifeval.prompt_strict`, ... */
   metrics: Record<string, number>;
-  live_stream_qa?: {
-    overall: Interval;
-    byCategory: Record<string, Interval>;
-    components: Record<string, number>;
-    byOrigin: Record<string, Interval>;
-  };
+  live_stream_qa?: LiveStreamQaBreakdown;
   harness_variant_qa?: HarnessVariantBreakdown;
-  ifeval?: IfevalScores & { promptStrictInterval: Interval };
-  custom?: {
-    overall: Interval | null;
-    instructionStrict: number | null;
-    instructionLoose: number | null;
-    promptLoose: number | null;
-  };
+  ifeval?: IfevalBreakdown;
+  custom?: CustomBreakdown;
+  /** Any other registered suite's breakdown, under its name. */
+  [suite: string]: unknown;
   /** Judge scores, reported apart from rule scores; `missing` items had no verdict. */
   judge?: Record<string, { overall: Interval | null; missing: number }>;
   modelErrors: number;
@@ -88,7 +73,11 @@ export interface EvalScores {
   runId: string;
   seed: string;
   models: ScoredModel[];
-  suites: Record<string, { items: number }>;
+  /**
+   * Suite → items planned, the suite's version and the sha256 of its data (the shipped IFEval
+   * prompts file, the custom prompts file, or the generated item set).
+   */
+  suites: Record<string, { items: number; version?: number; data?: { source: string; sha256: string } }>;
   /** Label → suite → headline score (0–100) with its interval. */
   leaderboard: Record<string, Record<string, Interval>>;
   scores: Record<string, ModelScores>;
@@ -110,37 +99,17 @@ export interface EvalScores {
   experiment?: ExperimentOutcome;
 }
 
-/** The headline score of a suite: what the leaderboard and an unqualified gate metric mean. */
-export const headlineMetric: Record<SuiteName, string> = {
-  live_stream_qa: 'live_stream_qa',
-  harness_variant_qa: 'harness_variant_qa.variant',
-  ifeval: 'ifeval.prompt_strict',
-  custom: 'custom',
-};
-
-function group<T>(values: readonly T[], keyOf: (value: T) => string | undefined): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const value of values) {
-    const key = keyOf(value);
-    if (key === undefined) continue;
-    const list = groups.get(key) ?? [];
-    list.push(value);
-    groups.set(key, list);
-  }
-  return new Map([...groups.entries()].sort(([left], [right]) => (left < right ? -1 : left > right ? 1 : 0)));
+/** The headline metric of a suite: what the leaderboard and an unqualified gate metric mean. */
+export function headlineMetricOf(suite: string): string {
+  return evalSuiteOf(suite).headlineMetric;
 }
-
-const scoreOf = (result: EvalResult): number => result.score ?? 0;
-
-const compareText = (left: string, right: string) => (left < right ? -1 : left > right ? 1 : 0);
 
 /** Each item's headline score with its stable id (what the paired comparisons use), sorted by id. */
 function itemOutcomes(results: readonly EvalResult[]): ItemOutcome[] {
   return results
     .map((result) => ({
       id: result.itemId,
-      score:
-        result.suite === 'ifeval' ? (result.followedStrict ? 100 : 0) : result.score === null ? null : result.score,
+      score: evalSuiteOf(result.suite).outcomeScore(result),
       ...(result.category !== undefined ? { category: result.category } : {}),
       ...(result.harness ? { harness: result.harness.kind } : {}),
       ...(result.status === 'model_error' || result.status === 'timeout' ? { failed: true } : {}),
@@ -149,125 +118,16 @@ function itemOutcomes(results: readonly EvalResult[]): ItemOutcome[] {
     .sort((left, right) => compareText(left.id, right.id));
 }
 
-function intervals(groups: Map<string, EvalResult[]>, samples: number, seed: string): Record<string, Interval> {
-  return Object.fromEntries(
-    [...groups].map(([key, list]) => [key, bootstrapMean(list.map(scoreOf), samples, `${seed}/${key}`)]),
-  );
-}
-
-/** Live-Stream QA: mean verifier score × 100, per category, per origin (generated vs imported), mean components. */
-function scoreLive(results: EvalResult[], samples: number, seed: string): NonNullable<ModelScores['live_stream_qa']> {
-  const components: Record<string, number> = {};
-  for (const name of [...new Set(results.flatMap((result) => Object.keys(result.components ?? {})))].sort()) {
-    components[name] = mean(results.map((result) => (result.components?.[name] ?? 0) * 100));
-  }
-  return {
-    overall: bootstrapMean(results.map(scoreOf), samples, seed),
-    byCategory: intervals(
-      group(results, (result) => result.category),
-      samples,
-      `${seed}/category`,
-    ),
-    components,
-    byOrigin: intervals(
-      group(results, (result) => result.origin),
-      samples,
-      `${seed}/origin`,
-    ),
-  };
-}
-
-/** Harness-Variant QA: canonical vs variant scores, the gap (bootstrap over tasks), held-out variants and operators, per family. */
-function scoreVariants(results: EvalResult[], samples: number, seed: string): HarnessVariantBreakdown {
-  const canonical = results.filter((result) => result.harness?.kind === 'canonical');
-  const variants = results.filter((result) => result.harness?.kind === 'variant');
-  const taskOf = (result: EvalResult) => result.itemId.slice(0, result.itemId.lastIndexOf('/'));
-  const tasks = [...group(results, taskOf).entries()].map(([, list]) => ({
-    canonical: list.filter((result) => result.harness?.kind === 'canonical').map(scoreOf),
-    variant: list.filter((result) => result.harness?.kind === 'variant').map(scoreOf),
-  }));
-  const gapOf = (indices: readonly number[]) => {
-    const chosen = indices.map((index) => tasks[index]);
-    return mean(chosen.flatMap((task) => task.canonical)) - mean(chosen.flatMap((task) => task.variant));
-  };
-  const gapBounds = bootstrapStatistic(tasks.length, gapOf, samples, `${seed}/gap`);
-  const heldOutVariants = variants.filter((result) => result.harness?.heldOutVariant);
-  const heldOutOperators = variants.filter((result) => result.harness?.heldOutOperator);
-  const byFamily = new Map<string, EvalResult[]>();
-  for (const result of variants)
-    for (const family of result.harness?.families ?? [])
-      byFamily.set(family, [...(byFamily.get(family) ?? []), result]);
-  return {
-    canonical: bootstrapMean(canonical.map(scoreOf), samples, `${seed}/canonical`),
-    variant: bootstrapMean(variants.map(scoreOf), samples, `${seed}/variant`),
-    gap: {
-      score: gapOf(tasks.map((_, index) => index)),
-      low: gapBounds.low,
-      high: gapBounds.high,
-      items: tasks.length,
-    },
-    heldOutVariants:
-      heldOutVariants.length > 0
-        ? bootstrapMean(heldOutVariants.map(scoreOf), samples, `${seed}/held-out-variants`)
-        : null,
-    heldOutOperators:
-      heldOutOperators.length > 0
-        ? bootstrapMean(heldOutOperators.map(scoreOf), samples, `${seed}/held-out-operators`)
-        : null,
-    heldOutVariantShare: variants.length > 0 ? heldOutVariants.length / variants.length : 0,
-    byFamily: intervals(
-      new Map([...byFamily].sort(([left], [right]) => (left < right ? -1 : 1))),
-      samples,
-      `${seed}/family`,
-    ),
-    byCategory: intervals(
-      group(variants, (result) => result.category),
-      samples,
-      `${seed}/category`,
-    ),
-  };
-}
-
-function scoreIfevalSuite(results: EvalResult[], samples: number, seed: string): NonNullable<ModelScores['ifeval']> {
-  const itemResults = results.map((result) => ({
-    key: Number(result.itemId.replace(/^ifeval-/, '')),
-    instructionIds: result.checks.map((check) => check.name),
-    strict: result.checks.map((check) => check.strict),
-    loose: result.checks.map((check) => check.loose),
-    followedStrict: result.followedStrict ?? false,
-    followedLoose: result.followedLoose ?? false,
-  }));
-  return {
-    ...scoreIfeval(itemResults),
-    promptStrictInterval: bootstrapMean(
-      results.map((result) => (result.followedStrict ? 100 : 0)),
-      samples,
-      seed,
-    ),
-  };
-}
-
-function scoreCustom(results: EvalResult[], samples: number, seed: string): NonNullable<ModelScores['custom']> {
-  const ruled = results.filter((result) => result.score !== null);
-  const checks = ruled.flatMap((result) => result.checks);
-  const share = (values: boolean[]) =>
-    values.length === 0 ? null : (values.filter(Boolean).length / values.length) * 100;
-  return {
-    overall: ruled.length > 0 ? bootstrapMean(ruled.map(scoreOf), samples, seed) : null,
-    instructionStrict: share(checks.map((check) => check.strict)),
-    instructionLoose: share(checks.map((check) => check.loose)),
-    promptLoose: share(ruled.map((result) => result.followedLoose ?? false)),
-  };
-}
-
 export interface BuildScoresOptions {
   runId: string;
   seed: string;
   models: ScoredModel[];
-  /** Suites in config order. */
-  suites: SuiteName[];
+  /** Suites in registry order. */
+  suites: string[];
   /** Items per suite (as planned). */
   itemCounts: Record<string, number>;
+  /** Suite → its version and data sha256 (plan records them). Absent: not recorded (a plan of older code). */
+  suiteData?: Record<string, { version: number; data: { source: string; sha256: string } }>;
   compare: Array<[string, string]>;
   bootstrapSamples: number;
   judge?: EvalScores['judge'];
@@ -309,48 +169,10 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
       const seed = `${options.seed}/${model.label}/${suite}`;
       entry.meanLatencyMs[suite] = mean(list.map((result) => result.latencyMs));
       entry.items[suite] = itemOutcomes(list);
-      if (suite === 'live_stream_qa') {
-        const live = scoreLive(list, samples, seed);
-        entry.live_stream_qa = live;
-        board[suite] = live.overall;
-        metrics.live_stream_qa = live.overall.score;
-        for (const [category, cell] of Object.entries(live.byCategory))
-          metrics[`live_stream_qa.${category}`] = cell.score;
-        for (const [component, value] of Object.entries(live.components))
-          metrics[`live_stream_qa.component.${component}`] = value;
-      } else if (suite === 'harness_variant_qa') {
-        const variants = scoreVariants(list, samples, seed);
-        entry.harness_variant_qa = variants;
-        board[suite] = variants.variant;
-        metrics.harness_variant_qa = variants.variant.score;
-        metrics['harness_variant_qa.variant'] = variants.variant.score;
-        metrics['harness_variant_qa.canonical'] = variants.canonical.score;
-        metrics['harness_variant_qa.gap'] = variants.gap.score;
-        if (variants.heldOutVariants) metrics['harness_variant_qa.held_out_variants'] = variants.heldOutVariants.score;
-        if (variants.heldOutOperators)
-          metrics['harness_variant_qa.held_out_operators'] = variants.heldOutOperators.score;
-        for (const [family, cell] of Object.entries(variants.byFamily))
-          metrics[`harness_variant_qa.${family}`] = cell.score;
-      } else if (suite === 'ifeval') {
-        const ifeval = scoreIfevalSuite(list, samples, seed);
-        entry.ifeval = ifeval;
-        board[suite] = { ...ifeval.promptStrictInterval, score: ifeval.promptStrict };
-        metrics.ifeval = ifeval.promptStrict;
-        metrics['ifeval.prompt_strict'] = ifeval.promptStrict;
-        metrics['ifeval.instruction_strict'] = ifeval.instructionStrict;
-        metrics['ifeval.prompt_loose'] = ifeval.promptLoose;
-        metrics['ifeval.instruction_loose'] = ifeval.instructionLoose;
-      } else {
-        const custom = scoreCustom(list, samples, seed);
-        entry.custom = custom;
-        if (custom.overall) {
-          board[suite] = custom.overall;
-          metrics.custom = custom.overall.score;
-        }
-        if (custom.instructionStrict !== null) metrics['custom.instruction_strict'] = custom.instructionStrict;
-        if (custom.promptLoose !== null) metrics['custom.prompt_loose'] = custom.promptLoose;
-        if (custom.instructionLoose !== null) metrics['custom.instruction_loose'] = custom.instructionLoose;
-      }
+      const scored = evalSuiteOf(suite).score(list, { samples, seed });
+      entry[suite] = scored.breakdown;
+      if (scored.headline) board[suite] = scored.headline;
+      Object.assign(metrics, scored.metrics);
       const judged = list.filter((result) => result.judge !== undefined);
       if (judged.length > 0) {
         const present = judged
@@ -370,17 +192,13 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
   const comparisons: Comparison[] = [];
   for (const [a, b] of options.compare) {
     for (const suite of options.suites) {
+      const definition = evalSuiteOf(suite);
+      const comparable = (result: EvalResult) => definition.comparable?.(result) ?? true;
       const headline = (label: string) =>
         new Map(
           results
-            .filter(
-              (result) =>
-                result.model === label &&
-                result.suite === suite &&
-                (suite !== 'harness_variant_qa' || result.harness?.kind === 'variant') &&
-                (suite !== 'custom' || result.score !== null),
-            )
-            .map((result) => [result.itemId, suite === 'ifeval' ? (result.followedStrict ? 100 : 0) : scoreOf(result)]),
+            .filter((result) => result.model === label && result.suite === suite && comparable(result))
+            .map((result) => [result.itemId, definition.outcomeScore(result) ?? 0]),
         );
       const left = headline(a);
       const right = headline(b);
@@ -404,7 +222,12 @@ export function buildEvalScores(results: readonly EvalResult[], options: BuildSc
     runId: options.runId,
     seed: options.seed,
     models: options.models,
-    suites: Object.fromEntries(options.suites.map((suite) => [suite, { items: options.itemCounts[suite] ?? 0 }])),
+    suites: Object.fromEntries(
+      options.suites.map((suite) => [
+        suite,
+        { items: options.itemCounts[suite] ?? 0, ...(options.suiteData?.[suite] ?? {}) },
+      ]),
+    ),
     leaderboard,
     scores,
     comparisons,

@@ -1,12 +1,6 @@
 import type { StageSummary } from '../../queues/stage-kit/stage-summary';
 import type { EvalOutput, EvalPartOutput } from './eval-contract';
-
-const shortNames: Record<string, string> = {
-  live_stream_qa: 'LSQA',
-  harness_variant_qa: 'HVQA',
-  ifeval: 'IFEval',
-  custom: 'custom',
-};
+import { findEvalSuite } from './suites/registry';
 
 /** Run-report figures of eval: one leaderboard row per model (suite scores with intervals), overlaps and missing judge verdicts. */
 export function summarizeEval(output: EvalOutput): StageSummary {
@@ -15,7 +9,7 @@ export function summarizeEval(output: EvalOutput): StageSummary {
     value: Object.entries(suites)
       .map(
         ([suite, cell]) =>
-          `${shortNames[suite] ?? suite} ${cell.score.toFixed(1)} [${cell.low.toFixed(1)}, ${cell.high.toFixed(1)}]`,
+          `${findEvalSuite(suite)?.shortName ?? suite} ${cell.score.toFixed(1)} [${cell.low.toFixed(1)}, ${cell.high.toFixed(1)}]`,
       )
       .join(' · ')
       .concat(output.errors?.[label] ? ` · error rate ${(output.errors[label].rate * 100).toFixed(1)}%` : ''),

@@ -1,6 +1,7 @@
 import { loadApiKey } from '../../shared/models/api-key';
 import { serverRootOf } from '../../shared/models/openai/openai-model-config';
-import type { EvalItem } from './eval-items';
+import type { SuiteItem } from './suites/eval-suite';
+import { evalSuiteOf } from './suites/registry';
 
 /**
  * Failures count (#33): an item whose request failed or timed out fails every check it carries,
@@ -8,15 +9,9 @@ import type { EvalItem } from './eval-items';
  * hard prompts scored higher), and models that are not real models are named as such.
  */
 
-/** Every check an item carries, failed strict and loose (IFEval instructions, custom rule checks). */
-export function failedChecksOf(item: EvalItem): Array<{ name: string; strict: boolean; loose: boolean }> {
-  const names =
-    item.suite === 'ifeval'
-      ? item.instructionIds
-      : item.suite === 'custom'
-        ? item.checks.map((check) => check.instruction)
-        : [];
-  return names.map((name) => ({ name, strict: false, loose: false }));
+/** Every check an item carries, failed strict and loose (IFEval instructions, custom rule checks): its suite's `failedChecks`. */
+export function failedChecksOf(item: SuiteItem): Array<{ name: string; strict: boolean; loose: boolean }> {
+  return evalSuiteOf(item.suite).failedChecks(item);
 }
 
 /** What the project's local OpenAI-compatible test server says it is in `/v1/models` (`owned_by`). */

@@ -88,7 +88,7 @@ describe('eval stage with simulator policies (in-process)', () => {
     expect(noisy.low).toBeLessThanOrEqual(noisy.score);
     expect(noisy.high).toBeGreaterThanOrEqual(noisy.score);
     // Harness-Variant QA: 4 tasks × (canonical + 1 variant + 1 held-out-operator variant).
-    expect(scores.suites.harness_variant_qa).toEqual({ items: 12 });
+    expect(scores.suites.harness_variant_qa).toMatchObject({ items: 12, version: 1 });
     const variants = expert.harness_variant_qa!;
     expect(variants.canonical.items).toBe(4);
     expect(variants.variant.items).toBe(8);

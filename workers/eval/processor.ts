@@ -38,12 +38,10 @@ import {
 } from './contamination';
 import {
   evalContract,
-  suiteNames,
   type EvalInput,
   type EvalOutput,
   type EvalPartInput,
   type EvalPartOutput,
-  type SuiteName,
 } from './eval-contract';
 import { asArtifactUri, buildSuiteItems, EVAL_ITEM_SCHEMA_VERSION } from './eval-items';
 import { EVAL_RESULT_SCHEMA_VERSION, evalResultSchema, harnessUriOf, runEvalPart, type EvalResult } from './eval-part';
@@ -52,6 +50,8 @@ import { buildEvalScores, type ScoredModel } from './eval-scores';
 import { defaultJudgeRubric, rubricHash } from './judge';
 import { cacheLocationOf, defaultResponseCachePrefix, type CacheCounts } from './response-cache';
 import { simulatedEndpointReason } from './item-failures';
+import { LM_EVAL_RESULTS_SCHEMA_VERSION, lmEvalResultsOf } from './lm-eval-results';
+import { evalSuiteNames, evalSuites } from './suites/registry';
 
 const planObject = 'plan.json';
 const scoresObject = 'scores.json';
@@ -61,9 +61,11 @@ const reportObject = 'report.html';
 interface EvalPlanRecord {
   seed: string;
   harness: { uri: string; hash: string } | null;
-  suites: SuiteName[];
+  suites: string[];
   itemCounts: Record<string, number>;
-  items: Array<{ suite: SuiteName; key: string; uri: string; sha256: string; records: number }>;
+  /** Suite → its version and the sha256 of its data (scores.json `suites`). */
+  suiteData?: Record<string, { version: number; data: { source: string; sha256: string } }>;
+  items: Array<{ suite: string; key: string; uri: string; sha256: string; records: number }>;
   overlapping: Overlap[];
   /** Held-out families and operator variants training used (allowOverlap: true only; refused otherwise). */
   heldOutTrained?: { families: TrainedFamily[]; variants: Array<{ itemId: string; hash: string; stages: string[] }> };
@@ -75,8 +77,18 @@ function seedOf(input: EvalInput, deps: Pick<StageDeps, 'run'>): string {
   return input.seed ?? deps.run.seed;
 }
 
-function plannedSuites(input: EvalInput): SuiteName[] {
-  return suiteNames.filter((suite) => input.suites[suite] !== undefined);
+function plannedSuites(input: EvalInput): string[] {
+  return evalSuiteNames().filter((suite) => input.suites[suite] !== undefined);
+}
+
+/** The config with only the suites `keep` accepts. */
+function withSuites(input: EvalInput, keep: (suite: ReturnType<typeof evalSuites>[number]) => boolean): EvalInput {
+  const suites = Object.fromEntries(
+    evalSuites()
+      .filter((suite) => keep(suite) && input.suites[suite.name] !== undefined)
+      .map((suite) => [suite.name, input.suites[suite.name]]),
+  );
+  return { ...input, suites };
 }
 
 function emptyFootprint(): TrainingFootprint {
@@ -102,15 +114,20 @@ function overlapReason(overlap: Overlap): string {
 export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalPartInput[]> {
   const seed = seedOf(input, deps);
   const suites = plannedSuites(input);
-  const episodic = suites.includes('live_stream_qa') || suites.includes('harness_variant_qa');
+  const episodic = evalSuites().some((suite) => suite.needsHarness && suites.includes(suite.name));
   // Where the response cache is: a bad prefix fails here, before any part asks a model.
   cacheLocationOf(input, deps);
   const harnessUri = harnessUriOf(input);
   const canonical = episodic ? await loadHarnessFromUri(harnessUri, deps.openObject) : undefined;
   const hash = canonical ? harnessHash(canonical) : '';
-  // Text items (IFEval, custom) first: their n-grams are what training records are streamed past.
-  const textInput = { ...input, suites: { ifeval: input.suites.ifeval, custom: input.suites.custom } };
-  const textSuites = await buildSuiteItems(textInput, undefined, emptyFootprint(), deps.openObject);
+  // Suites that do not depend on what training saw first: their text items' n-grams are what
+  // training records are streamed past.
+  const textSuites = await buildSuiteItems(
+    withSuites(input, (suite) => !suite.usesTrainingFootprint),
+    canonical,
+    emptyFootprint(),
+    deps.openObject,
+  );
   const index =
     input.trainingManifests.length > 0
       ? new NgramIndex(textItemsOf(textSuites.flatMap((suite) => suite.items)), input.contamination)
@@ -126,13 +143,15 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
       `suites.harness_variant_qa.heldOutFamilies: training used ${trainedFamilies.map((entry) => `${entry.family} in ${entry.variants} variant(s) of stage ${entry.stage}`).join(', ')} (records of trainingManifests); ` +
         'hold the family out of augment and rl (families: { <family>: 0 }) or out of the shard (heldOut: { families: [...] }), name another family, or set allowOverlap: true to report it as a flagged figure',
     );
-  const episodeInput = {
-    ...input,
-    suites: { live_stream_qa: input.suites.live_stream_qa, harness_variant_qa: input.suites.harness_variant_qa },
-  };
-  const episodeSuites = await buildSuiteItems(episodeInput, canonical, footprint, deps.openObject);
+  const episodeSuites = await buildSuiteItems(
+    withSuites(input, (suite) => suite.usesTrainingFootprint),
+    canonical,
+    footprint,
+    deps.openObject,
+  );
+  const order = evalSuiteNames();
   const built = [...episodeSuites, ...textSuites].sort(
-    (left, right) => suiteNames.indexOf(left.suite) - suiteNames.indexOf(right.suite),
+    (left, right) => order.indexOf(left.suite) - order.indexOf(right.suite),
   );
   const allItems = built.flatMap((suite) => suite.items);
   const trainedVariants = trainedHeldOutVariants(allItems, footprint);
@@ -177,6 +196,7 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
     harness: canonical ? { uri: harnessUri, hash } : null,
     suites,
     itemCounts: Object.fromEntries(built.map((suite) => [suite.suite, suite.items.length])),
+    suiteData: Object.fromEntries(built.map((suite) => [suite.suite, { version: suite.version, data: suite.data }])),
     items,
     overlapping,
     heldOutTrained: { families: trainedFamilies, variants: trainedVariants },
@@ -263,6 +283,7 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     models,
     suites: plan.suites,
     itemCounts: plan.itemCounts,
+    ...(plan.suiteData ? { suiteData: plan.suiteData } : {}),
     compare:
       input.compare ?? input.models.slice(1).map((model) => [input.models[0].label, model.label] as [string, string]),
     bootstrapSamples: input.bootstrapSamples,
@@ -319,6 +340,24 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
   const reportInfo = await deps.store.put(deps.output.key(reportObject), evalReportHtml(scores), {
     contentType: 'text/html; charset=utf-8',
   });
+  // The same figures in lm-evaluation-harness's results-JSON shape, one file per model (lm-eval-results.ts).
+  const lmEvalObjects: ManifestObject[] = [];
+  for (const model of input.models) {
+    const document = lmEvalResultsOf(scores, results, model);
+    if (!document) continue;
+    const info = await deps.store.put(
+      deps.output.key(`lm-eval/${model.label}/results.json`),
+      `${JSON.stringify(document, null, 2)}\n`,
+      { contentType: 'application/json' },
+    );
+    lmEvalObjects.push(
+      manifestObjectOf(info, {
+        schemaVersion: LM_EVAL_RESULTS_SCHEMA_VERSION,
+        format: 'json',
+        kind: 'lm-eval-results',
+      }),
+    );
+  }
   const stored = async (
     key: string,
     details: { schemaVersion: number; format: string; records?: number; kind: string },
@@ -349,6 +388,7 @@ export async function finishEval(input: EvalInput, parts: EvalPartOutput[], deps
     await stored(planKey, { schemaVersion: EVAL_ITEM_SCHEMA_VERSION, format: 'json', kind: 'plan' }),
     manifestObjectOf(scoresInfo, { schemaVersion: scores.schemaVersion, format: 'json', kind: 'scores' }),
     manifestObjectOf(reportInfo, { schemaVersion: scores.schemaVersion, format: 'html', kind: 'report' }),
+    ...lmEvalObjects,
   ];
   const { info } = await writeStageManifest(deps, {
     objects,
