@@ -1,4 +1,6 @@
 import { basename, join, resolve } from 'node:path';
+import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
 import { BadInputError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import type { Logger } from '../../shared/log/logger';
@@ -134,6 +136,25 @@ export interface DistillModelsConfig {
   modelCacheDir: string;
 }
 
+export interface DistillOpenOptions {
+  logger?: Logger;
+  signal?: AbortSignal;
+  /** Reads a tokenizer's chatTemplate override from `s3://` or `file://` (the stage's deps.openObject). */
+  openObject?: StageDeps['openObject'];
+}
+
+function openObjectOf(options: DistillOpenOptions): StageDeps['openObject'] {
+  return (
+    options.openObject ??
+    ((uri: string) => {
+      throw new BadInputError(
+        'BAD_CONFIG',
+        `a tokenizer chatTemplate at ${uri} needs the stage's artifact store; open the models from a stage`,
+      );
+    })
+  );
+}
+
 /**
  * Student and teacher models per process, opened once per config: ONNX sessions load on first
  * use and stay loaded for later parts; a failed open is forgotten so a retry starts afresh.
@@ -143,7 +164,7 @@ export class DistillModelCache {
   private readonly sessions = new Map<string, Promise<DistillModels>>();
   private readonly inProcess = new Map<string, OnnxTokenScorer>();
 
-  open(config: DistillModelsConfig, options: { logger?: Logger; signal?: AbortSignal } = {}): Promise<DistillModels> {
+  open(config: DistillModelsConfig, options: DistillOpenOptions = {}): Promise<DistillModels> {
     const key = hashValue(config);
     let session = this.sessions.get(key);
     if (!session) {
@@ -161,17 +182,14 @@ export class DistillModelCache {
     await Promise.allSettled(scorers.map((scorer) => scorer.close()));
   }
 
-  private async create(
-    config: DistillModelsConfig,
-    options: { logger?: Logger; signal?: AbortSignal },
-  ): Promise<DistillModels> {
+  private async create(config: DistillModelsConfig, options: DistillOpenOptions): Promise<DistillModels> {
     let student: OnnxTokenScorer | undefined;
     let studentSampler: TokenSampler;
     let studentTokenizer: ChatTokenizer;
     let studentLabel: string;
     if (isServedStudent(config.student)) {
       const { tokenizer, ...served } = config.student;
-      studentTokenizer = await loadChatTokenizer(tokenizer);
+      studentTokenizer = await loadTokenizerSource(tokenizer, openObjectOf(options), 'student.tokenizer');
       studentSampler = new ServedTokenSampler(served, { logger: options.logger, configPath: 'student' });
       studentLabel = `student ${served.model} (${served.engine} at ${studentSampler.location})`;
       // The student's ids go to the server as they are: it must read them as the local tokenizer does.
@@ -200,7 +218,9 @@ export class DistillModelCache {
     } else {
       const { tokenizer, tokenizerFingerprint, ...endpoint } = config.teacher;
       teacher = createRemoteScorer(endpoint, { logger: options.logger, configPath: 'teacher' });
-      const local = tokenizer ? (await loadChatTokenizer(tokenizer)).fingerprint : undefined;
+      const local = tokenizer
+        ? (await loadTokenizerSource(tokenizer, openObjectOf(options), 'teacher.tokenizer')).fingerprint
+        : undefined;
       if (local !== undefined && tokenizerFingerprint !== undefined && local !== tokenizerFingerprint) {
         throw new BadInputError(
           'TOKENIZER_MISMATCH',

@@ -73,7 +73,7 @@ export async function planDistill(input: DistillInput, deps: StageDeps): Promise
   // Before any part runs: a bad pair fails the stage once, with the reason.
   await modelsOf(deps).open(
     { student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir },
-    { logger: deps.logger, signal: deps.signal },
+    { logger: deps.logger, signal: deps.signal, openObject: deps.openObject },
   );
   const { prompts, lineage } = await loadPrompts(input, deps.openObject);
   const written = await writeJsonl(deps.store, deps.output.key(promptsObject), prompts, {
@@ -124,7 +124,7 @@ export function createDistillProcessor(deps: StageDeps) {
     const prompts = await readPromptSlice(part, deps);
     const models = await modelsOf(deps).open(
       { student: part.student, teacher: part.teacher, modelCacheDir: part.modelCacheDir },
-      { logger: deps.logger, signal: deps.signal },
+      { logger: deps.logger, signal: deps.signal, openObject: deps.openObject },
     );
     const rows = renderRows(prompts, part, models);
     const total = rows.length;

@@ -24,7 +24,7 @@ import { modelErrorCodes } from '../../shared/models/model-errors';
 import { createModelClient, modelEndpointOf } from '../../shared/models/model-registry';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
-import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
+import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
 import type { TokenCounter } from './call-measurement';
 import { liveDriver, liveProblem } from './live-session';
 import { loadShare } from './load-profile';
@@ -151,9 +151,9 @@ function endpointOf(input: ReplayInput): string | undefined {
   return modelEndpointOf(modelConfigOf(input.target))?.root;
 }
 
-async function tokenCounterOf(input: ReplayInput): Promise<TokenCounter | undefined> {
+async function tokenCounterOf(input: ReplayInput, deps: StageDeps): Promise<TokenCounter | undefined> {
   if (!input.outputTokenizer) return undefined;
-  const tokenizer = await loadChatTokenizer(input.outputTokenizer as Parameters<typeof loadChatTokenizer>[0]);
+  const tokenizer = await loadTokenizerSource(input.outputTokenizer, deps.openObject, 'outputTokenizer');
   return { count: (text) => tokenizer.encode(text).length };
 }
 
@@ -225,7 +225,7 @@ export async function replayPart(
       part,
       ...(input.sampling ? { sampling: input.sampling } : {}),
       ...(input.ignoreEos ? { extraBody: { ignore_eos: true } } : {}),
-      tokenizer: await tokenCounterOf(input),
+      tokenizer: await tokenCounterOf(input, deps),
       metricsUrl: metricsUrlOf(input),
       signal: deps.signal,
       logger: deps.logger,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultPercentiles } from '../../shared/metrics/metric-summary';
 import { modelConfigProblems } from '../../shared/models/model-registry';
@@ -117,15 +118,7 @@ export const replayInputSchema = z
     /** Sampling for every call (over the target's own defaults). */
     sampling: samplingSettingsSchema.optional(),
     /** Tokenizer that counts output tokens when the server reports no usage. Default: estimate from chunks (flagged). */
-    outputTokenizer: z
-      .object({
-        /** A registry tokenizer: qwen3, deepseek_v3 or llama3_1. */
-        preset: z.string().min(1).optional(),
-        /** A directory with tokenizer.json and tokenizer_config.json. */
-        modelDir: z.string().min(1).optional(),
-      })
-      .strict()
-      .optional(),
+    outputTokenizer: tokenizerSourceSchema.optional(),
   })
   .strict()
   .superRefine((input, context) => {

@@ -26,7 +26,7 @@ import { HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { checkServedTokenizer } from '../../shared/models/token-exact/served-tokenizer-check';
-import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
+import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
@@ -69,7 +69,7 @@ export async function planRl(input: RlInput, deps: StageDeps): Promise<RlPartInp
   const canonical = await loadHarnessFromUri(harnessUri, deps.openObject);
   const hash = harnessHash(canonical);
   // Fail once, before any part runs: an unknown tokenizer, or family weights that cannot change this harness.
-  const tokenizer = await loadChatTokenizer(input.tokenizer);
+  const tokenizer = await loadTokenizerSource(input.tokenizer, deps.openObject);
   if (isServedPolicy(input.policy)) {
     // A served policy: its logprobs must be of the sampling distribution, and it must read our ids as our text.
     checkServedPolicy(input);

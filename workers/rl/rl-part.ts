@@ -20,7 +20,7 @@ import { turnTextParserFor } from '../../shared/models/token-exact/turn-text-par
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
 import { createModelViewer, createScriptedViewer, type Viewer } from '../../shared/simulator/viewer/viewer';
-import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
+import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { addChatLogprobs, ChatLogprobsRequester, chatLogprobsMetadata } from './chat-policy-logprobs';
@@ -210,7 +210,7 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
   const variantsStarted = performance.now();
   const harnesses = groupHarnesses(groups, canonical, canonicalHash, part);
   timing.variantMs = performance.now() - variantsStarted;
-  const tokenizer = await loadChatTokenizer(config.tokenizer);
+  const tokenizer = await loadTokenizerSource(config.tokenizer, deps.openObject);
   const clientDependencies = (
     configPath: string,
     tasks: readonly RlGroup['task'][],

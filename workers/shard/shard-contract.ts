@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
-import { tokenizerPresets } from '../../shared/text/load-chat-tokenizer';
+import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 import { summarizeShard } from './shard-summary';
 
 /**
@@ -51,27 +51,8 @@ export const shardInputSetSchema = z.union([
 ]);
 export type ShardInputSet = z.infer<typeof shardInputSetSchema>;
 
-export const shardTokenizerSchema = z
-  .object({
-    /** Registry tokenizer package. Default `qwen3` when no modelDir is given. */
-    preset: z
-      .enum(Object.keys(tokenizerPresets) as [keyof typeof tokenizerPresets, ...Array<keyof typeof tokenizerPresets>])
-      .optional(),
-    /** Local directory with tokenizer.json and tokenizer_config.json (mounted on every worker). */
-    modelDir: z.string().min(1).optional(),
-    /** Chat template that replaces the model's own: a `.jinja` file as a path, `file://` or `s3://` URI. */
-    chatTemplate: z.string().min(1).optional(),
-    /**
-     * How hook system messages after the first turn reach the template: `auto` (default) tries the
-     * template, `system-messages` keeps them, `folded` folds them into the neighbouring user turn or
-     * tool result as a `<system-reminder>` block (shared/text/hook-messages.ts).
-     */
-    hookMessages: z.enum(['auto', 'system-messages', 'folded']).optional(),
-  })
-  .strict()
-  .refine((source) => source.preset === undefined || source.modelDir === undefined, {
-    error: 'give either preset or modelDir, not both',
-  });
+/** The target model's tokenizer: the one tokenizer-source schema every stage uses. */
+export const shardTokenizerSchema = tokenizerSourceSchema;
 export type ShardTokenizer = z.infer<typeof shardTokenizerSchema>;
 
 export const exportFormats = ['openai', 'ms-swift', 'llama-factory'] as const;

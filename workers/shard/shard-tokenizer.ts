@@ -1,29 +1,12 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
-import { BadInputError, HatError } from '../../shared/errors';
+import { readChatTemplate } from '../../queues/stage-kit/load-tokenizer-source';
+import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { loadChatTokenizer, type TokenizerPreset } from '../../shared/text/load-chat-tokenizer';
 import type { ShardTextSettings } from './shard-contract';
 
-/** The text of a chat template override: an `s3://` or `file://` URI, or a local path. */
-export async function readChatTemplate(location: string, openObject: StageDeps['openObject']): Promise<string> {
-  try {
-    if (/^(s3|file):\/\//.test(location)) {
-      const { store, key } = openObject(location);
-      return (await store.getBuffer(key)).toString('utf8');
-    }
-    return await readFile(path.resolve(location), 'utf8');
-  } catch (error) {
-    if (HatError.isInstance(error)) throw error;
-    throw new BadInputError(
-      'MISSING_INPUT',
-      `tokenizer.chatTemplate: cannot read ${location} (${(error as Error).message}); give a .jinja file path or URI`,
-      { cause: error },
-    );
-  }
-}
+export { readChatTemplate };
 
 /**
  * The target model's tokenizer with the template every part of the run uses. A template
