@@ -10,7 +10,7 @@ import type { PathSegment } from '../../shared/harness/source-document';
 import { loadApiKey } from '../../shared/models/api-key';
 import type { ModelEndpoint } from '../../shared/models/model-endpoint';
 import { modelEndpointOf } from '../../shared/models/model-registry';
-import { loadChatTokenizer, tokenizerPresets, type ChatTokenizerSource } from '../../shared/text/load-chat-tokenizer';
+import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
 import type { StageDeps } from '../stage-kit/define-stage';
 import { isLatestSpecValue, resolveLatestInputs } from './latest-inputs';
 import { planRun, type PlanRunOptions, type RunConfigSource, type RunPlan } from './run-config';
@@ -322,31 +322,24 @@ export async function modelServerProblems(
   return [];
 }
 
-/** A model config's tokenizer as far as it can be known without its server; undefined when it cannot. */
+/**
+ * A model config's tokenizer as far as its endpoint description tells without its server
+ * (`ModelEndpoint.tokenizer`); no fingerprint when it cannot.
+ */
 async function fingerprintOf(config: unknown): Promise<{ fingerprint?: string; label: string }> {
-  const model = (config ?? {}) as Record<string, unknown>;
-  const load = async (source: ChatTokenizerSource) => (await loadChatTokenizer(source)).fingerprint;
-  if (model.engine === 'onnx' && typeof model.modelDir === 'string')
-    return { fingerprint: await load({ modelDir: model.modelDir }), label: `onnx model ${model.modelDir}` };
-  if (model.engine === 'dummy') {
-    const tokenizer = typeof model.tokenizer === 'string' ? model.tokenizer : 'qwen3';
-    if (Object.hasOwn(tokenizerPresets, tokenizer))
-      return {
-        fingerprint: await load({ preset: tokenizer as keyof typeof tokenizerPresets }),
-        label: `dummy model (tokenizer ${tokenizer})`,
-      };
-    if (tokenizer.includes('/'))
-      return { fingerprint: await load({ modelDir: tokenizer }), label: `dummy model (tokenizer ${tokenizer})` };
-    return { label: `dummy model (tokenizer ${tokenizer})` };
-  }
-  if (model.engine === 'vllm' || model.engine === 'sglang') {
-    if (typeof model.tokenizerFingerprint === 'string')
-      return { fingerprint: model.tokenizerFingerprint, label: `${model.engine} teacher (tokenizerFingerprint)` };
-    if (typeof model.tokenizer === 'object' && model.tokenizer !== null)
-      return { fingerprint: await load(model.tokenizer), label: `${model.engine} teacher (tokenizer)` };
-    return { label: `${model.engine} teacher ${String(model.baseUrl)}` };
-  }
-  return { label: String(model.engine ?? 'model') };
+  const endpoint = modelEndpointOf(config);
+  if (endpoint === undefined) return { label: String((config as { engine?: unknown } | null)?.engine ?? 'model') };
+  const tokenizer = endpoint.tokenizer;
+  const label =
+    endpoint.baseUrl !== undefined
+      ? `${endpoint.adapter} teacher ${tokenizer ? `(${tokenizer.field})` : endpoint.baseUrl}`
+      : endpoint.simulated
+        ? `${endpoint.adapter} model (${endpoint.source ?? 'generated'})`
+        : `${endpoint.adapter} model ${endpoint.source ?? endpoint.model ?? ''}`;
+  if (tokenizer?.fingerprint !== undefined) return { fingerprint: tokenizer.fingerprint, label };
+  if (tokenizer?.source !== undefined)
+    return { fingerprint: (await loadChatTokenizer(tokenizer.source)).fingerprint, label };
+  return { label };
 }
 
 /** Whether a distillation student and teacher share a tokenizer, as far as can be told here. */

@@ -32,6 +32,26 @@ describe('model endpoints as the registry describes them', () => {
     });
   });
 
+  test("the tokenizer a config names is part of its description (preflight compares a distillation pair's)", () => {
+    expect(
+      modelEndpointOf({ engine: 'vllm', baseUrl: 'http://t/v1', model: 'm', tokenizer: { preset: 'qwen3' } })
+        ?.tokenizer,
+    ).toEqual({ field: 'tokenizer', source: { preset: 'qwen3' } });
+    expect(
+      modelEndpointOf({ engine: 'sglang', baseUrl: 'http://t/v1', model: 'm', tokenizerFingerprint: 'ab'.repeat(32) })
+        ?.tokenizer,
+    ).toEqual({ field: 'tokenizerFingerprint', fingerprint: 'ab'.repeat(32) });
+    expect(modelEndpointOf({ engine: 'onnx', modelDir: '/m' })?.tokenizer).toEqual({
+      field: 'modelDir',
+      source: { modelDir: '/m' },
+    });
+    expect(modelEndpointOf({ engine: 'dummy', tokenizer: 'llama3_1' })?.tokenizer).toEqual({
+      field: 'tokenizer',
+      source: { preset: 'llama3_1' },
+    });
+    expect(modelEndpointOf({ engine: 'vllm', baseUrl: 'http://t/v1', model: 'm' })?.tokenizer).toBeUndefined();
+  });
+
   test('in-process and simulated models have no model list or metrics to ask', () => {
     expect(modelEndpointOf({ engine: 'onnx', modelDir: '/models/qwen3-0.6b' })).toMatchObject({
       kind: 'in-process',

@@ -1,3 +1,4 @@
+import type { ChatTokenizerSource } from '../text/load-chat-tokenizer';
 import { serverRootOf } from './openai/openai-model-config';
 
 /**
@@ -37,6 +38,12 @@ export interface ModelEndpoint {
   apiKey?: { apiKeyEnv?: string; apiKeyFile?: string };
   /** No trained model answers (scripted policy, random weights): reports and gates say so. */
   simulated: boolean;
+  /**
+   * Its tokenizer as far as the config tells without asking the server (preflight compares a
+   * distillation student's and teacher's): a fingerprint, or where to load it; `field` names the
+   * config field that said it.
+   */
+  tokenizer?: { field: string; fingerprint?: string; source?: ChatTokenizerSource };
 }
 
 /** A config as written (run configs hold unchecked ones, e.g. with `${...}` references). */
@@ -80,7 +87,14 @@ export function httpModelEndpoint(
 /** The description of a model run in this process (`source`: its directory or generated shape). */
 export function inProcessModelEndpoint(
   adapter: string,
-  fields: { model?: string; source?: string; simulated?: boolean; servesTokenIds?: boolean; scoring?: boolean },
+  fields: {
+    model?: string;
+    source?: string;
+    simulated?: boolean;
+    servesTokenIds?: boolean;
+    scoring?: boolean;
+    tokenizer?: ModelEndpoint['tokenizer'];
+  },
 ): ModelEndpoint {
   return {
     kind: fields.simulated ? 'simulated' : 'in-process',
@@ -90,6 +104,7 @@ export function inProcessModelEndpoint(
     servesTokenIds: fields.servesTokenIds ?? false,
     scoring: fields.scoring ?? false,
     simulated: fields.simulated ?? false,
+    ...(fields.tokenizer !== undefined ? { tokenizer: fields.tokenizer } : {}),
   };
 }
 

@@ -1,26 +1,45 @@
 import { scriptedAdapter } from '../simulator/policies/scripted-adapter';
-import { httpModelEndpoint, inProcessModelEndpoint } from './model-endpoint';
+import { tokenizerPresets, type ChatTokenizerSource } from '../text/load-chat-tokenizer';
+import { httpModelEndpoint, inProcessModelEndpoint, type ModelEndpoint } from './model-endpoint';
 import { registerModelAdapter, registerModelEngine, type ModelEngineEntry } from './model-registry';
 import { onnxAdapter } from './onnx/onnx-adapter';
 import { openAiAdapter } from './openai/openai-adapter';
 
 /** `engine: vllm | sglang`: a served model sampled token-exact (rl policy, distill student) or scoring (distill teacher). */
 const servedEngine = (name: 'vllm' | 'sglang'): ModelEngineEntry => ({
-  endpoint: (config) => httpModelEndpoint(name, config, { kind: name, servesTokenIds: true, scoring: true }),
+  endpoint: (config) => {
+    const endpoint = httpModelEndpoint(name, config, { kind: name, servesTokenIds: true, scoring: true });
+    const tokenizer: ModelEndpoint['tokenizer'] =
+      typeof config.tokenizerFingerprint === 'string'
+        ? { field: 'tokenizerFingerprint', fingerprint: config.tokenizerFingerprint }
+        : typeof config.tokenizer === 'object' && config.tokenizer !== null
+          ? { field: 'tokenizer', source: config.tokenizer }
+          : undefined;
+    return endpoint && tokenizer ? { ...endpoint, tokenizer } : endpoint;
+  },
 });
 const vllmEngine = servedEngine('vllm');
 const sglangEngine = servedEngine('sglang');
 
 /** `engine: dummy`: a random-weight decoder generated in-process (demo and tests). */
 const dummyEngine: ModelEngineEntry = {
-  endpoint: (config) =>
-    inProcessModelEndpoint('dummy', {
+  endpoint: (config) => {
+    // `tokenizer`: a preset name or a directory with tokenizer files (names without a slash that are not presets are refused by the stage).
+    const name = typeof config.tokenizer === 'string' ? config.tokenizer : 'qwen3';
+    const source: ChatTokenizerSource | undefined = Object.hasOwn(tokenizerPresets, name)
+      ? { preset: name as keyof typeof tokenizerPresets }
+      : name.includes('/')
+        ? { modelDir: name }
+        : undefined;
+    return inProcessModelEndpoint('dummy', {
       ...(typeof config.modelId === 'string' ? { model: config.modelId } : {}),
-      source: `dummy(${typeof config.tokenizer === 'string' ? config.tokenizer : 'qwen3'})`,
+      source: `tokenizer ${name}`,
       simulated: true,
       servesTokenIds: true,
       scoring: true,
-    }),
+      ...(source ? { tokenizer: { field: 'tokenizer', source } } : {}),
+    });
+  },
 };
 
 /**

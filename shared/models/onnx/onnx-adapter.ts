@@ -57,7 +57,9 @@ export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
   // Also describes `engine: onnx` configs (distill student and teacher): the same model directory, sampled and scored by token ids.
   endpoint: (config) =>
     inProcessModelEndpoint('onnx', {
-      ...(typeof config.modelDir === 'string' ? { source: config.modelDir } : {}),
+      ...(typeof config.modelDir === 'string'
+        ? { source: config.modelDir, tokenizer: { field: 'modelDir', source: { modelDir: config.modelDir } } }
+        : {}),
       ...(typeof config.modelId === 'string' ? { model: config.modelId } : {}),
       simulated: config.dummy !== undefined,
       servesTokenIds: true,
