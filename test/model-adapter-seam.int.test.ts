@@ -113,14 +113,16 @@ describe('a model adapter registered by its registry entry alone', () => {
     ]);
   });
 
-  it("gets replay's metrics scrape: the report carries the server's spec-decode counters, and the adapter's own request field went out", async () => {
+  it("gets replay's metrics scrape and no retries: the report carries the server's spec-decode counters and the failed call, and the adapter's own request field went out", async () => {
     const inputs = [(await writeJsonl(store, 'sessions.jsonl.gz', syntheticSessions({ count: 4, toolMs: 1 }))).uri];
     const requestsBefore = server.requests.length;
+    // Replay turns retries off for a target whose adapter takes maxRetries: this call fails and is counted.
+    server.injectFault({ kind: 'status', status: 503, message: 'slots busy' }, 1);
     await runStageLocally(
       replayStage,
       {
         inputs,
-        target: { adapter: 'llamacpp', baseUrl: server.baseUrl, model: 'qwen3-0.6b-q8', maxRetries: 0 },
+        target: { adapter: 'llamacpp', baseUrl: server.baseUrl, model: 'qwen3-0.6b-q8' },
         load: { kind: 'closed', concurrency: 2 },
       },
       {
@@ -132,13 +134,17 @@ describe('a model adapter registered by its registry entry alone', () => {
       },
     );
     const report = JSON.parse((await store.getBuffer('report.json')).toString('utf8')) as ReplayReport;
-    expect(report.counts).toMatchObject({ sessions: 4, sessionsFailed: 0, callsFailed: 0 });
+    expect(report.counts).toMatchObject({ sessions: 4, sessionsFailed: 1, callsFailed: 1 });
+    expect(report.failures).toEqual([
+      { code: 'MODEL_UNAVAILABLE', count: 1, example: expect.stringContaining('slots busy') },
+    ]);
     expect(report.specDecode.available).toBe(true);
     expect(report.specDecode.drafts).toBeGreaterThan(0);
     expect(report.target.server?.specDecodeMetrics?.length).toBeGreaterThan(0);
     const sent = server.requests.slice(requestsBefore);
     const chats = sent.filter((request) => request.path === '/v1/chat/completions');
     expect(chats).toHaveLength(report.counts.calls);
+    expect(chats.length).toBeGreaterThan(0);
     expect(chats.every((request) => (request.body as { cache_prompt?: unknown }).cache_prompt === true)).toBe(true);
   });
 });

@@ -21,7 +21,7 @@ import { BadInputError, TransientError } from '../../shared/errors';
 import { hashValue } from '../../shared/hash/hash';
 import type { ModelClient } from '../../shared/models/model-client';
 import { modelErrorCodes } from '../../shared/models/model-errors';
-import { createModelClient, modelEndpointOf } from '../../shared/models/model-registry';
+import { createModelClient, modelConfigProblems, modelEndpointOf } from '../../shared/models/model-registry';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
@@ -128,12 +128,15 @@ export function scheduleSessions(
 
 /**
  * The model config the replay builds its client from: without its own fields, and with no retries
- * on openai targets unless the config asks for them (a retried call would report its last
- * attempt's latency and hide the failed ones; vLLM's benchmark never retries).
+ * on HTTP targets whose adapter takes `maxRetries` (`openai` and adapters built on its settings)
+ * unless the config asks for them (a retried call would report its last attempt's latency and
+ * hide the failed ones; vLLM's benchmark never retries).
  */
 export function replayModelConfig(target: ReplayInput['target']): Record<string, unknown> & { adapter: string } {
   const model = modelConfigOf(target);
-  return model.adapter === 'openai' && model.maxRetries === undefined ? { ...model, maxRetries: 0 } : model;
+  if (model.maxRetries !== undefined || modelEndpointOf(model)?.baseUrl === undefined) return model;
+  const withoutRetries = { ...model, maxRetries: 0 };
+  return modelConfigProblems(withoutRetries).length === 0 ? withoutRetries : model;
 }
 
 /**
