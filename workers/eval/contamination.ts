@@ -6,7 +6,6 @@ import { readJsonlLineBytes } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
 import { firstInvalidUtf8Byte } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
-import type { EvalItem } from './eval-items';
 import type { SuiteItem } from './suites/eval-suite';
 import { evalSuiteOf } from './suites/registry';
 
@@ -407,56 +406,5 @@ export function findTaskOverlaps(items: readonly SuiteItem[], footprint: Trainin
   return overlaps;
 }
 
-/** Stages whose records are trained on through a shard (its `heldOut.families` keeps a family out of them). */
-const shardedStages = new Set(['collect', 'augment', 'shard', 'training data']);
-
-/** A held-out family a training stage applied: how many of that stage's variants used it. */
-export interface TrainedFamily {
-  stage: string;
-  family: string;
-  variants: number;
-}
-
-/**
- * Held-out operator families that training variants applied, per stage. A family every shard of
- * the footprint held out of its train split (`heldOut.families`) was not trained on through the
- * shard, whatever the augment outputs behind it hold; rl trains on its own episodes, so a family
- * its variants applied counts whatever a shard holds out.
- */
-export function trainedHeldOutFamilies(heldOut: readonly string[], footprint: TrainingFootprint): TrainedFamily[] {
-  const counts = new Map<string, TrainedFamily>();
-  for (const [hash, families] of footprint.variantFamilies)
-    for (const stage of footprint.variantStages.get(hash) ?? ['training data'])
-      for (const family of families) {
-        if (!heldOut.includes(family)) continue;
-        if (shardedStages.has(stage) && footprint.shardHeldOutFamilies?.has(family)) continue;
-        const key = `${stage}/${family}`;
-        const entry = counts.get(key) ?? { stage, family, variants: 0 };
-        entry.variants += 1;
-        counts.set(key, entry);
-      }
-  return [...counts.values()].sort((left, right) =>
-    left.stage === right.stage ? left.family.localeCompare(right.family) : left.stage.localeCompare(right.stage),
-  );
-}
-
-/** Held-out operator items whose variant training used (the same hash in a training stage's records). */
-export function trainedHeldOutVariants(
-  items: readonly SuiteItem[],
-  footprint: TrainingFootprint,
-): Array<{ itemId: string; hash: string; stages: string[] }> {
-  const found: Array<{ itemId: string; hash: string; stages: string[] }> = [];
-  for (const entry of items) {
-    // Held-out operators are harness_variant_qa's (its items carry the variant they play).
-    const item = entry as EvalItem;
-    if (item.suite !== 'harness_variant_qa' || item.harness.kind !== 'variant' || !item.harness.heldOutOperator)
-      continue;
-    if (!footprint.variantHashes.has(item.harness.hash)) continue;
-    found.push({
-      itemId: item.id,
-      hash: item.harness.hash,
-      stages: [...(footprint.variantStages.get(item.harness.hash) ?? ['training data'])].sort(),
-    });
-  }
-  return found;
-}
+// Held-out operators (harness_variant_qa's): what training applied of the families it holds out.
+export { trainedHeldOutFamilies, trainedHeldOutVariants, type TrainedFamily } from './suites/held-out-operators';

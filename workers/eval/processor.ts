@@ -30,8 +30,6 @@ import {
   NgramIndex,
   readTrainingFootprint,
   textItemsOf,
-  trainedHeldOutFamilies,
-  trainedHeldOutVariants,
   type Overlap,
   type TrainedFamily,
   type TrainingFootprint,
@@ -51,7 +49,7 @@ import { defaultJudgeRubric, rubricHash } from './judge';
 import { cacheLocationOf, defaultResponseCachePrefix, type CacheCounts } from './response-cache';
 import { simulatedEndpointReason } from './item-failures';
 import { LM_EVAL_RESULTS_SCHEMA_VERSION, lmEvalResultsOf } from './lm-eval-results';
-import { evalSuiteNames, evalSuites } from './suites/registry';
+import { evalSuiteNames, evalSuiteOf, evalSuites } from './suites/registry';
 
 const planObject = 'plan.json';
 const scoresObject = 'scores.json';
@@ -135,14 +133,11 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
   deps.progress({ message: 'reading training manifests' });
   const footprint = await readTrainingFootprint(input.trainingManifests.map(asArtifactUri), deps.openObject, index);
   deps.progress({ message: 'building eval items' });
-  const heldOut = input.suites.harness_variant_qa?.heldOutFamilies ?? [];
-  const trainedFamilies = trainedHeldOutFamilies(heldOut, footprint);
-  if (trainedFamilies.length > 0 && !input.allowOverlap)
-    throw new BadInputError(
-      'EVAL_HELD_OUT_TRAINED',
-      `suites.harness_variant_qa.heldOutFamilies: training used ${trainedFamilies.map((entry) => `${entry.family} in ${entry.variants} variant(s) of stage ${entry.stage}`).join(', ')} (records of trainingManifests); ` +
-        'hold the family out of augment and rl (families: { <family>: 0 }) or out of the shard (heldOut: { families: [...] }), name another family, or set allowOverlap: true to report it as a flagged figure',
-    );
+  const configs = input.suites as Record<string, unknown>;
+  // Held-out checks against what training saw (harness_variant_qa's operators): refused unless allowOverlap.
+  const trainedFamilies = evalSuites()
+    .filter((suite) => configs[suite.name] !== undefined)
+    .flatMap((suite) => suite.trainedHeldOutFamilies?.(configs[suite.name], footprint, input.allowOverlap) ?? []);
   const episodeSuites = await buildSuiteItems(
     withSuites(input, (suite) => suite.usesTrainingFootprint),
     canonical,
@@ -154,17 +149,9 @@ export async function planEval(input: EvalInput, deps: StageDeps): Promise<EvalP
     (left, right) => order.indexOf(left.suite) - order.indexOf(right.suite),
   );
   const allItems = built.flatMap((suite) => suite.items);
-  const trainedVariants = trainedHeldOutVariants(allItems, footprint);
-  if (trainedVariants.length > 0 && !input.allowOverlap)
-    throw new BadInputError(
-      'EVAL_HELD_OUT_TRAINED',
-      `suites.harness_variant_qa: ${trainedVariants.length} held-out operator variant(s) appear in training data: ${trainedVariants
-        .slice(0, 5)
-        .map((entry) => `${entry.itemId} (variant ${entry.hash.slice(0, 12)}, stage ${entry.stages.join(', ')})`)
-        .join(
-          ', ',
-        )}; draw other variants (suites.harness_variant_qa.seed) or set allowOverlap: true to report them as a flagged figure`,
-    );
+  const trainedVariants = built.flatMap(
+    (suite) => evalSuiteOf(suite.suite).trainedHeldOutItems?.(suite.items, footprint, input.allowOverlap) ?? [],
+  );
   const overlapping: Overlap[] =
     input.trainingManifests.length > 0 ? [...findTaskOverlaps(allItems, footprint), ...(index?.overlaps() ?? [])] : [];
   if (overlapping.length > 0 && !input.allowOverlap) {

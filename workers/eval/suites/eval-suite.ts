@@ -4,7 +4,7 @@ import type { Harness } from '../../../shared/harness/harness-types';
 import type { ModelClient } from '../../../shared/models/model-client';
 import type { Task } from '../../../shared/simulator/tasks/task-schema';
 import type { Interval } from '../bootstrap-interval';
-import type { TrainingFootprint } from '../contamination';
+import type { TrainedFamily, TrainingFootprint } from '../contamination';
 import type { EvalInput, EvalPartInput } from '../eval-contract';
 import type { EvalResult } from '../eval-part';
 import type { EvalScores } from '../eval-scores';
@@ -123,6 +123,23 @@ export interface EvalSuite<Name extends string, Schema extends z.ZodType, Item e
     item: Item,
     context: { canonical: PreparedHarness | undefined; openObject: StageDeps['openObject'] },
   ): Promise<PreparedHarness | undefined>;
+  /**
+   * What training applied of what this suite holds out (harness_variant_qa: held-out operator
+   * families), once the training manifests are read and before footprint-dependent items are
+   * built. Refuses with `[EVAL_HELD_OUT_TRAINED]` unless `allowOverlap`; else returns it as a
+   * flagged figure (scores.json `contamination.heldOutTrained.families`).
+   */
+  trainedHeldOutFamilies?(
+    config: z.output<Schema>,
+    footprint: TrainingFootprint,
+    allowOverlap: boolean,
+  ): TrainedFamily[];
+  /** Its built items training played although held out (the same refusal or flagged figure, `.variants`). */
+  trainedHeldOutItems?(
+    items: Item[],
+    footprint: TrainingFootprint,
+    allowOverlap: boolean,
+  ): Array<{ itemId: string; hash: string; stages: string[] }>;
   /** Extra guidance for the judge (a custom item's rubric). */
   judgeRubric?(item: Item): string | undefined;
   /** Every check an item carries, failed (an item whose request failed stays in every denominator). */

@@ -10,6 +10,7 @@ import { bootstrapMean, bootstrapStatistic, mean, type Interval } from '../boots
 import type { EvalResult } from '../eval-part';
 import { fixed, intervalTable } from '../report-cells';
 import { defineEvalSuite } from './eval-suite';
+import { trainedHeldOutFamilies, trainedHeldOutVariants } from './held-out-operators';
 import {
   group,
   meanStderr,
@@ -180,6 +181,32 @@ export const harnessVariantQaSuite = defineEvalSuite({
   promptText: (item) => item.task.turns.map((turn) => turn.message).join('\n'),
   simulatorTask: (item) => item.task,
   failedChecks: () => [],
+
+  trainedHeldOutFamilies(config, footprint, allowOverlap) {
+    const trained = trainedHeldOutFamilies(config.heldOutFamilies, footprint);
+    if (trained.length > 0 && !allowOverlap)
+      throw new BadInputError(
+        'EVAL_HELD_OUT_TRAINED',
+        `suites.harness_variant_qa.heldOutFamilies: training used ${trained.map((entry) => `${entry.family} in ${entry.variants} variant(s) of stage ${entry.stage}`).join(', ')} (records of trainingManifests); ` +
+          'hold the family out of augment and rl (families: { <family>: 0 }) or out of the shard (heldOut: { families: [...] }), name another family, or set allowOverlap: true to report it as a flagged figure',
+      );
+    return trained;
+  },
+
+  trainedHeldOutItems(items, footprint, allowOverlap) {
+    const trained = trainedHeldOutVariants(items, footprint);
+    if (trained.length > 0 && !allowOverlap)
+      throw new BadInputError(
+        'EVAL_HELD_OUT_TRAINED',
+        `suites.harness_variant_qa: ${trained.length} held-out operator variant(s) appear in training data: ${trained
+          .slice(0, 5)
+          .map((entry) => `${entry.itemId} (variant ${entry.hash.slice(0, 12)}, stage ${entry.stages.join(', ')})`)
+          .join(
+            ', ',
+          )}; draw other variants (suites.harness_variant_qa.seed) or set allowOverlap: true to report them as a flagged figure`,
+      );
+    return trained;
+  },
 
   async prepareHarness(item, { canonical, openObject }) {
     if (item.harness.kind === 'canonical') return canonical;
