@@ -109,7 +109,7 @@ export const replayInputSchema = z
     sweep: sweepSchema.optional(),
     /** Objectives and goodput thresholds. Default: viewer turn P50 <= 3.407 s, P95 <= 8.114 s (turn_response_from_intended_ms). */
     slo: sloSchema.prefault({}),
-    /** Prometheus endpoint read before and after (spec-decode counters); false to skip. Default `<server root>/metrics` for openai targets. */
+    /** Prometheus endpoint read before and after (spec-decode counters); false to skip. Default: where the target's adapter says its server has them (`<server root>/metrics` for openai and other HTTP adapters; none in-process). */
     metricsUrl: z.union([z.url({ protocol: /^https?$/ }), z.literal(false)]).optional(),
     /** Forced history: cap each call's output at the recorded completion tokens (`recorded`) or leave the model default. Default recorded. */
     maxTokens: z.enum(['recorded', 'model-default']).default('recorded'),
