@@ -40,7 +40,7 @@ const llamaCppAdapter: ModelAdapterFactory<LlamaCppConfig> = {
   create: ({ cachePrompt, ...config }, dependencies) =>
     new OpenAiChatClient(
       { ...config, adapter: 'openai', extraBody: { cache_prompt: cachePrompt, ...config.extraBody } },
-      dependencies,
+      { ...dependencies, provider: 'llamacpp' },
     ),
   endpoint: (config) => httpModelEndpoint('llamacpp', config),
 };
@@ -138,6 +138,7 @@ describe('a model adapter registered by its registry entry alone', () => {
     expect(report.failures).toEqual([
       { code: 'MODEL_UNAVAILABLE', count: 1, example: expect.stringContaining('slots busy') },
     ]);
+    expect(report.target.provider).toBe('llamacpp');
     expect(report.specDecode.available).toBe(true);
     expect(report.specDecode.drafts).toBeGreaterThan(0);
     expect(report.target.server?.specDecodeMetrics?.length).toBeGreaterThan(0);

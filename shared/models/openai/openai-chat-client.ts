@@ -12,11 +12,14 @@ import { normalizeHookMessages } from '../../text/hook-messages';
 import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './chat-completion-attempt';
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
-/** What the openai client uses of the registry's dependencies. */
+/**
+ * What the openai client uses of the registry's dependencies, and the adapter name it reports as
+ * `provider` (another HTTP adapter built on this client gives its own). Default `openai`.
+ */
 export type OpenAiClientDependencies = Pick<
   ModelClientDependencies,
   'logger' | 'clock' | 'random' | 'environment' | 'configPath'
->;
+> & { provider?: string };
 
 /** Rough prompt size for the token-rate bucket before the server reports usage. */
 const bytesPerToken = 4;
@@ -29,7 +32,7 @@ const bytesPerToken = 4;
  */
 export class OpenAiChatClient implements ModelClient {
   readonly specificationVersion = 'v1' as const;
-  readonly provider = 'openai';
+  readonly provider: string;
   readonly modelId: string;
   readonly sampling: SamplingSettings;
   readonly #apiKey: ApiKey;
@@ -48,6 +51,7 @@ export class OpenAiChatClient implements ModelClient {
 
   constructor(config: OpenAiModelConfig, dependencies: OpenAiClientDependencies = {}) {
     this.#config = config;
+    this.provider = dependencies.provider ?? 'openai';
     this.modelId = config.model;
     this.sampling = config.sampling;
     this.#apiKey = loadApiKey(config, dependencies.environment, dependencies.configPath);
