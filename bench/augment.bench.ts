@@ -27,7 +27,7 @@ import { augmentChecks } from '../shared/harness/hsa/augment-trajectory';
 import { droppedTotal, type AugmentStats } from '../workers/augment/augment-stats';
 import { augmentStage } from '../workers/augment/processor';
 import { collectStage } from '../workers/collect/processor';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
 import { checkBenchFlags } from './bench-flags';
 

@@ -32,7 +32,7 @@ import type { CollectOutput } from '../workers/collect/collect-contract';
 import { collectStage } from '../workers/collect/processor';
 import { taskFirstTurn } from '../workers/distill/task-prompts';
 import { bareHttpCall, percentile, runMode, type Call, type ModeResult } from './openai-client.bench';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();

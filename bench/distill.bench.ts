@@ -24,7 +24,7 @@ import type { TokenScoreRequest, TokenScorer } from '../shared/models/scoring/to
 import { VllmTokenScorer } from '../shared/models/scoring/vllm-prompt-logprobs';
 import { createOnnxPromptScorer } from '../shared/models/testing/onnx-prompt-scorer';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

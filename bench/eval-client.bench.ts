@@ -27,7 +27,7 @@ import { silentLogger } from '../shared/log/logger';
 import { OpenAiTestServer, type StreamTiming } from '../shared/models/testing/openai-test-server';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { evalStage } from '../workers/eval/processor';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 

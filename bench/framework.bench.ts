@@ -27,7 +27,7 @@ import { createRedisConnection, deleteKeysMatching } from '../queues/bullmq/redi
 import { createStageJobRuntime, createStoreCache } from '../queues/bullmq/stage-runtime';
 import { createStageWorker } from '../queues/bullmq/worker-factory';
 import { noopStage } from '../workers/examples/noop/processor';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

@@ -49,7 +49,7 @@ import { watchRun, type RunStatus } from '../queues/runs/run-control';
 import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { deleteKeysMatching } from '../queues/bullmq/redis-connection';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { readJsonl } from '../shared/artifacts/jsonl-reader';
 import { loadHarness } from '../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../shared/harness/sample-harness';

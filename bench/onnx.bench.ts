@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import * as ort from 'onnxruntime-node';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

@@ -19,7 +19,7 @@ import http from 'node:http';
 import type { ChatRequest } from '../shared/models/model-client';
 import { createModelClient } from '../shared/models/model-registry';
 import { OpenAiTestServer } from '../shared/models/testing/openai-test-server';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
 
 registerModelAdapters();

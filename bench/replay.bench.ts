@@ -43,7 +43,7 @@ import { forcedHistoryDriver } from '../workers/replay/session-driver';
 import { startReplayServerProcess } from '../workers/replay/testing/replay-test-server-process';
 import { syntheticSessions } from '../workers/replay/testing/synthetic-sessions';
 import { bareHttpCall, type Call } from './openai-client.bench';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();

@@ -21,7 +21,7 @@ import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { silentLogger } from '../shared/log/logger';
 import { rlStage } from '../workers/rl/processor';
 import type { RlOutput } from '../workers/rl/rl-contract';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { startServeServer } from '../serve/serve-server';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

@@ -27,7 +27,7 @@ import {
 import { stopTokenIdsOf } from '../shared/models/token-exact/token-exact-episode';
 import type { SampleRequest, TokenSampler } from '../shared/models/token-exact/token-sampler';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { checkBenchFlags } from './bench-flags';
 
 registerModelAdapters();

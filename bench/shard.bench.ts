@@ -41,7 +41,7 @@ import type { Trajectory } from '../shared/trajectory/trajectory';
 import { fillUpperBound, packBestFitDecreasing } from '../workers/shard/pack-sequences';
 import { shardStage } from '../workers/shard/processor';
 import type { ShardOutput } from '../workers/shard/shard-contract';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

@@ -27,7 +27,7 @@ import { verifyEpisode } from '../shared/simulator/verifier/verify-episode';
 import { generateWorld } from '../shared/simulator/world/generate-world';
 import { createWorld, type World } from '../shared/simulator/world/world';
 import type { ChatMessage, ToolCall } from '../shared/trajectory/messages';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 import { median } from '../shared/metrics/percentile';
 import { checkBenchFlags } from './bench-flags';
 

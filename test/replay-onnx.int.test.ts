@@ -8,7 +8,7 @@ import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { writeJsonl } from '../shared/artifacts/jsonl-writer';
 import { silentLogger } from '../shared/log/logger';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from '../workers/register-model-adapters';
 
 registerModelAdapters();
 import type { ReplayReport } from '../workers/replay/replay-report';

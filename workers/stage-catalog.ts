@@ -1,6 +1,6 @@
 import type { AnyStage } from '../queues/stage-kit/define-stage';
 import { registerStage } from '../queues/stage-kit/stage-registry';
-import { registerModelAdapters } from '../shared/models/register-model-adapters';
+import { registerModelAdapters } from './register-model-adapters';
 import { augmentStage } from './augment/processor';
 import { collectStage } from './collect/processor';
 import { distillStage } from './distill/processor';

@@ -3,7 +3,11 @@
 // import the layer rules forbid. Run by `make test` (and so by CI); `--table` prints the full listing.
 //
 // Layers, lowest first (a file may import its own layer and the ones listed as allowed):
-//   shared            shared/                      -> (nothing of ours)
+//   shared:<sub>      shared/                      -> (nothing of ours outside shared/); inside it
+//                     sub-layers, lowest first, each importing only its own and lower ones:
+//                     platform (errors, config, hash, random, log, metrics, report, artifacts,
+//                     the files at shared/'s top) -> trajectory -> text -> harness -> models ->
+//                     simulator -> eval
 //   serve             serve/                       -> shared                       (`hat serve`, used by the CLI)
 //   stage-kit         queues/stage-kit/            -> shared
 //   stage:<name>      workers/<stage>/             -> shared, stage-kit            (never another stage)
@@ -13,16 +17,23 @@
 //   wiring            workers/*.ts                 -> everything above except cli
 //   cli               cli/                         -> everything except bench and test (serve included)
 // Tests (*.test.ts, test/) and bench/ may import anything; nothing may import them.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 
-const root = resolve(dirname(new URL(import.meta.url).pathname), '..', '..');
+const rootFlag = process.argv.indexOf('--root');
+const root =
+  rootFlag > 0 ? resolve(process.argv[rootFlag + 1]) : resolve(dirname(new URL(import.meta.url).pathname), '..', '..');
+const sharedOrder = ['platform', 'trajectory', 'text', 'harness', 'models', 'simulator', 'eval'];
+const platform = new Set(['errors', 'config', 'hash', 'random', 'log', 'metrics', 'report', 'artifacts']);
 const runStages = new Set(['run', 'gate']);
 
 /** The layer of a repository-relative path, or undefined for files outside the checked folders. */
 function layerOf(path) {
   const parts = path.split('/');
-  if (parts[0] === 'shared') return 'shared';
+  if (parts[0] === 'shared') {
+    const sub = parts.length === 2 || platform.has(parts[1]) ? 'platform' : parts[1];
+    return `shared:${sharedOrder.includes(sub) ? sub : 'unlisted'}`;
+  }
   if (parts[0] === 'serve') return 'serve';
   if (parts[0] === 'queues') return ['stage-kit', 'bullmq', 'runs'].includes(parts[1]) ? parts[1] : 'queues-root';
   if (parts[0] === 'workers') {
@@ -52,6 +63,10 @@ const kindOf = (layer) => layer.split(':')[0];
 function isAllowed(fromLayer, toLayer, isTest) {
   if (fromLayer === toLayer) return true;
   if (isTest || fromLayer === 'bench' || fromLayer === 'test') return toLayer !== 'queues-root';
+  if (kindOf(fromLayer) === 'shared' && kindOf(toLayer) === 'shared') {
+    const [from, to] = [fromLayer, toLayer].map((layer) => sharedOrder.indexOf(layer.split(':')[1]));
+    return from >= 0 && to >= 0 && to <= from;
+  }
   if (toLayer === 'bench' || toLayer === 'test' || toLayer === 'queues-root') return false;
   const rule = allowed[kindOf(fromLayer)];
   return rule !== undefined && rule.includes(kindOf(toLayer));
@@ -71,6 +86,7 @@ const specifierPattern =
 const counts = new Map();
 const violations = [];
 for (const top of ['shared', 'serve', 'queues', 'workers', 'cli', 'bench', 'test']) {
+  if (!existsSync(join(root, top))) continue;
   for (const file of sourceFiles(join(root, top))) {
     const from = relative(root, file);
     const fromLayer = layerOf(from);
@@ -97,7 +113,9 @@ if (process.argv.includes('--table')) {
 if (violations.length > 0) {
   console.error(`layer-imports: ${violations.length} forbidden import(s):`);
   for (const v of violations) console.error(`  ${v}`);
-  console.error('Move the helper both sides need down a layer (shared/ for code several stages use).');
+  console.error(
+    'Move the helper both sides need down a layer (shared/ for code several stages use; inside shared/, the lower sub-layer).',
+  );
   process.exit(1);
 }
 console.log(`layer-imports: no forbidden imports (${[...counts.values()].reduce((a, b) => a + b, 0)} imports checked)`);

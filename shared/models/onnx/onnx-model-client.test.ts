@@ -6,7 +6,7 @@ import { createModelClient } from '../model-registry';
 import type { ChatMessage } from '../../trajectory/messages';
 import { makeDummyDecoder } from './dummy-decoder';
 import { OnnxModelClient } from './onnx-model-client';
-import { registerModelAdapters } from '../register-model-adapters';
+import { registerModelAdapters } from '../../../workers/register-model-adapters';
 
 registerModelAdapters();
 

@@ -1,9 +1,9 @@
-import { scriptedAdapter } from '../simulator/policies/scripted-adapter';
-import { tokenizerPresets, type ChatTokenizerSource } from '../text/load-chat-tokenizer';
-import { httpModelEndpoint, inProcessModelEndpoint, type ModelEndpoint } from './model-endpoint';
-import { registerModelAdapter, registerModelEngine, type ModelEngineEntry } from './model-registry';
-import { onnxAdapter } from './onnx/onnx-adapter';
-import { openAiAdapter } from './openai/openai-adapter';
+import { scriptedAdapter } from '../shared/simulator/policies/scripted-adapter';
+import { tokenizerPresets, type ChatTokenizerSource } from '../shared/text/load-chat-tokenizer';
+import { httpModelEndpoint, inProcessModelEndpoint, type ModelEndpoint } from '../shared/models/model-endpoint';
+import { registerModelAdapter, registerModelEngine, type ModelEngineEntry } from '../shared/models/model-registry';
+import { onnxAdapter } from '../shared/models/onnx/onnx-adapter';
+import { openAiAdapter } from '../shared/models/openai/openai-adapter';
 
 /** `engine: vllm | sglang`: a served model sampled token-exact (rl policy, distill student) or scoring (distill teacher). */
 const servedEngine = (name: 'vllm' | 'sglang'): ModelEngineEntry => ({
