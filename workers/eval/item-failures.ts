@@ -1,5 +1,5 @@
 import { loadApiKey } from '../../shared/models/api-key';
-import { serverRootOf } from '../../shared/models/openai/openai-model-config';
+import { modelEndpointOf } from '../../shared/models/model-registry';
 import type { SuiteItem } from './suites/eval-suite';
 import { evalSuiteOf } from './suites/registry';
 
@@ -27,16 +27,12 @@ export async function simulatedEndpointReason(
   config: Record<string, unknown>,
   options: { environment?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
 ): Promise<string | undefined> {
-  if (config.adapter !== 'openai' || typeof config.baseUrl !== 'string') return undefined;
+  // Any HTTP adapter that lists its models says so there (the endpoint description names where).
+  const endpoint = modelEndpointOf(config);
+  if (endpoint?.modelsUrl === undefined) return undefined;
   try {
-    const key = loadApiKey(
-      {
-        apiKeyEnv: config.apiKeyEnv as string | undefined,
-        apiKeyFile: config.apiKeyFile as string | undefined,
-      },
-      options.environment ?? process.env,
-    ).authorizationHeader();
-    const response = await fetch(`${serverRootOf(config.baseUrl)}/v1/models`, {
+    const key = loadApiKey(endpoint.apiKey ?? {}, options.environment ?? process.env).authorizationHeader();
+    const response = await fetch(endpoint.modelsUrl, {
       headers: { accept: 'application/json', ...(key ? { authorization: key } : {}) },
       signal: AbortSignal.timeout(options.timeoutMs ?? 3000),
     });
@@ -46,7 +42,7 @@ export async function simulatedEndpointReason(
     if (entries.some((entry) => entry.owned_by === testServerOwner))
       return 'LOCAL TEST SERVER: scripted answers, not a model';
     const served =
-      entries.find((entry) => entry.id === config.model) ?? (entries.length === 1 ? entries[0] : undefined);
+      entries.find((entry) => entry.id === endpoint.model) ?? (entries.length === 1 ? entries[0] : undefined);
     if (served?.hat_dummy_weights === true) return 'DUMMY-WEIGHT MODEL: hat serve of random weights';
     return undefined;
   } catch {

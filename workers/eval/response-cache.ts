@@ -2,6 +2,7 @@ import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { hashValue } from '../../shared/hash/hash';
 import { withChat, type ChatRequest, type ChatResponse, type ModelClient } from '../../shared/models/model-client';
+import { modelEndpointOf } from '../../shared/models/model-registry';
 import type { EvalInput, EvalModel } from './eval-contract';
 
 /**
@@ -64,15 +65,14 @@ export function endpointIdentityOf(
   model: EvalModel['model'],
   checkpoint: string | undefined,
 ): Record<string, unknown> | undefined {
-  if (model.adapter !== 'openai') return undefined;
+  // Served over HTTP (any adapter describing an OpenAI-compatible server); in-process models are not cached.
+  const endpoint = modelEndpointOf(model);
+  if (endpoint?.kind !== 'openai-compatible' || endpoint.root === undefined) return undefined;
   const config = model as Record<string, unknown>;
-  const baseUrl = String(config.baseUrl ?? '')
-    .replace(/\/+$/, '')
-    .replace(/\/v1$/, '');
   return {
-    adapter: 'openai',
+    adapter: endpoint.adapter,
     model: config.model,
-    ...(checkpoint !== undefined ? { checkpoint } : { baseUrl }),
+    ...(checkpoint !== undefined ? { checkpoint } : { baseUrl: endpoint.root }),
     sampling: config.sampling ?? {},
     extraBody: config.extraBody ?? {},
     hookMessages: config.hookMessages ?? 'system-messages',
