@@ -1,4 +1,9 @@
-import type { GenerateOptions, GenerateRequest, GenerationResult, OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
+import type {
+  GenerateOptions,
+  GenerateRequest,
+  GenerationResult,
+  OnnxDecoder,
+} from '../shared/models/onnx/onnx-decoder';
 import { GenerationScheduler, type BatchSettings } from './generation-scheduler';
 
 /**
