@@ -152,4 +152,38 @@ describe('eval: failed items count', () => {
     const allowed = await gate('gate-allowed', { allowSimulated: true, maxErrorRate: 0.1 });
     expect(allowed).toMatchObject({ decision: 'promote', promoted: true });
   }, 120_000);
+
+  it('every item of the model failed: the stage fails (exit 1, EVAL_MODEL_UNAVAILABLE, retried later) instead of printing done, and writes no manifest', async () => {
+    directory = await mkdtemp(join(tmpdir(), 'hat-eval-no-answers-'));
+    server = await OpenAiTestServer.start({
+      models: ['down'],
+      responder: () => ({ fault: { kind: 'status', status: 503, message: 'overloaded' } }),
+    });
+    const configFile = join(directory, 'eval.json');
+    await writeFile(
+      configFile,
+      JSON.stringify({
+        models: [
+          { label: 'down', model: { adapter: 'openai', baseUrl: server.baseUrl, model: 'down', maxRetries: 0 } },
+        ],
+        suites: { ifeval: { size: 3 } },
+        bootstrapSamples: 100,
+      }),
+    );
+    const out = join(directory, 'eval');
+    const result = await runHatInProcess(
+      { ...process.env, HAT_LOG_LEVEL: 'silent' },
+      'stage',
+      'eval',
+      '--config',
+      configFile,
+      '--out',
+      pathToFileURL(out).href,
+    );
+    expect([result.code, result.stderr]).toEqual([
+      1,
+      expect.stringMatching(/\[EVAL_MODEL_UNAVAILABLE\] 3 of 3 items of model down on ifeval failed/),
+    ]);
+    await expect(readFile(join(out, 'manifest.json'), 'utf8')).rejects.toThrow(/ENOENT/);
+  }, 120_000);
 });
