@@ -1,22 +1,7 @@
 import Redis from 'ioredis';
-import { createLogger } from '../shared/log/logger';
+import { captureLogger as capture, caught } from '../shared/log/testing/log-capture';
 
 /** The logger against a real Redis: an ioredis reply error carries the command, Buffers included. */
-
-function capture() {
-  const lines: string[] = [];
-  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } });
-  return { logger, lines, parsed: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>) };
-}
-
-async function caught(action: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await action();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected the action to fail');
-}
 
 describe('logger', () => {
   it('logs an ioredis reply error whose command carries a Buffer (pino redaction threw on it)', async () => {

@@ -2,14 +2,7 @@ import { createServer } from 'node:net';
 import { S3Client, GetObjectCommand } from '@aws-sdk/client-s3';
 import Redis from 'ioredis';
 import { fetch as undiciFetch } from 'undici';
-import { createLogger } from './logger';
-
-/** A logger writing into an array, and the lines it wrote parsed back. */
-function capture() {
-  const lines: string[] = [];
-  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(line) } });
-  return { logger, lines, parsed: () => lines.map((line) => JSON.parse(line) as Record<string, unknown>) };
-}
+import { captureLogger as capture, caught } from './testing/log-capture';
 
 /** A local TCP port with nothing listening on it. */
 async function closedPort(): Promise<number> {
@@ -18,15 +11,6 @@ async function closedPort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise((resolve) => server.close(resolve));
   return port;
-}
-
-async function caught(action: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await action();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected the action to fail');
 }
 
 describe('logger', () => {
