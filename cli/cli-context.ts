@@ -1,4 +1,5 @@
 import { loadEnv, type HatEnv } from '../shared/config/env';
+import { redactUrlCredentials } from '../shared/config/url-credentials';
 import { createLogger, type Logger } from '../shared/log/logger';
 
 /** What every command gets: env parsed once on first use, a logger, and output streams. */
@@ -23,11 +24,17 @@ export class CliContext {
     return this.cachedLogger;
   }
 
+  /**
+   * A line of command output, URL secrets redacted: a record written before they were refused (a
+   * promotion pointer, a run status) must not show them. Artifact bytes (`hat artifacts cat`) go
+   * to `stdout` as they are.
+   */
   print(line = ''): void {
-    this.stdout.write(`${line}\n`);
+    this.stdout.write(`${redactUrlCredentials(line)}\n`);
   }
 
+  /** A JSON document on stdout, URL secrets redacted (the redaction keeps the JSON well formed). */
   printJson(value: unknown): void {
-    this.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    this.stdout.write(`${redactUrlCredentials(JSON.stringify(value, null, 2))}\n`);
   }
 }

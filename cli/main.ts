@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { CliContext } from './cli-context';
+import { refuseCommandLineCredentials } from './command-line-credentials';
 import { commandModules } from './commands';
 import { redisFullError } from '../queues/bullmq/redis-full';
 import { redactUrlCredentials } from '../shared/config/url-credentials';
@@ -16,7 +17,9 @@ export function buildProgram(context: CliContext): Command {
     .configureOutput({
       writeOut: (text) => context.stdout.write(text),
       writeErr: (text) => context.stderr.write(text),
-    });
+    })
+    // Runs before every command's action, subcommands included.
+    .hook('preAction', (_program, command) => refuseCommandLineCredentials(command));
   for (const register of commandModules) register(program, context);
   return program;
 }

@@ -128,7 +128,9 @@ describe('trainer handoff', () => {
       'ckpt-1',
     );
     expect(keyed.code).toBe(2);
-    expect(keyed.stderr).toMatch(/endpoint: holds credentials in the URL \(the query parameter "api_key"\)/);
+    expect(keyed.stderr).toMatch(
+      /\[URI_CREDENTIALS\] --endpoint "[^"]*\?api_key=\[redacted\]" holds credentials in the URL \(the query parameter "api_key"\)/,
+    );
     expect(keyed.stderr).not.toContain('SECRET123');
     expect(await kit.store.head('runs/handoff-ok/train/checkpoint.json')).toBeUndefined();
 

@@ -4,9 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
+import type { Job } from 'bullmq';
 import type { Command } from 'commander';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { HatEnv } from '../../shared/config/env';
+import { redactUrlCredentials, redactUrlCredentialsIn } from '../../shared/config/url-credentials';
 import { validateObjectKey } from '../../shared/artifacts/object-key';
 import { BadInputError, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
@@ -51,6 +53,33 @@ export interface Dashboard {
 }
 
 /**
+ * bull-board's BullMQ adapter showing every job with URL secrets redacted: data, result, failure
+ * reason, stack trace and log lines. Nothing new reaches Redis with one (every edge refuses them),
+ * but a job written before must not show its key to whoever opens the board.
+ */
+class RedactingQueueAdapter extends BullMQAdapter {
+  override async getJob(id: string): Promise<Job | undefined> {
+    const job = await super.getJob(id);
+    return job && shownRedacted(job);
+  }
+
+  override async getJobs(...range: Parameters<BullMQAdapter['getJobs']>): Promise<Job[]> {
+    return (await super.getJobs(...range)).map((job) => job && shownRedacted(job));
+  }
+
+  override async getJobLogs(id: string): Promise<string[]> {
+    return (await super.getJobLogs(id)).map(redactUrlCredentials);
+  }
+}
+
+/** The job, whose JSON form (all bull-board reads to show it) is redacted; its actions stay its own. */
+function shownRedacted(job: Job): Job {
+  const toJSON = job.toJSON.bind(job);
+  // Not enumerable: BullMQ's toJSON copies the job's own enumerable fields.
+  return Object.defineProperty(job, 'toJSON', { value: () => redactUrlCredentialsIn(toJSON()) });
+}
+
+/**
  * The queue dashboard (bull-board) over every stage queue and `runs`, behind a bearer token.
  * A request passes with `Authorization: Bearer <token>`, or with the session cookie set after
  * opening any page once with `?token=<token>` (then redirected to the same page without it, so
@@ -91,7 +120,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     createBullBoard({
       queues: queues.map(
         (name) =>
-          new BullMQAdapter(context.queue(name), {
+          new RedactingQueueAdapter(context.queue(name), {
             readOnlyMode: options.readOnly ?? false,
             allowRetries: !(options.readOnly ?? false),
           }),

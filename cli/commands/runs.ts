@@ -9,7 +9,7 @@ import {
 } from '../../queues/runs/run-control';
 import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { figureLines } from '../../queues/stage-kit/stage-summary';
-import { redactUrlCredentials } from '../../shared/config/url-credentials';
+import { redactUrlCredentialsIn } from '../../shared/config/url-credentials';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
 import { runOutputLines, writtenRunOutputs, type WrittenRunOutputs } from '../run-progress';
@@ -87,7 +87,7 @@ export const registerRunsCommand: RegisterCommand = (program: Command, context: 
     .action(async (runId: string, options: { json?: boolean }) => {
       await withQueues(context, async (queues) => {
         // A run recorded before URIs with credentials were refused may still hold them.
-        const status = JSON.parse(redactUrlCredentials(JSON.stringify(await getRunStatus(queues, runId)))) as RunStatus;
+        const status = redactUrlCredentialsIn(await getRunStatus(queues, runId));
         const stores = createStoreCache(context.env);
         const written = await writtenRunOutputs(status, stores.openObject).finally(() => stores.close());
         if (options.json) context.printJson({ ...status, written });

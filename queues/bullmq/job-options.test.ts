@@ -1,5 +1,5 @@
 import { TransientError } from '../../shared/errors';
-import { backoffDelay, backoffType, checkJobDataSize, hatBackoffStrategy, maxBackoffMs } from './job-options';
+import { backoffDelay, backoffType, checkJobData, hatBackoffStrategy, maxBackoffMs } from './job-options';
 
 describe('backoff', () => {
   it('doubles per attempt with jitter between half and the full delay, capped', () => {
@@ -28,12 +28,32 @@ describe('backoff', () => {
   });
 });
 
-describe('checkJobDataSize', () => {
-  it('passes data within the limit and names stage, job and size otherwise', () => {
-    expect(() => checkJobDataSize({ uri: 's3://b/k' }, 100, { stage: 'collect' })).not.toThrow();
+describe('checkJobData', () => {
+  it('refuses job data holding a URL with credentials anywhere, naming the field, never the key', () => {
+    const data = {
+      runId: 'r1',
+      artifactsRoot: 's3://hat/runs',
+      config: { models: [{ model: { baseUrl: 'http://h:8000/v1?api_key=sk-live-1' } }] },
+    };
+    let message = '';
+    try {
+      checkJobData(data, 10_000, { stage: 'eval', jobId: 'r1.eval' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(
+      /^\[URI_CREDENTIALS\] job data for stage "eval" \(job r1\.eval\): config\.models\.0\.model\.baseUrl holds credentials in the URL \(the query parameter "api_key"\)/,
+    );
+    expect(message).toContain('keys belong in the environment');
+    expect(message).not.toContain('sk-live-1');
     expect(() =>
-      checkJobDataSize({ payload: 'x'.repeat(200) }, 100, { stage: 'collect', jobId: 'r.collect.1' }),
-    ).toThrow(
+      checkJobData({ artifactsRoot: 's3://AKIA:wJal/rXUt@hat/runs' }, 10_000, { label: 'the run job' }),
+    ).toThrow(/^\[URI_CREDENTIALS\] job data for the run job: artifactsRoot holds credentials/);
+  });
+
+  it('passes data within the limit and names stage, job and size otherwise', () => {
+    expect(() => checkJobData({ uri: 's3://b/k' }, 100, { stage: 'collect' })).not.toThrow();
+    expect(() => checkJobData({ payload: 'x'.repeat(200) }, 100, { stage: 'collect', jobId: 'r.collect.1' })).toThrow(
       /^\[JOB_DATA_TOO_LARGE\] job data for stage "collect" \(job r\.collect\.1\) is 214 bytes, over the limit of 100 bytes/,
     );
   });

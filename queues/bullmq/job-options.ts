@@ -1,4 +1,5 @@
 import type { BackoffStrategy, JobsOptions, KeepJobs, MinimalJob } from 'bullmq';
+import { findUrlCredentials } from '../../shared/config/url-credentials';
 import { BadInputError } from '../../shared/errors';
 import { backoffDelay, defaultAttempts, defaultBackoffMs } from '../stage-kit/retry-policy';
 
@@ -76,22 +77,31 @@ export function jsonBytes(value: unknown): number {
 }
 
 /**
- * Refuses job data over the limit before it reaches Redis: jobs carry artifact URIs and small
- * parameters, never payloads.
+ * Refuses job data before it reaches Redis when it is over the limit (jobs carry artifact URIs and
+ * small parameters, never payloads) or holds a URL with credentials anywhere (Redis keeps job data,
+ * the dashboard shows it: keys come from the environment). Every edge refuses such URLs already;
+ * this catches one that came another way, such as a promotion pointer written before.
  */
-export function checkJobDataSize(
+export function checkJobData(
   data: unknown,
   limit: number,
   what: { stage?: string; label?: string; jobId?: string },
 ): void {
+  const subject = () => `${what.label ?? `stage "${what.stage}"`}${what.jobId ? ` (job ${what.jobId})` : ''}`;
   const bytes = jsonBytes(data);
   if (bytes > limit) {
-    const subject = what.label ?? `stage "${what.stage}"`;
     throw new BadInputError(
       'JOB_DATA_TOO_LARGE',
-      `job data for ${subject}${what.jobId ? ` (job ${what.jobId})` : ''} is ${bytes} bytes, over the limit of ${limit} bytes (HAT_JOB_DATA_LIMIT); ` +
+      `job data for ${subject()} is ${bytes} bytes, over the limit of ${limit} bytes (HAT_JOB_DATA_LIMIT); ` +
         'put large inputs in the artifact store and pass their URIs',
       { details: { stage: what.stage, bytes, limit } },
     );
   }
+  const [credentials] = findUrlCredentials(data);
+  if (credentials)
+    throw new BadInputError(
+      'URI_CREDENTIALS',
+      `job data for ${subject()}: ${credentials.path.join('.') || 'the value'} ${credentials.message}`,
+      { details: { stage: what.stage, field: credentials.path.join('.') } },
+    );
 }

@@ -34,7 +34,7 @@ import {
 } from './job-data';
 import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
-import { checkJobDataSize, stageJobOptions } from './job-options';
+import { checkJobData, stageJobOptions } from './job-options';
 import { JobCancel, type JobCancels } from './job-cancels';
 import {
   buildStageDeps,
@@ -442,7 +442,7 @@ async function addParts(
     };
     // The stage's name in the run, not its kind: two instances of one kind never share part ids.
     const jobId = partJobId(data.runId, data.stage, part.index, part.inputHash);
-    checkJobDataSize(partData, runtime.jobDataLimit, { stage: stage.name, jobId });
+    checkJobData(partData, runtime.jobDataLimit, { stage: stage.name, jobId });
     return { name: 'part', data: partData, opts: { ...options, jobId } };
   });
   if (specs.length > 0) await runtime.addParts(stage.name, specs);

@@ -3,7 +3,7 @@ import { BadInputError } from '../../shared/errors';
 import type { StageQueueDefaults } from '../stage-kit/define-stage';
 import type { StageJobData } from '../bullmq/job-data';
 import type { RunJobData } from './run-job-data';
-import { checkJobDataSize, runJobOptions, stageJobOptions } from '../bullmq/job-options';
+import { checkJobData, runJobOptions, stageJobOptions } from '../bullmq/job-options';
 import { runsQueueName } from '../stage-kit/stage-names';
 import type { QueueContext } from '../bullmq/queue-context';
 import type { PlannedStage, RunPlan } from './run-config';
@@ -189,7 +189,7 @@ export function buildStageForest(
       upstream: childrenOf(name).map((child) => child.name),
       step: 'plan',
     };
-    checkJobDataSize(data, context.jobDataLimit, { stage: stage.name, jobId: stage.jobId });
+    checkJobData(data, context.jobDataLimit, { stage: stage.name, jobId: stage.jobId });
     const opts: JobsOptions = {
       ...stageJobOptions(defaults(kind), context.jobDataLimit),
       jobId: stage.jobId,
@@ -228,7 +228,7 @@ export function buildRunFlow(plan: RunPlan, options: RunFlowOptions): FlowJob {
     extra,
   );
   const data = runJobData(plan);
-  checkJobDataSize(data, options.jobDataLimit, { label: 'the run job', jobId: plan.runId });
+  checkJobData(data, options.jobDataLimit, { label: 'the run job', jobId: plan.runId });
   return {
     name: 'run',
     queueName: runsQueueName,

@@ -3,7 +3,7 @@ import type { HatEnv } from '../../shared/config/env';
 import { BadInputError } from '../../shared/errors';
 import type { KickoffJobData } from './run-job-data';
 import { compactUtc } from '../stage-kit/job-ids';
-import { checkJobDataSize, runJobOptions } from '../bullmq/job-options';
+import { checkJobData, runJobOptions } from '../bullmq/job-options';
 import type { QueueContext } from '../bullmq/queue-context';
 import { planRun, type ProblemLocator } from './run-config';
 
@@ -94,7 +94,7 @@ export async function setSchedule(
     config: spec.config,
     ...(spec.configFile ? { configFile: spec.configFile } : {}),
   };
-  checkJobDataSize(data, context.env.HAT_JOB_DATA_LIMIT, { label: `schedule "${spec.name}"` });
+  checkJobData(data, context.env.HAT_JOB_DATA_LIMIT, { label: `schedule "${spec.name}"` });
   const { sizeLimit: _sizeLimit, ...options } = runJobOptions(context.env.HAT_JOB_DATA_LIMIT);
   try {
     await context.runsQueue.upsertJobScheduler(

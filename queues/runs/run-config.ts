@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../../shared/config/env';
-import { describeUrlCredentials, findUrlCredentials } from '../../shared/config/url-credentials';
+import { credentialsProblem, describeUrlCredentials, findUrlCredentials } from '../../shared/config/url-credentials';
 import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../../shared/harness/source-document';
@@ -309,7 +309,7 @@ class RunPlanner {
       if (settingName !== 'artifacts')
         this.problems.add({
           path: settingName,
-          message: `holds credentials in the URI (${credentials}); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY`,
+          message: credentialsProblem(credentials),
         });
     } else if (!rootSetting) {
       this.problem(

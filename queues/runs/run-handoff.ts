@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { httpEndpointUrl } from '../../shared/models/openai/openai-model-config';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
 import { assertJobId } from '../stage-kit/job-ids';
-import { checkJobDataSize, runJobOptions } from '../bullmq/job-options';
+import { checkJobData, runJobOptions } from '../bullmq/job-options';
 import { runsQueueName } from '../stage-kit/stage-names';
 import type { RunPlan } from './run-config';
 
@@ -602,7 +602,7 @@ export function handoffFlowJob(
     ...data,
     upstream: children.map((child) => (child.data as { stage?: string }).stage ?? child.name),
   };
-  checkJobDataSize(withUpstream, jobDataLimit, { label: `the trainer handoff ${data.name}`, jobId });
+  checkJobData(withUpstream, jobDataLimit, { label: `the trainer handoff ${data.name}`, jobId });
   // Waiting is a delayed job, not a failed attempt; the attempts cover store and Redis faults.
   const opts = {
     ...runJobOptions(jobDataLimit),

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import { fileUriToPath } from '../../shared/artifacts/artifact-uri';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
+import { hasUrlCredentials } from '../../shared/config/url-credentials';
 import { HatError, ValidationError, type Problem } from '../../shared/errors';
 import { loadHarness } from '../../shared/harness/load-harness';
 import type { PathSegment } from '../../shared/harness/source-document';
@@ -83,7 +84,12 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
     if (value === null || typeof value !== 'object') return;
     const record = value as Record<string, unknown>;
     const endpoint = modelEndpointOf(record);
-    if (endpoint?.modelsUrl !== undefined && !JSON.stringify(record).includes('${')) {
+    // A URL with credentials is refused by validation and never sent: a request would carry the key.
+    if (
+      endpoint?.modelsUrl !== undefined &&
+      !JSON.stringify(record).includes('${') &&
+      !hasUrlCredentials(endpoint.modelsUrl)
+    ) {
       const id = JSON.stringify([
         endpoint.modelsUrl,
         endpoint.model,

@@ -1,6 +1,6 @@
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { describeUrlCredentials, redactUrlCredentials } from '../config/url-credentials';
+import { redactUrlCredentials, refuseUrlCredentials } from '../config/url-credentials';
 import { BadInputError } from '../errors';
 
 /** An artifact location split into its parts. */
@@ -26,23 +26,10 @@ function badUri(uri: string, reason: string): never {
   );
 }
 
-/**
- * Refuses a URI holding credentials (userinfo, a secret query parameter such as a presigned
- * `X-Amz-Signature`) without repeating them: they would travel into Redis job data, logs and
- * reports. `where` names the setting (`--artifacts`, `HAT_ARTIFACTS`, a config field).
- */
-export function refuseUriCredentials(uri: string, where = 'artifact URI'): void {
-  const found = describeUrlCredentials(uri);
-  if (!found) return;
-  throw new BadInputError(
-    'URI_CREDENTIALS',
-    `${where} ${JSON.stringify(redactUrlCredentials(uri))} holds credentials (${found}); remove them: S3 keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or the AWS profile), model keys from apiKeyEnv or apiKeyFile, never from a URI`,
-  );
-}
-
 /** Parses `s3://bucket/key` or `file:///abs/path`; throws BadInputError `BAD_ARTIFACT_URI` otherwise. */
 export function parseArtifactUri(uri: string): ArtifactLocation {
-  refuseUriCredentials(uri);
+  // Credentials would travel into Redis job data, logs and reports.
+  refuseUrlCredentials(uri, 'artifact URI');
   if (uri.startsWith('s3://')) {
     const rest = uri.slice('s3://'.length);
     const slash = rest.indexOf('/');
@@ -60,13 +47,14 @@ export function parseArtifactUri(uri: string): ArtifactLocation {
  * slip, `file://tmp/x` (two slashes: "tmp" is read as a host name), gets the three-slash form.
  */
 export function fileUriToPath(uri: string): string {
-  refuseUriCredentials(uri);
+  // Credentials would travel into Redis job data, logs and reports.
+  refuseUrlCredentials(uri, 'artifact URI');
   const host = /^file:\/\/([^/]*)/.exec(uri)?.[1];
   if (host !== undefined && host !== '' && host !== 'localhost') {
-    const suggested = `file:///${uri.slice('file://'.length)}`;
+    const suggested = redactUrlCredentials(`file:///${uri.slice('file://'.length)}`);
     throw new BadInputError(
       'BAD_ARTIFACT_URI',
-      `artifact URI ${JSON.stringify(uri)} names the host ${JSON.stringify(host)} (two slashes after "file:"); a local path takes three: ${suggested} (use s3://bucket/prefix or file:///absolute/path)`,
+      `artifact URI ${JSON.stringify(redactUrlCredentials(uri))} names the host ${JSON.stringify(host)} (two slashes after "file:"); a local path takes three: ${suggested} (use s3://bucket/prefix or file:///absolute/path)`,
     );
   }
   let path: string;

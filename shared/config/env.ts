@@ -1,9 +1,15 @@
 import { z } from 'zod';
 import { ProblemCollector } from '../errors';
-import { hasUrlCredentials } from './url-credentials';
+import { credentialsProblem, describeUrlCredentials } from './url-credentials';
 import { zodProblems } from './zod-problems';
 
 const positiveInt = z.coerce.number().int().positive();
+
+/** A setting holding a URL with credentials is refused without repeating them. */
+function refuseCredentials(value: string, context: z.RefinementCtx): void {
+  const found = describeUrlCredentials(value);
+  if (found) context.addIssue({ code: 'custom', message: credentialsProblem(found) });
+}
 
 /**
  * The process environment, parsed once at the edge (CLI start, worker start). An explicit CLI
@@ -35,20 +41,10 @@ export const envSchema = z.object({
   HAT_ARTIFACTS: z
     .string()
     .regex(/^(s3|file):\/\//, 'must start with s3:// or file://')
-    .refine(
-      (value) => !hasUrlCredentials(value),
-      'holds credentials in the URI (userinfo or a secret query parameter); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY',
-    )
+    .superRefine(refuseCredentials)
     .optional(),
   /** S3 endpoint for S3-compatible servers (MinIO, s3rver, Ceph); unset for AWS. */
-  S3_ENDPOINT: z
-    .string()
-    .url()
-    .refine(
-      (value) => !hasUrlCredentials(value),
-      'holds credentials in the URL (userinfo or a secret query parameter); remove them and give S3 keys with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY',
-    )
-    .optional(),
+  S3_ENDPOINT: z.string().url().superRefine(refuseCredentials).optional(),
   S3_REGION: z.string().min(1).default('us-east-1'),
   /** Path-style addressing; defaults to true when S3_ENDPOINT is set. */
   S3_FORCE_PATH_STYLE: z.enum(['true', 'false']).optional(),

@@ -47,3 +47,69 @@ describe('URL credentials', () => {
     );
   });
 });
+
+describe('URL credentials an operator pastes (issue #37)', () => {
+  const awsSecret = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+
+  it('finds and redacts a userinfo secret that holds "/" or "@" (AWS secret keys hold "/" and "+")', () => {
+    for (const uri of [
+      `s3://AKIAIOSFODNN7EXAMPLE:${awsSecret}@bucket/x`,
+      `s3://AKIAIOSFODNN7EXAMPLE:7/${awsSecret}@bucket/x`,
+      `http://user:${awsSecret}@127.0.0.1:8000/v1`,
+      'https://user:p@ss@host/v1',
+    ]) {
+      expect([uri, describeUrlCredentials(uri)]).toEqual([uri, 'userinfo (user:password@)']);
+      const redacted = redactUrlCredentials(`failed: ${uri} (retrying)`);
+      expect(redacted).not.toMatch(/wJalr|p@ss|AKIA/);
+      expect(redacted).toMatch(/^failed: [a-z0-9]+:\/\/\[redacted\]@(bucket|127\.0\.0\.1|host)/);
+    }
+  });
+
+  it('keeps "@" and ":" that are not userinfo', () => {
+    for (const text of [
+      'http://127.0.0.1:8000/v1/models/team@org',
+      's3://bucket/runs/a:b@c.json',
+      '{"a":"http://host","b":"ops@example.com"}',
+      'http://[::1]:8000/v1 and ops@example.com',
+    ]) {
+      expect([text, hasUrlCredentials(text)]).toEqual([text, false]);
+      expect(redactUrlCredentials(text)).toBe(text);
+    }
+  });
+
+  it.each([
+    ['s3://bucket/x?X-Goog-Signature=abc123', 'X-Goog-Signature'],
+    ['s3://bucket/x?X-Goog-Credential=abc123', 'X-Goog-Credential'],
+    ['s3://bucket/x?AWSAccessKeyId=AKIA1&Expires=1', 'AWSAccessKeyId'],
+    ['https://h/v1?refresh_token=abc123', 'refresh_token'],
+    ['https://h/v1?client_secret=abc123', 'client_secret'],
+    ['https://h/v1?x-api-key=abc123', 'x-api-key'],
+    ['https://h/v1?apiKey=abc123', 'apiKey'],
+    ['https://h/v1?sessionToken=abc123', 'sessionToken'],
+    ['https://acct.blob.example/c?sv=2024&sig=abc123', 'sig'],
+    ['https://h/cb#access_token=abc123', 'access_token'],
+    ['file:/tmp/out?token=abc123', 'token'],
+  ])('refuses %s (the parameter %s) and redacts its value', (uri, name) => {
+    expect(describeUrlCredentials(uri)).toBe(`the query parameter ${JSON.stringify(name)}`);
+    expect(redactUrlCredentials(`GET ${uri} failed`)).toBe(
+      `GET ${uri.replace(/=(abc123|AKIA1)/, '=[redacted]')} failed`,
+    );
+  });
+
+  it('leaves parameters that only look alike', () => {
+    for (const uri of [
+      'http://h/v1?max_tokens=16&keyword=a&tokenizer=qwen3',
+      'http://h/v1?monkey=1&keys=2&passage=3',
+      'http://h/v1?token=',
+    ]) {
+      expect([uri, hasUrlCredentials(uri)]).toEqual([uri, false]);
+      expect(redactUrlCredentials(uri)).toBe(uri);
+    }
+  });
+
+  it('redacts a secret in an HTML-escaped address', () => {
+    expect(redactUrlCredentials('<a href="https://h/r?a=1&amp;token=abc123">')).toBe(
+      '<a href="https://h/r?a=1&amp;token=[redacted]">',
+    );
+  });
+});

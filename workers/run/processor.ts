@@ -18,6 +18,7 @@ import { UnrecoverableError, WaitingChildrenError, type FlowJob, type Job } from
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import type { HatEnv } from '../../shared/config/env';
+import { redactUrlCredentialsIn } from '../../shared/config/url-credentials';
 import { HatError, ProblemCollector, errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import { codeVersion } from '../../shared/version';
@@ -195,7 +196,8 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
         : 'failed';
   const finishedAt = runtime.clock.now();
   const layout = runLayout(data.artifactsRoot, data.runId);
-  const base = {
+  // The report and manifest show no URL secret, whatever a stage's error text or summary quoted.
+  const base = redactUrlCredentialsIn({
     schemaVersion: RUN_MANIFEST_SCHEMA_VERSION,
     runId: data.runId,
     status,
@@ -211,7 +213,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     ...(data.resolvedInputs ? { resolvedInputs: data.resolvedInputs } : {}),
     ...(handoffs.length > 0 ? { handoffs } : {}),
     ...(gate ? { gate } : {}),
-  } as const;
+  } as const);
   const report = buildRunReport(base);
   const reportKeys = runReportKeys(data.runId);
   const jsonInfo = await store.put(reportKeys.json, `${JSON.stringify(report, null, 2)}\n`, {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { describeUrlCredentials } from '../../config/url-credentials';
+import { credentialsProblem, describeUrlCredentials } from '../../config/url-credentials';
 
 /** Sampling defaults of a model config; a request's own values win. */
 export const samplingSettingsSchema = z
@@ -21,11 +21,7 @@ export function httpEndpointUrl(example: string) {
     .refine(isHttpUrl, `must be an http:// or https:// URL, e.g. ${example}`)
     .superRefine((value, context) => {
       const found = describeUrlCredentials(value);
-      if (found)
-        context.addIssue({
-          code: 'custom',
-          message: `holds credentials in the URL (${found}); remove them and give the key with apiKeyEnv or apiKeyFile`,
-        });
+      if (found) context.addIssue({ code: 'custom', message: credentialsProblem(found) });
     });
 }
 
