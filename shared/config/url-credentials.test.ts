@@ -107,6 +107,21 @@ describe('URL credentials an operator pastes (issue #37)', () => {
     }
   });
 
+  it('redacts credential headers quoted in raw HTTP text, raw or inside a JSON string', () => {
+    const request = 'GET /v1 HTTP/1.1\r\nAuthorization: Bearer sk-live-1\r\nx-api-key: k-2\r\nHost: h\r\n';
+    expect(redactUrlCredentials(request)).toBe(
+      'GET /v1 HTTP/1.1\r\nAuthorization: [redacted]\r\nx-api-key: [redacted]\r\nHost: h\r\n',
+    );
+    expect(redactUrlCredentials(JSON.stringify({ _header: request }))).toBe(
+      JSON.stringify({
+        _header: 'GET /v1 HTTP/1.1\r\nAuthorization: [redacted]\r\nx-api-key: [redacted]\r\nHost: h\r\n',
+      }),
+    );
+    expect(redactUrlCredentials('{"authorization":"[redacted]","cookie":"a=1"}')).toBe(
+      '{"authorization":"[redacted]","cookie":"a=1"}',
+    );
+  });
+
   it('redacts a secret in an HTML-escaped address', () => {
     expect(redactUrlCredentials('<a href="https://h/r?a=1&amp;token=abc123">')).toBe(
       '<a href="https://h/r?a=1&amp;token=[redacted]">',

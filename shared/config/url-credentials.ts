@@ -77,9 +77,17 @@ const parameterPattern = new RegExp(String.raw`([?&#;])([A-Za-z0-9_.-]+)=([^&#;$
 const urlPattern = new RegExp(String.raw`\b(?:[a-z][a-z0-9+.-]{0,31}:\/\/|file:)[^${urlEnd}]*`, 'gi');
 
 /**
- * The text with every URL's userinfo and every secret parameter value replaced by `[redacted]`.
- * The one redaction for log lines, error texts, Redis payloads, CLI output and reports. It never
- * crosses a quote, so a JSON or HTML text stays well formed.
+ * A credential header in raw HTTP text (`authorization: Bearer sk-…` in a request's `_header`, which
+ * a logged response object carries), at the start of a line (after a JSON-escaped `\n` too); the
+ * value runs to the end of its line.
+ */
+const credentialHeaderPattern =
+  /(?:(?<=\\[rnt])|(?<![\w-]))((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key|x-amz-security-token|cookie|set-cookie)([ \t]*:[ \t]*)[^\r\n"\\]+/gi;
+
+/**
+ * The text with every URL's userinfo, every secret parameter value and every credential header's
+ * value replaced by `[redacted]`. The one redaction for log lines, error texts, Redis payloads, CLI
+ * output and reports. It never crosses a quote, so a JSON or HTML text stays well formed.
  */
 export function redactUrlCredentials(text: string): string {
   let redacted = text.includes('@') ? text.replace(userinfoPattern, '$1[redacted]@') : text;
@@ -87,7 +95,7 @@ export function redactUrlCredentials(text: string): string {
     redacted = redacted.replace(parameterPattern, (whole, separator: string, name: string) =>
       isSecretParameterName(name) ? `${separator}${name}=[redacted]` : whole,
     );
-  return redacted;
+  return redacted.includes(':') ? redacted.replace(credentialHeaderPattern, '$1$2[redacted]') : redacted;
 }
 
 /**
