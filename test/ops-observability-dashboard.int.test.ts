@@ -76,6 +76,34 @@ describe('hat dashboard', () => {
     }
   });
 
+  it('tells the browser to load nothing from another host: every response carries a policy allowing only its own origin', async () => {
+    dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
+    const html = await (await fetch(dashboard.url, { headers: bearer })).text();
+    const script = /<script[^>]+src="(static\/js\/main\.[0-9a-f]+\.js)"/.exec(html)?.[1];
+    expect(script).toBeDefined();
+    const responses = await Promise.all([
+      fetch(dashboard.url, { headers: bearer }),
+      fetch(new URL(script as string, dashboard.url), { headers: bearer }),
+      fetch(`${dashboard.url}api/queues`, { headers: bearer }),
+      fetch(`${dashboard.url}runs/no-such-run/run-report.html`, { headers: bearer }),
+      fetch(dashboard.url),
+    ]);
+    for (const response of responses) {
+      const policy = response.headers.get('content-security-policy') ?? '';
+      const directives = new Map(
+        policy
+          .split(';')
+          .map((directive) => directive.trim().split(/\s+/))
+          .filter((words) => words[0] !== '')
+          .map(([name, ...sources]) => [name, sources]),
+      );
+      expect([response.url, directives.get('default-src')?.[0]]).toEqual([response.url, "'self'"]);
+      // Sources are keywords and schemes of the page itself, never a host.
+      const sources = [...directives.values()].flat();
+      expect(sources.filter((source) => !/^('[a-z-]+'|data:|blob:)$/.test(source))).toEqual([]);
+    }
+  });
+
   it('trades ?token= for a session cookie once, then drops the token from the address', async () => {
     dashboard = await startDashboard({ env: kit.env, port: 0, host: '127.0.0.1', token });
     const login = await fetch(`${dashboard.url}?token=${token}&tab=failed`, { redirect: 'manual' });

@@ -250,6 +250,8 @@ describe('hat worker --metrics-port (spawned CLI)', () => {
       .flat()
       .find((entry) => entry && entry.family === 'IPv4' && !entry.internal);
     if (outside) await expect(fetch(`http://${outside.address}:${port}/metrics`)).rejects.toThrow();
+    // Every machine has this one: 127.0.0.2 reaches a server bound to 0.0.0.0, not one bound to 127.0.0.1.
+    await expect(fetch(`http://127.0.0.2:${port}/metrics`)).rejects.toThrow();
 
     worker.child.kill('SIGTERM');
     expect((await worker.exited).code).toBe(0);

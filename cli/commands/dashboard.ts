@@ -132,6 +132,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     });
     const app = express();
     app.disable('x-powered-by');
+    app.use(sameOriginOnly);
     if (!options.insecureNoAuth) app.use(requireToken(token as string));
     app.get('/runs/:runId/{*path}', serveRunObject(context, options.env, stores));
     app.use('/', withoutOutsideRequests, serverAdapter.getRouter());
@@ -171,6 +172,19 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
  */
 const outsideResource =
   /<link\b[^>]*\bhref\s*=\s*["']?(?:https?:)?\/\/[^>]*>|<script\b[^>]*\bsrc\s*=\s*["']?(?:https?:)?\/\/[^>]*>\s*<\/script>/gi;
+
+/**
+ * What the browser may load for any page of the dashboard (the board, its API, run reports): only
+ * its own origin, inline code and data/blob URLs. It blocks every request to another host, whatever
+ * a bull-board version or a report might add, without restricting what the page does itself.
+ */
+const dashboardContentSecurityPolicy =
+  "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; base-uri 'self'; form-action 'self'";
+
+function sameOriginOnly(_request: Request, response: Response, next: NextFunction): void {
+  response.setHeader('content-security-policy', dashboardContentSecurityPolicy);
+  next();
+}
 
 /** The page's HTML without what it would load from another host. */
 export function withoutOutsideResources(html: string): string {
