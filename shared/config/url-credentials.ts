@@ -84,18 +84,21 @@ const urlPattern = new RegExp(String.raw`\b(?:[a-z][a-z0-9+.-]{0,31}:\/\/|file:)
 const credentialHeaderPattern =
   /(?:(?<=\\[rnt])|(?<![\w-]))((?:proxy-)?authorization|x-api-key|api-key|x-goog-api-key|x-amz-security-token|cookie|set-cookie)([ \t]*:[ \t]*)[^\r\n"\\]+/gi;
 
+/** A cheap test that a text may hold a credential header (the full pattern costs ten times more a line). */
+const credentialHeaderHint = /(?:authorization|api-key|cookie|security-token)[ \t]*:/i;
+
 /**
  * The text with every URL's userinfo, every secret parameter value and every credential header's
  * value replaced by `[redacted]`. The one redaction for log lines, error texts, Redis payloads, CLI
  * output and reports. It never crosses a quote, so a JSON or HTML text stays well formed.
  */
 export function redactUrlCredentials(text: string): string {
-  let redacted = text.includes('@') ? text.replace(userinfoPattern, '$1[redacted]@') : text;
+  let redacted = text.includes('@') && text.includes('://') ? text.replace(userinfoPattern, '$1[redacted]@') : text;
   if (redacted.includes('='))
     redacted = redacted.replace(parameterPattern, (whole, separator: string, name: string) =>
       isSecretParameterName(name) ? `${separator}${name}=[redacted]` : whole,
     );
-  return redacted.includes(':') ? redacted.replace(credentialHeaderPattern, '$1$2[redacted]') : redacted;
+  return credentialHeaderHint.test(redacted) ? redacted.replace(credentialHeaderPattern, '$1$2[redacted]') : redacted;
 }
 
 /**
