@@ -178,6 +178,10 @@ const registerImport = (tasks: Command, context: CliContext): void => {
               .join(', ') || 'nothing'
           }`,
         );
+        const ignored = Object.entries(report.ignoredFields)
+          .map(([path, lines]) => `${path} ${lines} line${lines === 1 ? '' : 's'}`)
+          .join(', ');
+        context.print(`  ignored fields (not in the log format, not copied into tasks): ${ignored || 'none'}`);
         printCounts(context, report.imported);
       },
     );

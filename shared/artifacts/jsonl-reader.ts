@@ -5,11 +5,14 @@ import { firstInvalidUtf8Byte } from './utf8';
 import type { z } from 'zod';
 import { BadInputError } from '../errors';
 import type { ArtifactStore } from './artifact-store';
-import { recordSchemaError } from './jsonl-writer';
+import { parseRecord } from './record-fields';
 import { largestRecordBytes, recordTooLarge } from './record-limit';
 
 export interface JsonlReadOptions<T> {
-  /** Checked against every record; the first mismatch throws BadInputError `BAD_RECORD` naming line and field. */
+  /**
+   * Checked against every record; the first mismatch throws `BAD_RECORD` naming line and field, a
+   * field the schema does not declare `UNKNOWN_FIELD` (see parseRecord).
+   */
   schema?: z.ZodType<T>;
 }
 
@@ -41,10 +44,7 @@ export function readJsonl<T = unknown>(
         `${uri}: line ${lineNumber}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
       );
     }
-    if (!options.schema) return value as T;
-    const result = options.schema.safeParse(value);
-    if (!result.success) throw recordSchemaError(uri, lineNumber, result.error, 'read');
-    return result.data;
+    return options.schema ? parseRecord(options.schema, value, uri, lineNumber) : (value as T);
   });
 }
 
