@@ -129,4 +129,12 @@ describe('readRecordRange', () => {
     }
     expect((await readRecordRange(openObject, store.uriOf('long.jsonl'), schema)).records).toHaveLength(2);
   });
+
+  it('refuses a task line over 16 MiB by default (a 17 MiB field was read and dropped)', async () => {
+    const [task] = generateTasks({ count: 1, seed: 'huge', world: { itemCount: 50 } });
+    await store.put('huge.jsonl', Buffer.from(`${JSON.stringify({ ...task, blob: 'x'.repeat(17 * 1024 * 1024) })}\n`));
+    await expect(readRecordRange(openObject, store.uriOf('huge.jsonl'), taskSchema)).rejects.toThrow(
+      `[RECORD_TOO_LARGE] ${store.uriOf('huge.jsonl')}: line 1 is longer than the largest record size, 16777216 bytes (HAT_MAX_RECORD_BYTES)`,
+    );
+  });
 });
