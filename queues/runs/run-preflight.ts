@@ -195,7 +195,7 @@ async function manifestProblem(value: string, options: PreflightOptions): Promis
  */
 function findingOf(error: unknown): string {
   const message = HatError.isInstance(error) ? error.message : String(error);
-  return message.replace(/\n\s*-\s*/g, '; ');
+  return message.replace(/:\n\s*-\s*/, ': ').replace(/\n\s*-\s*/g, '; ');
 }
 
 /**
