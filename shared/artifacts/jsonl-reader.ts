@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { pipeline, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { firstInvalidUtf8Byte } from './utf8';
+import { badEncodingError, firstInvalidUtf8Byte } from './utf8';
 import type { z } from 'zod';
 import { BadInputError } from '../errors';
 import type { ArtifactStore } from './artifact-store';
@@ -86,11 +86,7 @@ function strictLineDecoder(uri: string): (bytes: Buffer, lineNumber: number) => 
     lineStart += bytes.length + 1;
     if (!isUtf8(bytes)) {
       const at = firstInvalidUtf8Byte(bytes);
-      throw new BadInputError(
-        'BAD_ENCODING',
-        `${uri}: line ${lineNumber}: byte ${at + 1} of the line (byte offset ${offset + at} of the file) is not valid UTF-8; ` +
-          'inputs must be UTF-8: convert the file (e.g. `iconv -f GBK -t UTF-8`) rather than let bytes be replaced',
-      );
+      throw badEncodingError(uri, lineNumber, at, offset + at);
     }
     const decoded = bytes.toString('utf8');
     return decoded.endsWith('\r') ? decoded.slice(0, -1) : decoded;
