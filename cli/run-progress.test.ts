@@ -1,5 +1,6 @@
 import { PassThrough } from 'node:stream';
-import { RateTracker, createProgressView, describeStage } from './run-progress';
+import type { RunStatus } from '../queues/runs/run-control';
+import { RateTracker, createProgressView, describeRunOutcome, describeStage, unfinishedRunError } from './run-progress';
 
 describe('progress view (plain lines)', () => {
   it('prints a line per stage on state or part-count changes, and running lines with rate and ETA at most once per interval', () => {
@@ -45,5 +46,29 @@ describe('describeStage', () => {
       'collect: running, 3/10 parts, 2 parts stalled (their workers stopped; handed to another worker within the stalled interval), ? parts/s, ETA ?',
     );
     expect(describeStage(line, {})).toBe('collect: running, 3/10 parts, ? parts/s, ETA ?');
+  });
+});
+
+describe('the closing lines of a followed run (hat run --wait, hat demo)', () => {
+  const status = {
+    runId: 'r1',
+    state: 'failed',
+    reportHtmlUri: 's3://hat/runs/r1/run-report.html',
+    runManifestUri: 's3://hat/runs/r1/manifest.json',
+  } as RunStatus;
+
+  it('name the report and run manifest only where they were written', () => {
+    const none = describeRunOutcome(status, { report: false, manifest: false }).join('\n');
+    expect(none).not.toContain('s3://');
+    expect(none).toContain('report:       (not written: the run job could not write it');
+    expect(describeRunOutcome(status, { report: true, manifest: false }).join('\n')).toContain(
+      'report:       s3://hat/runs/r1/run-report.html',
+    );
+    expect(unfinishedRunError(status, { report: false, manifest: false }).message).toBe(
+      '[RUN_FAILED] run r1 failed; its run manifest was not written; `hat runs show r1` shows each stage',
+    );
+    expect(unfinishedRunError({ ...status, state: 'cancelled' }, { report: true, manifest: true }).message).toBe(
+      '[RUN_CANCELLED] run r1 cancelled; see s3://hat/runs/r1/manifest.json',
+    );
   });
 });

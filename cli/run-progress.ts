@@ -1,4 +1,5 @@
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
+import { HatError } from '../shared/errors';
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
 import type { RunStatus, StageStatus } from '../queues/runs/run-control';
 
@@ -182,10 +183,7 @@ export async function waitForRunWithProgress(
 }
 
 /** The closing lines of a finished run (stderr): outcome, report and manifest locations. */
-export function describeRunOutcome(
-  status: RunStatus,
-  written: WrittenRunOutputs = { report: true, manifest: true },
-): string[] {
+export function describeRunOutcome(status: RunStatus, written: WrittenRunOutputs): string[] {
   const lines = [
     `run ${status.runId} ${status.state}${status.durationMs !== undefined ? ` in ${(status.durationMs / 1_000).toFixed(1)} s` : ''}`,
   ];
@@ -207,6 +205,17 @@ export function runOutputLines(status: RunStatus, written: WrittenRunOutputs): s
     `  report:       ${written.report ? status.reportHtmlUri : missing}`,
     `  run manifest: ${written.manifest ? status.runManifestUri : missing}`,
   ];
+}
+
+/** The error a followed run that did not complete ends with (`hat run --wait`, `hat demo`), naming its manifest only if it exists. */
+export function unfinishedRunError(status: RunStatus, written: WrittenRunOutputs): HatError {
+  const see = written.manifest
+    ? `see ${status.runManifestUri}`
+    : `its run manifest was not written; \`hat runs show ${status.runId}\` shows each stage`;
+  return new HatError(
+    status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED',
+    `run ${status.runId} ${status.state}; ${see}`,
+  );
 }
 
 /** Which of a finished run's report and manifest exist (a store outage can leave them unwritten). */

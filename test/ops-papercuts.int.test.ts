@@ -9,6 +9,7 @@ import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { formatFigure } from '../queues/stage-kit/stage-summary';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { silentLogger } from '../shared/log/logger';
+import { generateTasks } from '../shared/simulator/tasks/generate-tasks';
 import { registerCatalogStages } from '../workers/stage-catalog';
 import { waitFor } from './support/queue-test-kit';
 import { hatMain } from './support/hat-process';
@@ -23,6 +24,19 @@ describe('CLI papercuts', () => {
   afterEach(async () => {
     await rm(directory, { recursive: true, force: true });
   });
+
+  /** `hat run <config>` with no Redis to reach: only what the preflight refuses is seen. */
+  const preflightOnly = (config: string) =>
+    runHatInProcess(
+      {
+        ...process.env,
+        HAT_LOG_LEVEL: 'silent',
+        HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+        REDIS_URL: 'redis://127.0.0.1:1',
+      },
+      'run',
+      config,
+    );
 
   it('ends quietly with 0 when the reader of its output goes away (| head)', async () => {
     const objects = join(directory, 'objects');
@@ -136,16 +150,13 @@ describe('CLI papercuts', () => {
         '',
       ].join('\n'),
     );
-    const environment = {
-      ...process.env,
-      HAT_LOG_LEVEL: 'silent',
-      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
-      REDIS_URL: 'redis://127.0.0.1:1',
-    };
-    const result = await runHatInProcess(environment, 'run', config);
+    const result = await preflightOnly(config);
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*tasks\.jsonl\.gz: not valid gzip data/);
-    expect(result.stderr).toMatch(/line 5: stages\.collect\.harness: .*get_sku_stock\.json/);
+    // Each finding keeps the code the stage would have failed with.
+    expect(result.stderr).toMatch(
+      /line 4: stages\.collect\.tasks\[0\]: \[BAD_JSONL\] .*tasks\.jsonl\.gz: not valid gzip data/,
+    );
+    expect(result.stderr).toMatch(/line 5: stages\.collect\.harness: \[[A-Z_]+\] .*get_sku_stock\.json/);
   });
 
   it('hat run refuses an empty task file (plain or gzip) in the preflight, naming the field (exit 2)', async () => {
@@ -165,17 +176,37 @@ describe('CLI papercuts', () => {
         '',
       ].join('\n'),
     );
-    const environment = {
-      ...process.env,
-      HAT_LOG_LEVEL: 'silent',
-      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
-      REDIS_URL: 'redis://127.0.0.1:1',
-    };
-    const result = await runHatInProcess(environment, 'run', config);
+    const result = await preflightOnly(config);
     expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: .*empty\.jsonl holds no tasks/);
-    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[1\]: .*empty\.jsonl\.gz holds no tasks/);
+    expect(result.stderr).toMatch(/line 4: stages\.collect\.tasks\[0\]: \[NO_TASKS\] .*empty\.jsonl holds no tasks/);
+    expect(result.stderr).toMatch(
+      /line 4: stages\.collect\.tasks\[1\]: \[NO_TASKS\] .*empty\.jsonl\.gz holds no tasks/,
+    );
     expect(result.stderr).toContain('hat tasks generate');
+  });
+
+  it('hat run refuses a local task file with a byte that is not UTF-8 or a field tasks do not have, in the preflight (exit 2)', async () => {
+    const [first, second] = generateTasks({ count: 2, seed: 'preflight', world: { itemCount: 50 } });
+    const latin1 = join(directory, 'latin1.jsonl');
+    const good = Buffer.from(`${JSON.stringify(first)}\n`);
+    const bad = Buffer.from(`${JSON.stringify(second)}\n`);
+    await writeFile(latin1, Buffer.concat([good, bad.subarray(0, 30), Buffer.from([0xe9]), bad.subarray(30)]));
+    const unknown = join(directory, 'unknown.jsonl');
+    await writeFile(unknown, `${JSON.stringify({ ...first, turn: first!.turns })}\n`);
+    const config = join(directory, 'run.yaml');
+    await writeFile(
+      config,
+      ['runId: strict-tasks', 'stages:', '  collect:', `    tasks: [${latin1}, ${unknown}]`, ''].join('\n'),
+    );
+    const result = await preflightOnly(config);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      `stages.collect.tasks[0]: [BAD_ENCODING] ${pathToFileURL(latin1).href}: line 2: byte 31 of the line (byte offset ${good.length + 30} of the file) is not valid UTF-8`,
+    );
+    expect(result.stderr).toMatch(
+      /stages\.collect\.tasks\[1\]: \[UNKNOWN_FIELD\] .*unknown\.jsonl.*line 1: turn: not a field/,
+    );
+    expect(result.stderr).not.toContain('REDIS_UNAVAILABLE');
   });
 
   it('hat run refuses a truncated manifest and one that lists a missing object in the preflight (exit 2)', async () => {
@@ -228,18 +259,14 @@ describe('CLI papercuts', () => {
         '',
       ].join('\n'),
     );
-    const environment = {
-      ...process.env,
-      HAT_LOG_LEVEL: 'silent',
-      HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
-      REDIS_URL: 'redis://127.0.0.1:1',
-    };
-    const result = await runHatInProcess(environment, 'run', config);
+    const result = await preflightOnly(config);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(
-      /stages\.augment\.trajectories\[0\]: .*manifest\.json lists 1 object\(s\) that are missing or changed size \(.*part-00001\.jsonl\); rerun the collect stage/,
+      /stages\.augment\.trajectories\[0\]: \[MANIFEST_OBJECT_MISSING\] .*manifest\.json lists 1 object\(s\) that are missing or changed size \(.*part-00001\.jsonl\); rerun the collect stage/,
     );
-    expect(result.stderr).toMatch(/stages\.augment\.trajectories\[1\]: .*truncated-manifest\.json: not valid JSON/);
+    expect(result.stderr).toMatch(
+      /stages\.augment\.trajectories\[1\]: \[BAD_MANIFEST\] .*truncated-manifest\.json: not valid JSON/,
+    );
   });
 
   it('refuses a run config or harness file that is not UTF-8 with its line and byte offset (exit 2)', async () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { runManifestSchema } from '../workers/run/run-manifest';
+import { loggerInto } from './support/captured-logger';
 import { runHatInProcess } from './support/hat-in-process';
 import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
 
@@ -62,7 +63,12 @@ describe('run reports tell the truth', () => {
 
   it('records a stage that completed before a cancel as completed in the cancelled run', async () => {
     // No noop worker: the downstream stage waits until the cancel.
-    await kit.startWorkers({ queues: ['fanout-demo', 'runs'] });
+    const lines: string[] = [];
+    const pool = await kit.startWorkers({
+      queues: ['fanout-demo', 'runs'],
+      logger: loggerInto((text) => lines.push(text), 'info'),
+      metrics: {},
+    });
     await enqueueRun(
       kit.context,
       plan({
@@ -82,6 +88,13 @@ describe('run reports tell the truth', () => {
     expect(manifest.stages.find((stage) => stage.name === 'noop')?.status).toBe('cancelled');
     // hat runs show names the stage as the manifest does.
     expect(status.stages.find((stage) => stage.name === 'noop')?.state).toBe('cancelled');
+    // So do the worker's log and metrics: the run job the cancel stopped is cancelled, not a failure.
+    const logged = () => lines.map((line) => JSON.parse(line) as { level: number; msg: string; queue?: string });
+    await waitFor(async () => logged().some((line) => line.msg === 'job cancelled: its run was cancelled'), 30_000);
+    expect(logged().filter((line) => line.level >= 50)).toEqual([]);
+    const metrics = await pool.metrics!.render();
+    expect(metrics).toContain('hat_jobs_cancelled_total{queue="runs"} 1');
+    expect(metrics).not.toContain('code="RUN_CANCELLED"');
   });
 
   it('when the run job cannot write its report, the failure has a [CODE] and the CLI prints no path that was never written', async () => {

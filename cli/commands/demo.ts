@@ -18,7 +18,13 @@ import { relativeToRun } from '../../workers/run/run-report';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import { startWorkerPool } from '../../workers/worker-pool';
 import type { CliContext } from '../cli-context';
-import { describeRunOutcome, waitForRunWithProgress } from '../run-progress';
+import {
+  describeRunOutcome,
+  unfinishedRunError,
+  waitForRunWithProgress,
+  writtenRunOutputs,
+  type WrittenRunOutputs,
+} from '../run-progress';
 import { startSimulatedTrainer } from '../simulated-trainer';
 import { projectRoot } from '../project-root';
 import { startTrainerSession } from '../trainer-session';
@@ -176,27 +182,28 @@ export const registerDemoCommand: RegisterCommand = (program: Command, context: 
           (onStatus) => watchRun(pool.context, plan.runId, { onStatus, intervalMs: 250 }),
           context.stderr,
         );
-        for (const line of describeRunOutcome(status)) context.stderr.write(`${line}\n`);
-        if (server) {
-          // The report as a local file a browser opens directly (the S3 server stops with the demo).
-          const local = resolve('.hat', 'demo', plan.runId, 'run-report.html');
-          await mkdir(dirname(local), { recursive: true });
-          const store = createArtifactStore(plan.artifactsRoot, env);
-          let copied = 0;
-          try {
+        const store = createArtifactStore(plan.artifactsRoot, env);
+        let written: WrittenRunOutputs;
+        try {
+          // Only what the run job wrote is named or copied (a store fault can leave the report unwritten).
+          written = await writtenRunOutputs(status, (uri) => ({ store, key: store.keyOf(uri) }));
+          for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
+          if (server && written.report) {
+            // The report as a local file a browser opens directly (the S3 server stops with the demo).
+            const local = resolve('.hat', 'demo', plan.runId, 'run-report.html');
+            await mkdir(dirname(local), { recursive: true });
             await writeFile(local, await store.getBuffer(runReportKeys(plan.runId).html));
-            copied = await copyStageReports(store, plan.runId, dirname(local));
-          } finally {
-            await store.close();
+            const copied = written.manifest ? await copyStageReports(store, plan.runId, dirname(local)) : 0;
+            context.stderr.write(
+              `  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`,
+            );
           }
-          context.stderr.write(
-            `  local copy:   ${local} (with ${copied} stage report${copied === 1 ? '' : 's'} beside it, linked relatively)\n`,
-          );
+        } finally {
+          await store.close();
         }
-        if (options.json) context.printJson(status);
-        else context.print(status.reportHtmlUri);
-        if (status.state !== 'completed')
-          throw new HatError('RUN_FAILED', `demo run ${plan.runId} ${status.state}; see ${status.runManifestUri}`);
+        if (options.json) context.printJson({ ...status, written });
+        else if (written.report) context.print(status.reportHtmlUri);
+        if (status.state !== 'completed') throw unfinishedRunError(status, written);
       } finally {
         await trainer?.stop();
         await pool.close();

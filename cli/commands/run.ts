@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { HatError, formatProblem } from '../../shared/errors';
+import { formatProblem } from '../../shared/errors';
 import { enqueueRun } from '../../queues/runs/flows';
 import { readConfigFile } from '../../queues/runs/run-config';
 import { watchRun } from '../../queues/runs/run-control';
@@ -8,7 +8,7 @@ import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
 import { withQueues } from '../command-support';
-import { describeRunOutcome, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
+import { describeRunOutcome, unfinishedRunError, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
 import { startTrainerSession } from '../trainer-session';
 import type { RegisterCommand } from './index';
 
@@ -118,15 +118,7 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
           for (const line of describeRunOutcome(status, written)) context.stderr.write(`${line}\n`);
           if (options.json) context.printJson({ ...status, written });
           else if (written.report) context.print(status.reportHtmlUri);
-          if (status.state !== 'completed') {
-            const see = written.manifest
-              ? `see ${status.runManifestUri}`
-              : `its run manifest was not written; \`hat runs show ${plan.runId}\` shows each stage`;
-            throw new HatError(
-              status.state === 'cancelled' ? 'RUN_CANCELLED' : 'RUN_FAILED',
-              `run ${plan.runId} ${status.state}; ${see}`,
-            );
-          }
+          if (status.state !== 'completed') throw unfinishedRunError(status, written);
         },
         options.wait ? { role: 'watcher' } : {},
       );

@@ -98,6 +98,7 @@ describe('hat tasks import', () => {
     expect(result.stderr).toContain('line 2: not valid JSON');
     expect(result.stdout).toContain('read 4 lines: 3 tasks written to');
     expect(result.stdout).toContain('redacted: phone 1');
+    expect(result.stdout).toContain('ignored fields (not in the log format, not copied into tasks): none');
     const tasks = await readTasks(out);
     expect(tasks.map((task) => task.category)).toEqual(['price', 'chit_chat', 'shipping_after_sales']);
     expect(tasks[0].turns[0].message).toBe('这个多少钱？电话[PHONE]');
@@ -115,6 +116,52 @@ describe('hat tasks import', () => {
     expect(failed.stderr).toMatch(/\[BAD_LOG_LINES\][\s\S]*line 2: not valid JSON/);
     await expect(readFile(join(scratch, 'never.jsonl.gz'))).rejects.toThrow();
     expect((await hat('tasks', 'import', logs, '--out', out, '--on-bad-line', 'maybe')).code).toBe(2);
+  });
+
+  it('names the fields of the log it did not copy into tasks (text and --json)', async () => {
+    const room = generateTasks({ count: 1, seed: 'cli-logs', world: { itemCount: 100 } })[0].room;
+    const logs = join(scratch, 'extra-fields.jsonl');
+    await writeFile(
+      logs,
+      `${JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: '这个多少钱', trace_id: 'a1' })}\n`,
+    );
+    const out = join(scratch, 'extra-fields.jsonl.gz');
+    const text = await hat('tasks', 'import', logs, '--out', out);
+    expect(text.stdout).toContain('ignored fields (not in the log format, not copied into tasks): trace_id 1 line');
+    const json = await hat('tasks', 'import', logs, '--out', out, '--json');
+    expect(JSON.parse(json.stdout).ignoredFields).toEqual({ trace_id: 1 });
+  });
+
+  it('refuses a log with a byte that is not UTF-8 ([BAD_ENCODING], file, line, byte offset) in either mode and writes nothing', async () => {
+    const room = generateTasks({ count: 1, seed: 'cli-logs', world: { itemCount: 100 } })[0].room;
+    const entry = (message: string) =>
+      JSON.stringify({ timestamp: '2025-06-18T12:00:00Z', room_id: room.roomId, room, viewer_message: message });
+    const first = Buffer.from(`${entry('这个多少钱')}\n`);
+    // A GBK-encoded message in a UTF-8 log: 0xd5 0xe2 is 这 in GBK, not UTF-8.
+    const second = Buffer.concat([Buffer.from('{"viewer_message": "'), Buffer.from([0xd5, 0xe2]), Buffer.from('"}\n')]);
+    const logs = join(scratch, 'gbk.jsonl');
+    await writeFile(logs, Buffer.concat([first, second]));
+    for (const mode of ['skip', 'fail']) {
+      const out = join(scratch, `gbk-${mode}.jsonl.gz`);
+      const result = await hat('tasks', 'import', logs, '--out', out, '--on-bad-line', mode);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(
+        `[BAD_ENCODING] file://${logs}: line 2: byte 21 of the line (byte offset ${first.length + 20} of the file) is not valid UTF-8`,
+      );
+      await expect(readFile(out)).rejects.toThrow();
+    }
+  });
+
+  it('refuses a log line longer than HAT_MAX_RECORD_BYTES, naming the file, line and setting, and writes nothing', async () => {
+    const logs = join(scratch, 'long.jsonl');
+    await writeFile(logs, `{"viewer_message": "short"}\n{"viewer_message": "${'x'.repeat(5000)}"}\n`);
+    const out = join(scratch, 'long.jsonl.gz');
+    const result = await runHatInProcess({ HAT_MAX_RECORD_BYTES: '4096' }, 'tasks', 'import', logs, '--out', out);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      `[RECORD_TOO_LARGE] file://${logs}: line 2 is longer than the largest record size, 4096 bytes (HAT_MAX_RECORD_BYTES)`,
+    );
+    await expect(readFile(out)).rejects.toThrow();
   });
 });
 

@@ -1,11 +1,10 @@
 import type { Command } from 'commander';
 import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
-import { createGunzip } from 'node:zlib';
 import type { CliContext } from '../cli-context';
 import type { RegisterCommand } from './index';
-import { openArtifactObject, writeJsonl, type JsonlWriteResult } from '../../shared/artifacts';
+import { openArtifactObject, readJsonlTextLines, writeJsonl, type JsonlWriteResult } from '../../shared/artifacts';
+import { setLargestRecordBytes } from '../../shared/artifacts/record-limit';
 import { BadInputError, formatProblem } from '../../shared/errors';
 import { loadHarness } from '../../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
@@ -64,13 +63,13 @@ async function writeTasks(context: CliContext, out: string, tasks: Task[]): Prom
   }
 }
 
+/** The log's lines, strictly UTF-8 and at most HAT_MAX_RECORD_BYTES each (see readJsonlTextLines). */
 async function* readLines(source: string, context: CliContext): AsyncGenerator<string> {
   const uri = toArtifactUri(source);
+  setLargestRecordBytes(context.env.HAT_MAX_RECORD_BYTES);
   const { store, key } = openArtifactObject(uri, uri.startsWith('s3://') ? context.env : {});
   try {
-    const raw = await store.getStream(key);
-    const stream = key.endsWith('.gz') ? raw.pipe(createGunzip()) : raw;
-    yield* createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+    for await (const line of readJsonlTextLines(store, key)) yield line.text;
   } finally {
     await store.close();
   }
@@ -179,6 +178,10 @@ const registerImport = (tasks: Command, context: CliContext): void => {
               .join(', ') || 'nothing'
           }`,
         );
+        const ignored = Object.entries(report.ignoredFields)
+          .map(([path, lines]) => `${path} ${lines} line${lines === 1 ? '' : 's'}`)
+          .join(', ');
+        context.print(`  ignored fields (not in the log format, not copied into tasks): ${ignored || 'none'}`);
         printCounts(context, report.imported);
       },
     );

@@ -1,5 +1,6 @@
 import { Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
+import { errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
 import { partIdOf } from '../stage-kit/job-ids';
@@ -137,10 +138,10 @@ export function createQueueWorker(
   worker.on('failed', (job, error) => {
     if (!job) return;
     const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
-    logger[final ? 'error' : 'warn'](
-      { ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message },
-      final ? 'job failed' : 'job attempt failed; will retry',
-    );
+    const bindings = { ...jobLogBindings(queueName, job), attempt: job.attemptsMade, final, reason: error.message };
+    // A job its run's cancel stopped is cancelled, the word hat runs show and the report use: not an error line.
+    if (errorCodeOf(error) === 'RUN_CANCELLED') logger.info(bindings, 'job cancelled: its run was cancelled');
+    else logger[final ? 'error' : 'warn'](bindings, final ? 'job failed' : 'job attempt failed; will retry');
     observer?.jobFailed(queueName, job, error, final);
   });
   worker.on('completed', (job, result) => {

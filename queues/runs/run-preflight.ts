@@ -17,6 +17,7 @@ import { isLatestSpecValue, resolveLatestInputs } from './latest-inputs';
 import { planRun, type PlanRunOptions, type RunConfigSource, type RunPlan } from './run-config';
 import { runLayout } from './run-layout';
 import { readTaskSets } from '../stage-kit/task-inputs';
+import { taskSchema } from '../../shared/simulator/tasks/task-schema';
 
 /**
  * The checks `hat run` makes before it enqueues anything, beyond what planning checks: every
@@ -109,7 +110,7 @@ export async function preflightRunConfig(config: unknown, options: PreflightOpti
       const problem =
         (await inputProblem(value, options)) ??
         (await manifestProblem(value, options)) ??
-        (await localContentProblem(value, path, options));
+        (await contentProblem(value, path, options));
       if (problem) result.problems.push({ path, message: problem });
     }),
     ...[...endpoints.values()].map(async ({ endpoint: server, path }) => {
@@ -188,50 +189,66 @@ async function manifestProblem(value: string, options: PreflightOptions): Promis
     );
     if (missing.length === 0) return undefined;
     missing.sort();
-    return `${value} lists ${missing.length} object(s) that are missing or changed size (${missing.slice(0, 3).join(', ')}${missing.length > 3 ? ', …' : ''}); rerun the ${manifest.stage} stage that wrote it, or give a complete output`;
+    return `[MANIFEST_OBJECT_MISSING] ${value} lists ${missing.length} object(s) that are missing or changed size (${missing.slice(0, 3).join(', ')}${missing.length > 3 ? ', …' : ''}); rerun the ${manifest.stage} stage that wrote it, or give a complete output`;
   } catch (error) {
-    return HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error);
+    return findingOf(error);
   }
 }
 
 /**
- * What is wrong inside a local input that a stage would only find after the run started: a task
- * set with a bad record, a truncated gzip or no tasks at all, a harness directory with a broken
- * tool schema. Only
- * local files and `file://` inputs are read here (S3 inputs are checked by the stage when it
- * reads them); undefined when the content is fine or is not of a kind checked here.
+ * An error as one finding: its message with its `[CODE]` (the code the stage would have failed
+ * with later: BAD_MANIFEST, BAD_ENCODING, UNKNOWN_FIELD, …), a problem list on the same line.
  */
-async function localContentProblem(
+function findingOf(error: unknown): string {
+  const message = HatError.isInstance(error) ? error.message : String(error);
+  return message.replace(/:\n\s*-\s*/, ': ').replace(/\n\s*-\s*/g, '; ');
+}
+
+/**
+ * What is wrong inside an input that a stage would only find after the run started: a task set
+ * with a bad record (not UTF-8, a field tasks do not have, a truncated gzip) or no tasks at all, a
+ * harness directory with a broken tool schema. Local files and `file://` inputs are read whole; a
+ * task set in S3 only up to its first task (enough to tell an empty or unreadable file, without
+ * downloading a large one: its other records are checked by the stage). Undefined when the
+ * content is fine or is not of a kind checked here.
+ */
+async function contentProblem(
   value: string,
   path: PathSegment[],
   options: PreflightOptions,
 ): Promise<string | undefined> {
-  if (value.startsWith('s3://')) return undefined;
   const key = [...path].reverse().find((segment) => typeof segment === 'string');
-  const local = value.startsWith('file://')
-    ? value
-    : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
+  const remote = value.startsWith('s3://');
+  const uri =
+    remote || value.startsWith('file://')
+      ? value
+      : pathToFileURL(isAbsolute(value) ? value : resolve(options.cwd ?? process.cwd(), value)).href;
+  const jsonl = /\.jsonl(\.gz)?$/.test(uri);
+  // A stage given no tasks would run, write nothing and leave every stage after it nothing to read.
+  const noTasks = `[NO_TASKS] ${value} holds no tasks (an empty task set); give a file with at least one task (\`hat tasks generate --count <n> --out <file>\` writes one)`;
   try {
+    if (remote) {
+      if (key !== 'tasks' || !jsonl) return undefined;
+      const { store, key: objectKey } = options.openObject(uri);
+      for await (const _task of readJsonl(store, objectKey, { schema: taskSchema })) return undefined;
+      return noTasks;
+    }
     if (key === 'harness') {
-      const directory = fileUriToPath(local);
+      const directory = fileUriToPath(uri);
       if ((await stat(directory)).isDirectory()) await loadHarness(directory);
       return undefined;
     }
-    if ((key === 'tasks' || key === 'inputs') && /\.jsonl(\.gz)?$/.test(local)) {
-      if (key === 'tasks') {
-        const { tasks } = await readTaskSets([{ uri: local }], options.openObject);
-        // A stage given no tasks would run, write nothing and leave every stage after it nothing to read.
-        if (tasks.length === 0)
-          return `${value} holds no tasks (an empty task set); give a file with at least one task (\`hat tasks generate --count <n> --out <file>\` writes one)`;
-      } else
-        for await (const _record of readJsonl(options.openObject(local).store, options.openObject(local).key))
-          void _record;
+    if (key === 'tasks' && jsonl) {
+      const { tasks } = await readTaskSets([{ uri }], options.openObject);
+      return tasks.length === 0 ? noTasks : undefined;
+    }
+    if (key === 'inputs' && jsonl) {
+      const { store, key: objectKey } = options.openObject(uri);
+      for await (const _record of readJsonl(store, objectKey)) void _record;
     }
     return undefined;
   } catch (error) {
-    // One finding per input: a harness's own problem list goes on the same line.
-    const message = HatError.isInstance(error) ? error.message.replace(/^\[[A-Z_]+\] /, '') : String(error);
-    return message.replace(/\n\s*-\s*/g, '; ');
+    return findingOf(error);
   }
 }
 

@@ -42,6 +42,16 @@ it('loads the chat template override through the artifact store, names it in mes
     await expect(
       loadTokenizerSource({ chatTemplate: store.uriOf('missing.jinja') }, openObject, 'student.tokenizer'),
     ).rejects.toThrow(/\[ARTIFACT_NOT_FOUND\] student\.tokenizer\.chatTemplate: .*missing\.jinja does not exist/);
+    // A Latin-1 byte in a template would render U+FFFD into every training sample: refused instead.
+    await store.put(
+      'latin1.jinja',
+      Buffer.concat([Buffer.from("{{- 'caf"), Buffer.from([0xe9]), Buffer.from("' -}}\n")]),
+    );
+    await expect(
+      loadTokenizerSource({ chatTemplate: store.uriOf('latin1.jinja') }, openObject, 'student.tokenizer'),
+    ).rejects.toThrow(
+      `[BAD_ENCODING] student.tokenizer.chatTemplate: ${store.uriOf('latin1.jinja')}: line 1: byte 9 of the line (byte offset 8 of the file) is not valid UTF-8`,
+    );
   } finally {
     await rm(directory, { recursive: true, force: true });
   }

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { StageDeps } from './define-stage';
+import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError, HatError } from '../../shared/errors';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
 import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
@@ -13,11 +14,12 @@ export async function readChatTemplate(
   field = 'tokenizer.chatTemplate',
 ): Promise<string> {
   try {
+    // A byte that is not UTF-8 would be rendered as U+FFFD into every sample: refused (BAD_ENCODING).
     if (/^(s3|file):\/\//.test(location)) {
       const { store, key } = openObject(location);
-      return (await store.getBuffer(key)).toString('utf8');
+      return decodeUtf8Strict(await store.getBuffer(key), location);
     }
-    return await readFile(path.resolve(location), 'utf8');
+    return decodeUtf8Strict(await readFile(path.resolve(location)), location);
   } catch (error) {
     // A missing or unreadable object is bad input: say which field named it. Storage faults stay retryable.
     if (error instanceof BadInputError)

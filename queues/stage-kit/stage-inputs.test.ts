@@ -6,6 +6,10 @@ import { errorCodeOf } from '../../shared/errors';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
 import { PythonFloat, pythonJson } from '../../shared/text/python-values';
 import { toolSpecSchema } from '../../shared/trajectory/messages';
+import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
+import { taskSchema } from '../../shared/simulator/tasks/task-schema';
+import { trajectorySchema } from '../../shared/trajectory/trajectory';
+import { syntheticSessions } from '../../workers/replay/testing/synthetic-sessions';
 import { readRecordRange } from './stage-inputs';
 
 const schema = z.object({ id: z.string(), count: z.number().int().default(0) });
@@ -79,6 +83,40 @@ describe('readRecordRange', () => {
     );
   });
 
+  it('refuses a task with a field the task schema does not declare, naming the file, line and field path (was dropped)', async () => {
+    const [task] = generateTasks({ count: 1, seed: 'unknown-fields', world: { itemCount: 50 } });
+    const extra = { ...task, notes: 'x'.repeat(1000), room: { ...task.room, colour: 'red' } };
+    await store.put('unknown.jsonl', Buffer.from(`${JSON.stringify(task)}\n${JSON.stringify(extra)}\n`));
+    const uri = store.uriOf('unknown.jsonl');
+    for (const listed of [undefined, 'f'.repeat(64)]) {
+      const error = await readRecordRange(openObject, uri, taskSchema, 0, undefined, listed).then(
+        () => undefined,
+        (failure: unknown) => failure as Error,
+      );
+      expect(errorCodeOf(error)).toBe('UNKNOWN_FIELD');
+      expect(error?.message).toContain(`${uri}: line 2: notes: not a field of this record`);
+      expect(error?.message).toContain(`${uri}: line 2: room.colour: not a field of this record`);
+    }
+    // Fields inside array elements are named with their index.
+    const items = task.room.items.map((item, index) => (index === 1 ? { ...item, colour: 'red' } : item));
+    await store.put('nested.jsonl', Buffer.from(`${JSON.stringify({ ...task, room: { ...task.room, items } })}\n`));
+    await expect(readRecordRange(openObject, store.uriOf('nested.jsonl'), taskSchema)).rejects.toThrow(
+      'line 1: room.items[1].colour: not a field of this record',
+    );
+  });
+
+  it("keeps what a schema declares open as written: a trajectory's meta keeps keys of its own", async () => {
+    const [session] = syntheticSessions({ count: 1 });
+    const trajectory = { ...session, meta: { ...session.meta, importedFrom: { system: 'crm', batch: 7 } } };
+    await store.put('open.jsonl', Buffer.from(`${JSON.stringify(trajectory)}\n`));
+    const { records } = await readRecordRange(openObject, store.uriOf('open.jsonl'), trajectorySchema);
+    expect(records[0].meta).toEqual(trajectory.meta);
+    await store.put('closed.jsonl', Buffer.from(`${JSON.stringify({ ...trajectory, source: 'crm' })}\n`));
+    await expect(readRecordRange(openObject, store.uriOf('closed.jsonl'), trajectorySchema)).rejects.toThrow(
+      /^\[UNKNOWN_FIELD\] [\s\S]*line 1: source: not a field of this record/,
+    );
+  });
+
   it('refuses a line longer than the largest record size, naming the file, the line and the setting', async () => {
     await store.put('long.jsonl', Buffer.from(`{"id":"a"}\n{"id":"${'x'.repeat(200)}"}\n`));
     setLargestRecordBytes(100);
@@ -90,5 +128,13 @@ describe('readRecordRange', () => {
       setLargestRecordBytes(defaultLargestRecordBytes);
     }
     expect((await readRecordRange(openObject, store.uriOf('long.jsonl'), schema)).records).toHaveLength(2);
+  });
+
+  it('refuses a task line over 16 MiB by default (a 17 MiB field was read and dropped)', async () => {
+    const [task] = generateTasks({ count: 1, seed: 'huge', world: { itemCount: 50 } });
+    await store.put('huge.jsonl', Buffer.from(`${JSON.stringify({ ...task, blob: 'x'.repeat(17 * 1024 * 1024) })}\n`));
+    await expect(readRecordRange(openObject, store.uriOf('huge.jsonl'), taskSchema)).rejects.toThrow(
+      `[RECORD_TOO_LARGE] ${store.uriOf('huge.jsonl')}: line 1 is longer than the largest record size, 16777216 bytes (HAT_MAX_RECORD_BYTES)`,
+    );
   });
 });

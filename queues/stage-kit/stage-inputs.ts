@@ -2,8 +2,8 @@ import { gunzipSync } from 'node:zlib';
 import type { z } from 'zod';
 import type { StageDeps } from './define-stage';
 import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
-import { recordSchemaError } from '../../shared/artifacts/jsonl-writer';
 import { readManifest } from '../../shared/artifacts/manifest';
+import { parseRecord } from '../../shared/artifacts/record-fields';
 import { checkRecordSizes } from '../../shared/artifacts/record-limit';
 import { checkUtf8 } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
@@ -142,7 +142,8 @@ const integralFloatLike = /\d\.\d*0(?!\d)|\d[eE][+-]?\d/;
 
 /**
  * One JSONL line (0-based `lineIndex`) parsed and checked against the schema (when given: none for
- * bytes a manifest vouches for, see readRecordRange); errors name the URI, line and field. The
+ * bytes a manifest vouches for, see readRecordRange); errors name the URI, line and field, and a
+ * field the schema does not declare is refused (`UNKNOWN_FIELD`, see parseRecord). The
  * top-level fields named in `keepFloatsIn` keep float-ness (see readRecordRange).
  */
 export function parseRecordLine<T>(
@@ -167,10 +168,7 @@ export function parseRecordLine<T>(
     for (const field of keepFloatsIn)
       if (Object.hasOwn(value, field)) (value as Record<string, unknown>)[field] = floats[field];
   }
-  if (schema === undefined) return value as T;
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw recordSchemaError(uri, lineIndex + 1, parsed.error, 'read');
-  return parsed.data;
+  return schema === undefined ? (value as T) : parseRecord(schema, value, uri, lineIndex + 1);
 }
 
 /** Every record of the objects, keyed by `keyOf`, keeping only the keys `wanted` holds (when given), and the sha256 of each object read. */

@@ -1,4 +1,5 @@
 import { gzipSync } from 'node:zlib';
+import { z } from 'zod';
 import { errorCodeOf } from '../errors';
 import { firstInvalidUtf8Byte, readJsonl } from './jsonl-reader';
 import { MemoryArtifactStore } from './memory-artifact-store';
@@ -64,5 +65,36 @@ describe('readJsonl and encodings', () => {
     } finally {
       setLargestRecordBytes(defaultLargestRecordBytes);
     }
+  });
+
+  it('refuses a record with a field its schema does not declare (UNKNOWN_FIELD, with its path), instead of dropping it', async () => {
+    const store = new MemoryArtifactStore();
+    const schema = z.object({ id: z.string(), tags: z.array(z.object({ name: z.string() })).default([]) });
+    await store.put('records.jsonl', '{"id":"a"}\n{"id":"b","tags":[{"name":"x","weight":2}],"extra":true}\n');
+    const records: unknown[] = [];
+    const error = await (async () => {
+      for await (const record of readJsonl(store, 'records.jsonl', { schema })) records.push(record);
+    })().then(
+      () => undefined,
+      (failure: unknown) => failure as Error,
+    );
+    expect(records).toEqual([{ id: 'a', tags: [] }]);
+    expect(errorCodeOf(error)).toBe('UNKNOWN_FIELD');
+    expect(error?.message).toBe(
+      [
+        '[UNKNOWN_FIELD] line 2 of memory://test/records.jsonl has fields its schema does not declare; remove or rename them (a record is refused rather than read without them) (2 problems):',
+        '  - memory://test/records.jsonl: line 2: tags[0].weight: not a field of this record',
+        '  - memory://test/records.jsonl: line 2: extra: not a field of this record',
+      ].join('\n'),
+    );
+    // A strict schema refuses them itself: the same error.
+    const strict = z.strictObject({ id: z.string(), tags: z.array(z.strictObject({ name: z.string() })).default([]) });
+    const refused = await (async () => {
+      for await (const _record of readJsonl(store, 'records.jsonl', { schema: strict })) void _record;
+    })().then(
+      () => undefined,
+      (failure: unknown) => failure as Error,
+    );
+    expect(refused?.message).toBe(error?.message);
   });
 });

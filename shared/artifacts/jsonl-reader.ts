@@ -1,15 +1,18 @@
-import { pipeline } from 'node:stream';
 import { isUtf8 } from 'node:buffer';
-import { firstInvalidUtf8Byte } from './utf8';
+import { pipeline, Transform } from 'node:stream';
 import { createGunzip } from 'node:zlib';
+import { badEncodingError, firstInvalidUtf8Byte } from './utf8';
 import type { z } from 'zod';
 import { BadInputError } from '../errors';
 import type { ArtifactStore } from './artifact-store';
-import { recordSchemaError } from './jsonl-writer';
+import { parseRecord } from './record-fields';
 import { largestRecordBytes, recordTooLarge } from './record-limit';
 
 export interface JsonlReadOptions<T> {
-  /** Checked against every record; the first mismatch throws BadInputError `BAD_RECORD` naming line and field. */
+  /**
+   * Checked against every record; the first mismatch throws `BAD_RECORD` naming line and field, a
+   * field the schema does not declare `UNKNOWN_FIELD` (see parseRecord).
+   */
   schema?: z.ZodType<T>;
 }
 
@@ -28,20 +31,9 @@ export function readJsonl<T = unknown>(
   options: JsonlReadOptions<T> = {},
 ): AsyncGenerator<T> {
   const uri = store.uriOf(key);
-  let lineStart = 0;
+  const decode = strictLineDecoder(uri);
   return jsonlLines(store, key, (bytes, lineNumber) => {
-    const offset = lineStart;
-    lineStart += bytes.length + 1;
-    if (!isUtf8(bytes)) {
-      const at = firstInvalidUtf8Byte(bytes);
-      throw new BadInputError(
-        'BAD_ENCODING',
-        `${uri}: line ${lineNumber}: byte ${at + 1} of the line (byte offset ${offset + at} of the file) is not valid UTF-8; ` +
-          'inputs must be UTF-8: convert the file (e.g. `iconv -f GBK -t UTF-8`) rather than let bytes be replaced',
-      );
-    }
-    const decoded = bytes.toString('utf8');
-    const text = decoded.endsWith('\r') ? decoded.slice(0, -1) : decoded;
+    const text = decode(bytes, lineNumber);
     if (text.trim() === '') return undefined;
     let value: unknown;
     try {
@@ -52,11 +44,53 @@ export function readJsonl<T = unknown>(
         `${uri}: line ${lineNumber}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
       );
     }
-    if (!options.schema) return value as T;
-    const result = options.schema.safeParse(value);
-    if (!result.success) throw recordSchemaError(uri, lineNumber, result.error, 'read');
-    return result.data;
+    return options.schema ? parseRecord(options.schema, value, uri, lineNumber) : (value as T);
   });
+}
+
+/** One line of a JSONL object as text, with its 1-based line number. */
+export interface JsonlTextLine {
+  text: string;
+  lineNumber: number;
+}
+
+export interface JsonlTextOptions {
+  /** Sees every stored chunk (compressed, as stored) while the object streams: to hash it in the same read. */
+  onStoredBytes?: (chunk: Buffer) => void;
+}
+
+/**
+ * Every line of a JSONL object as text (gunzipped when `.gz`), blank ones included, decoded and
+ * bounded as readJsonl decodes them (BAD_ENCODING, RECORD_TOO_LARGE): for readers that parse
+ * lines themselves because a malformed line is reported and skipped, not fatal (production-log
+ * import, recorded sessions). A byte that is not UTF-8 is still fatal: skipping the line would
+ * hide it, and decoding it would change it.
+ */
+export function readJsonlTextLines(
+  store: ArtifactStore,
+  key: string,
+  options: JsonlTextOptions = {},
+): AsyncGenerator<JsonlTextLine> {
+  const decode = strictLineDecoder(store.uriOf(key));
+  return jsonlLines(store, key, (bytes, lineNumber) => ({ text: decode(bytes, lineNumber), lineNumber }), options);
+}
+
+/**
+ * Decodes the lines of one object in order, refusing bytes that are not UTF-8 with their line and
+ * byte offset instead of turning them into U+FFFD; a line's trailing CR is dropped (CRLF files).
+ */
+function strictLineDecoder(uri: string): (bytes: Buffer, lineNumber: number) => string {
+  let lineStart = 0;
+  return (bytes, lineNumber) => {
+    const offset = lineStart;
+    lineStart += bytes.length + 1;
+    if (!isUtf8(bytes)) {
+      const at = firstInvalidUtf8Byte(bytes);
+      throw badEncodingError(uri, lineNumber, at, offset + at);
+    }
+    const decoded = bytes.toString('utf8');
+    return decoded.endsWith('\r') ? decoded.slice(0, -1) : decoded;
+  };
 }
 
 /**
@@ -74,11 +108,25 @@ async function* jsonlLines<T>(
   store: ArtifactStore,
   key: string,
   convert: (bytes: Buffer, lineNumber: number) => T | undefined,
+  options: JsonlTextOptions = {},
 ): AsyncGenerator<T> {
   const uri = store.uriOf(key);
   const source = await store.getStream(key);
   const gunzip = isGzipKey(key) ? createGunzip({ chunkSize: gunzipChunkBytes }) : undefined;
-  const stream = gunzip ? pipeline(source, gunzip, () => undefined) : source;
+  const { onStoredBytes } = options;
+  const stored = onStoredBytes
+    ? pipeline(
+        source,
+        new Transform({
+          transform(chunk: Buffer, _encoding, done) {
+            onStoredBytes(chunk);
+            done(null, chunk);
+          },
+        }),
+        () => undefined,
+      )
+    : source;
+  const stream = gunzip ? pipeline(stored, gunzip, () => undefined) : stored;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let lineNumber = 0;
@@ -132,6 +180,7 @@ async function* jsonlLines<T>(
     if (record !== undefined) yield record;
   } finally {
     source.destroy();
+    if (stored !== source) stored.destroy();
     gunzip?.destroy();
   }
 }

@@ -1,7 +1,11 @@
 import { BadInputError } from '../errors';
 
-/** Default largest JSONL record (one line, decompressed), bytes: 64 MiB. */
-export const defaultLargestRecordBytes = 64 * 1024 * 1024;
+/**
+ * Default largest JSONL record (one line, decompressed), bytes: 16 MiB. The pipeline's own
+ * records are far smaller (a task is a few KB, a long trajectory with per-token logprobs well
+ * under 1 MB); a line this long is a file that is not JSON Lines or a field that does not belong.
+ */
+export const defaultLargestRecordBytes = 16 * 1024 * 1024;
 
 let largest = defaultLargestRecordBytes;
 

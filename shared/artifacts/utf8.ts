@@ -59,9 +59,14 @@ export function checkUtf8(bytes: Uint8Array, source: string): void {
   const lineStart = buffer.lastIndexOf(10, at - 1) + 1;
   let line = 1;
   for (let index = buffer.indexOf(10); index !== -1 && index < at; index = buffer.indexOf(10, index + 1)) line += 1;
-  throw new BadInputError(
+  throw badEncodingError(source, line, at - lineStart, at);
+}
+
+/** `BAD_ENCODING` for the byte at `byteOfLine` (0-based) of line `line`, `fileOffset` into the file. */
+export function badEncodingError(source: string, line: number, byteOfLine: number, fileOffset: number): BadInputError {
+  return new BadInputError(
     'BAD_ENCODING',
-    `${source}: line ${line}: byte ${at - lineStart + 1} of the line (byte offset ${at} of the file) is not valid UTF-8; ` +
+    `${source}: line ${line}: byte ${byteOfLine + 1} of the line (byte offset ${fileOffset} of the file) is not valid UTF-8; ` +
       'inputs must be UTF-8: convert the file (e.g. `iconv -f GBK -t UTF-8`) rather than let bytes be replaced',
   );
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { defaultLargestRecordBytes } from '../artifacts/record-limit';
 import { ProblemCollector } from '../errors';
 import { credentialsProblem, describeUrlCredentials } from './url-credentials';
 import { zodProblems } from './zod-problems';
@@ -84,9 +85,9 @@ export const envSchema = z.object({
   HAT_STORAGE_RETRY_MAX_DELAY_MS: positiveInt.default(30_000),
   /**
    * Largest JSONL record (one line, decompressed) a reader accepts, bytes; a longer one is refused
-   * with RECORD_TOO_LARGE naming the file and line. Default 67108864 (64 MiB).
+   * with RECORD_TOO_LARGE naming the file and line. Default 16777216 (16 MiB).
    */
-  HAT_MAX_RECORD_BYTES: positiveInt.default(64 * 1024 * 1024),
+  HAT_MAX_RECORD_BYTES: positiveInt.default(defaultLargestRecordBytes),
   HAT_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   /**
    * Bearer token of `hat dashboard` (`--token` beats it; at least 16 characters, checked when the

@@ -13,7 +13,8 @@ import { countersFromStats, countersOf } from './prometheus-stage-counters';
  *   its fan-in (the whole stage), any other job (parts, runs) its last processing.
  * - `hat_jobs_completed_total{queue,job}`, `hat_job_retries_total{queue,code}` (an attempt
  *   failed and will be retried), `hat_job_failures_total{queue,code}` (failed for good); `code`
- *   is the `[CODE]` the error message starts with, `UNKNOWN` without one.
+ *   is the `[CODE]` the error message starts with, `UNKNOWN` without one. A job its run's cancel
+ *   stopped counts in `hat_jobs_cancelled_total{queue}` instead (duration outcome `cancelled`).
  * - `hat_stage_counter_total{stage,counter}`: what stages report (see prometheus-stage-counters.ts).
  * - `hat_queue_depth_errors_total`: scrapes that could not read queue depths (the last values stay).
  * - With `processMetrics`, prom-client's default process metrics (CPU, memory, event loop lag).
@@ -60,6 +61,9 @@ export function errorCodeOf(message: string | undefined): string {
   return /^\[([A-Z][A-Z0-9_]{0,63})\]/.exec(message ?? '')?.[1] ?? 'UNKNOWN';
 }
 
+/** The code a job fails with when a cancel of its run stopped it (queues/bullmq/stage-job-processor.ts). */
+const cancelledCode = 'RUN_CANCELLED';
+
 /** Seconds buckets from 50 ms to 2 h: short parts and hour-long stages both resolve. */
 const durationBuckets = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200];
 
@@ -70,6 +74,7 @@ export class WorkerMetrics {
   readonly #completed: Counter<'queue' | 'job'>;
   readonly #retries: Counter<'queue' | 'code'>;
   readonly #failures: Counter<'queue' | 'code'>;
+  readonly #cancelled: Counter<'queue'>;
   readonly #stageCounters: Counter<'stage' | 'counter'>;
   readonly #depthErrors: Counter;
   /** Manifest reads in flight: a scrape waits for them so a finished stage is already counted. */
@@ -103,6 +108,12 @@ export class WorkerMetrics {
       name: 'hat_job_failures_total',
       help: 'Jobs that failed for good, by error code',
       labelNames: ['queue', 'code'],
+      registers,
+    });
+    this.#cancelled = new Counter({
+      name: 'hat_jobs_cancelled_total',
+      help: 'Jobs stopped because their run was cancelled (hat runs cancel); not counted as failures',
+      labelNames: ['queue'],
       registers,
     });
     this.#stageCounters = new Counter({
@@ -157,13 +168,21 @@ export class WorkerMetrics {
     }
   }
 
-  /** An attempt failed; `final` when no retry follows. */
+  /**
+   * An attempt failed; `final` when no retry follows. A job its run's cancel stopped
+   * (`RUN_CANCELLED`) is cancelled, as `hat runs show` and the report say, not a failure to alert on.
+   */
   jobFailed(queue: string, job: ObservedJob, error: Error, final: boolean): void {
     const code = errorCodeOf(error.message);
-    (final ? this.#failures : this.#retries).inc({ queue, code });
+    const cancelled = code === cancelledCode;
+    if (cancelled) this.#cancelled.inc({ queue });
+    else (final ? this.#failures : this.#retries).inc({ queue, code });
     const seconds = this.#processingSeconds(job);
     if (seconds !== undefined)
-      this.#durations.observe({ queue, job: job.name, outcome: 'failed' }, Math.max(0, seconds));
+      this.#durations.observe(
+        { queue, job: job.name, outcome: cancelled ? 'cancelled' : 'failed' },
+        Math.max(0, seconds),
+      );
   }
 
   /** The exposition text (waits for stage counters still being read). */

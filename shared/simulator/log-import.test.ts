@@ -107,6 +107,19 @@ describe('importProductionLogs', () => {
     );
   });
 
+  it('names every field of the lines it did not carry into tasks, with how many lines had it', async () => {
+    const items = room.items.map((item) => ({ ...item, colour: 'red' }));
+    const lines = [
+      line('这个多少钱', { trace_id: 't-1' } as Partial<ProductionLogLine>),
+      line('这个包邮吗', { trace_id: 't-2', room: { ...room, items } } as Partial<ProductionLogLine>),
+      line('主播晚上好'),
+    ];
+    const { tasks, report } = await importProductionLogs(lines, { file: 'prod.jsonl' });
+    expect(tasks).toHaveLength(3);
+    expect(report.ignoredFields).toEqual({ trace_id: 2, 'room.items[].colour': 1 });
+    expect(JSON.stringify(tasks)).not.toContain('colour');
+  });
+
   it('samples at most N tasks per category, deterministically by seed', async () => {
     const questions = [
       '这个多少钱',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { unknownFieldPaths } from '../artifacts/record-fields';
 import { zodProblems } from '../config/zod-problems';
 import { ValidationError, type Problem } from '../errors';
 import { shortHash } from '../hash/hash';
@@ -28,8 +29,10 @@ import { createWorld } from './world/world';
  *   viewer_id?: string;      // dropped: never copied into a task
  * }
  * ```
- * Other fields are ignored. Personal data in viewer_message and agent_reply (phone numbers,
- * e-mail, ID and order numbers, names, addresses) is redacted before anything else reads them.
+ * Other fields (at any depth, the room's included) are not copied into tasks; the import report
+ * names each with the number of lines that had it (`ignoredFields`). Personal data in
+ * viewer_message and agent_reply (phone numbers, e-mail, ID and order numbers, names, addresses) is
+ * redacted before anything else reads them.
  */
 export const productionLogLineSchema = z.object({
   timestamp: z.string().refine((value) => !Number.isNaN(Date.parse(value)), 'must be an ISO 8601 timestamp'),
@@ -63,6 +66,11 @@ export interface ImportReport {
   /** Tasks per category after sampling. */
   imported: Partial<Record<TaskCategory, number>>;
   redactions: Partial<Record<RedactionKind, number>>;
+  /**
+   * Fields of good lines that the log format does not have, so no task carries them: dot-path
+   * (array elements as `[]`, e.g. `room.items[].colour`) to the number of lines that had it.
+   */
+  ignoredFields: Record<string, number>;
 }
 
 /** References inside a room that must resolve (a snapshot from a buggy logger is a bad line). */
@@ -112,6 +120,7 @@ export async function importProductionLogs(
     classified: {},
     imported: {},
     redactions: {},
+    ignoredFields: {},
   };
   const seen = new Set<string>();
   const tasks: Task[] = [];
@@ -133,6 +142,9 @@ export async function importProductionLogs(
       continue;
     }
     const line = parsed.data;
+    // Logs carry fields of their own (trace ids, client data): not an error, but never dropped unsaid.
+    for (const path of new Set(unknownFieldPaths(value, line, Number.POSITIVE_INFINITY).map(withoutIndices)))
+      report.ignoredFields[path] = (report.ignoredFields[path] ?? 0) + 1;
     const problems = [
       ...(line.room.roomId !== line.room_id
         ? [`room_id ${line.room_id} differs from room.roomId ${line.room.roomId}`]
@@ -199,6 +211,11 @@ export async function importProductionLogs(
     options.perCategory === undefined ? tasks : sampleByCategory(tasks, options.perCategory, options.seed ?? 0);
   for (const task of selected) report.imported[task.category] = (report.imported[task.category] ?? 0) + 1;
   return { tasks: selected, report };
+}
+
+/** `room.items[3].colour` -> `room.items[].colour`: one entry per field, whichever element had it. */
+function withoutIndices(path: string): string {
+  return path.replace(/\[\d+\]/g, '[]');
 }
 
 /** At most `perCategory` tasks of each category, drawn with a seeded shuffle, kept in log order. */

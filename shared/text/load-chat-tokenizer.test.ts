@@ -109,6 +109,11 @@ describe('loadChatTokenizer', () => {
     await expect(loadChatTokenizer({ modelDir: broken })).rejects.toThrow(
       /^\[TOKENIZER_FILE_INVALID\] .*tokenizer_config\.json: .*replace it with the model's original file/,
     );
+    const latin1 = modelDirectory({});
+    writeFileSync(path.join(latin1, 'tokenizer_config.json'), Buffer.from([0x7b, 0x22, 0xe9, 0x22, 0x3a, 0x31, 0x7d]));
+    await expect(loadChatTokenizer({ modelDir: latin1 })).rejects.toThrow(
+      `[BAD_ENCODING] ${path.join(latin1, 'tokenizer_config.json')}: line 1: byte 3 of the line (byte offset 2 of the file) is not valid UTF-8`,
+    );
     const { chat_template: _template, ...withoutTemplate } = config;
     const noTemplate = modelDirectory({ 'tokenizer_config.json': JSON.stringify(withoutTemplate) });
     await expect(loadChatTokenizer({ modelDir: noTemplate })).rejects.toThrow(

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { decodeUtf8Strict } from '../artifacts/utf8';
 import { BadInputError } from '../errors';
 import { sha256Hex } from '../hash/hash';
 import type { ChatTemplateSource } from './chat-template';
@@ -67,7 +68,8 @@ export function presetDirectory(preset: string): string {
 
 async function readOptional(file: string): Promise<string | undefined> {
   try {
-    return await readFile(file, 'utf8');
+    // Tokenizer files and templates are UTF-8; another byte would change the vocabulary or the template silently.
+    return decodeUtf8Strict(await readFile(file), file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;

@@ -74,23 +74,28 @@ describe('readWantedTasks', () => {
     };
     const escaped = { ...second!, id: 'quote"d\\id' };
     // An "id" key inside an earlier value must not be read as the task's id.
-    const { source: thirdSource, schemaVersion: thirdVersion, ...thirdRest } = third!;
+    const { room: thirdRoom, schemaVersion: thirdVersion, ...thirdRest } = third!;
+    const [firstItem, ...otherItems] = thirdRoom.items;
     const nested = {
       schemaVersion: thirdVersion,
-      source: { ...thirdSource, id: 'not-the-task' },
+      // An item's specs hold any keys: an "id" there is the task's data, ahead of the task's own id.
+      room: {
+        ...thirdRoom,
+        items: [{ ...firstItem!, specs: { id: 'not-the-task', ...firstItem!.specs } }, ...otherItems],
+      },
       ...thirdRest,
     };
     const text =
       [reordered, escaped, nested].map((task) => JSON.stringify(task)).join('\r\n') + `\n${JSON.stringify(fourth)}\n`;
     const bytes = gzipSync(Buffer.from(text));
     const info = await store.put('c/orders.jsonl.gz', bytes);
-    // Listed for other bytes, so the tasks are checked (and the schema drops the nested id).
+    // Listed for other bytes, so the tasks are checked.
     const objects = [{ uri: info.uri, sha256: sha256Hex('listed for other bytes') }];
     const wanted = new Set([first!.id, escaped.id, third!.id, fourth!.id]);
     const cold = await readWantedTasks(objects, openObject, wanted);
     expect([...cold.records.keys()].sort()).toEqual([...wanted].sort());
     expect(cold.records.get(escaped.id)?.id).toBe(escaped.id);
-    expect(cold.records.get(third!.id)?.source).toEqual(third!.source);
+    expect(cold.records.get(third!.id)?.room.items[0]?.specs.id).toBe('not-the-task');
     const warm = await readWantedTasks(objects, openObject, new Set([escaped.id, fourth!.id, 'not-the-task']));
     expect([...warm.records.keys()].sort()).toEqual([escaped.id, fourth!.id].sort());
     expect(warm.records.get(fourth!.id)).toEqual(fourth);

@@ -38,7 +38,7 @@ describe('distill prompt sources', () => {
 
   it('reads {id, prompt, system} and {id, messages, tools}, applies limits, and names the file after itself', async () => {
     const path = file('mine.jsonl', [
-      { id: 1, prompt: 'Hi', system: 'Be brief.', tags: ['extra fields are fine'] },
+      { id: 1, prompt: 'Hi', system: 'Be brief.', tags: ['labels for the reader'] },
       {
         id: 'b',
         messages: [{ role: 'user', content: '你好' }],
@@ -91,6 +91,11 @@ describe('distill prompt sources', () => {
     ]);
     await expect(loadPrompts({ prompts: [], inputs: [ending] }, open)).rejects.toThrow(
       /line 1: messages\[1\]\.role: the last message is "assistant"; end with the user \(or tool\) turn/s,
+    );
+    // A field the format does not have is refused with its path, not read past (a misspelt "sytem" would vanish).
+    const unknown = file('unknown.jsonl', [{ id: 'u', prompt: 'q', sytem: 'Be brief.' }]);
+    await expect(loadPrompts({ prompts: [], inputs: [unknown] }, open)).rejects.toThrow(
+      /^\[UNKNOWN_FIELD\] [\s\S]*line 1: sytem: not a field of this record/,
     );
     const twice = file('twice.jsonl', [
       { id: 'x', prompt: 'one' },

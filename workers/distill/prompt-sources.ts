@@ -32,11 +32,14 @@ export const DISTILL_PROMPTS_SCHEMA_VERSION = 1;
 
 /**
  * A line of a user prompt file: `{id, messages, tools?}` (OpenAI chat messages ending with a user
- * or tool turn) or `{id, prompt, system?}`. Other fields (tags, checks) are allowed and ignored.
+ * or tool turn) or `{id, prompt, system?}`, with optional `tags`. Any other field is refused
+ * (UNKNOWN_FIELD), as in every record the pipeline reads.
  */
 export const promptRecordSchema = z
-  .looseObject({
+  .object({
     id: z.union([z.string().min(1), z.number().int()]).transform(String),
+    /** Labels for whoever reads the file (`["en", "ifeval"]`); the stage does not use them. */
+    tags: z.array(z.string()).optional(),
     messages: z.array(chatMessageSchema).min(1).optional(),
     tools: z.array(toolSpecSchema).optional(),
     prompt: z.string().min(1).optional(),

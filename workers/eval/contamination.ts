@@ -1,10 +1,8 @@
-import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
-import { readJsonlLineBytes } from '../../shared/artifacts/jsonl-reader';
+import { readJsonlTextLines } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
-import { firstInvalidUtf8Byte } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import type { SuiteItem } from './suites/eval-suite';
 import { evalSuiteOf } from './suites/registry';
@@ -261,8 +259,9 @@ function addRecord(footprint: TrainingFootprint, value: Record<string, unknown>,
 }
 
 /**
- * Streams one JSONL object's records (UTF-8 checked, naming the line) and returns the object's
- * sha256: the one its manifest records when known, else hashed in a pass of its own.
+ * Streams one JSONL object's records (strict UTF-8 and the record size limit, as every reader:
+ * readJsonlTextLines) and returns the object's sha256: the one its manifest records when known,
+ * else hashed from the same read. Line numbers count blank lines, as an editor does.
  */
 async function streamRecords(
   store: ArtifactStore,
@@ -270,32 +269,21 @@ async function streamRecords(
   known: string | undefined,
   onRecord: (value: Record<string, unknown>, line: number) => void,
 ): Promise<string> {
-  const uri = store.uriOf(key);
-  let sha256 = known;
-  if (sha256 === undefined) {
-    const hash = createHash('sha256');
-    for await (const chunk of await store.getStream(key)) hash.update(chunk as Buffer);
-    sha256 = hash.digest('hex');
-  }
-  let line = 0;
-  for await (const bytes of readJsonlLineBytes(store, key)) {
-    line += 1;
-    if (!isUtf8(bytes))
-      throw new BadInputError(
-        'BAD_ENCODING',
-        `${uri}: line ${line}: byte ${firstInvalidUtf8Byte(bytes) + 1} of the line is not valid UTF-8; training data must be UTF-8: convert the file (e.g. \`iconv -f GBK -t UTF-8\`)`,
-      );
+  const hash = known === undefined ? createHash('sha256') : undefined;
+  const lines = readJsonlTextLines(store, key, hash ? { onStoredBytes: (chunk) => hash.update(chunk) } : {});
+  for await (const { text, lineNumber } of lines) {
+    if (text.trim() === '') continue;
     let value: unknown;
     try {
-      value = JSON.parse(bytes.toString('utf8'));
+      value = JSON.parse(text);
     } catch {
       // A line that is not JSON holds no ids or prompts to compare; the stage that wrote it checks its own format.
       continue;
     }
     if (value !== null && typeof value === 'object' && !Array.isArray(value))
-      onRecord(value as Record<string, unknown>, line);
+      onRecord(value as Record<string, unknown>, lineNumber);
   }
-  return sha256;
+  return known ?? hash!.digest('hex');
 }
 
 /**

@@ -1,6 +1,7 @@
 import { writeJsonl } from '../../shared/artifacts/jsonl-writer';
 import { manifestObjectOf, writeManifest } from '../../shared/artifacts/manifest';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
+import { defaultLargestRecordBytes, setLargestRecordBytes } from '../../shared/artifacts/record-limit';
 import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { readRecordedSessions } from './read-recorded-sessions';
 import { syntheticSessions } from './testing/synthetic-sessions';
@@ -45,5 +46,34 @@ describe('readRecordedSessions', () => {
     await expect(readRecordedSessions([store.uriOf('plain.jsonl.gz')], openObject)).rejects.toThrow(
       /\[BAD_JSONL\].*plain\.jsonl\.gz: not valid gzip/,
     );
+  });
+
+  it('refuses a session file with a byte that is not UTF-8, naming the file, line and byte offset, instead of replaying U+FFFD', async () => {
+    const [session] = syntheticSessions({ count: 1, prefix: 'latin' });
+    const line = Buffer.from(JSON.stringify(session));
+    const at = line.indexOf('How much');
+    const bytes = Buffer.concat([
+      Buffer.from('\n'),
+      line.subarray(0, at),
+      Buffer.from([0xe9]),
+      line.subarray(at),
+      Buffer.from('\n'),
+    ]);
+    await store.put('latin.jsonl', bytes);
+    await expect(readRecordedSessions([store.uriOf('latin.jsonl')], openObject)).rejects.toThrow(
+      `[BAD_ENCODING] ${store.uriOf('latin.jsonl')}: line 2: byte ${at + 1} of the line (byte offset ${at + 1} of the file) is not valid UTF-8`,
+    );
+  });
+
+  it('refuses a session line longer than the largest record size (RECORD_TOO_LARGE)', async () => {
+    setLargestRecordBytes(1000);
+    try {
+      await writeJsonl(store, 'long.jsonl.gz', syntheticSessions({ count: 1, prefix: 'long' }));
+      await expect(readRecordedSessions([store.uriOf('long.jsonl.gz')], openObject)).rejects.toThrow(
+        `[RECORD_TOO_LARGE] ${store.uriOf('long.jsonl.gz')}: line 1 is longer than the largest record size, 1000 bytes (HAT_MAX_RECORD_BYTES)`,
+      );
+    } finally {
+      setLargestRecordBytes(defaultLargestRecordBytes);
+    }
   });
 });

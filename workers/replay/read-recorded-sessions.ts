@@ -1,10 +1,6 @@
 import { createHash } from 'node:crypto';
-import { createInterface } from 'node:readline';
-import { PassThrough, pipeline } from 'node:stream';
-import { createGunzip } from 'node:zlib';
 import type { ArtifactStore } from '../../shared/artifacts/artifact-store';
-import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
-import { BadInputError } from '../../shared/errors';
+import { readJsonlTextLines } from '../../shared/artifacts/jsonl-reader';
 import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { parseRecordedSession, type ReplaySession, type UnreplayableSession } from './recorded-session';
 
@@ -33,36 +29,8 @@ export async function readRecordedSessions(
   for (const { uri } of await expandInputs(inputs, openObject, 'replay.inputs', 'trajectories')) {
     const { store, key } = openObject(uri);
     const hash = createHash('sha256');
-    const source = await store.getStream(key);
-    const counted = new PassThrough();
-    counted.on('data', (piece: Buffer) => hash.update(piece));
-    // A broken stream may end the line reader early or throw from it: either way its error is raised after the loop.
-    let streamError: unknown;
-    const keep = (error?: Error | null) => {
-      if (error) streamError ??= error;
-    };
-    const raw = pipeline(source, counted, keep);
-    const text = isGzipKey(key) ? pipeline(raw, createGunzip(), keep) : raw;
-    let lineNumber = 0;
-    try {
-      for await (const line of createInterface({ input: text, crlfDelay: Infinity })) {
-        lineNumber++;
-        if (line.trim() !== '') addRecord(result, seen, line, `${uri}: line ${lineNumber}`);
-      }
-    } catch (error) {
-      streamError ??= error;
-    }
-    if (streamError !== undefined) {
-      const code = (streamError as { code?: unknown }).code;
-      if (typeof code === 'string' && code.startsWith('Z_')) {
-        throw new BadInputError(
-          'BAD_JSONL',
-          `${uri}: not valid gzip data (${(streamError as Error).message}); is it a .gz file?`,
-          { cause: streamError },
-        );
-      }
-      throw streamError;
-    }
+    for await (const line of readJsonlTextLines(store, key, { onStoredBytes: (chunk) => hash.update(chunk) }))
+      if (line.text.trim() !== '') addRecord(result, seen, line.text, `${uri}: line ${line.lineNumber}`);
     result.objects.push({ uri, sha256: hash.digest('hex') });
   }
   return result;
