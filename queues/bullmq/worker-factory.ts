@@ -2,15 +2,16 @@ import { Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
-import { partIdOf } from '../stage-kit/job-ids';
+import { partIdOf, partIdOfJobId } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
 import type { RedisClient } from './redis-connection';
 import { JobCancels } from './job-cancels';
 import { redisFullError } from './redis-full';
+import { uniqueWorkerName } from './stalled-jobs';
+import { defaultLockDurationMs, lockLostReason } from './job-lock';
 import { createInProcessStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
 
-/** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
-export const defaultLockDurationMs = 30_000;
+export { defaultLockDurationMs } from './job-lock';
 
 /** Hears how jobs end (metrics); a WorkerMetrics satisfies it. */
 export interface JobObserver {
@@ -21,15 +22,26 @@ export interface JobObserver {
 
 /**
  * The job a worker lost the lock of: BullMQ's `could not renew lock for job <id>` (the renewal
- * found another owner or none) and `Missing lock for job <id>. <command>` (finishing a job the
- * stalled checker already handed to another worker), both seen after a worker was paused (a
- * stopped container, a long GC, a suspended VM) for longer than its lock.
+ * found another owner or none), `Missing lock for job <id>. <command>` (finishing a job the
+ * stalled checker handed to another worker, which finished it) and `Lock mismatch for job <id>.
+ * Cmd <command> from <state>` (finishing it while the other worker still runs it), all seen
+ * after a worker was paused (a stopped container, a long GC, a suspended VM) for longer than its
+ * lock.
  */
 export function lostLockJobId(error: Error): string | undefined {
-  return /^(?:Missing lock for job (.+)\. \w+$|could not renew lock for job (.+)$)/
+  return /^(?:Missing lock for job (.+)\. \w+$|Lock mismatch for job (.+)\. Cmd \w+ from \S+$|could not renew lock for job (.+)$)/
     .exec(error.message)
     ?.slice(1)
     .find(Boolean);
+}
+
+/** The one line a worker writes for a job it lost the lock of (see lostLockJobId). */
+export function lostLockMessage(queue: string, jobId: string, cause: string): string {
+  const part = partIdOfJobId(jobId);
+  return (
+    `${part ? `${part} (job ${jobId})` : `job ${jobId}`} of ${queue} was handed to another worker while this one was paused past its lock (${cause}); ` +
+    'nothing was lost: the other worker runs it, and this worker stopped it without writing its outputs'
+  );
 }
 
 /** One line per job whose lock was lost: a resumed worker reports each of them several times. */
@@ -107,6 +119,9 @@ export function createQueueWorker(
   options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown; cancels?: JobCancels },
 ): Worker {
   const settings: WorkerOptions = {
+    // Stored on every job it takes, and the name of its connection: `hat runs show` tells a part
+    // whose worker is gone (stalled-jobs.ts).
+    name: uniqueWorkerName(),
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -121,14 +136,20 @@ export function createQueueWorker(
       : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
   const lostLocks = new LostLocks();
+  // The job is another worker's now: stop it here (its writes are refused too, see job-lock.ts).
+  worker.on('lockRenewalFailed', (jobIds: string[]) => {
+    for (const jobId of jobIds) worker.cancelJob(jobId, lockLostReason);
+  });
   worker.on('error', (error) => {
     const lostJobId = lostLockJobId(error);
     if (lostJobId !== undefined) {
-      if (lostLocks.first(lostJobId))
+      if (lostLocks.first(lostJobId)) {
+        const part = partIdOfJobId(lostJobId);
         logger.warn(
-          { queue: queueName, jobId: lostJobId, cause: error.message },
-          `job ${lostJobId} of ${queueName} was handed to another worker while this one was paused past its lock (${error.message}); nothing was lost: the other worker runs it, and what this worker did for it is discarded`,
+          { queue: queueName, jobId: lostJobId, ...(part ? { part } : {}), cause: error.message },
+          lostLockMessage(queueName, lostJobId, error.message),
         );
+      }
       return;
     }
     const full = redisFullError(error);
@@ -160,7 +181,7 @@ export function createQueueWorker(
 
 /** What a sandboxed child needs to rebuild the runtime (it shares no objects with the parent). */
 export interface SandboxWorkerData {
-  hatSandbox: { env: HatEnv };
+  hatSandbox: { env: HatEnv; lockDurationMs?: number };
 }
 
 export interface StageWorkerOptions extends QueueWorkerOptions {
@@ -184,11 +205,11 @@ export function createStageWorker(
   runtime: StageJobRuntime,
   options: StageWorkerOptions,
 ): { worker: Worker; sandboxed: boolean } {
-  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs;
+  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs ?? defaultLockDurationMs;
   if (stage.queue?.cpuHeavy && (options.sandbox ?? 'auto') === 'auto') {
     const file = options.sandboxEntry;
     if (file) {
-      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env } };
+      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env, lockDurationMs } };
       return {
         worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }),
         sandboxed: true,
@@ -200,7 +221,9 @@ export function createStageWorker(
     );
   }
   const cancels = new JobCancels();
-  const processor = createInProcessStageJobProcessor(stage, runtime, cancels) as unknown as Processor;
+  const processor = createInProcessStageJobProcessor(stage, runtime, cancels, {
+    lockDurationMs,
+  }) as unknown as Processor;
   return {
     worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs, cancels }),
     sandboxed: false,

@@ -41,6 +41,11 @@ export function partIdOf(index: number): string {
   return `part-${String(index).padStart(5, '0')}`;
 }
 
+/** The part id (`part-00042`) inside a part's job id, or undefined for other jobs. */
+export function partIdOfJobId(jobId: string): string | undefined {
+  return /\.(part-\d{5,})\.[0-9a-f]{12}$/.exec(jobId)?.[1];
+}
+
 export function partJobId(runId: string, stage: string, index: number, partInputHash: string): string {
   return assertJobId(`${runId}.${stage}.${partIdOf(index)}.${partInputHash.slice(0, 12)}`);
 }
