@@ -24,31 +24,89 @@ export const defaultLockDurationMs = 30_000;
 /** The reason a job is cancelled with when its lock is lost (the binding then leaves it alone). */
 export const lockLostReason = 'lock-lost';
 
-export class JobLockGuard {
+/** What a guard asks about its job. */
+export interface JobLockProbe {
+  /** Whether the lock is still the job's (undefined when Redis cannot tell). */
+  holds(): Promise<boolean | undefined>;
+  /** Whether the job was cancelled because its lock renewal failed. */
+  cancelledForLostLock(): boolean;
+}
+
+/**
+ * The store one job writes through: every write first checks the lock (see above); reads pass as
+ * they are. A class, not a wrapper of closures: one is made per job, and the framework's per-job
+ * cost is measured (bench/framework.bench.ts).
+ */
+export class LockGuardedStore implements ArtifactStore {
   private verifiedAt: number;
   private lost = false;
 
-  /**
-   * `holds`: whether the lock is still this job's (undefined when Redis cannot tell);
-   * `cancelled`: whether the job was cancelled for a lost lock.
-   */
   constructor(
+    private readonly store: ArtifactStore,
     private readonly jobLabel: string,
-    private readonly holds: () => Promise<boolean | undefined>,
+    private readonly probe: JobLockProbe,
     private readonly lockDurationMs: number,
-    private readonly cancelledForLostLock: () => boolean,
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = performance.now.bind(performance),
   ) {
     this.verifiedAt = now();
   }
 
+  get rootUri(): string {
+    return this.store.rootUri;
+  }
+
+  uriOf(key: string): string {
+    return this.store.uriOf(key);
+  }
+
+  keyOf(uri: string): string {
+    return this.store.keyOf(uri);
+  }
+
+  async put(key: string, body: string | Uint8Array | Readable, options?: PutOptions): Promise<ObjectInfo> {
+    await this.check('put', key);
+    return this.store.put(key, body, options);
+  }
+
+  getStream(key: string): Promise<Readable> {
+    return this.store.getStream(key);
+  }
+
+  getBuffer(key: string): Promise<Buffer> {
+    return this.store.getBuffer(key);
+  }
+
+  head(key: string): Promise<ObjectInfo | undefined> {
+    return this.store.head(key);
+  }
+
+  list(prefix: string): AsyncIterable<ObjectInfo> {
+    return this.store.list(prefix);
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.check('delete', key);
+    return this.store.delete(key);
+  }
+
+  /** Sweeps like the store it guards (0 when that store leaves no temp files). */
+  async sweepTemporary(prefix: string): Promise<number> {
+    if (!this.store.sweepTemporary) return 0;
+    await this.check('sweep temp files under', prefix);
+    return this.store.sweepTemporary(prefix);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
   /** Resolves when the job may still write; throws LOCK_LOST when its lock is another worker's. */
   async check(operation: string, key: string): Promise<void> {
-    if (!this.lost && this.cancelledForLostLock()) this.lost = true;
+    if (!this.lost && this.probe.cancelledForLostLock()) this.lost = true;
     if (!this.lost && this.now() - this.verifiedAt >= this.lockDurationMs / 2) {
       const asked = this.now();
       // A Redis that does not answer cannot say; BullMQ still refuses to finish a job whose lock is gone.
-      const held = await this.holds().catch(() => undefined);
+      const held = await this.probe.holds().catch(() => undefined);
       if (held === false) this.lost = true;
       else if (held === true) this.verifiedAt = asked;
     }
@@ -59,35 +117,4 @@ export class JobLockGuard {
         { retryable: true },
       );
   }
-}
-
-/** The store a job writes through: every write first asks the guard. Reads pass as they are. */
-export function guardStoreWrites(store: ArtifactStore, guard: JobLockGuard): ArtifactStore {
-  const guarded: ArtifactStore = {
-    get rootUri() {
-      return store.rootUri;
-    },
-    uriOf: (key) => store.uriOf(key),
-    keyOf: (uri) => store.keyOf(uri),
-    async put(key: string, body: string | Uint8Array | Readable, options?: PutOptions): Promise<ObjectInfo> {
-      await guard.check('put', key);
-      return store.put(key, body, options);
-    },
-    getStream: (key) => store.getStream(key),
-    getBuffer: (key) => store.getBuffer(key),
-    head: (key) => store.head(key),
-    list: (prefix) => store.list(prefix),
-    async delete(key: string): Promise<void> {
-      await guard.check('delete', key);
-      return store.delete(key);
-    },
-    close: () => store.close(),
-  };
-  const sweep = store.sweepTemporary?.bind(store);
-  if (sweep)
-    guarded.sweepTemporary = async (prefix: string) => {
-      await guard.check('sweep temp files under', prefix);
-      return sweep(prefix);
-    };
-  return guarded;
 }

@@ -36,7 +36,7 @@ import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobDataSize, stageJobOptions } from './job-options';
 import { JobCancel, type JobCancels } from './job-cancels';
-import { JobLockGuard, defaultLockDurationMs, guardStoreWrites, lockLostReason } from './job-lock';
+import { LockGuardedStore, defaultLockDurationMs, lockLostReason, type JobLockProbe } from './job-lock';
 import {
   buildStageDeps,
   checkResult,
@@ -172,16 +172,8 @@ function stageJobRunner(
 ): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
   const lockMs = options.lockDurationMs ?? defaultLockDurationMs;
-  const holdsLock = runtime.holdsLock?.bind(runtime);
-  const lockGuard = (job: StageJobHandle, token: string | undefined, cancel: JobCancel) =>
-    token && holdsLock
-      ? new JobLockGuard(
-          jobLabel(job),
-          () => holdsLock(job, token),
-          lockMs,
-          () => cancel.reason === lockLostReason,
-        )
-      : undefined;
+  const lockOf = (job: StageJobHandle, token: string | undefined, cancel: JobCancel) =>
+    token && runtime.holdsLock ? new JobLock(runtime, job, token, cancel, lockMs) : undefined;
   const ended = (cancel: JobCancel) => {
     cancel.onCancel = undefined;
     release(cancel);
@@ -226,7 +218,7 @@ function stageJobRunner(
       };
       cancel.onCancel = () => fail(new Error('aborted'));
       if (cancel.cancelled) cancel.onCancel();
-      const guard = lockGuard(job, token, cancel);
+      const guard = lockOf(job, token, cancel);
       const work =
         job.name === 'part'
           ? processPartJob(stage, runtime, job, cancel, guard)
@@ -239,6 +231,25 @@ function stageJobRunner(
         resolve(result);
       }, fail);
     });
+}
+
+/** A job's lock as its store's guard asks about it (see job-lock.ts). */
+class JobLock implements JobLockProbe {
+  constructor(
+    private readonly runtime: StageJobRuntime,
+    private readonly job: StageJobHandle,
+    private readonly token: string,
+    private readonly cancel: JobCancel,
+    readonly lockDurationMs: number,
+  ) {}
+
+  holds(): Promise<boolean | undefined> {
+    return this.runtime.holdsLock ? this.runtime.holdsLock(this.job, this.token) : Promise.resolve(undefined);
+  }
+
+  cancelledForLostLock(): boolean {
+    return this.cancel.reason === lockLostReason;
+  }
 }
 
 /**
@@ -310,7 +321,7 @@ function jobDeps(
   job: StageJobHandle,
   data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
   cancel: JobCancel,
-  guard: JobLockGuard | undefined,
+  guard: JobLock | undefined,
   report: (progress: StageProgress) => Promise<unknown>,
   part?: StageDeps['part'],
 ): StageDeps {
@@ -322,7 +333,7 @@ function jobDeps(
     );
   const store = runtime.storeFor(data.artifactsRoot);
   return buildStageDeps({
-    store: guard ? guardStoreWrites(store, guard) : store,
+    store: guard ? new LockGuardedStore(store, jobLabel(job), guard, guard.lockDurationMs) : store,
     outputPrefix: data.outputPrefix,
     openObject: runtime.openObject,
     runId: data.runId,
@@ -344,7 +355,7 @@ async function processPartJob(
   runtime: StageJobRuntime,
   job: StageJobHandle,
   cancel: JobCancel,
-  guard: JobLockGuard | undefined,
+  guard: JobLock | undefined,
 ): Promise<PartJobResult> {
   const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
   if (stage.kind !== 'fan-out')
@@ -381,7 +392,7 @@ async function processStageJob(
   job: StageJobHandle,
   token: string | undefined,
   cancel: JobCancel,
-  guard: JobLockGuard | undefined,
+  guard: JobLock | undefined,
 ): Promise<StageJobResult> {
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
