@@ -194,7 +194,7 @@ function stageJobRunner(
         // instead of failing the run after a few quick attempts.
         const cause = error instanceof Error ? error.message : String(error);
         runtime.logger.warn(
-          { jobId: job.id, err: error, delayMs: wait.delayMs, timeLeftMs: wait.timeLeftMs },
+          { ...jobLogIds(job), err: error, delayMs: wait.delayMs, timeLeftMs: wait.timeLeftMs },
           `storage fault (${cause}); the job waits and tries again in ${Math.round(wait.delayMs / 100) / 10} s, ${Math.round(wait.timeLeftMs / 100) / 10} s of HAT_STORAGE_RETRY_MS left`,
         );
         await job.moveToDelayed(runtime.clock.now() + wait.delayMs, token);
@@ -308,6 +308,20 @@ export function toWorkerError(thrown: unknown): unknown {
     return unrecoverable;
   }
   return error;
+}
+
+/**
+ * The ids a line about a job carries (run, stage, part, job), read from its data: the same fields
+ * the processor's own logger binds, so one query finds every line of a run or a part.
+ */
+export function jobLogIds(job: Pick<StageJobHandle, 'id' | 'name' | 'data'>): Record<string, unknown> {
+  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
+  return {
+    jobId: job.id,
+    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
+    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
+    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
+  };
 }
 
 function jobLabel(job: StageJobHandle): string {

@@ -2,14 +2,14 @@ import { Worker, type Job, type Processor, type WorkerOptions } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
-import { partIdOf, partIdOfJobId } from '../stage-kit/job-ids';
+import { partIdOfJobId } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
 import type { RedisClient } from './redis-connection';
 import { JobCancels } from './job-cancels';
 import { redisFullError } from './redis-full';
 import { uniqueWorkerName } from './stalled-jobs';
 import { defaultLockDurationMs, lockLostReason } from './job-lock';
-import { createInProcessStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
+import { createInProcessStageJobProcessor, jobLogIds, type StageJobRuntime } from './stage-job-processor';
 
 export { defaultLockDurationMs } from './job-lock';
 
@@ -68,19 +68,9 @@ export interface QueueWorkerOptions {
   observer?: JobObserver;
 }
 
-/**
- * The ids a job's log lines carry (run, stage, part, job), read from its data: the same fields
- * the processor's own logger binds, so one query finds every line of a run or a part.
- */
+/** The ids a job's log lines carry (see jobLogIds), and the queue. */
 export function jobLogBindings(queue: string, job: Job): Record<string, unknown> {
-  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
-  return {
-    queue,
-    jobId: job.id,
-    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
-    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
-    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
-  };
+  return { queue, ...jobLogIds(job) };
 }
 
 /**
