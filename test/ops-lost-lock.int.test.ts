@@ -198,6 +198,20 @@ describe('worker processes killed or paused mid-part', () => {
       );
       const part = await activePart(stage);
       paused.child.kill('SIGSTOP');
+      // Once its lock lapses, the part shows as stalled; the stopped worker runs no stall check either.
+      const shown = await waitFor(async () => {
+        const result = await runHat(['runs', 'show', 'resumed'], {
+          HAT_REDIS_PREFIX: kit.prefix,
+          HAT_ARTIFACTS: kit.artifactsRoot,
+        });
+        return result.stdout.includes('stalled') ? result.stdout : undefined;
+      }, 30_000);
+      expect(shown).toMatch(
+        new RegExp(
+          `^ {2}${stage}: running, 0/1 parts, part-00000 stalled \\(its worker stopped renewing the lock: paused or hung\\), not retried until a worker serves ${stage}$`,
+          'm',
+        ),
+      );
 
       // Another worker takes the part once the paused one's lock lapses, and finishes the run.
       start(['worker', '--stages', `${stage},runs`, '--concurrency', '1'], env);

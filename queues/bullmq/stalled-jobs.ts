@@ -37,7 +37,8 @@ export interface StalledJob {
   worker?: string;
   /**
    * In about how long the stalled check hands it back to the queue, ms (0: at the next check,
-   * now). Absent when no worker serves the queue: nothing hands it back until one starts.
+   * now). Absent when no running worker serves the queue (none, or only stalled ones): nothing
+   * hands it back until one starts.
    */
   handBackInMs?: number;
 }
@@ -111,13 +112,18 @@ export async function findStalledJobs(
       ? now - lastCheckAt + checkTtl
       : (options.stalledIntervalMs ?? defaultStalledIntervalMs);
   const nextCheckInMs = Math.max(0, checkTtl);
+  // A worker that let a lock lapse is connected but not running (paused, hung): it runs no stall
+  // checks either, so it does not count as a worker that will hand the job back.
+  const live = workers === undefined ? undefined : new Set(workers);
+  for (const { job, lockTtl } of held)
+    if (lockTtl === -2 && job.processedBy !== undefined) live?.delete(job.processedBy);
   const stalled: StalledJob[] = [];
   for (const { job, id, lockTtl, marked } of held) {
     const worker = job.processedBy;
     const workerLost = workers !== undefined && worker !== undefined && !workers.has(worker);
     const lockLapsed = lockTtl === -2;
     if (!workerLost && !lockLapsed) continue;
-    const served = workers === undefined || workers.size > 0;
+    const served = live === undefined || live.size > 0;
     const wait = handBackInMs({ lockLeftMs: Math.max(0, lockTtl), marked, nextCheckInMs, intervalMs: interval });
     stalled.push({
       jobId: id,
