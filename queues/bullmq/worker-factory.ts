@@ -4,7 +4,7 @@ import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
 import { partIdOfJobId } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
-import type { RedisClient } from './redis-connection';
+import { isRedisConnectionError, type RedisClient } from './redis-connection';
 import { JobCancels } from './job-cancels';
 import { redisFullError } from './redis-full';
 import { uniqueWorkerName } from './stalled-jobs';
@@ -53,6 +53,45 @@ class LostLocks {
     if (this.seen.size >= 1_000) this.seen.clear();
     this.seen.add(jobId);
     return true;
+  }
+}
+
+/**
+ * One line when Redis stops answering and one when it answers again, per connection (every
+ * Worker of a process shares one): BullMQ reports each failed reconnect of each of its
+ * connections as an error, dozens a second, which read like a crash and hide the one fact.
+ */
+class RedisOutages {
+  private static readonly byConnection = new WeakMap<RedisClient, RedisOutages>();
+  private down = false;
+
+  static of(connection: RedisClient, logger: Logger): RedisOutages {
+    let outages = RedisOutages.byConnection.get(connection);
+    if (!outages) {
+      outages = new RedisOutages(logger);
+      RedisOutages.byConnection.set(connection, outages);
+      const found = outages;
+      connection.on('ready', () => found.answered());
+    }
+    return outages;
+  }
+
+  private constructor(private readonly logger: Logger) {}
+
+  /** Logs the first error of an outage; the rest say nothing new. */
+  failed(error: { message: string }): void {
+    if (this.down) return;
+    this.down = true;
+    this.logger.warn(
+      { cause: error.message },
+      `Redis does not answer (${error.message}); the worker keeps reconnecting and carries on when it answers: jobs stay in Redis, and a part whose lock lapses meanwhile is handed back by the stall check`,
+    );
+  }
+
+  private answered(): void {
+    if (!this.down) return;
+    this.down = false;
+    this.logger.info('Redis answers again; the worker carries on');
   }
 }
 
@@ -126,6 +165,7 @@ export function createQueueWorker(
       : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
   const lostLocks = new LostLocks();
+  const outages = RedisOutages.of(options.connection, logger);
   // The job is another worker's now: stop it here (its writes are refused too, see job-lock.ts).
   worker.on('lockRenewalFailed', (jobIds: string[]) => {
     for (const jobId of jobIds) worker.cancelJob(jobId, lockLostReason);
@@ -142,6 +182,7 @@ export function createQueueWorker(
       }
       return;
     }
+    if (isRedisConnectionError(error)) return outages.failed(error);
     const full = redisFullError(error);
     logger.error({ queue: queueName, err: full ?? error }, full ? full.message : 'worker error');
   });

@@ -8,6 +8,7 @@ import { findStalledJobs, type StalledJob } from '../bullmq/stalled-jobs';
 import { parseJobData, stageJobDataSchema, type StageJobResult } from '../bullmq/job-data';
 import { runJobDataSchema, stageKindOf, type RunJobData } from './run-job-data';
 import type { QueueContext } from '../bullmq/queue-context';
+import { isRedisConnectionError } from '../bullmq/redis-connection';
 import { runsQueueName } from '../stage-kit/stage-names';
 import { runLayout } from './run-layout';
 import {
@@ -661,16 +662,4 @@ export async function watchRun(
     if (options.signal?.aborted) return status;
     await new Promise((resolve) => setTimeout(resolve, interval));
   }
-}
-
-/** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
-const connectionErrorPattern =
-  /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
-
-/** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
-export function isRedisConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code)) return true;
-  return connectionErrorPattern.test(`${error.name}: ${error.message}`);
 }
