@@ -40,12 +40,70 @@ describe('RateTracker', () => {
 });
 
 describe('describeStage', () => {
-  it('says how many parts are stalled while it lasts', () => {
-    const line = { name: 'collect', state: 'running', partsDone: 3, partsTotal: 10 };
-    expect(describeStage({ ...line, partsStalled: 2 }, {})).toBe(
-      'collect: running, 3/10 parts, 2 parts stalled (their workers stopped; handed to another worker within the stalled interval), ? parts/s, ETA ?',
+  const line = { name: 'shard', state: 'running', partsDone: 3, partsTotal: 10 };
+  const lost = { part: 'part-00003', jobId: 'r.shard.part-00003.0123456789ab', cause: 'worker-lost' as const };
+
+  it('names a stalled part, why, and when it is retried, in place of a stale ETA', () => {
+    expect(describeStage({ ...line, stalled: [{ ...lost, handBackInMs: 44_200 }] }, { rate: 2, etaSeconds: 4 })).toBe(
+      'shard: running, 3/10 parts, part-00003 stalled (worker lost), retried in ~45 s, 2.0 parts/s, ETA ?',
     );
-    expect(describeStage(line, {})).toBe('collect: running, 3/10 parts, ? parts/s, ETA ?');
+    expect(describeStage({ ...line, stalled: [{ ...lost, handBackInMs: 300 }] }, {})).toBe(
+      'shard: running, 3/10 parts, part-00003 stalled (worker lost), retried now, ? parts/s, ETA ?',
+    );
+    expect(describeStage(line, { rate: 2, etaSeconds: 4 })).toBe('shard: running, 3/10 parts, 2.0 parts/s, ETA 4s');
+  });
+
+  it('says when nothing will retry it, several parts at once, a paused worker, and a stalled single job', () => {
+    expect(describeStage({ ...line, name: 'sft_data', queue: 'shard', stalled: [lost] }, {})).toBe(
+      'sft_data: running, 3/10 parts, part-00003 stalled (worker lost), not retried until a worker serves shard, ? parts/s, ETA ?',
+    );
+    const second = { ...lost, part: 'part-00007', jobId: 'r.shard.part-00007.0123456789ab' };
+    expect(
+      describeStage(
+        {
+          ...line,
+          stalled: [
+            { ...lost, handBackInMs: 5_000 },
+            { ...second, handBackInMs: 35_000 },
+          ],
+        },
+        {},
+      ),
+    ).toBe(
+      'shard: running, 3/10 parts, 2 parts stalled (part-00003, part-00007; workers lost), retried in ~35 s, ? parts/s, ETA ?',
+    );
+    expect(describeStage({ ...line, stalled: [{ ...lost, cause: 'lock-lapsed', handBackInMs: 12_000 }] }, {})).toBe(
+      'shard: running, 3/10 parts, part-00003 stalled (its worker stopped renewing the lock: paused or hung), retried in ~12 s, ? parts/s, ETA ?',
+    );
+    const gate = { name: 'gate', state: 'running', partsDone: 0, partsTotal: 0 };
+    expect(
+      describeStage(
+        { ...gate, stalled: [{ jobId: 'r.gate.0123456789ab', cause: 'worker-lost', handBackInMs: 58_000 }] },
+        {},
+      ),
+    ).toBe('gate: running, stalled (worker lost), retried in ~58 s');
+  });
+
+  it('prints a plain line when a part stalls, when a worker can take it and when it runs again, not for each second of the countdown', () => {
+    let now = 0;
+    const stream = new PassThrough();
+    let text = '';
+    stream.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    const view = createProgressView(stream, { tty: false, lineIntervalMs: 1_000, now: () => now });
+    view.update([line]);
+    view.update([{ ...line, stalled: [lost] }]);
+    now = 2_000;
+    view.update([{ ...line, stalled: [{ ...lost, handBackInMs: 40_000 }] }]);
+    now = 5_000;
+    view.update([{ ...line, stalled: [{ ...lost, handBackInMs: 35_000 }] }]);
+    now = 41_000;
+    view.update([line]);
+    expect(text.trim().split('\n')).toEqual([
+      'shard: running, 3/10 parts, ? parts/s, ETA ?',
+      'shard: running, 3/10 parts, part-00003 stalled (worker lost), not retried until a worker serves shard, ? parts/s, ETA ?',
+      'shard: running, 3/10 parts, part-00003 stalled (worker lost), retried in ~40 s, ? parts/s, ETA ?',
+      'shard: running, 3/10 parts, ? parts/s, ETA ?',
+    ]);
   });
 });
 

@@ -1,7 +1,7 @@
 import type { ArtifactStore } from '../shared/artifacts/artifact-store';
 import { HatError } from '../shared/errors';
 import { MultiBar, Presets, type SingleBar } from 'cli-progress';
-import type { RunStatus, StageStatus } from '../queues/runs/run-control';
+import type { RunStatus, StageStatus, StalledPartStatus } from '../queues/runs/run-control';
 
 /**
  * Live per-stage progress for `hat run --wait`, `hat demo` and `hat stage`: progress bars
@@ -20,8 +20,10 @@ export interface StageProgressLine {
   state: string;
   partsDone: number;
   partsTotal: number;
-  /** Parts whose worker stopped holding them (see StageStatus.partsStalled). */
-  partsStalled?: number;
+  /** Parts (or the stage job) whose worker is gone or stopped renewing their lock (see StageStatus.stalled). */
+  stalled?: StalledPartStatus[];
+  /** The queue that serves it (the stage's kind). */
+  queue?: string;
 }
 
 /** Parts per second and time left, from the first sample a stage was seen running. */
@@ -52,18 +54,49 @@ function formatEta(seconds: number | undefined): string {
 
 export function describeStage(line: StageProgressLine, rates: { rate?: number; etaSeconds?: number }): string {
   const parts = line.partsTotal > 0 ? `, ${line.partsDone}/${line.partsTotal} parts` : '';
+  const stalled =
+    line.stalled && line.stalled.length > 0 ? `, ${describeStalled(line.stalled, line.queue ?? line.name)}` : '';
+  // A stalled part waits for the stall check, not for the rate so far: no ETA until it runs again.
   const speed =
     line.state === 'running' && line.partsTotal > 0
-      ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${formatEta(rates.etaSeconds)}`
+      ? `, ${rates.rate === undefined ? '?' : rates.rate.toFixed(1)} parts/s, ETA ${stalled ? '?' : formatEta(rates.etaSeconds)}`
       : '';
-  return `${line.name}: ${line.state}${parts}${stalledNote(line)}${speed}`;
+  return `${line.name}: ${line.state}${parts}${stalled}${speed}`;
 }
 
-/** `, 1 part stalled (…)`: said while it lasts, so a dead worker's part is not mistaken for a slow one. */
-function stalledNote(line: StageProgressLine): string {
-  const stalled = line.partsStalled ?? 0;
-  if (stalled === 0) return '';
-  return `, ${stalled} part${stalled === 1 ? '' : 's'} stalled (${stalled === 1 ? 'its worker' : 'their workers'} stopped; handed to another worker within the stalled interval)`;
+/**
+ * `part-00003 stalled (worker lost), retried in ~45 s`: said while it lasts, so a dead worker's
+ * part is not mistaken for a slow one (`hat run --wait`, `hat runs show`).
+ */
+export function describeStalled(stalled: readonly StalledPartStatus[], queue: string): string {
+  const parts = stalled.filter((entry) => entry.part !== undefined).map((entry) => entry.part as string);
+  const lost = stalled.every((entry) => entry.cause === 'worker-lost');
+  const paused = stalled.every((entry) => entry.cause === 'lock-lapsed');
+  const many = stalled.length > 1;
+  const cause = lost
+    ? many
+      ? 'workers lost'
+      : 'worker lost'
+    : paused
+      ? `${many ? 'their workers' : 'its worker'} stopped renewing the lock: paused or hung`
+      : 'workers lost or paused';
+  const what =
+    parts.length === 0
+      ? `stalled (${cause})`
+      : parts.length === 1 && !many
+        ? `${parts[0]} stalled (${cause})`
+        : `${stalled.length} parts stalled (${parts.join(', ')}; ${cause})`;
+  const waits = stalled.map((entry) => entry.handBackInMs);
+  if (waits.some((ms) => ms === undefined)) return `${what}, not retried until a worker serves ${queue}`;
+  const longest = Math.max(...(waits as number[]));
+  return `${what}, ${longest < 1_000 ? 'retried now' : `retried in ~${Math.ceil(longest / 1_000)} s`}`;
+}
+
+/** What a plain line shows of the stalled parts, less the countdown (a new line when it changes). */
+function stalledKey(line: StageProgressLine): string {
+  return (line.stalled ?? [])
+    .map((entry) => `${entry.jobId}:${entry.cause}:${entry.handBackInMs === undefined ? 'unserved' : 'served'}`)
+    .join(',');
 }
 
 export function createProgressView(
@@ -74,7 +107,7 @@ export function createProgressView(
   const rates = new RateTracker(options.now);
   if (tty) return barView(stream, rates);
   const interval = options.lineIntervalMs ?? 1_000;
-  const last = new Map<string, { state: string; at: number; done: number; total: number; stalled: number }>();
+  const last = new Map<string, { state: string; at: number; done: number; total: number; stalled: string }>();
   const now = options.now ?? Date.now;
   return {
     update(stages) {
@@ -85,7 +118,7 @@ export function createProgressView(
           !previous ||
           previous.state !== stage.state ||
           previous.total !== stage.partsTotal ||
-          previous.stalled !== (stage.partsStalled ?? 0);
+          previous.stalled !== stalledKey(stage);
         const due =
           previous !== undefined &&
           stage.state === 'running' &&
@@ -98,7 +131,7 @@ export function createProgressView(
             at: now(),
             done: stage.partsDone,
             total: stage.partsTotal,
-            stalled: stage.partsStalled ?? 0,
+            stalled: stalledKey(stage),
           });
         }
       }
@@ -130,9 +163,11 @@ function barView(stream: NodeJS.WritableStream, rates: RateTracker): ProgressVie
         const rate = stage.state === 'running' ? rates.sample(stage.name, stage.partsDone, stage.partsTotal) : {};
         const payload = {
           stage: stage.name.padEnd(width).slice(0, width),
-          state: stage.partsStalled ? `${stage.state}, ${stage.partsStalled} stalled` : stage.state,
+          state: stage.stalled?.length
+            ? `${stage.state}, ${describeStalled(stage.stalled, stage.queue ?? stage.name)}`
+            : stage.state,
           rate: rate.rate === undefined ? '- parts/s' : `${rate.rate.toFixed(1)} parts/s`,
-          eta_text: stage.state === 'completed' ? '0s' : formatEta(rate.etaSeconds),
+          eta_text: stage.state === 'completed' ? '0s' : stage.stalled?.length ? '?' : formatEta(rate.etaSeconds),
         };
         let bar = bars.get(stage.name);
         if (!bar) {
@@ -158,7 +193,7 @@ export function progressLines(status: RunStatus): StageProgressLine[] {
     state: stage.state,
     partsDone: stage.partsDone,
     partsTotal: stage.partsTotal,
-    ...(stage.partsStalled ? { partsStalled: stage.partsStalled } : {}),
+    ...(stage.stalled ? { stalled: stage.stalled, queue: stage.kind ?? stage.name } : {}),
   }));
   // Each trainer handoff shows as one more line: its state says whether a checkpoint is awaited.
   for (const handoff of status.handoffs ?? [])

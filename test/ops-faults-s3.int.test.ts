@@ -15,7 +15,8 @@ import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { createStoreCache } from '../queues/bullmq/stage-runtime';
 import { getStage } from '../queues/stage-kit/stage-registry';
 import { S3FaultProxy } from './support/s3-fault-proxy';
-import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit';
+import { createQueueTestKit, waitFor, type QueueTestKit } from './support/queue-test-kit';
+import { startHat } from './support/hat-process';
 
 /**
  * S3 faults between workers and the store (500s, connections dropped before and after a request
@@ -164,4 +165,54 @@ describe('S3 faults', () => {
       await direct.close();
     }
   });
+
+  it('names an S3 outage while it lasts: a worker logs each retry at warn with the object, the cause and the time left, and the run completes once S3 answers', async () => {
+    const runId = 's3-outage';
+    const proxyEnv = { ...s3.env, S3_ENDPOINT: proxy.endpoint };
+    kit = await createQueueTestKit({ ...proxyEnv, HAT_ARTIFACTS: `s3://faults/${runId}-root` });
+    const root = kit.env.HAT_ARTIFACTS as string;
+    // Every write answered 503 SlowDown (after the SDK's own attempts): an outage, not a blip.
+    proxy.setRules([{ methods: ['PUT'], probability: 1, fault: { kind: 'status', status: 503, code: 'SlowDown' } }]);
+    const worker = startHat(['worker', '--stages', 'fanout-demo,runs', '--concurrency', '1'], {
+      ...proxyEnv,
+      HAT_REDIS_PREFIX: kit.prefix,
+      HAT_ARTIFACTS: root,
+      HAT_LOG_LEVEL: 'warn',
+      HAT_STORAGE_RETRY_MS: '120000',
+    });
+    try {
+      await enqueueRun(
+        kit.context,
+        planRun({ runId, stages: { 'fanout-demo': { parts: 1 } } }, { env: kit.env, now: new Date() }),
+      );
+      const retries = () =>
+        worker
+          .stderr()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as { level: number; msg: string; timeLeftMs?: number; part?: string })
+          .filter((line) => line.msg.startsWith('storage fault'));
+      // Seen while the outage lasts, not when the budget runs out.
+      const first = await waitFor(async () => retries()[0], 60_000, 100);
+      // The part's write streams its body, so the job waits it out (a buffered put retries in the store).
+      const uri = `${root}/runs/${runId}/fanout-demo/part-00000.jsonl.gz`.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+      expect(first).toMatchObject({ level: 40, runId, stage: 'fanout-demo', part: 'part-00000' });
+      expect(first.msg).toMatch(
+        new RegExp(
+          `^storage fault \\(\\[S3_UNAVAILABLE\\] put ${uri} failed after 3 attempts: SlowDown: .*\\); the job waits and tries again in [\\d.]+ s, [\\d.]+ s of HAT_STORAGE_RETRY_MS left$`,
+        ),
+      );
+      expect(first.timeLeftMs).toBeGreaterThan(100_000);
+      expect(first.timeLeftMs).toBeLessThanOrEqual(120_000);
+      expect(proxy.counts().status).toBeGreaterThan(0);
+
+      proxy.setRules([]);
+      const status = await watchRun(kit.context, runId, { intervalMs: 200 });
+      expect([status.state, status.error]).toEqual(['completed', undefined]);
+    } finally {
+      proxy.setRules([]);
+      worker.child.kill('SIGTERM');
+      await worker.exited;
+    }
+  }, 120_000);
 });

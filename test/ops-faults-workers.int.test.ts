@@ -8,6 +8,7 @@ import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { readManifest, type Manifest } from '../shared/artifacts/manifest';
 import { loadEnv } from '../shared/config/env';
 import { silentLogger } from '../shared/log/logger';
+import { loggerInto } from './support/captured-logger';
 import { enqueueRun } from '../queues/runs/flows';
 import type { QueueContext } from '../queues/bullmq/queue-context';
 import { planRun } from '../queues/runs/run-config';
@@ -147,11 +148,12 @@ describe('worker and Redis faults', () => {
       const config = { generate: { count: 480, seed: 22 }, tasksPerPart: 30, concurrency: 1 };
       const expected = await referenceOutput(join(directory, 'reference'), runId, config);
 
+      let logged = '';
       pool = await startWorkerPool({
         env,
         queues: ['collect', 'runs'],
         concurrency: 2,
-        logger: silentLogger(),
+        logger: loggerInto((text) => (logged += text), 'info'),
         sandbox: 'off',
       });
       await pool.waitUntilReady();
@@ -170,11 +172,29 @@ describe('worker and Redis faults', () => {
       expect(before.stages[0]?.partsDone).toBeLessThan(16);
 
       await shutdownPrivateRedis(port, redis);
+      // Named while it lasts: one warn line, not BullMQ's error for every failed reconnect.
+      const lines = () =>
+        logged
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as { level: number; msg: string });
+      await waitFor(async () => lines().some((line) => line.msg.startsWith('Redis does not answer')), 20_000, 50);
       redis = await startPrivateRedis(port, dataDirectory);
 
       const status = await watchRun(context, runId, { intervalMs: 200 });
       expect([status.state, status.error]).toEqual(['completed', undefined]);
       expect(status.stages[0]).toMatchObject({ partsDone: 16, partsTotal: 16 });
+      const outage = lines().filter((line) => line.msg.startsWith('Redis'));
+      expect(outage[0]).toMatchObject({ level: 40 });
+      expect(outage[0].msg).toMatch(
+        /^Redis does not answer \(.+\); the worker keeps reconnecting and carries on when it answers: jobs stay in Redis, and a part whose lock lapses meanwhile is handed back by the stall check$/,
+      );
+      // Each outage line is followed by an 'answers again' line (a connection may come back before another fails).
+      expect(outage.map((line) => (line.msg.startsWith('Redis does not answer') ? 'down' : 'up')).join(',')).toMatch(
+        /^down,up(,down,up)*$/,
+      );
+      expect(outage[1]).toMatchObject({ level: 30, msg: 'Redis answers again; the worker carries on' });
+      expect(lines().filter((line) => line.level >= 50)).toEqual([]);
       const store = new FileArtifactStore(artifacts);
       expect(dataObjects(await readManifest(store, `runs/${runId}/collect/manifest.json`))).toEqual(
         dataObjects(expected),

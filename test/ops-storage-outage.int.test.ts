@@ -96,11 +96,22 @@ describeWithMounts('storage outages', () => {
     expect(result.manifestUri).toMatch(/\/out\/manifest\.json$/);
   }, 90_000);
 
-  it('names a full disk as STORAGE_FULL', async () => {
+  it('names a full disk as STORAGE_FULL at warn while it is waited out, and when the budget is spent', async () => {
     const outcome = await stageOnMount(mountPoint, 'mount -t tmpfs -o size=16k tmpfs "$1" || exit 97', {
       HAT_STORAGE_RETRY_MS: '1000',
+      HAT_LOG_LEVEL: 'warn',
     });
     expect(outcome.code).toBe(1);
+    // Named at warn while it is waited out, before the budget runs out.
+    const retry = outcome.stderr
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { level: number; msg: string })
+      .find((line) => line.msg.startsWith('storage fault'));
+    expect(retry?.level).toBe(40);
+    expect(retry?.msg).toMatch(
+      /^storage fault (on put \S+ )?\(\[STORAGE_FULL\] .*no space left on the device \(ENOSPC\).*\); (retry \d+|the work waits and tries again) in [\d.]+ s, [\d.]+ s of HAT_STORAGE_RETRY_MS left$/,
+    );
     expect(outcome.stderr).toContain('[STORAGE_FULL]');
     expect(outcome.stderr).toContain('no space left on the device (ENOSPC)');
   }, 60_000);

@@ -47,7 +47,8 @@ export default async function processSandboxedJob(
   const stage = getStage(typeof stageName === 'string' ? stageName : '');
   let processor = processors.get(stage.name);
   if (!processor) {
-    processor = createStageJobProcessor(stage, runtime);
+    const { lockDurationMs } = (workerData as SandboxWorkerData).hatSandbox;
+    processor = createStageJobProcessor(stage, runtime, { lockDurationMs });
     processors.set(stage.name, processor);
   }
   return processor(job, token, signal);

@@ -12,7 +12,7 @@ import { figureLines } from '../../queues/stage-kit/stage-summary';
 import { redactUrlCredentialsIn } from '../../shared/config/url-credentials';
 import type { CliContext } from '../cli-context';
 import { positiveInteger, withQueues } from '../command-support';
-import { runOutputLines, writtenRunOutputs, type WrittenRunOutputs } from '../run-progress';
+import { describeStalled, runOutputLines, writtenRunOutputs, type WrittenRunOutputs } from '../run-progress';
 import type { RegisterCommand } from './index';
 
 /** A checkpoint as one line: where it is served or stored, its policy version, whether it is simulated. */
@@ -47,11 +47,12 @@ function printStatus(context: CliContext, status: RunStatus, written: WrittenRun
   for (const stage of status.stages) {
     const parts =
       stage.partsTotal > 0
-        ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}${stage.partsStalled ? `, ${stage.partsStalled} stalled (worker lost; handed to another worker within the stalled interval)` : ''}`
+        ? `${stage.partsDone}/${stage.partsTotal} parts${stage.partsFailed ? `, ${stage.partsFailed} failed` : ''}`
         : 'single job';
+    const stalled = stage.stalled ? `, ${describeStalled(stage.stalled, stage.kind ?? stage.name)}` : '';
     const label = `${stage.name}${stage.kind ? ` (${stage.kind})` : ''}${stage.policyVersion !== undefined ? ` [policy v${stage.policyVersion}]` : ''}`;
     context.print(
-      `  ${label}: ${stage.state}, ${parts}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.note ? `\n    ${stage.note}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`,
+      `  ${label}: ${stage.state}, ${parts}${stalled}${stage.manifestUri ? `, manifest ${stage.manifestUri}` : ''}${stage.note ? `\n    ${stage.note}` : ''}${stage.error ? `\n    ${stage.error}` : ''}`,
     );
     for (const line of figureLines(stage.figures ?? [])) context.print(`    ${line}`);
   }

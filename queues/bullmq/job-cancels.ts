@@ -33,6 +33,11 @@ export class JobCancel {
     return this.cancelledWith !== undefined;
   }
 
+  /** What the job was cancelled with (undefined while it is not). */
+  get reason(): unknown {
+    return this.cancelledWith?.reason;
+  }
+
   /** The job's signal, made on first use (aborted already when the job was cancelled before). */
   get signal(): AbortSignal {
     if (this.external) return this.external;

@@ -183,3 +183,17 @@ export async function* scanKeyBatches(
 export async function deleteKeysMatching(client: Pick<Redis, 'scan' | 'unlink'>, pattern: string): Promise<void> {
   for await (const keys of scanKeyBatches(client, pattern)) await client.unlink(...keys);
 }
+
+/** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
+const connectionErrorPattern =
+  /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
+
+/** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
+export function isRedisConnectionError(error: unknown): boolean {
+  // Not `instanceof Error`: a socket error may come from another realm (a test VM context).
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, name, message } = error as { code?: unknown; name?: unknown; message?: unknown };
+  if (typeof code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code))
+    return true;
+  return typeof message === 'string' && connectionErrorPattern.test(`${String(name)}: ${message}`);
+}

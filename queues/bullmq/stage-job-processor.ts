@@ -36,6 +36,7 @@ import type { StageHold } from '../stage-kit/define-stage';
 import { partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobData, stageJobOptions } from './job-options';
 import { JobCancel, type JobCancels } from './job-cancels';
+import { LockGuardedStore, defaultLockDurationMs, lockLostReason, type JobLockProbe } from './job-lock';
 import {
   buildStageDeps,
   checkResult,
@@ -108,6 +109,17 @@ export interface StageJobRuntime {
    * on it; 0 or unset: storage faults spend attempts like any transient fault.
    */
   storageRetry?: { budgetMs: number; maxDelayMs: number };
+  /**
+   * Whether the job's lock is still held with `token` (undefined: cannot tell). Given, a job that
+   * has run past half its lock checks before each write (see job-lock.ts).
+   */
+  holdsLock?(job: StageJobHandle, token: string): Promise<boolean | undefined>;
+}
+
+/** Settings of the Worker a processor runs under. */
+export interface StageJobProcessorOptions {
+  /** The Worker's lock duration, ms. Default 30000 (BullMQ's). */
+  lockDurationMs?: number;
 }
 
 export type StageJobProcessor = (
@@ -120,8 +132,12 @@ export type StageJobProcessor = (
  * Builds the processor a sandboxed child (or any caller that owns the job's AbortSignal) runs for
  * one stage's queue. In-process workers use createInProcessStageJobProcessor instead.
  */
-export function createStageJobProcessor(stage: AnyStage, runtime: StageJobRuntime): StageJobProcessor {
-  const run = stageJobRunner(stage, runtime, (cancel) => cancel.dispose());
+export function createStageJobProcessor(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  options: StageJobProcessorOptions = {},
+): StageJobProcessor {
+  const run = stageJobRunner(stage, runtime, (cancel) => cancel.dispose(), options);
   // Three declared parameters: BullMQ passes the abort signal only to processors that take it.
   return (job: StageJobHandle, token?: string, signal?: AbortSignal) => run(job, token, new JobCancel(signal));
 }
@@ -135,8 +151,9 @@ export function createInProcessStageJobProcessor(
   stage: AnyStage,
   runtime: StageJobRuntime,
   cancels: JobCancels,
+  options: StageJobProcessorOptions = {},
 ): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult> {
-  const run = stageJobRunner(stage, runtime, (cancel) => cancels.end(cancel));
+  const run = stageJobRunner(stage, runtime, (cancel) => cancels.end(cancel), options);
   return (job: StageJobHandle, token?: string) => run(job, token, cancels.start(job.id));
 }
 
@@ -151,8 +168,12 @@ function stageJobRunner(
   stage: AnyStage,
   runtime: StageJobRuntime,
   release: (cancel: JobCancel) => void,
+  options: StageJobProcessorOptions,
 ): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
+  const lockMs = options.lockDurationMs ?? defaultLockDurationMs;
+  const lockOf = (job: StageJobHandle, token: string | undefined, cancel: JobCancel) =>
+    token && runtime.holdsLock ? new JobLock(runtime, job, token, cancel, lockMs) : undefined;
   const ended = (cancel: JobCancel) => {
     cancel.onCancel = undefined;
     release(cancel);
@@ -160,6 +181,8 @@ function stageJobRunner(
   /** A job whose work failed or that was cancelled: always rejects, with what BullMQ should do. */
   const failed = async (job: StageJobHandle, token: string | undefined, cancel: JobCancel, error: unknown) => {
     try {
+      // Lost its lock: the job is another worker's, there is nothing to hand back.
+      if (cancel.cancelled && cancel.reason === lockLostReason) throw new WaitingError();
       if (cancel.cancelled) {
         await job.moveToWait(token).catch(() => undefined);
         outages.end(job);
@@ -171,7 +194,7 @@ function stageJobRunner(
         // instead of failing the run after a few quick attempts.
         const cause = error instanceof Error ? error.message : String(error);
         runtime.logger.warn(
-          { jobId: job.id, err: error, delayMs: wait.delayMs, timeLeftMs: wait.timeLeftMs },
+          { ...jobLogIds(job), err: error, delayMs: wait.delayMs, timeLeftMs: wait.timeLeftMs },
           `storage fault (${cause}); the job waits and tries again in ${Math.round(wait.delayMs / 100) / 10} s, ${Math.round(wait.timeLeftMs / 100) / 10} s of HAT_STORAGE_RETRY_MS left`,
         );
         await job.moveToDelayed(runtime.clock.now() + wait.delayMs, token);
@@ -195,10 +218,11 @@ function stageJobRunner(
       };
       cancel.onCancel = () => fail(new Error('aborted'));
       if (cancel.cancelled) cancel.onCancel();
+      const guard = lockOf(job, token, cancel);
       const work =
         job.name === 'part'
-          ? processPartJob(stage, runtime, job, cancel)
-          : processStageJob(stage, runtime, job, token, cancel);
+          ? processPartJob(stage, runtime, job, cancel, guard)
+          : processStageJob(stage, runtime, job, token, cancel, guard);
       work.then((result) => {
         if (settled) return;
         settled = true;
@@ -207,6 +231,25 @@ function stageJobRunner(
         resolve(result);
       }, fail);
     });
+}
+
+/** A job's lock as its store's guard asks about it (see job-lock.ts). */
+class JobLock implements JobLockProbe {
+  constructor(
+    private readonly runtime: StageJobRuntime,
+    private readonly job: StageJobHandle,
+    private readonly token: string,
+    private readonly cancel: JobCancel,
+    readonly lockDurationMs: number,
+  ) {}
+
+  holds(): Promise<boolean | undefined> {
+    return this.runtime.holdsLock ? this.runtime.holdsLock(this.job, this.token) : Promise.resolve(undefined);
+  }
+
+  cancelledForLostLock(): boolean {
+    return this.cancel.reason === lockLostReason;
+  }
 }
 
 /**
@@ -267,6 +310,20 @@ export function toWorkerError(thrown: unknown): unknown {
   return error;
 }
 
+/**
+ * The ids a line about a job carries (run, stage, part, job), read from its data: the same fields
+ * the processor's own logger binds, so one query finds every line of a run or a part.
+ */
+export function jobLogIds(job: Pick<StageJobHandle, 'id' | 'name' | 'data'>): Record<string, unknown> {
+  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
+  return {
+    jobId: job.id,
+    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
+    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
+    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
+  };
+}
+
 function jobLabel(job: StageJobHandle): string {
   return `${job.queueQualifiedName}:${job.id ?? '?'}`;
 }
@@ -278,6 +335,7 @@ function jobDeps(
   job: StageJobHandle,
   data: Pick<StageJobData, 'artifactsRoot' | 'outputPrefix' | 'runId' | 'seed' | 'stage' | 'kind'>,
   cancel: JobCancel,
+  guard: JobLock | undefined,
   report: (progress: StageProgress) => Promise<unknown>,
   part?: StageDeps['part'],
 ): StageDeps {
@@ -287,8 +345,9 @@ function jobDeps(
       'BAD_JOB_DATA',
       `job ${jobLabel(job)} is for stage "${kind}" but sits in the queue of stage "${stageName}"`,
     );
+  const store = runtime.storeFor(data.artifactsRoot);
   return buildStageDeps({
-    store: runtime.storeFor(data.artifactsRoot),
+    store: guard ? new LockGuardedStore(store, jobLabel(job), guard, guard.lockDurationMs) : store,
     outputPrefix: data.outputPrefix,
     openObject: runtime.openObject,
     runId: data.runId,
@@ -310,6 +369,7 @@ async function processPartJob(
   runtime: StageJobRuntime,
   job: StageJobHandle,
   cancel: JobCancel,
+  guard: JobLock | undefined,
 ): Promise<PartJobResult> {
   const data = parseJobData(partJobDataSchema, job.data, jobLabel(job));
   if (stage.kind !== 'fan-out')
@@ -326,7 +386,16 @@ async function processPartJob(
     'input',
   );
   const part = { index: data.index, id: partIdOf(data.index), count: data.count };
-  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) => job.updateProgress({ ...report }), part);
+  const deps = jobDeps(
+    stage.name,
+    runtime,
+    job,
+    data,
+    cancel,
+    guard,
+    (report) => job.updateProgress({ ...report }),
+    part,
+  );
   const output = await runPart(stage, deps, { id: part.id, input, inputHash: data.inputHash });
   return { kind: 'part', index: data.index, output };
 }
@@ -337,6 +406,7 @@ async function processStageJob(
   job: StageJobHandle,
   token: string | undefined,
   cancel: JobCancel,
+  guard: JobLock | undefined,
 ): Promise<StageJobResult> {
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
@@ -358,7 +428,7 @@ async function processStageJob(
   }
   const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
   const sendProgress = (progress: StageJobProgress) => job.updateProgress({ ...progress });
-  const deps = jobDeps(stage.name, runtime, job, data, cancel, (report) =>
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, guard, (report) =>
     sendProgress({ phase: data.step === 'plan' ? 'plan' : 'finish', partsTotal: data.partCount, ...report }),
   );
 

@@ -122,6 +122,9 @@ export function createStageJobRuntime(options: StageRuntimeOptions): StageJobRun
       }
     },
     isRunCancelled: (runId: string) => isRunCancelled(context, runId),
+    async holdsLock(job, token) {
+      return (await context.connection.get(`${job.queueQualifiedName}:${job.id ?? ''}:lock`)) === token;
+    },
     storageRetry: {
       budgetMs: context.env.HAT_STORAGE_RETRY_MS,
       maxDelayMs: context.env.HAT_STORAGE_RETRY_MAX_DELAY_MS,

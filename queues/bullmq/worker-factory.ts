@@ -3,15 +3,16 @@ import type { HatEnv } from '../../shared/config/env';
 import { errorCodeOf } from '../../shared/errors';
 import type { Logger } from '../../shared/log/logger';
 import type { AnyStage } from '../stage-kit/define-stage';
-import { partIdOf } from '../stage-kit/job-ids';
+import { partIdOfJobId } from '../stage-kit/job-ids';
 import { hatBackoffStrategy } from './job-options';
-import type { RedisClient } from './redis-connection';
+import { isRedisConnectionError, type RedisClient } from './redis-connection';
 import { JobCancels } from './job-cancels';
 import { redisFullError } from './redis-full';
-import { createInProcessStageJobProcessor, type StageJobRuntime } from './stage-job-processor';
+import { uniqueWorkerName } from './stalled-jobs';
+import { defaultLockDurationMs, lockLostReason } from './job-lock';
+import { createInProcessStageJobProcessor, jobLogIds, type StageJobRuntime } from './stage-job-processor';
 
-/** Default lock duration (BullMQ's): a job whose lock is not renewed for this long is stalled. */
-export const defaultLockDurationMs = 30_000;
+export { defaultLockDurationMs } from './job-lock';
 
 /** Hears how jobs end (metrics); a WorkerMetrics satisfies it. */
 export interface JobObserver {
@@ -22,15 +23,26 @@ export interface JobObserver {
 
 /**
  * The job a worker lost the lock of: BullMQ's `could not renew lock for job <id>` (the renewal
- * found another owner or none) and `Missing lock for job <id>. <command>` (finishing a job the
- * stalled checker already handed to another worker), both seen after a worker was paused (a
- * stopped container, a long GC, a suspended VM) for longer than its lock.
+ * found another owner or none), `Missing lock for job <id>. <command>` (finishing a job the
+ * stalled checker handed to another worker, which finished it) and `Lock mismatch for job <id>.
+ * Cmd <command> from <state>` (finishing it while the other worker still runs it), all seen
+ * after a worker was paused (a stopped container, a long GC, a suspended VM) for longer than its
+ * lock.
  */
 export function lostLockJobId(error: Error): string | undefined {
-  return /^(?:Missing lock for job (.+)\. \w+$|could not renew lock for job (.+)$)/
+  return /^(?:Missing lock for job (.+)\. \w+$|Lock mismatch for job (.+)\. Cmd \w+ from \S+$|could not renew lock for job (.+)$)/
     .exec(error.message)
     ?.slice(1)
     .find(Boolean);
+}
+
+/** The one line a worker writes for a job it lost the lock of (see lostLockJobId). */
+export function lostLockMessage(queue: string, jobId: string, cause: string): string {
+  const part = partIdOfJobId(jobId);
+  return (
+    `${part ? `${part} (job ${jobId})` : `job ${jobId}`} of ${queue} was handed to another worker while this one was paused past its lock (${cause}); ` +
+    'nothing was lost: the other worker runs it, and this worker stopped it without writing its outputs'
+  );
 }
 
 /** One line per job whose lock was lost: a resumed worker reports each of them several times. */
@@ -42,6 +54,45 @@ class LostLocks {
     if (this.seen.size >= 1_000) this.seen.clear();
     this.seen.add(jobId);
     return true;
+  }
+}
+
+/**
+ * One line when Redis stops answering and one when it answers again, per connection (every
+ * Worker of a process shares one): BullMQ reports each failed reconnect of each of its
+ * connections as an error, dozens a second, which read like a crash and hide the one fact.
+ */
+class RedisOutages {
+  private static readonly byConnection = new WeakMap<RedisClient, RedisOutages>();
+  private down = false;
+
+  static of(connection: RedisClient, logger: Logger): RedisOutages {
+    let outages = RedisOutages.byConnection.get(connection);
+    if (!outages) {
+      outages = new RedisOutages(logger);
+      RedisOutages.byConnection.set(connection, outages);
+      const found = outages;
+      connection.on('ready', () => found.answered());
+    }
+    return outages;
+  }
+
+  private constructor(private readonly logger: Logger) {}
+
+  /** Logs the first error of an outage; the rest say nothing new. */
+  failed(error: { message: string }): void {
+    if (this.down) return;
+    this.down = true;
+    this.logger.warn(
+      { cause: error.message },
+      `Redis does not answer (${error.message}); the worker keeps reconnecting and carries on when it answers: jobs stay in Redis, and a part whose lock lapses meanwhile is handed back by the stall check`,
+    );
+  }
+
+  private answered(): void {
+    if (!this.down) return;
+    this.down = false;
+    this.logger.info('Redis answers again; the worker carries on');
   }
 }
 
@@ -57,19 +108,9 @@ export interface QueueWorkerOptions {
   observer?: JobObserver;
 }
 
-/**
- * The ids a job's log lines carry (run, stage, part, job), read from its data: the same fields
- * the processor's own logger binds, so one query finds every line of a run or a part.
- */
+/** The ids a job's log lines carry (see jobLogIds), and the queue. */
 export function jobLogBindings(queue: string, job: Job): Record<string, unknown> {
-  const data = (job.data ?? {}) as { runId?: unknown; stage?: unknown; index?: unknown };
-  return {
-    queue,
-    jobId: job.id,
-    ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
-    ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
-    ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
-  };
+  return { queue, ...jobLogIds(job) };
 }
 
 /**
@@ -108,6 +149,9 @@ export function createQueueWorker(
   options: QueueWorkerOptions & { sandboxed?: boolean; workerData?: unknown; cancels?: JobCancels },
 ): Worker {
   const settings: WorkerOptions = {
+    // Stored on every job it takes, and the name of its connection: `hat runs show` tells a part
+    // whose worker is gone (stalled-jobs.ts).
+    name: uniqueWorkerName(),
     connection: options.connection,
     prefix: options.prefix,
     concurrency: options.concurrency,
@@ -122,16 +166,24 @@ export function createQueueWorker(
       : new Worker(queueName, processor, settings);
   const { logger, observer } = options;
   const lostLocks = new LostLocks();
+  const outages = RedisOutages.of(options.connection, logger);
+  // The job is another worker's now: stop it here (its writes are refused too, see job-lock.ts).
+  worker.on('lockRenewalFailed', (jobIds: string[]) => {
+    for (const jobId of jobIds) worker.cancelJob(jobId, lockLostReason);
+  });
   worker.on('error', (error) => {
     const lostJobId = lostLockJobId(error);
     if (lostJobId !== undefined) {
-      if (lostLocks.first(lostJobId))
+      if (lostLocks.first(lostJobId)) {
+        const part = partIdOfJobId(lostJobId);
         logger.warn(
-          { queue: queueName, jobId: lostJobId, cause: error.message },
-          `job ${lostJobId} of ${queueName} was handed to another worker while this one was paused past its lock (${error.message}); nothing was lost: the other worker runs it, and what this worker did for it is discarded`,
+          { queue: queueName, jobId: lostJobId, ...(part ? { part } : {}), cause: error.message },
+          lostLockMessage(queueName, lostJobId, error.message),
         );
+      }
       return;
     }
+    if (isRedisConnectionError(error)) return outages.failed(error);
     const full = redisFullError(error);
     logger.error({ queue: queueName, err: full ?? error }, full ? full.message : 'worker error');
   });
@@ -161,7 +213,7 @@ export function createQueueWorker(
 
 /** What a sandboxed child needs to rebuild the runtime (it shares no objects with the parent). */
 export interface SandboxWorkerData {
-  hatSandbox: { env: HatEnv };
+  hatSandbox: { env: HatEnv; lockDurationMs?: number };
 }
 
 export interface StageWorkerOptions extends QueueWorkerOptions {
@@ -185,11 +237,11 @@ export function createStageWorker(
   runtime: StageJobRuntime,
   options: StageWorkerOptions,
 ): { worker: Worker; sandboxed: boolean } {
-  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs;
+  const lockDurationMs = options.lockDurationMs ?? stage.queue?.lockDurationMs ?? defaultLockDurationMs;
   if (stage.queue?.cpuHeavy && (options.sandbox ?? 'auto') === 'auto') {
     const file = options.sandboxEntry;
     if (file) {
-      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env } };
+      const workerData: SandboxWorkerData = { hatSandbox: { env: options.env, lockDurationMs } };
       return {
         worker: createQueueWorker(stage.name, file, { ...options, lockDurationMs, sandboxed: true, workerData }),
         sandboxed: true,
@@ -201,7 +253,9 @@ export function createStageWorker(
     );
   }
   const cancels = new JobCancels();
-  const processor = createInProcessStageJobProcessor(stage, runtime, cancels) as unknown as Processor;
+  const processor = createInProcessStageJobProcessor(stage, runtime, cancels, {
+    lockDurationMs,
+  }) as unknown as Processor;
   return {
     worker: createQueueWorker(stage.name, processor, { ...options, lockDurationMs, cancels }),
     sandboxed: false,

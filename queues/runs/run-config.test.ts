@@ -117,5 +117,11 @@ describe('planRun', () => {
     expect(() => planRun({ stage: { noop: {} } }, { env, now })).toThrow(/stage/);
     expect(() => planRun({ runId: 'a:b', stages: { noop: {} } }, { env, now })).toThrow(/runId: /);
     expect(() => planRun({ runId: '12345', stages: { noop: {} } }, { env, now })).toThrow(/runId: /);
+    // A run id is the run job's id: `stalled` or `paused` would be the key of BullMQ's own set or list.
+    for (const runId of ['stalled', 'paused', 'active', 'wait'])
+      expect(() => planRun({ runId, stages: { noop: {} } }, { env, now })).toThrow(
+        /runId: .*not one of BullMQ's key names: wait, active, paused/,
+      );
+    expect(planRun({ runId: 'stalled-2', stages: { noop: {} } }, { env, now }).runId).toBe('stalled-2');
   });
 });

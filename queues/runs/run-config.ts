@@ -6,7 +6,7 @@ import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../../shared/errors';
 import { SourceDocument, formatPath, type PathSegment } from '../../shared/harness/source-document';
 import { hashValue } from '../../shared/hash/hash';
-import { deriveRunId, runIdPattern, stageJobId } from '../stage-kit/job-ids';
+import { deriveRunId, runIdPattern, runIdRule, stageJobId } from '../stage-kit/job-ids';
 import { normalizeArtifactsRoot, runLayout } from './run-layout';
 import { stagePrefix } from '../../shared/artifacts/artifact-layout';
 import { findStage, stageNames } from '../stage-kit/stage-registry';
@@ -57,10 +57,7 @@ const artifactsUri = z
 export const runConfigSchema = z
   .object({
     /** Run id; default `run-<UTC time>-<first 8 hex of the config hash>`. */
-    runId: z
-      .string()
-      .regex(runIdPattern, 'use letters, digits, ".", "_" and "-" (at most 100, not only digits)')
-      .optional(),
+    runId: z.string().regex(runIdPattern, runIdRule).optional(),
     /** Root of the run's artifact store; default HAT_ARTIFACTS. */
     artifacts: artifactsUri.optional(),
     /** Seed of every random choice of the run. Default "0". */
@@ -346,7 +343,7 @@ class RunPlanner {
     if (options.runId !== undefined && !runIdPattern.test(options.runId)) {
       this.problems.add({
         path: 'runId',
-        message: `run id "${options.runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits)`,
+        message: `run id "${options.runId}" is not allowed: ${runIdRule}`,
       });
       this.problems.throwIfAny('BAD_RUN_CONFIG', this.summary);
     }

@@ -3,10 +3,12 @@ import { BadInputError, HatError, errorCodeOf } from '../../shared/errors';
 import { z } from 'zod';
 import { enqueueRun, treeParents } from './flows';
 import type { RunPlan } from './run-config';
-import { parseJobKey } from '../stage-kit/job-ids';
+import { parseJobKey, partIdOf } from '../stage-kit/job-ids';
+import { findStalledJobs, type StalledJob } from '../bullmq/stalled-jobs';
 import { parseJobData, stageJobDataSchema, type StageJobResult } from '../bullmq/job-data';
 import { runJobDataSchema, stageKindOf, type RunJobData } from './run-job-data';
 import type { QueueContext } from '../bullmq/queue-context';
+import { isRedisConnectionError } from '../bullmq/redis-connection';
 import { runsQueueName } from '../stage-kit/stage-names';
 import { runLayout } from './run-layout';
 import {
@@ -49,10 +51,12 @@ export interface StageStatus {
   partsDone: number;
   partsFailed: number;
   /**
-   * Parts still marked active whose lock is gone: their worker stopped renewing it (killed,
-   * paused), and the stalled check hands them to another worker within HAT_STALLED_INTERVAL_MS.
+   * Parts still marked active whose worker is gone (killed: its connection closed) or stopped
+   * renewing their lock (paused, hung); the stalled check hands them to another worker.
    */
   partsStalled?: number;
+  /** Those parts (and the stage job itself when it is the one stalled), with when each is handed back. */
+  stalled?: StalledPartStatus[];
   /** Attempts the stage job made (plan / fan-in retries). */
   attempts: number;
   manifestUri?: string;
@@ -63,6 +67,19 @@ export interface StageStatus {
   note?: string;
   startedAt?: string;
   finishedAt?: string;
+}
+
+/** A part (or stage job) that lost its worker. */
+export interface StalledPartStatus {
+  /** `part-00003`; absent for the stage job itself. */
+  part?: string;
+  jobId: string;
+  /** `worker-lost`: its worker's connection to Redis is gone (killed); `lock-lapsed`: its worker is connected but let the lock lapse (paused, hung). */
+  cause: StalledJob['cause'];
+  /** The worker that held it (host.pid.tag). */
+  worker?: string;
+  /** In about how long the stalled check hands it to another worker, ms; absent when no worker serves the queue. */
+  handBackInMs?: number;
 }
 
 /** Where a run's trainer handoff is. */
@@ -349,31 +366,45 @@ async function stageStatus(
           ? 'retrying'
           : 'waiting';
   const error = jobState === 'failed' ? await stageFailure(context, kind, job) : undefined;
-  const partsStalled = state === 'running' && partsTotal > 0 ? await stalledParts(context, kind, job) : 0;
+  const stalled = state === 'running' ? await stalledParts(context, kind, job, jobState === 'active') : [];
+  const partsStalled = stalled.filter((entry) => entry.part !== undefined).length;
   return {
     ...common,
     state,
     partsDone,
     partsFailed,
     ...(partsStalled > 0 ? { partsStalled } : {}),
+    ...(stalled.length > 0 ? { stalled } : {}),
     ...(error ? { error } : {}),
   };
 }
 
 /**
- * The stage job's parts that are active without a lock: a worker holds its jobs' locks and renews
- * them, so an active part with none lost its worker. Only active jobs are looked at (as many as the
- * workers' concurrency), one EXISTS each.
+ * The stage job's active parts (and the stage job itself when it is active) that lost their
+ * worker (see stalled-jobs.ts). Only active jobs are looked at (as many as the workers'
+ * concurrency): two reads each, and one CLIENT LIST.
  */
-async function stalledParts(context: QueueContext, kind: string, stageJob: Job): Promise<number> {
+async function stalledParts(
+  context: QueueContext,
+  kind: string,
+  stageJob: Job,
+  stageJobActive: boolean,
+): Promise<StalledPartStatus[]> {
+  const queue = context.queue(kind);
   const parentKey = `${stageJob.queueQualifiedName}:${stageJob.id ?? ''}`;
-  const parts = (await context.queue(kind).getActive()).filter((part) => part.parentKey === parentKey);
-  if (parts.length === 0) return 0;
-  const client = context.connection;
-  const locks = await Promise.all(
-    parts.map((part) => client.exists(`${part.queueQualifiedName}:${part.id ?? ''}:lock`)),
-  );
-  return locks.filter((exists) => exists === 0).length;
+  const active = await queue.getActive();
+  const jobs = active.filter((job) => job.parentKey === parentKey || (stageJobActive && job.id === stageJob.id));
+  const found = await findStalledJobs(context.connection, queue, jobs, {
+    stalledIntervalMs: context.env.HAT_STALLED_INTERVAL_MS,
+  });
+  const byId = new Map(jobs.map((job) => [job.id, job]));
+  return found.map((entry) => {
+    const index = (byId.get(entry.jobId)?.data as { index?: unknown } | undefined)?.index;
+    return {
+      ...(entry.jobId !== stageJob.id && typeof index === 'number' ? { part: partIdOf(index) } : {}),
+      ...entry,
+    };
+  });
 }
 
 /** A status is shown even when its figures cannot be (an output written by another code version). */
@@ -631,16 +662,4 @@ export async function watchRun(
     if (options.signal?.aborted) return status;
     await new Promise((resolve) => setTimeout(resolve, interval));
   }
-}
-
-/** ioredis's texts for a command that could not reach Redis (as opposed to an answer from it). */
-const connectionErrorPattern =
-  /Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|max retries per request|MaxRetriesPerRequest|Reached the max retries|connect ETIMEDOUT|Redis is unavailable|Cluster(All)?FailedError|Failed to refresh slots cache/i;
-
-/** Whether an error means Redis could not be reached (worth waiting out), not a failed command. */
-export function isRedisConnectionError(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code && ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH'].includes(code)) return true;
-  return connectionErrorPattern.test(`${error.name}: ${error.message}`);
 }

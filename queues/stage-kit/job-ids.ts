@@ -6,15 +6,44 @@ import { BadInputError } from '../../shared/errors';
  * (run, stage, part, input) always gives the same id, which makes re-enqueueing a no-op.
  */
 
-/** Run ids: letters, digits, `.`, `_`, `-`; not only digits; at most 100 characters. */
-export const runIdPattern = /^(?!\d+$)[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/**
+ * The names BullMQ gives its own keys of a queue (`<prefix>:runs:<name>`). A run's job id is the
+ * run id, so its key `<prefix>:runs:<runId>` must not be one of them: a run named `stalled` or
+ * `paused` would write its job hash over BullMQ's set or list (WRONGTYPE on every later command).
+ */
+export const reservedRunIds = [
+  'wait',
+  'active',
+  'paused',
+  'delayed',
+  'prioritized',
+  'completed',
+  'failed',
+  'stalled',
+  'stalled-check',
+  'waiting-children',
+  'id',
+  'meta',
+  'events',
+  'limiter',
+  'repeat',
+  'marker',
+  'metrics',
+  'pc',
+  'de',
+];
+
+/** Run ids: letters, digits, `.`, `_`, `-`; not only digits; at most 100 characters; none of reservedRunIds. */
+export const runIdPattern = new RegExp(
+  `^(?!\\d+$)(?!(?:${reservedRunIds.join('|')})$)[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`,
+);
+
+/** What a run id may be, for error messages. */
+export const runIdRule = `use letters, digits, ".", "_" and "-" (at most 100, not only digits, not one of BullMQ's key names: ${reservedRunIds.join(', ')})`;
 
 export function assertRunId(runId: string): string {
   if (!runIdPattern.test(runId)) {
-    throw new BadInputError(
-      'BAD_RUN_ID',
-      `run id "${runId}" is not allowed: use letters, digits, ".", "_" and "-" (at most 100, not only digits, no ":")`,
-    );
+    throw new BadInputError('BAD_RUN_ID', `run id "${runId}" is not allowed: ${runIdRule}`);
   }
   return runId;
 }
@@ -39,6 +68,11 @@ export function stageJobId(runId: string, stage: string, inputHash: string): str
 /** `part-00042`: the part's name in job ids, object keys and logs. */
 export function partIdOf(index: number): string {
   return `part-${String(index).padStart(5, '0')}`;
+}
+
+/** The part id (`part-00042`) inside a part's job id, or undefined for other jobs. */
+export function partIdOfJobId(jobId: string): string | undefined {
+  return /\.(part-\d{5,})\.[0-9a-f]{12}$/.exec(jobId)?.[1];
 }
 
 export function partJobId(runId: string, stage: string, index: number, partInputHash: string): string {
