@@ -105,6 +105,17 @@ export function toolArgumentLabel(binding: ToolBinding, canonicalName: string): 
   return canonicalName;
 }
 
+/**
+ * Whether the tool's parameters have a place for a canonical argument: the top-level property its
+ * mapped path starts at. A harness may leave out an optional argument (a policy tool without
+ * `item_id` answers for the featured item); a caller planning by capability then leaves it out too.
+ */
+export function toolTakesArgument(tool: ToolDefinition, canonicalName: string): boolean {
+  const root = toolArgumentLabel(tool.binding, canonicalName).split('.')[0];
+  const properties = tool.parameters.properties;
+  return typeof properties === 'object' && properties !== null && Object.hasOwn(properties, root);
+}
+
 const toolIndexes = new WeakMap<Harness, Map<string, ToolDefinition>>();
 
 /** The harness tool with this name (indexed once per harness object). */

@@ -25,9 +25,10 @@ export async function loadCollectTasks(
   openObject: StageDeps['openObject'],
 ): Promise<CollectTasks> {
   if (input.generate !== undefined) {
-    const { count, start, seed, itemCount, categoryWeights } = input.generate;
+    const { count, start, seed, itemCount, categoryWeights, references } = input.generate;
     try {
-      return { tasks: generateTasks({ count, start, seed, world: { itemCount }, categoryWeights }), lineage: [] };
+      const tasks = generateTasks({ count, start, seed, world: { itemCount }, categoryWeights, references });
+      return { tasks, lineage: [] };
     } catch (error) {
       if (error instanceof RangeError)
         throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);

@@ -44,9 +44,9 @@ export async function loadRlTasks(
   const lineage: LoadedTasks['lineage'] = [];
   const uris = [...(input.tasks ?? []), ...input.inputs].map(asArtifactUri);
   if (uris.length === 0) {
-    const { count, seed, itemCount, categoryWeights } = input.generate ?? defaultRlTasks;
+    const { count, seed, itemCount, categoryWeights, references } = input.generate ?? defaultRlTasks;
     try {
-      tasks.push(...generateTasks({ count, seed, world: { itemCount }, categoryWeights }));
+      tasks.push(...generateTasks({ count, seed, world: { itemCount }, categoryWeights, references }));
     } catch (error) {
       if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `rl.generate: ${error.message}`);
       throw error;

@@ -69,6 +69,69 @@ describe('ScriptedExpert', () => {
     expect(trajectory.reward.total).toBe(1);
   });
 
+  it('leaves out an optional argument the harness tool has no parameter for, and never reads a failed call as facts', async () => {
+    // A policy tool without item_id answers for the item on screen; the expert must call it with the topic alone.
+    const withoutItemId: Harness = {
+      ...harness,
+      tools: harness.tools.map((tool) => {
+        if (tool.binding.capability !== 'policy') return tool;
+        const { item_id: _itemId, ...properties } = tool.parameters.properties as Record<string, unknown>;
+        return { ...tool, parameters: { ...tool.parameters, properties } };
+      }),
+    };
+    const onScreen = generateTasks({
+      count: 40,
+      seed: 'expert-policy',
+      categoryWeights: Object.fromEntries(
+        ['price', 'spec', 'stock_size', 'coupon_math', 'comparison', 'chit_chat', 'compliance_trap', 'multi_question']
+          .concat(['multi_turn', 'out_of_catalog'])
+          .map((category) => [category, 0]),
+      ),
+      references: { onScreen: 1 },
+    });
+    expect(onScreen.every((task) => task.category === 'shipping_after_sales')).toBe(true);
+    const expert = new ScriptedExpert({ tasks: onScreen, harnesses: [withoutItemId] });
+    for (const task of onScreen) {
+      const episode = await runEpisode({ policy: expert, harness: withoutItemId, task });
+      const calls = episode.messages.flatMap((message) =>
+        message.role === 'assistant'
+          ? (message.tool_calls ?? []).map((call) => JSON.parse(call.function.arguments))
+          : [],
+      );
+      expect(calls.length).toBeGreaterThan(0);
+      for (const args of calls) expect(Object.keys(args)).toEqual(['topic']);
+      expect(toolResults(episode.messages).some((result) => result.includes('"error"'))).toBe(false);
+      expect(episode.reward.components.tools).toBe(1);
+    }
+    // A tool the expert cannot call correctly (a required argument it does not know): the reply
+    // says the host cannot check, never a figure read out of the error ("满NaN元包邮").
+    const requiresUnknown: Harness = {
+      ...harness,
+      tools: harness.tools.map((tool) =>
+        tool.binding.capability !== 'policy'
+          ? tool
+          : {
+              ...tool,
+              parameters: {
+                ...tool.parameters,
+                properties: { ...(tool.parameters.properties as object), shop_code: { type: 'string' } },
+                required: ['topic', 'shop_code'],
+              },
+            },
+      ),
+    };
+    const failing = new ScriptedExpert({ tasks: onScreen, harnesses: [requiresUnknown] });
+    for (const task of onScreen.slice(0, 10)) {
+      const episode = await runEpisode({ policy: failing, harness: requiresUnknown, task });
+      const replies = episode.messages.flatMap((message) =>
+        message.role === 'assistant' && message.content !== null ? [message.content] : [],
+      );
+      expect(toolResults(episode.messages).some((result) => result.includes('"error"'))).toBe(true);
+      expect(replies.join('\n')).not.toMatch(/NaN|undefined/);
+      expect(replies.join('\n')).toContain('查不到');
+    }
+  });
+
   it('refuses requests from a harness or task it was not given', async () => {
     const expert = new ScriptedExpert({ tasks, harnesses: [harness] });
     await expect(runEpisode({ policy: expert, harness: renamed, task: tasks[0] })).resolves.toMatchObject({

@@ -7,7 +7,14 @@ import type { ChatRequest, ChatResponse, ModelClient } from '../../models/model-
 import type { AssistantMessage, ChatMessage, ToolCall } from '../../trajectory/messages';
 import { renderContextOf } from '../room-context';
 import type { ItemRef, SimpleIntent, Task } from '../tasks/task-schema';
-import { findTool, findToolByCapability, toCanonicalArguments, toToolArguments } from '../../harness/tool-binding';
+import {
+  findTool,
+  findToolByCapability,
+  toCanonicalArguments,
+  toolTakesArgument,
+  toToolArguments,
+} from '../../harness/tool-binding';
+import { capabilityArgumentSpecs, type ArgumentSpec } from '../tools/capability-arguments';
 import { couponLabel, createWorld, formatYuan, type World } from '../world/world';
 import { composeReply, type Segment } from './reply-composer';
 
@@ -53,10 +60,19 @@ function callKey(call: CanonicalCall): string {
   return `${call.capability}|${canonicalJson(call.args)}`;
 }
 
-/** Asks for calls it still needs and reads results it has; `pending` collects what is missing. */
+/**
+ * Asks for calls it still needs and reads results it has; `pending` collects what is missing.
+ * `fit` drops the optional arguments the harness's tool has no parameter for, so the call asked
+ * for is the call written (and found again in the history by the same key).
+ */
 class Kit {
   readonly pending = new Map<string, CanonicalCall>();
-  constructor(readonly knowledge: Knowledge) {}
+  /** Calls of this request whose results came back as errors. */
+  failures = 0;
+  constructor(
+    readonly knowledge: Knowledge,
+    private readonly fit: (capability: ToolCapability, args: Record<string, unknown>) => Record<string, unknown>,
+  ) {}
 
   /** The result of a call made in this turn, or undefined (then the call is queued). */
   need(
@@ -64,11 +80,14 @@ class Kit {
     args: Record<string, unknown>,
     scope: 'turn' | 'any' = 'turn',
   ): ToolResult | undefined {
-    const call = { capability, args };
+    const call = { capability, args: this.fit(capability, args) };
     const key = callKey(call);
     const found = (scope === 'any' ? this.knowledge.all : this.knowledge.turn).get(key);
     if (found !== undefined) return found;
-    if (this.knowledge.failed.has(key)) return { unavailable: true };
+    if (this.knowledge.failed.has(key)) {
+      this.failures++;
+      return { unavailable: true };
+    }
     this.pending.set(key, call);
     return undefined;
   }
@@ -123,13 +142,13 @@ export class ScriptedExpert implements ModelClient {
     const turnIndex = userIndexes.length - 1;
     const turn = entry.task.turns[Math.min(turnIndex, entry.task.turns.length - 1)];
     const knowledge = this.knowledgeOf(harness, request.messages, userIndexes[userIndexes.length - 1] ?? 0);
-    const kit = new Kit(knowledge);
+    const visible = new Set(toolNames);
+    const kit = new Kit(knowledge, (capability, args) => fitArguments(harness, visible, capability, args));
     const parts = turn.intent.kind === 'multi' ? turn.intent.parts : [turn.intent];
-    const segments = parts.map((part) => this.solve(part, entry, turnIndex, kit, harness));
+    const segments = parts.map((part) => this.solveOrDefer(part, entry, turnIndex, kit, harness));
 
     let message: AssistantMessage;
     if (kit.pending.size > 0) {
-      const visible = new Set(toolNames);
       const stepInTurn = request.messages
         .slice(userIndexes[userIndexes.length - 1] ?? 0)
         .filter((entryMessage) => entryMessage.role === 'assistant').length;
@@ -238,6 +257,24 @@ export class ScriptedExpert implements ModelClient {
   }
 
   /** Segments answering one part of the turn (empty while tools are pending). */
+  /**
+   * The reply segments of one intent; when a call it needed came back as an error (the harness's
+   * tool refused it, the item has no such record), the host says it cannot check rather than
+   * reading fields out of the error.
+   */
+  private solveOrDefer(
+    intent: SimpleIntent,
+    entry: TaskEntry,
+    turnIndex: number,
+    kit: Kit,
+    harness: Harness,
+  ): Segment[] {
+    const failuresBefore = kit.failures;
+    const segments = this.solve(intent, entry, turnIndex, kit, harness);
+    if (kit.failures === failuresBefore) return segments;
+    return [{ variants: ['这个小桃暂时查不到，以商品详情页为准哦', '这个暂时查不到，以详情页为准'], required: true }];
+  }
+
   private solve(intent: SimpleIntent, entry: TaskEntry, turnIndex: number, kit: Kit, harness: Harness): Segment[] {
     const itemId = 'ref' in intent ? this.resolveRef(intent.ref, entry, turnIndex, kit) : undefined;
     if ('ref' in intent && itemId === undefined) return [];
@@ -501,4 +538,19 @@ function stockSegment(stock: ToolResult, label: string, spec?: string): Segment 
   if (total === 0) return { variants: [`${label}已售罄`, '已售罄'], required: true };
   if (total < 10) return { variants: [`${label}仅剩${total}件`, `仅剩${total}件`], required: true };
   return { variants: [`${label}有货`, '有货'], required: true };
+}
+
+/** The canonical arguments less the optional ones the capability's tool in this harness has no parameter for. */
+function fitArguments(
+  harness: Harness,
+  visible: ReadonlySet<string>,
+  capability: ToolCapability,
+  args: Record<string, unknown>,
+): Record<string, unknown> {
+  const tool = findToolByCapability(harness, capability, visible);
+  if (tool === undefined) return args;
+  const specs: Partial<Record<string, ArgumentSpec>> = capabilityArgumentSpecs[capability];
+  return Object.fromEntries(
+    Object.entries(args).filter(([name]) => specs[name]?.required === true || toolTakesArgument(tool, name)),
+  );
 }

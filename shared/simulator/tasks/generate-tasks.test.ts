@@ -90,4 +90,25 @@ describe('generateTasks', () => {
       ).toBe(true);
     }
   });
+
+  it('refers to items the way `references` says: on screen, by link number or by name', () => {
+    const refKinds = (references: { onScreen?: number; byLink?: number }) =>
+      generateTasks({ count: 120, seed: 'refs', world: { itemCount: 600 }, references })
+        .flatMap((task) => task.turns.map((turn) => turn.intent))
+        .flatMap((intent) => (intent.kind === 'multi' ? intent.parts : [intent]))
+        .flatMap((intent) => ('ref' in intent ? [intent.ref.kind] : []))
+        .filter((kind) => kind !== 'previous');
+    const count = (kinds: string[], kind: string) => kinds.filter((entry) => entry === kind).length;
+    const onScreen = refKinds({ onScreen: 1 });
+    // Comparisons name their second item otherwise: only one item can be on screen.
+    expect(count(onScreen, 'featured') / onScreen.length).toBeGreaterThan(0.9);
+    const byLink = refKinds({ onScreen: 0, byLink: 1 });
+    expect(new Set(byLink)).toEqual(new Set(['link']));
+    const byName = refKinds({ onScreen: 0, byLink: 0 });
+    expect(new Set(byName)).toEqual(new Set(['name']));
+    // The defaults draw as before: the same tasks as without the option.
+    expect(canonicalJson(generateTasks({ count: 30, seed: 'gen', world: { itemCount: 600 }, references: {} }))).toBe(
+      canonicalJson(tasks.slice(0, 30)),
+    );
+  });
 });

@@ -29,7 +29,21 @@ export interface GenerateTasksOptions {
   world?: { itemCount?: number };
   /** Relative weights per category; missing categories keep their default, 0 leaves one out. */
   categoryWeights?: Partial<Record<TaskCategory, number>>;
+  /** How viewers refer to the items they ask about. Default: on screen half the time, else by link number 60%. */
+  references?: ReferenceShares;
 }
+
+/**
+ * How a viewer refers to an item: `onScreen` is the chance that the item asked about is the one on
+ * screen ("这个", whose id the room context shows), `byLink` the chance that any other item is named
+ * by its link number rather than by brand and kind (both need a lookup tool first).
+ */
+export interface ReferenceShares {
+  onScreen?: number;
+  byLink?: number;
+}
+
+const defaultReferences: Required<ReferenceShares> = { onScreen: 0.5, byLink: 0.6 };
 
 /** Default mix: product questions dominate, as in a real live room's comments. */
 export const defaultCategoryWeights: Record<TaskCategory, number> = {
@@ -62,14 +76,22 @@ export function generateTasks(options: GenerateTasksOptions): Task[] {
   for (let index = start; index < start + options.count; index++) {
     const rng = new Rng(`tasks/${options.seed}/${index}`);
     const category = rng.fork('category').weighted(taskCategories, weights);
-    tasks.push(generateTask(catalog, category, rng, { kind: 'generated', seed: String(options.seed), index }));
+    const source = { kind: 'generated' as const, seed: String(options.seed), index };
+    tasks.push(generateTask(catalog, category, rng, source, options.references));
   }
   return tasks;
 }
 
 /** Builds one task of a category from a catalog (exported for tests and log-import fallbacks). */
-export function generateTask(catalog: World, category: TaskCategory, rng: Rng, source: Task['source']): Task {
-  const plan = planners[category](catalog, rng);
+export function generateTask(
+  catalog: World,
+  category: TaskCategory,
+  rng: Rng,
+  source: Task['source'],
+  references: ReferenceShares = {},
+): Task {
+  const shares = { ...defaultReferences, ...references };
+  const plan = planners[category](catalog, rng, shares);
   const room = buildRoom(
     catalog,
     rng.fork('room'),
@@ -78,7 +100,7 @@ export function generateTask(catalog: World, category: TaskCategory, rng: Rng, s
     rng.fork('campaign').chance(0.6),
   );
   const world = createWorld(room);
-  const refs = new RefChooser(world, rng.fork('refs'), plan.featuredTarget);
+  const refs = new RefChooser(world, rng.fork('refs'), plan.featuredTarget, shares.byLink);
   const intents = plan.intents(refs, world);
   const phrasing = rng.fork('phrasing');
   const turns: TaskTurn[] = intents.map((intent) => ({
@@ -110,11 +132,12 @@ class RefChooser {
     private readonly world: World,
     private readonly rng: Rng,
     private readonly featured: Item | undefined,
+    private readonly byLink: number,
   ) {}
 
   refFor(item: Item): ItemRef {
     if (this.featured?.itemId === item.itemId) return { kind: 'featured' };
-    if (this.rng.chance(0.6)) return { kind: 'link', linkNo: this.world.linkByItemId.get(item.itemId)! };
+    if (this.rng.chance(this.byLink)) return { kind: 'link', linkNo: this.world.linkByItemId.get(item.itemId)! };
     const text = `${item.brand}${item.subcategory}`;
     const top = (searchItems(this.world, text).items as Array<{ item_id: string }>)[0];
     if (top?.item_id !== item.itemId)
@@ -137,7 +160,8 @@ function pickItem(catalog: World, rng: Rng, predicate: (item: Item) => boolean =
   throw new RangeError('the catalog has no item this task category needs; generate a larger catalog');
 }
 
-const maybeFeatured = (rng: Rng, item: Item): Item | undefined => (rng.chance(0.5) ? item : undefined);
+const maybeFeatured = (rng: Rng, item: Item, shares: Required<ReferenceShares>): Item | undefined =>
+  rng.chance(shares.onScreen) ? item : undefined;
 const hasWarranty = (item: Item): boolean =>
   item.category === 'electronics' || item.subcategory === '空气炸锅' || item.subcategory === '保温杯';
 
@@ -198,49 +222,49 @@ function specIntent(rng: Rng, item: Item, ref: ItemRef): SimpleIntent {
   };
 }
 
-const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
-  price: (catalog, rng) => {
+const planners: Record<TaskCategory, (catalog: World, rng: Rng, shares: Required<ReferenceShares>) => TaskPlan> = {
+  price: (catalog, rng, shares) => {
     const item = pickItem(catalog, rng);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [{ kind: 'price', itemId: item.itemId, ref: refs.refFor(item) }],
     };
   },
-  spec: (catalog, rng) => {
+  spec: (catalog, rng, shares) => {
     const item = pickItem(catalog, rng);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [specIntent(rng, item, refs.refFor(item))],
     };
   },
-  stock_size: (catalog, rng) => {
+  stock_size: (catalog, rng, shares) => {
     if (rng.chance(0.5)) {
       const item = pickItem(catalog, rng, (candidate) => candidate.sizeChart !== undefined);
       const checkStock = rng.chance(0.5);
       return {
         targets: [item],
-        featuredTarget: maybeFeatured(rng, item),
+        featuredTarget: maybeFeatured(rng, item, shares),
         intents: (refs) => [sizeIntent(rng, item, refs.refFor(item), checkStock)],
       };
     }
     const item = pickItem(catalog, rng, (candidate) => candidate.skus.length > 1);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [stockIntent(rng, item, refs.refFor(item))],
     };
   },
-  coupon_math: (catalog, rng) => {
+  coupon_math: (catalog, rng, shares) => {
     const item = pickItem(catalog, rng);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [finalPriceIntent(rng, item, refs.refFor(item))],
     };
   },
-  shipping_after_sales: (catalog, rng) => {
+  shipping_after_sales: (catalog, rng, shares) => {
     const aspects: PolicyAspect[] = [
       'free_shipping',
       'remote',
@@ -260,11 +284,11 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     const item = pickItem(catalog, rng, predicate);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [policyIntent(catalog, rng, aspect, item, refs.refFor(item))],
     };
   },
-  comparison: (catalog, rng) => {
+  comparison: (catalog, rng, shares) => {
     const first = pickItem(catalog, rng);
     const second = pickItem(
       catalog,
@@ -273,7 +297,7 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     );
     return {
       targets: [first, second],
-      featuredTarget: maybeFeatured(rng, first),
+      featuredTarget: maybeFeatured(rng, first, shares),
       intents: (refs) => [
         { kind: 'compare', items: [first, second].map((item) => ({ itemId: item.itemId, ref: refs.refFor(item) })) },
       ],
@@ -283,17 +307,17 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     targets: [],
     intents: () => [{ kind: 'chit_chat', topic: rng.pick(chitChatTopics) }],
   }),
-  compliance_trap: (catalog, rng) => {
+  compliance_trap: (catalog, rng, shares) => {
     const trap = rng.weighted(['cheapest', 'lifetime', 'best'] as const, [0.45, 0.25, 0.3]);
     const item = pickItem(catalog, rng, trap === 'lifetime' ? hasWarranty : () => true);
     const term = rng.pick(trapTerms(trap));
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [{ kind: 'trap', itemId: item.itemId, ref: refs.refFor(item), trap, term }],
     };
   },
-  multi_question: (catalog, rng) => {
+  multi_question: (catalog, rng, shares) => {
     const combos: Array<[(item: Item) => boolean, (item: Item, ref: ItemRef) => SimpleIntent[]]> = [
       [
         () => true,
@@ -321,16 +345,16 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     const item = pickItem(catalog, rng, predicate);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [{ kind: 'multi', parts: build(item, refs.refFor(item)) }],
     };
   },
-  multi_turn: (catalog, rng) => {
+  multi_turn: (catalog, rng, shares) => {
     const item = pickItem(catalog, rng);
     const followUps = rng.int(1, 2);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => {
         const ref = refs.refFor(item);
         const first: SimpleIntent =
@@ -350,7 +374,7 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
       },
     };
   },
-  out_of_catalog: (catalog, rng) => {
+  out_of_catalog: (catalog, rng, shares) => {
     if (rng.chance(0.6)) {
       return {
         targets: [],
@@ -365,7 +389,7 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng) => TaskPlan> = {
     const item = pickItem(catalog, rng);
     return {
       targets: [item],
-      featuredTarget: maybeFeatured(rng, item),
+      featuredTarget: maybeFeatured(rng, item, shares),
       intents: (refs) => [
         {
           kind: 'unknown_spec',

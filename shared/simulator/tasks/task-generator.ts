@@ -4,6 +4,21 @@ import { taskCategories } from './task-schema';
 
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
 
+const share = z.number().min(0).max(1);
+
+/**
+ * How viewers refer to the items they ask about (a scale knob: an item on screen is called with the
+ * id the room context shows; one named by link number or by name needs a lookup first).
+ */
+export const referenceSharesSchema = z
+  .object({
+    /** Chance that the item asked about is the one on screen ("这个"). Default 0.5. */
+    onScreen: share.optional(),
+    /** Chance that an item not on screen is named by its link number rather than brand and kind. Default 0.6. */
+    byLink: share.optional(),
+  })
+  .strict();
+
 /** Generated simulator tasks (collect's and rl's `generate`): count, seed, catalog size, category weights. */
 export const taskGeneratorSchema = z
   .object({
@@ -13,6 +28,7 @@ export const taskGeneratorSchema = z
     itemCount: z.number().int().min(50).max(maxWorldItems).optional(),
     /** Relative category weights; missing categories keep their default, 0 leaves one out. */
     categoryWeights: z.partialRecord(z.enum(taskCategories), z.number().min(0)).optional(),
+    references: referenceSharesSchema.optional(),
   })
   .strict();
 export type TaskGenerator = z.infer<typeof taskGeneratorSchema>;

@@ -1,3 +1,4 @@
+import { referenceSharesSchema } from '../../../shared/simulator/tasks/task-generator';
 import { z } from 'zod';
 import { loadHarnessFromUri } from '../../../queues/stage-kit/load-harness-from-uri';
 import { HatError, BadInputError } from '../../../shared/errors';
@@ -49,6 +50,8 @@ export const harnessVariantQaSchema = z
     heldOutFamilies: z.array(hsaFamilySchema).default([]),
     /** Task categories, in turn (e.g. those the harness's tools answer). Default: every category. */
     categories: z.array(z.enum(taskCategories)).min(1).optional(),
+    /** How viewers refer to items in the generated tasks (as collect's `generate.references`). */
+    references: referenceSharesSchema.optional(),
     /**
      * Variants training saw, per task: drawn (seeded) from the HSA variants stored by the augment
      * outputs in `trainingManifests` (`variants/<hash>/`) and reported as `seen_variants`. Default 0.
@@ -99,7 +102,7 @@ export const harnessVariantQaSuite = defineEvalSuite({
         'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug',
       );
     const trainingVariants = footprint.variantHashes;
-    const tasks = heldOutTasks(variantSuite.size, variantSuite.seed, variantSuite.categories);
+    const tasks = heldOutTasks(variantSuite.size, variantSuite.seed, variantSuite.categories, variantSuite.references);
     const stored = [...footprint.variantDirs.keys()].sort();
     if (variantSuite.seenVariantsPerTask > stored.length)
       throw new BadInputError(

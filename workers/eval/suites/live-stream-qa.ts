@@ -1,3 +1,4 @@
+import { referenceSharesSchema } from '../../../shared/simulator/tasks/task-generator';
 import { z } from 'zod';
 import { expandInputs } from '../../../queues/stage-kit/stage-inputs';
 import { readTaskSets } from '../../../queues/stage-kit/task-inputs';
@@ -31,6 +32,8 @@ export const liveStreamQaSchema = z
     seed: seedValue.default('eval/live_stream_qa'),
     /** Categories to draw from. Default: every category. */
     categories: z.array(z.enum(taskCategories)).min(1).optional(),
+    /** How viewers refer to items in the generated tasks (as collect's `generate.references`). */
+    references: referenceSharesSchema.optional(),
     /** Imported production Q&A (`hat tasks import` output or a collect manifest): played and scored like generated tasks. */
     tasks: uriList.default([]),
   })
@@ -67,7 +70,7 @@ export const liveStreamQaSuite = defineEvalSuite({
   headlineMetric: 'live_stream_qa',
 
   async buildItems(live, context) {
-    const generated = heldOutTasks(live.size, live.seed, live.categories);
+    const generated = heldOutTasks(live.size, live.seed, live.categories, live.references);
     const imported =
       live.tasks.length > 0
         ? await readTaskSets(

@@ -8,7 +8,7 @@ import { generateVariantPool, type FamilyWeights } from '../../../shared/harness
 import { hsaFamilySchema, type HsaFamily } from '../../../shared/harness/hsa/variant-mapping';
 import { Rng } from '../../../shared/random/rng';
 import { runEpisode } from '../../../shared/simulator/agent-loop';
-import { generateTask } from '../../../shared/simulator/tasks/generate-tasks';
+import { generateTask, type ReferenceShares } from '../../../shared/simulator/tasks/generate-tasks';
 import { taskCategories, type Task, type TaskCategory } from '../../../shared/simulator/tasks/task-schema';
 import { generateWorld } from '../../../shared/simulator/world/generate-world';
 import type { Trajectory } from '../../../shared/trajectory/trajectory';
@@ -62,11 +62,13 @@ export function heldOutTasks(
   count: number,
   seed: string,
   categories: readonly TaskCategory[] = taskCategories,
+  references?: ReferenceShares,
 ): Task[] {
   const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
   return Array.from({ length: count }, (_, index) => {
     const category = categories[index % categories.length];
-    return generateTask(catalog, category, new Rng(`eval-tasks/${seed}/${index}`), { kind: 'generated', seed, index });
+    const source = { kind: 'generated' as const, seed, index };
+    return generateTask(catalog, category, new Rng(`eval-tasks/${seed}/${index}`), source, references);
   });
 }
 
