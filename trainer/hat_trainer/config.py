@@ -17,7 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "maxSteps": 20,
     "maxSeconds": 3600.0,     # wall-clock budget of the update loop; hitting it stops early (and ends determinism)
-    "learningRate": 1e-3,     # AdamW
+    "learningRate": 1e-3,     # AdamW, the peak rate
+    "warmupSteps": 0,         # linear warmup from 0 to learningRate over this many steps
+    "lrSchedule": "constant", # constant | cosine (decays to 10% of learningRate at maxSteps)
     "weightDecay": 0.0,
     "adamBetas": [0.9, 0.95],
     "gradClip": 1.0,          # max global grad norm; 0 = off
@@ -86,6 +88,10 @@ def effective_config(
     provenance["fromCommandLine"] = sorted(given)
     if config["attention"] not in ("auto", "eager", "sdpa"):
         raise ConfigError(f"attention must be 'auto', 'eager' or 'sdpa', not {config['attention']!r}")
+    if config["lrSchedule"] not in ("constant", "cosine"):
+        raise ConfigError(f"lrSchedule must be 'constant' or 'cosine', not {config['lrSchedule']!r}")
+    if int(config["warmupSteps"]) < 0:
+        raise ConfigError(f"warmupSteps must be 0 or more, not {config['warmupSteps']!r}")
     if config["aggregation"] not in ("token", "sequence"):
         raise ConfigError(f"aggregation must be 'token' or 'sequence', not {config['aggregation']!r}")
     return config, provenance

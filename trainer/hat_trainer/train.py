@@ -5,6 +5,7 @@ Every refusal (BadInput) happens before the first update and before anything is 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -247,6 +248,18 @@ def make_loss(objective: str, config: dict[str, Any], model: HatModel, device: t
     return {"sft": sft, "opd": opd, "rl": rl}[objective]
 
 
+def learning_rate(config: dict[str, Any], step: int) -> float:
+    """The rate of optimizer step `step` (1-based): linear warmup over warmupSteps, then constant or a cosine
+    decay to 10% of the peak at maxSteps (a small model trained for few steps ends sharper with the decay)."""
+    peak, warmup, total = float(config["learningRate"]), int(config["warmupSteps"]), int(config["maxSteps"])
+    if warmup and step <= warmup:
+        return peak * step / warmup
+    if config["lrSchedule"] == "constant" or total <= warmup + 1:
+        return peak
+    progress = (step - warmup - 1) / (total - warmup - 1)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
 def train_loop(model: HatModel, dataset: Dataset, config: dict[str, Any], device: torch.device, progress: TextIO,
                reference: dict[int, torch.Tensor], record_positions: bool) -> dict[str, Any]:
     items = [item for item in dataset.train if item.n_trained > 0]
@@ -264,6 +277,8 @@ def train_loop(model: HatModel, dataset: Dataset, config: dict[str, Any], device
     for step in range(1, int(config["maxSteps"]) + 1):
         if step > 1 and time.monotonic() - started > float(config["maxSeconds"]):
             break
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
         batch = next(source)
         weights = obj.aggregation_weights([item.n_trained for item in batch], mode)
         optimizer.zero_grad(set_to_none=True)

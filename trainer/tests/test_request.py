@@ -90,3 +90,18 @@ def test_config_precedence_and_hash() -> None:
 def test_request_sha256_is_of_the_file_bytes(tmp_path: Path) -> None:
     path = write_request(tmp_path / "request.json", [], None)
     assert load_request(path.resolve().as_uri()).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_learning_rate_schedule_warms_up_then_decays_to_a_tenth() -> None:
+    from hat_trainer.train import learning_rate
+
+    config, _ = effective_config({"learningRate": 1e-3, "maxSteps": 101, "warmupSteps": 10, "lrSchedule": "cosine"}, None, None)
+    rates = [learning_rate(config, step) for step in range(1, 102)]
+    assert rates[0] == pytest.approx(1e-4) and rates[9] == pytest.approx(1e-3)   # linear warmup to the peak
+    assert rates[10] == pytest.approx(1e-3) and rates[-1] == pytest.approx(1e-4)  # cosine from the peak to 10%
+    assert all(later <= earlier for earlier, later in zip(rates[10:], rates[11:]))
+    constant, _ = effective_config({"learningRate": 1e-3}, None, None)
+    assert {learning_rate(constant, step) for step in (1, 50, 1000)} == {1e-3}   # the default: as before
+    for bad in ({"lrSchedule": "linear"}, {"warmupSteps": -1}):
+        with pytest.raises(ConfigError):
+            effective_config(bad, None, None)
