@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
 import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
+import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
 import {
   checkLogprobsModeOfEngine,
   servedSamplerFieldsSchema,
@@ -151,11 +152,8 @@ export const promptSourceSchema = z.discriminatedUnion('kind', [
       kind: z.literal('tasks'),
       /** Simulator tasks (JSONL(.gz), `hat tasks generate`): an artifact URI or a local path. */
       uri: z.string().min(1).optional(),
-      /** Or tasks generated here (the simulator's generator). */
-      generate: z
-        .object({ count: z.number().int().min(1).max(100_000), seed: seedValue })
-        .strict()
-        .optional(),
+      /** Or tasks generated here (the simulator's generator, as collect's and rl's `generate`). */
+      generate: taskGeneratorSchema.optional(),
       /** Harness directory the tasks are rendered through (system prompt, tools, hooks). Default: the sample live-host harness. */
       harness: z.string().min(1).optional(),
       /** Source label. Default `tasks`. */

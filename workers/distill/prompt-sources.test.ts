@@ -126,4 +126,39 @@ describe('distill prompt sources', () => {
     );
     expect(again.prompts).toEqual(prompts);
   });
+
+  it("draws generated tasks from the generator's knobs, as collect does (categories, references)", async () => {
+    const generate = {
+      count: 4,
+      seed: '5',
+      categoryWeights: {
+        after_sales_multi_turn: 1,
+        price: 0,
+        spec: 0,
+        stock_size: 0,
+        coupon_math: 0,
+        shipping_after_sales: 0,
+        comparison: 0,
+        chit_chat: 0,
+        compliance_trap: 0,
+        multi_question: 0,
+        multi_turn: 0,
+        out_of_catalog: 0,
+      },
+      references: { onScreen: 1 },
+    };
+    const { prompts } = await loadPrompts({ prompts: [{ kind: 'tasks', generate }], inputs: [] }, open);
+    const viewer = prompts.map(
+      (prompt) => prompt.messages.filter((message) => message.role === 'user').at(-1)!.content,
+    );
+    const plain = await loadPrompts(
+      { prompts: [{ kind: 'tasks', generate: { count: 4, seed: '5' } }], inputs: [] },
+      open,
+    );
+    expect(viewer).not.toEqual(
+      plain.prompts.map((prompt) => prompt.messages.filter((message) => message.role === 'user').at(-1)!.content),
+    );
+    // Every prompt is an after-sales question (shipping, returns, warranty, invoice) about the item on screen.
+    for (const text of viewer) expect(String(text)).toMatch(/邮|发货|快递|退|换|保修|坏|票|偏远|新疆|西藏|到/);
+  });
 });

@@ -152,7 +152,13 @@ async function loadSource(source: PromptSource, openObject: OpenObject): Promise
         where = uri;
       } else {
         const generate = source.generate!;
-        tasks = generateTasks({ count: generate.count, seed: generate.seed });
+        tasks = generateTasks({
+          count: generate.count,
+          seed: generate.seed,
+          world: { itemCount: generate.itemCount },
+          categoryWeights: generate.categoryWeights,
+          references: generate.references,
+        });
         where = `tasks generated with seed ${generate.seed}`;
       }
       return {

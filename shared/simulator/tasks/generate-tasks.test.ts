@@ -1,7 +1,7 @@
 import { canonicalJson } from '../../hash/hash';
 import { executeCapability } from '../tools/execute-tool-call';
 import { createWorld } from '../world/world';
-import { generateTasks } from './generate-tasks';
+import { defaultCategoryWeights, generateTasks } from './generate-tasks';
 import { taskCategories, taskSchema } from './task-schema';
 
 describe('generateTasks', () => {
@@ -29,8 +29,10 @@ describe('generateTasks', () => {
       );
   });
 
-  it('makes valid, self-contained tasks in every category with unique ids', () => {
-    expect(new Set(tasks.map((task) => task.category))).toEqual(new Set(taskCategories));
+  it('makes valid, self-contained tasks in every category of the default mix with unique ids', () => {
+    expect(new Set(tasks.map((task) => task.category))).toEqual(
+      new Set(taskCategories.filter((category) => defaultCategoryWeights[category] > 0)),
+    );
     expect(new Set(tasks.map((task) => task.id)).size).toBe(tasks.length);
     for (const task of tasks) {
       expect(taskSchema.parse(JSON.parse(JSON.stringify(task)))).toEqual(task);
@@ -89,6 +91,31 @@ describe('generateTasks', () => {
           .every((turn) => turn.intent.kind !== 'multi' && 'ref' in turn.intent && turn.intent.ref.kind === 'previous'),
       ).toBe(true);
     }
+  });
+
+  it('after-sales multi-turn tasks ask two or three different policy questions about one item, the default mix never draws them', () => {
+    const policyDesk = generateTasks({
+      count: 40,
+      seed: 'desk',
+      world: { itemCount: 300 },
+      categoryWeights: Object.fromEntries(
+        taskCategories.map((category) => [category, category === 'after_sales_multi_turn' ? 1 : 0]),
+      ),
+    });
+    for (const task of policyDesk) {
+      expect(task.category).toBe('after_sales_multi_turn');
+      expect(taskSchema.parse(JSON.parse(JSON.stringify(task)))).toEqual(task);
+      expect(task.turns.length).toBeGreaterThanOrEqual(2);
+      expect(task.turns.length).toBeLessThanOrEqual(3);
+      const intents = task.turns.map((turn) => turn.intent);
+      expect(intents.every((intent) => intent.kind === 'policy')).toBe(true);
+      const aspects = intents.map((intent) => (intent.kind === 'policy' ? intent.aspect : ''));
+      expect(new Set(aspects).size).toBe(aspects.length);
+      const refs = intents.map((intent) => ('ref' in intent ? intent.ref.kind : ''));
+      expect(refs[0]).not.toBe('previous');
+      expect(refs.slice(1).every((kind) => kind === 'previous')).toBe(true);
+    }
+    expect(tasks.some((task) => task.category === 'after_sales_multi_turn')).toBe(false);
   });
 
   it('refers to items the way `references` says: on screen, by link number or by name', () => {

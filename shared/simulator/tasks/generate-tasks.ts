@@ -58,6 +58,8 @@ export const defaultCategoryWeights: Record<TaskCategory, number> = {
   multi_question: 0.8,
   multi_turn: 0.8,
   out_of_catalog: 0.6,
+  // Off by default (the default mix draws as before); the HAT-effect experiment's multi-turn policy desk.
+  after_sales_multi_turn: 0,
 };
 
 /**
@@ -372,6 +374,22 @@ const planners: Record<TaskCategory, (catalog: World, rng: Rng, shares: Required
         ];
         return [first, ...rng.sample(options, followUps).map((option) => option())];
       },
+    };
+  },
+  // Two or three after-sales questions about one item, one per viewer turn: the first names the
+  // item, the follow-ups mean the one just discussed.
+  after_sales_multi_turn: (catalog, rng, shares) => {
+    const item = pickItem(catalog, rng);
+    const aspects: PolicyAspect[] = ['free_shipping', 'remote', 'dispatch', 'returns', 'invoice'];
+    if (hasWarranty(item)) aspects.push('warranty');
+    const asked = rng.sample(aspects, rng.int(2, 3));
+    return {
+      targets: [item],
+      featuredTarget: maybeFeatured(rng, item, shares),
+      intents: (refs) =>
+        asked.map((aspect, turn) =>
+          policyIntent(catalog, rng, aspect, item, turn === 0 ? refs.refFor(item) : { kind: 'previous' }),
+        ),
     };
   },
   out_of_catalog: (catalog, rng, shares) => {

@@ -16,6 +16,7 @@ export const taskCategories = [
   'multi_question',
   'multi_turn',
   'out_of_catalog',
+  'after_sales_multi_turn',
 ] as const;
 export const taskCategorySchema = z.enum(taskCategories);
 export type TaskCategory = z.infer<typeof taskCategorySchema>;
