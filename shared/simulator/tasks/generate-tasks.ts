@@ -62,6 +62,11 @@ export const defaultCategoryWeights: Record<TaskCategory, number> = {
   after_sales_multi_turn: 0,
 };
 
+/** The categories the default mix draws (weight above 0); eval's generated suites cycle through these by default. */
+export const defaultMixCategories: readonly TaskCategory[] = taskCategories.filter(
+  (category) => defaultCategoryWeights[category] > 0,
+);
+
 /**
  * Generates `count` self-contained tasks: each draws a small room (4-7 bag links, a featured
  * item or none, a campaign running or not) from a seeded catalog, an intent of its category,

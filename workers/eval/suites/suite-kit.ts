@@ -8,8 +8,12 @@ import { generateVariantPool, type FamilyWeights } from '../../../shared/harness
 import { hsaFamilySchema, type HsaFamily } from '../../../shared/harness/hsa/variant-mapping';
 import { Rng } from '../../../shared/random/rng';
 import { runEpisode } from '../../../shared/simulator/agent-loop';
-import { generateTask, type ReferenceShares } from '../../../shared/simulator/tasks/generate-tasks';
-import { taskCategories, type Task, type TaskCategory } from '../../../shared/simulator/tasks/task-schema';
+import {
+  defaultMixCategories,
+  generateTask,
+  type ReferenceShares,
+} from '../../../shared/simulator/tasks/generate-tasks';
+import type { Task, TaskCategory } from '../../../shared/simulator/tasks/task-schema';
 import { generateWorld } from '../../../shared/simulator/world/generate-world';
 import type { Trajectory } from '../../../shared/trajectory/trajectory';
 import { bootstrapMean, type Interval } from '../bootstrap-interval';
@@ -61,7 +65,7 @@ export type ItemHarness = z.infer<typeof itemHarnessSchema>;
 export function heldOutTasks(
   count: number,
   seed: string,
-  categories: readonly TaskCategory[] = taskCategories,
+  categories: readonly TaskCategory[] = defaultMixCategories,
   references?: ReferenceShares,
 ): Task[] {
   const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
