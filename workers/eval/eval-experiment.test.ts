@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { buildExperiment, experimentHtml, experimentProblems, experimentSchema } from './eval-experiment';
 import { EVAL_RESULT_SCHEMA_VERSION, type EvalResult } from './eval-part';
 
@@ -90,6 +93,36 @@ describe('eval experiments: arms over seeds, paired differences, claims', () => 
     const html = experimentHtml(outcome);
     expect(html).toContain('HV-QA: held-out variants');
     expect(html).toContain('Reproduced');
+  });
+
+  it("reads each model's loss curve beside its directory and warns when a training stopped short of maxSteps", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'hat-experiment-'));
+    const modelDirs: Record<string, string> = {};
+    for (const [model, steps] of [
+      ['a1', 521],
+      ['a2', 600],
+      ['b1', 600],
+      ['b2', 600],
+    ] as const) {
+      mkdirSync(join(root, model, 'onnx'), { recursive: true });
+      modelDirs[model] = join(root, model, 'onnx');
+      const lossCurve = Array.from({ length: steps }, (_, index) => ({ step: index + 1, loss: 5 / (index + 1) }));
+      writeFileSync(
+        join(root, model, 'result.json'),
+        JSON.stringify({ steps, lossCurve, config: { maxSteps: 600, maxSeconds: 1200 } }),
+      );
+    }
+    const outcome = await buildExperiment(experiment, results, { bootstrapSamples: 50, seed: 's', modelDirs });
+    expect(Object.keys(outcome.curves).sort()).toEqual(['a1', 'a2', 'b1', 'b2']);
+    expect(outcome.curves.a1).toHaveLength(521);
+    expect(outcome.shortTrainings).toEqual([{ model: 'a1', steps: 521, maxSteps: 600, maxSeconds: 1200 }]);
+    const html = experimentHtml(outcome);
+    expect(html).toContain('Unequal budgets</b>: a1 trained 521 of its 600 steps (maxSeconds 1200 ran out)');
+    expect(html).toContain('aria-label="training loss by step, every arm and seed"');
+    // Every training reached its maxSteps: no warning, and no field in scores.json.
+    const even = await buildExperiment(experiment, results, { bootstrapSamples: 50, seed: 's', modelDirs: {} });
+    expect(even).not.toHaveProperty('shortTrainings');
+    expect(experimentHtml(even)).not.toContain('Unequal budgets');
   });
 
   it('says not reproduced when the difference is too small or its interval reaches 0', async () => {

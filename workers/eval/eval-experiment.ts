@@ -155,6 +155,11 @@ export interface ExperimentOutcome {
   claims: ExperimentClaim[];
   /** model → its training loss curve, when its trainer's result.json sits beside the model directory. */
   curves: Record<string, Array<{ step: number; loss: number }>>;
+  /**
+   * Models whose training stopped before its maxSteps (maxSeconds ran out): the arms they are in
+   * were compared at unequal budgets. Present only when there is one.
+   */
+  shortTrainings?: Array<{ model: string; steps: number; maxSteps: number; maxSeconds?: number }>;
   bootstrapSamples: number;
 }
 
@@ -312,22 +317,45 @@ export async function buildExperiment(
     return { text: claim.text, reproduced, difference, sentence };
   });
   const curves: ExperimentOutcome['curves'] = {};
+  const shortTrainings: NonNullable<ExperimentOutcome['shortTrainings']> = [];
   for (const arm of experiment.arms)
     for (const model of arm.models) {
-      const curve = await trainingCurve(options.modelDirs[model]);
-      if (curve) curves[model] = curve;
+      const training = await trainingResult(options.modelDirs[model]);
+      if (Array.isArray(training?.lossCurve)) curves[model] = training.lossCurve;
+      const maxSteps = training?.config?.maxSteps;
+      if (typeof training?.steps === 'number' && typeof maxSteps === 'number' && training.steps < maxSteps) {
+        const maxSeconds = training.config?.maxSeconds;
+        shortTrainings.push({
+          model,
+          steps: training.steps,
+          maxSteps,
+          ...(typeof maxSeconds === 'number' ? { maxSeconds } : {}),
+        });
+      }
     }
-  return { arms, columns, table, differences, claims, curves, bootstrapSamples: samples };
+  return {
+    arms,
+    columns,
+    table,
+    differences,
+    claims,
+    curves,
+    ...(shortTrainings.length > 0 ? { shortTrainings } : {}),
+    bootstrapSamples: samples,
+  };
 }
 
-/** The loss curve of the pipeline's trainer's `result.json` beside a local model directory (`<out>/onnx`). */
-async function trainingCurve(modelDir: string | undefined): Promise<Array<{ step: number; loss: number }> | undefined> {
+/** What the pipeline's trainer wrote in `result.json` beside a local model directory (`<out>/onnx`), as far as the experiment reads it. */
+interface TrainingResult {
+  lossCurve?: Array<{ step: number; loss: number }>;
+  steps?: number;
+  config?: { maxSteps?: number; maxSeconds?: number };
+}
+
+async function trainingResult(modelDir: string | undefined): Promise<TrainingResult | undefined> {
   if (modelDir === undefined || !isAbsolute(modelDir)) return undefined;
   try {
-    const result = JSON.parse(await readFile(join(dirname(modelDir), 'result.json'), 'utf8')) as {
-      lossCurve?: Array<{ step: number; loss: number }>;
-    };
-    return Array.isArray(result.lossCurve) ? result.lossCurve : undefined;
+    return JSON.parse(await readFile(join(dirname(modelDir), 'result.json'), 'utf8')) as TrainingResult;
   } catch {
     return undefined;
   }
@@ -380,6 +408,18 @@ function curvesSvg(outcome: ExperimentOutcome): string {
   );
 }
 
+/** A warning under the claims when a model trained fewer steps than asked: its arm had a smaller budget. */
+function shortTrainingsHtml(outcome: ExperimentOutcome): string {
+  if (!outcome.shortTrainings?.length) return '';
+  const entries = outcome.shortTrainings
+    .map(
+      (entry) =>
+        `${escapeHtml(entry.model)} trained ${entry.steps} of its ${entry.maxSteps} steps${entry.maxSeconds === undefined ? '' : ` (maxSeconds ${entry.maxSeconds} ran out)`}`,
+    )
+    .join('; ');
+  return `<p class="not"><b>Unequal budgets</b>: ${entries}. The differences that involve these models compare arms trained for different numbers of steps; raise maxSeconds and train again.</p>`;
+}
+
 /** The report section: the table in the source report's shape, per-seed figures, differences, claims, curves. */
 export function experimentHtml(outcome: ExperimentOutcome): string {
   const head = `<tr><th>arm</th>${outcome.columns.map((column) => `<th>${escapeHtml(columnTitles[column])}</th>`).join('')}</tr>`;
@@ -418,6 +458,7 @@ export function experimentHtml(outcome: ExperimentOutcome): string {
     `<h2>Experiment</h2><p>Mean over seeds and items, 95% hierarchical bootstrap interval (seeds, then items; ${outcome.bootstrapSamples} draws).</p>` +
     `<table>${head}${rows}</table>` +
     (claims ? `<h3>Claims</h3><ul class="claims">${claims}</ul>` : '') +
+    shortTrainingsHtml(outcome) +
     `<h3>Paired differences</h3><table><tr><th>arms</th><th>column</th><th>difference</th><th>per seed</th></tr>${differences}</table>` +
     `<h3>Per seed</h3><table>${head.replace('<th>arm</th>', '<th>model</th>')}${perSeed}</table>` +
     `<h3>Training loss</h3>${curvesSvg(outcome)}`
