@@ -49,7 +49,7 @@ export function startTrainerSession(queues: QueueContext, options: TrainerSessio
       log(
         `trained handoff ${event.handoff}: ${result.objective}, ${result.steps} steps, final loss ${result.finalLoss?.toFixed(4) ?? 'n/a'}` +
           `${result.titoProof ? `, token-in-token-out max |diff| ${result.titoProof.maxAbsDiff.toExponential(2)}` : ''}` +
-          `${result.reverseKl ? `, reverse KL ${result.reverseKl.before.toFixed(4)} -> ${result.reverseKl.after.toFixed(4)}` : ''}` +
+          `${result.reverseKl ? `, reverse KL (k1 estimate on the rollout tokens, can be negative) ${result.reverseKl.before.toFixed(4)} -> ${result.reverseKl.after.toFixed(4)}` : ''}` +
           `${result.advantages ? `, ${result.advantages.nonZero} of ${result.advantages.records} records with a non-zero advantage${result.advantages.nonZero === 0 ? ' (equal rewards in every group: nothing to learn)' : ''}` : ''}` +
           `${result.onnx ? `, ONNX vs PyTorch max |logit diff| ${result.onnx.maxAbsLogitDiff.toExponential(2)}` : ''}` +
           ` -> ${event.model ?? result.onnxDir}${event.endpoint ? ` served at ${event.endpoint}` : ''}`,

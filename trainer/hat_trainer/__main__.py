@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         if result.get("titoProof"):
             summary += f"; TITO max |diff| {result['titoProof']['maxAbsDiff']:.2e}"
         if result.get("reverseKl"):
-            summary += f"; reverse KL {result['reverseKl']['before']:.4f} -> {result['reverseKl']['after']:.4f}"
+            summary += f"; reverse KL (k1 estimate on the rollout tokens, can be negative) {result['reverseKl']['before']:.4f} -> {result['reverseKl']['after']:.4f}"
     print(summary, file=sys.stderr, flush=True)
     print(json.dumps(result, indent=2))
     return 0
