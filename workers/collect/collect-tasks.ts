@@ -1,6 +1,6 @@
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
-import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
+import { generateTasksOf } from '../../shared/simulator/tasks/task-generator';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
 import { expandInputs, isManifestUri, type InputObject } from '../../queues/stage-kit/stage-inputs';
 import { readTaskSets } from '../../queues/stage-kit/task-inputs';
@@ -24,17 +24,7 @@ export async function loadCollectTasks(
   input: Pick<CollectInput, 'tasks' | 'inputs'> & { generate?: CollectInput['generate'] & { start?: number } },
   openObject: StageDeps['openObject'],
 ): Promise<CollectTasks> {
-  if (input.generate !== undefined) {
-    const { count, start, seed, itemCount, categoryWeights, references } = input.generate;
-    try {
-      const tasks = generateTasks({ count, start, seed, world: { itemCount }, categoryWeights, references });
-      return { tasks, lineage: [] };
-    } catch (error) {
-      if (error instanceof RangeError)
-        throw new BadInputError('BAD_TASK_GENERATOR', `collect.generate: ${error.message}`);
-      throw error;
-    }
-  }
+  if (input.generate !== undefined) return { tasks: generateTasksOf(input.generate, 'collect.generate'), lineage: [] };
   const field = input.tasks !== undefined ? 'tasks' : 'inputs';
   const uris = (input.tasks ?? input.inputs ?? []).map(asArtifactUri);
   const objects: InputObject[] = [];

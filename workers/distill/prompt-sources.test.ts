@@ -158,6 +158,13 @@ describe('distill prompt sources', () => {
     expect(viewer).not.toEqual(
       plain.prompts.map((prompt) => prompt.messages.filter((message) => message.role === 'user').at(-1)!.content),
     );
+    // A generator that cannot draw is refused with its code, as collect and rl refuse it.
+    const none = { count: 2, seed: '5', categoryWeights: { ...generate.categoryWeights, after_sales_multi_turn: 0 } };
+    await expect(loadPrompts({ prompts: [{ kind: 'tasks', generate: none }], inputs: [] }, open)).rejects.toMatchObject(
+      {
+        code: 'BAD_TASK_GENERATOR',
+      },
+    );
     // Every prompt is an after-sales question (shipping, returns, warranty, invoice) about the item on screen.
     for (const text of viewer) expect(String(text)).toMatch(/邮|发货|快递|退|换|保修|坏|票|偏远|新疆|西藏|到/);
   });

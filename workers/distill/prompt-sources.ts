@@ -10,7 +10,7 @@ import { sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
 import { loadHarness } from '../../shared/harness/load-harness';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
-import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
+import { generateTasksOf } from '../../shared/simulator/tasks/task-generator';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { chatMessageSchema, toolSpecSchema, type ChatMessage, type ToolSpec } from '../../shared/trajectory/messages';
 import type { DistillInput, PromptSource } from './distill-contract';
@@ -152,13 +152,7 @@ async function loadSource(source: PromptSource, openObject: OpenObject): Promise
         where = uri;
       } else {
         const generate = source.generate!;
-        tasks = generateTasks({
-          count: generate.count,
-          seed: generate.seed,
-          world: { itemCount: generate.itemCount },
-          categoryWeights: generate.categoryWeights,
-          references: generate.references,
-        });
+        tasks = generateTasksOf(generate, 'distill.prompts[].generate');
         where = `tasks generated with seed ${generate.seed}`;
       }
       return {

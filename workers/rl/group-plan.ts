@@ -2,13 +2,12 @@ import { z } from 'zod';
 import type { StageDeps } from '../../queues/stage-kit/define-stage';
 import { BadInputError } from '../../shared/errors';
 import { Rng } from '../../shared/random/rng';
-import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { readTaskSets } from '../../queues/stage-kit/task-inputs';
 import { asArtifactUri } from '../../shared/artifacts/artifact-uri';
 import { readCurriculum, type CurriculumWeights } from './curriculum';
-import type { TaskGenerator } from '../../shared/simulator/tasks/task-generator';
+import { generateTasksOf, type TaskGenerator } from '../../shared/simulator/tasks/task-generator';
 import type { RlInput } from './rl-contract';
 
 /** One planned group: the task its G episodes play and whether they play it under the canonical harness. */
@@ -44,13 +43,7 @@ export async function loadRlTasks(
   const lineage: LoadedTasks['lineage'] = [];
   const uris = [...(input.tasks ?? []), ...input.inputs].map(asArtifactUri);
   if (uris.length === 0) {
-    const { count, seed, itemCount, categoryWeights, references } = input.generate ?? defaultRlTasks;
-    try {
-      tasks.push(...generateTasks({ count, seed, world: { itemCount }, categoryWeights, references }));
-    } catch (error) {
-      if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `rl.generate: ${error.message}`);
-      throw error;
-    }
+    tasks.push(...generateTasksOf(input.generate ?? defaultRlTasks, 'rl.generate'));
   }
   if (uris.length > 0) {
     const read = await readTaskSets(await expandInputs(uris, openObject, 'rl.tasks', 'tasks'), openObject);

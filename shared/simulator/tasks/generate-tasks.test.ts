@@ -2,7 +2,11 @@ import { canonicalJson } from '../../hash/hash';
 import { executeCapability } from '../tools/execute-tool-call';
 import { createWorld } from '../world/world';
 import { defaultCategoryWeights, generateTasks } from './generate-tasks';
-import { taskCategories, taskSchema } from './task-schema';
+import { taskCategories, taskSchema, type TaskCategory } from './task-schema';
+
+/** Category weights that draw one category only. */
+const only = (wanted: TaskCategory) =>
+  Object.fromEntries(taskCategories.map((category) => [category, category === wanted ? 1 : 0]));
 
 describe('generateTasks', () => {
   const tasks = generateTasks({ count: 220, seed: 'gen', world: { itemCount: 600 } });
@@ -77,9 +81,7 @@ describe('generateTasks', () => {
       count: 30,
       seed: 'w',
       world: { itemCount: 300 },
-      categoryWeights: Object.fromEntries(
-        taskCategories.map((category) => [category, category === 'compliance_trap' ? 1 : 0]),
-      ),
+      categoryWeights: only('compliance_trap'),
     });
     expect(new Set(onlyTraps.map((task) => task.category))).toEqual(new Set(['compliance_trap']));
     for (const task of onlyTraps) expect(task.turns[0].expect.forbidden.length).toBeGreaterThan(0);
@@ -98,9 +100,7 @@ describe('generateTasks', () => {
       count: 40,
       seed: 'desk',
       world: { itemCount: 300 },
-      categoryWeights: Object.fromEntries(
-        taskCategories.map((category) => [category, category === 'after_sales_multi_turn' ? 1 : 0]),
-      ),
+      categoryWeights: only('after_sales_multi_turn'),
     });
     for (const task of policyDesk) {
       expect(task.category).toBe('after_sales_multi_turn');

@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import { BadInputError } from '../../errors';
 import { maxWorldItems } from '../world/generate-world';
-import { taskCategories } from './task-schema';
+import { generateTasks } from './generate-tasks';
+import { taskCategories, type Task } from './task-schema';
 
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
 
@@ -32,3 +34,17 @@ export const taskGeneratorSchema = z
   })
   .strict();
 export type TaskGenerator = z.infer<typeof taskGeneratorSchema>;
+
+/**
+ * The tasks a stage's `generate` draws (tasks [start, start + count)). A generator that cannot
+ * draw (every category weight 0) is refused as BAD_TASK_GENERATOR, naming the stage's field.
+ */
+export function generateTasksOf(generator: TaskGenerator & { start?: number }, field: string): Task[] {
+  const { count, start, seed, itemCount, categoryWeights, references } = generator;
+  try {
+    return generateTasks({ count, start, seed, world: { itemCount }, categoryWeights, references });
+  } catch (error) {
+    if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `${field}: ${error.message}`);
+    throw error;
+  }
+}
