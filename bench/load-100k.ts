@@ -70,7 +70,7 @@ function textOption(name: string): string | undefined {
   return index > 0 ? process.argv[index + 1] : undefined;
 }
 
-const tasks = option('--tasks', 100_000);
+const sizes = (textOption('--sizes') ?? String(option('--tasks', 100_000))).split(',').map(Number);
 const tasksPerPart = option('--tasks-per-part', 1_000);
 const workerCount = option('--workers', process.argv.includes('--scaling') ? 2 : 1);
 const concurrency = textOption('--concurrency');
@@ -139,6 +139,28 @@ function peakRss(pid: number | undefined): number | undefined {
   }
 }
 
+/** Resident set of a live process now (Linux VmRSS), bytes; undefined elsewhere. */
+function currentRss(pid: number | undefined): number | undefined {
+  try {
+    const kib = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kib === undefined ? undefined : Number(kib) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Which phase of the run the workers are in, from the run's status: the first stage not done,
+ * and whether it is planning (no parts listed yet), running its parts, or in its fan-in (every
+ * part done, the stage not yet).
+ */
+function phaseOf(status: RunStatus): string {
+  const stage = status.stages.find((candidate) => candidate.state !== 'completed');
+  if (!stage) return 'done';
+  if (stage.partsTotal === 0) return `${stage.name} plan`;
+  return stage.partsDone < stage.partsTotal ? `${stage.name} parts` : `${stage.name} finish`;
+}
+
 /** CPU seconds (every thread) a process has used in user and in system mode, from /proc/<pid>/stat. */
 function cpuSecondsOf(pid: number | undefined): { user: number; system: number } {
   try {
@@ -183,10 +205,15 @@ interface StageFigures {
 }
 
 interface LoadResult {
+  tasks: number;
   workers: number;
   state: string;
   wallSeconds: number;
   stages: StageFigures[];
+  /** Peak resident set per worker process over the whole load (VmHWM), bytes. */
+  peakRss: Array<number | undefined>;
+  /** Per phase (`shard parts`, `shard finish`, …), in the order first seen: the largest VmRSS sampled, per worker. */
+  phaseRss: Map<string, number[]>;
 }
 
 /**
@@ -199,6 +226,7 @@ async function compareAugmentWithLoop(
   augment: StageFigures,
   augmentInput: { variantPool: number; variantsPerTrajectory: number; seed?: string },
   runSeed: string,
+  tasks: number,
 ): Promise<void> {
   const { store, key } = stores.openObject(collectManifestUri);
   const manifest = await readManifest(store, key);
@@ -246,7 +274,12 @@ function reportLoopFailure(error: unknown): void {
   process.exitCode = 1;
 }
 
-async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: boolean): Promise<LoadResult> {
+async function runLoad(
+  redisUrl: string,
+  tasks: number,
+  workers: number,
+  usesPrivateRedis: boolean,
+): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
   const env = loadEnv({
@@ -291,6 +324,15 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   const baseline = usedMemory(await context.connection.info('memory'));
   let peakKeys = 0;
   const cpuSamples: CpuSample[] = [];
+  let phase = 'collect plan';
+  const phaseRss = new Map<string, number[]>();
+  const sampleRss = () => {
+    const peaks = phaseRss.get(phase) ?? children.map(() => 0);
+    phaseRss.set(phase, peaks);
+    children.forEach((child, index) => (peaks[index] = Math.max(peaks[index], currentRss(child.pid) ?? 0)));
+  };
+  // Resident sets every 250 ms (a phase's peak can last less than a second), CPU and Redis every second.
+  const rssSampler = setInterval(sampleRss, 250);
   const sampler = setInterval(() => {
     const sample: CpuSample = { at: Date.now(), user: 0, system: 0 };
     for (const child of children) {
@@ -344,6 +386,8 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
       intervalMs: 500,
       onStatus: (current) => {
         const now = Date.now();
+        sampleRss();
+        phase = phaseOf(current);
         for (const stage of current.stages) {
           const phase = partsPhase.get(stage.name) ?? {};
           if (stage.partsTotal > 0 && phase.from === undefined) phase.from = now;
@@ -406,6 +450,7 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
             `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written, worker CPU ${stage.cpuSeconds === undefined ? '?' : `${stage.cpuSeconds.toFixed(1)} s (${((stage.cpuSeconds * 1000) / tasks).toFixed(2)} ms per task; system ${stage.systemSeconds?.toFixed(1)} s)`}`,
         ),
         `  peak RSS per worker (VmHWM): ${rss.map((bytes) => (bytes === undefined ? '?' : mib(bytes))).join(', ')}`,
+        `  peak RSS per worker by phase (VmRSS sampled every 250 ms): ${[...phaseRss].map(([name, peaks]) => `${name} ${peaks.map(mib).join(' / ')}`).join('; ')}`,
         `  Redis used_memory (${usesPrivateRedis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${usesPrivateRedis ? `; at most ${peakKeys} keys` : ''}`,
         '',
       ].join('\n'),
@@ -415,10 +460,11 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
     const augmentInput = plan.stages.find((stage) => stage.name === 'augment')?.input as
       { variantPool: number; variantsPerTrajectory: number; seed?: string } | undefined;
     if (status.state === 'completed' && collectUri && augmentInput && augmentFigures?.seconds !== undefined)
-      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed);
-    return { workers, state: status.state, wallSeconds, stages: figures };
+      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed, tasks);
+    return { tasks, workers, state: status.state, wallSeconds, stages: figures, peakRss: rss, phaseRss };
   } finally {
     clearInterval(sampler);
+    clearInterval(rssSampler);
     for (const child of children) child.kill('SIGTERM');
     await Promise.all(
       children.map((child) =>
@@ -437,9 +483,50 @@ async function runLoad(redisUrl: string, workers: number, usesPrivateRedis: bool
   }
 }
 
+function printScaling(one: LoadResult, many: LoadResult): void {
+  process.stdout.write(
+    `scaling at ${one.tasks} tasks, ${many.workers} worker processes vs 1 (goal >= 1.7 for the rate at which the CPU-bound augment and shard move parts; the whole stage includes its serial plan and fan-in):\n`,
+  );
+  for (const stage of one.stages) {
+    const other = many.stages.find((candidate) => candidate.name === stage.name);
+    const ratio = stage.seconds && other?.seconds ? stage.seconds / other.seconds : undefined;
+    const partsRatio = stage.partsSeconds && other?.partsSeconds ? stage.partsSeconds / other.partsSeconds : undefined;
+    process.stdout.write(
+      `  ${stage.name}: parts ${partsRatio === undefined ? '?' : partsRatio.toFixed(2)}x (${stage.partsSeconds?.toFixed(1)} s -> ${other?.partsSeconds?.toFixed(1)} s); whole stage ${ratio === undefined ? '?' : ratio.toFixed(2)}x (${stage.seconds?.toFixed(1)} s -> ${other?.seconds?.toFixed(1)} s)\n`,
+    );
+  }
+  process.stdout.write(
+    `  wall: ${(one.wallSeconds / many.wallSeconds).toFixed(2)}x (${one.wallSeconds.toFixed(1)} s -> ${many.wallSeconds.toFixed(1)} s)\n`,
+  );
+}
+
+/**
+ * Peak resident set of the first worker at each size against the smallest size, over the whole
+ * load and per phase: flat memory reads 1.0x whatever the size (goal <= 1.1x, and <= 1.5 GiB).
+ */
+function printMemoryBySize(results: LoadResult[]): void {
+  const [smallest] = results;
+  const largest = results.at(-1)!;
+  const ratio = (large: number | undefined, small: number | undefined) =>
+    large && small ? `${(large / small).toFixed(2)}x` : '?';
+  process.stdout.write(
+    `memory by size, worker 1 (goal: peak at the largest size <= 1.1x the smallest's, and <= 1.5 GiB):\n`,
+  );
+  for (const result of results.slice(1))
+    process.stdout.write(
+      `  peak RSS (VmHWM) ${result.tasks} vs ${smallest.tasks} tasks: ${mib(result.peakRss[0] ?? 0)} vs ${mib(smallest.peakRss[0] ?? 0)} -> ${ratio(result.peakRss[0], smallest.peakRss[0])}${result === largest ? ((result.peakRss[0] ?? Infinity) <= 1.5 * 1024 ** 3 ? ' (within 1.5 GiB)' : ' (over 1.5 GiB)') : ''}\n`,
+    );
+  for (const [phase, peaks] of largest.phaseRss) {
+    const small = smallest.phaseRss.get(phase)?.[0];
+    process.stdout.write(
+      `  ${phase}: ${mib(peaks[0])} vs ${small === undefined ? '?' : mib(small)} -> ${ratio(peaks[0], small)}\n`,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   checkBenchFlags(
-    'node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
+    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
   );
   registerCatalogStages();
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-redis-'));
@@ -447,26 +534,14 @@ async function main(): Promise<void> {
   const redisUrl = redis?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   try {
     const results: LoadResult[] = [];
-    for (const workers of scaling ? [1, workerCount] : [workerCount])
-      results.push(await runLoad(redisUrl, workers, redis !== undefined));
-    if (scaling) {
-      const [one, many] = results as [LoadResult, LoadResult];
-      process.stdout.write(
-        `scaling, ${many.workers} worker processes vs 1 (goal >= 1.7 for the rate at which the CPU-bound augment and shard move parts; the whole stage includes its serial plan and fan-in):\n`,
-      );
-      for (const stage of one.stages) {
-        const other = many.stages.find((candidate) => candidate.name === stage.name);
-        const ratio = stage.seconds && other?.seconds ? stage.seconds / other.seconds : undefined;
-        const partsRatio =
-          stage.partsSeconds && other?.partsSeconds ? stage.partsSeconds / other.partsSeconds : undefined;
-        process.stdout.write(
-          `  ${stage.name}: parts ${partsRatio === undefined ? '?' : partsRatio.toFixed(2)}x (${stage.partsSeconds?.toFixed(1)} s -> ${other?.partsSeconds?.toFixed(1)} s); whole stage ${ratio === undefined ? '?' : ratio.toFixed(2)}x (${stage.seconds?.toFixed(1)} s -> ${other?.seconds?.toFixed(1)} s)\n`,
-        );
-      }
-      process.stdout.write(
-        `  wall: ${(one.wallSeconds / many.wallSeconds).toFixed(2)}x (${one.wallSeconds.toFixed(1)} s -> ${many.wallSeconds.toFixed(1)} s)\n`,
-      );
+    for (const tasks of sizes) {
+      const forSize: LoadResult[] = [];
+      for (const workers of scaling ? [1, workerCount] : [workerCount])
+        forSize.push(await runLoad(redisUrl, tasks, workers, redis !== undefined));
+      if (scaling) printScaling(forSize[0], forSize[1]);
+      results.push(...forSize);
     }
+    if (sizes.length > 1) printMemoryBySize(results.filter((result) => result.workers === results[0].workers));
     if (results.some((result) => result.state !== 'completed')) process.exitCode = 1;
   } finally {
     redis?.process.kill('SIGTERM');

@@ -35,11 +35,52 @@ function sandboxRuntime(): Promise<StageJobRuntime> {
   return sharedRuntime;
 }
 
+let activeJobs = 0;
+let idleTimer: NodeJS.Timeout | undefined;
+
+/**
+ * Ends this thread once it has had no job for HAT_SANDBOX_IDLE_MS. BullMQ keeps sandbox threads
+ * for the worker's life; a thread holds its stage's tokenizer, caches and heap (several hundred
+ * MB), so a worker serving collect, augment and shard held every stage's threads at once and its
+ * memory was the sum of theirs. BullMQ drops a thread that exits from its pool and starts a new
+ * one for the next job. (Should a job be handed to the thread in the instant it exits, that job
+ * fails one attempt with "Unexpected exit code: 0" and is retried.)
+ */
+function scheduleIdleExit(): void {
+  const { env } = (workerData as SandboxWorkerData).hatSandbox;
+  if (env.HAT_SANDBOX_IDLE_MS === 0 || activeJobs > 0) return;
+  idleTimer = setTimeout(() => {
+    if (activeJobs > 0) return;
+    void sharedRuntime
+      ?.then((runtime) =>
+        runtime.logger.info(
+          { idleMs: env.HAT_SANDBOX_IDLE_MS },
+          'sandbox thread idle: it ends and hands its memory back; the next job starts a new one',
+        ),
+      )
+      .catch(() => undefined)
+      .finally(() => {
+        if (activeJobs === 0) process.exit(0);
+      });
+  }, env.HAT_SANDBOX_IDLE_MS);
+}
+
 export default async function processSandboxedJob(
   job: StageJobHandle,
   token?: string,
   signal?: AbortSignal,
 ): Promise<unknown> {
+  clearTimeout(idleTimer);
+  activeJobs++;
+  try {
+    return await runSandboxedJob(job, token, signal);
+  } finally {
+    activeJobs--;
+    scheduleIdleExit();
+  }
+}
+
+async function runSandboxedJob(job: StageJobHandle, token?: string, signal?: AbortSignal): Promise<unknown> {
   const runtime = await sandboxRuntime();
   // The kind when the run names the stage differently (`sft_data: { stage: shard }`), else the name.
   const data = job.data as { stage?: unknown; kind?: unknown };

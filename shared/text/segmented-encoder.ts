@@ -1,3 +1,4 @@
+import { ownString } from './word-cache';
 import type { Tokenizer } from '@huggingface/tokenizers';
 import { ByteLevelBpe } from './byte-level-bpe';
 
@@ -315,7 +316,8 @@ export class SegmentedEncoder {
         this.young = new Map();
         this.youngCharacters = 0;
       }
-      this.young.set(piece, ids);
+      // A piece is cut from a whole rendered conversation; kept as it is, it would keep that alive.
+      this.young.set(ownString(piece), ids);
       this.youngCharacters += piece.length;
     }
   }

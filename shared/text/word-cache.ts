@@ -10,6 +10,21 @@ import type { Tokenizer } from '@huggingface/tokenizers';
  * one (the words not used for a whole generation are dropped). It only remembers results, so
  * encodings are unchanged; `shared/text/word-cache.test.ts` compares ids with the stock cache.
  */
+/** V8 keeps a substring this long or longer as a view into the string it was cut from. */
+const slicedStringMinimum = 13;
+
+/**
+ * `text` with characters of its own. A substring of 13 or more characters (slice, a regex match)
+ * is, in V8, a view that keeps the whole string it was cut from alive: a cache that kept such a
+ * word or segment as a key kept the whole rendered conversation it came from, so a tokenizer's
+ * caches held up to one conversation per entry (about 20 KB instead of a few bytes) and a worker
+ * grew by gigabytes over a 100,000-task shard stage (bench/load-100k.ts). Copying costs about a
+ * microsecond for a few hundred characters, paid only when a cache takes a new key.
+ */
+export function ownString(text: string): string {
+  return text.length < slicedStringMinimum ? text : Buffer.from(text, 'utf16le').toString('utf16le');
+}
+
 export class GenerationalWordCache<V> {
   private young = new Map<string, V>();
   private old = new Map<string, V>();
@@ -29,7 +44,8 @@ export class GenerationalWordCache<V> {
       this.old = this.young;
       this.young = new Map();
     }
-    this.young.set(key, value);
+    // The caller's key may be a view into a whole text (see ownString).
+    this.young.set(ownString(key), value);
   }
 
   clear(): void {

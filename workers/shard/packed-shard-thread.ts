@@ -1,21 +1,16 @@
 /**
- * The thread PackedShardEncoder encodes packed shards on: it holds every part's token ids and
- * answers each `encode` with the shard's Parquet bytes (moved back, not copied).
+ * The thread PackedShardEncoder encodes packed shards on: it reads the samples' ids from the
+ * parts' token files the fan-in opened (workerData) and answers each request with the shard's
+ * Parquet bytes (moved back, not copied).
  */
-import { parentPort } from 'node:worker_threads';
-import { ColumnBuffers, encodePackedShard, type PackedShardRequest } from './packed-shard';
+import { parentPort, workerData } from 'node:worker_threads';
+import { ColumnBuffers, encodePackedShard, type PackedShardRequest, type PackingThreadData } from './packed-shard';
+import { TokenFileReader } from './token-files';
 
-const tokens: Int32Array[] = [];
+const tokens = new TokenFileReader((workerData as PackingThreadData).tokenFiles);
 const buffers = new ColumnBuffers();
 
-type Message =
-  { type: 'tokens'; part: number; ids: Int32Array } | { type: 'encode'; id: number; request: PackedShardRequest };
-
-parentPort?.on('message', (message: Message) => {
-  if (message.type === 'tokens') {
-    tokens[message.part] = message.ids;
-    return;
-  }
+parentPort?.on('message', (message: { id: number; request: PackedShardRequest }) => {
   try {
     const shard = encodePackedShard(message.request, tokens, buffers);
     const owned = shard.bytes.byteOffset === 0 && shard.bytes.byteLength === shard.bytes.buffer.byteLength;

@@ -1,5 +1,20 @@
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { decodeParquet } from '../../shared/artifacts/parquet-codec';
+import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
 import { PackedShardEncoder, type PackedShardRequest } from './packed-shard';
+import { encodeTokens } from './part-files';
+import { SpilledTokens } from './token-files';
+
+/** The parts' token files as the fan-in spills them, from ids in memory. */
+async function spill(parts: Int32Array[]): Promise<SpilledTokens> {
+  const store = new MemoryArtifactStore();
+  for (const [index, ids] of parts.entries()) await store.put(`${index}.tokens.bin`, encodeTokens(ids));
+  return SpilledTokens.spill(
+    store,
+    parts.map((ids, index) => ({ key: `${index}.tokens.bin`, tokens: ids.length })),
+  );
+}
 
 describe('PackedShardEncoder', () => {
   const tokens = [Int32Array.from({ length: 500 }, (_, index) => 1000 + index), Int32Array.from([7, 8, 9, 10, 11])];
@@ -17,14 +32,11 @@ describe('PackedShardEncoder', () => {
   });
 
   it('encodes the same bytes on its thread as in this one, in the order asked, and the rows hold the samples', async () => {
-    const threaded = new PackedShardEncoder(true);
-    const local = new PackedShardEncoder(false);
+    const files = await spill(tokens);
+    const threaded = new PackedShardEncoder(files.files, true);
+    const local = new PackedShardEncoder(files.files, false);
     try {
       expect(threaded.threaded).toBe(true);
-      for (const [part, ids] of tokens.entries()) {
-        threaded.addTokens(part, ids);
-        local.addTokens(part, ids);
-      }
       const [first, second] = await Promise.all([threaded.encode(request(512)), threaded.encode(request(1024))]);
       const expected = [await local.encode(request(512)), await local.encode(request(1024))];
       expect(Buffer.from(first.bytes).equals(Buffer.from(expected[0].bytes))).toBe(true);
@@ -38,20 +50,34 @@ describe('PackedShardEncoder', () => {
     } finally {
       await threaded.close();
       await local.close();
+      files.close();
     }
   }, 60_000);
 
   it('fails a shard that names tokens a part does not hold, and keeps working after', async () => {
-    const encoder = new PackedShardEncoder(true);
+    const files = await spill(tokens);
+    const encoder = new PackedShardEncoder(files.files, true);
     try {
-      encoder.addTokens(0, tokens[0]);
       await expect(
         encoder.encode({ ...request(512), sequences: [[{ part: 3, offset: 0, count: 1, spans: [], sourceId: 'x' }]] }),
       ).rejects.toThrow(/PACKING_FAILED.*part 3/);
-      encoder.addTokens(1, tokens[1]);
+      await expect(
+        encoder.encode({ ...request(512), sequences: [[{ part: 1, offset: 4, count: 2, spans: [], sourceId: 'x' }]] }),
+      ).rejects.toThrow(/PACKING_FAILED.*part 1 holds fewer tokens/);
       await expect(encoder.encode(request(512))).resolves.toMatchObject({ tokens: 503 });
     } finally {
       await encoder.close();
+      files.close();
     }
+  });
+
+  it('refuses a part whose token file holds another number of ids than the part recorded, and leaves no file behind', async () => {
+    const store = new MemoryArtifactStore();
+    await store.put('0.tokens.bin', encodeTokens(tokens[1]));
+    const before = readdirSync(tmpdir()).filter((name) => name.startsWith('hat-shard-tokens-')).length;
+    await expect(SpilledTokens.spill(store, [{ key: '0.tokens.bin', tokens: 6 }])).rejects.toThrow(
+      /PART_OUTPUT_DAMAGED.*0\.tokens\.bin holds 5 tokens, its part recorded 6; rerun the stage/,
+    );
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith('hat-shard-tokens-'))).toHaveLength(before);
   });
 });

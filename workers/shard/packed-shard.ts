@@ -3,6 +3,7 @@ import { compiledEntryFile } from '../../shared/config/compiled-entry';
 import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import { writeSequence, type PackedSample } from './pack-sequences';
+import { TokenFileReader, type TokenFile } from './token-files';
 
 /** Packed sequences per Parquet row group: small enough that a reader streams, large enough to compress. */
 const rowGroupSequences = 64;
@@ -49,6 +50,13 @@ export interface PackedShard {
 /** Column buffers reused from shard to shard (writeSequence writes every position of every row). */
 export class ColumnBuffers {
   private buffers = this.make(0);
+  private sequenceIds = new Int32Array(0);
+
+  /** Room for one sequence's sample ids, read from the token files (a sequence's samples fit its length). */
+  idsOf(length: number): Int32Array {
+    if (this.sequenceIds.length < length) this.sequenceIds = new Int32Array(length);
+    return this.sequenceIds;
+  }
 
   private make(length: number) {
     return {
@@ -74,11 +82,12 @@ export class ColumnBuffers {
 /** Writes the shard's sequences into flat columns and encodes them as one Parquet file. */
 export function encodePackedShard(
   request: PackedShardRequest,
-  tokens: readonly Int32Array[],
+  tokens: TokenFileReader,
   buffers: ColumnBuffers,
 ): PackedShard {
   const { sequences, sequenceLength, padTokenId } = request;
   const columns = buffers.of(sequences.length * sequenceLength);
+  const sequenceIds = buffers.idsOf(sequenceLength);
   const cuSeqlens: number[][] = [];
   const sourceIds: string[][] = [];
   const foldedHooks: number[][] = [];
@@ -86,15 +95,13 @@ export function encodePackedShard(
   let tokenTotal = 0;
   let trainedTotal = 0;
   for (const [row, placed] of sequences.entries()) {
+    let filled = 0;
     const samples: PackedSample[] = placed.map((sample) => {
-      const ids = tokens[sample.part];
-      if (ids === undefined || sample.offset + sample.count > ids.length)
-        throw new HatError('PART_OUTPUT_DAMAGED', `part ${sample.part} holds fewer tokens than its entries name`);
-      return {
-        ids: ids.subarray(sample.offset, sample.offset + sample.count),
-        spans: sample.spans,
-        sourceId: sample.sourceId,
-      };
+      if (filled + sample.count > sequenceLength)
+        throw new HatError('PACKING_FAILED', `a packed sequence holds more than ${sequenceLength} tokens`);
+      const ids = tokens.read(sample.part, sample.offset, sample.count, sequenceIds.subarray(filled));
+      filled += sample.count;
+      return { ids, spans: sample.spans, sourceId: sample.sourceId };
     });
     const sequence = writeSequence(samples, sequenceLength, padTokenId, columns, row * sequenceLength);
     cuSeqlens.push(sequence.cuSeqlens);
@@ -128,26 +135,31 @@ export function encodePackedShard(
 
 type Reply = { id: number; shard?: PackedShard; error?: string };
 
+/** What the packing thread starts with: the parts' token files (descriptors of this process). */
+export interface PackingThreadData {
+  tokenFiles: TokenFile[];
+}
+
 /**
  * Encodes packed shards on a worker thread of its own when the compiled entry is there, so the
  * fan-in's other core packs while this one writes the JSONL exports (both are most of the fan-in),
- * and in this thread otherwise. Shards come back in the order asked for; the same inputs give the
- * same bytes either way (the same function encodes them).
+ * and in this thread otherwise. Either way the samples' ids are read from the parts' token files
+ * a sequence at a time (token-files.ts). Shards come back in the order asked for; the same inputs
+ * give the same bytes either way (the same function encodes them).
  */
 export class PackedShardEncoder {
   private readonly worker?: Worker;
   private readonly waiting = new Map<number, { resolve(shard: PackedShard): void; reject(error: Error): void }>();
-  private readonly local: { tokens: Int32Array[]; buffers: ColumnBuffers } = {
-    tokens: [],
-    buffers: new ColumnBuffers(),
-  };
+  private readonly local: { tokens: TokenFileReader; buffers: ColumnBuffers };
   private next = 0;
   private failure?: Error;
 
-  constructor(useThread = true) {
+  constructor(tokenFiles: TokenFile[], useThread = true) {
+    this.local = { tokens: new TokenFileReader(tokenFiles), buffers: new ColumnBuffers() };
     const entry = useThread ? compiledEntryFile('workers/shard/packed-shard-thread') : undefined;
     if (!entry) return;
-    this.worker = new Worker(entry);
+    const workerData: PackingThreadData = { tokenFiles };
+    this.worker = new Worker(entry, { workerData });
     this.worker.on('message', (reply: Reply) => {
       const waiter = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
@@ -166,16 +178,6 @@ export class PackedShardEncoder {
     return this.worker !== undefined;
   }
 
-  /** Hands over one part's token ids (the encoder keeps them; the caller should drop its reference). */
-  addTokens(part: number, ids: Int32Array): void {
-    if (!this.worker) {
-      this.local.tokens[part] = ids;
-      return;
-    }
-    // Copied, not moved: the bytes may still belong to the store (a memory store hands out what it holds).
-    this.worker.postMessage({ type: 'tokens', part, ids });
-  }
-
   encode(request: PackedShardRequest): Promise<PackedShard> {
     if (!this.worker) {
       try {
@@ -188,12 +190,12 @@ export class PackedShardEncoder {
     const id = this.next++;
     return new Promise<PackedShard>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      this.worker!.postMessage({ type: 'encode', id, request });
+      this.worker!.postMessage({ id, request });
     });
   }
 
+  /** Stops the thread; the token files stay open (their owner closes them). */
   async close(): Promise<void> {
-    this.local.tokens = [];
     if (this.worker) await this.worker.terminate();
   }
 

@@ -81,23 +81,6 @@ export function encodeTokens(ids: Int32Array): Buffer {
   return bytes;
 }
 
-export async function readTokens(store: ArtifactStore, key: string, expected: number): Promise<Int32Array> {
-  const bytes = await store.getBuffer(key);
-  if (bytes.length !== expected * 4) {
-    throw new HatError(
-      'PART_OUTPUT_DAMAGED',
-      `${store.uriOf(key)} holds ${bytes.length / 4} tokens, its part recorded ${expected}; rerun the stage (the part is redone)`,
-    );
-  }
-  // A view of the bytes read when they are aligned (a file or S3 body of this size has its own
-  // buffer): the fan-in holds every part's tokens, so one copy of them, not three.
-  if (littleEndian && bytes.byteOffset % 4 === 0) return new Int32Array(bytes.buffer, bytes.byteOffset, expected);
-  const ids = new Int32Array(expected);
-  if (littleEndian) new Uint8Array(ids.buffer).set(bytes);
-  else for (let index = 0; index < expected; index++) ids[index] = bytes.readInt32LE(index * 4);
-  return ids;
-}
-
 export async function readEntries(store: ArtifactStore, key: string): Promise<PartEntry[]> {
   const entries: PartEntry[] = [];
   for await (const entry of readJsonl(store, key, { schema: partEntrySchema })) entries.push(entry);

@@ -20,7 +20,8 @@ import {
 import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing } from './pack-sequences';
 import { PackedShardEncoder, type PackedShard, type PackedShardRequest, type PlacedSample } from './packed-shard';
-import { readEntries, readExportBodies, readTokens, readToolLists, type PartEntry } from './part-files';
+import { readEntries, readExportBodies, readToolLists, type PartEntry } from './part-files';
+import { SpilledTokens } from './token-files';
 import {
   exportFormats,
   shardSplits,
@@ -378,14 +379,16 @@ async function writePackedShards(
   deps: StageDeps,
   out: FanInOutput,
 ): Promise<Partial<Record<ShardSplit, SplitStats>>> {
-  // One part at a time: reading them all at once held each part's bytes twice until the last arrived.
-  const encoder = new PackedShardEncoder();
+  const tokens = await SpilledTokens.spill(
+    deps.store,
+    parts.map((part) => ({ key: part.tokens.key, tokens: part.tokens.tokens })),
+  );
+  const encoder = new PackedShardEncoder(tokens.files);
   try {
-    for (const [index, part] of parts.entries())
-      encoder.addTokens(index, await readTokens(deps.store, part.tokens.key, part.tokens.tokens));
     return await packSplits(input, samples, settings, deps, out, encoder);
   } finally {
     await encoder.close();
+    tokens.close();
   }
 }
 
