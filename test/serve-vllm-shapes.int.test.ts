@@ -130,7 +130,7 @@ describe('hat serve answers in the shapes vLLM answers', () => {
       return_token_ids: true,
     });
     expect(response.status).toBe(200);
-    const body = await response.json();
+    const body = (await response.json()) as Record<string, any>;
     // Against vLLM 0.10.2-0.11: no empty tool_calls (current vLLM drops them), `reasoning` beside reasoning_content.
     const older = edited(vllm.chat, (copy) => {
       delete copy.choices[0].message.tool_calls;
@@ -154,7 +154,7 @@ describe('hat serve answers in the shapes vLLM answers', () => {
       messages: [{ role: 'user', content: 'Hi' }],
       max_tokens: 2,
     });
-    const body = await response.json();
+    const body = (await response.json()) as Record<string, any>;
     expect(body.choices[0].token_ids).toBeNull();
     expect(body.prompt_token_ids).toBeNull();
     expect(body.choices[0].logprobs).toBeNull();
