@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ChatMessage, ToolSpec } from '../shared/trajectory/messages';
+import type { ChatMessage, ToolCall, ToolSpec } from '../shared/trajectory/messages';
 import { chatMessageSchema } from '../shared/trajectory/messages';
 import type { ToolCallParser, ToolCallParseResult } from '../shared/text/tool-parsers';
 import { chatPromptIds } from './chat-prompt';
@@ -126,16 +126,10 @@ export async function handleChatCompletion(
   const wantsLogprobs = request.logprobs === true;
   const topLogprobs = request.top_logprobs ?? 0;
   const asTokenIds = request.return_tokens_as_token_ids === true;
+  const returnTokenIds = request.return_token_ids === true;
   const id = `chatcmpl-${Date.now().toString(36)}${(chatCounter++).toString(36)}`;
   const created = Math.floor(Date.now() / 1000);
   const modelId = context.served.modelId;
-  const chunk = (delta: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-    id,
-    object: 'chat.completion.chunk',
-    created,
-    model: modelId,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: null, stop_reason: null, ...extra }],
-  });
   const logprobsOf = (tokens: ServedToken[]): { content: unknown[] } => ({
     content: tokens.map((token) => chatLogprob(context, token, topLogprobs, asTokenIds)),
   });
@@ -143,7 +137,29 @@ export async function handleChatCompletion(
   const stream = request.stream === true ? sse() : undefined;
   const gate = new ToolCallStreamGate(parser);
   let pending: ServedToken[] = [];
-  if (stream) stream.send(chunk({ role: 'assistant', content: '' }));
+  /** The content the last token released: it goes out with the finish reason, as vLLM sends it. */
+  let lastContent = '';
+  // vLLM writes each chunk with exclude_unset: a chunk holds the fields its serving code sets.
+  const chunk = (choice: Record<string, unknown>, fields: Record<string, unknown> = {}): Record<string, unknown> => ({
+    id,
+    object: 'chat.completion.chunk',
+    created,
+    model: modelId,
+    choices: [{ index: 0, ...choice }],
+    ...fields,
+  });
+  /** The choice of a chunk for the tokens generated since the last one (their logprobs and ids). */
+  const tokensChoice = (tokens: ServedToken[]) => ({
+    logprobs: wantsLogprobs && tokens.length > 0 ? logprobsOf(tokens) : null,
+    ...(returnTokenIds ? { token_ids: tokens.map((token) => token.tokenId) } : { token_ids: null }),
+  });
+  if (stream)
+    stream.send(
+      chunk(
+        { delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+        { prompt_token_ids: returnTokenIds ? promptIds : null },
+      ),
+    );
   const generation = await runGeneration(context, {
     promptIds,
     maxTokens,
@@ -151,12 +167,19 @@ export async function handleChatCompletion(
     topLogprobs,
     signal,
     onToken: stream
-      ? ({ delta, token }) => {
+      ? ({ delta, token, last }) => {
           pending.push(token);
           const content = gate.push(delta);
-          // Logprobs of tokens not visible yet ride with the next chunk; inside a held tool call each token goes out with empty content.
-          if (content === '' && (!wantsLogprobs || !gate.holding)) return;
-          stream.send(chunk({ content }, { logprobs: wantsLogprobs ? logprobsOf(pending) : null }));
+          if (last) {
+            lastContent = content;
+            return;
+          }
+          // Tokens not visible yet ride with the next chunk; inside a held tool call each token goes
+          // out with an empty delta when its logprobs or ids were asked for, as vLLM sends them.
+          if (content === '' && (!(wantsLogprobs || returnTokenIds) || !gate.holding)) return;
+          stream.send(
+            chunk({ delta: content === '' ? {} : { content }, ...tokensChoice(pending), finish_reason: null }),
+          );
           pending = [];
         }
       : undefined,
@@ -164,35 +187,19 @@ export async function handleChatCompletion(
 
   const { parsed, finishReason, hatFields } = assistantOutput(generation.text, generation.finishReason, parser, tools);
   if (stream) {
-    const remainder = parser ? gate.remainder(parsed.content) : gate.push('');
-    if (remainder !== '' || pending.length > 0)
-      stream.send(
-        chunk({ content: remainder }, { logprobs: wantsLogprobs && pending.length > 0 ? logprobsOf(pending) : null }),
-      );
-    if (parsed.toolCalls.length > 0) {
-      stream.send(
-        chunk({
-          tool_calls: parsed.toolCalls.map((call, index) => ({
-            index,
-            id: call.id,
-            type: 'function',
-            function: { name: call.function.name, arguments: call.function.arguments },
-          })),
-        }),
-      );
-    }
+    const remainder = lastContent + (parser ? gate.remainder(parsed.content) : gate.push(''));
+    // What the reply still holds after the streamed content: the rest of the content, then its
+    // calls; the last of these goes out in the finishing chunk with the tokens not sent yet.
+    const deltas = [...(remainder === '' ? [] : [{ content: remainder }]), ...toolCallDeltas(parsed.toolCalls)];
+    const last = { ...(deltas.pop() ?? { content: '' }), ...hatFields };
+    for (const delta of deltas) stream.send(chunk({ delta, ...tokensChoice([]), finish_reason: null }));
     stream.send(
-      chunk({ content: '', ...hatFields }, { finish_reason: finishReason, stop_reason: generation.stopReason }),
+      chunk({ delta: last, ...tokensChoice(pending), finish_reason: finishReason, stop_reason: generation.stopReason }),
     );
     if (request.stream_options?.include_usage === true) {
-      stream.send({
-        id,
-        object: 'chat.completion.chunk',
-        created,
-        model: modelId,
-        choices: [],
-        usage: usageOf([generation]),
-      });
+      // vLLM writes this chunk with exclude_none: a null prompt_tokens_details is left out.
+      const { prompt_tokens_details: _, ...usage } = usageOf([generation]);
+      stream.send({ id, object: 'chat.completion.chunk', created, model: modelId, choices: [], usage });
     }
     stream.done();
     return undefined;
@@ -212,23 +219,38 @@ export async function handleChatCompletion(
           annotations: null,
           audio: null,
           function_call: null,
-          tool_calls: parsed.toolCalls,
+          // Left out when empty, as current vLLM does (0.10-0.11 sent []).
+          ...(parsed.toolCalls.length > 0 ? { tool_calls: parsed.toolCalls } : {}),
+          // Both names (vLLM 0.11.1-0.15 sent both): null, hat serve has no reasoning parser.
+          reasoning: null,
           reasoning_content: null,
           ...hatFields,
         },
         logprobs: wantsLogprobs ? logprobsOf(generation.tokens) : null,
         finish_reason: finishReason,
         stop_reason: generation.stopReason,
-        ...(request.return_token_ids === true ? { token_ids: generation.tokenIds } : {}),
+        token_ids: returnTokenIds ? generation.tokenIds : null,
       },
     ],
     service_tier: null,
     system_fingerprint: null,
     usage: usageOf([generation]),
     prompt_logprobs: null,
-    ...(request.return_token_ids === true ? { prompt_token_ids: promptIds } : {}),
+    prompt_token_ids: returnTokenIds ? promptIds : null,
     kv_transfer_params: null,
   };
+}
+
+/**
+ * A reply's tool calls as vLLM's tool parsers stream them (hermes, llama3_json, qwen3_coder): per
+ * call a delta with its index, id, type and name, then one with its arguments (vLLM may cut the
+ * arguments into several; hat serve holds a call until it is parsed whole and sends them at once).
+ */
+export function toolCallDeltas(calls: readonly ToolCall[]): Array<Record<string, unknown>> {
+  return calls.flatMap((call, index) => [
+    { tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name } }] },
+    { tool_calls: [{ index, function: { arguments: call.function.arguments } }] },
+  ]);
 }
 
 /**

@@ -8,7 +8,7 @@ import { checkRecordSizes } from '../../shared/artifacts/record-limit';
 import { checkUtf8 } from '../../shared/artifacts/utf8';
 import { BadInputError } from '../../shared/errors';
 import { sha256Hex } from '../../shared/hash/hash';
-import { parseJsonKeepingFloats } from '../../shared/text/python-values';
+import { mayHoldPythonNumbers, parseJsonKeepingFloats } from '../../shared/text/python-values';
 
 /** An input object to read records from; `records` and `sha256` are known when a manifest listed it. */
 export interface InputObject {
@@ -137,9 +137,6 @@ export async function readJsonlBytes(
   return { bytes, sha256: sha256Hex(stored) };
 }
 
-/** A number literal Python reads as a float that JSON.parse makes an integer (`1.0`, `2.50`... `1e3`), or a text that looks like one. */
-const integralFloatLike = /\d\.\d*0(?!\d)|\d[eE][+-]?\d/;
-
 /**
  * One JSONL line (0-based `lineIndex`) parsed and checked against the schema (when given: none for
  * bytes a manifest vouches for, see readRecordRange); errors name the URI, line and field, and a
@@ -162,7 +159,7 @@ export function parseRecordLine<T>(
       `${uri}: line ${lineIndex + 1}: not valid JSON (${(error as Error).message}); each line must hold one JSON value`,
     );
   }
-  if (keepFloatsIn?.length && value !== null && typeof value === 'object' && integralFloatLike.test(line)) {
+  if (keepFloatsIn?.length && value !== null && typeof value === 'object' && mayHoldPythonNumbers(line)) {
     // Parsed again only when the line may hold such a literal; the rest of the record stays JSON.parse's.
     const floats = parseJsonKeepingFloats(line) as Record<string, unknown>;
     for (const field of keepFloatsIn)

@@ -100,6 +100,19 @@ describe('writeJsonl / readJsonl', () => {
     expect(await store.head('bad.jsonl.gz')).toBeUndefined();
   });
 
+  it('writes each record with the stringify given, after the schema check', async () => {
+    const store = new MemoryArtifactStore();
+    const records = makeRecords(3);
+    await writeJsonl(store, 'own.jsonl.gz', records, {
+      schema: recordSchema,
+      stringify: (record) => JSON.stringify({ tag: 'own', id: record.id }),
+    });
+    const lines = gunzipSync(await store.getBuffer('own.jsonl.gz'))
+      .toString('utf8')
+      .split('\n');
+    expect(lines).toEqual([...records.map((record) => `{"tag":"own","id":"${record.id}"}`), '']);
+  });
+
   it('publishes nothing when the writer is aborted or its source fails', async () => {
     const store = new MemoryArtifactStore();
     const writer = JsonlWriter.open(store, 'aborted.jsonl.gz');

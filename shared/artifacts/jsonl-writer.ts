@@ -59,6 +59,11 @@ export interface JsonlWriterOptions<T> {
    * (several times faster to write, still deterministic). Published artifacts keep 6.
    */
   level?: number;
+  /**
+   * Writes a record's JSON text instead of JSON.stringify (after the schema check): trajectories
+   * write their tool schemas keeping floats (`1.0`), which JSON.stringify cannot.
+   */
+  stringify?: (record: T) => string;
 }
 
 /**
@@ -88,6 +93,7 @@ export class JsonlWriter<T = unknown> {
   private readonly meter = new ByteMeter();
   private readonly putting: Promise<ObjectInfo>;
   private readonly schema?: z.ZodType<T>;
+  private readonly stringify: (record: T) => string;
   private pending = '';
   /** Records given as bytes (writeJsonBytes), after the text in `pending` that preceded them. */
   private pendingBytes: Uint8Array[] = [];
@@ -111,6 +117,7 @@ export class JsonlWriter<T = unknown> {
   ) {
     this.uri = store.uriOf(key);
     this.schema = options.schema;
+    this.stringify = options.stringify ?? JSON.stringify;
     this.gzip = createGzip({
       ...jsonlGzipOptions,
       ...(options.level !== undefined ? { level: options.level } : {}),
@@ -190,7 +197,7 @@ export class JsonlWriter<T = unknown> {
   async write(record: T): Promise<void> {
     if (this.closed) throw new Error(`JsonlWriter for ${this.uri} is closed`);
     if (this.failed !== undefined) throw this.failed;
-    let value: unknown = record;
+    let value = record;
     if (this.schema) {
       const result = this.schema.safeParse(record);
       if (!result.success) {
@@ -200,7 +207,7 @@ export class JsonlWriter<T = unknown> {
       }
       value = result.data;
     }
-    this.pending += `${JSON.stringify(value)}\n`;
+    this.pending += `${this.stringify(value)}\n`;
     this.records += 1;
     if (this.pending.length >= batchCharacters) await this.flush();
   }

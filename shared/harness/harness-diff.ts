@@ -12,6 +12,7 @@ import type {
   ToolDefinition,
 } from './harness-types';
 import { schemaPropertyPaths, type SchemaProperty } from './json-schema-check';
+import { stringifyJsonKeepingFloats } from '../text/python-values';
 
 /**
  * Semantic diff of two harnesses: what an operator (or an HSA variant) changed, in the terms of
@@ -222,7 +223,10 @@ function toolSimilarity(a: ToolDefinition, b: ToolDefinition): number {
 }
 
 function enumOf(schema: Record<string, unknown>): string[] | undefined {
-  return Array.isArray(schema.enum) ? schema.enum.map(String) : undefined;
+  // A float kept as Python reads it prints as written (`1.0`), not as an object.
+  return Array.isArray(schema.enum)
+    ? schema.enum.map((value) => (typeof value === 'string' ? value : stringifyJsonKeepingFloats(value)))
+    : undefined;
 }
 
 function diffParameters(a: ToolDefinition, b: ToolDefinition): ParameterChange[] {

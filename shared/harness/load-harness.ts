@@ -21,6 +21,7 @@ import {
   capabilityArguments,
   type Harness,
   type HookDefinition,
+  type JsonSchema,
   type PromptSection,
   type Skill,
   type ToolDefinition,
@@ -29,6 +30,7 @@ import { checkJsonSchema, schemaPropertyPaths } from './json-schema-check';
 import { SourceDocument, formatPath, type PathSegment } from './source-document';
 import { harnessToFiles } from './write-harness';
 import { hookPlaceholders } from './render';
+import { mayHoldPythonNumbers, parseJsonKeepingFloats } from '../text/python-values';
 
 /** Error code of every harness problem (exit code 2). */
 export const BAD_HARNESS = 'BAD_HARNESS';
@@ -293,9 +295,13 @@ function parseToolFile(path: string, text: string, problems: Problem[]): Array<L
         `function name ${JSON.stringify(definition.name)} does not match the file name; rename the file to ${TOOLS_DIR}/${definition.name}.json or change the name`,
       ),
     );
+  // Checked above as JSON.parse reads it; kept as Python reads it (`1.0` a float), for rendering.
+  const parameters = mayHoldPythonNumbers(text)
+    ? (parseJsonKeepingFloats(text) as { function: { parameters: JsonSchema } }).function.parameters
+    : definition.parameters;
   return [
     {
-      value: { name: definition.name, description: definition.description, parameters: definition.parameters, binding },
+      value: { name: definition.name, description: definition.description, parameters, binding },
       document,
       path: [],
     },

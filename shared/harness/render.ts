@@ -1,4 +1,5 @@
 import { hookBlock } from '../text/hook-messages';
+import { copyJsonKeepingFloats } from '../text/python-values';
 import type { ToolSpec } from '../trajectory/messages';
 import type {
   Harness,
@@ -297,26 +298,11 @@ export function renderSystemPrompt(harness: Harness, context: RenderContext): st
     : sections.map(({ section, body }, index) => formatters[format](section, body, index + 1)).join('\n\n');
 }
 
-/** A copy of a JSON value (tool parameter schemas are plain JSON): several times cheaper than structuredClone. */
-function copyJson<T>(value: T): T {
-  if (value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.map(copyJson) as T;
-  const copy: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    const item = copyJson((value as Record<string, unknown>)[key]);
-    // An own `__proto__` key (JSON.parse makes one) stays a key, as structuredClone keeps it.
-    if (key === '__proto__')
-      Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true });
-    else copy[key] = item;
-  }
-  return copy as T;
-}
-
 /** The tools list the model sees under `harness`, a fresh copy (callers may change it). */
 function renderTools(harness: Harness): ToolSpec[] {
   return harness.tools.map((tool) => ({
     type: 'function',
-    function: { name: tool.name, description: tool.description, parameters: copyJson(tool.parameters) },
+    function: { name: tool.name, description: tool.description, parameters: copyJsonKeepingFloats(tool.parameters) },
   }));
 }
 

@@ -9,6 +9,7 @@ import {
 } from './harness-files';
 import { HARNESS_FILE_SCHEMA_VERSION } from './harness-schema';
 import type { Harness, HookDefinition } from './harness-types';
+import { stringifyJsonKeepingFloats } from '../text/python-values';
 
 const yamlOptions = { lineWidth: 0, indent: 2 } as const;
 
@@ -74,7 +75,8 @@ export function harnessToFiles(harness: Harness): HarnessFiles {
       function: { name: tool.name, description: tool.description, parameters: tool.parameters },
       'x-hat-binding': tool.binding,
     };
-    files[toolFilePath(tool.name)] = `${JSON.stringify(file, null, 2)}\n`;
+    // A float such as `"minimum": 1.0` stays `1.0`, as the tool file it was loaded from wrote it.
+    files[toolFilePath(tool.name)] = `${stringifyJsonKeepingFloats(file, 2)}\n`;
   }
   return files;
 }

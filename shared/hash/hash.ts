@@ -7,7 +7,11 @@ export function canonicalJson(value: unknown): string {
 
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object' && !(value instanceof Date)) {
+  if (value !== null && typeof value === 'object') {
+    // What JSON.stringify writes for it (a Date's string; a float kept as Python holds it hashes
+    // as its number, so `1.0` and `1` give one hash), not its fields.
+    const toJSON = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') return sortKeys(toJSON.call(value) as unknown);
     const sorted: Record<string, unknown> = {};
     for (const key of Object.keys(value).sort()) {
       const item = (value as Record<string, unknown>)[key];

@@ -1,13 +1,17 @@
 import fc from 'fast-check';
+import { canonicalJson, hashValue } from '../hash/hash';
 import {
   PythonFloat,
   PythonInteger,
+  copyJsonKeepingFloats,
   parseJsonKeepingFloats,
+  plainJsonOf,
   pythonFloatRepr,
   pythonJson,
   pythonRepr,
   pythonStringRepr,
   pythonStrip,
+  stringifyJsonKeepingFloats,
 } from './python-values';
 
 // Expected texts are Python 3.11's repr() of the same values.
@@ -76,6 +80,49 @@ describe('python-values', () => {
         expect(JSON.stringify(parseJsonKeepingFloats(text))).toBe(JSON.stringify(JSON.parse(text)));
       }),
     );
+  });
+
+  test('JSON written keeping floats is what Python json.dumps writes, and JSON.stringify where no float is involved', () => {
+    // Python 3.11: json.dumps(json.loads(text), separators=(',', ':'), ensure_ascii=False), and indent=2.
+    const text = '{"minimum":1.0,"b":[2.50,1e16,1E3,-0.0,1e-7,0.00001,12345678901234567890,7],"s":"1.0 é\\u2028"}';
+    const value = parseJsonKeepingFloats(text);
+    expect(stringifyJsonKeepingFloats(value)).toBe(
+      '{"minimum":1.0,"b":[2.5,1e+16,1000.0,-0.0,1e-07,1e-05,12345678901234567890,7],"s":"1.0 é\u2028"}',
+    );
+    expect(stringifyJsonKeepingFloats({ a: [new PythonFloat(2)], b: {} }, 2)).toBe(
+      '{\n  "a": [\n    2.0\n  ],\n  "b": {}\n}',
+    );
+    // NaN as JSON.stringify writes it (Python's NaN is not JSON).
+    expect(stringifyJsonKeepingFloats([new PythonFloat(1), NaN, undefined, { left: undefined }])).toBe(
+      '[1.0,null,null,{}]',
+    );
+    // Read back keeping floats, the text is written again byte for byte.
+    const written = stringifyJsonKeepingFloats(value);
+    expect(stringifyJsonKeepingFloats(parseJsonKeepingFloats(written))).toBe(written);
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.constantFrom(undefined, 2), (json, indent) => {
+        const plain = JSON.parse(JSON.stringify(json)) as unknown;
+        const numbers = JSON.stringify(plain).match(/-?\d[\d.eE+-]*/g) ?? [];
+        // Floats below 1e-4 and integers beyond 2^53 are the numbers Python writes otherwise.
+        if (numbers.some((number) => Math.abs(Number(number)) < 1e-4 && Number(number) !== 0)) return;
+        if (numbers.some((number) => Number.isInteger(Number(number)) && !Number.isSafeInteger(Number(number)))) return;
+        expect(stringifyJsonKeepingFloats(plain, indent)).toBe(JSON.stringify(plain, null, indent));
+      }),
+    );
+  });
+
+  test('floats kept as Python holds them hash, copy and validate as their numbers', () => {
+    const kept = parseJsonKeepingFloats('{"minimum":1.0,"big":12345678901234567890,"at":[2E3]}');
+    const plain = JSON.parse('{"minimum":1.0,"big":12345678901234567890,"at":[2E3]}') as unknown;
+    expect(canonicalJson(kept)).toBe(canonicalJson(plain));
+    expect(hashValue(kept)).toBe(hashValue(plain));
+    const copy = copyJsonKeepingFloats(kept) as Record<string, unknown>;
+    expect(copy).not.toBe(kept);
+    expect(copy.minimum).toBeInstanceOf(PythonFloat);
+    expect(stringifyJsonKeepingFloats(copy)).toBe('{"minimum":1.0,"big":12345678901234567890,"at":[2000.0]}');
+    expect(plainJsonOf(kept)).toEqual(plain);
+    const untouched = { a: 1 };
+    expect(plainJsonOf(untouched)).toBe(untouched);
   });
 
   test("strip, lstrip, rstrip and trim remove Python's whitespace or the characters given", () => {

@@ -123,9 +123,17 @@ class FloatKeepingReader {
  */
 export function parseJsonKeepingFloats(text: string): unknown {
   const value = JSON.parse(text) as unknown;
-  // No '.', 'e' or 'E' and no run of 16 digits anywhere: no float or large integer literal either.
-  if (!/[.eE]|\d{16}/.test(text)) return value;
+  if (!mayHoldPythonNumbers(text)) return value;
   return new FloatKeepingReader(text).value();
+}
+
+/**
+ * Whether JSON text may hold a number JSON.parse reads unlike Python's json.loads: a float whose
+ * value is an integer (its fraction ends in 0, or it has an exponent) or an integer of 16 digits
+ * or more. False says for sure that it holds none; true may be a string that only looks so.
+ */
+export function mayHoldPythonNumbers(text: string): boolean {
+  return /\d\.\d*0(?!\d)|\d[eE][+-]?\d|\d{16}/.test(text);
 }
 
 /** Python's repr() of a float: the shortest digits that read back, in Python's layout. */
@@ -227,6 +235,8 @@ export interface PythonJsonOptions {
   ensureAscii?: boolean;
   separators?: readonly [string, string] | null;
   sortKeys?: boolean;
+  /** Write NaN and ±Infinity as `null`, as JSON.stringify does (Python writes `NaN`, which is not JSON). */
+  nonFiniteAsNull?: boolean;
 }
 
 function jsonString(text: string, ensureAscii: boolean): string {
@@ -261,6 +271,7 @@ export function pythonJson(value: unknown, options: PythonJsonOptions = {}): str
     if (item instanceof PythonInteger) return item.text;
     if (typeof item === 'number' || item instanceof PythonFloat) {
       const number = item instanceof PythonFloat ? item.value : item;
+      if (!Number.isFinite(number) && options.nonFiniteAsNull) return 'null';
       if (Number.isNaN(number)) return 'NaN';
       if (!Number.isFinite(number)) return number > 0 ? 'Infinity' : '-Infinity';
       return numberText(item);
@@ -286,6 +297,83 @@ export function pythonJson(value: unknown, options: PythonJsonOptions = {}): str
     throw new UnprintableValueError('Object of this type is not JSON serializable');
   };
   return write(value, 0);
+}
+
+/** Whether writing a number here and in Python gives different text (JavaScript writes `1e-7` and `0.00001`, Python `1e-07` and `1e-05`). */
+function writtenDifferently(value: number): boolean {
+  if (Number.isInteger(value)) return !Number.isSafeInteger(value);
+  return Number.isFinite(value) && Math.abs(value) < 1e-4;
+}
+
+/** Whether a value holds a PythonFloat, a PythonInteger or a number JavaScript writes unlike Python. */
+function holdsPythonNumbers(value: unknown): boolean {
+  if (typeof value === 'number') return writtenDifferently(value);
+  if (value === null || typeof value !== 'object') return false;
+  if (value instanceof PythonFloat || value instanceof PythonInteger) return true;
+  if (Array.isArray(value)) return value.some(holdsPythonNumbers);
+  for (const key in value) if (holdsPythonNumbers((value as Record<string, unknown>)[key])) return true;
+  return false;
+}
+
+/**
+ * JSON.stringify that writes numbers as Python's json.dumps writes them: a PythonFloat with its
+ * `.0` (`1.0`, `1e+16`), a PythonInteger with every digit, other floats in Python's layout
+ * (`1e-07`); compact (`,` and `:`) or with `indent` as `JSON.stringify(value, null, indent)`
+ * lays it out. For plain JSON values whose numbers both languages write alike (every integer
+ * below 2^53, every float from 1e-4 up) the text is JSON.stringify's, byte for byte, so records
+ * written before keep their bytes. Node 20 has no JSON.rawJSON; hence by hand.
+ */
+export function stringifyJsonKeepingFloats(value: unknown, indent?: number): string {
+  if (!holdsPythonNumbers(value)) return JSON.stringify(value, null, indent);
+  return pythonJson(value, {
+    nonFiniteAsNull: true,
+    ...(indent === undefined ? { separators: [',', ':'] as const } : { indent }),
+  });
+}
+
+/**
+ * JSON.stringify of a record (one JSONL line) whose top-level `fields` are written keeping floats
+ * (stringifyJsonKeepingFloats): the reading of parseRecordLine's `keepFloatsIn`, written back.
+ * The other fields are JSON.stringify's, so a record without such a float keeps its bytes.
+ */
+export function stringifyRecordKeepingFloatsIn(record: object, fields: readonly string[]): string {
+  const values = record as Record<string, unknown>;
+  if (!fields.some((field) => holdsPythonNumbers(values[field]))) return JSON.stringify(record);
+  const members: string[] = [];
+  for (const key of Object.keys(record)) {
+    const text = fields.includes(key) ? stringifyJsonKeepingFloats(values[key]) : JSON.stringify(values[key]);
+    // undefined for what JSON.stringify leaves out (undefined, functions).
+    if (text !== undefined) members.push(`${JSON.stringify(key)}:${text}`);
+  }
+  return `{${members.join(',')}}`;
+}
+
+/**
+ * A copy of a JSON value that keeps PythonFloat and PythonInteger (immutable, so shared):
+ * structuredClone, and copies that rebuild every object, would turn them into `{value: 1}`.
+ */
+export function copyJsonKeepingFloats<T>(value: T): T {
+  if (value === null || typeof value !== 'object' || value instanceof PythonFloat || value instanceof PythonInteger)
+    return value;
+  if (Array.isArray(value)) return value.map(copyJsonKeepingFloats) as T;
+  const copy: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const item = copyJsonKeepingFloats((value as Record<string, unknown>)[key]);
+    // An own `__proto__` key (JSON.parse makes one) stays a key, as structuredClone keeps it.
+    if (key === '__proto__')
+      Object.defineProperty(copy, key, { value: item, enumerable: true, writable: true, configurable: true });
+    else copy[key] = item;
+  }
+  return copy as T;
+}
+
+/**
+ * The value with every PythonFloat and PythonInteger a plain number (JSON.parse's reading), for
+ * code that checks numbers with `typeof` (Ajv compiling a schema); the value itself when it holds
+ * none.
+ */
+export function plainJsonOf<T>(value: T): T {
+  return holdsPythonNumbers(value) ? (JSON.parse(JSON.stringify(value)) as T) : value;
 }
 
 /**

@@ -11,6 +11,7 @@ import {
   type SampleConversation,
 } from './__fixtures__/sample-conversations';
 import type { ChatTokenizer } from './chat-tokenizer';
+import { parseJsonKeepingFloats } from './python-values';
 import { loadChatTokenizer, type TokenizerPreset } from './load-chat-tokenizer';
 import { tokenizeConversation, type TokenizedSample, type TokenizeResult } from './tokenize-conversation';
 
@@ -157,6 +158,33 @@ describe('loss masks on the full rendering', () => {
         }
       }
     }
+  });
+});
+
+describe('tool schema floats', () => {
+  test('a schema float renders as Python prints it, also after the same tools with an integer', () => {
+    const tokenizer = tokenizers.qwen3;
+    const withMinimum = (minimum: string) =>
+      toolSession.tools.map((tool, index) =>
+        index === 0
+          ? {
+              ...tool,
+              function: {
+                ...tool.function,
+                parameters: parseJsonKeepingFloats(`{"type":"object","properties":{},"minimum":${minimum}}`) as Record<
+                  string,
+                  unknown
+                >,
+              },
+            }
+          : tool,
+      );
+    const render = (minimum: string) =>
+      accepted(tokenizeConversation(tokenizer, toolSession.messages, withMinimum(minimum), { trainOn: 'all', now }))
+        .text;
+    // The integer first: tool lists are shared by their JSON text, which must tell `1` from `1.0`.
+    expect(render('1')).toContain('"minimum": 1}');
+    expect(render('1.0')).toContain('"minimum": 1.0}');
   });
 });
 

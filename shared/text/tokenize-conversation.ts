@@ -3,6 +3,7 @@ import { locateAssistantSpans, markerCharacters, type CharSpan } from './assista
 import type { RenderOptions } from './chat-template';
 import type { ChatTokenizer } from './chat-tokenizer';
 import { normalizeHookMessages, type HookMessageForm, type HookNormalization } from './hook-messages';
+import { stringifyJsonKeepingFloats } from './python-values';
 import { rejection, type SampleRejection } from './sample-rejection';
 import { trajectoryToTemplateInput, type TemplateMessage, type TemplateTool } from './template-input';
 
@@ -60,7 +61,8 @@ function sharedToolList(tokenizer: ChatTokenizer, tools: TemplateTool[]): Templa
   if (tools.length === 0) return tools;
   let lists = sharedToolLists.get(tokenizer);
   if (!lists) sharedToolLists.set(tokenizer, (lists = new Map()));
-  const key = JSON.stringify(tools);
+  // `1.0` and `1` render differently: the key tells them apart (JSON.stringify writes both `1`).
+  const key = stringifyJsonKeepingFloats(tools);
   const known = lists.get(key);
   if (known) return known;
   if (lists.size >= sharedToolListLimit) lists.clear();

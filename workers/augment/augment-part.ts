@@ -14,6 +14,7 @@ import { renderContextOf } from '../../shared/simulator/room-context';
 import type { Task } from '../../shared/simulator/tasks/task-schema';
 import { createWorld, type World } from '../../shared/simulator/world/world';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
+import { trajectoryLine } from '../../shared/text/trajectory-line';
 import {
   relabelEntrySchema,
   type AugmentPartInput,
@@ -129,7 +130,10 @@ export async function augmentPart(part: AugmentPartInput, deps: StageDeps): Prom
   const inputs = [{ uri: part.source.uri, sha256 }, ...taskRecords.objects];
 
   const keys = augmentPartKeys(deps, part.index);
-  const output = JsonlWriter.open<Trajectory>(deps.store, keys.trajectories, { schema: trajectorySchema });
+  const output = JsonlWriter.open<Trajectory>(deps.store, keys.trajectories, {
+    schema: trajectorySchema,
+    stringify: trajectoryLine,
+  });
   const relabel = JsonlWriter.open<RelabelEntry>(deps.store, keys.relabel, { schema: relabelEntrySchema });
   const stats = emptyStats();
   const samples: AugmentSample[] = [];

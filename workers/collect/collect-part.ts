@@ -10,6 +10,7 @@ import type { ModelClient, SamplingSettings } from '../../shared/models/model-cl
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { taskSchema, type Task } from '../../shared/simulator/tasks/task-schema';
 import { trajectorySchema, type Trajectory } from '../../shared/trajectory/trajectory';
+import { trajectoryLine } from '../../shared/text/trajectory-line';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { reviewEntrySchema, type CollectPartInput, type CollectPartOutput, type ReviewEntry } from './collect-contract';
@@ -228,8 +229,14 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   checkTeacherAnswered(played.results, played.stopped, partId);
 
   const keys = collectPartKeys(deps, part.index);
-  const accepted = JsonlWriter.open<Trajectory>(deps.store, keys.accepted, { schema: trajectorySchema });
-  const rejected = JsonlWriter.open<Trajectory>(deps.store, keys.rejected, { schema: trajectorySchema });
+  const accepted = JsonlWriter.open<Trajectory>(deps.store, keys.accepted, {
+    schema: trajectorySchema,
+    stringify: trajectoryLine,
+  });
+  const rejected = JsonlWriter.open<Trajectory>(deps.store, keys.rejected, {
+    schema: trajectorySchema,
+    stringify: trajectoryLine,
+  });
   const review = JsonlWriter.open<ReviewEntry>(deps.store, keys.review, { schema: reviewEntrySchema });
   const stats: Record<string, CollectCounts> = {};
   try {

@@ -1,6 +1,7 @@
 import type { ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import type { TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
 import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
+import { stringifyJsonKeepingFloats } from '../../shared/text/python-values';
 import { tokenizeConversation } from '../../shared/text/tokenize-conversation';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
@@ -241,7 +242,8 @@ export function buildEpisodeRecord(input: EpisodeRecordInput): EpisodeRecord {
     index: input.groupIndex * input.groupSize + trajectory.sampleIndex,
     sample_index: trajectory.sampleIndex,
     prompt: JSON.stringify(promptMessages(trajectory.messages)),
-    tools: JSON.stringify(trajectory.tools),
+    // A schema's `1.0` stays a float for the trainer's json.loads, as the episode's rendering printed it.
+    tools: stringifyJsonKeepingFloats(trajectory.tools),
     messages: JSON.stringify(trajectory.messages),
     response: view.ok ? view.response : '',
     tokens,

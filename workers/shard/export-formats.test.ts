@@ -1,8 +1,11 @@
 import { invalidArguments, toolSession } from '../../shared/text/__fixtures__/sample-conversations';
 import type { ChatMessage } from '../../shared/trajectory/messages';
 import fc from 'fast-check';
+import { parseJsonKeepingFloats } from '../../shared/text/python-values';
+import type { ToolSpec } from '../../shared/trajectory/messages';
 import {
   exportBody,
+  exportBodyJson,
   exportLinePieces,
   lineageSuffix,
   exportRecord,
@@ -21,6 +24,37 @@ const session: ExportConversation = {
   taskId: 't1',
   messages: toolSession.messages,
   tools: toolSession.tools,
+};
+
+/** Floats a tool schema and the model's arguments hold (`1.0`, `99.0`), which JSON.parse and JSON.stringify turn into integers. */
+const floats: ExportConversation = {
+  id: 'f1',
+  sourceId: 'f1',
+  taskId: 't2',
+  tools: [
+    {
+      type: 'function',
+      function: {
+        name: 'quote',
+        description: '报价',
+        parameters: parseJsonKeepingFloats(
+          '{"type":"object","properties":{"price":{"type":"number","minimum":1.0,"maximum":1e16,"default":2.50}}}',
+        ) as ToolSpec['function']['parameters'],
+      },
+    },
+  ],
+  messages: [
+    { role: 'user', content: '多少钱？' },
+    {
+      role: 'assistant',
+      content: '',
+      tool_calls: [
+        { id: 'c1', type: 'function', function: { name: 'quote', arguments: '{"price": 99.0, "n": 1e-7}' } },
+      ],
+    },
+    { role: 'tool', tool_call_id: 'c1', content: '{"price": 99}' },
+    { role: 'assistant', content: '99 元' },
+  ],
 };
 
 /** A hooked conversation as the simulator records it: system messages injected mid-conversation. */
@@ -186,9 +220,10 @@ describe('export lines assembled from serialized bodies', () => {
     session,
     { ...session, messages: invalidArguments.messages },
     { ...session, messages: hooked, id: 'a"\\b', sourceId: '源\u2028', taskId: 't\n1' },
+    floats,
   ];
 
-  test('are JSON.stringify of the record, for every format, conversation and lineage', () => {
+  test('are the record written keeping floats (JSON.stringify where none is involved), for every format, conversation and lineage', () => {
     fc.assert(
       fc.property(
         fc.constantFrom(...conversations),
@@ -198,19 +233,37 @@ describe('export lines assembled from serialized bodies', () => {
         fc.string(),
         fc.nat(5),
         (conversation, format, id, sourceId, taskId, foldedHookMessages) => {
-          const body = Buffer.from(JSON.stringify(exportBody(format, conversation).body));
+          const body = Buffer.from(exportBodyJson(exportBody(format, conversation).body));
           const tools = Buffer.from(JSON.stringify(toolsJson(conversation.tools)));
           const { record } = exportRecord(format, { ...conversation, id, sourceId, taskId, foldedHookMessages });
           const line = Buffer.concat(
             exportLinePieces(body, tools, lineageSuffix({ id, sourceId, taskId, foldedHookMessages })),
           ).toString('utf8');
-          expect(line).toBe(JSON.stringify(record));
+          expect(line).toBe(exportBodyJson(record));
+          if (conversation !== floats) expect(line).toBe(JSON.stringify(record));
           // Every record says how many hook messages its rendering folded (0: none).
           expect(record.folded_hook_messages).toBe(foldedHookMessages);
         },
       ),
       { numRuns: 300 },
     );
+  });
+
+  test('keep the floats of tool schemas and arguments, written as Python json.dumps writes them', () => {
+    // Python: json.dumps(value, separators=(',', ':'), ensure_ascii=False) of the same values.
+    expect(toolsJson(floats.tools)).toBe(
+      '[{"type":"function","function":{"name":"quote","description":"报价","parameters":{"type":"object","properties":{"price":{"type":"number","minimum":1.0,"maximum":1e+16,"default":2.5}}}}}]',
+    );
+    const bodies = Object.fromEntries(
+      exportFormats.map((format) => [format, exportBodyJson(exportBody(format, floats).body)]),
+    );
+    expect(bodies.openai).toContain('"arguments":{"price":99.0,"n":1e-07}');
+    expect(bodies['ms-swift']).toContain(
+      '"content":"{\\"name\\":\\"quote\\",\\"arguments\\":{\\"price\\":99.0,\\"n\\":1e-07}}"',
+    );
+    expect(bodies['llama-factory']).toContain('{\\"price\\":99.0,\\"n\\":1e-07}');
+    // The schema hash is the one the integers gave: rows group as before.
+    expect(toolsSchemaHash(floats.tools)).toBe(toolsSchemaHash(JSON.parse(toolsJson(floats.tools)) as ToolSpec[]));
   });
 
   test("verl's messages cut from the openai body equal the column computed directly", () => {

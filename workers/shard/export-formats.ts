@@ -1,4 +1,5 @@
 import { hashValue } from '../../shared/hash/hash';
+import { parseJsonKeepingFloats, stringifyJsonKeepingFloats } from '../../shared/text/python-values';
 import type { ChatMessage, ToolCall, ToolSpec } from '../../shared/trajectory/messages';
 import type { ExportFormat } from './shard-contract';
 
@@ -56,7 +57,8 @@ export interface ExportNotes {
 
 function parsedArguments(raw: string): unknown {
   try {
-    return JSON.parse(raw) as unknown;
+    // `99.0` stays a float, as json.loads reads it in the trainer and as the shard renders it.
+    return parseJsonKeepingFloats(raw);
   } catch {
     // What the model produced, kept rather than repaired.
     return raw;
@@ -67,9 +69,18 @@ function callJson(call: ToolCall): { name: string; arguments: unknown } {
   return { name: call.function.name, arguments: parsedArguments(call.function.arguments) };
 }
 
-/** The tools list as the JSON string every format carries. */
+/**
+ * The tools list as the JSON string every format carries: what Python's
+ * `json.dumps(tools, separators=(',', ':'), ensure_ascii=False)` writes, so a float in a schema
+ * (`"minimum": 1.0`) reads back a float (JSON.stringify writes `1`).
+ */
 export function toolsJson(tools: readonly ToolSpec[]): string {
-  return JSON.stringify(tools);
+  return stringifyJsonKeepingFloats(tools);
+}
+
+/** An export body's JSON text, tool-call arguments keeping their floats (see toolsJson). */
+export function exportBodyJson(body: ExportRecord): string {
+  return stringifyJsonKeepingFloats(body);
 }
 
 /** sha256 of the canonical tools list: rows with the same tools share it (verl Parquet column). */
@@ -131,7 +142,7 @@ function msSwiftRecord(conversation: ExportContent, notes: ExportNotes): ExportR
       const calls = message.tool_calls ?? [];
       const text = message.content ?? '';
       if (calls.length === 0 || text !== '') turns.push({ role: 'assistant', content: text });
-      for (const call of calls) turns.push({ role: 'tool_call', content: JSON.stringify(callJson(call)) });
+      for (const call of calls) turns.push({ role: 'tool_call', content: stringifyJsonKeepingFloats(callJson(call)) });
     } else if (message.role === 'tool') turns.push({ role: 'tool_response', content: message.content });
     else turns.push({ role: message.role, content: message.content });
   }
@@ -154,7 +165,7 @@ function llamaFactoryRecord(conversation: ExportContent, notes: ExportNotes): Ex
       }
       if ((message.content ?? '').trim() !== '') notes.droppedCallText++;
       const json = calls.length === 1 ? callJson(calls[0]) : calls.map(callJson);
-      turns.push({ role: 'function_call', content: JSON.stringify(json) });
+      turns.push({ role: 'function_call', content: stringifyJsonKeepingFloats(json) });
     } else if (message.role === 'tool') {
       const previous = turns.at(-1);
       if (previous?.role === 'observation') previous.content = `${previous.content}\n${message.content}`;
@@ -209,9 +220,9 @@ export function exportRecord(
 }
 
 /**
- * The JSONL line of a record in pieces, from the UTF-8 JSON bytes of its body (exportBody) and
+ * The JSONL line of a record in pieces, from the UTF-8 JSON bytes of its body (exportBodyJson) and
  * of its tools as a JSON string literal: concatenated they are exactly
- * `JSON.stringify(exportRecord(...).record)` (a body always has `messages`, and its keys never
+ * `exportBodyJson(exportRecord(...).record)` (a body always has `messages`, and its keys never
  * include the ones added after it), so parts serialize each body once and the fan-in only adds
  * the tools and each copy's lineage, without decoding anything.
  */

@@ -10,9 +10,10 @@ import {
 import type { ChatMessage, ToolSpec } from '../../shared/trajectory/messages';
 import { trajectorySchema } from '../../shared/trajectory/trajectory';
 import { readRecordRange } from '../../queues/stage-kit/stage-inputs';
+import { trajectoryFloatFields } from '../../shared/text/trajectory-line';
 import { conversationKey } from './conversation-key';
 import { canonicalJson } from '../../shared/hash/hash';
-import { exportBody } from './export-formats';
+import { exportBody, exportBodyJson, toolsJson } from './export-formats';
 import { encodeTokens, partFileKeys, type PartEntry } from './part-files';
 import type { ShardPartInput, ShardPartOutput, ShardTextSettings } from './shard-contract';
 import { loadShardTokenizer } from './shard-tokenizer';
@@ -93,7 +94,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
     part.source.end,
     part.source.sha256,
     // Tool schemas are rendered: `"minimum": 1.0` stays a float, as Python reads it at serving time.
-    { keepFloatsIn: ['tools'] },
+    { keepFloatsIn: trajectoryFloatFields },
   );
   const seen = new Set<string>();
   const entries: PartEntry[] = [];
@@ -113,7 +114,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
       if (deps.signal.aborted)
         throw new HatError('STAGE_ABORTED', `part ${part.index} of ${deps.stage} was interrupted`, { retryable: true });
       if (offset % 50 === 0) deps.progress({ done: offset, total: records.length });
-      const toolsText = JSON.stringify(trajectory.tools);
+      const toolsText = toolsJson(trajectory.tools);
       let toolList = toolLists.get(toolsText);
       if (!toolList) {
         toolList = { index: toolLists.size, canonical: canonicalJson(trajectory.tools) };
@@ -151,7 +152,7 @@ export async function processShardPart(part: ShardPartInput, deps: StageDeps): P
       const exportNotes: Record<string, [number, number]> = {};
       for (const { format, writer } of bodies) {
         const { body, notes } = exportBody(format, { messages: outcome.messages, tools: trajectory.tools });
-        await writer.writeLine(`${toolList.index}\t${notes.skipped === undefined ? JSON.stringify(body) : 'null'}`);
+        await writer.writeLine(`${toolList.index}\t${notes.skipped === undefined ? exportBodyJson(body) : 'null'}`);
         if (notes.foldedSystemMessages > 0 || notes.droppedCallText > 0)
           exportNotes[format] = [notes.foldedSystemMessages, notes.droppedCallText];
       }

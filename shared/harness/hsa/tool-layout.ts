@@ -1,5 +1,6 @@
 import { canonicalJson } from '../../hash/hash';
 import { getPath } from '../tool-binding';
+import { copyJsonKeepingFloats } from '../../text/python-values';
 import { capabilityArguments, type JsonSchema, type ToolBinding, type ToolDefinition } from '../harness-types';
 
 /**
@@ -72,7 +73,7 @@ function unit(
   sourcePath: string,
   argument: string | null,
 ): ParameterNode {
-  return { name, schema: structuredClone(schema), required, sourcePath, argument };
+  return { name, schema: copyJsonKeepingFloats(schema), required, sourcePath, argument };
 }
 
 /** Every unit with its current path, depth first in declaration order. */
@@ -104,7 +105,7 @@ export function nodesOf(root: ParameterNode): ParameterNode[] {
 
 /** The JSON Schema of a tree (containers rebuilt, other keywords kept in their order). */
 export function serializeParameters(node: ParameterNode): JsonSchema {
-  if (node.children === undefined) return structuredClone(node.schema);
+  if (node.children === undefined) return copyJsonKeepingFloats(node.schema);
   const properties: Record<string, JsonSchema> = {};
   for (const child of node.children) properties[child.name] = serializeParameters(child);
   const required = node.children.filter((child) => child.required).map((child) => child.name);
@@ -117,7 +118,7 @@ export function serializeParameters(node: ParameterNode): JsonSchema {
     if (key === 'properties') result.properties = properties;
     else if (key === 'required') {
       if (required.length > 0 || node.hadRequired) result.required = required;
-    } else if (key in node.schema) result[key] = structuredClone(node.schema[key]);
+    } else if (key in node.schema) result[key] = copyJsonKeepingFloats(node.schema[key]);
   }
   return result;
 }

@@ -1,6 +1,7 @@
 import type { Rng } from '../../random/rng';
 import { capabilityArguments, type Harness } from '../harness-types';
 import { harnessHash } from '../harness-hash';
+import { copyJsonKeepingFloats } from '../../text/python-values';
 import { NameAllocator } from './name-allocator';
 import { TextRenamer, type TextRename } from './text-renamer';
 import { enumValuesOf, mapSchemaDescriptions, nodesOf, parseParameters, schemaDescriptions } from './tool-layout';
@@ -122,7 +123,8 @@ export class VariantBuilder {
     readonly rng: Rng,
     sourceHash = harnessHash(source),
   ) {
-    this.harness = structuredClone(source);
+    // Tool schemas may hold floats kept as Python reads them, which structuredClone would turn into objects.
+    this.harness = copyJsonKeepingFloats(source);
     delete this.harness.meta;
     this.mapping = identityMapping(source, sourceHash);
     this.sourceNames = harnessNames(source);

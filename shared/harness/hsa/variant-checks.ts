@@ -1,4 +1,5 @@
 import Ajv, { type ValidateFunction } from 'ajv';
+import { plainJsonOf } from '../../text/python-values';
 import { canonicalJson } from '../../hash/hash';
 import type { Trajectory } from '../../trajectory/trajectory';
 import type { Harness } from '../harness-types';
@@ -82,9 +83,11 @@ function validatorFor(schema: Record<string, unknown>): ValidateFunction {
   const key = canonicalJson(schema);
   let validator = validators.get(key);
   if (validator === undefined) {
-    validator = ajv.compile(schema);
+    // Ajv reads numbers with typeof: a `1.0` kept as Python reads it (PythonFloat) is given as its number.
+    const plain = plainJsonOf(schema);
+    validator = ajv.compile(plain);
     // Ajv keeps compiled schemas by object; the key map is what we look up by.
-    ajv.removeSchema(schema);
+    ajv.removeSchema(plain);
     if (validators.size >= VALIDATORS_LIMIT) validators.delete(validators.keys().next().value as string);
     validators.set(key, validator);
   }

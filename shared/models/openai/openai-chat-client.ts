@@ -9,6 +9,7 @@ import { abortedError, systemClock, type ModelClock } from '../model-clock';
 import { modelErrorCodes, unavailableError, type EndpointContext } from '../model-errors';
 import { RetryPolicy } from '../retry-policy';
 import { normalizeHookMessages } from '../../text/hook-messages';
+import { stringifyJsonKeepingFloats } from '../../text/python-values';
 import { chatRequestTarget, runChatAttempt, type ChatRequestTarget } from './chat-completion-attempt';
 import { serverRootOf, type OpenAiModelConfig } from './openai-model-config';
 
@@ -98,8 +99,7 @@ export class OpenAiChatClient implements ModelClient {
         `the model client for ${this.#context.url} was used after close()`,
       );
     const maxTokens = request.maxTokens ?? this.sampling.maxTokens;
-    const body =
-      request.prepared?.owner === this ? request.prepared.body : Buffer.from(JSON.stringify(this.requestBody(request)));
+    const body = request.prepared?.owner === this ? request.prepared.body : this.bodyOf(request);
     const estimatedTokens = Math.ceil(body.length / bytesPerToken) + (maxTokens ?? 0);
     const callStartedAt = performance.now();
     for (let attempt = 1; ; attempt++) {
@@ -149,7 +149,12 @@ export class OpenAiChatClient implements ModelClient {
 
   /** The request's body built now, for a later `chat({ ...request, prepared })`. */
   prepare(request: ChatRequest): PreparedChatRequest {
-    return { owner: this, body: Buffer.from(JSON.stringify(this.requestBody(request))) };
+    return { owner: this, body: this.bodyOf(request) };
+  }
+
+  /** The request's JSON body; a tool schema's `1.0` reaches the server as `1.0`, as a Python client sends it. */
+  private bodyOf(request: ChatRequest): Buffer {
+    return Buffer.from(stringifyJsonKeepingFloats(this.requestBody(request)));
   }
 
   /** Throws when `error` ends the call; otherwise waits out the retry delay. */

@@ -7,6 +7,7 @@ import type { Item, RoomSnapshot } from '../world/room-snapshot';
 import { createWorld, type World } from '../world/world';
 import { executeToolCall } from './execute-tool-call';
 import { toCanonicalArguments, toToolArguments } from '../../harness/tool-binding';
+import { PythonFloat, parseJsonKeepingFloats } from '../../text/python-values';
 
 let harness: Harness;
 let renamed: Harness;
@@ -165,6 +166,30 @@ describe('malformed calls come back as readable tool errors', () => {
     const wrongType = run('get_item_detail', { item_id: 600000 });
     expect(wrongType.issueKind).toBe('schema_violation');
     expect(wrongType.body.error.message).toContain('/item_id must be string');
+  });
+
+  it('checks a schema whose bounds are floats kept as Python reads them (`"minimum": 1.0`)', () => {
+    const floats: Harness = {
+      ...harness,
+      tools: harness.tools.map((tool) =>
+        tool.name === 'search_items'
+          ? {
+              ...tool,
+              parameters: parseJsonKeepingFloats(
+                JSON.stringify(tool.parameters).replace('"minimum":1,"maximum":10', '"minimum":1.0,"maximum":10.0'),
+              ) as Harness['tools'][number]['parameters'],
+            }
+          : tool,
+      ),
+    };
+    const search = floats.tools.find((tool) => tool.name === 'search_items')!;
+    expect((search.parameters.properties as Record<string, Record<string, unknown>>).limit.minimum).toBeInstanceOf(
+      PythonFloat,
+    );
+    expect(run('search_items', { query: '裤', limit: 3 }, floats).issueKind).toBeUndefined();
+    const outside = run('search_items', { query: '裤', limit: 0 }, floats);
+    expect(outside.issueKind).toBe('schema_violation');
+    expect(outside.body.error.message).toContain('/limit must be >= 1');
   });
 
   it('checks canonical types even when a harness schema does not', () => {

@@ -1,4 +1,5 @@
 import Ajv, { type ValidateFunction } from 'ajv';
+import { plainJsonOf } from '../../text/python-values';
 import type { Harness, ToolCapability, ToolDefinition } from '../../harness/harness-types';
 import { canonicalJson } from '../../hash/hash';
 import type { ToolCall } from '../../trajectory/messages';
@@ -49,7 +50,8 @@ function validatorOf(tool: ToolDefinition): ValidateFunction | null {
   let validator = validators.get(tool);
   if (validator === undefined) {
     try {
-      validator = ajv.compile(tool.parameters);
+      // Ajv reads numbers with typeof: a `1.0` kept as Python reads it (PythonFloat) is given as its number.
+      validator = ajv.compile(plainJsonOf(tool.parameters));
     } catch {
       // The harness loader rejects invalid schemas; a hand-built harness with one is run unchecked.
       validator = null;
