@@ -35,7 +35,8 @@ describe('packBestFitDecreasing', () => {
       [1, 3],
     ]);
     // Ties in size are broken by the given order, then by index.
-    expect(packBestFitDecreasing([3, 3, 3], 5, ['c', 'a', 'b'])).toEqual([[1], [2], [0]]);
+    const order = ['c', 'a', 'b'];
+    expect(packBestFitDecreasing([3, 3, 3], 5, (a, b) => order[a].localeCompare(order[b]))).toEqual([[1], [2], [0]]);
   });
 
   test('reaches at least 97% fill at 8192 on 5,000 log-uniform lengths that allow it', () => {

@@ -58,15 +58,17 @@ class CapacityIndex {
 }
 
 /**
- * Best-fit decreasing: items by size, largest first (ties by `order`, then index), each into the
- * open bin it fills most tightly, or a new bin. Items larger than the capacity are an error of
- * the caller (over-length samples are dropped or truncated before packing).
+ * Best-fit decreasing: items by size, largest first (equal sizes by `compareTies`, then index),
+ * each into the open bin it fills most tightly, or a new bin. Items larger than the capacity are
+ * an error of the caller (over-length samples are dropped or truncated before packing).
  */
-export function packBestFitDecreasing(sizes: readonly number[], capacity: number, order?: readonly string[]): Bins {
+export function packBestFitDecreasing(
+  sizes: readonly number[],
+  capacity: number,
+  compareTies?: (a: number, b: number) => number,
+): Bins {
   const indices = sizes.map((_, index) => index);
-  indices.sort(
-    (a, b) => sizes[b] - sizes[a] || (order ? (order[a] < order[b] ? -1 : order[a] > order[b] ? 1 : 0) : 0) || a - b,
-  );
+  indices.sort((a, b) => sizes[b] - sizes[a] || (compareTies ? compareTies(a, b) : 0) || a - b);
   const index = new CapacityIndex(capacity);
   const bins: Bins = [];
   for (const item of indices) {

@@ -20,8 +20,9 @@ import {
 import { copiesFor } from './mix-weights';
 import { fillUpperBound, packBestFitDecreasing } from './pack-sequences';
 import { PackedShardEncoder, type PackedShard, type PackedShardRequest, type PlacedSample } from './packed-shard';
-import { readEntries, readExportBodies, readToolLists, type PartEntry } from './part-files';
+import { readEntries, readExportBodies, readToolLists } from './part-files';
 import { SpilledTokens } from './token-files';
+import { KeySet, SampleTable, taskHashOf } from './sample-table';
 import {
   exportFormats,
   shardSplits,
@@ -34,7 +35,7 @@ import {
 import { templateWarnings } from '../../shared/text/template-features';
 import { lengthHistogram, type InputSetStats, type ShardStats, type SplitStats } from './shard-stats';
 import { loadShardTokenizer } from './shard-tokenizer';
-import { assignSplits } from './split-assignment';
+import { isHeldOut, taskDraw } from './split-assignment';
 import { shardInputSets, shardTextSettings } from './shard-settings';
 
 export const SHARD_SCHEMA_VERSION = 1;
@@ -44,17 +45,6 @@ const verlRowsPerFile = 8192;
 const shardsAhead = 2;
 /** Rejection examples kept per code. */
 const examplesPerCode = 3;
-
-/** An accepted, unique sample as the fan-in sees it. */
-interface Sample {
-  part: number;
-  entry: PartEntry;
-  /** Its line among the part's export bodies (the part's `ok` entries, in order). */
-  conversation: number;
-  inputIndex: number;
-  split: ShardSplit;
-  copies: number;
-}
 
 const verlColumns: ParquetColumn[] = [
   { name: 'id', type: 'STRING' },
@@ -75,7 +65,9 @@ const copyId = (id: string, copy: number) => (copy === 0 ? id : `${id}@${copy + 
 
 /** What the fan-in reads from the parts' entries: the unique accepted samples and the counts. */
 interface CollectedSamples {
-  samples: Sample[];
+  samples: SampleTable;
+  /** Every unique key met (accepted and refused samples). */
+  keys: KeySet;
   setStats: InputSetStats[];
   records: number;
   duplicates: number;
@@ -120,7 +112,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
 
   deps.progress({ message: 'deduplicating and splitting' });
-  const collected = await collectSamples(parts, sets, deps);
+  const collected = await collectSamples(parts, sets, deps, { seed, heldOut: input.heldOut });
   const refusals = refusalCheck({ ...collected, samples: collected.samples.length, warnShare: input.warnRefusedShare });
   if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
   const warnings = templateWarnings(
@@ -153,7 +145,7 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const packedObjects: ManifestObject[] = [];
   const conversationObjects: ManifestObject[] = [];
   const [packing, conversations] = await Promise.allSettled([
-    writePackedShards(input, parts, collected.samples, { seed, padTokenId, metadata }, deps, {
+    writePackedShards(input, parts, collected, { seed, padTokenId, metadata }, deps, {
       objects: packedObjects,
       files: out.files,
     }),
@@ -289,9 +281,11 @@ async function collectSamples(
   parts: ShardPartOutput[],
   sets: ReturnType<typeof shardInputSets>,
   deps: StageDeps,
+  splitting: { seed: string; heldOut: ShardInput['heldOut'] },
 ): Promise<CollectedSamples> {
   const collected: CollectedSamples = {
-    samples: [],
+    samples: new SampleTable(),
+    keys: new KeySet(),
     setStats: sets.map((set) => ({
       name: set.name,
       weight: set.weight,
@@ -309,21 +303,20 @@ async function collectSamples(
     overLength: { dropped: 0, truncated: 0 },
     templateFigures: { samplesWithFoldedHooks: 0, samplesWithMergedStart: 0 },
   };
-  const seen = new Set<string>();
   for (const [partIndex, part] of parts.entries()) {
     const entries = await readEntries(deps.store, part.entries.key);
     const setFigures = collected.setStats[part.inputIndex];
     let conversation = 0;
-    for (const entry of entries) {
+    for (const [entryIndex, entry] of entries.entries()) {
       collected.records++;
       setFigures.records++;
       const line = entry.status === 'ok' ? conversation++ : -1;
-      if (entry.status === 'duplicate' || seen.has(entry.key)) {
+      const key = entry.status === 'duplicate' ? undefined : collected.keys.add(entry.key);
+      if (!key?.added) {
         collected.duplicates++;
         setFigures.duplicates++;
         continue;
       }
-      seen.add(entry.key);
       if (entry.status === 'rejected') {
         const code = entry.code ?? 'UNKNOWN';
         collected.rejected[code] = (collected.rejected[code] ?? 0) + 1;
@@ -337,35 +330,53 @@ async function collectSamples(
       if (entry.foldedHookMessages !== undefined) collected.templateFigures.samplesWithFoldedHooks++;
       if (entry.mergedPromptChars !== undefined) collected.templateFigures.samplesWithMergedStart++;
       setFigures.accepted++;
-      collected.samples.push({
+      collected.samples.add({
         part: partIndex,
-        entry,
+        entry: entryIndex,
         conversation: line,
         inputIndex: part.inputIndex,
-        split: 'train',
-        copies: 1,
+        key: key.index,
+        id: entry.id,
+        taskHash: taskHashOf(entry.taskId),
+        draw: taskDraw(splitting.seed, entry.taskId),
+        heldOut: isHeldOut(entry, splitting.heldOut),
+        tokenOffset: entry.tokenOffset!,
+        tokenCount: entry.tokenCount!,
+        spans: entry.spans ?? [],
+        foldedHookMessages: entry.foldedHookMessages ?? 0,
       });
     }
   }
   return collected;
 }
 
-/** Splits by task (seeded), and each train sample's copies from its input set's mixing weight. */
+/**
+ * Splits by task (split-assignment.ts: a held-out sample to the held-out split, the other samples
+ * of its task to validation, every other task by its seeded draw), and each train sample's copies
+ * from its input set's mixing weight.
+ */
 function assignSampleSplits(
   collected: CollectedSamples,
   sets: ReturnType<typeof shardInputSets>,
   input: ShardInput,
   seed: string,
 ): void {
-  const splits = assignSplits(
-    collected.samples.map((sample) => sample.entry),
-    { seed, validationFraction: input.validationFraction, heldOut: input.heldOut },
-  );
-  for (const [index, sample] of collected.samples.entries()) {
-    sample.split = splits[index];
-    if (sample.split === 'train') {
-      sample.copies = copiesFor(sets[sample.inputIndex].weight, seed, sample.entry.key);
-      collected.setStats[sample.inputIndex].trainSamples += sample.copies;
+  const { samples } = collected;
+  const heldOutTasks = new Set<bigint>();
+  for (let index = 0; index < samples.length; index++)
+    if (samples.heldOutOf(index)) heldOutTasks.add(samples.taskHashOf(index));
+  for (let index = 0; index < samples.length; index++) {
+    const split: ShardSplit = samples.heldOutOf(index)
+      ? input.heldOut.split
+      : heldOutTasks.has(samples.taskHashOf(index)) || samples.drawOf(index) < input.validationFraction
+        ? 'validation'
+        : 'train';
+    samples.setSplit(index, split);
+    if (split === 'train') {
+      const inputIndex = samples.inputIndexOf(index);
+      const copies = copiesFor(sets[inputIndex].weight, seed, collected.keys.hex(samples.keyOf(index)));
+      samples.setCopies(index, copies);
+      collected.setStats[inputIndex].trainSamples += copies;
     }
   }
 }
@@ -374,7 +385,7 @@ function assignSampleSplits(
 async function writePackedShards(
   input: ShardInput,
   parts: ShardPartOutput[],
-  samples: Sample[],
+  samples: CollectedSamples,
   settings: { seed: string; padTokenId: number; metadata: Record<string, string> },
   deps: StageDeps,
   out: FanInOutput,
@@ -394,7 +405,7 @@ async function writePackedShards(
 
 async function packSplits(
   input: ShardInput,
-  samples: Sample[],
+  { samples, keys }: CollectedSamples,
   settings: { seed: string; padTokenId: number; metadata: Record<string, string> },
   deps: StageDeps,
   out: FanInOutput,
@@ -402,20 +413,39 @@ async function packSplits(
 ): Promise<Partial<Record<ShardSplit, SplitStats>>> {
   const splitStats: Partial<Record<ShardSplit, SplitStats>> = {};
   for (const split of shardSplits) {
-    const members = samples.filter((sample) => sample.split === split && sample.copies > 0);
+    const members: number[] = [];
+    for (let index = 0; index < samples.length; index++)
+      if (samples.splitOf(index) === split && samples.copiesOf(index) > 0) members.push(index);
     if (members.length === 0) continue;
-    const items = members.flatMap((sample) => Array.from({ length: sample.copies }, (_, copy) => ({ sample, copy })));
-    const sizes = items.map((item) => item.sample.entry.tokenCount!);
-    const order = items.map((item) => `${item.sample.entry.key}/${item.copy}`);
+    // Items: each member once per copy, in member order.
+    const itemCount = members.reduce((sum, member) => sum + samples.copiesOf(member), 0);
+    const itemSample = new Uint32Array(itemCount);
+    const itemCopy = new Uint32Array(itemCount);
+    let item = 0;
+    for (const member of members)
+      for (let copy = 0; copy < samples.copiesOf(member); copy++, item++) {
+        itemSample[item] = member;
+        itemCopy[item] = copy;
+      }
+    const sizes = Array.from(itemSample, (member) => samples.tokenCountOf(member));
+    // Equal sizes in the order of `${key}/${copy}` as text: the key's hex, then the copy's digits.
+    const compareTies = (a: number, b: number) => {
+      const byKey = keys.compare(samples.keyOf(itemSample[a]), samples.keyOf(itemSample[b]));
+      if (byKey !== 0) return byKey;
+      const copyA = String(itemCopy[a]);
+      const copyB = String(itemCopy[b]);
+      return copyA < copyB ? -1 : copyA > copyB ? 1 : 0;
+    };
     const packed = input.packing
-      ? packBestFitDecreasing(sizes, input.sequenceLength, order)
-      : items.map((_, index) => [index]);
+      ? packBestFitDecreasing(sizes, input.sequenceLength, compareTies)
+      : sizes.map((_, index) => [index]);
     // Bins come out longest-first; a seeded shuffle keeps a reader that streams shards in order from seeing only long samples first.
     const bins = new Rng(`${settings.seed}/order/${split}`).shuffle(packed);
+    const tasks = BigUint64Array.from(members, (member) => samples.taskHashOf(member)).sort();
     const figures: SplitStats = {
       uniqueSamples: members.length,
-      samples: items.length,
-      tasks: new Set(members.map((sample) => sample.entry.taskId)).size,
+      samples: itemCount,
+      tasks: tasks.filter((task, index) => index === 0 || task !== tasks[index - 1]).length,
       sequences: bins.length,
       tokens: 0,
       trainedTokens: 0,
@@ -425,7 +455,7 @@ async function packSplits(
         ? fillUpperBound(sizes, input.sequenceLength)
         : sizes.reduce((sum, size) => sum + size, 0) / (sizes.length * input.sequenceLength),
       lengths: lengthHistogram(
-        members.map((sample) => sample.entry.tokenCount!),
+        members.map((member) => samples.tokenCountOf(member)),
         input.sequenceLength,
       ),
       shards: 0,
@@ -438,14 +468,14 @@ async function packSplits(
       const start = shardIndex * input.sequencesPerShard;
       const sequences = bins.slice(start, start + input.sequencesPerShard).map((bin) =>
         bin.map((itemIndex): PlacedSample => {
-          const { sample, copy } = items[itemIndex];
+          const member = itemSample[itemIndex];
           return {
-            part: sample.part,
-            offset: sample.entry.tokenOffset!,
-            count: sample.entry.tokenCount!,
-            spans: sample.entry.spans ?? [],
-            sourceId: copyId(sample.entry.id, copy),
-            foldedHookMessages: sample.entry.foldedHookMessages ?? 0,
+            part: samples.partOf(member),
+            offset: samples.tokenOffsetOf(member),
+            count: samples.tokenCountOf(member),
+            spans: samples.spansOf(member),
+            sourceId: copyId(samples.idOf(member), itemCopy[itemIndex]),
+            foldedHookMessages: samples.foldedHookMessagesOf(member),
           };
         }),
       );
@@ -573,20 +603,17 @@ export function refusalCheck(figures: {
 async function writeConversationFiles(
   input: ShardInput,
   parts: ShardPartOutput[],
-  samples: Sample[],
+  samples: SampleTable,
   setNames: string[],
   deps: StageDeps,
   figures: ShardStats['exports'],
   files: CardFiles,
   objects: ManifestObject[],
 ): Promise<void> {
-  const byPart = new Map<number, Map<number, Sample>>();
-  for (const sample of samples) {
-    if (sample.copies === 0) continue;
-    let lines = byPart.get(sample.part);
-    if (!lines) byPart.set(sample.part, (lines = new Map()));
-    lines.set(sample.conversation, sample);
-  }
+  // The table holds each part's samples together, in conversation order: part i's from partStart[i].
+  const partStart = new Uint32Array(parts.length + 1);
+  for (let index = 0; index < samples.length; index++) partStart[samples.partOf(index) + 1] = index + 1;
+  for (let part = 1; part <= parts.length; part++) partStart[part] = Math.max(partStart[part], partStart[part - 1]);
   const writers = new Map<
     string,
     { writer: JsonlWriter<Record<string, unknown>>; split: ShardSplit; format: ExportFormat; name: string }
@@ -654,8 +681,11 @@ async function writeConversationFiles(
   const needed = [...new Set<ExportFormat>([...input.formats, ...(input.verlParquet ? (['openai'] as const) : [])])];
   try {
     for (const [partIndex, part] of parts.entries()) {
-      const lines = byPart.get(partIndex);
-      if (!lines || needed.length === 0) continue;
+      let cursor = partStart[partIndex];
+      const end = partStart[partIndex + 1];
+      if (cursor === end || needed.length === 0) continue;
+      // What the table does not keep (task ids, export notes) is read again from the part's entries.
+      const entries = await readEntries(deps.store, part.entries.key);
       const toolLists = (await readToolLists(deps.store, part.toolLists.key)).map(toolFormsOf);
       const readers = needed.map((format) => {
         const object = part.exportBodies.find((candidate) => candidate.format === format);
@@ -670,8 +700,11 @@ async function writeConversationFiles(
         for (let line = 0; ; line++) {
           const next = await Promise.all(readers.map((reader) => reader.next()));
           if (next.some((result) => result.done)) break;
-          const sample = lines.get(line);
-          if (!sample) continue;
+          while (cursor < end && samples.conversationOf(cursor) < line) cursor++;
+          if (cursor === end || samples.conversationOf(cursor) !== line || samples.copiesOf(cursor) === 0) continue;
+          const sample = cursor;
+          const entry = entries[samples.entryOf(sample)];
+          const split = samples.splitOf(sample);
           const bodies = new Map(needed.map((format, index) => [format, next[index].value!.body]));
           const tools = toolLists[next[0].value!.toolList];
           if (tools === undefined)
@@ -679,39 +712,39 @@ async function writeConversationFiles(
               'PART_OUTPUT_DAMAGED',
               `part ${part.index} names a tool list it did not write; rerun the stage (the part is redone)`,
             );
-          for (let copy = 0; copy < sample.copies; copy++) {
+          for (let copy = 0; copy < samples.copiesOf(sample); copy++) {
             const lineage = {
-              id: copyId(sample.entry.id, copy),
-              sourceId: sample.entry.id,
-              taskId: sample.entry.taskId,
-              foldedHookMessages: sample.entry.foldedHookMessages ?? 0,
+              id: copyId(entry.id, copy),
+              sourceId: entry.id,
+              taskId: entry.taskId,
+              foldedHookMessages: entry.foldedHookMessages ?? 0,
             };
             const suffix = lineageSuffix(lineage);
             for (const format of input.formats) {
               const body = bodies.get(format)!;
               const skipped = body.equals(jsonNull);
-              const [foldedSystemMessages, droppedCallText] = sample.entry.exportNotes?.[format] ?? [0, 0];
+              const [foldedSystemMessages, droppedCallText] = entry.exportNotes?.[format] ?? [0, 0];
               addNotes(figures[format], {
                 foldedSystemMessages,
                 droppedCallText,
                 ...(skipped ? { skipped: 'not carried by the format' } : {}),
               });
               if (!skipped)
-                await writerFor(sample.split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, suffix));
+                await writerFor(split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, suffix));
             }
             if (input.verlParquet) {
-              (verlRows[sample.split] ??= []).push({
+              (verlRows[split] ??= []).push({
                 id: lineage.id,
                 source_id: lineage.sourceId,
                 task_id: lineage.taskId,
-                data_source: setNames[sample.inputIndex],
+                data_source: setNames[samples.inputIndexOf(sample)],
                 messages: verlMessagesOf(bodies.get('openai')),
                 tools: tools.tools,
                 tools_schema_hash: tools.hash,
                 enable_thinking: input.enableThinking ?? null,
                 folded_hook_messages: lineage.foldedHookMessages,
               });
-              await flushVerl(sample.split, false);
+              await flushVerl(split, false);
             }
           }
         }
