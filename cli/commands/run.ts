@@ -57,7 +57,8 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
       } finally {
         await stores.close();
       }
-      const { plan, notes } = checked;
+      const { plan, notes, warnings } = checked;
+      for (const warning of warnings) context.stderr.write(`warning: ${formatProblem(warning)}\n`);
       for (const note of notes) context.stderr.write(`note: ${formatProblem(note)}\n`);
       for (const input of plan.resolvedInputs ?? [])
         context.stderr.write(

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
+import { collectDeprecatedSpellings } from '../../shared/config/deprecated-spellings';
 import { findUrlCredentials } from '../../shared/config/url-credentials';
-import { ProblemCollector } from '../../shared/errors';
+import { formatProblem, ProblemCollector } from '../../shared/errors';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { plainLocator, readConfigFile } from '../../queues/runs/run-config';
 import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
@@ -51,7 +52,9 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
         : { value: {}, locator: plainLocator() };
       const value = source.value ?? {};
       const config = options.in && options.in.length > 0 ? { ...value, inputs: options.in } : value;
-      const checked = stage.input.safeParse(config);
+      const { result: checked, spellings } = collectDeprecatedSpellings(config, () => stage.input.safeParse(config));
+      for (const spelling of spellings)
+        context.stderr.write(`warning: ${formatProblem(source.locator.problem(spelling.path, spelling.message))}\n`);
       const problems = new ProblemCollector();
       for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
       if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));

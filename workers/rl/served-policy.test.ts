@@ -78,7 +78,7 @@ function config(overrides: Partial<RlInputConfig> = {}): RlInputConfig {
     maxStepsPerTurn: 2,
     canonicalShare: 1,
     harness: harnessDir,
-    policy: { engine: 'vllm', baseUrl: serve.baseUrl, model: 'policy', dummyWeights: true, maxRetries: 0 },
+    policy: { adapter: 'vllm', baseUrl: serve.baseUrl, model: 'policy', dummyWeights: true, maxRetries: 0 },
     sampling: { temperature: 1, maxTokens: 12 },
     tokenizer: { modelDir },
     ...overrides,

@@ -10,6 +10,8 @@ import {
   type StreamTiming,
 } from './chat-chunk-script';
 import {
+  handleLlamaCppCompletion,
+  handleLlamaCppDetokenize,
   handleSglangGenerate,
   handleVllmCompletion,
   type JsonReply,
@@ -67,6 +69,11 @@ export interface OpenAiTestServerOptions {
   scorer?: PromptScorer;
   /** vLLM's `--max-logprobs`: `/v1/completions` refuses larger `logprobs`/`prompt_logprobs`. Default 20. */
   maxLogprobs?: number;
+  /**
+   * The model's end-of-generation ids, where llama-server's `/completion` (also served, on the
+   * same scorer) stops: llama-server takes them from the model, not from the request. Default none.
+   */
+  endOfGenerationIds?: number[];
   specDecode?: SpecDecodeSimulation;
   /** Send an SSE comment (`: keep-alive`) before the first chunk, like hosted APIs. Default false. */
   keepAliveComments?: boolean;
@@ -221,7 +228,8 @@ export class OpenAiTestServer {
       });
     }
     const isInference =
-      request.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/generate'].includes(request.path);
+      request.method === 'POST' &&
+      ['/v1/chat/completions', '/v1/completions', '/generate', '/completion', '/detokenize'].includes(request.path);
     if (!isInference)
       return sendJson(response, 404, {
         error: { message: `no route ${request.method} ${request.path}`, type: 'not_found' },
@@ -250,13 +258,21 @@ export class OpenAiTestServer {
     const reply: JsonReply =
       request.path === '/generate'
         ? await handleSglangGenerate(request.body ?? {}, this.options.scorer, requestId)
-        : await handleVllmCompletion(
-            request.body ?? {},
-            this.options.scorer,
-            requestId,
-            String(request.body?.model ?? this.models[0]),
-            this.options.maxLogprobs,
-          );
+        : request.path === '/completion'
+          ? await handleLlamaCppCompletion(
+              request.body ?? {},
+              this.options.scorer,
+              this.options.endOfGenerationIds ?? [],
+            )
+          : request.path === '/detokenize'
+            ? handleLlamaCppDetokenize(request.body ?? {}, this.options.scorer)
+            : await handleVllmCompletion(
+                request.body ?? {},
+                this.options.scorer,
+                requestId,
+                String(request.body?.model ?? this.models[0]),
+                this.options.maxLogprobs,
+              );
     sendJson(response, reply.status, reply.body);
   }
 
