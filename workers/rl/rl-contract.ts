@@ -188,6 +188,8 @@ export const rlInputSchema = z
      * Every episode record carries it as `policy_version`. Default 1.
      */
     policyVersion: z.number().int().positive().optional(),
+    /** Where an `adapter: dummy` policy is generated. Default `.hat/models`. */
+    modelCacheDir: z.string().min(1).optional(),
   })
   .strict()
   .superRefine((input, context) => {

@@ -80,11 +80,15 @@ export function checkTokenExactPolicy(sampler: TokenSampler, config: Pick<RlInpu
 
 /** The token sampler of a policy its adapter samples token-exact (undefined: it is played through chat). */
 export function tokenExactPolicyOf(
-  config: Pick<RlInput, 'policy'>,
+  config: Pick<RlInput, 'policy' | 'modelCacheDir'>,
   dependencies: TokenModelDependencies,
 ): TokenSampler | undefined {
   if (!isTokenExactPolicy(config.policy)) return undefined;
-  return createTokenSampler(config.policy, { ...dependencies, configPath: 'rl.policy' });
+  return createTokenSampler(config.policy, {
+    ...dependencies,
+    ...(config.modelCacheDir !== undefined ? { modelCacheDir: config.modelCacheDir } : {}),
+    configPath: 'rl.policy',
+  });
 }
 
 /** The harness of each group: the canonical one, or the group's own fresh variant. */
