@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { collectDeprecatedSpellings } from '../../shared/config/deprecated-spellings';
 import { findUrlCredentials } from '../../shared/config/url-credentials';
-import { formatProblem, ProblemCollector } from '../../shared/errors';
+import { ProblemCollector } from '../../shared/errors';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
 import { plainLocator, readConfigFile } from '../../queues/runs/run-config';
 import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
@@ -10,7 +10,7 @@ import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { figureLines, summarizeStageOutput } from '../../queues/stage-kit/stage-summary';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
-import { positiveInteger } from '../command-support';
+import { configWarnings, positiveInteger } from '../command-support';
 import { createProgressView } from '../run-progress';
 import type { RegisterCommand } from './index';
 
@@ -53,8 +53,8 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
       const value = source.value ?? {};
       const config = options.in && options.in.length > 0 ? { ...value, inputs: options.in } : value;
       const { result: checked, spellings } = collectDeprecatedSpellings(config, () => stage.input.safeParse(config));
-      for (const spelling of spellings)
-        context.stderr.write(`warning: ${formatProblem(source.locator.problem(spelling.path, spelling.message))}\n`);
+      const warn = configWarnings(context);
+      for (const spelling of spellings) warn(source.locator.problem(spelling.path, spelling.message));
       const problems = new ProblemCollector();
       for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
       if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));

@@ -5,7 +5,7 @@ import { fileUriToPath } from '../../shared/artifacts/artifact-uri';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
 import { readManifest } from '../../shared/artifacts/manifest';
 import { hasUrlCredentials } from '../../shared/config/url-credentials';
-import { formatProblem, HatError, ValidationError, type Problem } from '../../shared/errors';
+import { HatError, ValidationError, type Problem } from '../../shared/errors';
 import { loadHarness } from '../../shared/harness/load-harness';
 import type { PathSegment } from '../../shared/harness/source-document';
 import { loadApiKey } from '../../shared/models/api-key';
@@ -407,22 +407,20 @@ export interface PlanCheckedRunOptions
 /**
  * What `hat run` does before it enqueues: resolves `latest` inputs, plans the run and makes the
  * preflight checks, then throws one ValidationError (`BAD_RUN_CONFIG`, exit 2) listing every
- * problem of all three with file, line and path. Returns the plan, the notes to print, and the
- * deprecated spellings the config uses (one warning each).
+ * problem of all three with file, line and path. Returns the plan and the notes to print;
+ * `onDeprecatedSpelling` hears of old spellings as planning meets them, problems or not.
  */
 export async function planCheckedRun(
   source: RunConfigSource,
   options: PlanCheckedRunOptions,
-): Promise<{ plan: RunPlan; notes: Problem[]; warnings: Problem[] }> {
+): Promise<{ plan: RunPlan; notes: Problem[] }> {
   const { locator, file } = source;
-  const warnings = new Map<string, Problem>();
-  const onDeprecatedSpelling = (warning: Problem) => warnings.set(formatProblem(warning), warning);
   const locate = (path: PathSegment[], message: string) => locator.problem(path, message);
   const latest = await resolveLatestInputs(source.value, { openObject: options.openObject, now: options.now });
   const problems: Problem[] = locateFindings(latest.problems, locate);
   let plan: RunPlan | undefined;
   try {
-    plan = planRun(source.value, { ...options, file, locator, resolvedInputs: latest.resolved, onDeprecatedSpelling });
+    plan = planRun(source.value, { ...options, file, locator, resolvedInputs: latest.resolved });
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
     problems.push(...error.problems);
@@ -432,5 +430,5 @@ export async function planCheckedRun(
   problems.push(...locateFindings(checked.problems, locate));
   if (problems.length > 0 || !plan)
     throw new ValidationError('BAD_RUN_CONFIG', `${file} has problems; fix them and run again`, problems);
-  return { plan, notes: locateFindings(checked.notes, locate), warnings: [...warnings.values()] };
+  return { plan, notes: locateFindings(checked.notes, locate) };
 }

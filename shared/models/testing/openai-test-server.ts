@@ -87,7 +87,8 @@ export interface OpenAiTestServerOptions {
 /**
  * A real OpenAI-compatible HTTP server on 127.0.0.1 and a free port, for tests, the demo and the
  * benchmarks: streams `chat.completion.chunk` SSE exactly as servers do, answers non-streaming
- * requests, `/v1/models`, `/metrics` (vLLM counters), vLLM- and SGLang-style token scoring, and
+ * requests, `/v1/models`, `/metrics` (vLLM counters), vLLM- and SGLang-style token scoring,
+ * llama-server's `/completion` and `/detokenize` (the model-adapter how-to's token sampler), and
  * injects faults (status codes with Retry-After, resets, dropped streams, slow first bytes).
  * Records every request so tests can assert what was sent.
  */
