@@ -83,8 +83,7 @@ async function main(): Promise<void> {
       models: ['teacher'],
       scorer: await createOnnxPromptScorer(served, teacherDir),
     });
-    const remote = (engine: 'vllm' | 'sglang') =>
-      remoteScorerConfigSchema.parse({ engine, baseUrl: server!.baseUrl, model: 'teacher', maxRetries: 0 });
+    const remote = () => remoteScorerConfigSchema.parse({ baseUrl: server!.baseUrl, model: 'teacher', maxRetries: 0 });
 
     const promptIds = Array.from({ length: promptTokens }, (_, index) => 1000 + ((index * 7919) % 5000));
     const rows = Array.from({ length: sequences }, (_, index) => ({ promptIds, seed: `bench/${index}` }));
@@ -99,8 +98,8 @@ async function main(): Promise<void> {
     const scoring = async (scorer: TokenScorer) =>
       timed(repeats, () => scorer.score(requests, { temperature: 1, topK: 4 }));
     const inProcessSeconds = await scoring(teacher);
-    const vllmSeconds = await scoring(new VllmTokenScorer(remote('vllm')));
-    const sglangSeconds = await scoring(new SglangTokenScorer(remote('sglang')));
+    const vllmSeconds = await scoring(new VllmTokenScorer(remote()));
+    const sglangSeconds = await scoring(new SglangTokenScorer(remote()));
     const rate = (seconds: number) => (responseTokens / seconds).toFixed(0);
     console.log(
       `distill bench: tokenizer ${tokenizer}, ${sequences} sequences × (${promptTokens} prompt + ${tokens} response tokens), medians of ${repeats}`,

@@ -19,11 +19,8 @@ import { OnnxModelClient } from '../shared/models/onnx/onnx-model-client';
 import { OnnxTokenScorer } from '../shared/models/scoring/onnx-token-scorer';
 import { startServeServer } from '../serve/serve-server';
 import { InProcessTokenSampler } from '../shared/models/token-exact/in-process-token-sampler';
-import {
-  ServedTokenSampler,
-  servedSamplerConfigSchema,
-  vllmSamplingRequest,
-} from '../shared/models/token-exact/served-token-sampler';
+import { createTokenSampler } from '../shared/models/model-registry';
+import { vllmSamplingRequest } from '../shared/models/token-exact/served-token-sampler';
 import { stopTokenIdsOf } from '../shared/models/token-exact/token-exact-episode';
 import type { SampleRequest, TokenSampler } from '../shared/models/token-exact/token-sampler';
 import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
@@ -60,9 +57,7 @@ async function main(): Promise<void> {
       }),
     );
     const stopTokenIds = stopTokenIdsOf(tokenizer);
-    const served = new ServedTokenSampler(
-      servedSamplerConfigSchema.parse({ engine: 'vllm', baseUrl: serve.baseUrl, model: 'policy', concurrency: 1 }),
-    );
+    const served = createTokenSampler({ adapter: 'vllm', baseUrl: serve.baseUrl, model: 'policy', concurrency: 1 });
     const local = new InProcessTokenSampler(model, 'raw_logprobs');
     const request = (index: number, maxTokens: number): SampleRequest => ({
       promptIds,

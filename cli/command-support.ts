@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { formatProblem, type Problem } from '../shared/errors';
 import type { CliContext } from './cli-context';
 import { openQueueContext, type QueueContext } from '../queues/bullmq/queue-context';
 import type { RedisRole } from '../queues/bullmq/redis-connection';
@@ -35,4 +36,19 @@ export async function withQueues<T>(
   } finally {
     await queues.close();
   }
+}
+
+/**
+ * Prints a config warning (a deprecated spelling, with file, line and path) on stderr as
+ * `warning: ...`, once per line however often planning meets it (every round of a stage, every
+ * check of a held-back one), as it is met: it still shows when the config is then refused.
+ */
+export function configWarnings(context: CliContext): (warning: Problem) => void {
+  const printed = new Set<string>();
+  return (warning) => {
+    const line = formatProblem(warning);
+    if (printed.has(line)) return;
+    printed.add(line);
+    context.stderr.write(`warning: ${line}\n`);
+  };
 }

@@ -75,9 +75,8 @@ afterAll(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-function remote(engine: 'vllm' | 'sglang', extra: Partial<RemoteScorerConfigInput> = {}) {
+function remote(extra: Partial<RemoteScorerConfigInput> = {}) {
   return remoteScorerConfigSchema.parse({
-    engine,
     baseUrl: server.baseUrl,
     model: 'teacher',
     maxRetries: 0,
@@ -127,18 +126,15 @@ describe('teacher scoring over HTTP', () => {
   it('gives the in-process logprobs and top-k through vLLM prompt_logprobs and SGLang input_token_logprobs', async () => {
     const requests = await scoringRequests();
     const inProcess = await teacher.score(requests, { temperature: 1, topK: 3 });
-    expectSameScores(await new VllmTokenScorer(remote('vllm')).score(requests, { temperature: 1, topK: 3 }), inProcess);
+    expectSameScores(await new VllmTokenScorer(remote()).score(requests, { temperature: 1, topK: 3 }), inProcess);
     expectSameScores(
-      await new VllmTokenScorer(remote('vllm', { echoWithoutGeneration: true })).score(requests, {
+      await new VllmTokenScorer(remote({ echoWithoutGeneration: true })).score(requests, {
         temperature: 1,
         topK: 3,
       }),
       inProcess,
     );
-    expectSameScores(
-      await new SglangTokenScorer(remote('sglang')).score(requests, { temperature: 1, topK: 3 }),
-      inProcess,
-    );
+    expectSameScores(await new SglangTokenScorer(remote()).score(requests, { temperature: 1, topK: 3 }), inProcess);
     const sent = server.requests
       .filter((request) => request.path !== '/v1/chat/completions')
       .map((request) => request.body);
@@ -314,14 +310,14 @@ async function runDistill(teacherConfig: Record<string, unknown>, name: string) 
 describe('distill stage with a server teacher', () => {
   it.each(['vllm', 'sglang'] as const)(
     "gets the in-process teacher's numbers from a %s teacher, whose tokenizer it checks by probe",
-    async (engine) => {
+    async (adapter) => {
       const local = await runDistill(
-        { engine: 'onnx', modelDir: models.teacherDir, intraOpThreads: 1 },
-        `local-${engine}`,
+        { adapter: 'onnx', modelDir: models.teacherDir, intraOpThreads: 1 },
+        `local-${adapter}`,
       );
       const served = await runDistill(
-        { engine, baseUrl: server.baseUrl, model: 'teacher', dummyWeights: true, maxRetries: 0 },
-        `served-${engine}`,
+        { adapter, baseUrl: server.baseUrl, model: 'teacher', dummyWeights: true, maxRetries: 0 },
+        `served-${adapter}`,
       );
       expect(served.records.map((record) => record.response_ids)).toEqual(
         local.records.map((record) => record.response_ids),
@@ -339,9 +335,9 @@ describe('distill stage with a server teacher', () => {
         expect(record.teacher_model).toBe('teacher');
       });
       expect(served.stats.models.teacher).toEqual({
-        engine,
+        engine: adapter,
         modelId: 'teacher',
-        location: `${server.url}${engine === 'vllm' ? '/v1/completions' : '/generate'}`,
+        location: `${server.url}${adapter === 'vllm' ? '/v1/completions' : '/generate'}`,
         dummyWeights: true,
         logprobTemperature: 1,
       });
@@ -353,7 +349,7 @@ describe('distill stage with a server teacher', () => {
 
   it('refuses a server whose tokenizer decodes the probe differently, and a configured fingerprint that differs', async () => {
     const mismatched = runDistill(
-      { engine: 'vllm', baseUrl: mismatchedServer.baseUrl, model: 'mismatched', maxRetries: 0 },
+      { adapter: 'vllm', baseUrl: mismatchedServer.baseUrl, model: 'mismatched', maxRetries: 0 },
       'mismatched',
     );
     await expect(mismatched).rejects.toMatchObject({ code: 'TOKENIZER_MISMATCH' });
@@ -362,7 +358,7 @@ describe('distill stage with a server teacher', () => {
     );
     const configured = runDistill(
       {
-        engine: 'sglang',
+        adapter: 'sglang',
         baseUrl: server.baseUrl,
         model: 'teacher',
         maxRetries: 0,

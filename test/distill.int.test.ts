@@ -1,7 +1,8 @@
 /** @jest-environment ./shared/models/onnx/onnx-jest-environment.js */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
@@ -12,7 +13,7 @@ import { readManifest } from '../shared/artifacts/manifest';
 import { parquetMetadataOf, readParquet } from '../shared/artifacts/parquet-codec';
 import { silentLogger } from '../shared/log/logger';
 import { OnnxDecoder } from '../shared/models/onnx/onnx-decoder';
-import { DistillModelCache } from '../workers/distill/distill-models';
+import { DistillModelCache, processDistillModels } from '../workers/distill/distill-models';
 import type { DistillOutput } from '../workers/distill/distill-contract';
 import { distillStage } from '../workers/distill/processor';
 import type { RolloutRecord } from '../workers/distill/rollout-records';
@@ -22,6 +23,7 @@ import {
   tinyDistillConfig,
   type TinyDistillModels,
 } from '../workers/distill/testing/tiny-distill-models';
+import { runHatInProcess } from './support/hat-in-process';
 
 /**
  * The distill stage end to end through `hat stage`'s binding (runStageLocally) with two tiny
@@ -296,7 +298,7 @@ describe('distill stage with in-process ONNX student and teacher', () => {
   });
 
   it('refuses a teacher whose tokenizer differs, naming both fingerprints and what to do', async () => {
-    const config = baseConfig({ teacher: { engine: 'onnx', modelDir: models.mismatchedDir, intraOpThreads: 1 } });
+    const config = baseConfig({ teacher: { adapter: 'onnx', modelDir: models.mismatchedDir, intraOpThreads: 1 } });
     const failure = runDistill(config);
     await expect(failure).rejects.toMatchObject({ code: 'TOKENIZER_MISMATCH', exitCode: 2 });
     await expect(failure).rejects.toThrow(
@@ -306,10 +308,49 @@ describe('distill stage with in-process ONNX student and teacher', () => {
 
   it('refuses a server teacher at a logprob temperature other than 1 before any work', async () => {
     const config = baseConfig({
-      teacher: { engine: 'vllm', baseUrl: 'http://127.0.0.1:9/v1', model: 'teacher' },
+      teacher: { adapter: 'vllm', baseUrl: 'http://127.0.0.1:9/v1', model: 'teacher' },
       sampling: { temperature: 0.6 },
     });
     await expect(runDistill(config)).rejects.toMatchObject({ code: 'LOGPROB_TEMPERATURE_MISMATCH' });
     await expect(runDistill(config)).rejects.toThrow(/set logprobTemperature: 1/);
+  });
+
+  it('`hat stage distill` reads a config in the old engine: spelling, one warning per field with file, line and the new spelling; refuses engine and adapter that disagree', async () => {
+    const file = join(root, 'old-spelling.yaml');
+    await writeFile(
+      file,
+      [
+        'prompts: [{ kind: builtin, limit: 2 }]',
+        `student: { engine: onnx, modelDir: "${models.studentDir}", intraOpThreads: 1 }`,
+        `teacher: { engine: onnx, modelDir: "${models.teacherDir}", intraOpThreads: 1 }`,
+        'samplesPerPrompt: 1',
+        'sampling: { maxNewTokens: 4 }',
+        '',
+      ].join('\n'),
+    );
+    const out = pathToFileURL(join(root, 'old-spelling-out')).href;
+    const environment = { HAT_LOG_LEVEL: 'silent' };
+    try {
+      const result = await runHatInProcess(environment, 'stage', 'distill', '--config', file, '--out', out, '--json');
+      expect(result.stderr.split('\n').filter((line) => line.startsWith(`warning: ${file}`))).toEqual([
+        `warning: ${file}: line 2: student.engine: engine: onnx is the old spelling of adapter; write adapter: onnx`,
+        `warning: ${file}: line 3: teacher.engine: engine: onnx is the old spelling of adapter; write adapter: onnx`,
+      ]);
+      expect(result.code).toBe(0);
+      expect(JSON.parse(result.stdout)).toMatchObject({ rollouts: 2, studentEngine: 'onnx' });
+
+      const both = join(root, 'both-spellings.yaml');
+      await writeFile(
+        both,
+        `student: { engine: onnx, adapter: vllm, modelDir: "${models.studentDir}" }\nteacher: { adapter: onnx, modelDir: "${models.teacherDir}" }\n`,
+      );
+      const refused = await runHatInProcess(environment, 'stage', 'distill', '--config', both, '--out', out);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(
+        `${both}: line 1: student.engine: gives engine: onnx and adapter: vllm; engine is the old spelling of adapter, so say one: remove engine (or write adapter: onnx)`,
+      );
+    } finally {
+      await processDistillModels.close();
+    }
   });
 });

@@ -71,8 +71,8 @@ describe('hat run preflight', () => {
       '    generate: { count: 2, seed: 1 }',
       `    policy: { adapter: openai, baseUrl: "${server.baseUrl}", model: not-served, apiKeyEnv: PREFLIGHT_KEY }`,
       '  distill:',
-      '    student: { engine: dummy, tokenizer: qwen3 }',
-      '    teacher: { engine: dummy, tokenizer: llama3_1 }',
+      '    student: { adapter: dummy, tokenizer: qwen3 }',
+      '    teacher: { adapter: dummy, tokenizer: llama3_1 }',
     ]);
     const result = await runHatInProcess({ ...env, PREFLIGHT_WRONG_KEY: wrongKey }, 'run', config);
     expect(result.code).toBe(2);
@@ -136,8 +136,8 @@ describe('hat run preflight', () => {
       '    harness: examples/harness/live-host',
       `    teacher: { adapter: openai, baseUrl: "${server.baseUrl}", model: teacher-test, apiKeyEnv: PREFLIGHT_KEY }`,
       '  distill:',
-      '    student: { engine: dummy, tokenizer: qwen3 }',
-      `    teacher: { engine: vllm, baseUrl: "${server.baseUrl}", model: teacher-test, apiKeyEnv: PREFLIGHT_KEY }`,
+      '    student: { adapter: dummy, tokenizer: qwen3 }',
+      `    teacher: { adapter: vllm, baseUrl: "${server.baseUrl}", model: teacher-test, apiKeyEnv: PREFLIGHT_KEY }`,
     ]);
     const result = await runHatInProcess(env, 'run', config, '--json');
     expect(result.stderr).toBe(
@@ -152,5 +152,48 @@ describe('hat run preflight', () => {
     // One question per server, model and key, however many stages name them; the key sent along.
     const asked = server.requests.filter((request) => request.path === '/v1/models');
     expect(asked.map((request) => request.headers.authorization)).toEqual([`Bearer ${apiKey}`]);
+  });
+
+  it('reads the old engine: spelling of a model config as adapter:, with one warning naming the line, path and new spelling; refuses engine and adapter that disagree', async () => {
+    const old = await writeConfig('old-spelling.yaml', [
+      'runId: preflight-old-spelling',
+      'stages:',
+      '  distill:',
+      '    student: { engine: dummy, tokenizer: qwen3 }',
+      '    teacher: { engine: dummy, tokenizer: qwen3, layers: 4 }',
+      '  rl:',
+      '    generate: { count: 2, seed: 1 }',
+      `    policy: { engine: vllm, baseUrl: "${server.baseUrl}", model: teacher-test, apiKeyEnv: PREFLIGHT_KEY }`,
+    ]);
+    const result = await runHatInProcess(env, 'run', old, '--json');
+    expect(result.stderr.split('\n').filter((line) => line.startsWith('warning: '))).toEqual([
+      `warning: ${old}: line 4: stages.distill.student.engine: engine: dummy is the old spelling of adapter; write adapter: dummy`,
+      `warning: ${old}: line 5: stages.distill.teacher.engine: engine: dummy is the old spelling of adapter; write adapter: dummy`,
+      `warning: ${old}: line 8: stages.rl.policy.engine: engine: vllm is the old spelling of adapter; write adapter: vllm`,
+    ]);
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toMatchObject({ enqueued: true, stages: ['distill', 'rl'] });
+    // Enqueued as the new spelling: workers see adapter, never engine.
+    const planned = (await kit.context.runsQueue.getJob('preflight-old-spelling'))?.data.plan.stages as Array<{
+      name: string;
+      input: { student: unknown };
+    }>;
+    const distill = planned.find((stage) => stage.name === 'distill')!.input;
+    expect(distill.student).toMatchObject({ adapter: 'dummy', tokenizer: 'qwen3' });
+    expect(distill.student).not.toHaveProperty('engine');
+
+    const conflicting = await writeConfig('both-spellings.yaml', [
+      'runId: preflight-both-spellings',
+      'stages:',
+      '  distill:',
+      '    student: { engine: dummy, adapter: onnx, modelDir: /models/student }',
+      '    teacher: { adapter: dummy }',
+    ]);
+    const refused = await runHatInProcess(env, 'run', conflicting, '--skip-endpoint-checks');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(
+      `${conflicting}: line 4: stages.distill.student.engine: gives engine: dummy and adapter: onnx; engine is the old spelling of adapter, so say one: remove engine (or write adapter: dummy)`,
+    );
+    expect(await kit.context.runsQueue.getJob('preflight-both-spellings')).toBeUndefined();
   });
 });

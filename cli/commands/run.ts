@@ -7,7 +7,7 @@ import { planCheckedRun } from '../../queues/runs/run-preflight';
 import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
-import { withQueues } from '../command-support';
+import { configWarnings, withQueues } from '../command-support';
 import { describeRunOutcome, unfinishedRunError, waitForRunWithProgress, writtenRunOutputs } from '../run-progress';
 import { startTrainerSession } from '../trainer-session';
 import type { RegisterCommand } from './index';
@@ -53,6 +53,7 @@ export const registerRunCommand: RegisterCommand = (program: Command, context: C
           openObject: stores.openObject,
           environment: context.environment,
           checkEndpoints: !options.skipEndpointChecks,
+          onDeprecatedSpelling: configWarnings(context),
         });
       } finally {
         await stores.close();

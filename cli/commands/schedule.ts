@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { listSchedules, removeSchedule, setSchedule } from '../../queues/runs/job-scheduler';
 import { readConfigFile } from '../../queues/runs/run-config';
 import type { CliContext } from '../cli-context';
-import { withQueues } from '../command-support';
+import { configWarnings, withQueues } from '../command-support';
 import type { RegisterCommand } from './index';
 
 /** `hat schedule set <name> --cron <expr> --tz <zone> --config <file> | list | remove <name>`. */
@@ -28,6 +28,7 @@ export const registerScheduleCommand: RegisterCommand = (program: Command, conte
             config: source.value,
             configFile: options.config,
             locator: source.locator,
+            onDeprecatedSpelling: configWarnings(context),
           },
           context.env,
           new Date(),

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { collectDeprecatedSpellings } from '../../shared/config/deprecated-spellings';
 import { findUrlCredentials } from '../../shared/config/url-credentials';
 import { ProblemCollector } from '../../shared/errors';
 import { createArtifactStore } from '../../shared/artifacts/create-artifact-store';
@@ -9,7 +10,7 @@ import { createStoreCache } from '../../queues/bullmq/stage-runtime';
 import { figureLines, summarizeStageOutput } from '../../queues/stage-kit/stage-summary';
 import { registerCatalogStages } from '../../workers/stage-catalog';
 import type { CliContext } from '../cli-context';
-import { positiveInteger } from '../command-support';
+import { configWarnings, positiveInteger } from '../command-support';
 import { createProgressView } from '../run-progress';
 import type { RegisterCommand } from './index';
 
@@ -51,7 +52,9 @@ export const registerStageCommand: RegisterCommand = (program: Command, context:
         : { value: {}, locator: plainLocator() };
       const value = source.value ?? {};
       const config = options.in && options.in.length > 0 ? { ...value, inputs: options.in } : value;
-      const checked = stage.input.safeParse(config);
+      const { result: checked, spellings } = collectDeprecatedSpellings(config, () => stage.input.safeParse(config));
+      const warn = configWarnings(context);
+      for (const spelling of spellings) warn(source.locator.problem(spelling.path, spelling.message));
       const problems = new ProblemCollector();
       for (const found of findUrlCredentials(config)) problems.add(source.locator.problem(found.path, found.message));
       if (!checked.success) problems.addAll(source.locator.zodProblems(checked.error));

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import type { HatEnv } from '../../shared/config/env';
-import { BadInputError } from '../../shared/errors';
+import { BadInputError, type Problem } from '../../shared/errors';
 import type { KickoffJobData } from './run-job-data';
 import { compactUtc } from '../stage-kit/job-ids';
 import { checkJobData, runJobOptions } from '../bullmq/job-options';
@@ -42,6 +42,8 @@ export interface ScheduleSpec {
   config: unknown;
   configFile?: string;
   locator?: ProblemLocator;
+  /** Told of each deprecated spelling the config uses (the CLI prints a warning; every firing reads it the same way). */
+  onDeprecatedSpelling?: (warning: Problem) => void;
 }
 
 export interface ScheduleInfo {
@@ -87,6 +89,7 @@ export async function setSchedule(
     source: `schedule:${spec.name}`,
     file: spec.configFile,
     locator: spec.locator,
+    ...(spec.onDeprecatedSpelling ? { onDeprecatedSpelling: spec.onDeprecatedSpelling } : {}),
   });
   const data: KickoffJobData = {
     v: 1,

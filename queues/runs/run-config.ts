@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { z, type ZodError } from 'zod';
 import type { HatEnv } from '../../shared/config/env';
+import { collectDeprecatedSpellings } from '../../shared/config/deprecated-spellings';
 import { credentialsProblem, describeUrlCredentials, findUrlCredentials } from '../../shared/config/url-credentials';
 import { decodeUtf8Strict } from '../../shared/artifacts/utf8';
 import { BadInputError, ProblemCollector, type Problem } from '../../shared/errors';
@@ -186,6 +187,11 @@ export interface PlanRunOptions {
    * resolution is planned with a placeholder (`hat schedule set` validates the config that way).
    */
   resolvedInputs?: ResolvedInput[];
+  /**
+   * Told of each deprecated spelling a stage config uses (e.g. `engine:` for `adapter:`), located
+   * in the config, once per path; the CLI prints them as warnings. Default: not told.
+   */
+  onDeprecatedSpelling?: (warning: Problem) => void;
 }
 
 const referencePattern = /\$\{([^}]*)\}/g;
@@ -613,7 +619,12 @@ class RunPlanner {
       const segment = this.problems.ok ? this.segmentOf(instance.name) : undefined;
       const held = [...this.ancestorsOf(instance.name)].some(isHandoffNode);
       // A held-back stage is validated with placeholders for the checkpoint it will get.
-      const result = stage.input.safeParse(held ? fillCheckpointPlaceholders(stageValue) : stageValue);
+      const checked = held ? fillCheckpointPlaceholders(stageValue) : stageValue;
+      const { result, spellings } = collectDeprecatedSpellings(checked, () => stage.input.safeParse(checked));
+      for (const spelling of spellings)
+        this.options.onDeprecatedSpelling?.(
+          this.locator.problem([...instance.path, ...spelling.path], spelling.message),
+        );
       if (!result.success) {
         this.problems.addAll(this.locator.zodProblems(result.error, instance.path));
         continue;

@@ -17,7 +17,7 @@ import type { RunPlan } from './run-config';
  * stages:
  *   opd:
  *     stage: distill
- *     student: { engine: onnx, modelDir: "${checkpoints.sft.modelDir}" }
+ *     student: { adapter: onnx, modelDir: "${checkpoints.sft.modelDir}" }
  *   rl:
  *     policy: { adapter: openai, baseUrl: "${checkpoints.opd.endpoint}", model: "${checkpoints.opd.model}" }
  * ```

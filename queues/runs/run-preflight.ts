@@ -351,7 +351,7 @@ export async function modelServerProblems(
  */
 async function fingerprintOf(config: unknown): Promise<{ fingerprint?: string; label: string }> {
   const endpoint = modelEndpointOf(config);
-  if (endpoint === undefined) return { label: String((config as { engine?: unknown } | null)?.engine ?? 'model') };
+  if (endpoint === undefined) return { label: String((config as { adapter?: unknown } | null)?.adapter ?? 'model') };
   const tokenizer = endpoint.tokenizer;
   const label =
     endpoint.baseUrl !== undefined
@@ -407,7 +407,8 @@ export interface PlanCheckedRunOptions
 /**
  * What `hat run` does before it enqueues: resolves `latest` inputs, plans the run and makes the
  * preflight checks, then throws one ValidationError (`BAD_RUN_CONFIG`, exit 2) listing every
- * problem of all three with file, line and path. Returns the plan and the notes to print.
+ * problem of all three with file, line and path. Returns the plan and the notes to print;
+ * `onDeprecatedSpelling` hears of old spellings as planning meets them, problems or not.
  */
 export async function planCheckedRun(
   source: RunConfigSource,

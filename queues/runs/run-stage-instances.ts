@@ -22,7 +22,7 @@ import {
  *   opd:
  *     stage: distill
  *     rounds: 2                        # opd-round-1 (version 1) -> handoff opd-round-1 -> opd-round-2 (version 2) -> handoff opd
- *     student: { engine: onnx, modelDir: "${checkpoints.sft.modelDir}" }
+ *     student: { adapter: onnx, modelDir: "${checkpoints.sft.modelDir}" }
  * ```
  * Round k+1 reads the checkpoint of handoff `<handoff>-round-k` where round 1 read the starting
  * checkpoint; its records carry `policyVersion: k+1`. Other stages' `${stages.opd.*}` read the last

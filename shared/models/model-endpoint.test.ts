@@ -1,10 +1,12 @@
 import { endpointReference } from './model-endpoint';
-import { modelEndpointOf, modelEngineNames } from './model-registry';
+import { modelAdapterNames, modelEndpointOf } from './model-registry';
 
 describe('model endpoints as the registry describes them', () => {
-  test('engine: vllm | sglang configs (rl policy, distill student and teacher) mean what they meant: a token-id server with its model list', () => {
-    expect(modelEngineNames()).toEqual(expect.arrayContaining(['dummy', 'onnx', 'sglang', 'vllm']));
-    expect(modelEndpointOf({ engine: 'vllm', baseUrl: 'http://teacher:8000/v1', model: 'Qwen/Qwen3-8B' })).toEqual({
+  test('adapter: vllm | sglang configs (rl policy, distill student and teacher) are token-id servers with their model list', () => {
+    expect(modelAdapterNames('tokenSampler')).toEqual(expect.arrayContaining(['dummy', 'onnx', 'sglang', 'vllm']));
+    expect(modelAdapterNames('tokenScorer')).toEqual(expect.arrayContaining(['dummy', 'onnx', 'sglang', 'vllm']));
+    expect(modelAdapterNames('chat')).not.toContain('vllm');
+    expect(modelEndpointOf({ adapter: 'vllm', baseUrl: 'http://teacher:8000/v1', model: 'Qwen/Qwen3-8B' })).toEqual({
       kind: 'vllm',
       adapter: 'vllm',
       baseUrl: 'http://teacher:8000/v1',
@@ -18,7 +20,7 @@ describe('model endpoints as the registry describes them', () => {
     });
     expect(
       modelEndpointOf({
-        engine: 'sglang',
+        adapter: 'sglang',
         baseUrl: 'http://s:30000',
         model: 'm',
         apiKeyEnv: 'KEY',
@@ -34,33 +36,43 @@ describe('model endpoints as the registry describes them', () => {
 
   test("the tokenizer a config names is part of its description (preflight compares a distillation pair's)", () => {
     expect(
-      modelEndpointOf({ engine: 'vllm', baseUrl: 'http://t/v1', model: 'm', tokenizer: { preset: 'qwen3' } })
+      modelEndpointOf({ adapter: 'vllm', baseUrl: 'http://t/v1', model: 'm', tokenizer: { preset: 'qwen3' } })
         ?.tokenizer,
     ).toEqual({ field: 'tokenizer', source: { preset: 'qwen3' } });
     expect(
-      modelEndpointOf({ engine: 'sglang', baseUrl: 'http://t/v1', model: 'm', tokenizerFingerprint: 'ab'.repeat(32) })
+      modelEndpointOf({ adapter: 'sglang', baseUrl: 'http://t/v1', model: 'm', tokenizerFingerprint: 'ab'.repeat(32) })
         ?.tokenizer,
     ).toEqual({ field: 'tokenizerFingerprint', fingerprint: 'ab'.repeat(32) });
-    expect(modelEndpointOf({ engine: 'onnx', modelDir: '/m' })?.tokenizer).toEqual({
+    expect(modelEndpointOf({ adapter: 'onnx', modelDir: '/m' })?.tokenizer).toEqual({
       field: 'modelDir',
       source: { modelDir: '/m' },
     });
-    expect(modelEndpointOf({ engine: 'dummy', tokenizer: 'llama3_1' })?.tokenizer).toEqual({
+    expect(modelEndpointOf({ adapter: 'dummy', tokenizer: 'llama3_1' })?.tokenizer).toEqual({
       field: 'tokenizer',
       source: { preset: 'llama3_1' },
     });
-    expect(modelEndpointOf({ engine: 'vllm', baseUrl: 'http://t/v1', model: 'm' })?.tokenizer).toBeUndefined();
+    expect(modelEndpointOf({ adapter: 'vllm', baseUrl: 'http://t/v1', model: 'm' })?.tokenizer).toBeUndefined();
+  });
+
+  test('a config as written with the deprecated engine: spelling is described as its adapter (preflight reads configs as written)', () => {
+    expect(modelEndpointOf({ engine: 'vllm', baseUrl: 'http://t/v1', model: 'm' })).toEqual(
+      modelEndpointOf({ adapter: 'vllm', baseUrl: 'http://t/v1', model: 'm' }),
+    );
+    expect(modelEndpointOf({ engine: 'dummy', tokenizer: 'qwen3' })).toMatchObject({
+      adapter: 'dummy',
+      simulated: true,
+    });
   });
 
   test('in-process and simulated models have no model list or metrics to ask', () => {
-    expect(modelEndpointOf({ engine: 'onnx', modelDir: '/models/qwen3-0.6b' })).toMatchObject({
+    expect(modelEndpointOf({ adapter: 'onnx', modelDir: '/models/qwen3-0.6b' })).toMatchObject({
       kind: 'in-process',
       adapter: 'onnx',
       source: '/models/qwen3-0.6b',
       servesTokenIds: true,
       simulated: false,
     });
-    expect(modelEndpointOf({ engine: 'dummy', tokenizer: 'qwen3' })).toMatchObject({
+    expect(modelEndpointOf({ adapter: 'dummy', tokenizer: 'qwen3' })).toMatchObject({
       kind: 'simulated',
       simulated: true,
     });

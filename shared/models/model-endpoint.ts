@@ -26,9 +26,12 @@ export interface ModelEndpoint {
   model?: string;
   /** Where an in-process model comes from (its directory, generated shape or policy), for labels. */
   source?: string;
-  /** Prompts go in and sampled tokens come back as token ids (token-exact sampling). */
+  /**
+   * Prompts go in and sampled tokens come back as token ids (token-exact sampling): its adapter
+   * has a `tokenSampler`. Filled in by `modelEndpointOf` from the registry entry.
+   */
   servesTokenIds: boolean;
-  /** It returns logprobs of given token ids (a distillation teacher can score with it). */
+  /** It returns logprobs of given token ids (a distillation teacher can score with it): its adapter has a `tokenScorer`. Filled in likewise. */
   scoring: boolean;
   /** `GET` lists the served models (`{"data": [{"id": ...}]}`): preflight and checkpoint registration ask it. */
   modelsUrl?: string;
@@ -52,35 +55,50 @@ export type EndpointConfig = Readonly<Record<string, unknown>>;
 const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
 
 /**
+ * The tokenizer a served model's config names, as far as it tells without the server: a
+ * `tokenizerFingerprint`, or a `tokenizer` to load (a preset or a model directory).
+ */
+function configuredTokenizer(config: EndpointConfig): ModelEndpoint['tokenizer'] {
+  if (typeof config.tokenizerFingerprint === 'string')
+    return { field: 'tokenizerFingerprint', fingerprint: config.tokenizerFingerprint };
+  if (typeof config.tokenizer === 'object' && config.tokenizer !== null && !Array.isArray(config.tokenizer))
+    return { field: 'tokenizer', source: config.tokenizer };
+  return undefined;
+}
+
+/**
  * The description of an HTTP server at `config.baseUrl` with an OpenAI-compatible root: its
  * model list at `<root>/v1/models` and Prometheus metrics at `<root>/metrics` (vLLM and SGLang
- * serve both). Undefined when the config has no base URL. An HTTP adapter's `endpoint` is
- * usually this, with its own `adapter` name.
+ * serve both), and the tokenizer the config names (`tokenizer`, `tokenizerFingerprint`).
+ * Undefined when the config has no base URL. An HTTP adapter's `endpoint` is usually this, with
+ * its own `adapter` name.
  */
 export function httpModelEndpoint(
   adapter: string,
   config: EndpointConfig,
-  options: { kind?: 'openai-compatible' | 'vllm' | 'sglang'; servesTokenIds?: boolean; scoring?: boolean } = {},
+  options: { kind?: 'openai-compatible' | 'vllm' | 'sglang' } = {},
 ): ModelEndpoint | undefined {
   const baseUrl = text(config.baseUrl);
   if (baseUrl === undefined) return undefined;
   const root = serverRootOf(baseUrl);
   const apiKeyEnv = text(config.apiKeyEnv);
   const apiKeyFile = text(config.apiKeyFile);
+  const tokenizer = configuredTokenizer(config);
   return {
     kind: options.kind ?? 'openai-compatible',
     adapter,
     baseUrl,
     root,
     ...(text(config.model) !== undefined ? { model: text(config.model) } : {}),
-    servesTokenIds: options.servesTokenIds ?? false,
-    scoring: options.scoring ?? false,
+    servesTokenIds: false,
+    scoring: false,
     modelsUrl: `${root}/v1/models`,
     metricsUrl: `${root}/metrics`,
     ...(apiKeyEnv !== undefined || apiKeyFile !== undefined
       ? { apiKey: { ...(apiKeyEnv ? { apiKeyEnv } : {}), ...(apiKeyFile ? { apiKeyFile } : {}) } }
       : {}),
     simulated: config.dummyWeights === true,
+    ...(tokenizer !== undefined ? { tokenizer } : {}),
   };
 }
 
@@ -91,8 +109,6 @@ export function inProcessModelEndpoint(
     model?: string;
     source?: string;
     simulated?: boolean;
-    servesTokenIds?: boolean;
-    scoring?: boolean;
     tokenizer?: ModelEndpoint['tokenizer'];
   },
 ): ModelEndpoint {
@@ -101,8 +117,8 @@ export function inProcessModelEndpoint(
     adapter,
     ...(fields.model !== undefined ? { model: fields.model } : {}),
     ...(fields.source !== undefined ? { source: fields.source } : {}),
-    servesTokenIds: fields.servesTokenIds ?? false,
-    scoring: fields.scoring ?? false,
+    servesTokenIds: false,
+    scoring: false,
     simulated: fields.simulated ?? false,
     ...(fields.tokenizer !== undefined ? { tokenizer: fields.tokenizer } : {}),
   };

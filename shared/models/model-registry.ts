@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { noteDeprecatedSpelling } from '../config/deprecated-spellings';
 import { zodProblems } from '../config/zod-problems';
 import { ProblemCollector, type Problem } from '../errors';
 import type { Logger } from '../log/logger';
@@ -6,6 +7,9 @@ import type { ModelClient } from './model-client';
 import type { ModelClock } from './model-clock';
 import type { EndpointConfig, ModelEndpoint } from './model-endpoint';
 import { modelErrorCodes } from './model-errors';
+import type { InProcessTokenDependencies } from './onnx/in-process-token-models';
+import type { TokenScorer } from './scoring/token-scorer';
+import type { TokenSampler } from './token-exact/token-sampler';
 
 /** What every adapter may use besides its config; adapters ignore what they do not need. */
 export interface ModelClientDependencies {
@@ -22,10 +26,49 @@ export interface ModelClientDependencies {
   services?: Readonly<Record<string, unknown>>;
 }
 
-/** How an adapter is built: its config schema (the only source of its config type) and a factory. */
-export interface ModelAdapterFactory<Config extends { adapter: string } = { adapter: string }> {
-  configSchema: z.ZodType<Config, { adapter: string }>;
+/** What token samplers and scorers use besides their config (logger, key environment, model cache, ...). */
+export type TokenModelDependencies = InProcessTokenDependencies;
+
+/** The least every capability's config is: the registry name it was written with. */
+export interface AdapterConfig {
+  adapter: string;
+}
+
+/** Chat: what collect, eval, replay, judges and rl's chat policies call. */
+export interface ModelChatFactory<Config extends AdapterConfig = AdapterConfig> {
+  /** The config of a chat model of this adapter: the only source of its type. */
+  configSchema: z.ZodType<Config, AdapterConfig>;
   create(config: Config, dependencies: ModelClientDependencies): ModelClient;
+}
+
+/** Token-exact sampling: prompts as token ids in, sampled ids and their logprobs out (rl's policy, distill's student). */
+export interface TokenSamplerFactory<Config extends AdapterConfig = AdapterConfig> {
+  configSchema: z.ZodType<Config, AdapterConfig>;
+  /** Builds the sampler; nothing is sent yet (an in-process model loads on first use). */
+  create(config: Config, dependencies: TokenModelDependencies): TokenSampler;
+}
+
+/** Scoring: the logprobs a model gives token ids it did not choose (distill's teacher). */
+export interface TokenScorerFactory<Config extends AdapterConfig = AdapterConfig> {
+  configSchema: z.ZodType<Config, AdapterConfig>;
+  /** Builds the scorer; nothing is sent yet. Scorers opened through `inProcessModels` are closed by it. */
+  create(config: Config, dependencies: TokenModelDependencies): TokenScorer;
+}
+
+/**
+ * One registry entry: a backend a model config names by `adapter`. Each capability is an optional
+ * member with its own config schema, so a stage asks the entry what it can do instead of
+ * switching on names: a chat client (`chat`), token-exact sampling (`tokenSampler`), scoring
+ * (`tokenScorer`). Every entry describes its endpoint (`endpoint`).
+ */
+export interface ModelAdapterFactory<
+  ChatConfig extends AdapterConfig = AdapterConfig,
+  SamplerConfig extends AdapterConfig = AdapterConfig,
+  ScorerConfig extends AdapterConfig = AdapterConfig,
+> {
+  chat?: ModelChatFactory<ChatConfig>;
+  tokenSampler?: TokenSamplerFactory<SamplerConfig>;
+  tokenScorer?: TokenScorerFactory<ScorerConfig>;
   /**
    * What a config of this adapter points at (see model-endpoint.ts). It gets the config as
    * written (unchecked: a run config may hold `${...}` references) and returns undefined when the
@@ -34,14 +77,14 @@ export interface ModelAdapterFactory<Config extends { adapter: string } = { adap
   endpoint(config: EndpointConfig): ModelEndpoint | undefined;
 }
 
-/**
- * A name configs give as `engine` (`vllm`, `sglang`, `dummy`; `onnx` is the `onnx` adapter's
- * entry): stage contracts that sample or score with token ids parse these configs themselves,
- * and the registry describes their endpoints like any adapter's.
- */
-export interface ModelEngineEntry {
-  endpoint(config: EndpointConfig): ModelEndpoint | undefined;
-}
+/** What a config position uses of its adapter. */
+export type ModelCapability = 'chat' | 'tokenSampler' | 'tokenScorer';
+
+const capabilityWords: Record<ModelCapability, string> = {
+  chat: 'chat client',
+  tokenSampler: 'token-exact sampler',
+  tokenScorer: 'token scorer',
+};
 
 /** Keys that must never sit in a model config: secrets come from the environment or files. */
 const secretKeys = ['apiKey', 'api_key', 'authorization'];
@@ -52,10 +95,11 @@ const adapters = new Map<string, ModelAdapterFactory>();
  * Adds an adapter under `name` (the config's `adapter` value). Registering a name twice with a
  * different factory is a programming error: two modules would fight over one backend.
  */
-export function registerModelAdapter<Config extends { adapter: string }>(
-  name: string,
-  factory: ModelAdapterFactory<Config>,
-): void {
+export function registerModelAdapter<
+  ChatConfig extends AdapterConfig,
+  SamplerConfig extends AdapterConfig,
+  ScorerConfig extends AdapterConfig,
+>(name: string, factory: ModelAdapterFactory<ChatConfig, SamplerConfig, ScorerConfig>): void {
   const existing = adapters.get(name);
   if (existing && existing !== (factory as unknown as ModelAdapterFactory)) {
     throw new Error(`model adapter "${name}" is already registered`);
@@ -63,49 +107,56 @@ export function registerModelAdapter<Config extends { adapter: string }>(
   adapters.set(name, factory);
 }
 
-const engines = new Map<string, ModelEngineEntry>();
-
-/**
- * Adds an `engine` name that is not an adapter (an adapter's own name already serves as an engine
- * name: `engine: onnx` is described by the `onnx` adapter). Registering a name twice with a
- * different entry is a programming error.
- */
-export function registerModelEngine(name: string, entry: ModelEngineEntry): void {
-  const existing = engines.get(name);
-  if (existing && existing !== entry) throw new Error(`model engine "${name}" is already registered`);
-  engines.set(name, entry);
+/** Names of the registered adapters (those with `capability`, when given), sorted. */
+export function modelAdapterNames(capability?: ModelCapability): string[] {
+  return [...adapters]
+    .filter(([, factory]) => capability === undefined || factory[capability] !== undefined)
+    .map(([name]) => name)
+    .sort();
 }
 
-/** Names a config may give as `engine`, sorted: the engine entries and every adapter. */
-export function modelEngineNames(): string[] {
-  return [...new Set([...engines.keys(), ...adapters.keys()])].sort();
+/** The registry name a config as written gives: `adapter`, or its deprecated spelling `engine`. */
+function adapterNameOf(record: EndpointConfig): string | undefined {
+  if (typeof record.adapter === 'string') return record.adapter;
+  return typeof record.engine === 'string' ? record.engine : undefined;
 }
 
 /**
- * What a model config points at, described by its registry entry: `adapter: <name>` by that
- * adapter, `engine: <name>` by that engine entry or the adapter of that name. Undefined for a
- * value that is not a model config, names no registered entry, or does not say enough.
+ * What a model config points at, described by its adapter's entry (`engine: <name>` is read as
+ * `adapter: <name>`: preflight walks configs as written). Undefined for a value that is not a
+ * model config, names no registered adapter, or does not say enough.
  */
 export function modelEndpointOf(config: unknown): ModelEndpoint | undefined {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return undefined;
   const record = config as EndpointConfig;
-  if (typeof record.adapter === 'string') return adapters.get(record.adapter)?.endpoint(record);
-  if (typeof record.engine === 'string')
-    return (engines.get(record.engine) ?? adapters.get(record.engine))?.endpoint(record);
-  return undefined;
+  const factory = adapters.get(adapterNameOf(record) ?? '');
+  const endpoint = factory?.endpoint(record);
+  if (!factory || !endpoint) return undefined;
+  // What it can do is the entry's to say: its capabilities, not its description, are the record.
+  return {
+    ...endpoint,
+    servesTokenIds: factory.tokenSampler !== undefined,
+    scoring: factory.tokenScorer !== undefined,
+  };
 }
 
-/** Names of the registered adapters, sorted. */
-export function modelAdapterNames(): string[] {
-  return [...adapters.keys()].sort();
+/** What the adapter a config names can do (none for an unknown adapter). */
+export function modelCapabilitiesOf(config: unknown): ModelCapability[] {
+  const name = typeof config === 'object' && config !== null ? adapterNameOf(config as EndpointConfig) : undefined;
+  const factory = name === undefined ? undefined : adapters.get(name);
+  return (['chat', 'tokenSampler', 'tokenScorer'] as const).filter((capability) => factory?.[capability]);
 }
 
-/** Every problem of a model config, with dot-paths under `path`, in one pass. */
-export function modelConfigProblems(config: unknown, path = 'model', file?: string): Problem[] {
+/** Every problem of a model config for `capability` (default chat), with dot-paths under `path`, in one pass. */
+export function modelConfigProblems(
+  config: unknown,
+  path = 'model',
+  file?: string,
+  capability: ModelCapability = 'chat',
+): Problem[] {
+  const names = () => modelAdapterNames(capability).join(', ');
   if (typeof config !== 'object' || config === null || Array.isArray(config)) {
-    return [
-      { file, path, message: `must be an object with an "adapter" field (one of: ${modelAdapterNames().join(', ')})` },
-    ];
+    return [{ file, path, message: `must be an object with an "adapter" field (one of: ${names()})` }];
   }
   const record = config as Record<string, unknown>;
   const problems: Problem[] = secretKeys
@@ -122,39 +173,147 @@ export function modelConfigProblems(config: unknown, path = 'model', file?: stri
     problems.push({
       file,
       path: `${path}.adapter`,
-      message: `${name === undefined ? 'is missing' : `"${String(name)}" is not a known adapter`}; use one of: ${modelAdapterNames().join(', ')}`,
+      message: `${name === undefined ? 'is missing' : `"${String(name)}" is not a known adapter`}; use one of: ${names()}`,
     });
     return problems;
   }
-  const withoutSecrets = Object.fromEntries(Object.entries(record).filter(([key]) => !secretKeys.includes(key)));
-  const result = factory.configSchema.safeParse(withoutSecrets);
+  const capable = factory[capability];
+  if (!capable) {
+    problems.push({
+      file,
+      path: `${path}.adapter`,
+      message: `"${String(name)}" has no ${capabilityWords[capability]} (it has ${describeCapabilities(factory)}); use one of: ${names()}`,
+    });
+    return problems;
+  }
+  const result = capable.configSchema.safeParse(withoutSecrets(record));
   if (!result.success) problems.push(...zodProblems(result.error, file, path));
   return problems;
 }
 
-/**
- * A model config as other configs embed it (run configs, stage configs): any registered adapter,
- * checked against that adapter's own schema, every problem with its path.
- */
-export const modelConfigSchema = z.looseObject({ adapter: z.string().min(1) }).superRefine((value, context) => {
-  for (const problem of modelConfigProblems(value, '')) {
+function describeCapabilities(factory: ModelAdapterFactory): string {
+  const offered = (['chat', 'tokenSampler', 'tokenScorer'] as const).filter((capability) => factory[capability]);
+  return offered.length > 0
+    ? offered.map((capability) => `a ${capabilityWords[capability]}`).join(', ')
+    : 'an endpoint description only';
+}
+
+function withoutSecrets(record: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([key]) => !secretKeys.includes(key)));
+}
+
+/** Problems as zod issues, under the path of the value being checked. */
+function addProblems(context: z.RefinementCtx, problems: Problem[]): void {
+  for (const problem of problems) {
     const path = problem.path === '(root)' ? [] : (problem.path ?? '').split('.').filter(Boolean);
     context.addIssue({ code: 'custom', message: problem.message, path });
   }
+}
+
+/**
+ * A model config as other configs embed it (run configs, stage configs): any registered adapter
+ * with a chat client, checked against that adapter's own schema, every problem with its path.
+ */
+export const modelConfigSchema = z.looseObject({ adapter: z.string().min(1) }).superRefine((value, context) => {
+  addProblems(context, modelConfigProblems(value, ''));
 });
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 
 /**
- * Builds the client the config names. Throws BadInputError `MODEL_BAD_CONFIG` listing every
- * problem (unknown adapter, invalid fields, secrets in the config), or `MODEL_API_KEY_MISSING`
- * when the named key cannot be read.
+ * `engine: X` is how distill's student and teacher and rl's policy named their backend before
+ * every model config said `adapter:`: read as `adapter: X`, noted for a warning at the config's
+ * path; refused when `adapter` says otherwise.
+ */
+function readDeprecatedEngine(value: unknown, context: z.RefinementCtx): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || !('engine' in value)) return value;
+  const { engine, ...rest } = value as Record<string, unknown>;
+  if ('adapter' in rest && rest.adapter !== engine) {
+    context.addIssue({
+      code: 'custom',
+      path: ['engine'],
+      message: `gives engine: ${String(engine)} and adapter: ${String(rest.adapter)}; engine is the old spelling of adapter, so say one: remove engine (or write adapter: ${String(engine)})`,
+    });
+    return value;
+  }
+  noteDeprecatedSpelling(
+    value,
+    'engine',
+    `engine: ${String(engine)} is the old spelling of adapter; write adapter: ${String(engine)}`,
+  );
+  return { adapter: engine, ...rest };
+}
+
+/**
+ * A model config for a position that uses one of `capabilities` of its adapter, the first the
+ * adapter has (rl's policy: `['chat', 'tokenSampler']`, chat when the adapter has a chat client;
+ * distill's student: `['tokenSampler']`). Checked against that capability's schema, every problem
+ * with its path. The value is that schema's output (defaults filled), except for chat, which stays
+ * as written (the client parses it when built). `engine:` is read as `adapter:` (deprecated).
+ */
+export function modelCapabilityConfigSchema(capabilities: readonly ModelCapability[]) {
+  return z.preprocess(
+    readDeprecatedEngine,
+    z.looseObject({ adapter: z.string().min(1) }).transform((value, context) => {
+      const capability = capabilityOf(value, capabilities);
+      const problems = modelConfigProblems(value, '', undefined, capability);
+      if (problems.length > 0) {
+        addProblems(context, problems);
+        return z.NEVER;
+      }
+      if (capability === 'chat') return value;
+      return adapters.get(value.adapter)![capability]!.configSchema.parse(withoutSecrets(value)) as AdapterConfig &
+        Record<string, unknown>;
+    }),
+  );
+}
+export type CapabilityModelConfig = AdapterConfig & Record<string, unknown>;
+
+/** The first of `capabilities` the config's adapter has (the first of all when it has none: its problems say so). */
+export function capabilityOf(config: unknown, capabilities: readonly ModelCapability[]): ModelCapability {
+  const offered = modelCapabilitiesOf(config);
+  return capabilities.find((capability) => offered.includes(capability)) ?? capabilities[0];
+}
+
+/**
+ * Parses a config for `capability`; BadInputError `MODEL_BAD_CONFIG` listing every problem
+ * (unknown adapter, no such capability, invalid fields, secrets in the config).
+ */
+function parseFor<Capability extends ModelCapability>(
+  config: unknown,
+  capability: Capability,
+  path: string,
+): { factory: NonNullable<ModelAdapterFactory[Capability]>; config: AdapterConfig } {
+  const collector = new ProblemCollector();
+  collector.addAll(modelConfigProblems(config, path, undefined, capability));
+  collector.throwIfAny(modelErrorCodes.badConfig, 'The model config is invalid; fix the fields named below');
+  const record = config as Record<string, unknown> & AdapterConfig;
+  const factory = adapters.get(record.adapter)![capability]!;
+  return {
+    factory,
+    config: factory.configSchema.parse(withoutSecrets(record)),
+  };
+}
+
+/**
+ * Builds the chat client the config names. Throws BadInputError `MODEL_BAD_CONFIG` listing every
+ * problem, or `MODEL_API_KEY_MISSING` when the named key cannot be read.
  */
 export function createModelClient(config: unknown, dependencies: ModelClientDependencies = {}): ModelClient {
   const path = dependencies.configPath ?? 'model';
-  const collector = new ProblemCollector();
-  collector.addAll(modelConfigProblems(config, path));
-  collector.throwIfAny(modelErrorCodes.badConfig, 'The model config is invalid; fix the fields named below');
-  const record = config as { adapter: string };
-  const factory = adapters.get(record.adapter) as ModelAdapterFactory;
-  return factory.create(factory.configSchema.parse(record), { ...dependencies, configPath: path });
+  const parsed = parseFor(config, 'chat', path);
+  return parsed.factory.create(parsed.config, { ...dependencies, configPath: path });
+}
+
+/** Builds the token-exact sampler the config names (its adapter's `tokenSampler`); errors as createModelClient. */
+export function createTokenSampler(config: unknown, dependencies: TokenModelDependencies = {}): TokenSampler {
+  const path = dependencies.configPath ?? 'model';
+  const parsed = parseFor(config, 'tokenSampler', path);
+  return parsed.factory.create(parsed.config, { ...dependencies, configPath: path });
+}
+
+/** Builds the token scorer the config names (its adapter's `tokenScorer`); errors as createModelClient. */
+export function createTokenScorer(config: unknown, dependencies: TokenModelDependencies = {}): TokenScorer {
+  const path = dependencies.configPath ?? 'model';
+  const parsed = parseFor(config, 'tokenScorer', path);
+  return parsed.factory.create(parsed.config, { ...dependencies, configPath: path });
 }

@@ -1,14 +1,13 @@
 import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
-import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
-import { remoteScorerConfigSchema } from '../../shared/models/scoring/scoring-endpoint';
-import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
 import {
-  checkLogprobsModeOfEngine,
-  servedSamplerFieldsSchema,
-} from '../../shared/models/token-exact/served-token-sampler';
+  modelEndpointOf,
+  modelCapabilityConfigSchema,
+  type CapabilityModelConfig,
+} from '../../shared/models/model-registry';
+import { tokenizerSourceNames } from '../../shared/models/onnx/tokenizer-source';
+import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
 import { summarizeDistill } from './distill-summary';
-import { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
 import { writtenObjectSchema, type WrittenObject } from '../../queues/stage-kit/written-object';
 
 export { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config';
@@ -22,110 +21,47 @@ export { tokenizerSourceSchema } from '../../shared/text/tokenizer-source-config
  * stages:
  *   distill:
  *     prompts: [{ kind: builtin }, { kind: tasks, generate: { count: 20, seed: 7 } }]
- *     student: { engine: dummy, tokenizer: qwen3, layers: 2, hidden: 64, seed: student }
- *     teacher: { engine: vllm, baseUrl: http://teacher:8000/v1, model: Qwen/Qwen3-8B }
+ *     student: { adapter: dummy, tokenizer: qwen3, layers: 2, hidden: 64, seed: student }
+ *     teacher: { adapter: vllm, baseUrl: http://teacher:8000/v1, model: Qwen/Qwen3-8B }
  *     samplesPerPrompt: 2
  *     sampling: { temperature: 1, maxNewTokens: 128 }
  *     teacherTopK: 8
  * ```
  */
 
-const sha256Hex = z
-  .string()
-  .regex(
-    /^[0-9a-f]{64}$/,
-    'must be a lowercase hex sha256 (as recorded in a distill manifest under tokenizer.fingerprint)',
-  );
 const sourceName = z
   .string()
   .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'use lower-case letters, digits, ".", "_" and "-" (at most 64)');
 const limit = z.number().int().positive().max(1_000_000).optional();
 const seedValue = z.union([z.string().min(1), z.number().int()]).transform(String);
 
-/** Settings every in-process model takes. */
-const inProcessFields = {
-  /** Id recorded with the rollouts. Default: the model directory's name. */
-  modelId: z.string().min(1).optional(),
-  /** onnxruntime intra-op threads. Default: onnxruntime's choice. */
-  intraOpThreads: z.number().int().positive().optional(),
-  /** Sequences per forward batch (sampling and scoring). Default 8. */
-  batchSize: z.number().int().positive().max(256).default(8),
-  /** Logits floats one forward call may return (long prompts are fed in chunks). Default: chunks of at most 64 tokens, at most 16M floats. */
-  maxLogitsFloats: z.number().int().positive().optional(),
-};
-
-/** A decoder-only ONNX model directory (Optimum layout) run in-process. */
-export const onnxModelSchema = z
-  .object({
-    engine: z.literal('onnx'),
-    /** Directory with model.onnx, config.json, tokenizer.json, tokenizer_config.json. */
-    modelDir: z.string().min(1),
-    ...inProcessFields,
-  })
-  .strict();
+/**
+ * The student: a model whose adapter samples token ids (`tokenSampler` in the model registry):
+ * `onnx` (a model directory) and `dummy` (a generated random-weight model) in-process, `vllm` and
+ * `sglang` served (prompts rendered and tokenized here with `tokenizer`, the served model's own
+ * tokenizer and chat template, sent as token ids; `logprobsMode` says what the server's logprobs
+ * are, and a mode whose logprobs are not at `logprobTemperature` over the whole vocabulary is
+ * refused). Its tokenizer must be known from its config: an in-process model's is its
+ * directory's, a served one names it. `engine:` is read as `adapter:` (deprecated).
+ */
+export const studentModelSchema = modelCapabilityConfigSchema(['tokenSampler']).superRefine((student, context) => {
+  if (modelEndpointOf(student)?.tokenizer !== undefined) return;
+  context.addIssue({
+    code: 'custom',
+    path: ['tokenizer'],
+    message: `name the student's tokenizer and chat template (a preset or a model directory): prompts are rendered and tokenized with it before they are sent to the ${student.adapter} student`,
+  });
+});
+export type StudentModelConfig = CapabilityModelConfig;
 
 /**
- * A random-weight decoder generated on first use into `modelCacheDir` (`makeDummyDecoder`):
- * for demos and tests. Its records and stats carry `dummyWeights: true`.
+ * The teacher: a model whose adapter scores token ids (`tokenScorer`): `onnx` and `dummy`
+ * in-process, `vllm` and `sglang` served (scoring at temperature 1 only). A served teacher's
+ * tokenizer is checked against the student's through its scoring endpoint (a probe of token ids
+ * whose texts must match), and against its `tokenizer`/`tokenizerFingerprint` when given.
  */
-export const dummyModelSchema = z
-  .object({
-    engine: z.literal('dummy'),
-    /** `qwen3` (default), `deepseek_v3`, `llama3_1`, `bytes`, or a directory with tokenizer files. */
-    tokenizer: z.string().min(1).default('qwen3'),
-    layers: z.number().int().min(1).max(48).default(2),
-    hidden: z.number().int().min(4).max(4096).default(64),
-    heads: z.number().int().min(1).max(64).default(4),
-    kvHeads: z.number().int().min(1).max(64).default(2),
-    /** Weight seed: the same seed and shape give the same model. Default "0". */
-    seed: seedValue.default('0'),
-    ...inProcessFields,
-  })
-  .strict();
-
-/**
- * A teacher behind a vLLM or SGLang server. Its tokenizer is checked against the student's
- * through the scoring endpoint (a probe of token ids whose texts must match), and against
- * `tokenizer`/`tokenizerFingerprint` when given.
- */
-export const remoteTeacherSchema = remoteScorerConfigSchema
-  .extend({
-    /** A local copy of the teacher's tokenizer: its fingerprint must equal the student's. */
-    tokenizer: tokenizerSourceSchema.optional(),
-    /** The teacher tokenizer's fingerprint (as distill manifests record it): must equal the student's. */
-    tokenizerFingerprint: sha256Hex.optional(),
-  })
-  .strict();
-
-/**
- * A student behind a vLLM or SGLang server (a student too large for Node), sampled token-exact:
- * prompts rendered and tokenized locally with `tokenizer` (the served model's own tokenizer and
- * chat template), sent as token ids, sampled ids and their logprobs read back. `logprobsMode`
- * says what the server's logprobs are (vLLM default raw, SGLang default tempered); a mode whose
- * logprobs are not at `logprobTemperature` over the whole vocabulary is refused.
- */
-export const servedStudentSchema = servedSamplerFieldsSchema
-  .extend({
-    /** The served model's tokenizer and chat template (a preset or a model directory); checked against the server by a probe. */
-    tokenizer: tokenizerSourceSchema,
-  })
-  .strict()
-  .superRefine(checkLogprobsModeOfEngine);
-export type ServedStudentConfig = z.infer<typeof servedStudentSchema>;
-
-export const studentModelSchema = z.discriminatedUnion('engine', [
-  onnxModelSchema,
-  dummyModelSchema,
-  servedStudentSchema,
-]);
-export type StudentModelConfig = z.infer<typeof studentModelSchema>;
-export const teacherModelSchema = z.discriminatedUnion('engine', [
-  onnxModelSchema,
-  dummyModelSchema,
-  remoteTeacherSchema,
-]);
-export type TeacherModelConfig = z.infer<typeof teacherModelSchema>;
-export type InProcessModelConfig = z.infer<typeof onnxModelSchema> | z.infer<typeof dummyModelSchema>;
+export const teacherModelSchema = modelCapabilityConfigSchema(['tokenScorer']);
+export type TeacherModelConfig = CapabilityModelConfig;
 
 /** Where prompts come from. */
 export const promptSourceSchema = z.discriminatedUnion('kind', [
@@ -209,7 +145,7 @@ export const distillInputSchema = z
     enableThinking: z.boolean().optional(),
     /** Seed of the samples. Default: the run's seed. */
     seed: seedValue.optional(),
-    /** Where `engine: dummy` models are generated. Default `.hat/models`. */
+    /** Where `adapter: dummy` models are generated. Default `.hat/models`. */
     modelCacheDir: z.string().min(1).default('.hat/models'),
     /**
      * Version of the student policy (round k of an on-policy stage samples with version k; the run
@@ -242,7 +178,8 @@ export type SourceTotals = z.infer<typeof sourceTotalsSchema>;
 
 /** One side as the records, stats and manifest describe it. */
 export const modelSummarySchema = z.object({
-  engine: z.enum(['onnx', 'vllm', 'sglang']),
+  /** Where its numbers came from: `onnx` in-process, `vllm`/`sglang` served, another adapter's own name. */
+  engine: z.string().min(1),
   modelId: z.string(),
   /** Model directory or server URL. */
   location: z.string(),
@@ -332,5 +269,5 @@ export const distillContract: FanOutContract<DistillInput, DistillOutput, Distil
   queue: { attempts: 4, backoffMs: 1000, concurrency: 2, lockDurationMs: 120_000 },
 };
 
-/** Names `engine: dummy` accepts besides a directory, for messages. */
+/** Names `adapter: dummy` accepts besides a directory, for messages. */
 export const dummyTokenizerNames = tokenizerSourceNames;

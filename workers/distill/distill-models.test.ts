@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createTokenScorer } from '../../shared/models/model-registry';
 import { checkLogprobTemperature, ensureDummyModel, resolveLogprobTemperature } from './distill-models';
 
 let directory: string;
@@ -39,13 +40,13 @@ describe('distill models', () => {
         logprobTemperature: 1,
       }),
     ).toBe(1);
-    const server = { engine: 'sglang', baseUrl: 'http://t:30000', model: 't' } as Parameters<
-      typeof checkLogprobTemperature
-    >[0];
+    // What the teacher's adapter builds says whether it scores at one temperature only.
+    const server = createTokenScorer({ adapter: 'sglang', baseUrl: 'http://t:30000', model: 't' });
     expect(() => checkLogprobTemperature(server, 1)).not.toThrow();
     expect(() => checkLogprobTemperature(server, 0.7)).toThrow(
       /\[LOGPROB_TEMPERATURE_MISMATCH\] distill: the sglang teacher scores at temperature 1 only/,
     );
-    expect(() => checkLogprobTemperature({ engine: 'onnx', modelDir: '/m', batchSize: 8 }, 0.7)).not.toThrow();
+    const inProcess = createTokenScorer({ adapter: 'onnx', modelDir: ensureDummyModel(directory, shape) });
+    expect(() => checkLogprobTemperature(inProcess, 0.7)).not.toThrow();
   });
 });

@@ -1,7 +1,8 @@
 /**
  * distill stage. Input: prompt sources (the shipped instruction set, JSONL files, simulator
- * tasks rendered through a harness), a student (in-process ONNX) and a teacher (in-process ONNX,
- * vLLM or SGLang), samples per prompt, sampling settings, logprob temperature, teacher top-k.
+ * tasks rendered through a harness), a student (any adapter that samples token ids: in-process
+ * ONNX, vLLM, SGLang) and a teacher (any adapter that scores them), samples per prompt, sampling
+ * settings, logprob temperature, teacher top-k.
  * Plan: checks the pair (tokenizers agree, the teacher can score at the logprob temperature),
  * writes the prompt snapshot `prompts.jsonl.gz` and `prompt-sources.json`, and cuts the prompts
  * into parts. Part i: renders its prompts with the student's chat template, samples with token
@@ -68,13 +69,12 @@ function modelsOf(deps: StageDeps): DistillModelCache {
 /** Reads the prompt sources, checks the models, writes the snapshot, and cuts the prompts into parts. */
 export async function planDistill(input: DistillInput, deps: StageDeps): Promise<DistillPartInput[]> {
   const logprobTemperature = resolveLogprobTemperature(input);
-  checkLogprobTemperature(input.teacher, logprobTemperature);
-  checkStudentLogprobs(input.student, input.sampling, logprobTemperature);
-  // Before any part runs: a bad pair fails the stage once, with the reason.
-  await modelsOf(deps).open(
-    { student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir },
-    { logger: deps.logger, signal: deps.signal, openObject: deps.openObject },
-  );
+  const models = { student: input.student, teacher: input.teacher, modelCacheDir: input.modelCacheDir };
+  // Before any part runs: a bad pair fails the stage once, with the reason; what the config alone settles first.
+  const pair = modelsOf(deps).pair(models, { logger: deps.logger });
+  checkLogprobTemperature(pair.teacher, logprobTemperature);
+  checkStudentLogprobs(pair.student, input.sampling, logprobTemperature);
+  await modelsOf(deps).open(models, { logger: deps.logger, signal: deps.signal, openObject: deps.openObject });
   const { prompts, lineage } = await loadPrompts(input, deps.openObject);
   const written = await writeJsonl(deps.store, deps.output.key(promptsObject), prompts, {
     schema: distillPromptSchema,
@@ -351,7 +351,7 @@ async function sampleRows(
       }),
     );
   }
-  const batchSize = (part.student as { batchSize: number }).batchSize;
+  const batchSize = student.batchSize;
   const results: StudentSample[] = [];
   for (let start = 0; start < rows.length; start += batchSize) {
     const batch = rows.slice(start, start + batchSize);

@@ -55,7 +55,7 @@ export interface RolloutRecord {
   teacher_model: string;
   /** Version of the student policy that sampled it (round k of an on-policy stage samples with version k; 1 otherwise). */
   policy_version: number;
-  /** Where the student sampled: `onnx` (in-process), `vllm` or `sglang` (served, token-id prompts). Always token-exact. */
+  /** Where the student sampled: `onnx` (in-process), `vllm`, `sglang` or another adapter's server (token-id prompts). Always token-exact. */
   student_engine: string;
   /** True when the student or the teacher has random weights (a demo or test model): the numbers show the pipeline, not a model. */
   dummy_weights: boolean;

@@ -39,7 +39,7 @@ afterAll(async () => {
 
 function servedStudent(overrides: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    engine: 'vllm',
+    adapter: 'vllm',
     baseUrl: serve.baseUrl,
     model: 'student',
     dummyWeights: true,

@@ -25,14 +25,13 @@ import { manifestObjectOf, type ManifestObject } from '../../shared/artifacts/ma
 import { HatError } from '../../shared/errors';
 import { hashValue, sha256Hex } from '../../shared/hash/hash';
 import { harnessHash } from '../../shared/harness/harness-hash';
-import { checkServedTokenizer } from '../../shared/models/token-exact/served-tokenizer-check';
+import { checkSamplerTokenizer } from '../../shared/models/token-exact/sampler-tokenizer-check';
 import { loadTokenizerSource } from '../../queues/stage-kit/load-tokenizer-source';
 import { loadHarnessFromUri } from '../../queues/stage-kit/load-harness-from-uri';
 import { RL_EPISODE_SCHEMA_VERSION } from './episode-records';
 import { groupVariant } from './group-harness';
 import { loadRlTasks, planGroups, rlGroupSchema, RL_GROUPS_SCHEMA_VERSION } from './group-plan';
 import {
-  isServedPolicy,
   rlContract,
   type RlInput,
   type RlOutput,
@@ -40,7 +39,7 @@ import {
   type RlPartOutput,
   type RlPartTiming,
 } from './rl-contract';
-import { checkServedPolicy, harnessUriOf, runRlPart } from './rl-part';
+import { checkTokenExactPolicy, harnessUriOf, runRlPart, tokenExactPolicyOf } from './rl-part';
 import { rlReportHtml } from './rl-report';
 import { buildRlStats, type RlTotals } from './rl-stats';
 
@@ -70,16 +69,24 @@ export async function planRl(input: RlInput, deps: StageDeps): Promise<RlPartInp
   const hash = harnessHash(canonical);
   // Fail once, before any part runs: an unknown tokenizer, or family weights that cannot change this harness.
   const tokenizer = await loadTokenizerSource(input.tokenizer, deps.openObject);
-  if (isServedPolicy(input.policy)) {
-    // A served policy: its logprobs must be of the sampling distribution, and it must read our ids as our text.
-    checkServedPolicy(input);
-    await checkServedTokenizer(input.policy, tokenizer, {
-      label: `rl.policy ${input.policy.model} (${input.policy.engine} at ${input.policy.baseUrl})`,
-      tokenizerLabel: `rl.tokenizer ${tokenizer.name}`,
-      logger: deps.logger,
-      configPath: 'rl.policy',
-      signal: deps.signal,
-    });
+  const sampler = tokenExactPolicyOf(input, { logger: deps.logger });
+  if (sampler) {
+    // A token-exact policy: its logprobs must be of the sampling distribution, and it must read our ids as our text.
+    try {
+      checkTokenExactPolicy(sampler, input);
+      // A policy that names its own tokenizer (an in-process model's, a served model's copy) must have rl.tokenizer's.
+      const own = sampler.tokenizer
+        ? await loadTokenizerSource(sampler.tokenizer, deps.openObject, 'rl.policy.tokenizer')
+        : undefined;
+      await checkSamplerTokenizer(sampler, tokenizer, {
+        label: `rl.policy ${sampler.modelId} (${sampler.engine} at ${sampler.location})`,
+        tokenizerLabel: `rl.tokenizer ${tokenizer.name}`,
+        ...(own ? { samplerFingerprint: own.fingerprint } : {}),
+        signal: deps.signal,
+      });
+    } finally {
+      await sampler.close();
+    }
   }
   if (input.canonicalShare < 1) groupVariant(canonical, 0, seed, input.families);
   const { tasks, lineage } = await loadRlTasks(input, deps.openObject);

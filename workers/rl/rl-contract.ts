@@ -1,13 +1,13 @@
 import { z } from 'zod';
 import type { FanOutContract } from '../../queues/stage-kit/define-stage';
 import { defaultFamilyWeights } from '../../shared/harness/hsa/generate-variant';
-import { modelConfigSchema } from '../../shared/models/model-registry';
-import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import {
-  servedSamplerConfigSchema,
-  type ServedSamplerConfig,
-} from '../../shared/models/token-exact/served-token-sampler';
-// Registers the `scripted` adapter, so `policy: { adapter: scripted }` validates.
+  capabilityOf,
+  modelCapabilityConfigSchema,
+  modelConfigSchema,
+  type ModelCapability,
+} from '../../shared/models/model-registry';
+import { samplingSettingsSchema } from '../../shared/models/openai/openai-model-config';
 import { rewardComponents } from '../../shared/simulator/verifier/verify-episode';
 import { augmentFamilyWeightsSchema } from '../../shared/harness/hsa/family-weights';
 import { taskGeneratorSchema } from '../../shared/simulator/tasks/task-generator';
@@ -97,17 +97,22 @@ export type RlCurriculum = z.infer<typeof rlCurriculumSchema>;
 
 export const defaultRlPolicy = { adapter: 'scripted', policy: 'stochastic' } as const;
 
-/**
- * The policy: a served checkpoint sampled token-exact (`{ engine: vllm | sglang, baseUrl, model,
- * logprobsMode? }`: token-id prompts, sampled ids and rollout logprobs recorded), or any
- * registered model adapter (`{ adapter: openai | scripted | onnx, ... }`: chat messages, records
- * marked `token_exact: false`).
- */
-export const rlPolicySchema = z.union([servedSamplerConfigSchema, modelConfigSchema]);
+/** How the policy is played: through its adapter's chat client when it has one, else its token sampler. */
+const policyCapabilities: readonly ModelCapability[] = ['chat', 'tokenSampler'];
 
-/** Whether the policy is sampled token-exact from a vLLM or SGLang server. */
-export function isServedPolicy(policy: RlInput['policy']): policy is ServedSamplerConfig {
-  return 'engine' in policy && !('adapter' in policy);
+/**
+ * The policy: any registered model adapter. One with a chat client is played through it (`{
+ * adapter: openai | onnx | scripted, ... }`: chat messages, records marked `token_exact: false`);
+ * one that only samples token ids is sampled token-exact (`{ adapter: vllm | sglang, baseUrl,
+ * model, logprobsMode? }` or `{ adapter: dummy, ... }`: token-id prompts rendered with
+ * `tokenizer`, sampled ids and rollout logprobs recorded). `engine:` is read as `adapter:`
+ * (deprecated).
+ */
+export const rlPolicySchema = modelCapabilityConfigSchema(policyCapabilities);
+
+/** Whether the policy is sampled token-exact: its adapter has a token sampler and no chat client. */
+export function isTokenExactPolicy(policy: RlInput['policy']): boolean {
+  return capabilityOf(policy, policyCapabilities) === 'tokenSampler';
 }
 
 export const rlInputSchema = z
@@ -183,6 +188,8 @@ export const rlInputSchema = z
      * Every episode record carries it as `policy_version`. Default 1.
      */
     policyVersion: z.number().int().positive().optional(),
+    /** Where an `adapter: dummy` policy is generated. Default `.hat/models`. */
+    modelCacheDir: z.string().min(1).optional(),
   })
   .strict()
   .superRefine((input, context) => {

@@ -7,15 +7,15 @@ import { harnessHash } from '../../shared/harness/harness-hash';
 import type { Harness } from '../../shared/harness/harness-types';
 import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
 import { withChat, type ModelClient } from '../../shared/models/model-client';
-import { createModelClient } from '../../shared/models/model-registry';
+import { createModelClient, createTokenSampler, type TokenModelDependencies } from '../../shared/models/model-registry';
 import {
   checkRolloutLogprobs,
   reportedDistribution,
   type LogprobDistribution,
   type SamplingOfTurn,
 } from '../../shared/models/token-exact/logprob-distribution';
-import { ServedTokenSampler } from '../../shared/models/token-exact/served-token-sampler';
 import { TokenExactEpisode, type TokenExactEpisodeView } from '../../shared/models/token-exact/token-exact-episode';
+import type { TokenSampler } from '../../shared/models/token-exact/token-sampler';
 import { turnTextParserFor } from '../../shared/models/token-exact/turn-text-parser';
 import { runEpisode } from '../../shared/simulator/agent-loop';
 import { scriptedServiceKeys } from '../../shared/simulator/policies/scripted-adapter';
@@ -40,7 +40,13 @@ import {
 import { groupAdvantages } from './group-advantages';
 import { groupVariant, type GroupHarness } from './group-harness';
 import { rlGroupSchema, type RlGroup } from './group-plan';
-import { isServedPolicy, type RlInput, type RlPartInput, type RlPartOutput, type RlPartTiming } from './rl-contract';
+import {
+  isTokenExactPolicy,
+  type RlInput,
+  type RlPartInput,
+  type RlPartOutput,
+  type RlPartTiming,
+} from './rl-contract';
 import { addPassAtK, addToBucket, addTokenExact, emptyBucket, emptyTotals, type RlTotals } from './rl-stats';
 
 /** The canonical harness a config names (default: the sample live-host harness). */
@@ -67,16 +73,22 @@ export function samplingOfTurn(settings: RlInput['sampling']): SamplingOfTurn {
   };
 }
 
-/** A served policy's logprobs must be of the distribution tokens are drawn from (importance ratios); refused otherwise. */
-export function checkServedPolicy(config: RlInput): LogprobDistribution | undefined {
-  if (!isServedPolicy(config.policy)) return undefined;
-  const sampler = { engine: config.policy.engine, logprobsMode: config.policy.logprobsMode };
-  return checkRolloutLogprobs(
-    'rl.policy',
-    sampler.engine,
-    sampler.logprobsMode ?? (sampler.engine === 'vllm' ? 'raw_logprobs' : 'tempered_logprobs'),
-    samplingOfTurn(config.sampling),
-  );
+/** A token-exact policy's logprobs must be of the distribution tokens are drawn from (importance ratios); refused otherwise. */
+export function checkTokenExactPolicy(sampler: TokenSampler, config: Pick<RlInput, 'sampling'>): LogprobDistribution {
+  return checkRolloutLogprobs('rl.policy', sampler, samplingOfTurn(config.sampling));
+}
+
+/** The token sampler of a policy its adapter samples token-exact (undefined: it is played through chat). */
+export function tokenExactPolicyOf(
+  config: Pick<RlInput, 'policy' | 'modelCacheDir'>,
+  dependencies: TokenModelDependencies,
+): TokenSampler | undefined {
+  if (!isTokenExactPolicy(config.policy)) return undefined;
+  return createTokenSampler(config.policy, {
+    ...dependencies,
+    ...(config.modelCacheDir !== undefined ? { modelCacheDir: config.modelCacheDir } : {}),
+    configPath: 'rl.policy',
+  });
 }
 
 /** The harness of each group: the canonical one, or the group's own fresh variant. */
@@ -107,7 +119,7 @@ function policiesByHarness(
   create: (tasks: RlGroup['task'][], harness: Harness) => ModelClient,
 ): Map<string, ModelClient> {
   const policies = new Map<string, ModelClient>();
-  if (!('adapter' in config.policy) || config.policy.adapter !== 'scripted') {
+  if (config.policy.adapter !== 'scripted') {
     const shared = create([], harnesses[0].harness);
     for (const entry of harnesses) policies.set(entry.hash, shared);
     return policies;
@@ -226,22 +238,12 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
       [scriptedServiceKeys.harnesses]: simulatorHarnesses,
     },
   });
-  const servedPolicy = isServedPolicy(config.policy) ? config.policy : undefined;
-  const distribution = checkServedPolicy(config);
-  const sampler = servedPolicy
-    ? new ServedTokenSampler(servedPolicy, {
-        logger: deps.logger,
-        random: () => deps.rng.next(),
-        configPath: 'rl.policy',
-      })
-    : undefined;
-  const turnParser = servedPolicy ? turnTextParserFor(tokenizer, servedPolicy.toolCallParser) : undefined;
-  // A served policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
+  const sampler = tokenExactPolicyOf(config, { logger: deps.logger, random: () => deps.rng.next() });
+  const distribution = sampler ? checkTokenExactPolicy(sampler, config) : undefined;
+  const turnParser = sampler ? turnTextParserFor(tokenizer, sampler.toolCallParser ?? 'auto') : undefined;
+  // A token-exact policy gets one TokenExactEpisode per episode (below): the token sequence is per episode.
   // Chat-completions policies ask for logprobs on every call (not token-exact, but recorded).
-  const chatLogprobs =
-    !sampler && !('adapter' in config.policy && config.policy.adapter === 'scripted')
-      ? new ChatLogprobsRequester()
-      : undefined;
+  const chatLogprobs = !sampler && config.policy.adapter !== 'scripted' ? new ChatLogprobsRequester() : undefined;
   const policies = sampler
     ? new Map<string, ModelClient>()
     : policiesByHarness(config, groups, harnesses, (tasks, harness) => {
@@ -343,6 +345,7 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
   } finally {
     for (const policy of new Set(policies.values())) await policy.close?.();
     await viewerClient?.close?.();
+    await sampler?.close();
   }
   checkPolicyErrors(played, config);
 
@@ -355,17 +358,9 @@ export async function runRlPart(part: RlPartInput, deps: StageDeps): Promise<RlP
     timing.tokenViewMs += performance.now() - viewStarted;
     return view;
   };
-  const policyKind: PolicyKind = sampler
-    ? 'token-exact'
-    : 'adapter' in config.policy && config.policy.adapter === 'scripted'
-      ? 'scripted'
-      : 'chat';
+  const policyKind: PolicyKind = sampler ? 'token-exact' : config.policy.adapter === 'scripted' ? 'scripted' : 'chat';
   const chatDistribution = chatLogprobs
-    ? reportedDistribution(
-        'adapter' in config.policy ? config.policy.adapter : 'openai',
-        config.chatLogprobsMode,
-        samplingOfTurn(config.sampling),
-      )
+    ? reportedDistribution(config.policy.adapter, config.chatLogprobsMode, samplingOfTurn(config.sampling))
     : undefined;
   const chat =
     chatLogprobs && chatDistribution ? { distribution: chatDistribution, refusal: chatLogprobs.refusal } : undefined;

@@ -78,7 +78,7 @@ function config(overrides: Partial<RlInputConfig> = {}): RlInputConfig {
     maxStepsPerTurn: 2,
     canonicalShare: 1,
     harness: harnessDir,
-    policy: { engine: 'vllm', baseUrl: serve.baseUrl, model: 'policy', dummyWeights: true, maxRetries: 0 },
+    policy: { adapter: 'vllm', baseUrl: serve.baseUrl, model: 'policy', dummyWeights: true, maxRetries: 0 },
     sampling: { temperature: 1, maxTokens: 12 },
     tokenizer: { modelDir },
     ...overrides,
@@ -180,4 +180,24 @@ describe('rl with a policy served by hat serve, sampled token-exact', () => {
     expect(HatError.isInstance(failure) && failure.code).toBe('LOGPROB_DISTRIBUTION_MISMATCH');
     expect((failure as HatError).exitCode).toBe(2);
   });
+
+  it('samples an adapter that has a token sampler and no chat client in-process (`adapter: dummy`): the ids hat serve samples from the same weights', async () => {
+    const served = await run(config());
+    const shape = { tokenizer: 'qwen3', layers: 1, hidden: 8, heads: 2, kvHeads: 1, seed: 'rl-policy' };
+    const local = await run(
+      config({
+        policy: { adapter: 'dummy', ...shape, modelId: 'policy', intraOpThreads: 1 },
+        modelCacheDir: join(directory, 'models'),
+      }),
+    );
+    expect(local.records.map((record) => record.token_exact)).toEqual([true, true]);
+    expect(local.records.map((record) => record.tokens)).toEqual(served.records.map((record) => record.tokens));
+    const stats = JSON.parse((await local.store.getBuffer('stats.json')).toString('utf8')) as RlStats;
+    expect(stats.policy).toMatchObject({ provider: 'onnx', modelId: 'policy', simulated: true, tokenExact: true });
+    // Its own tokenizer must be rl.tokenizer: a model of another vocabulary is refused before any episode.
+    const other = await run(
+      config({ policy: { adapter: 'dummy', ...shape, tokenizer: 'bytes' }, modelCacheDir: join(directory, 'models') }),
+    ).catch((error: unknown) => error);
+    expect(HatError.isInstance(other) && other.code).toBe('TOKENIZER_MISMATCH');
+  }, 600_000);
 });

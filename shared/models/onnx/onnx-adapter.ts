@@ -1,9 +1,11 @@
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { inProcessModelEndpoint } from '../model-endpoint';
 import type { ModelAdapterFactory } from '../model-registry';
 import { samplingSettingsSchema } from '../openai/openai-model-config';
 import { OnnxModelClient } from './onnx-model-client';
 import { ensureDummyModel } from './ensure-dummy-model';
+import { inProcessTokenFields, inProcessTokenSampler, inProcessTokenScorer } from './in-process-token-models';
 
 /** A random-weight decoder generated on first use (demo, tests, CPU latency replay); labelled as dummy everywhere. */
 const dummyModelSchema = z
@@ -46,15 +48,38 @@ export const onnxModelConfigSchema = z
   });
 export type OnnxModelConfig = z.infer<typeof onnxModelConfigSchema>;
 
-/** The `onnx` adapter; the model loads on the first call. */
-export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
-  configSchema: onnxModelConfigSchema,
-  create: (config) => {
-    const { dummy, ...rest } = config;
-    const modelDir = rest.modelDir ?? ensureDummyModel(dummy!.cacheDir, dummy!);
-    return new OnnxModelClient({ ...rest, modelDir });
+/** `adapter: onnx` sampled or scored by token ids (distill's student and teacher): a model directory run in-process. */
+export const onnxTokenModelSchema = z
+  .object({
+    adapter: z.literal('onnx'),
+    /** Directory with model.onnx, config.json, tokenizer.json, tokenizer_config.json (Optimum decoder layout). */
+    modelDir: z.string().min(1),
+    ...inProcessTokenFields,
+  })
+  .strict();
+export type OnnxTokenModelConfig = z.infer<typeof onnxTokenModelSchema>;
+
+/**
+ * The `onnx` adapter: a chat client, and token-exact sampling and scoring of the same model
+ * directory (its tokenizer is the directory's). The model loads on the first call.
+ */
+export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig, OnnxTokenModelConfig, OnnxTokenModelConfig> = {
+  chat: {
+    configSchema: onnxModelConfigSchema,
+    create: (config) => {
+      const { dummy, ...rest } = config;
+      const modelDir = rest.modelDir ?? ensureDummyModel(dummy!.cacheDir, dummy!);
+      return new OnnxModelClient({ ...rest, modelDir });
+    },
   },
-  // Also describes `engine: onnx` configs (distill student and teacher): the same model directory, sampled and scored by token ids.
+  tokenSampler: {
+    configSchema: onnxTokenModelSchema,
+    create: (config, dependencies) => inProcessTokenSampler(config, resolve(config.modelDir), dependencies),
+  },
+  tokenScorer: {
+    configSchema: onnxTokenModelSchema,
+    create: (config, dependencies) => inProcessTokenScorer(config, resolve(config.modelDir), dependencies),
+  },
   endpoint: (config) =>
     inProcessModelEndpoint('onnx', {
       ...(typeof config.modelDir === 'string'
@@ -62,7 +87,5 @@ export const onnxAdapter: ModelAdapterFactory<OnnxModelConfig> = {
         : {}),
       ...(typeof config.modelId === 'string' ? { model: config.modelId } : {}),
       simulated: config.dummy !== undefined,
-      servesTokenIds: true,
-      scoring: true,
     }),
 };

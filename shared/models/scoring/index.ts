@@ -6,4 +6,3 @@ export * from './vllm-prompt-logprobs';
 export * from './sglang-generate-logprobs';
 export * from './onnx-token-scorer';
 export * from './tokenizer-agreement';
-export * from './create-remote-scorer';

@@ -1,8 +1,7 @@
-import { loadChatTokenizer } from '../../text/load-chat-tokenizer';
 import { isDummyModel } from '../onnx/dummy-decoder';
 import type { OnnxDecoder } from '../onnx/onnx-decoder';
 import type { OnnxModelClient } from '../onnx/onnx-model-client';
-import type { CompletionScores, ScoreOptions, TokenProbe, TokenScoreRequest, TokenScorer } from './token-scorer';
+import type { CompletionScores, ScoreOptions, TokenScoreRequest, TokenScorer } from './token-scorer';
 
 /** Sequences per scoring batch: bounds the logits one forward pass holds. Default 8. */
 const defaultBatchSize = 8;
@@ -18,6 +17,7 @@ export class OnnxTokenScorer implements TokenScorer {
   readonly modelId: string;
   readonly location: string;
   readonly dummyWeights: boolean;
+  readonly tokenizer: { modelDir: string };
   private gate: Promise<unknown> = Promise.resolve();
 
   /** The model loads on first use. */
@@ -28,6 +28,12 @@ export class OnnxTokenScorer implements TokenScorer {
     this.modelId = client.modelId;
     this.location = options.modelDir;
     this.dummyWeights = isDummyModel(options.modelDir);
+    this.tokenizer = { modelDir: options.modelDir };
+  }
+
+  /** Sequences per forward batch, sampling and scoring. */
+  get batchSize(): number {
+    return this.options.batchSize ?? defaultBatchSize;
   }
 
   /** The loaded decoder (loading it on first use). */
@@ -46,7 +52,7 @@ export class OnnxTokenScorer implements TokenScorer {
   }
 
   async score(requests: readonly TokenScoreRequest[], options: ScoreOptions): Promise<CompletionScores[]> {
-    const batchSize = this.options.batchSize ?? defaultBatchSize;
+    const batchSize = this.batchSize;
     const scores: CompletionScores[] = [];
     for (let start = 0; start < requests.length; start += batchSize) {
       const batch = requests.slice(start, start + batchSize);
@@ -65,12 +71,6 @@ export class OnnxTokenScorer implements TokenScorer {
       }
     }
     return scores;
-  }
-
-  /** Each id decoded alone by the model directory's tokenizer, as servers decode logprob tokens. */
-  async probe(tokenIds: readonly number[]): Promise<TokenProbe> {
-    const tokenizer = await loadChatTokenizer({ modelDir: this.options.modelDir });
-    return { texts: tokenIds.map((tokenId) => tokenizer.decode([tokenId])) };
   }
 
   async close(): Promise<void> {

@@ -16,14 +16,14 @@ import { openAiModelConfigSchema, serverRootOf } from '../openai/openai-model-co
 import { RetryPolicy, parseRetryAfter } from '../retry-policy';
 
 /**
- * A scoring server (vLLM or SGLang): the `openai` adapter's endpoint settings (base URL, model,
- * key source, timeouts, retries, concurrency) plus which scoring API it speaks.
+ * A served model sampled or scored by token ids (vLLM, SGLang, another adapter's server): the
+ * `openai` adapter's endpoint settings (base URL, model, key source, timeouts, retries,
+ * concurrency). Which API it speaks is its adapter's (`adapter: vllm | sglang`, model-registry.ts):
+ * adapters extend this schema with their `adapter` literal and their own fields.
  */
 export const remoteScorerConfigSchema = openAiModelConfigSchema
   .omit({ adapter: true, sampling: true, extraBody: true, requestsPerMinute: true, tokensPerMinute: true })
   .extend({
-    /** `vllm`: `POST /v1/completions` with `prompt_logprobs`; `sglang`: `POST /generate` with `return_logprob`. */
-    engine: z.enum(['vllm', 'sglang']),
     /** The served model has random weights (a test server): recorded so reports say so. Default false. */
     dummyWeights: z.boolean().default(false),
     /**
@@ -148,9 +148,9 @@ export class ScoringEndpoint {
  * A 200 answer without the documented scoring shape: almost always a server of another kind
  * (an SGLang URL configured as vLLM, a proxy's page), so permanent, naming the field to check.
  */
-export function scoringShapeError(url: string, engine: string, detail: string): HatError {
+export function scoringShapeError(url: string, adapter: string, detail: string): HatError {
   return new BadInputError(
     'SCORING_BAD_RESPONSE',
-    `${url} answered with a body that is not a ${engine} scoring response (${detail}); check that engine: ${engine} matches the server behind baseUrl`,
+    `${url} answered with a body that is not a ${adapter} scoring response (${detail}); check that adapter: ${adapter} matches the server behind baseUrl`,
   );
 }

@@ -66,9 +66,9 @@ describe('vLLM prompt_logprobs', () => {
     });
   });
 
-  it('refuses answers of another shape, naming the engine to check', () => {
+  it('refuses answers of another shape, naming the adapter to check', () => {
     expect(() => vllmPromptLogprobsOf({ choices: [{ text: 'x' }] }, 3, url)).toThrow(
-      /\[SCORING_BAD_RESPONSE\].*prompt_logprobs is missing.*engine: vllm matches the server/,
+      /\[SCORING_BAD_RESPONSE\].*prompt_logprobs is missing.*adapter: vllm matches the server/,
     );
     expect(() => vllmPromptLogprobsOf(vllmBody, 4, url)).toThrow(/3 positions for 4 prompt tokens/);
     expect(() =>
@@ -146,7 +146,7 @@ describe('SGLang input_token_logprobs', () => {
         url,
       ),
     ).toThrow(/input position 0 \(token 11\) has no logprob/);
-    expect(() => sglangInputLogprobsOf({ meta_info: {} }, [1], url)).toThrow(/engine: sglang matches the server/);
+    expect(() => sglangInputLogprobsOf({ meta_info: {} }, [1], url)).toThrow(/adapter: sglang matches the server/);
   });
 });
 
@@ -179,7 +179,6 @@ describe('scoring endpoint', () => {
     const { port } = server.address() as AddressInfo;
     return new VllmTokenScorer(
       remoteScorerConfigSchema.parse({
-        engine: 'vllm',
         baseUrl: `http://127.0.0.1:${port}/v1`,
         model: 'm',
         maxRetries: 2,

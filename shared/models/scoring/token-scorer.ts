@@ -1,12 +1,15 @@
+import type { TokenizerSource } from '../../text/tokenizer-source-config';
+
 /**
  * Teacher scoring: the log-probabilities a model gives to token ids it did not choose (a
  * student's completion), from one pass over prompt + completion. The same interface covers an
  * in-process ONNX model and inference servers (vLLM `prompt_logprobs`, SGLang
- * `input_token_logprobs`), so a distillation stage never cares where the teacher runs.
+ * `input_token_logprobs`, any adapter's `tokenScorer`), so a distillation stage never cares where
+ * the teacher runs.
  */
 
-/** Where a scorer's numbers come from. */
-export type ScoringEngine = 'onnx' | 'vllm' | 'sglang';
+/** Where a scorer's numbers come from (`onnx`, `vllm`, `sglang`, an adapter's own name), as records name it. */
+export type ScoringEngine = string;
 
 /** One sequence to score: the completion's tokens are scored given the prompt and earlier completion tokens. */
 export interface TokenScoreRequest {
@@ -55,6 +58,10 @@ export interface TokenScorer {
   readonly location: string;
   /** Random-weight model: every record and report using its scores must say so. */
   readonly dummyWeights: boolean;
+  /** Its tokenizer, when it can be loaded here: an in-process model's directory, a served model's configured copy. */
+  readonly tokenizer?: TokenizerSource;
+  /** Its tokenizer's fingerprint as configured (a served model), compared with the student's before scoring. */
+  readonly tokenizerFingerprint?: string;
   /**
    * Set when the engine computes logprobs at one temperature only: vLLM's `prompt_logprobs` and
    * SGLang's input logprobs are log-softmax of the raw logits (temperature 1), whatever the
@@ -63,7 +70,10 @@ export interface TokenScorer {
   readonly fixedLogprobTemperature?: number;
   /** Scores every request (in order). */
   score(requests: readonly TokenScoreRequest[], options: ScoreOptions): Promise<CompletionScores[]>;
-  /** Decodes token ids the way the scorer's own tokenizer does (a remote scorer asks its server). */
-  probe(tokenIds: readonly number[], signal?: AbortSignal): Promise<TokenProbe>;
+  /**
+   * Decodes token ids the way the server's own tokenizer does (a served scorer asks its server).
+   * Absent for in-process models: their tokenizer is read here, and a fingerprint settles it.
+   */
+  probe?(tokenIds: readonly number[], signal?: AbortSignal): Promise<TokenProbe>;
   close(): Promise<void>;
 }

@@ -34,12 +34,14 @@ const quotedDifferences = 3;
 /**
  * Refuses a student/teacher pair whose tokenizers differ (BadInputError `TOKENIZER_MISMATCH`
  * naming both fingerprints and what to do), or a server teacher whose tokenizer cannot be
- * checked at all (`TOKENIZER_UNVERIFIED`). Local (onnx) teachers are compared by fingerprint;
- * server teachers by a configured fingerprint when given, and always by the probe.
+ * checked at all (`TOKENIZER_UNVERIFIED`). Local (in-process) teachers, which have no `probe`, are
+ * compared by fingerprint; server teachers by a configured fingerprint when given, and always by
+ * the probe.
  */
 export async function checkTokenizerAgreement(options: {
   student: TokenizerSide & { tokenizer: ChatTokenizer };
-  teacher: TokenizerSide & { scorer: TokenScorer };
+  /** A scorer or a served sampler: without `probe` (an in-process model) its fingerprint is all there is to compare. */
+  teacher: TokenizerSide & { scorer: Pick<TokenScorer, 'probe'> };
   signal?: AbortSignal;
 }): Promise<TokenizerAgreement> {
   const { student, teacher } = options;
@@ -56,11 +58,12 @@ export async function checkTokenizerAgreement(options: {
     if (teacher.fingerprint !== studentFingerprint) throw mismatch('their fingerprints differ');
     verifiedBy.push('fingerprint');
   }
-  if (teacher.scorer.engine === 'onnx') {
+  const probe = teacher.scorer.probe?.bind(teacher.scorer);
+  if (probe === undefined) {
     if (verifiedBy.length === 0)
-      throw new HatError(
+      throw new BadInputError(
         'TOKENIZER_UNVERIFIED',
-        `${teacher.label} is in-process but its tokenizer fingerprint was not given; this is a bug in the caller`,
+        `${teacher.label} cannot be asked how it decodes token ids and no tokenizer fingerprint was given, so its vocabulary cannot be checked against ${student.label}'s (fingerprint ${studentFingerprint}); name its tokenizer in the config`,
       );
     return { fingerprint: studentFingerprint, verifiedBy, probedTokens: 0 };
   }
@@ -74,7 +77,7 @@ export async function checkTokenizerAgreement(options: {
   ];
   let served;
   try {
-    served = await teacher.scorer.probe(probeIds, options.signal);
+    served = await probe(probeIds, options.signal);
   } catch (error) {
     if (HatError.isInstance(error) && error.code === 'MODEL_BAD_REQUEST') {
       throw mismatch(

@@ -10,6 +10,8 @@ import {
   type StreamTiming,
 } from './chat-chunk-script';
 import {
+  handleLlamaCppCompletion,
+  handleLlamaCppDetokenize,
   handleSglangGenerate,
   handleVllmCompletion,
   type JsonReply,
@@ -67,6 +69,11 @@ export interface OpenAiTestServerOptions {
   scorer?: PromptScorer;
   /** vLLM's `--max-logprobs`: `/v1/completions` refuses larger `logprobs`/`prompt_logprobs`. Default 20. */
   maxLogprobs?: number;
+  /**
+   * The model's end-of-generation ids, where llama-server's `/completion` (also served, on the
+   * same scorer) stops: llama-server takes them from the model, not from the request. Default none.
+   */
+  endOfGenerationIds?: number[];
   specDecode?: SpecDecodeSimulation;
   /** Send an SSE comment (`: keep-alive`) before the first chunk, like hosted APIs. Default false. */
   keepAliveComments?: boolean;
@@ -80,7 +87,8 @@ export interface OpenAiTestServerOptions {
 /**
  * A real OpenAI-compatible HTTP server on 127.0.0.1 and a free port, for tests, the demo and the
  * benchmarks: streams `chat.completion.chunk` SSE exactly as servers do, answers non-streaming
- * requests, `/v1/models`, `/metrics` (vLLM counters), vLLM- and SGLang-style token scoring, and
+ * requests, `/v1/models`, `/metrics` (vLLM counters), vLLM- and SGLang-style token scoring,
+ * llama-server's `/completion` and `/detokenize` (the model-adapter how-to's token sampler), and
  * injects faults (status codes with Retry-After, resets, dropped streams, slow first bytes).
  * Records every request so tests can assert what was sent.
  */
@@ -221,7 +229,8 @@ export class OpenAiTestServer {
       });
     }
     const isInference =
-      request.method === 'POST' && ['/v1/chat/completions', '/v1/completions', '/generate'].includes(request.path);
+      request.method === 'POST' &&
+      ['/v1/chat/completions', '/v1/completions', '/generate', '/completion', '/detokenize'].includes(request.path);
     if (!isInference)
       return sendJson(response, 404, {
         error: { message: `no route ${request.method} ${request.path}`, type: 'not_found' },
@@ -250,13 +259,21 @@ export class OpenAiTestServer {
     const reply: JsonReply =
       request.path === '/generate'
         ? await handleSglangGenerate(request.body ?? {}, this.options.scorer, requestId)
-        : await handleVllmCompletion(
-            request.body ?? {},
-            this.options.scorer,
-            requestId,
-            String(request.body?.model ?? this.models[0]),
-            this.options.maxLogprobs,
-          );
+        : request.path === '/completion'
+          ? await handleLlamaCppCompletion(
+              request.body ?? {},
+              this.options.scorer,
+              this.options.endOfGenerationIds ?? [],
+            )
+          : request.path === '/detokenize'
+            ? handleLlamaCppDetokenize(request.body ?? {}, this.options.scorer)
+            : await handleVllmCompletion(
+                request.body ?? {},
+                this.options.scorer,
+                requestId,
+                String(request.body?.model ?? this.models[0]),
+                this.options.maxLogprobs,
+              );
     sendJson(response, reply.status, reply.body);
   }
 

@@ -343,3 +343,71 @@ export async function handleSglangGenerate(
   }
   return { status: 200, body: batch ? results : results[0] };
 }
+
+/** llama-server's request errors: `{error: {code, message, type}}`. */
+function llamaCppError(message: string): JsonReply {
+  return { status: 400, body: { error: { code: 400, message, type: 'invalid_request_error' } } };
+}
+
+/**
+ * llama-server's `POST /completion` for token-id prompts (llama.cpp tools/server/README.md):
+ * `prompt` as token ids, `n_predict`, `n_probs` (each generated token with its logprob and the top
+ * N, from the softmax of the raw logits: this server has no `post_sampling_probs`),
+ * `return_tokens` (the generated ids in `tokens`). Generation stops at the model's
+ * end-of-generation ids (llama-server takes no stop ids per request) and keeps that id among the
+ * tokens, as llama-server does; `stop_type` is `eos` or `limit`. Greedy, like every endpoint here.
+ */
+export async function handleLlamaCppCompletion(
+  body: Record<string, unknown>,
+  scorer: PromptScorer,
+  endOfGenerationIds: readonly number[],
+): Promise<JsonReply> {
+  const prompt = body.prompt;
+  if (!isTokenIds(prompt)) return llamaCppError('this server takes token-id prompts only: send "prompt" as token ids');
+  const requested = body.n_predict === undefined ? -1 : body.n_predict;
+  if (!Number.isInteger(requested) || (requested as number) < -1)
+    return llamaCppError('"n_predict" must be -1 or a non-negative integer');
+  const nPredict = requested === -1 ? 128 : (requested as number);
+  const nProbs = nonNegativeInteger(body.n_probs, 0) ?? 0;
+  const decode = decodeWith(scorer);
+  const generated = await generateGreedy(scorer, prompt, nPredict, nProbs, 1, undefined, endOfGenerationIds);
+  const last = generated[generated.length - 1];
+  const stopped = last !== undefined && endOfGenerationIds.includes(last.tokenId);
+  const shown = stopped ? generated.slice(0, -1) : generated;
+  const candidate = (tokenId: number, logprob: number) => ({
+    id: tokenId,
+    token: decode(tokenId),
+    bytes: [...Buffer.from(decode(tokenId), 'utf8')],
+    logprob,
+  });
+  return {
+    status: 200,
+    body: {
+      content: shown.map((token) => decode(token.tokenId)).join(''),
+      tokens: body.return_tokens === true ? generated.map((token) => token.tokenId) : [],
+      ...(nProbs > 0
+        ? {
+            completion_probabilities: generated.map((token) => ({
+              ...candidate(token.tokenId, token.logprob),
+              top_logprobs: token.top.map((top) => candidate(top.tokenId, top.logprob)),
+            })),
+          }
+        : {}),
+      stop: true,
+      stop_type: stopped ? 'eos' : 'limit',
+      stopping_word: '',
+      tokens_cached: 0,
+      tokens_evaluated: prompt.length,
+      truncated: false,
+    },
+  };
+}
+
+/** llama-server's `POST /detokenize`: `tokens` in, their text as `content`. */
+export function handleLlamaCppDetokenize(body: Record<string, unknown>, scorer: PromptScorer): JsonReply {
+  const tokens = body.tokens;
+  if (!Array.isArray(tokens) || !tokens.every((item) => Number.isInteger(item) && item >= 0))
+    return llamaCppError('"tokens" must be an array of token ids');
+  const decode = decodeWith(scorer);
+  return { status: 200, body: { content: (tokens as number[]).map((tokenId) => decode(tokenId)).join('') } };
+}

@@ -27,6 +27,17 @@ export interface LogprobDistribution {
 /** What an engine reports, as configured. */
 export type EngineLogprobsMode = 'raw_logprobs' | 'processed_logprobs' | 'tempered_logprobs';
 
+/** A sampler as the logprob checks see it: what it reports, and how it could report otherwise. */
+export interface LogprobSource {
+  /** Named in refusals and recorded with the distribution (`vllm`, `sglang`, `onnx`). */
+  readonly engine: string;
+  readonly logprobsMode: EngineLogprobsMode;
+  /** What it reports when its config does not say (a refusal says when that is the cause). */
+  readonly defaultLogprobsMode?: EngineLogprobsMode;
+  /** How to make it report the processed distribution, when it can (vLLM: serve with `--logprobs-mode processed_logprobs`). */
+  readonly processedLogprobsHint?: string;
+}
+
 export interface SamplingOfTurn {
   /** 0 = greedy. */
   temperature: number;
@@ -104,16 +115,16 @@ export function describeDistribution(value: LogprobDistribution): string {
  */
 export function checkRolloutLogprobs(
   where: string,
-  engine: string,
-  mode: EngineLogprobsMode,
+  source: LogprobSource,
   sampling: SamplingOfTurn,
 ): LogprobDistribution {
-  const reported = reportedDistribution(engine, mode, sampling);
+  const { engine } = source;
+  const reported = reportedDistribution(engine, source.logprobsMode, sampling);
   const wanted = samplingDistribution(engine, sampling);
   if (sameDistribution(reported, wanted)) return reported;
   const fixes =
-    engine === 'vllm'
-      ? 'serve with `--logprobs-mode processed_logprobs` and set logprobsMode: processed_logprobs, or sample at temperature 1 without top-p/top-k'
+    source.processedLogprobsHint !== undefined
+      ? `${source.processedLogprobsHint}, or sample at temperature 1 without top-p/top-k`
       : 'sample without top-p/top-k (set topP: 1, topK: 0), or use an engine that reports the processed distribution (vLLM --logprobs-mode processed_logprobs)';
   throw new BadInputError(
     'LOGPROB_DISTRIBUTION_MISMATCH',
@@ -128,11 +139,11 @@ export function checkRolloutLogprobs(
  */
 export function checkDistillLogprobs(
   where: string,
-  engine: string,
-  mode: EngineLogprobsMode,
+  source: LogprobSource,
   sampling: SamplingOfTurn,
   logprobTemperature: number,
 ): LogprobDistribution {
+  const { engine, logprobsMode: mode } = source;
   const reported = reportedDistribution(engine, mode, sampling);
   const wanted: LogprobDistribution = {
     kind: logprobTemperature === 1 ? 'raw' : 'tempered',
@@ -145,8 +156,8 @@ export function checkDistillLogprobs(
   throw new BadInputError(
     'LOGPROB_DISTRIBUTION_MISMATCH',
     `${where}: the ${engine} student would report ${describeDistribution(reported)}, but the reverse KL needs logprobs at temperature ${logprobTemperature} over the whole vocabulary (as the teacher's); ` +
-      (engine === 'vllm' && mode === 'raw_logprobs'
-        ? 'set logprobTemperature: 1 (vLLM reports raw logprobs by default)'
+      (mode === 'raw_logprobs' && source.defaultLogprobsMode === 'raw_logprobs'
+        ? `set logprobTemperature: 1 (${engine} reports raw logprobs by default)`
         : `set logprobTemperature to ${reported.kind === 'processed' ? 'the sampling temperature and sample without top-p/top-k' : reported.temperature}`),
   );
 }

@@ -1,18 +1,24 @@
 import { z } from 'zod';
+import { tokenizerSourceSchema } from '../../text/tokenizer-source-config';
+import { probeThrough } from '../scoring/remote-token-scorer';
 import {
   remoteScorerConfigSchema,
   ScoringEndpoint,
   scoringShapeError,
+  type RemoteScorerConfig,
   type ScoringEndpointDependencies,
 } from '../scoring/scoring-endpoint';
+import { sglangScoringApi } from '../scoring/sglang-generate-logprobs';
+import type { TokenProbe } from '../scoring/token-scorer';
+import { vllmScoringApi } from '../scoring/vllm-prompt-logprobs';
 import { reportedDistribution, type EngineLogprobsMode } from './logprob-distribution';
 import type { SampledTokens, SampleRequest, TokenSampler } from './token-sampler';
 
 /**
- * A policy or student behind vLLM or SGLang, sampled token-exact: the scoring endpoint's settings
- * (base URL, model, key source, timeouts, retries, concurrency, `dummyWeights`) plus what the
- * server's sampled-token logprobs are. Unrefined, so stage configs can extend it; parse configs
- * with `servedSamplerConfigSchema` (or refine with `checkLogprobsModeOfEngine`).
+ * A policy or student behind a server sampled token-exact (an adapter's `tokenSampler` config
+ * without its `adapter` literal): the scoring endpoint's settings (base URL, model, key source,
+ * timeouts, retries, concurrency, `dummyWeights`) plus what the server's sampled-token logprobs
+ * are. Adapters extend it with `adapter` and refine it with `logprobsModeCheck(api)`.
  */
 export const servedSamplerFieldsSchema = remoteScorerConfigSchema
   .extend({
@@ -20,7 +26,7 @@ export const servedSamplerFieldsSchema = remoteScorerConfigSchema
      * What the server reports as a sampled token's logprob. vLLM: `raw_logprobs` (its default) or
      * `processed_logprobs` (served with `--logprobs-mode processed_logprobs`); SGLang:
      * `tempered_logprobs` (its default for sampled requests) or `raw_logprobs` (served to return
-     * original logprobs). Default: the engine's default. The server does not tell; state it here.
+     * original logprobs). Default: the server's default. The server does not tell; state it here.
      */
     logprobsMode: z.enum(['raw_logprobs', 'processed_logprobs', 'tempered_logprobs']).optional(),
     /**
@@ -28,37 +34,63 @@ export const servedSamplerFieldsSchema = remoteScorerConfigSchema
      * `qwen3_coder`, `llama3_json`, ...) or `auto`: detected from the chat template. Default auto.
      */
     toolCallParser: z.string().min(1).default('auto'),
+    /**
+     * The served model's tokenizer and chat template (a preset or a model directory): prompts are
+     * rendered and tokenized with it here, and it is checked against the server by a probe.
+     * Distill's student needs it; rl renders with `rl.tokenizer`, which it must equal when given.
+     */
+    tokenizer: tokenizerSourceSchema.optional(),
   })
   .strict();
+export type ServedSamplerConfig = z.infer<typeof servedSamplerFieldsSchema>;
+export type ServedSamplerConfigInput = z.input<typeof servedSamplerFieldsSchema>;
 
-/** Refuses a logprobs mode the engine does not have. */
-export function checkLogprobsModeOfEngine(
-  config: { engine: 'vllm' | 'sglang'; logprobsMode?: EngineLogprobsMode },
-  context: z.RefinementCtx,
-): void {
-  if (config.engine === 'vllm' && config.logprobsMode === 'tempered_logprobs') {
-    context.addIssue({
-      code: 'custom',
-      path: ['logprobsMode'],
-      message: 'vLLM reports raw_logprobs or processed_logprobs (its --logprobs-mode), not tempered_logprobs',
-    });
-  }
-  if (config.engine === 'sglang' && config.logprobsMode === 'processed_logprobs') {
-    context.addIssue({
-      code: 'custom',
-      path: ['logprobsMode'],
-      message: 'SGLang reports tempered_logprobs (sampled requests) or raw_logprobs, not processed_logprobs',
-    });
-  }
+/** What one served sample reads back. */
+export interface ServedSample {
+  tokenIds: number[];
+  logprobs: number[];
+  finishReason: 'stop' | 'length';
+  cachedPromptTokens?: number;
 }
 
-export const servedSamplerConfigSchema = servedSamplerFieldsSchema.superRefine(checkLogprobsModeOfEngine);
-export type ServedSamplerConfig = z.infer<typeof servedSamplerFieldsSchema>;
-export type ServedSamplerConfigInput = z.input<typeof servedSamplerConfigSchema>;
+/**
+ * How one server kind is sampled by token ids: its path, request body and answer, what its
+ * logprobs are, and how its tokenizer is probed. An adapter's `tokenSampler` builds a
+ * `ServedTokenSampler` over one (vllm-adapter.ts, sglang-adapter.ts; the model-adapter how-to
+ * walks a new one).
+ */
+export interface TokenSamplingApi {
+  /** Recorded with the samples and named in messages (`vllm`, `sglang`). */
+  engine: string;
+  /** Path under the server root, e.g. `/v1/completions`. */
+  path: string;
+  /** What the server reports unless told otherwise. */
+  defaultLogprobsMode: EngineLogprobsMode;
+  /** Every mode it can be told to report (a config naming another is refused). */
+  logprobsModes: readonly EngineLogprobsMode[];
+  /** How to make it report the processed distribution, when it can (a hint in refusals). */
+  processedLogprobsHint?: string;
+  requestBody(model: string, request: SampleRequest): Record<string, unknown>;
+  sampledTokens(body: unknown, url: string): ServedSample;
+  /** The texts the server's tokenizer gives `tokenIds` (the check before sampling); absent: it cannot be asked. */
+  probe?(
+    endpoint: ScoringEndpoint,
+    config: RemoteScorerConfig,
+    tokenIds: readonly number[],
+    signal?: AbortSignal,
+  ): Promise<TokenProbe>;
+}
 
-/** The engine's logprobs mode when the config does not state one. */
-export function logprobsModeOf(config: Pick<ServedSamplerConfig, 'engine' | 'logprobsMode'>): EngineLogprobsMode {
-  return config.logprobsMode ?? (config.engine === 'vllm' ? 'raw_logprobs' : 'tempered_logprobs');
+/** Refuses a `logprobsMode` the server cannot report (a refinement of an adapter's sampler schema). */
+export function logprobsModeCheck(api: TokenSamplingApi) {
+  return (config: { logprobsMode?: EngineLogprobsMode }, context: z.RefinementCtx): void => {
+    if (config.logprobsMode === undefined || api.logprobsModes.includes(config.logprobsMode)) return;
+    context.addIssue({
+      code: 'custom',
+      path: ['logprobsMode'],
+      message: `${api.engine} reports ${api.logprobsModes.join(' or ')}, not ${config.logprobsMode}`,
+    });
+  };
 }
 
 /** vLLM `/v1/completions` body: token-id prompt, one logprob per sampled token, tokens named by id. */
@@ -213,42 +245,71 @@ export function sglangSampledTokens(
   };
 }
 
+/** vLLM `/v1/completions` with token-id prompts; its prompt logprobs (`decoded_token`) probe the tokenizer. */
+export const vllmSamplingApi: TokenSamplingApi = {
+  engine: 'vllm',
+  path: '/v1/completions',
+  defaultLogprobsMode: 'raw_logprobs',
+  logprobsModes: ['raw_logprobs', 'processed_logprobs'],
+  processedLogprobsHint: 'serve with `--logprobs-mode processed_logprobs` and set logprobsMode: processed_logprobs',
+  requestBody: vllmSamplingRequest,
+  sampledTokens: vllmSampledTokens,
+  probe: (endpoint, config, tokenIds, signal) => probeThrough(vllmScoringApi, endpoint, config, tokenIds, signal),
+};
+
+/** SGLang `/generate` with `input_ids`; `return_text_in_logprobs` probes the tokenizer. */
+export const sglangSamplingApi: TokenSamplingApi = {
+  engine: 'sglang',
+  path: '/generate',
+  defaultLogprobsMode: 'tempered_logprobs',
+  logprobsModes: ['tempered_logprobs', 'raw_logprobs'],
+  requestBody: (_model, request) => sglangSamplingRequest(request),
+  sampledTokens: sglangSampledTokens,
+  probe: (endpoint, config, tokenIds, signal) => probeThrough(sglangScoringApi, endpoint, config, tokenIds, signal),
+};
+
 /**
- * Samples through vLLM's `/v1/completions` or SGLang's `/generate`: one JSON POST per call
- * (the endpoint's shared concurrency limit, timeouts and retries of transient faults).
+ * Samples through a server's token-id API (`TokenSamplingApi`): one JSON POST per call (the
+ * endpoint's shared concurrency limit, timeouts and retries of transient faults).
  */
 export class ServedTokenSampler implements TokenSampler {
-  readonly engine: 'vllm' | 'sglang';
+  readonly engine: string;
   readonly modelId: string;
   readonly location: string;
   readonly dummyWeights: boolean;
   readonly logprobsMode: EngineLogprobsMode;
+  readonly defaultLogprobsMode: EngineLogprobsMode;
+  readonly processedLogprobsHint?: string;
+  readonly tokenizer?: ServedSamplerConfig['tokenizer'];
+  readonly toolCallParser: string;
+  readonly probe?: (tokenIds: readonly number[], signal?: AbortSignal) => Promise<TokenProbe>;
   private readonly endpoint: ScoringEndpoint;
-  private readonly path: string;
 
   constructor(
+    private readonly api: TokenSamplingApi,
     readonly config: ServedSamplerConfig,
     dependencies: ScoringEndpointDependencies = {},
   ) {
-    const { logprobsMode: _mode, toolCallParser: _parser, ...endpoint } = config;
-    this.endpoint = new ScoringEndpoint(endpoint, dependencies);
-    this.engine = config.engine;
+    this.endpoint = new ScoringEndpoint(config, dependencies);
+    this.engine = api.engine;
     this.modelId = config.model;
-    this.path = config.engine === 'vllm' ? '/v1/completions' : '/generate';
-    this.location = `${this.endpoint.root}${this.path}`;
+    this.location = `${this.endpoint.root}${api.path}`;
     this.dummyWeights = config.dummyWeights;
-    this.logprobsMode = logprobsModeOf(config);
+    this.defaultLogprobsMode = api.defaultLogprobsMode;
+    this.logprobsMode = config.logprobsMode ?? api.defaultLogprobsMode;
+    if (api.processedLogprobsHint !== undefined) this.processedLogprobsHint = api.processedLogprobsHint;
+    if (config.tokenizer !== undefined) this.tokenizer = config.tokenizer;
+    this.toolCallParser = config.toolCallParser;
+    const probe = api.probe;
+    if (probe !== undefined) this.probe = (tokenIds, signal) => probe(this.endpoint, config, tokenIds, signal);
   }
 
   async sample(request: SampleRequest): Promise<SampledTokens> {
     const startedAt = Date.now();
     const started = performance.now();
-    const body = this.engine === 'vllm' ? vllmSamplingRequest(this.modelId, request) : sglangSamplingRequest(request);
-    const answer = await this.endpoint.post(this.path, body, request.signal);
-    const sampled =
-      this.engine === 'vllm' ? vllmSampledTokens(answer, this.location) : sglangSampledTokens(answer, this.location);
+    const answer = await this.endpoint.post(this.api.path, this.api.requestBody(this.modelId, request), request.signal);
     return {
-      ...sampled,
+      ...this.api.sampledTokens(answer, this.location),
       distribution: reportedDistribution(this.engine, this.logprobsMode, request.sampling),
       startedAt,
       e2eMs: performance.now() - started,

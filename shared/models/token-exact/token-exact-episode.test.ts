@@ -12,7 +12,7 @@ import { createOnnxPromptScorer } from '../testing/onnx-prompt-scorer';
 import { OpenAiTestServer, type PromptScorer } from '../testing/openai-test-server';
 import { startServeServer, type ServeServer } from '../../../serve/serve-server';
 import { InProcessTokenSampler } from './in-process-token-sampler';
-import { ServedTokenSampler, servedSamplerConfigSchema } from './served-token-sampler';
+import { createTokenSampler } from '../model-registry';
 import { plainTextParser, stopTokenIdsOf, TokenExactEpisode } from './token-exact-episode';
 import type { TokenSampler } from './token-sampler';
 
@@ -40,10 +40,8 @@ afterAll(async () => {
   rmSync(workDirectory, { recursive: true, force: true });
 });
 
-function served(server: OpenAiTestServer, engine: 'vllm' | 'sglang'): ServedTokenSampler {
-  return new ServedTokenSampler(
-    servedSamplerConfigSchema.parse({ engine, baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 }),
-  );
+function served(server: OpenAiTestServer, adapter: 'vllm' | 'sglang'): TokenSampler {
+  return createTokenSampler({ adapter, baseUrl: server.baseUrl, model: 'test-model', maxRetries: 0 });
 }
 
 const chatmlTemplate =
@@ -168,15 +166,7 @@ describe('through hat serve (vLLM-compatible, in-process)', () => {
   });
 
   const sampler = (server: ServeServer, logprobsMode: 'raw_logprobs' | 'processed_logprobs') =>
-    new ServedTokenSampler(
-      servedSamplerConfigSchema.parse({
-        engine: 'vllm',
-        baseUrl: server.baseUrl,
-        model: 'policy',
-        maxRetries: 0,
-        logprobsMode,
-      }),
-    );
+    createTokenSampler({ adapter: 'vllm', baseUrl: server.baseUrl, model: 'policy', maxRetries: 0, logprobsMode });
 
   it.each([
     ['raw_logprobs', 'raw_logprobs', 'raw'],

@@ -1,4 +1,7 @@
-import type { EngineLogprobsMode, LogprobDistribution, SamplingOfTurn } from './logprob-distribution';
+import type { OnnxTokenScorer } from '../scoring/onnx-token-scorer';
+import type { TokenProbe } from '../scoring/token-scorer';
+import type { TokenizerSource } from '../../text/tokenizer-source-config';
+import type { EngineLogprobsMode, LogprobDistribution, LogprobSource, SamplingOfTurn } from './logprob-distribution';
 
 /** One sampling call: token ids in, sampled token ids with their logprobs out. */
 export interface SampleRequest {
@@ -27,17 +30,36 @@ export interface SampledTokens {
 }
 
 /**
- * A policy or student that samples from token ids: vLLM `/v1/completions`, SGLang `/generate`, or
- * an in-process ONNX decoder. What its logprobs mean is fixed per engine and setting
- * (`logprobsMode`); `distribution` on each result says it for the settings used.
+ * A policy or student that samples from token ids: vLLM `/v1/completions`, SGLang `/generate`, an
+ * in-process ONNX decoder, or any adapter's `tokenSampler` (model-registry.ts). What its logprobs
+ * mean is fixed per engine and setting (`logprobsMode`); `distribution` on each result says it for
+ * the settings used. The optional members are what a stage may ask of it besides sampling.
  */
-export interface TokenSampler {
-  readonly engine: 'vllm' | 'sglang' | 'onnx';
+export interface TokenSampler extends LogprobSource {
+  /** Recorded with the samples (`vllm`, `sglang`, `onnx`, an adapter's own name). */
+  readonly engine: string;
   readonly modelId: string;
   /** Server URL or model directory. */
   readonly location: string;
   readonly dummyWeights: boolean;
   readonly logprobsMode: EngineLogprobsMode;
+  /**
+   * The tokenizer and chat template prompts for it are rendered with, when it knows them: an
+   * in-process model's directory, a served model's configured `tokenizer`.
+   */
+  readonly tokenizer?: TokenizerSource;
+  /** How tool calls are read from its generated text (vLLM's `--tool-call-parser` names, or `auto`). */
+  readonly toolCallParser?: string;
+  /**
+   * An in-process model behind it: a stage may sample in batches and rescore at other
+   * temperatures with it (distill does).
+   */
+  readonly decoder?: OnnxTokenScorer;
   sample(request: SampleRequest): Promise<SampledTokens>;
+  /**
+   * Decodes each id as the server's own tokenizer does (a served model): token-exact sampling
+   * sends ids of a local tokenizer, so stages check both read them as the same text.
+   */
+  probe?(tokenIds: readonly number[], signal?: AbortSignal): Promise<TokenProbe>;
   close(): Promise<void>;
 }

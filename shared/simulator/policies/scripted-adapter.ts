@@ -60,12 +60,14 @@ function expertFrom(dependencies: ModelClientDependencies): ScriptedExpert {
 }
 
 export const scriptedAdapter: ModelAdapterFactory<ScriptedModelConfig> = {
-  configSchema: scriptedModelConfigSchema,
-  create: (config, dependencies) => {
-    const expert = expertFrom(dependencies);
-    return config.policy === 'expert'
-      ? expert
-      : new StochasticPolicy({ seed: config.seed, errorRates: config.errorRates, expert });
+  chat: {
+    configSchema: scriptedModelConfigSchema,
+    create: (config, dependencies) => {
+      const expert = expertFrom(dependencies);
+      return config.policy === 'expert'
+        ? expert
+        : new StochasticPolicy({ seed: config.seed, errorRates: config.errorRates, expert });
+    },
   },
   endpoint: (config) =>
     inProcessModelEndpoint('scripted', {

@@ -45,8 +45,8 @@ export function tinyDistillConfig(
 ): Record<string, unknown> {
   return {
     prompts: [{ kind: 'builtin', limit: 4 }],
-    student: { engine: 'onnx', modelDir: models.studentDir, intraOpThreads: 1 },
-    teacher: { engine: 'onnx', modelDir: models.teacherDir, intraOpThreads: 1 },
+    student: { adapter: 'onnx', modelDir: models.studentDir, intraOpThreads: 1 },
+    teacher: { adapter: 'onnx', modelDir: models.teacherDir, intraOpThreads: 1 },
     samplesPerPrompt: 2,
     sampling: { temperature: 1, maxNewTokens: 10 },
     teacherTopK: 3,
