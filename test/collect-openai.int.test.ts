@@ -241,6 +241,36 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect(await readFile(join(outDirectory, 'report.html'), 'utf8')).toContain(tasks[0].id);
   });
 
+  it('writes episodes in task order while playing at most 4 tasks per lane past the first one not yet written', async () => {
+    // Task 0's first answer waits until the other lane has sent nothing for a second: it either
+    // ran through every task or stopped to wait for task 0 to be written.
+    let requests = 0;
+    let answeredAt = 0;
+    server.setResponder(async (request) => {
+      if (requests++ === 0) {
+        const started = Date.now();
+        while (Date.now() - Math.max(...server.chatRequests.map((each) => each.receivedAt)) < 1000) {
+          if (Date.now() - started > 20_000) break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        answeredAt = Date.now();
+      }
+      return teacherResponder(request);
+    });
+    const { output, outDirectory } = await collect('ordered', { teacher: teacher(), concurrency: 2, tasksPerPart: 12 });
+    expect(output).toMatchObject({ tasks: 12, accepted: 12 });
+    const served = await records<Trajectory>(outDirectory, 'trajectories');
+    expect(served.map((trajectory) => trajectory.taskId)).toEqual(tasks.map((task) => task.id));
+    // Meanwhile the other lane played tasks 1-7 (4 tasks a lane past task 0, not yet written) and
+    // waited, instead of running through all 11 with their episodes held in memory.
+    const episodesStarted = server.chatRequests.filter(
+      (request) =>
+        request.receivedAt < answeredAt &&
+        !(request.body.messages as ChatMessage[]).some((message) => message.role === 'assistant'),
+    );
+    expect(episodesStarted).toHaveLength(8);
+  }, 60_000);
+
   it('ends an episode over episodeTimeoutMs with status timeout and lists its task for review', async () => {
     let requests = 0;
     server.setResponder(async (request) => ({
@@ -275,9 +305,11 @@ describe('collect with an OpenAI-compatible teacher (local test server)', () => 
     expect((failure as Error).message).toMatch(
       /every one of the 4 episodes played failed to reach the teacher \(the rest were not started\)/,
     );
-    // The breaker stopped after 4 episodes of 12; the part wrote nothing.
+    // The breaker stopped after 4 episodes of 12; the part wrote no object (its task slice is the plan's).
     expect(server.chatRequests).toHaveLength(4);
-    expect(await readdir(join(directory, 'down'), { recursive: true })).toEqual(['tasks', 'tasks/part-00000.jsonl.gz']);
+    const objects: string[] = [];
+    for await (const object of new FileArtifactStore(join(directory, 'down')).list('')) objects.push(object.key);
+    expect(objects).toEqual(['tasks/part-00000.jsonl.gz']);
 
     // In a stage run the part is retried (after the stage's backoff): the server is back by then.
     server.resetStats();

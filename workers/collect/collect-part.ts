@@ -79,33 +79,90 @@ interface EpisodeContext {
   deps: StageDeps;
 }
 
+/** What the part's verdict on its teacher needs of the episodes played (checkTeacherAnswered). */
+interface TeacherTally {
+  played: number;
+  /** Whether any episode ended otherwise than in a model error. */
+  answered: boolean;
+  firstFailure?: unknown;
+  lastFailure?: unknown;
+  anyRetryable: boolean;
+  /** The longest Retry-After of the failures, ms. */
+  retryAfterMs: number;
+}
+
 function abortedError(deps: StageDeps): unknown {
   return deps.signal.reason ?? new HatError('STAGE_ABORTED', `collect ${deps.part?.id ?? ''} was interrupted`);
 }
 
+/** Tasks a part may have played and not yet written, per lane: beyond it, lanes wait for the writes. */
+const pendingTasksPerLane = 4;
+
 /**
- * Runs every (task, sample) episode, `concurrency` at a time. A teacher that fails every
- * episode with a retryable error (its own retries spent) trips a breaker after a few in a row
- * and no success at all: the remaining episodes are not started, since a down server would only
- * fail them too, slowly.
+ * Runs every (task, sample) episode, `concurrency` at a time, and hands each task's episodes to
+ * `write` in task order as soon as the task and every task before it are done, so a part holds
+ * the episodes of a few tasks per lane, not all of its tasks' (1,000 trajectories of about 18 KB
+ * each, times the parts a worker runs at once). A teacher that fails every episode with a
+ * retryable error (its own retries spent) trips a breaker after a few in a row and no success at
+ * all: the remaining episodes are not started, since a down server would only fail them too,
+ * slowly.
  */
-async function playEpisodes(context: EpisodeContext): Promise<{ results: EpisodeResult[][]; stopped: boolean }> {
+async function playEpisodes(
+  context: EpisodeContext,
+  write: (taskIndex: number, results: EpisodeResult[]) => Promise<void>,
+): Promise<{ stopped: boolean; tally: TeacherTally }> {
   const { part, tasks, deps } = context;
-  const results: EpisodeResult[][] = tasks.map(() => []);
+  const results = new Map<number, EpisodeResult[]>();
   const remaining = tasks.map(() => part.samplesPerTask);
   const total = tasks.length * part.samplesPerTask;
   const lanes = Math.max(1, Math.min(part.concurrency, total));
   const breakerThreshold = Math.max(4, 2 * lanes);
+  const tally: TeacherTally = { played: 0, answered: false, anyRetryable: false, retryAfterMs: 0 };
   let next = 0;
-  let tasksDone = 0;
-  let answered = 0;
+  let written = 0;
+  let writing = false;
+  let writeFailure: unknown;
+  /** Lanes waiting for the writes to catch up. */
+  let waiting: Array<() => void> = [];
+  const wakeLanes = () => {
+    const woken = waiting;
+    waiting = [];
+    for (const wake of woken) wake();
+  };
   let failedInARow = 0;
   let stopped = false;
   deps.progress({ done: 0, total: tasks.length });
 
+  /** Writes the done tasks that follow the last one written, one call at a time. */
+  const writeDone = async () => {
+    if (writing) return;
+    writing = true;
+    try {
+      while (remaining[written] === 0 && writeFailure === undefined) {
+        const taskResults = results.get(written) ?? [];
+        results.delete(written);
+        await write(written, taskResults);
+        written++;
+        deps.progress({ done: written, total: tasks.length });
+        wakeLanes();
+      }
+    } catch (error) {
+      writeFailure = error;
+      wakeLanes();
+    } finally {
+      writing = false;
+    }
+  };
+  const waitForWrites = () => new Promise<void>((resolve) => waiting.push(resolve));
+
   const lane = async () => {
     while (!stopped && next < total) {
       if (deps.signal.aborted) throw abortedError(deps);
+      if (writeFailure !== undefined) throw writeFailure;
+      if (Math.floor(next / part.samplesPerTask) - written >= pendingTasksPerLane * lanes) {
+        await waitForWrites();
+        continue;
+      }
       const slot = next++;
       const taskIndex = Math.floor(slot / part.samplesPerTask);
       const sampleIndex = slot % part.samplesPerTask;
@@ -130,24 +187,39 @@ async function playEpisodes(context: EpisodeContext): Promise<{ results: Episode
       });
       // A job being cancelled or handed back is not an episode outcome: stop, record nothing.
       if (deps.signal.aborted) throw abortedError(deps);
-      results[taskIndex][sampleIndex] = {
+      let taskResults = results.get(taskIndex);
+      if (!taskResults) results.set(taskIndex, (taskResults = []));
+      taskResults[sampleIndex] = {
         trajectory,
         ...(trajectory.status === 'model_error' ? { failure: teacher.failure } : {}),
       };
-      if (trajectory.status === 'model_error' && isRetryable(teacher.failure)) {
-        failedInARow++;
-        if (answered === 0 && failedInARow >= breakerThreshold) stopped = true;
+      tally.played++;
+      if (trajectory.status === 'model_error') {
+        tallyFailure(tally, teacher.failure);
+        if (isRetryable(teacher.failure)) {
+          failedInARow++;
+          if (!tally.answered && failedInARow >= breakerThreshold) stopped = true;
+        }
       } else {
+        tally.answered = true;
         failedInARow = 0;
-        answered++;
       }
-      if (--remaining[taskIndex] === 0) deps.progress({ done: ++tasksDone, total: tasks.length });
+      if (--remaining[taskIndex] === 0) await writeDone();
       // Scripted teachers answer without real I/O: let timers (lock renewal, progress) run.
       await yieldToEventLoop();
     }
   };
   await Promise.all(Array.from({ length: lanes }, lane));
-  return { results, stopped };
+  await writeDone();
+  if (writeFailure !== undefined) throw writeFailure;
+  return { stopped, tally };
+}
+
+function tallyFailure(tally: TeacherTally, failure: unknown): void {
+  if (tally.firstFailure === undefined) tally.firstFailure = failure;
+  tally.lastFailure = failure;
+  if (isRetryable(failure)) tally.anyRetryable = true;
+  if (failure instanceof TransientError) tally.retryAfterMs = Math.max(tally.retryAfterMs, failure.retryAfterMs ?? 0);
 }
 
 function messageOf(error: unknown): string {
@@ -161,26 +233,19 @@ function messageOf(error: unknown): string {
  * longest Retry-After seen; errors no retry can fix (a rejected request, a missing model) fail
  * it for good with TEACHER_REJECTED.
  */
-function checkTeacherAnswered(results: EpisodeResult[][], stopped: boolean, partId: string): void {
-  const played = results.flat().filter((result): result is EpisodeResult => result !== undefined);
-  if (played.length === 0 || played.some((result) => result.trajectory.status !== 'model_error')) return;
-  const failures = played.map((result) => result.failure);
-  const last = failures[failures.length - 1];
-  if (stopped || failures.some(isRetryable)) {
-    const retryAfterMs = Math.max(
-      0,
-      ...failures.map((failure) => (failure instanceof TransientError ? (failure.retryAfterMs ?? 0) : 0)),
-    );
+function checkTeacherAnswered(tally: TeacherTally, stopped: boolean, partId: string): void {
+  if (tally.played === 0 || tally.answered) return;
+  if (stopped || tally.anyRetryable) {
     throw new TransientError(
       'TEACHER_UNAVAILABLE',
-      `collect ${partId}: every one of the ${played.length} episodes played failed to reach the teacher${stopped ? ' (the rest were not started)' : ''}; the part is retried later. Last error: ${messageOf(last)}`,
-      { retryAfterMs: retryAfterMs > 0 ? retryAfterMs : undefined, cause: last },
+      `collect ${partId}: every one of the ${tally.played} episodes played failed to reach the teacher${stopped ? ' (the rest were not started)' : ''}; the part is retried later. Last error: ${messageOf(tally.lastFailure)}`,
+      { retryAfterMs: tally.retryAfterMs > 0 ? tally.retryAfterMs : undefined, cause: tally.lastFailure },
     );
   }
   throw new BadInputError(
     'TEACHER_REJECTED',
-    `collect ${partId}: the teacher refused every one of the ${played.length} episodes; fix collect.teacher. First error: ${messageOf(failures[0])}`,
-    { cause: failures[0] },
+    `collect ${partId}: the teacher refused every one of the ${tally.played} episodes; fix collect.teacher. First error: ${messageOf(tally.firstFailure)}`,
+    { cause: tally.firstFailure },
   );
 }
 
@@ -219,15 +284,6 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   const { harness, hash } = await loadPlannedHarness(part.harness, deps.openObject);
   const { tasks, written: taskSlice } = await partTasks(part, deps);
 
-  const teacher = openTeacher(part.teacher, { harness, tasks, logger: deps.logger, random: () => deps.rng.next() });
-  let played: Awaited<ReturnType<typeof playEpisodes>>;
-  try {
-    played = await playEpisodes({ part, tasks, harness, hash, teacher, deps });
-  } finally {
-    await teacher.close?.();
-  }
-  checkTeacherAnswered(played.results, played.stopped, partId);
-
   const keys = collectPartKeys(deps, part.index);
   const accepted = JsonlWriter.open<Trajectory>(deps.store, keys.accepted, {
     schema: trajectorySchema,
@@ -239,46 +295,56 @@ export async function collectPart(part: CollectPartInput, deps: StageDeps): Prom
   });
   const review = JsonlWriter.open<ReviewEntry>(deps.store, keys.review, { schema: reviewEntrySchema });
   const stats: Record<string, CollectCounts> = {};
+  /** One task's episodes, in task order: the selection rule, the counts, and the three objects. */
+  const writeTask = async (taskIndex: number, results: EpisodeResult[]) => {
+    const task = tasks[taskIndex];
+    const decisions = selectSamples(
+      results.map((result) => result.trajectory),
+      part.selection,
+    );
+    const counts = (stats[task.category] ??= emptyCounts());
+    counts.tasks++;
+    const reasons: ReviewEntry['reasons'] = [];
+    for (const decision of decisions) {
+      const { trajectory } = decision;
+      addSample(counts, trajectory);
+      if (decision.accepted) {
+        counts.accepted++;
+        counts.samplesPassed++;
+        counts.rewardSumAccepted += trajectory.reward.total;
+        await accepted.write(trajectory);
+        continue;
+      }
+      if (decision.reason === 'not_selected') counts.samplesPassed++;
+      counts.rejected[decision.reason] = (counts.rejected[decision.reason] ?? 0) + 1;
+      reasons.push({
+        sampleIndex: trajectory.sampleIndex,
+        trajectoryId: trajectory.id,
+        status: trajectory.status,
+        reason: decision.reason,
+        reward: trajectory.reward.total,
+        detail: decision.detail,
+      });
+      await rejected.write({
+        ...trajectory,
+        meta: { ...trajectory.meta, rejection: { reason: decision.reason, detail: decision.detail } },
+      });
+    }
+    if (reasons.length === decisions.length) {
+      counts.review++;
+      await review.write({ taskId: task.id, category: task.category, attempts: decisions.length, reasons });
+    } else {
+      counts.tasksAccepted++;
+    }
+  };
+
+  const teacher = openTeacher(part.teacher, { harness, tasks, logger: deps.logger, random: () => deps.rng.next() });
   try {
-    for (const [taskIndex, task] of tasks.entries()) {
-      const decisions = selectSamples(
-        played.results[taskIndex].map((result) => result.trajectory),
-        part.selection,
-      );
-      const counts = (stats[task.category] ??= emptyCounts());
-      counts.tasks++;
-      const reasons: ReviewEntry['reasons'] = [];
-      for (const decision of decisions) {
-        const { trajectory } = decision;
-        addSample(counts, trajectory);
-        if (decision.accepted) {
-          counts.accepted++;
-          counts.samplesPassed++;
-          counts.rewardSumAccepted += trajectory.reward.total;
-          await accepted.write(trajectory);
-          continue;
-        }
-        if (decision.reason === 'not_selected') counts.samplesPassed++;
-        counts.rejected[decision.reason] = (counts.rejected[decision.reason] ?? 0) + 1;
-        reasons.push({
-          sampleIndex: trajectory.sampleIndex,
-          trajectoryId: trajectory.id,
-          status: trajectory.status,
-          reason: decision.reason,
-          reward: trajectory.reward.total,
-          detail: decision.detail,
-        });
-        await rejected.write({
-          ...trajectory,
-          meta: { ...trajectory.meta, rejection: { reason: decision.reason, detail: decision.detail } },
-        });
-      }
-      if (reasons.length === decisions.length) {
-        counts.review++;
-        await review.write({ taskId: task.id, category: task.category, attempts: decisions.length, reasons });
-      } else {
-        counts.tasksAccepted++;
-      }
+    try {
+      const { stopped, tally } = await playEpisodes({ part, tasks, harness, hash, teacher, deps }, writeTask);
+      checkTeacherAnswered(tally, stopped, partId);
+    } finally {
+      await teacher.close?.();
     }
   } catch (error) {
     await Promise.all([accepted.abort(error), rejected.abort(error), review.abort(error)]);
