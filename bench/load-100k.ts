@@ -460,7 +460,8 @@ async function runLoad(
     const augmentInput = plan.stages.find((stage) => stage.name === 'augment')?.input as
       { variantPool: number; variantsPerTrajectory: number; seed?: string } | undefined;
     if (status.state === 'completed' && collectUri && augmentInput && augmentFigures?.seconds !== undefined)
-      augmentAgainstLoop = () => compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed, tasks);
+      augmentAgainstLoop = () =>
+        compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed, tasks);
     return { tasks, workers, state: status.state, wallSeconds, stages: figures, peakRss: rss, phaseRss };
   } finally {
     clearInterval(sampler);

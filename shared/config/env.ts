@@ -61,9 +61,9 @@ export const envSchema = z.object({
    * How long a sandbox thread of a CPU-heavy stage (augment, shard) waits for its next job
    * before it ends, ms, handing its memory (a tokenizer, caches, its heap) back to the system; the
    * next job starts a new one (a second or two). 0 keeps threads for the worker's life. Default
-   * 20000: a worker that runs several stages holds one stage's threads at a time.
+   * 5000: a worker that runs several stages holds one stage's threads at a time.
    */
-  HAT_SANDBOX_IDLE_MS: z.coerce.number().int().min(0).default(20_000),
+  HAT_SANDBOX_IDLE_MS: z.coerce.number().int().min(0).default(5_000),
   /** Concurrency of model-bound stages (collect, distill, rl, replay). */
   HAT_MODEL_CONCURRENCY: positiveInt.default(16),
   /** Largest job data accepted, in bytes (Redis carries references, not payloads). */
