@@ -86,4 +86,43 @@ describe('scheduled kickoffs and sandboxed stages', () => {
       (await readManifest(kit.store, 'runs/cpu/hash-demo/manifest.json')).objects.map((object) => object.key),
     ).toEqual(['runs/cpu/hash-demo/digests.jsonl.gz']);
   });
+
+  /** The worker_threads ids the parts of a fresh hash-demo run ran on. */
+  async function threadsOfRun(runId: string): Promise<number[]> {
+    await enqueueRun(
+      kit.context,
+      planRun({ runId, stages: { 'hash-demo': { parts: 2, rounds: 1_000 } } }, { env: kit.env, now: new Date() }),
+    );
+    expect((await watchRun(kit.context, runId, { intervalMs: 100 })).state).toBe('completed');
+    const parts = (await kit.context.queue('hash-demo').getCompleted()).filter(
+      (job) => job.name === 'part' && job.data.runId === runId,
+    );
+    expect(parts).toHaveLength(2);
+    return parts.map((part) => part.returnvalue.output.threadId as number);
+  }
+
+  it('ends sandbox threads idle for HAT_SANDBOX_IDLE_MS (their memory goes back to the system) and starts new ones for the next run', async () => {
+    await kit.startWorkers({
+      queues: ['hash-demo', 'runs'],
+      sandbox: 'auto',
+      env: { ...kit.env, HAT_SANDBOX_IDLE_MS: 300 },
+    });
+    const first = await threadsOfRun('idle-1');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const second = await threadsOfRun('idle-2');
+    expect(first.every((thread) => thread > 0)).toBe(true);
+    expect(Math.min(...second)).toBeGreaterThan(Math.max(...first));
+  });
+
+  it('keeps sandbox threads for the next run with HAT_SANDBOX_IDLE_MS=0', async () => {
+    await kit.startWorkers({
+      queues: ['hash-demo', 'runs'],
+      sandbox: 'auto',
+      env: { ...kit.env, HAT_SANDBOX_IDLE_MS: 0 },
+    });
+    const first = await threadsOfRun('kept-1');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const second = await threadsOfRun('kept-2');
+    expect(new Set([...first, ...second]).size).toBeLessThanOrEqual(2);
+  });
 });
