@@ -14,7 +14,7 @@ import {
   titleTags,
   titleWords,
 } from './cjk-heavy-vocabulary';
-import type { AfterSalesPolicy, Campaign, Item } from './room-snapshot';
+import type { AfterSalesPolicy, Campaign, Category, Item } from './room-snapshot';
 
 /**
  * The text of a `cjk-heavy` world: an item, policy or campaign of the default world rewritten
@@ -32,30 +32,51 @@ export const titleLimit = 60;
  */
 export const specValueLimit = 28;
 
-const length = (text: string): number => [...text].length;
+/** Title words per product: its own, then its category's (built once, not per item). */
+const titleWordsByProduct = new Map<string, readonly string[]>();
 
-/** A keyword-stuffed title: tag, brand, launch word, the default title's words, then product and category words. */
+function wordsFor(template: SubcategoryTemplate): readonly string[] {
+  let words = titleWordsByProduct.get(template.name);
+  if (words === undefined) {
+    words = [...(titleWords[template.name] ?? []), ...categoryTitleWords[template.category]];
+    titleWordsByProduct.set(template.name, words);
+  }
+  return words;
+}
+
+/**
+ * A keyword-stuffed title: tag, brand, launch word, the default title's words, then product and
+ * category words. Lengths are UTF-16 lengths: every character here is in the BMP, where they are
+ * the character count (the tests count code points).
+ */
 function longTitle(item: Item, template: SubcategoryTemplate, rng: Rng): string {
   const words = item.title.slice(item.brand.length + 1);
   let title = `${rng.chance(0.6) ? rng.pick(titleTags) : ''}${item.brand}${rng.pick(launchWords)}${words}`;
   const target = rng.int(32, 58);
-  for (const word of rng.shuffle([...(titleWords[template.name] ?? []), ...categoryTitleWords[item.category]])) {
-    if (length(title) >= target) break;
-    if (length(title) + length(word) <= titleLimit) title += word;
+  for (const word of rng.shuffle(wordsFor(template))) {
+    if (title.length >= target) break;
+    if (title.length + word.length <= titleLimit) title += word;
   }
   return title;
 }
 
-/** Each value of two characters or more gets a parenthesis, within `specValueLimit`. */
+/** Spec notes by key (else by category), shortest first, so the ones that fit are a prefix. */
+const notesByLength = (notes: readonly string[]): readonly string[] => [...notes].sort((a, b) => a.length - b.length);
+const specNotes = new Map(Object.entries(specDetails).map(([key, notes]) => [key, notesByLength(notes)]));
+const categoryNotes = Object.fromEntries(
+  Object.entries(categorySpecDetails).map(([category, notes]) => [category, notesByLength(notes)]),
+) as Record<Category, readonly string[]>;
+
+/** Each value of two characters or more gets a note in parentheses, within `specValueLimit`. */
 function longSpecs(item: Item, rng: Rng): Record<string, string> {
   const specs: Record<string, string> = {};
   for (const [key, value] of Object.entries(item.specs)) {
-    const room = specValueLimit - length(value) - 2;
-    const details =
-      key === '可选规格' || length(value) < 2
-        ? []
-        : (specDetails[key] ?? categorySpecDetails[item.category]).filter((detail) => length(detail) <= room);
-    specs[key] = details.length > 0 ? `${value}（${rng.pick(details)}）` : value;
+    const notes = specNotes.get(key) ?? categoryNotes[item.category];
+    const room = specValueLimit - value.length - 2;
+    let fitting = 0;
+    if (key !== '可选规格' && value.length >= 2)
+      while (fitting < notes.length && notes[fitting].length <= room) fitting++;
+    specs[key] = fitting > 0 ? `${value}（${notes[rng.int(0, fitting - 1)]}）` : value;
   }
   return specs;
 }
