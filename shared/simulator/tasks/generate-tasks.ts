@@ -79,7 +79,7 @@ export const defaultMixCategories: readonly TaskCategory[] = taskCategories.filt
  * Generates `count` self-contained tasks: each draws a small room (4-7 bag links, a featured
  * item or none, a campaign running or not) from a seeded catalog, an intent of its category,
  * the viewer's message and the expectations computed from the room. Task i depends only on
- * (seed, i, world options, weights).
+ * (seed, i, world options, weights, references, text).
  */
 export function generateTasks(options: GenerateTasksOptions): Task[] {
   const text = options.text ?? 'default';
