@@ -60,6 +60,8 @@ interface StageTiming {
 
 interface MixRun {
   timings: Record<StageName, StageTiming>;
+  /** Tasks whose trajectory collect accepted (the scripted expert's passes). */
+  accepted: number;
   /** What the stages wrote, for the record figures (first round only). */
   tasks: Task[];
   trajectories: Trajectory[];
@@ -94,7 +96,11 @@ async function runMix(text: TextStyle, tasks: number, keepRecords: boolean): Pro
     const result = await runStageLocally(stage, config, { ...options, outputPrefix: name });
     const seconds = (performance.now() - started) / 1000;
     const used = process.cpuUsage(cpu);
-    return { output: result.output as { manifestUri: string }, seconds, cpuSeconds: (used.user + used.system) / 1e6 };
+    return {
+      output: result.output as { manifestUri: string; accepted?: number },
+      seconds,
+      cpuSeconds: (used.user + used.system) / 1e6,
+    };
   };
   try {
     const part = Math.max(1, Math.ceil(tasks / 8));
@@ -129,6 +135,7 @@ async function runMix(text: TextStyle, tasks: number, keepRecords: boolean): Pro
         augment: { ...augment, inputBytes: teacherBytes },
         shard: { ...shard, inputBytes: teacherBytes + bytesOf(variants) },
       },
+      accepted: collect.output.accepted ?? 0,
       tasks: keepRecords ? generated : [],
       trajectories: keepRecords ? teacher : [],
     };
@@ -262,6 +269,9 @@ async function main(): Promise<void> {
     table[name] = row;
   }
   console.table(table);
+  console.log(
+    `collect accepted (scripted expert): ${mixes.map((text) => `${text} ${runs.get(text)![0].accepted} of ${tasks}`).join(', ')}`,
+  );
   console.log('records (first round): size and CJK share of their UTF-8 bytes');
   const records: Record<string, Record<string, string>> = {};
   for (const text of mixes)
