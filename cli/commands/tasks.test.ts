@@ -72,6 +72,21 @@ describe('hat tasks generate', () => {
     expect(badWeight.stderr).toContain('--weights entry "prices=1"');
     expect((await hat('tasks', 'generate', '--count', '0', '--seed', '1', '--out', out)).code).toBe(2);
   });
+
+  it('writes production-like CJK-heavy tasks with --text cjk-heavy and refuses a text it does not know', async () => {
+    const out = join(scratch, 'cjk.jsonl.gz');
+    const written = await hat(
+      ...'tasks generate --count 6 --seed 3 --items 200 --text cjk-heavy --out'.split(' '),
+      out,
+    );
+    expect(written.code).toBe(0);
+    expect(await readTasks(out)).toEqual(
+      generateTasks({ count: 6, seed: '3', world: { itemCount: 200 }, text: 'cjk-heavy' }),
+    );
+    const unknown = await hat('tasks', 'generate', '--count', '2', '--seed', '1', '--text', 'chinese', '--out', out);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('--text must be one of default, cjk-heavy, got "chinese"');
+  });
 });
 
 describe('hat tasks import', () => {

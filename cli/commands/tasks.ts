@@ -12,6 +12,7 @@ import { importProductionLogs } from '../../shared/simulator/log-import';
 import { expertReport, type RewardSummary } from '../../shared/simulator/policies/expert-report';
 import { generateTasks } from '../../shared/simulator/tasks/generate-tasks';
 import { taskCategories, taskSchema, type Task, type TaskCategory } from '../../shared/simulator/tasks/task-schema';
+import { textStyles, type TextStyle } from '../../shared/simulator/world/text-style';
 
 /**
  * `hat tasks generate | import | expert-report`: simulator task sets as gzip JSONL (local path
@@ -52,6 +53,18 @@ function parseWeights(value: string): Partial<Record<TaskCategory, number>> {
   }
   return weights;
 }
+
+/** `--text`: one of the generator's text styles. */
+function parseTextStyle(value: string): TextStyle {
+  if (!(textStyles as readonly string[]).includes(value))
+    throw new BadInputError(
+      'BAD_OPTION',
+      `--text must be one of ${textStyles.join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  return value as TextStyle;
+}
+
+const textHelp = 'text of the rooms and viewer messages: default, or cjk-heavy (production-log-like)';
 
 async function writeTasks(context: CliContext, out: string, tasks: Task[]): Promise<JsonlWriteResult> {
   const uri = toArtifactUri(out);
@@ -95,6 +108,7 @@ const registerGenerate = (tasks: Command, context: CliContext): void => {
     .requiredOption('--out <path-or-uri>', 'output object: a local path or s3://bucket/key.jsonl.gz / file:///abs/path')
     .option('--items <n>', 'catalog size the rooms are drawn from (default 2000)', positiveInteger('--items', 100_000))
     .option('--weights <list>', 'category weights, e.g. price=2,chit_chat=0', parseWeights)
+    .option('--text <style>', textHelp, parseTextStyle)
     .option('--json', 'print the summary as JSON')
     .action(
       async (options: {
@@ -103,6 +117,7 @@ const registerGenerate = (tasks: Command, context: CliContext): void => {
         out: string;
         items?: number;
         weights?: Partial<Record<TaskCategory, number>>;
+        text?: TextStyle;
         json?: boolean;
       }) => {
         const generated = generateTasks({
@@ -110,6 +125,7 @@ const registerGenerate = (tasks: Command, context: CliContext): void => {
           seed: options.seed,
           world: { itemCount: options.items },
           categoryWeights: options.weights,
+          text: options.text,
         });
         const written = await writeTasks(context, options.out, generated);
         const summary = {
@@ -191,6 +207,15 @@ function formatSummary(name: string, summary: RewardSummary): string {
   return `  ${name.padEnd(22)} ${String(summary.episodes).padStart(6)} ${summary.mean.toFixed(3).padStart(6)} ${summary.p10.toFixed(3).padStart(6)} ${(summary.shareAtLeast095 * 100).toFixed(1).padStart(6)}%`;
 }
 
+interface ExpertReportOptions {
+  count: number;
+  seed: string;
+  harness?: string;
+  items?: number;
+  text?: TextStyle;
+  json?: boolean;
+}
+
 const registerExpertReport = (tasks: Command, context: CliContext): void => {
   tasks
     .command('expert-report')
@@ -199,14 +224,16 @@ const registerExpertReport = (tasks: Command, context: CliContext): void => {
     .requiredOption('--seed <seed>', 'task seed')
     .option('--harness <dir>', 'harness directory (default: the sample live-host harness)')
     .option('--items <n>', 'catalog size (default 2000)', positiveInteger('--items', 100_000))
+    .option('--text <style>', textHelp, parseTextStyle)
     .option('--json', 'print the report as JSON')
-    .action(async (options: { count: number; seed: string; harness?: string; items?: number; json?: boolean }) => {
+    .action(async (options: ExpertReportOptions) => {
       const harness = await loadHarness(options.harness ?? sampleHarnessDirectory());
       const report = await expertReport({
         count: options.count,
         seed: options.seed,
         harness,
         world: { itemCount: options.items },
+        text: options.text,
       });
       if (options.json) return context.printJson(report);
       context.print(

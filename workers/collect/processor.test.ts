@@ -2,6 +2,7 @@ import { gunzipSync } from 'node:zlib';
 import { MemoryArtifactStore } from '../../shared/artifacts/memory-artifact-store';
 import { readManifest } from '../../shared/artifacts/manifest';
 import { silentLogger } from '../../shared/log/logger';
+import { cjkShare } from '../../shared/text/cjk-bytes';
 import type { Trajectory } from '../../shared/trajectory/trajectory';
 import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
 import type { CollectOutput, ReviewEntry } from './collect-contract';
@@ -124,5 +125,48 @@ describe('collect stage: best-of-N with a stochastic teacher', () => {
     const rejected = await recordsOf<Trajectory>(all, 'rejected');
     expect(rejected.every((trajectory) => trajectory.meta.rejection?.reason !== 'not_selected')).toBe(true);
     expect(output.accepted).toBeGreaterThan(output.tasks - output.review);
+  });
+});
+
+describe('collect stage: generated tasks with text cjk-heavy', () => {
+  const generate = { count: 48, seed: 'cjk-collect', itemCount: 300 };
+  const collected = async (text?: string) => {
+    const store = new MemoryArtifactStore(`cjk-${text ?? 'default'}`);
+    const output = await run(store, { generate: { ...generate, ...(text ? { text } : {}) }, tasksPerPart: 24 });
+    return { output, trajectories: await recordsOf<Trajectory>(store, 'trajectories'), store };
+  };
+
+  it('the scripted expert passes as many tasks as with the default text, within every hook, on CJK-heavy records', async () => {
+    const plain = await collected();
+    const heavy = await collected('cjk-heavy');
+    expect(heavy.output.tasks).toBe(48);
+    expect(heavy.output.accepted).toBeGreaterThanOrEqual(Math.min(plain.output.accepted, 46));
+    const replies = heavy.trajectories.flatMap((trajectory) =>
+      trajectory.messages.flatMap((message) =>
+        message.role === 'assistant' && message.content !== null ? [message.content] : [],
+      ),
+    );
+    // The sample harness's reply_length hook: 60 characters.
+    expect(Math.max(...replies.map((reply) => [...reply].length))).toBeLessThanOrEqual(60);
+    expect(heavy.trajectories.every((trajectory) => trajectory.reward.components.hooks === 1)).toBe(true);
+    const share = (trajectories: Trajectory[]) =>
+      cjkShare(trajectories.map((trajectory) => JSON.stringify(trajectory)).join('\n'));
+    expect(share(heavy.trajectories)).toBeGreaterThan(share(plain.trajectories));
+    const viewer = (trajectories: Trajectory[]) =>
+      trajectories.flatMap((trajectory) =>
+        trajectory.messages.flatMap((message) => (message.role === 'user' ? [message.content.split('\n')[0]] : [])),
+      );
+    expect(cjkShare(viewer(heavy.trajectories).join(''))).toBeGreaterThan(0.85);
+    expect(viewer(heavy.trajectories).join('').length).toBeGreaterThan(
+      2.5 * viewer(plain.trajectories).join('').length,
+    );
+  });
+
+  it('refuses a text it does not know, naming the field and the values it takes', async () => {
+    await expect(
+      run(new MemoryArtifactStore('bad-text'), { generate: { ...generate, text: 'cjk' }, tasksPerPart: 24 }),
+    ).rejects.toThrow(
+      /\[STAGE_INPUT_INVALID\][\s\S]*generate\.text: Invalid option: expected one of "default"\|"cjk-heavy"/,
+    );
   });
 });

@@ -303,3 +303,23 @@ describe('eval item deadlines', () => {
     }
   }, 60_000);
 });
+
+describe('generated suites: text', () => {
+  it("take collect's text knob (cjk-heavy held-out tasks) and refuse a text they do not know", async () => {
+    const models = [{ label: 'expert', model: { adapter: 'scripted' } }];
+    const input = evalInputSchema.parse({ models, suites: { live_stream_qa: { size: 4, text: 'cjk-heavy' } } });
+    const [suite] = await buildSuiteItems(
+      input,
+      undefined,
+      { variantHashes: new Set(), variantDirs: new Map(), variantFamilies: new Map() },
+      (uri) => openArtifactObject(uri),
+    );
+    const tasks = heldOutTasks(4, 'eval/live_stream_qa', undefined, undefined, 'cjk-heavy');
+    expect(suite.items.map((item) => item.id)).toEqual(tasks.map((task) => task.id));
+    expect(tasks.every((task) => task.source.kind === 'generated' && task.source.text === 'cjk-heavy')).toBe(true);
+    expect(tasks.map((task) => task.id)).not.toEqual(heldOutTasks(4, 'eval/live_stream_qa').map((task) => task.id));
+    const refused = evalInputSchema.safeParse({ models, suites: { harness_variant_qa: { size: 2, text: 'cjk' } } });
+    expect(refused.success).toBe(false);
+    expect(JSON.stringify(refused.error?.issues)).toContain('"text"');
+  });
+});

@@ -121,10 +121,19 @@ export function sizePhrases(size: string): string[] {
   return aliases.flatMap((alias) => [`${alias}码`, `${alias}号`, alias]);
 }
 
-/** The spec value and, for compound values (`6小时(配合充电盒30小时)`), its main part. */
+/**
+ * The spec value and, for compound values (`6小时(配合充电盒30小时)`), its main part; for a value
+ * with a note in full-width parentheses (a `cjk-heavy` world's `9/11cm高低（手工测量略有误差）`),
+ * also the value before the note.
+ */
 export function specPhrases(value: string): string[] {
+  const stated = value.split('（')[0];
   const main = value.split(/[（(/\s]/)[0] ?? '';
-  return main.length >= 2 && main !== value ? [value, main] : [value];
+  return [
+    value,
+    ...(stated !== value && stated !== '' ? [stated] : []),
+    ...(main.length >= 2 && main !== value && main !== stated ? [main] : []),
+  ];
 }
 
 function itemOf(world: World, itemId: string): Item {

@@ -4,6 +4,7 @@ import { searchItems } from '../tools/capabilities';
 import { ordinaryRegions, outOfCatalogProducts, unrecordedAttributes } from '../world/catalog-vocabulary';
 import { generateWorld } from '../world/generate-world';
 import type { Item, RoomSnapshot } from '../world/room-snapshot';
+import type { TextStyle } from '../world/text-style';
 import { createWorld, type World } from '../world/world';
 import { expectationsForIntent } from './expectations';
 import {
@@ -18,6 +19,7 @@ import {
   type TaskCategory,
   type TaskTurn,
 } from './task-schema';
+import { chattyMessage } from './viewer-chatter';
 import { phraseIntent, trapTerms } from './viewer-phrasing';
 
 export interface GenerateTasksOptions {
@@ -31,6 +33,12 @@ export interface GenerateTasksOptions {
   categoryWeights?: Partial<Record<TaskCategory, number>>;
   /** How viewers refer to the items they ask about. Default: on screen half the time, else by link number 60%. */
   references?: ReferenceShares;
+  /**
+   * `cjk-heavy`: production-like text in the rooms (see generateWorld's `text`) and viewer
+   * messages of several clauses; the same categories, rooms and intents as `default` for the same
+   * seed. Recorded in each task's source. Default `default`.
+   */
+  text?: TextStyle;
 }
 
 /**
@@ -71,10 +79,15 @@ export const defaultMixCategories: readonly TaskCategory[] = taskCategories.filt
  * Generates `count` self-contained tasks: each draws a small room (4-7 bag links, a featured
  * item or none, a campaign running or not) from a seeded catalog, an intent of its category,
  * the viewer's message and the expectations computed from the room. Task i depends only on
- * (seed, i, world options, weights).
+ * (seed, i, world options, weights, references, text).
  */
 export function generateTasks(options: GenerateTasksOptions): Task[] {
-  const catalog = generateWorld({ seed: `${options.seed}/catalog`, itemCount: options.world?.itemCount ?? 2000 });
+  const text = options.text ?? 'default';
+  const catalog = generateWorld({
+    seed: `${options.seed}/catalog`,
+    itemCount: options.world?.itemCount ?? 2000,
+    text,
+  });
   const weights = taskCategories.map(
     (category) => options.categoryWeights?.[category] ?? defaultCategoryWeights[category],
   );
@@ -83,19 +96,28 @@ export function generateTasks(options: GenerateTasksOptions): Task[] {
   for (let index = start; index < start + options.count; index++) {
     const rng = new Rng(`tasks/${options.seed}/${index}`);
     const category = rng.fork('category').weighted(taskCategories, weights);
-    const source = { kind: 'generated' as const, seed: String(options.seed), index };
-    tasks.push(generateTask(catalog, category, rng, source, options.references));
+    const source = {
+      kind: 'generated' as const,
+      seed: String(options.seed),
+      index,
+      ...(text !== 'default' ? { text } : {}),
+    };
+    tasks.push(generateTask(catalog, category, rng, source, options.references, text));
   }
   return tasks;
 }
 
-/** Builds one task of a category from a catalog (exported for tests and log-import fallbacks). */
+/**
+ * Builds one task of a category from a catalog (exported for tests and log-import fallbacks).
+ * `text` is the catalog's text style: `cjk-heavy` also makes the viewer's messages chatty.
+ */
 export function generateTask(
   catalog: World,
   category: TaskCategory,
   rng: Rng,
   source: Task['source'],
   references: ReferenceShares = {},
+  text: TextStyle = 'default',
 ): Task {
   const shares = { ...defaultReferences, ...references };
   const plan = planners[category](catalog, rng, shares);
@@ -110,11 +132,16 @@ export function generateTask(
   const refs = new RefChooser(world, rng.fork('refs'), plan.featuredTarget, shares.byLink);
   const intents = plan.intents(refs, world);
   const phrasing = rng.fork('phrasing');
-  const turns: TaskTurn[] = intents.map((intent) => ({
-    message: phraseIntent(intent, world, phrasing),
-    intent,
-    expect: expectationsForIntent(world, intent),
-  }));
+  // A stream of its own, so the question each message asks is worded as in the default text.
+  const chatter = text === 'cjk-heavy' ? rng.fork('chatter') : undefined;
+  const turns: TaskTurn[] = intents.map((intent) => {
+    const question = phraseIntent(intent, world, phrasing);
+    return {
+      message: chatter !== undefined ? chattyMessage(question, intent, chatter) : question,
+      intent,
+      expect: expectationsForIntent(world, intent),
+    };
+  });
   return {
     schemaVersion: TASK_SCHEMA_VERSION,
     id: `${category}-${shortHash({ room, turns })}`,

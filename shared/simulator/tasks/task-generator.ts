@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BadInputError } from '../../errors';
 import { maxWorldItems } from '../world/generate-world';
+import { textStyles } from '../world/text-style';
 import { generateTasks } from './generate-tasks';
 import { taskCategories, type Task } from './task-schema';
 
@@ -21,7 +22,7 @@ export const referenceSharesSchema = z
   })
   .strict();
 
-/** Generated simulator tasks (collect's and rl's `generate`): count, seed, catalog size, category weights. */
+/** Generated simulator tasks (collect's, rl's and distill's `generate`): count, seed, catalog size, category weights, references, text. */
 export const taskGeneratorSchema = z
   .object({
     count: z.number().int().min(1).max(100_000),
@@ -31,6 +32,13 @@ export const taskGeneratorSchema = z
     /** Relative category weights; missing categories keep their default, 0 leaves one out. */
     categoryWeights: z.partialRecord(z.enum(taskCategories), z.number().min(0)).optional(),
     references: referenceSharesSchema.optional(),
+    /**
+     * The text the rooms and viewers carry: `default` (the simulator's short text) or
+     * `cjk-heavy` (production-log-like: long keyword titles, spec values, selling points, policy
+     * notes and campaign scripts, viewer comments of several clauses with particles and emoji;
+     * the same categories, rooms and intents as `default` for the same seed). Default `default`.
+     */
+    text: z.enum(textStyles).optional(),
   })
   .strict();
 export type TaskGenerator = z.infer<typeof taskGeneratorSchema>;
@@ -40,9 +48,9 @@ export type TaskGenerator = z.infer<typeof taskGeneratorSchema>;
  * draw (every category weight 0) is refused as BAD_TASK_GENERATOR, naming the stage's field.
  */
 export function generateTasksOf(generator: TaskGenerator & { start?: number }, field: string): Task[] {
-  const { count, start, seed, itemCount, categoryWeights, references } = generator;
+  const { count, start, seed, itemCount, categoryWeights, references, text } = generator;
   try {
-    return generateTasks({ count, start, seed, world: { itemCount }, categoryWeights, references });
+    return generateTasks({ count, start, seed, world: { itemCount }, categoryWeights, references, text });
   } catch (error) {
     if (error instanceof RangeError) throw new BadInputError('BAD_TASK_GENERATOR', `${field}: ${error.message}`);
     throw error;

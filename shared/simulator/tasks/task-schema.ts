@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { toolCapabilities } from '../../harness/harness-types';
 import { roomSnapshotSchema } from '../world/room-snapshot';
+import { textStyles } from '../world/text-style';
 
 export const TASK_SCHEMA_VERSION = 1;
 
@@ -149,7 +150,13 @@ export const taskTurnSchema = z.object({
 export type TaskTurn = z.infer<typeof taskTurnSchema>;
 
 export const taskSourceSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('generated'), seed: z.string(), index: z.number().int().nonnegative() }),
+  z.object({
+    kind: z.literal('generated'),
+    seed: z.string(),
+    index: z.number().int().nonnegative(),
+    /** The generator's `text` when it was not `default` (absent: the default text). */
+    text: z.enum(textStyles).optional(),
+  }),
   z.object({
     kind: z.literal('production_log'),
     file: z.string().optional(),

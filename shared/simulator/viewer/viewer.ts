@@ -2,6 +2,7 @@ import type { ModelClient, SamplingSettings } from '../../models/model-client';
 import { Rng } from '../../random/rng';
 import type { ChatMessage } from '../../trajectory/messages';
 import type { Intent, SimpleIntent, Task } from '../tasks/task-schema';
+import { chattyMessage } from '../tasks/viewer-chatter';
 import { phraseIntent } from '../tasks/viewer-phrasing';
 import type { World } from '../world/world';
 
@@ -36,7 +37,10 @@ export interface ScriptedViewerOptions {
   paraphraseRate?: number;
 }
 
-/** Seeded template paraphrases of each follow-up (same intent, different wording per seed). */
+/**
+ * Seeded template paraphrases of each follow-up (same intent, different wording per seed), as
+ * chatty as the task's own messages when it was generated with `text: cjk-heavy`.
+ */
 export function createScriptedViewer(options: ScriptedViewerOptions): Viewer {
   const rate = options.paraphraseRate ?? 1;
   return {
@@ -46,7 +50,9 @@ export function createScriptedViewer(options: ScriptedViewerOptions): Viewer {
       if (turn === undefined) throw new RangeError(`task ${task.id} has no turn ${turnIndex}`);
       const rng = new Rng(`viewer/${options.seed}/${task.id}/${turnIndex}`);
       if (!rng.chance(rate)) return { text: turn.message, source: 'task' };
-      return { text: phraseIntent(turn.intent, world, rng), source: 'scripted' };
+      const question = phraseIntent(turn.intent, world, rng);
+      const chatty = task.source.kind === 'generated' && task.source.text === 'cjk-heavy';
+      return { text: chatty ? chattyMessage(question, turn.intent, rng) : question, source: 'scripted' };
     },
   };
 }

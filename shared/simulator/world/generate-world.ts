@@ -16,6 +16,7 @@ import {
   type SpecOption,
   type SubcategoryTemplate,
 } from './catalog-vocabulary';
+import { cjkHeavyCampaign, cjkHeavyHostStyle, cjkHeavyItem, cjkHeavyPolicy } from './cjk-heavy-text';
 import type {
   AfterSalesPolicy,
   Campaign,
@@ -27,6 +28,7 @@ import type {
   SizeChartRow,
   Sku,
 } from './room-snapshot';
+import type { TextStyle } from './text-style';
 import { createWorld, formatYuan, roundCents, type World } from './world';
 
 export interface GenerateWorldOptions {
@@ -37,6 +39,12 @@ export interface GenerateWorldOptions {
   bagSize?: number;
   /** Scene time (ISO). Default: 20:00 Beijing time on a date derived from the seed. */
   now?: string;
+  /**
+   * `cjk-heavy`: the same world with production-like text (long titles, spec values, selling
+   * points, policy notes, campaign scripts; see cjk-heavy-text.ts), drawn from streams of its
+   * own so every other draw is the default world's. Default `default`.
+   */
+  text?: TextStyle;
 }
 
 export const maxWorldItems = 100_000;
@@ -58,9 +66,10 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
     throw new RangeError(`itemCount must be an integer from 1 to ${maxWorldItems}, got ${itemCount}`);
   }
   const rng = new Rng(`world/${options.seed}`);
+  const cjkHeavy = options.text === 'cjk-heavy';
   const idBase = 600_000_000_000 + rng.fork('id-base').int(0, 9_999) * 100_000;
   const shippingRules = generateShippingRules(rng.fork('shipping'));
-  const policies = generatePolicies(rng.fork('policies'));
+  const policies = generatePolicies(rng.fork('policies'), cjkHeavy ? rng.fork('text/policies') : undefined);
   const brands = generateBrands(rng.fork('brands'));
 
   const plans = planTemplates(shippingRules, policies);
@@ -71,11 +80,13 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
   // items 0..i-1 whatever the catalog size, and a fork per item (a sha256 each) would double the
   // cost of a 100,000-item catalog.
   const itemRng = rng.fork('items');
+  // Item text has a sequential stream of its own too: item i's text depends only on (seed, i).
+  const itemTextRng = cjkHeavy ? rng.fork('text/items') : undefined;
   for (let index = 0; index < itemCount; index++) {
     const plan = plans[index % plans.length];
     const brandIndex = itemRng.int(0, brands.length - 1);
     usedBrands.add(brandIndex);
-    items[index] = generateItem(
+    const item = generateItem(
       itemRng,
       String(idBase + index),
       plan,
@@ -83,6 +94,7 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
       `shop-${brandIndex + 1}`,
       charts,
     );
+    items[index] = itemTextRng !== undefined ? cjkHeavyItem(item, plan.template, itemTextRng) : item;
   }
   const shops: Shop[] = [...usedBrands]
     .sort((a, b) => a - b)
@@ -97,7 +109,11 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
   const bagSize = Math.min(options.bagSize ?? 30, itemCount);
   const bagItems = bagRng.sample(items, bagSize);
   const links = bagItems.map((item, index) => ({ linkNo: index + 1, itemId: item.itemId }));
-  const campaigns = generateCampaigns(rng.fork('campaigns'), nowMs);
+  let campaigns = generateCampaigns(rng.fork('campaigns'), nowMs);
+  if (cjkHeavy) {
+    const textRng = rng.fork('text/campaigns');
+    campaigns = campaigns.map((campaign) => cjkHeavyCampaign(campaign, textRng));
+  }
   const coupons = [
     ...platformCoupons(),
     ...shops.flatMap((shop) => shopCoupons(rng.fork(`coupons/${shop.shopId}`), shop.shopId)),
@@ -110,9 +126,10 @@ export function generateRoomSnapshot(options: GenerateWorldOptions): RoomSnapsho
     ),
   ];
   const hostRng = rng.fork('host');
+  const host = { name: hostRng.pick(hostNames), style: hostRng.pick(hostStyles) };
   return {
     roomId: `room-${rng.fork('room').int(100000, 999999)}`,
-    host: { name: hostRng.pick(hostNames), style: hostRng.pick(hostStyles) },
+    host: cjkHeavy ? { ...host, style: cjkHeavyHostStyle(host.style) } : host,
     now: new Date(nowMs).toISOString(),
     featuredItemId: bagItems[0]?.itemId,
     links,
@@ -372,12 +389,13 @@ const policyProfiles: Record<PolicyProfile, PolicyProfileSpec> = {
   },
 };
 
-function generatePolicies(rng: Rng): AfterSalesPolicy[] {
+/** The after-sales policies; with `textRng`, their notes in production length (cjkHeavyPolicy). */
+function generatePolicies(rng: Rng, textRng?: Rng): AfterSalesPolicy[] {
   const policies: AfterSalesPolicy[] = [];
   for (const [profile, spec] of Object.entries(policyProfiles) as Array<[PolicyProfile, PolicyProfileSpec]>) {
     for (let variant = 1; variant <= 3; variant++) {
       const returnDays = rng.pick(spec.returnDays);
-      policies.push({
+      const policy: AfterSalesPolicy = {
         policyId: `policy-${profile}-${variant}`,
         returnDays,
         returnNote: returnDays > 0 ? `支持${returnDays}天无理由退货，${spec.returnNote}` : spec.returnNote,
@@ -386,7 +404,8 @@ function generatePolicies(rng: Rng): AfterSalesPolicy[] {
         warrantyNote: spec.warrantyNote,
         invoiceTypes: spec.specialInvoice && rng.chance(0.6) ? ['电子普通发票', '增值税专用发票'] : ['电子普通发票'],
         priceProtectionDays: rng.pick([0, 0, 15, 30]),
-      });
+      };
+      policies.push(textRng !== undefined ? cjkHeavyPolicy(policy, profile, textRng) : policy);
     }
   }
   return policies;

@@ -6,6 +6,7 @@ import { harnessHash } from '../../../shared/harness/harness-hash';
 import type { FamilyWeights } from '../../../shared/harness/hsa/generate-variant';
 import { hsaFamilies, hsaFamilySchema, type HsaFamily } from '../../../shared/harness/hsa/variant-mapping';
 import { Rng } from '../../../shared/random/rng';
+import { textStyles } from '../../../shared/simulator/world/text-style';
 import { taskCategories, taskSchema } from '../../../shared/simulator/tasks/task-schema';
 import { bootstrapMean, bootstrapStatistic, mean, type Interval } from '../bootstrap-interval';
 import type { EvalResult } from '../eval-part';
@@ -52,6 +53,8 @@ export const harnessVariantQaSchema = z
     categories: z.array(z.enum(taskCategories)).min(1).optional(),
     /** How viewers refer to items in the generated tasks (as collect's `generate.references`). */
     references: referenceSharesSchema.optional(),
+    /** The text of the generated tasks (as collect's `generate.text`): `default` or `cjk-heavy`. Default `default`. */
+    text: z.enum(textStyles).optional(),
     /**
      * Variants training saw, per task: drawn (seeded) from the HSA variants stored by the augment
      * outputs in `trainingManifests` (`variants/<hash>/`) and reported as `seen_variants`. Default 0.
@@ -102,7 +105,13 @@ export const harnessVariantQaSuite = defineEvalSuite({
         'harness_variant_qa needs the canonical harness; plan loads it for the episode suites, so this is a bug',
       );
     const trainingVariants = footprint.variantHashes;
-    const tasks = heldOutTasks(variantSuite.size, variantSuite.seed, variantSuite.categories, variantSuite.references);
+    const tasks = heldOutTasks(
+      variantSuite.size,
+      variantSuite.seed,
+      variantSuite.categories,
+      variantSuite.references,
+      variantSuite.text,
+    );
     const stored = [...footprint.variantDirs.keys()].sort();
     if (variantSuite.seenVariantsPerTask > stored.length)
       throw new BadInputError(

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { expandInputs } from '../../../queues/stage-kit/stage-inputs';
 import { readTaskSets } from '../../../queues/stage-kit/task-inputs';
 import { escapeHtml } from '../../../shared/report/html';
+import { textStyles } from '../../../shared/simulator/world/text-style';
 import { taskCategories, taskSchema } from '../../../shared/simulator/tasks/task-schema';
 import { bootstrapMean, mean, type Interval } from '../bootstrap-interval';
 import { fixed, intervalTable } from '../report-cells';
@@ -34,6 +35,8 @@ export const liveStreamQaSchema = z
     categories: z.array(z.enum(taskCategories)).min(1).optional(),
     /** How viewers refer to items in the generated tasks (as collect's `generate.references`). */
     references: referenceSharesSchema.optional(),
+    /** The text of the generated tasks (as collect's `generate.text`): `default` or `cjk-heavy`. Default `default`. */
+    text: z.enum(textStyles).optional(),
     /** Imported production Q&A (`hat tasks import` output or a collect manifest): played and scored like generated tasks. */
     tasks: uriList.default([]),
   })
@@ -70,7 +73,7 @@ export const liveStreamQaSuite = defineEvalSuite({
   headlineMetric: 'live_stream_qa',
 
   async buildItems(live, context) {
-    const generated = heldOutTasks(live.size, live.seed, live.categories, live.references);
+    const generated = heldOutTasks(live.size, live.seed, live.categories, live.references, live.text);
     const imported =
       live.tasks.length > 0
         ? await readTaskSets(

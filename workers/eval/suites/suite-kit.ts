@@ -15,6 +15,7 @@ import {
 } from '../../../shared/simulator/tasks/generate-tasks';
 import type { Task, TaskCategory } from '../../../shared/simulator/tasks/task-schema';
 import { generateWorld } from '../../../shared/simulator/world/generate-world';
+import type { TextStyle } from '../../../shared/simulator/world/text-style';
 import type { Trajectory } from '../../../shared/trajectory/trajectory';
 import { bootstrapMean, type Interval } from '../bootstrap-interval';
 import type { EvalResult } from '../eval-part';
@@ -61,18 +62,22 @@ export const itemHarnessSchema = z.discriminatedUnion('kind', [
 ]);
 export type ItemHarness = z.infer<typeof itemHarnessSchema>;
 
-/** Held-out simulator tasks, spread over `categories` in turn: task i depends only on (seed, i, its category). */
+/**
+ * Held-out simulator tasks, spread over `categories` in turn: task i depends only on (seed, i, its
+ * category, references, text).
+ */
 export function heldOutTasks(
   count: number,
   seed: string,
   categories: readonly TaskCategory[] = defaultMixCategories,
   references?: ReferenceShares,
+  text: TextStyle = 'default',
 ): Task[] {
-  const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000 });
+  const catalog = generateWorld({ seed: `${seed}/catalog`, itemCount: 2000, text });
   return Array.from({ length: count }, (_, index) => {
     const category = categories[index % categories.length];
-    const source = { kind: 'generated' as const, seed, index };
-    return generateTask(catalog, category, new Rng(`eval-tasks/${seed}/${index}`), source, references);
+    const source = { kind: 'generated' as const, seed, index, ...(text !== 'default' ? { text } : {}) };
+    return generateTask(catalog, category, new Rng(`eval-tasks/${seed}/${index}`), source, references, text);
   });
 }
 
