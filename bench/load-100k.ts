@@ -8,8 +8,16 @@
  * included); and Redis `used_memory` (INFO memory, sampled every second) next to the baseline:
  * Redis should carry references only, so its memory must not grow with the data.
  *
- *   make build-dev && node dist/bench/load-100k.js [--tasks 100000] [--tasks-per-part 1000]
- *     [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
+ *   make build-dev && node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000]
+ *     [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling]
+ *     [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
+ *
+ * Memory: each worker's resident set (VmRSS) is sampled every 250 ms and its peak printed per
+ * phase (a stage's plan, parts and finish), beside the whole load's VmHWM. `--sizes a,b` runs the
+ * load at each size in turn and prints the peaks of the largest against the smallest: flat memory
+ * reads 1.0x. `--text cjk-heavy` generates the tasks with production-log-like Chinese text
+ * (generate.text); `--text both` runs each size on both mixes and prints each stage's rate on the
+ * CJK-heavy mix against the default's.
  *
  * `--scaling` runs the load twice, with one worker process and then with `--workers N` (default
  * 2), and prints each stage's parts/s ratio (N processes / 1). `--concurrency` is passed to every
@@ -70,6 +78,9 @@ function textOption(name: string): string | undefined {
   return index > 0 ? process.argv[index + 1] : undefined;
 }
 
+type TextMix = 'default' | 'cjk-heavy';
+const textFlag = textOption('--text') ?? 'default';
+const textMixes: TextMix[] = textFlag === 'both' ? ['default', 'cjk-heavy'] : [textFlag as TextMix];
 const sizes = (textOption('--sizes') ?? String(option('--tasks', 100_000))).split(',').map(Number);
 const tasksPerPart = option('--tasks-per-part', 1_000);
 const workerCount = option('--workers', process.argv.includes('--scaling') ? 2 : 1);
@@ -206,6 +217,7 @@ interface StageFigures {
 
 interface LoadResult {
   tasks: number;
+  text: TextMix;
   workers: number;
   state: string;
   wallSeconds: number;
@@ -279,6 +291,7 @@ async function runLoad(
   tasks: number,
   workers: number,
   usesPrivateRedis: boolean,
+  text: TextMix,
 ): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
@@ -355,7 +368,7 @@ async function runLoad(
   let augmentAgainstLoop: (() => Promise<void>) | undefined;
   try {
     const stages: Record<string, unknown> = {
-      collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000 }, tasksPerPart },
+      collect: { generate: { count: tasks, seed: 'load-100k', itemCount: 2000, text }, tasksPerPart },
     };
     if (withAugment) {
       stages.augment = {
@@ -376,7 +389,7 @@ async function runLoad(
         recordsPerPart: tasksPerPart,
       };
     }
-    const plan = planRun({ runId: `load-${tasks}`, seed: 'load', stages }, { env, now: new Date() });
+    const plan = planRun({ runId: `load-${tasks}-${text}`, seed: 'load', stages }, { env, now: new Date() });
     const started = Date.now();
     await enqueueRun(context, plan);
     let last = '';
@@ -443,7 +456,7 @@ async function runLoad(
     process.stdout.write(
       [
         `load run ${plan.runId}: ${status.state}${status.error ? ` (${status.error})` : ''}`,
-        `  tasks: ${tasks} (${tasksPerPart} per part), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (augment: 1 variant per trajectory, replay-checked)' : ''}${withShard ? ' (shard: qwen3, 8192)' : ''}`,
+        `  tasks: ${tasks} (${tasksPerPart} per part, ${text} text), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (augment: 1 variant per trajectory, replay-checked)' : ''}${withShard ? ' (shard: qwen3, 8192)' : ''}`,
         `  workers: ${workers} process(es)${pin ? ', each pinned to one CPU' : ''}${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
         ...figures.map(
           (stage) =>
@@ -462,7 +475,7 @@ async function runLoad(
     if (status.state === 'completed' && collectUri && augmentInput && augmentFigures?.seconds !== undefined)
       augmentAgainstLoop = () =>
         compareAugmentWithLoop(stores, collectUri, augmentFigures, augmentInput, plan.seed, tasks);
-    return { tasks, workers, state: status.state, wallSeconds, stages: figures, peakRss: rss, phaseRss };
+    return { tasks, text, workers, state: status.state, wallSeconds, stages: figures, peakRss: rss, phaseRss };
   } finally {
     clearInterval(sampler);
     clearInterval(rssSampler);
@@ -481,6 +494,28 @@ async function runLoad(
     }
     await stores.close();
     await context.close();
+  }
+}
+
+/**
+ * Each stage's rate on the CJK-heavy mix against the default mix at the same size and workers
+ * (goal >= 0.7): the same tasks, longer Chinese text (generate.text).
+ */
+function printTextMix(results: LoadResult[]): void {
+  const [first] = results;
+  process.stdout.write(
+    `text mix at ${first.tasks} tasks, cjk-heavy vs default (goal >= 0.7 of the default's rate per stage):\n`,
+  );
+  for (const cjk of results.filter((result) => result.text === 'cjk-heavy')) {
+    const base = results.find((result) => result.text === 'default' && result.workers === cjk.workers);
+    for (const stage of cjk.stages) {
+      const other = base?.stages.find((candidate) => candidate.name === stage.name);
+      const ratio = stage.seconds && other?.seconds ? other.seconds / stage.seconds : undefined;
+      const cpu = stage.cpuSeconds && other?.cpuSeconds ? other.cpuSeconds / stage.cpuSeconds : undefined;
+      process.stdout.write(
+        `  ${stage.name} (${cjk.workers} worker${cjk.workers > 1 ? 's' : ''}): ${ratio === undefined ? '?' : ratio.toFixed(2)}x the default's tasks/s (${other?.seconds?.toFixed(1)} s -> ${stage.seconds?.toFixed(1)} s); per CPU second ${cpu === undefined ? '?' : cpu.toFixed(2)}x\n`,
+      );
+    }
   }
 }
 
@@ -527,8 +562,12 @@ function printMemoryBySize(results: LoadResult[]): void {
 
 async function main(): Promise<void> {
   checkBenchFlags(
-    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
+    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
   );
+  if (!['default', 'cjk-heavy', 'both'].includes(textFlag)) {
+    process.stderr.write(`--text must be default, cjk-heavy or both, not ${textFlag}\n`);
+    process.exit(2);
+  }
   registerCatalogStages();
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-redis-'));
   const redis = sharedRedis ? undefined : await startPrivateRedis(directory);
@@ -536,13 +575,19 @@ async function main(): Promise<void> {
   try {
     const results: LoadResult[] = [];
     for (const tasks of sizes) {
-      const forSize: LoadResult[] = [];
-      for (const workers of scaling ? [1, workerCount] : [workerCount])
-        forSize.push(await runLoad(redisUrl, tasks, workers, redis !== undefined));
-      if (scaling) printScaling(forSize[0], forSize[1]);
-      results.push(...forSize);
+      for (const text of textMixes) {
+        const forSize: LoadResult[] = [];
+        for (const workers of scaling ? [1, workerCount] : [workerCount])
+          forSize.push(await runLoad(redisUrl, tasks, workers, redis !== undefined, text));
+        if (scaling) printScaling(forSize[0], forSize[1]);
+        results.push(...forSize);
+      }
+      if (textMixes.length > 1) printTextMix(results.filter((result) => result.tasks === tasks));
     }
-    if (sizes.length > 1) printMemoryBySize(results.filter((result) => result.workers === results[0].workers));
+    if (sizes.length > 1)
+      printMemoryBySize(
+        results.filter((result) => result.workers === results[0].workers && result.text === textMixes[0]),
+      );
     if (results.some((result) => result.state !== 'completed')) process.exitCode = 1;
   } finally {
     redis?.process.kill('SIGTERM');
