@@ -10,7 +10,12 @@
  *
  *   make build-dev && node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000]
  *     [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling]
- *     [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep]
+ *     [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--s3]
+ *
+ * `--s3` puts the artifacts on a local S3-compatible server (s3rver) behind a counting proxy and
+ * prints the S3 requests of each phase and per part (PUT, multipart calls, GET, HEAD, LIST,
+ * DELETE): the figures docs/capacity.md scales from. s3rver is slower than a real bucket, so the
+ * times of such a run are not the throughput figures.
  *
  * Memory: each worker's resident set (VmRSS) is sampled every 250 ms and its peak printed per
  * phase (a stage's plan, parts and finish), beside the whole load's VmHWM. `--sizes a,b` runs the
@@ -65,6 +70,8 @@ import type { Task } from '../shared/simulator/tasks/task-schema';
 import type { Trajectory } from '../shared/trajectory/trajectory';
 import { augmentLoopPass, measurePasses, prepareAugmentLoop } from './augment-loop';
 import { checkBenchFlags, endsWithThisProcess } from './bench-flags';
+import { startS3RequestCounter, s3RequestKinds, type S3RequestCounter } from './s3-request-counter';
+import { startLocalS3Server, type LocalS3Server } from '../shared/artifacts/local-s3-server';
 
 registerModelAdapters();
 
@@ -92,6 +99,16 @@ const withShard = !process.argv.includes('--no-shard');
 const keep = process.argv.includes('--keep');
 const sharedRedis = process.argv.includes('--shared-redis');
 const pin = process.argv.includes('--pin');
+const withS3 = process.argv.includes('--s3');
+
+/** The run's phase (`collect parts`, `shard finish`, …): what the S3 request counter files each request under. */
+let currentPhase = 'start';
+
+/** With --s3: the local S3-compatible server the workers write to, through the counting proxy. */
+interface S3Target {
+  server: LocalS3Server;
+  counter: S3RequestCounter;
+}
 
 /** A private redis-server on a free loopback port, no persistence; resolves once it answers. */
 async function startPrivateRedis(directory: string): Promise<{ url: string; process: ChildProcess }> {
@@ -292,16 +309,20 @@ async function runLoad(
   workers: number,
   usesPrivateRedis: boolean,
   text: TextMix,
+  s3: S3Target | undefined,
 ): Promise<LoadResult> {
   const prefix = `bench-load-${randomUUID()}`;
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-'));
+  const s3Env = s3 ? { ...s3.server.env, S3_ENDPOINT: s3.counter.endpoint } : {};
   const env = loadEnv({
     ...process.env,
+    ...s3Env,
     REDIS_URL: redisUrl,
     HAT_REDIS_PREFIX: prefix,
-    HAT_ARTIFACTS: pathToFileURL(join(directory, 'artifacts')).href,
+    HAT_ARTIFACTS: s3 ? `s3://${s3.server.bucket}/${prefix}` : pathToFileURL(join(directory, 'artifacts')).href,
     HAT_LOG_LEVEL: 'warn',
   });
+  s3?.counter.counts.clear();
   const context = await openQueueContext(env, { role: 'worker' });
   const stores = createStoreCache(env);
   const stageNames = ['collect', ...(withAugment ? ['augment'] : []), ...(withShard ? ['shard'] : []), 'runs'];
@@ -323,6 +344,7 @@ async function runLoad(
         {
           env: {
             ...process.env,
+            ...s3Env,
             REDIS_URL: redisUrl,
             HAT_REDIS_PREFIX: prefix,
             HAT_ARTIFACTS: env.HAT_ARTIFACTS,
@@ -338,6 +360,7 @@ async function runLoad(
   let peakKeys = 0;
   const cpuSamples: CpuSample[] = [];
   let phase = 'collect plan';
+  currentPhase = phase;
   const phaseRss = new Map<string, number[]>();
   const sampleRss = () => {
     const peaks = phaseRss.get(phase) ?? children.map(() => 0);
@@ -401,6 +424,7 @@ async function runLoad(
         const now = Date.now();
         sampleRss();
         phase = phaseOf(current);
+        currentPhase = phase;
         for (const stage of current.stages) {
           const phase = partsPhase.get(stage.name) ?? {};
           if (stage.partsTotal > 0 && phase.from === undefined) phase.from = now;
@@ -464,6 +488,7 @@ async function runLoad(
         ),
         `  peak RSS per worker (VmHWM): ${rss.map((bytes) => (bytes === undefined ? '?' : mib(bytes))).join(', ')}`,
         `  peak RSS per worker by phase (VmRSS sampled every 250 ms): ${[...phaseRss].map(([name, peaks]) => `${name} ${peaks.map(mib).join(' / ')}`).join('; ')}`,
+        ...(s3 ? s3RequestLines(s3.counter, figures) : []),
         `  Redis used_memory (${usesPrivateRedis ? 'private redis-server' : `shared ${redisUrl}: other clients count too`}): baseline ${mib(baseline)}, peak ${mib(peak)} (+${mib(peak - baseline)}) over ${samples.length} one-second samples${usesPrivateRedis ? `; at most ${peakKeys} keys` : ''}`,
         '',
       ].join('\n'),
@@ -495,6 +520,22 @@ async function runLoad(
     await stores.close();
     await context.close();
   }
+}
+
+/**
+ * With --s3: the S3 requests of each phase (retries included), and per part of each stage: what a
+ * bucket bills and rate-limits, from which docs/capacity.md scales to larger nights.
+ */
+function s3RequestLines(counter: S3RequestCounter, figures: StageFigures[]): string[] {
+  const lines = ['  S3 requests by phase (through a counting proxy; multipart = create, part and complete calls):'];
+  for (const [label, row] of counter.counts) {
+    const total = s3RequestKinds.reduce((sum, kind) => sum + row[kind], 0);
+    const stage = figures.find((candidate) => label === `${candidate.name} parts`);
+    const perPart = stage && stage.parts > 0 ? `, ${(total / stage.parts).toFixed(1)} per part` : '';
+    const kinds = s3RequestKinds.filter((kind) => row[kind] > 0).map((kind) => `${kind} ${row[kind]}`);
+    lines.push(`    ${label}: ${total} (${kinds.join(', ')})${perPart}`);
+  }
+  return lines;
 }
 
 /**
@@ -562,7 +603,7 @@ function printMemoryBySize(results: LoadResult[]): void {
 
 async function main(): Promise<void> {
   checkBenchFlags(
-    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis]',
+    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis] [--s3]',
   );
   if (!['default', 'cjk-heavy', 'both'].includes(textFlag)) {
     process.stderr.write(`--text must be default, cjk-heavy or both, not ${textFlag}\n`);
@@ -571,6 +612,11 @@ async function main(): Promise<void> {
   registerCatalogStages();
   const directory = await mkdtemp(join(tmpdir(), 'hat-load-redis-'));
   const redis = sharedRedis ? undefined : await startPrivateRedis(directory);
+  let s3: S3Target | undefined;
+  if (withS3) {
+    const server = await startLocalS3Server({ bucket: 'hat-load' });
+    s3 = { server, counter: await startS3RequestCounter(server.endpoint, () => currentPhase) };
+  }
   const redisUrl = redis?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   try {
     const results: LoadResult[] = [];
@@ -578,7 +624,7 @@ async function main(): Promise<void> {
       for (const text of textMixes) {
         const forSize: LoadResult[] = [];
         for (const workers of scaling ? [1, workerCount] : [workerCount])
-          forSize.push(await runLoad(redisUrl, tasks, workers, redis !== undefined, text));
+          forSize.push(await runLoad(redisUrl, tasks, workers, redis !== undefined, text, s3));
         if (scaling) printScaling(forSize[0], forSize[1]);
         results.push(...forSize);
       }
@@ -591,6 +637,8 @@ async function main(): Promise<void> {
     if (results.some((result) => result.state !== 'completed')) process.exitCode = 1;
   } finally {
     redis?.process.kill('SIGTERM');
+    await s3?.counter.close();
+    await s3?.server.stop();
     await rm(directory, { recursive: true, force: true });
   }
 }
