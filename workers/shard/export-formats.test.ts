@@ -274,4 +274,14 @@ describe('export lines assembled from serialized bodies', () => {
     }
     expect(() => verlMessagesOf(Buffer.from('{"tools":[]}'))).toThrow('not the JSON text');
   });
+
+  test("verl's messages do not keep the decompressed chunk they were cut from alive", () => {
+    // As the fan-in reads it: a body is a slice of a large decompressed chunk.
+    const body = Buffer.from(JSON.stringify(exportBody('openai', conversations[0]).body));
+    const chunk = Buffer.alloc(256 * 1024);
+    body.copy(chunk, 1000);
+    const messages = verlMessagesOf(chunk.subarray(1000, 1000 + body.length));
+    expect(messages.buffer).not.toBe(chunk.buffer);
+    expect(messages.toString('utf8')).toBe(JSON.stringify(openAiMessages(conversations[0].messages)));
+  });
 });

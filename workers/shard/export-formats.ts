@@ -249,11 +249,16 @@ export function lineageSuffix(lineage: {
 const toolsKey = Buffer.from(',"tools":');
 const messagesKey = Buffer.from('{"messages":');
 
-/** verl's `messages` column (the JSON text of openAiMessages) cut from the openai body's bytes, `{"messages":<messages>}`. */
+/**
+ * verl's `messages` column (the JSON text of openAiMessages) cut from the openai body's bytes,
+ * `{"messages":<messages>}`, as a copy: the body is a slice of a 256 KiB decompressed chunk, and
+ * the fan-in holds up to 8,192 rows per split until their Parquet file is written, so slices kept
+ * whole chunks alive (~680 MB at 100,000 tasks, about 4x the rows' own bytes).
+ */
 export function verlMessagesOf(openAiBody: Buffer): Buffer {
   if (openAiBody.indexOf(messagesKey) !== 0 || openAiBody[openAiBody.length - 1] !== 0x7d)
     throw new Error('not the JSON text of an openai export body');
-  return openAiBody.subarray(messagesKey.length, openAiBody.length - 1);
+  return Buffer.from(openAiBody.subarray(messagesKey.length, openAiBody.length - 1));
 }
 
 /** LLaMA-Factory's dataset_info.json entries for the llama-factory files (keys: dataset names). */
