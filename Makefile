@@ -54,12 +54,16 @@ format: setup
 	npx prettier --write --log-level warn .
 	npx eslint --fix .
 
+# Every Jest project: unit, golden and integration (jest.config.js).
 test: build-dev typecheck lint trainer-test
 	bash infra/scripts/ensure-redis.sh
 	npx jest --runInBand
 
-# The fast loop: the unit tests beside the code (no Redis, no S3 server, no trainer), on every core
-# (Jest's default keeps one core for itself: one worker on a 2-core machine). JEST_WORKERS overrides.
+# The fast loop: the `unit` Jest project, the tests beside the code (no Redis, no S3 server, no
+# trainer), on every core (Jest's default keeps one core for itself: one worker on a 2-core
+# machine). JEST_WORKERS overrides. It leaves out the `golden` project (`*.golden.test.ts`: every
+# registry tokenizer and shipped chat template against recorded golden files, Hugging Face's own
+# output and Python Jinja) and `integration` (test/): `make test`, what CI runs, runs all three.
 JEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test-unit: build-dev
 	npx jest --selectProjects unit --maxWorkers=$(JEST_WORKERS)
