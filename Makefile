@@ -19,9 +19,12 @@ setup: check-node node_modules/.package-lock.json
 build: setup
 	npx tsc -p tsconfig.build.json
 
-# build, plus the benchmarks (bench/) and the test support they and the tests spawn.
+# build, plus the benchmarks (bench/) and the test support they and the tests spawn. Incremental
+# build mode keeps dist/tsconfig.dev.tsbuildinfo: with no input newer than the last build it only
+# compares timestamps (about a second), after an edit it re-checks what the edit affects; type
+# errors fail it as they fail a plain build. jest's global setup builds the same way.
 build-dev: setup
-	npx tsc -p tsconfig.dev.json
+	npx tsc -b tsconfig.dev.json
 
 # The trainer (trainer/, Python): a virtual environment from its pinned lock, rebuilt when the lock
 # changes. PYTHON picks the interpreter (3.10-3.13); TRAINER_PIP_FLAGS adds pip options (an index).
@@ -51,12 +54,16 @@ format: setup
 	npx prettier --write --log-level warn .
 	npx eslint --fix .
 
+# Every Jest project: unit, golden and integration (jest.config.js).
 test: build-dev typecheck lint trainer-test
 	bash infra/scripts/ensure-redis.sh
 	npx jest --runInBand
 
-# The fast loop: the unit tests beside the code (no Redis, no S3 server, no trainer), on every core
-# (Jest's default keeps one core for itself: one worker on a 2-core machine). JEST_WORKERS overrides.
+# The fast loop: the `unit` Jest project, the tests beside the code (no Redis, no S3 server, no
+# trainer), on every core (Jest's default keeps one core for itself: one worker on a 2-core
+# machine). JEST_WORKERS overrides. It leaves out the `golden` project (`*.golden.test.ts`: every
+# registry tokenizer and shipped chat template against recorded golden files, Hugging Face's own
+# output and Python Jinja) and `integration` (test/): `make test`, what CI runs, runs all three.
 JEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test-unit: build-dev
 	npx jest --selectProjects unit --maxWorkers=$(JEST_WORKERS)

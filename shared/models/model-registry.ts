@@ -89,29 +89,55 @@ const capabilityWords: Record<ModelCapability, string> = {
 /** Keys that must never sit in a model config: secrets come from the environment or files. */
 const secretKeys = ['apiKey', 'api_key', 'authorization'];
 
-const adapters = new Map<string, ModelAdapterFactory>();
+/**
+ * A registry entry as registered: the adapter itself, or a function that returns it, called on the
+ * first lookup of its name. The built-in adapters register that way (registerModelAdapters), so a
+ * process loads the modules of an adapter (onnxruntime, tokenizers, HTTP clients) only when a
+ * config names it.
+ */
+export type ModelAdapterEntry<
+  ChatConfig extends AdapterConfig = AdapterConfig,
+  SamplerConfig extends AdapterConfig = AdapterConfig,
+  ScorerConfig extends AdapterConfig = AdapterConfig,
+> =
+  | ModelAdapterFactory<ChatConfig, SamplerConfig, ScorerConfig>
+  | (() => ModelAdapterFactory<ChatConfig, SamplerConfig, ScorerConfig>);
+
+const entries = new Map<string, ModelAdapterEntry>();
+const loaded = new Map<string, ModelAdapterFactory>();
+
+/** The adapter registered under `name`, loaded on first use; undefined for an unknown name. */
+function adapterNamed(name: string): ModelAdapterFactory | undefined {
+  const ready = loaded.get(name);
+  if (ready) return ready;
+  const entry = entries.get(name);
+  if (entry === undefined) return undefined;
+  const factory = typeof entry === 'function' ? entry() : entry;
+  loaded.set(name, factory);
+  return factory;
+}
 
 /**
- * Adds an adapter under `name` (the config's `adapter` value). Registering a name twice with a
- * different factory is a programming error: two modules would fight over one backend.
+ * Adds an adapter under `name` (the config's `adapter` value), or a function returning it (see
+ * ModelAdapterEntry). Registering a name twice with a different entry is a programming error: two
+ * modules would fight over one backend.
  */
 export function registerModelAdapter<
   ChatConfig extends AdapterConfig,
   SamplerConfig extends AdapterConfig,
   ScorerConfig extends AdapterConfig,
->(name: string, factory: ModelAdapterFactory<ChatConfig, SamplerConfig, ScorerConfig>): void {
-  const existing = adapters.get(name);
-  if (existing && existing !== (factory as unknown as ModelAdapterFactory)) {
+>(name: string, entry: ModelAdapterEntry<ChatConfig, SamplerConfig, ScorerConfig>): void {
+  const existing = entries.get(name);
+  if (existing && existing !== (entry as unknown as ModelAdapterEntry)) {
     throw new Error(`model adapter "${name}" is already registered`);
   }
-  adapters.set(name, factory);
+  entries.set(name, entry);
 }
 
 /** Names of the registered adapters (those with `capability`, when given), sorted. */
 export function modelAdapterNames(capability?: ModelCapability): string[] {
-  return [...adapters]
-    .filter(([, factory]) => capability === undefined || factory[capability] !== undefined)
-    .map(([name]) => name)
+  return [...entries.keys()]
+    .filter((name) => capability === undefined || adapterNamed(name)![capability] !== undefined)
     .sort();
 }
 
@@ -129,7 +155,7 @@ function adapterNameOf(record: EndpointConfig): string | undefined {
 export function modelEndpointOf(config: unknown): ModelEndpoint | undefined {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return undefined;
   const record = config as EndpointConfig;
-  const factory = adapters.get(adapterNameOf(record) ?? '');
+  const factory = adapterNamed(adapterNameOf(record) ?? '');
   const endpoint = factory?.endpoint(record);
   if (!factory || !endpoint) return undefined;
   // What it can do is the entry's to say: its capabilities, not its description, are the record.
@@ -143,7 +169,7 @@ export function modelEndpointOf(config: unknown): ModelEndpoint | undefined {
 /** What the adapter a config names can do (none for an unknown adapter). */
 export function modelCapabilitiesOf(config: unknown): ModelCapability[] {
   const name = typeof config === 'object' && config !== null ? adapterNameOf(config as EndpointConfig) : undefined;
-  const factory = name === undefined ? undefined : adapters.get(name);
+  const factory = name === undefined ? undefined : adapterNamed(name);
   return (['chat', 'tokenSampler', 'tokenScorer'] as const).filter((capability) => factory?.[capability]);
 }
 
@@ -168,7 +194,7 @@ export function modelConfigProblems(
         'secrets never go in config files; put the key in an environment variable named by apiKeyEnv, or a file named by apiKeyFile',
     }));
   const name = record.adapter;
-  const factory = typeof name === 'string' ? adapters.get(name) : undefined;
+  const factory = typeof name === 'string' ? adapterNamed(name) : undefined;
   if (!factory) {
     problems.push({
       file,
@@ -261,7 +287,7 @@ export function modelCapabilityConfigSchema(capabilities: readonly ModelCapabili
         return z.NEVER;
       }
       if (capability === 'chat') return value;
-      return adapters.get(value.adapter)![capability]!.configSchema.parse(withoutSecrets(value)) as AdapterConfig &
+      return adapterNamed(value.adapter)![capability]!.configSchema.parse(withoutSecrets(value)) as AdapterConfig &
         Record<string, unknown>;
     }),
   );
@@ -287,7 +313,7 @@ function parseFor<Capability extends ModelCapability>(
   collector.addAll(modelConfigProblems(config, path, undefined, capability));
   collector.throwIfAny(modelErrorCodes.badConfig, 'The model config is invalid; fix the fields named below');
   const record = config as Record<string, unknown> & AdapterConfig;
-  const factory = adapters.get(record.adapter)![capability]!;
+  const factory = adapterNamed(record.adapter)![capability]!;
   return {
     factory,
     config: factory.configSchema.parse(withoutSecrets(record)),

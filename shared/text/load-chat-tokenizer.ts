@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -66,25 +67,31 @@ export function presetDirectory(preset: string): string {
   }
 }
 
-async function readOptional(file: string): Promise<string | undefined> {
+async function readOptionalBytes(file: string): Promise<Buffer | undefined> {
   try {
-    // Tokenizer files and templates are UTF-8; another byte would change the vocabulary or the template silently.
-    return decodeUtf8Strict(await readFile(file), file);
+    return await readFile(file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
   }
 }
 
-async function readJson(file: string, required: boolean): Promise<Record<string, unknown> | undefined> {
-  const text = await readOptional(file);
-  if (text === undefined) {
-    if (!required) return undefined;
-    throw new BadInputError(
-      'TOKENIZER_FILE_MISSING',
-      `${file} not found; a model directory needs tokenizer.json and tokenizer_config.json`,
-    );
-  }
+async function readOptional(file: string): Promise<string | undefined> {
+  const bytes = await readOptionalBytes(file);
+  // Tokenizer files and templates are UTF-8; another byte would change the vocabulary or the template silently.
+  return bytes === undefined ? undefined : decodeUtf8Strict(bytes, file);
+}
+
+function missingFile(file: string): BadInputError {
+  return new BadInputError(
+    'TOKENIZER_FILE_MISSING',
+    `${file} not found; a model directory needs tokenizer.json and tokenizer_config.json`,
+  );
+}
+
+/** A JSON object file's contents (UTF-8 checked); TOKENIZER_FILE_INVALID when it is not a JSON object. */
+function parseJsonObject(bytes: Buffer, file: string): Record<string, unknown> {
+  const text = decodeUtf8Strict(bytes, file);
   try {
     const value = JSON.parse(text) as unknown;
     if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
@@ -96,6 +103,15 @@ async function readJson(file: string, required: boolean): Promise<Record<string,
       { cause: error },
     );
   }
+}
+
+async function readJson(file: string, required: boolean): Promise<Record<string, unknown> | undefined> {
+  const bytes = await readOptionalBytes(file);
+  if (bytes === undefined) {
+    if (!required) return undefined;
+    throw missingFile(file);
+  }
+  return parseJsonObject(bytes, file);
 }
 
 function isTemplateSource(value: unknown): value is ChatTemplateSource {
@@ -127,7 +143,9 @@ function eosIds(generationConfig: Record<string, unknown> | undefined): number[]
   return ids.filter((id): id is number => Number.isInteger(id));
 }
 
+/** Tokenizer cores by directory, and by the contents of their files (see loadCore). */
 const cores = new Map<string, Promise<TokenizerCore>>();
+const coresByContents = new Map<string, Promise<TokenizerCore>>();
 const loaded = new Map<string, Promise<ChatTokenizer>>();
 
 /** Loads once per process and key; a failed load is forgotten so a fixed file can be retried. */
@@ -152,12 +170,28 @@ export async function readTokenizerFiles(
   return { tokenizerJson: tokenizerJson!, tokenizerConfig: tokenizerConfig! };
 }
 
+/**
+ * A directory's tokenizer core. Directories whose tokenizer.json, tokenizer_config.json and
+ * generation_config.json stop tokens are the same bytes share one core (checkpoints of one model,
+ * a generated model holding a copy of a preset's files): hashing the files costs a few
+ * milliseconds, parsing and building them about a second.
+ */
 async function loadCore(directory: string): Promise<TokenizerCore> {
-  const [{ tokenizerJson, tokenizerConfig }, generationConfig] = await Promise.all([
-    readTokenizerFiles(directory),
+  const tokenizerFile = path.join(directory, 'tokenizer.json');
+  const configFile = path.join(directory, 'tokenizer_config.json');
+  const [tokenizerBytes, configBytes, generationConfig] = await Promise.all([
+    readOptionalBytes(tokenizerFile),
+    readOptionalBytes(configFile),
     readJson(path.join(directory, 'generation_config.json'), false),
   ]);
-  return createTokenizerCore(tokenizerJson, tokenizerConfig, eosIds(generationConfig));
+  if (tokenizerBytes === undefined) throw missingFile(tokenizerFile);
+  if (configBytes === undefined) throw missingFile(configFile);
+  const tokenizerConfig = parseJsonObject(configBytes, configFile);
+  const stopIds = eosIds(generationConfig);
+  const contents = JSON.stringify([sha256Hex(tokenizerBytes), sha256Hex(configBytes), stopIds]);
+  return once(coresByContents, contents, async () =>
+    createTokenizerCore(parseJsonObject(tokenizerBytes, tokenizerFile), tokenizerConfig, stopIds),
+  );
 }
 
 /**
@@ -169,10 +203,22 @@ export async function loadStockTokenizer(directory: string): Promise<Tokenizer> 
   return new Tokenizer(tokenizerJson, tokenizerConfig);
 }
 
+/**
+ * The template of a model directory, found before its tokenizer is built (from the small config),
+ * so a directory without one is refused in milliseconds. A missing tokenizer.json is named first,
+ * as when the tokenizer was built first.
+ */
+async function directoryTemplate(directory: string): Promise<ChatTemplateSource> {
+  const tokenizerFile = path.join(directory, 'tokenizer.json');
+  if (!existsSync(tokenizerFile)) throw missingFile(tokenizerFile);
+  const config = await readJson(path.join(directory, 'tokenizer_config.json'), true);
+  return modelTemplate(directory, config!);
+}
+
 async function load(source: ChatTokenizerSource, directory: string): Promise<ChatTokenizer> {
+  const chatTemplate = source.chatTemplate ?? (await directoryTemplate(directory));
   // The tokenizer is shared by every template override of the same directory.
   const core = await once(cores, directory, () => loadCore(directory));
-  const chatTemplate = source.chatTemplate ?? (await modelTemplate(directory, core.config));
   const hookMessages =
     source.hookMessages === undefined || source.hookMessages === 'auto' ? undefined : source.hookMessages;
   const name = source.modelDir !== undefined ? path.basename(directory) : (source.preset ?? 'qwen3');

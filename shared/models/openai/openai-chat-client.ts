@@ -1,4 +1,4 @@
-import { Pool } from 'undici';
+import type { Pool } from 'undici';
 import { HatError, TransientError } from '../../errors';
 import type { Logger } from '../../log/logger';
 import type { ModelClientDependencies } from '../model-registry';
@@ -240,13 +240,17 @@ export class OpenAiChatClient implements ModelClient {
  */
 const sharedPools = {
   pools: new Map<string, { pool: Pool; users: number }>(),
+  /** undici (about 110 modules), loaded with the first pool: a process that calls no such server never loads it. */
+  undici: undefined as typeof import('undici') | undefined,
   acquire(url: URL): Pool {
     const entry = this.pools.get(url.origin);
     if (entry) {
       entry.users++;
       return entry.pool;
     }
-    const pool = new Pool(url.origin, { connections: null, pipelining: 1 });
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily, see `undici` above
+    this.undici ??= require('undici') as typeof import('undici');
+    const pool = new this.undici.Pool(url.origin, { connections: null, pipelining: 1 });
     this.pools.set(url.origin, { pool, users: 1 });
     return pool;
   },

@@ -1,4 +1,4 @@
-"""The Python side of the differential test (shared/text/python-differential.test.ts): a seeded corpus of
+"""The Python side of the differential test (shared/text/python-differential.golden.test.ts): a seeded corpus of
 conversations and tool schemas, rendered by every shipped chat template with Python Jinja as Hugging Face's
 apply_chat_template does (transformers' own compiled environment and `tojson`).
 

@@ -20,7 +20,7 @@ out_dir = text_dir / "__golden__" / "python-parity"
 
 templates = {**shipped, "values": (here / "values.jinja").read_text(encoding="utf-8")}
 
-# How the pipeline hands tool-calling turns to each template (its probe, template-features.ts; python-parity.test.ts
+# How the pipeline hands tool-calling turns to each template (its probe, template-features.ts; python-parity.golden.test.ts
 # checks the probe still says so): DeepSeek-V3.1 concatenates the arguments as text, the others read them parsed.
 default_conventions = {"toolCallContent": "empty-string", "toolArguments": "object"}
 conventions = {"deepseek_v3_1": {"toolCallContent": "empty-string", "toolArguments": "string"}}

@@ -1,27 +1,31 @@
 /** @jest-environment ./shared/models/onnx/onnx-jest-environment.js */
+// The rl stage against a Qwen3-vocabulary policy served over HTTP by hat serve, end to end. An
+// integration test (formerly workers/rl/served-policy.test.ts): a real HTTP model server and a
+// CPU decoder over 151k ids take 10-20 s, too long for `make test-unit`; the same paths with a
+// bytes-vocabulary model stay in the unit tests (chat-policy-logprobs, served-student).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
-import { openArtifactObject } from '../../shared/artifacts/create-artifact-store';
-import { FileArtifactStore } from '../../shared/artifacts/file-artifact-store';
-import { readJsonl } from '../../shared/artifacts/jsonl-reader';
-import { readParquet } from '../../shared/artifacts/parquet-codec';
-import { HatError } from '../../shared/errors';
-import { loadHarness } from '../../shared/harness/load-harness';
-import { sampleHarnessDirectory } from '../../shared/harness/sample-harness';
-import { writeHarness } from '../../shared/harness/write-harness';
-import { silentLogger } from '../../shared/log/logger';
-import { makeDummyDecoder } from '../../shared/models/onnx/dummy-decoder';
-import { startServeServer, type ServeServer } from '../../serve/serve-server';
-import { taskCategories } from '../../shared/simulator/tasks/task-schema';
-import { loadChatTokenizer } from '../../shared/text/load-chat-tokenizer';
-import type { ChatTokenizer } from '../../shared/text/chat-tokenizer';
-import type { ChatMessage } from '../../shared/trajectory/messages';
-import type { EpisodeRecord } from './episode-records';
-import { rlStage } from './processor';
-import type { RlInputConfig } from './rl-contract';
-import type { RlStats } from './rl-stats';
+import { runStageLocally } from '../queues/stage-kit/run-stage-locally';
+import { openArtifactObject } from '../shared/artifacts/create-artifact-store';
+import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
+import { readJsonl } from '../shared/artifacts/jsonl-reader';
+import { readParquet } from '../shared/artifacts/parquet-codec';
+import { HatError } from '../shared/errors';
+import { loadHarness } from '../shared/harness/load-harness';
+import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
+import { writeHarness } from '../shared/harness/write-harness';
+import { silentLogger } from '../shared/log/logger';
+import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
+import { startServeServer, type ServeServer } from '../serve/serve-server';
+import { taskCategories } from '../shared/simulator/tasks/task-schema';
+import { loadChatTokenizer } from '../shared/text/load-chat-tokenizer';
+import type { ChatTokenizer } from '../shared/text/chat-tokenizer';
+import type { ChatMessage } from '../shared/trajectory/messages';
+import type { EpisodeRecord } from '../workers/rl/episode-records';
+import { rlStage } from '../workers/rl/processor';
+import type { RlInputConfig } from '../workers/rl/rl-contract';
+import type { RlStats } from '../workers/rl/rl-stats';
 
 let directory: string;
 let modelDir: string;

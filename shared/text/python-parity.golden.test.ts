@@ -14,7 +14,7 @@ import type { ChatMessage, ToolSpec } from '../trajectory/messages';
  * (`additionalProperties: false` in tool schemas, boolean arguments), None, floats holding
  * integers (`99.0`, `2E3`, `1e16`), tiny and negative floats, quotes, escapes and unicode, through
  * `{{ }}`, `|string`, `~`, `join` and `tojson` with its options, and whitespace Python strips
- * unlike JavaScript (`trim`, `lstrip('\n')`). These run without Python; python-differential.test.ts
+ * unlike JavaScript (`trim`, `lstrip('\n')`). These run without Python; python-differential.golden.test.ts
  * renders a generated corpus through Python itself.
  */
 

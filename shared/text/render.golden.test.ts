@@ -3,7 +3,7 @@ import type { Tokenizer } from '@huggingface/tokenizers';
 import { golden } from './__fixtures__/golden';
 import { presetFiles, presetNames, presetTokenizer } from './__fixtures__/preset-files';
 import { invalidArguments, sampleConversations, singleCall, toolSession } from './__fixtures__/sample-conversations';
-import { specialTokenText, type ChatTokenizer } from './chat-tokenizer';
+import { createTokenizerCore, specialTokenText, type ChatTokenizer } from './chat-tokenizer';
 import { loadChatTokenizer, type TokenizerPreset } from './load-chat-tokenizer';
 import { trajectoryToTemplateInput } from './template-input';
 import { markTrainedText, tokenizeConversation } from './tokenize-conversation';
@@ -123,5 +123,19 @@ describe('what each template does with tools', () => {
     expect(text).toContain(
       '<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|><|start_header_id|>tool<|end_header_id|>\n\n{"item_id": "A2"',
     );
+  });
+});
+
+// The registry tokenizers' fingerprints against __golden__/fingerprints.json (moved from load-chat-tokenizer.test.ts:
+// the packages' tokenizers are loaded above already).
+describe('loadChatTokenizer', () => {
+  test('fingerprints differ across the three tokenizers and stay as recorded', async () => {
+    const fingerprints: Record<string, string> = {};
+    for (const preset of presetNames) fingerprints[preset] = (await loadChatTokenizer({ preset })).fingerprint;
+    expect(new Set(Object.values(fingerprints)).size).toBe(3);
+    const files = presetFiles('llama3_1');
+    expect(createTokenizerCore(files.tokenizerJson, files.config).fingerprint).toBe(fingerprints.llama3_1);
+    const recorded = `${JSON.stringify(fingerprints, null, 2)}\n`;
+    expect(recorded).toBe(golden('fingerprints.json', recorded));
   });
 });

@@ -49,7 +49,7 @@ const specialTokens = { bos_token: '<s>', eos_token: '</s>' };
 const hasPython = existsSync(python);
 if (!hasPython)
   console.warn(
-    `python-differential.test.ts skipped: no ${python} (run \`make trainer\` to build the trainer's virtual environment; CI builds it)`,
+    `python-differential.golden.test.ts skipped: no ${python} (run \`make trainer\` to build the trainer's virtual environment; CI builds it)`,
   );
 const describeWithPython = hasPython ? describe : describe.skip;
 
