@@ -29,8 +29,17 @@ function readGitCommit(): string | undefined {
 
 /** Package version. */
 export const version = readPackageVersion();
-/** Code version recorded in manifests: package version plus git commit when known (or HAT_CODE_VERSION). */
-export const codeVersion = (() => {
-  const commit = readGitCommit();
-  return commit ? `${version}+${commit}` : version;
-})();
+let recordedCodeVersion: string | undefined;
+
+/**
+ * Code version recorded in manifests: package version plus git commit when known (or
+ * HAT_CODE_VERSION). Read on first use (it runs git), so a process that writes no manifest never
+ * starts git.
+ */
+export function codeVersion(): string {
+  if (recordedCodeVersion === undefined) {
+    const commit = readGitCommit();
+    recordedCodeVersion = commit ? `${version}+${commit}` : version;
+  }
+  return recordedCodeVersion;
+}

@@ -41,7 +41,7 @@ const checkout = pathToFileURL(join(__dirname, '..')).href;
 function normalized(key: string, text: string): string {
   const masked = text
     .replaceAll(checkout, 'file:///checkout')
-    .replaceAll(`"${codeVersion}"`, `"${version}+golden"`)
+    .replaceAll(`"${codeVersion()}"`, `"${version}+golden"`)
     .replace(/"partsHash": ?"[0-9a-f]{64}"/g, '"partsHash":"scratch"');
   if (!key.endsWith('/manifest.json')) return masked;
   const manifest = JSON.parse(masked) as { objects: Array<{ key: string; sha256?: string; bytes?: number }> };

@@ -40,7 +40,7 @@ describe('manifests', () => {
     expect(manifest).toMatchObject({
       schemaVersion: 1,
       createdAt: '2025-01-02T03:04:05.000Z',
-      lineage: { codeVersion, configHash: 'c0ffee' },
+      lineage: { codeVersion: codeVersion(), configHash: 'c0ffee' },
     });
     expect(manifest.objects[0]).toMatchObject({
       records: 2,

@@ -113,7 +113,7 @@ export async function writeManifest(
     lineage: {
       inputs: input.lineage.inputs,
       configHash: input.lineage.configHash,
-      codeVersion: input.lineage.codeVersion ?? currentCodeVersion,
+      codeVersion: input.lineage.codeVersion ?? currentCodeVersion(),
     },
     createdAt: (options.clock ?? (() => new Date()))().toISOString(),
     stats: input.stats ?? {},

@@ -129,7 +129,9 @@ export function createTokenizerCore(
 ): TokenizerCore {
   const tokenizer = new Tokenizer(tokenizerJson, config);
   useGenerationalWordCache(tokenizer);
-  const { fingerprint, vocabSize } = fingerprintOf(tokenizer);
+  // Hashing the whole vocabulary takes a quarter of a second at 150k tokens: done when first asked.
+  let identity: { fingerprint: string; vocabSize: number } | undefined;
+  const identityOf = () => (identity ??= fingerprintOf(tokenizer));
   const added = [...tokenizer.get_added_tokens_decoder().values()];
   const eosText = specialTokenText(config.eos_token);
   const padText = specialTokenText(config.pad_token);
@@ -140,8 +142,12 @@ export function createTokenizerCore(
   return {
     tokenizer,
     config,
-    fingerprint,
-    vocabSize,
+    get fingerprint() {
+      return identityOf().fingerprint;
+    },
+    get vocabSize() {
+      return identityOf().vocabSize;
+    },
     specialTokens: added.filter((token) => token.special).map((token) => token.content),
     addedTokens: added.map((token) => token.content),
     endOfTurnTokens: [...new Set(endOfTurnTokens)],
@@ -167,7 +173,9 @@ export function createChatTokenizer(
     name,
     templateLabel,
     thinkingSwitches: template.thinkingSwitches,
-    fingerprint: core.fingerprint,
+    get fingerprint() {
+      return core.fingerprint;
+    },
     templateHash: template.hash,
     encode: (text) => tokenizer.encode(text, { add_special_tokens: false }).ids,
     encodeAt: (text, offsets) => core.segmentedEncoder.encodeAt(text, offsets),
@@ -179,7 +187,9 @@ export function createChatTokenizer(
     generationPrompt: (options) => template.generationPrompt(options),
     eosTokenId: core.eosTokenId,
     padTokenId: core.padTokenId,
-    vocabSize: core.vocabSize,
+    get vocabSize() {
+      return core.vocabSize;
+    },
     specialTokens: core.specialTokens,
     addedTokens: core.addedTokens,
     endOfTurnTokens: core.endOfTurnTokens,

@@ -376,7 +376,7 @@ async function trainingRequest(
     handoff: data.name,
     requestedAt: new Date(requestedAt).toISOString(),
     deadline: new Date(requestedAt + data.timeoutMs).toISOString(),
-    codeVersion,
+    codeVersion: codeVersion(),
     datasets: kept,
     ...(data.maxStaleness !== undefined ? { maxStaleness: data.maxStaleness, dropped } : {}),
     ...(tokenizer ? { tokenizer } : {}),

@@ -205,7 +205,7 @@ async function processRun(runtime: RunJobRuntime, job: Job, token: string): Prom
     seed: data.seed,
     artifactsRoot: layout.root,
     source: data.source,
-    codeVersion,
+    codeVersion: codeVersion(),
     createdAt: new Date(data.createdAt).toISOString(),
     finishedAt: new Date(finishedAt).toISOString(),
     durationMs: Math.max(0, finishedAt - data.createdAt),
