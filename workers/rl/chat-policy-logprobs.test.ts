@@ -6,6 +6,7 @@ import { runStageLocally } from '../../queues/stage-kit/run-stage-locally';
 import { openArtifactObject } from '../../shared/artifacts/create-artifact-store';
 import { FileArtifactStore } from '../../shared/artifacts/file-artifact-store';
 import { readJsonl } from '../../shared/artifacts/jsonl-reader';
+import { writeSmallHarness } from '../../shared/harness/testing/small-harness';
 import { silentLogger } from '../../shared/log/logger';
 import { makeDummyDecoder } from '../../shared/models/onnx/dummy-decoder';
 import { startServeServer, type ServeServer } from '../../serve/serve-server';
@@ -28,10 +29,13 @@ import type { RlStats } from './rl-stats';
 let directory: string;
 let modelDir: string;
 let serve: ServeServer;
+let harness: string;
 
 beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), 'hat-rl-chat-logprobs-'));
   modelDir = join(directory, 'policy');
+  // The byte-level dummy tokenizer makes every prompt byte a token: the small harness keeps prefill short.
+  harness = await writeSmallHarness(join(directory, 'harness'));
   makeDummyDecoder({ outDir: modelDir, tokenizer: 'bytes', hidden: 16, layers: 1, seed: 'rl-chat-logprobs' });
   serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
 }, 300_000);
@@ -50,6 +54,7 @@ function config(baseUrl: string, model: string): RlInputConfig {
     groupSize: 2,
     maxTurns: 1,
     maxStepsPerTurn: 2,
+    harness,
     canonicalShare: 1,
     policy: { adapter: 'openai', baseUrl, model, maxRetries: 0 },
     sampling: { temperature: 1, maxTokens: 6 },
