@@ -17,7 +17,7 @@ import { GenerationalWordCache, wordCacheGeneration } from './word-cache';
  *   vocabulary token is that token.
  * `fromTokenizer` builds it only for tokenizers of exactly that shape (no dropout, byte fallback,
  * affixes or normalized added tokens, every byte and every merge result in the vocabulary) and
- * returns undefined otherwise. byte-level-bpe.test.ts holds it to the library's ids on random and
+ * returns undefined otherwise. byte-level-bpe.golden.test.ts holds it to the library's ids on random and
  * rendered text, and every shard sample's ids are spot-checked against the library's own
  * whole-text encoding (verifyEncodingEvery).
  */
