@@ -10,7 +10,7 @@
  *
  *   make build-dev && node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000]
  *     [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling]
- *     [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--s3]
+ *     [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--s3] [--malloc-arena-max 2|unset]
  *
  * `--s3` puts the artifacts on a local S3-compatible server (s3rver) behind a counting proxy and
  * prints the S3 requests of each phase and per part (PUT, multipart calls, GET, HEAD, LIST,
@@ -37,7 +37,9 @@
  * not compete with it for an event loop. Redis is a private `redis-server` on a free port (so
  * other work on the machine does not show up in its memory), or REDIS_URL with `--shared-redis`,
  * under a fresh `bench-load-<uuid>` prefix per load; everything is removed at the end (unless
- * --keep).
+ * --keep). Workers run with glibc's `MALLOC_ARENA_MAX=2`, as the worker image sets it (its own
+ * value when this process has one; `--malloc-arena-max unset` runs them with glibc's default of
+ * eight arenas per core, to compare).
  *
  * After a load with augment, once its workers have exited, this process runs augment's bench
  * loop (`bench/augment-loop.ts`: the augment and replay work alone, on one thread, tasks parsed
@@ -85,6 +87,12 @@ function textOption(name: string): string | undefined {
   return index > 0 ? process.argv[index + 1] : undefined;
 }
 
+function withoutArenaSetting(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const rest = { ...env };
+  delete rest.MALLOC_ARENA_MAX;
+  return rest;
+}
+
 type TextMix = 'default' | 'cjk-heavy';
 const textFlag = textOption('--text') ?? 'default';
 const textMixes: TextMix[] = textFlag === 'both' ? ['default', 'cjk-heavy'] : [textFlag as TextMix];
@@ -100,6 +108,8 @@ const keep = process.argv.includes('--keep');
 const sharedRedis = process.argv.includes('--shared-redis');
 const pin = process.argv.includes('--pin');
 const withS3 = process.argv.includes('--s3');
+/** glibc heap arenas of the workers: the worker image's 2 (docker/Dockerfile), this process's own value, or `unset`. */
+const mallocArenaMax = textOption('--malloc-arena-max') ?? process.env.MALLOC_ARENA_MAX ?? '2';
 
 /** The run's phase (`collect parts`, `shard finish`, …): what the S3 request counter files each request under. */
 let currentPhase = 'start';
@@ -343,7 +353,8 @@ async function runLoad(
         ],
         {
           env: {
-            ...process.env,
+            ...withoutArenaSetting(process.env),
+            ...(mallocArenaMax === 'unset' ? {} : { MALLOC_ARENA_MAX: mallocArenaMax }),
             ...s3Env,
             REDIS_URL: redisUrl,
             HAT_REDIS_PREFIX: prefix,
@@ -481,7 +492,7 @@ async function runLoad(
       [
         `load run ${plan.runId}: ${status.state}${status.error ? ` (${status.error})` : ''}`,
         `  tasks: ${tasks} (${tasksPerPart} per part, ${text} text), stages: ${plan.stages.map((stage) => stage.name).join(' -> ')}${withAugment ? ' (augment: 1 variant per trajectory, replay-checked)' : ''}${withShard ? ' (shard: qwen3, 8192)' : ''}`,
-        `  workers: ${workers} process(es)${pin ? ', each pinned to one CPU' : ''}${concurrency ? `, concurrency ${concurrency}` : ''}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
+        `  workers: ${workers} process(es)${pin ? ', each pinned to one CPU' : ''}${concurrency ? `, concurrency ${concurrency}` : ''}, MALLOC_ARENA_MAX ${mallocArenaMax}; wall time: ${wallSeconds.toFixed(1)} s (${(tasks / wallSeconds).toFixed(0)} tasks/s end to end)`,
         ...figures.map(
           (stage) =>
             `  ${stage.name}: ${stage.seconds !== undefined ? `${stage.seconds.toFixed(1)} s, ${(stage.parts / stage.seconds).toFixed(2)} parts/s` : '?'}, ${stage.parts} parts (parts phase ${stage.partsSeconds?.toFixed(1) ?? '?'} s), ${stage.objects} objects, ${mib(stage.bytes)} written, worker CPU ${stage.cpuSeconds === undefined ? '?' : `${stage.cpuSeconds.toFixed(1)} s (${((stage.cpuSeconds * 1000) / tasks).toFixed(2)} ms per task; system ${stage.systemSeconds?.toFixed(1)} s)`}`,
@@ -603,8 +614,12 @@ function printMemoryBySize(results: LoadResult[]): void {
 
 async function main(): Promise<void> {
   checkBenchFlags(
-    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis] [--s3]',
+    'node dist/bench/load-100k.js [--tasks 100000] [--sizes 10000,100000] [--text default|cjk-heavy|both] [--tasks-per-part 1000] [--workers 1] [--concurrency C] [--scaling] [--pin] [--no-augment] [--no-shard] [--cpu-prof DIR] [--keep] [--shared-redis] [--s3] [--malloc-arena-max 2|unset]',
   );
+  if (mallocArenaMax !== 'unset' && !/^[1-9][0-9]*$/.test(mallocArenaMax)) {
+    process.stderr.write(`--malloc-arena-max must be a whole number of arenas or unset, not ${mallocArenaMax}\n`);
+    process.exit(2);
+  }
   if (!['default', 'cjk-heavy', 'both'].includes(textFlag)) {
     process.stderr.write(`--text must be default, cjk-heavy or both, not ${textFlag}\n`);
     process.exit(2);
