@@ -99,9 +99,10 @@ function optionsIn(text: string, item: Item): { size?: string; color?: string; s
       break;
     }
   }
+  // Longest first: 奶白色 in the text is 奶白色, not 白色.
   const colors = [
     ...new Set(item.skus.map((sku) => sku.color).filter((value): value is string => value !== undefined)),
-  ];
+  ].sort((a, b) => b.length - a.length);
   result.color = colors.find((color) => text.includes(color) || text.includes(color.replace(/色$/, '')));
   result.spec = [
     ...new Set(item.skus.map((sku) => sku.spec).filter((value): value is string => value !== undefined)),

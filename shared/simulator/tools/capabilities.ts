@@ -155,11 +155,16 @@ export function stockStatus(stock: number): string {
   return '有货';
 }
 
-/** Color match that tolerates a viewer's short form (黑 for 黑色, 蓝色 for 雾霾蓝). */
-function colorMatches(skuColor: string, asked: string): boolean {
-  const sku = compactText(skuColor);
-  const wanted = compactText(asked).replace(/色$/, '');
-  return sku.includes(wanted);
+const colorStem = (color: string) => compactText(color).replace(/色$/, '');
+
+/**
+ * Which of an item's colors a viewer's word names: the one it spells (白 or 白色 for 白色, never
+ * 奶白色 beside it), else every color that contains it (黑 for 黑色, 蓝色 for 雾霾蓝).
+ */
+function colorMatcher(colors: readonly string[], asked: string): (skuColor: string) => boolean {
+  const wanted = colorStem(asked);
+  if (colors.some((color) => colorStem(color) === wanted)) return (skuColor) => colorStem(skuColor) === wanted;
+  return (skuColor) => compactText(skuColor).includes(wanted);
 }
 
 function skuStock(item: Item, size?: string, color?: string): CapabilityResult {
@@ -174,10 +179,12 @@ function skuStock(item: Item, size?: string, color?: string): CapabilityResult {
       );
     }
   }
+  let colorMatches: ((skuColor: string) => boolean) | undefined;
   if (color !== undefined) {
     if (options.colors === undefined)
       return toolFailure('OPTION_NOT_FOUND', `item ${item.itemId} has no color options; leave the color out`);
-    if (!options.colors.some((value) => colorMatches(value, color))) {
+    colorMatches = colorMatcher(options.colors, color);
+    if (!options.colors.some(colorMatches)) {
       return toolFailure(
         'OPTION_NOT_FOUND',
         `item ${item.itemId} has no color ${JSON.stringify(color)}; colors: ${options.colors.join(', ')}`,
@@ -187,7 +194,7 @@ function skuStock(item: Item, size?: string, color?: string): CapabilityResult {
   const skus = item.skus.filter(
     (sku) =>
       (size === undefined || compactText(sku.size ?? '') === compactText(size)) &&
-      (color === undefined || colorMatches(sku.color ?? '', color)),
+      (colorMatches === undefined || colorMatches(sku.color ?? '')),
   );
   return {
     item_id: item.itemId,

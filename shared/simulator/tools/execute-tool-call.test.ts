@@ -83,6 +83,32 @@ describe('capabilities through the sample harness', () => {
     expect(run('get_sku_stock', { item_id: gadget.itemId, size: 'M' }).body.error.code).toBe('OPTION_NOT_FOUND');
   });
 
+  it('get_sku_stock reads a color by the name it spells (白色 or 白 is not 奶白色), a short form by every color holding it', () => {
+    const stock = (colors: string[], asked: string) => {
+      const recolored = {
+        ...apparel,
+        skus: apparel.skus.map((sku, index) => ({ ...sku, color: colors[index % colors.length] })),
+      };
+      const items = snapshot.items.map((item) => (item === apparel ? recolored : item));
+      const result = executeToolCall(createWorld({ ...snapshot, items }), harness, {
+        name: 'get_sku_stock',
+        arguments: JSON.stringify({ item_id: apparel.itemId, color: asked }),
+      });
+      const body = JSON.parse(result.content) as { skus: Array<{ color: string; stock: number }>; total_stock: number };
+      const expected = (named: string[]) =>
+        recolored.skus.filter((sku) => named.includes(sku.color)).reduce((sum, sku) => sum + sku.stock, 0);
+      return { colors: [...new Set(body.skus.map((sku) => sku.color))].sort(), total: body.total_stock, expected };
+    };
+    for (const asked of ['白色', '白']) {
+      const { colors, total, expected } = stock(['白色', '奶白色'], asked);
+      expect({ asked, colors, total }).toEqual({ asked, colors: ['白色'], total: expected(['白色']) });
+    }
+    const creamy = stock(['白色', '奶白色'], '奶白');
+    expect(creamy).toMatchObject({ colors: ['奶白色'], total: creamy.expected(['奶白色']) });
+    const short = stock(['奶白色', '米白色', '黑色'], '白');
+    expect(short).toMatchObject({ colors: ['奶白色', '米白色'], total: short.expected(['奶白色', '米白色']) });
+  });
+
   it('get_promotions lists usable coupons with the stacking rule', () => {
     const promotions = run('get_promotions', { item_id: apparel.itemId });
     expect(promotions.body.live_coupon.name).toBe(world.activeCoupon!.name);
