@@ -17,8 +17,8 @@ import { createQueueTestKit, type QueueTestKit } from './support/queue-test-kit'
 
 /**
  * The shard stage under BullMQ on real Redis: parts in sandboxed worker threads (the stage is
- * CPU-heavy), fan-in through the flow, manifest last, and the same bytes as `hat stage` gives in
- * one process for the same input and seed.
+ * CPU-heavy), the fan-in's tasks as jobs of their own, the manifest last, and the same bytes as
+ * `hat stage` gives in one process for the same input and seed.
  */
 describe('shard stage under BullMQ', () => {
   let kit: QueueTestKit;
@@ -60,6 +60,19 @@ describe('shard stage under BullMQ', () => {
     expect((await kit.store.head(manifestKey))?.lastModified?.getTime()).toBeGreaterThanOrEqual(Math.max(...written));
     expect(manifest.lineage.inputs).toEqual([{ uri: input.uri, sha256: input.sha256 }]);
     expect(manifest.stats).toMatchObject({ records: 12, samples: 12, duplicates: 0 });
+    // The fan-in ran as jobs any worker can take: packing, each JSONL export, verl Parquet.
+    const tasks = (await kit.context.queue('shard').getJobs(['completed'])).filter((job) => job.name === 'fan-in-task');
+    expect(
+      tasks
+        .map((job) => (job.data as { task: unknown }).task)
+        .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)),
+    ).toEqual([
+      { format: 'llama-factory', kind: 'export' },
+      { format: 'ms-swift', kind: 'export' },
+      { format: 'openai', kind: 'export' },
+      { kind: 'packed' },
+      { kind: 'verl' },
+    ]);
 
     const localStore = new FileArtifactStore(local);
     await runStageLocally(shardStage, stageConfig, {

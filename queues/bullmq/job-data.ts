@@ -33,10 +33,12 @@ export const stageJobDataSchema = z.object({
   inputHash: z.string().min(1),
   /** Stages whose jobs are this job's children (they finish before it starts). */
   upstream: z.array(z.string()).default([]),
-  /** `plan` until the part jobs are added, then `fan-in`. */
-  step: z.enum(['plan', 'fan-in']).default('plan'),
+  /** `plan` until the part jobs are added, then `fan-in`; `fan-in-tasks` once the fan-in task jobs are added. */
+  step: z.enum(['plan', 'fan-in', 'fan-in-tasks']).default('plan'),
   /** Parts added by the plan step. */
   partCount: z.number().int().nonnegative().optional(),
+  /** Fan-in task jobs added once the parts were done (stages with `fanInTasks`). */
+  taskCount: z.number().int().nonnegative().optional(),
   /** When the plan step started, epoch ms (stage duration is measured from here). */
   startedAt: z.number().optional(),
 });
@@ -51,6 +53,29 @@ export const partJobDataSchema = z.object({
   inputHash: z.string().min(1),
 });
 export type PartJobData = z.infer<typeof partJobDataSchema>;
+
+/** One task of a stage's fan-in; it reads the part outputs from the stage's `_state/fan-in-parts.json`. */
+export const fanInTaskJobDataSchema = z.object({
+  ...common,
+  index: z.number().int().nonnegative(),
+  count: z.number().int().positive(),
+  /** The task, validated against the stage's task schema. */
+  task: z.unknown(),
+  /** The stage config (as the stage job carries it). */
+  input: z.unknown(),
+});
+export type FanInTaskJobData = z.infer<typeof fanInTaskJobDataSchema>;
+
+/** What a fan-in task job returns (kept by BullMQ in its parent's processed set). */
+export interface FanInTaskJobResult<TaskOutput = unknown> {
+  kind: 'fan-in-task';
+  index: number;
+  output: TaskOutput;
+}
+
+export function isFanInTaskResult(value: unknown): value is FanInTaskJobResult {
+  return typeof value === 'object' && value !== null && (value as { kind?: unknown }).kind === 'fan-in-task';
+}
 
 /** What a part job returns (kept by BullMQ in its parent's processed set). */
 export interface PartJobResult<PartOutput = unknown> {

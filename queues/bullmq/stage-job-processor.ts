@@ -22,18 +22,21 @@ import type {
   StageServices,
 } from '../stage-kit/define-stage';
 import {
+  fanInTaskJobDataSchema,
   holdOver,
+  isFanInTaskResult,
   isPartJobResult,
   isStageJobResult,
   parseJobData,
   partJobDataSchema,
   stageJobDataSchema,
+  type FanInTaskJobResult,
   type PartJobResult,
   type StageJobData,
   type StageJobResult,
 } from './job-data';
 import type { StageHold } from '../stage-kit/define-stage';
-import { partIdOf, partJobId } from '../stage-kit/job-ids';
+import { fanInTaskJobId, partIdOf, partJobId } from '../stage-kit/job-ids';
 import { checkJobData, stageJobOptions } from './job-options';
 import { JobCancel, type JobCancels } from './job-cancels';
 import { LockGuardedStore, defaultLockDurationMs, lockLostReason, type JobLockProbe } from './job-lock';
@@ -43,7 +46,9 @@ import {
   manifestUriOf,
   parseOrThrow,
   parseStageInput,
+  planFanInTasks,
   planParts,
+  runFanInTask,
   runPart,
 } from '../stage-kit/stage-execution';
 
@@ -83,9 +88,9 @@ export interface StageJobHandle {
   getChildrenValues(): Promise<Record<string, unknown>>;
 }
 
-/** A part job to add under a stage job. */
+/** A part job (or fan-in task job) to add under a stage job. */
 export interface PartJobSpec {
-  name: 'part';
+  name: 'part' | 'fan-in-task';
   data: unknown;
   opts: JobsOptions;
 }
@@ -100,7 +105,7 @@ export interface StageJobRuntime {
   /** The artifact store rooted at a run's `artifacts` URI (cached per root). */
   storeFor(rootUri: string): ArtifactStore;
   openObject(uri: string): { store: ArtifactStore; key: string };
-  /** Adds part jobs to the stage's queue (as children of the job named in their `opts.parent`). */
+  /** Adds part and fan-in task jobs to the stage's queue (as children of the job named in their `opts.parent`). */
   addParts(stage: string, parts: PartJobSpec[]): Promise<void>;
   /** Whether `hat runs cancel` marked the run. */
   isRunCancelled(runId: string): Promise<boolean>;
@@ -126,7 +131,7 @@ export type StageJobProcessor = (
   job: StageJobHandle,
   token?: string,
   signal?: AbortSignal,
-) => Promise<StageJobResult | PartJobResult>;
+) => Promise<StageJobResult | PartJobResult | FanInTaskJobResult>;
 
 /**
  * Builds the processor a sandboxed child (or any caller that owns the job's AbortSignal) runs for
@@ -152,7 +157,7 @@ export function createInProcessStageJobProcessor(
   runtime: StageJobRuntime,
   cancels: JobCancels,
   options: StageJobProcessorOptions = {},
-): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult> {
+): (job: StageJobHandle, token?: string) => Promise<StageJobResult | PartJobResult | FanInTaskJobResult> {
   const run = stageJobRunner(stage, runtime, (cancel) => cancels.end(cancel), options);
   return (job: StageJobHandle, token?: string) => run(job, token, cancels.start(job.id));
 }
@@ -169,7 +174,11 @@ function stageJobRunner(
   runtime: StageJobRuntime,
   release: (cancel: JobCancel) => void,
   options: StageJobProcessorOptions,
-): (job: StageJobHandle, token: string | undefined, cancel: JobCancel) => Promise<StageJobResult | PartJobResult> {
+): (
+  job: StageJobHandle,
+  token: string | undefined,
+  cancel: JobCancel,
+) => Promise<StageJobResult | PartJobResult | FanInTaskJobResult> {
   const outages = new StorageOutages(runtime.storageRetry);
   const lockMs = options.lockDurationMs ?? defaultLockDurationMs;
   const lockOf = (job: StageJobHandle, token: string | undefined, cancel: JobCancel) =>
@@ -209,7 +218,7 @@ function stageJobRunner(
   // One promise per job, settled by the work or by a cancel, whichever comes first: no async
   // layer between the stage's own promise and BullMQ's await.
   return (job, token, cancel) =>
-    new Promise<StageJobResult | PartJobResult>((resolve, reject) => {
+    new Promise<StageJobResult | PartJobResult | FanInTaskJobResult>((resolve, reject) => {
       let settled = false;
       const fail = (error: unknown) => {
         if (settled) return;
@@ -222,7 +231,9 @@ function stageJobRunner(
       const work =
         job.name === 'part'
           ? processPartJob(stage, runtime, job, cancel, guard)
-          : processStageJob(stage, runtime, job, token, cancel, guard);
+          : job.name === 'fan-in-task'
+            ? processFanInTaskJob(stage, runtime, job, cancel, guard)
+            : processStageJob(stage, runtime, job, token, cancel, guard);
       work.then((result) => {
         if (settled) return;
         settled = true;
@@ -321,6 +332,7 @@ export function jobLogIds(job: Pick<StageJobHandle, 'id' | 'name' | 'data'>): Re
     ...(typeof data.runId === 'string' ? { runId: data.runId } : {}),
     ...(typeof data.stage === 'string' ? { stage: data.stage } : {}),
     ...(job.name === 'part' && typeof data.index === 'number' ? { part: partIdOf(data.index) } : {}),
+    ...(job.name === 'fan-in-task' && typeof data.index === 'number' ? { fanInTask: data.index } : {}),
   };
 }
 
@@ -400,6 +412,25 @@ async function processPartJob(
   return { kind: 'part', index: data.index, output };
 }
 
+async function processFanInTaskJob(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  cancel: JobCancel,
+  guard: JobLock | undefined,
+): Promise<FanInTaskJobResult> {
+  const data = parseJobData(fanInTaskJobDataSchema, job.data, jobLabel(job));
+  if (stage.kind !== 'fan-out' || !stage.fanInTasks)
+    throw new HatError(
+      'BAD_JOB_DATA',
+      `stage "${stage.name}" has no fan-in tasks, but job ${jobLabel(job)} is one of them`,
+    );
+  const input = parseStageInput(stage, data.input, jobLabel(job), 'input');
+  const deps = jobDeps(stage.name, runtime, job, data, cancel, guard, (report) => job.updateProgress({ ...report }));
+  const output = await runFanInTask(stage, input, data.task, deps);
+  return { kind: 'fan-in-task', index: data.index, output };
+}
+
 async function processStageJob(
   stage: AnyStage,
   runtime: StageJobRuntime,
@@ -411,7 +442,7 @@ async function processStageJob(
   let data = parseJobData(stageJobDataSchema, job.data, jobLabel(job));
   // Children first: upstream stages, or parts put back by `hat runs retry`. A job that can have
   // none skips the round trip (it matters for many small single-job stages).
-  if ((data.upstream.length > 0 || data.step === 'fan-in') && (await job.moveToWaitingChildren(token)))
+  if ((data.upstream.length > 0 || data.step !== 'plan') && (await job.moveToWaitingChildren(token)))
     throw new WaitingChildrenError();
   const startedAt = data.startedAt ?? runtime.clock.now();
   if (data.step === 'plan' && data.upstream.length > 0) {
@@ -453,11 +484,32 @@ async function processStageJob(
     const expected = data.partCount ?? 0;
     if (parts.length === expected) {
       await sendProgress({ phase: 'finish', partsTotal: expected });
-      const finished = await stage.finish(
-        input,
-        parts.map((part) => part.output),
-        deps,
-      );
+      const partOutputs = parts.map((part) => part.output);
+      let taskOutputs: unknown[] = [];
+      if (stage.fanInTasks) {
+        if (data.step !== 'fan-in-tasks') {
+          data = await addFanInTasks(stage, runtime, job, data, input, partOutputs, deps);
+          if ((data.taskCount ?? 0) > 0 && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
+        }
+        const tasks = Object.values(await job.getChildrenValues())
+          .filter(isFanInTaskResult)
+          .sort((left, right) => left.index - right.index);
+        if (tasks.length !== (data.taskCount ?? 0)) {
+          if (round > 0)
+            throw new HatError(
+              'FAN_IN_TASKS_MISSING',
+              `stage "${stage.name}" expected ${data.taskCount ?? 0} fan-in task results but found ${tasks.length} after re-adding the missing tasks`,
+            );
+          deps.logger.warn(
+            { expected: data.taskCount, found: tasks.length },
+            'fan-in task results missing; re-adding the missing tasks',
+          );
+          data = { ...data, step: 'fan-in' };
+          continue;
+        }
+        taskOutputs = tasks.map((task) => task.output);
+      }
+      const finished = await stage.finish(input, partOutputs, deps, taskOutputs);
       const output = checkResult(stage.output, finished, stage.name, 'stage output');
       await sendProgress({ phase: 'done', partsTotal: expected });
       return stageResult(
@@ -494,31 +546,78 @@ async function addParts(
   startedAt: number,
 ): Promise<StageJobData> {
   const planned = await planParts(stage, input, deps);
-  const parent = { id: job.id as string, queue: job.queueQualifiedName };
-  const options = { ...stageJobOptions(stage.queue ?? {}, runtime.jobDataLimit), parent, failParentOnFailure: true };
-  const specs: PartJobSpec[] = planned.map((part) => {
-    const partData = {
-      v: 1 as const,
-      runId: data.runId,
-      stage: data.stage,
-      ...(data.kind ? { kind: data.kind } : {}),
-      seed: data.seed,
-      artifactsRoot: data.artifactsRoot,
-      outputPrefix: data.outputPrefix,
-      index: part.index,
-      count: planned.length,
-      input: part.input,
-      inputHash: part.inputHash,
-    };
-    // The stage's name in the run, not its kind: two instances of one kind never share part ids.
-    const jobId = partJobId(data.runId, data.stage, part.index, part.inputHash);
-    checkJobData(partData, runtime.jobDataLimit, { stage: stage.name, jobId });
-    return { name: 'part', data: partData, opts: { ...options, jobId } };
-  });
+  const specs = planned.map((part) =>
+    childJobSpec(stage, runtime, job, data, {
+      name: 'part',
+      // The stage's name in the run, not its kind: two instances of one kind never share part ids.
+      jobId: partJobId(data.runId, data.stage, part.index, part.inputHash),
+      fields: { index: part.index, count: planned.length, input: part.input, inputHash: part.inputHash },
+    }),
+  );
   if (specs.length > 0) await runtime.addParts(stage.name, specs);
   const next: StageJobData = { ...data, step: 'fan-in', partCount: specs.length, startedAt };
   await job.updateData(next);
   return next;
+}
+
+/**
+ * The fan-in task jobs of a stage whose parts are done: the part outputs go to the store (the
+ * tasks read them there), one child job per task (deterministic ids, so adding again adds
+ * nothing twice), and `step: fan-in-tasks`.
+ */
+async function addFanInTasks(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  data: StageJobData,
+  input: unknown,
+  partOutputs: unknown[],
+  deps: StageDeps,
+): Promise<StageJobData> {
+  const planned = await planFanInTasks(stage, input, partOutputs, deps, { writeParts: true });
+  const specs = planned.map((task) =>
+    childJobSpec(stage, runtime, job, data, {
+      name: 'fan-in-task',
+      jobId: fanInTaskJobId(data.runId, data.stage, task.index, task.taskHash),
+      fields: { index: task.index, count: planned.length, task: task.task, input: data.input },
+    }),
+  );
+  if (specs.length > 0) await runtime.addParts(stage.name, specs);
+  const next: StageJobData = { ...data, step: 'fan-in-tasks', taskCount: specs.length };
+  await job.updateData(next);
+  return next;
+}
+
+/** A child job of a stage job (a part or a fan-in task): the run's fields, its own, the stage's queue options. */
+function childJobSpec(
+  stage: AnyStage,
+  runtime: StageJobRuntime,
+  job: StageJobHandle,
+  data: StageJobData,
+  child: { name: PartJobSpec['name']; jobId: string; fields: Record<string, unknown> },
+): PartJobSpec {
+  const childData = {
+    v: 1 as const,
+    runId: data.runId,
+    stage: data.stage,
+    ...(data.kind ? { kind: data.kind } : {}),
+    seed: data.seed,
+    artifactsRoot: data.artifactsRoot,
+    outputPrefix: data.outputPrefix,
+    ...child.fields,
+  };
+  checkJobData(childData, runtime.jobDataLimit, { stage: stage.name, jobId: child.jobId });
+  const parent = { id: job.id as string, queue: job.queueQualifiedName };
+  return {
+    name: child.name,
+    data: childData,
+    opts: {
+      ...stageJobOptions(stage.queue ?? {}, runtime.jobDataLimit),
+      parent,
+      failParentOnFailure: true,
+      jobId: child.jobId,
+    },
+  };
 }
 
 /** The upstream results of a job that has none (read only). */

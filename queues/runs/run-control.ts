@@ -351,10 +351,11 @@ async function stageStatus(
   let partsFailed = 0;
   if (partsTotal > 0) {
     const counts = await job.getDependenciesCount({ processed: true, failed: true });
-    partsDone = Math.max(0, (counts.processed ?? 0) - upstream);
+    // Processed children: upstream stage jobs, parts and (once the parts are done) fan-in tasks.
+    partsDone = Math.min(partsTotal, Math.max(0, (counts.processed ?? 0) - upstream));
     partsFailed = counts.failed ?? 0;
   }
-  const fannedOut = data.success && data.data.step === 'fan-in';
+  const fannedOut = data.success && data.data.step !== 'plan';
   const state: StageState =
     jobState === 'failed'
       ? errorCodeOf(job.failedReason) === 'RUN_CANCELLED'

@@ -147,6 +147,22 @@ export interface FanOutContract<Input, Output, PartInput, PartOutput> extends St
   partCounters?(output: PartOutput): Record<string, number>;
 }
 
+/**
+ * A fan-in split into tasks that run as jobs of their own, on any worker, between the parts and
+ * `finish`: for a fan-in too long for one job on one core (shard's packing and exports). `plan`
+ * lists the tasks from the part outputs (deterministic; `[]` lets `finish` do all the work
+ * itself); each task writes only its own objects (a retry rewrites them) and returns a small
+ * result; `finish` gets the results in task order and writes the manifest last.
+ */
+export interface FanInTasks<Input, PartOutput, Task, TaskOutput> {
+  /** Schema of one task (job data: small). */
+  task: z.ZodType<Task>;
+  /** Schema of one task's result (small: keys, counts). */
+  taskOutput: z.ZodType<TaskOutput>;
+  plan(input: Input, partOutputs: PartOutput[], deps: StageDeps): Promise<Task[]>;
+  run(input: Input, partOutputs: PartOutput[], task: Task, deps: StageDeps): Promise<TaskOutput>;
+}
+
 export interface SingleJobStageDefinition<Input, Output> extends StageContract<Input, Output> {
   kind: 'single';
   createProcessor(deps: StageDeps): StageProcessor<Input, Output>;
@@ -163,8 +179,13 @@ export interface FanOutStageDefinition<Input, Output, PartInput, PartOutput> ext
   plan(input: Input, deps: StageDeps): PartInput[] | Promise<PartInput[]>;
   /** Processes one part. */
   createProcessor(deps: StageDeps): StageProcessor<PartInput, PartOutput>;
-  /** Fans in: gets the part outputs in part order, writes the stage manifest last. */
-  finish(input: Input, partOutputs: PartOutput[], deps: StageDeps): Promise<Output>;
+  /**
+   * Fans in: gets the part outputs in part order (and, with `fanInTasks`, the task results in task
+   * order; none when the plan made no tasks), writes the stage manifest last.
+   */
+  finish(input: Input, partOutputs: PartOutput[], deps: StageDeps, taskOutputs: unknown[]): Promise<Output>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  fanInTasks?: FanInTasks<Input, PartOutput, any, any>;
 }
 
 export type StageDefinition<Input = unknown, Output = unknown, PartInput = unknown, PartOutput = unknown> =
@@ -188,7 +209,9 @@ export type FanOutStageSpec<Input, Output, PartInput, PartOutput> = FanOutContra
 > & {
   plan(input: Input, deps: StageDeps): PartInput[] | Promise<PartInput[]>;
   createProcessor(deps: StageDeps): StageProcessor<PartInput, PartOutput>;
-  finish(input: Input, partOutputs: PartOutput[], deps: StageDeps): Promise<Output>;
+  finish(input: Input, partOutputs: PartOutput[], deps: StageDeps, taskOutputs: unknown[]): Promise<Output>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  fanInTasks?: FanInTasks<Input, PartOutput, any, any>;
 };
 
 /** Defines a single-job stage or a fan-out stage (when `plan` is given). Does not register it. */
@@ -220,10 +243,10 @@ export function defineStage(
       );
     return { ...spec, kind: 'fan-out' } as FanOutStageDefinition<unknown, unknown, unknown, unknown>;
   }
-  if (finish)
+  if (finish || (spec as { fanInTasks?: unknown }).fanInTasks)
     throw new BadInputError(
       'BAD_STAGE_DEFINITION',
-      `stage "${spec.name}" has finish() but no plan(); finish() fans in parts that plan() made`,
+      `stage "${spec.name}" has ${finish ? 'finish()' : 'fanInTasks'} but no plan(); a fan-in needs the parts that plan() makes`,
     );
   return { ...spec, kind: 'single' } as SingleJobStageDefinition<unknown, unknown>;
 }

@@ -79,6 +79,11 @@ export function partJobId(runId: string, stage: string, index: number, partInput
   return assertJobId(`${runId}.${stage}.${partIdOf(index)}.${partInputHash.slice(0, 12)}`);
 }
 
+/** `<run>.<stage>.fan-in-00001.<hash>`: one task of a stage's fan-in. */
+export function fanInTaskJobId(runId: string, stage: string, index: number, taskHash: string): string {
+  return assertJobId(`${runId}.${stage}.fan-in-${String(index).padStart(5, '0')}.${taskHash.slice(0, 12)}`);
+}
+
 /** `run-20250131T020000Z-1a2b3c4d`: a run id from the config hash and a time (UTC, to the second). */
 export function deriveRunId(configHash: string, at: Date, label = 'run'): string {
   return assertRunId(`${label}-${compactUtc(at)}-${configHash.slice(0, 8)}`);

@@ -115,4 +115,53 @@ describe('runStageLocally', () => {
       expect(calls).toEqual([]);
     });
   });
+
+  describe('with fan-in tasks', () => {
+    const seen: Array<{ task: string; parts: number[] }> = [];
+    const stage = defineStage({
+      name: 'fan-in-tasks-test',
+      description: 'test',
+      input: z.object({ parts: z.number().int(), tasks: z.array(z.string()) }),
+      output: z.object({ results: z.array(z.string()) }),
+      partInput: z.object({ index: z.number() }),
+      partOutput: z.object({ value: z.number() }),
+      plan: (input: { parts: number }) => Array.from({ length: input.parts }, (_, index) => ({ index })),
+      createProcessor: () => async (part: { index: number }) => ({ value: part.index * 10 }),
+      fanInTasks: {
+        task: z.object({ name: z.string() }),
+        taskOutput: z.object({ text: z.string() }),
+        plan: async (input: { tasks: string[] }) => input.tasks.map((name) => ({ name })),
+        run: async (_input: unknown, parts: Array<{ value: number }>, task: { name: string }) => {
+          seen.push({ task: task.name, parts: parts.map((part) => part.value) });
+          // Later tasks end first: results still come back in task order.
+          await new Promise((resolve) => setTimeout(resolve, task.name === 'first' ? 20 : 1));
+          return { text: `${task.name}:${parts.reduce((sum, part) => sum + part.value, 0)}` };
+        },
+      },
+      finish: async (_input: unknown, parts: Array<{ value: number }>, _deps: unknown, tasks: unknown[]) => ({
+        results: tasks.length > 0 ? tasks.map((task) => (task as { text: string }).text) : [`alone:${parts.length}`],
+      }),
+    });
+
+    it('runs each task over every part output and gives finish their results in task order', async () => {
+      seen.length = 0;
+      const result = await runStageLocally(
+        stage,
+        { parts: 3, tasks: ['first', 'second', 'third'] },
+        options(new MemoryArtifactStore(), { concurrency: 3 }),
+      );
+      expect(result.output).toEqual({ results: ['first:30', 'second:30', 'third:30'] });
+      expect(seen.map((entry) => entry.parts)).toEqual([
+        [0, 10, 20],
+        [0, 10, 20],
+        [0, 10, 20],
+      ]);
+    });
+
+    it('leaves the whole fan-in to finish when the plan makes no task', async () => {
+      expect(
+        (await runStageLocally(stage, { parts: 2, tasks: [] }, options(new MemoryArtifactStore()))).output,
+      ).toEqual({ results: ['alone:2'] });
+    });
+  });
 });

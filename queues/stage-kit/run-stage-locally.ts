@@ -12,7 +12,16 @@ import {
   type StageServices,
 } from './define-stage';
 import { backoffDelay, defaultAttempts, defaultBackoffMs } from './retry-policy';
-import { buildStageDeps, checkResult, parseStageInput, planParts, runPart, type PlannedPart } from './stage-execution';
+import {
+  buildStageDeps,
+  checkResult,
+  parseStageInput,
+  planFanInTasks,
+  planParts,
+  runFanInTask,
+  runPart,
+  type PlannedPart,
+} from './stage-execution';
 
 /**
  * `hat stage`: one stage in this process, no Redis. The same processor, `plan`, parts and
@@ -102,7 +111,22 @@ export async function runStageLocally(
       options.logger,
     );
     report('finish', parts.length, parts.length);
-    const output = checkResult(stage.output, await stage.finish(input, outputs, depsFor()), stage.name, 'stage output');
+    const taskOutputs = await runFanInTasks(
+      stage,
+      input,
+      outputs,
+      options.concurrency ?? stage.queue?.concurrency ?? 4,
+      controller,
+      depsFor,
+      options.storageRetryMs ?? 0,
+      options.logger,
+    );
+    const output = checkResult(
+      stage.output,
+      await stage.finish(input, outputs, depsFor(), taskOutputs),
+      stage.name,
+      'stage output',
+    );
     report('done', parts.length, parts.length);
     return { output, parts: parts.length };
   } finally {
@@ -120,22 +144,55 @@ async function runParts(
   storageRetryMs: number,
   logger: Logger,
 ): Promise<unknown[]> {
-  const outputs = new Array<unknown>(parts.length);
-  let next = 0;
   let done = 0;
   onDone(0);
+  return inLanes(stage, parts, concurrency, controller, async (part) => {
+    const output = await withAttempts(stage, storageRetryMs, logger, (attempt) =>
+      runPart(stage, depsFor(part, parts.length, attempt), part),
+    );
+    onDone(++done);
+    return output;
+  });
+}
+
+/** The stage's fan-in tasks, `concurrency` at a time, over the part outputs in memory; their results in task order. */
+async function runFanInTasks(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  input: unknown,
+  partOutputs: unknown[],
+  concurrency: number,
+  controller: AbortController,
+  depsFor: () => StageDeps,
+  storageRetryMs: number,
+  logger: Logger,
+): Promise<unknown[]> {
+  const tasks = await planFanInTasks(stage, input, partOutputs, depsFor(), { writeParts: false });
+  return inLanes(stage, tasks, concurrency, controller, (task) =>
+    withAttempts(stage, storageRetryMs, logger, () => runFanInTask(stage, input, task.task, depsFor(), partOutputs)),
+  );
+}
+
+/**
+ * `work` on every item, `concurrency` at a time; the results by item index. The first item that
+ * fails for good stops the others (they see the aborted signal) and is what this throws.
+ */
+async function inLanes<Item extends { index: number }>(
+  stage: AnyStage,
+  items: Item[],
+  concurrency: number,
+  controller: AbortController,
+  work: (item: Item) => Promise<unknown>,
+): Promise<unknown[]> {
+  const outputs = new Array<unknown>(items.length);
+  let next = 0;
   const lane = async () => {
-    while (next < parts.length && !controller.signal.aborted) {
-      const part = parts[next++];
-      outputs[part.index] = await withAttempts(stage, storageRetryMs, logger, (attempt) =>
-        runPart(stage, depsFor(part, parts.length, attempt), part),
-      );
-      onDone(++done);
+    while (next < items.length && !controller.signal.aborted) {
+      const item = items[next++];
+      outputs[item.index] = await work(item);
     }
   };
-  const lanes = Array.from({ length: Math.max(1, Math.min(concurrency, parts.length)) }, () =>
+  const lanes = Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, () =>
     lane().catch((error: unknown) => {
-      // One part failed for good: stop the others (they see the aborted signal) and report it.
       controller.abort(error);
       throw error;
     }),

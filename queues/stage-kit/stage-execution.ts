@@ -138,6 +138,69 @@ export async function runPart(
   return output;
 }
 
+/** A planned fan-in task: its validated value and the hash that goes into its job id. */
+export interface PlannedFanInTask {
+  index: number;
+  task: unknown;
+  taskHash: string;
+}
+
+/** Key of the part outputs a stage's fan-in tasks read: `<prefix>_state/fan-in-parts.json`. */
+export function fanInPartsKey(output: StageOutputLocation): string {
+  return output.key('_state/fan-in-parts.json');
+}
+
+/**
+ * Runs the stage's fan-in task plan and validates every task. When there are tasks, writes the
+ * part outputs where the task jobs read them (the same bytes on every attempt).
+ */
+export async function planFanInTasks(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  input: unknown,
+  partOutputs: unknown[],
+  deps: StageDeps,
+  options: { writeParts: boolean },
+): Promise<PlannedFanInTask[]> {
+  if (!stage.fanInTasks) return [];
+  const tasks = await stage.fanInTasks.plan(input, partOutputs, deps);
+  const planned = tasks.map((value, index) => {
+    const task = checkResult(stage.fanInTasks!.task, value, stage.name, `fan-in task (task ${index})`);
+    return { index, task, taskHash: hashValue(task) };
+  });
+  if (planned.length > 0 && options.writeParts)
+    await deps.store.put(fanInPartsKey(deps.output), JSON.stringify(partOutputs), { contentType: 'application/json' });
+  return planned;
+}
+
+/** Runs one fan-in task over the given part outputs, or over those the plan wrote; checks its result. */
+export async function runFanInTask(
+  stage: FanOutStageDefinition<unknown, unknown, unknown, unknown>,
+  input: unknown,
+  task: unknown,
+  deps: StageDeps,
+  partOutputs?: unknown[],
+): Promise<unknown> {
+  const tasks = stage.fanInTasks;
+  if (!tasks) throw new HatError('BAD_JOB_DATA', `stage "${stage.name}" has no fan-in tasks`);
+  const parsedTask = checkResult(tasks.task, task, stage.name, 'fan-in task');
+  let parts = partOutputs;
+  if (!parts) {
+    const key = fanInPartsKey(deps.output);
+    const recorded = JSON.parse((await deps.store.getBuffer(key)).toString('utf8')) as unknown;
+    if (!Array.isArray(recorded))
+      throw new HatError('PART_OUTPUT_DAMAGED', `${deps.store.uriOf(key)} holds no part list; rerun the stage`);
+    parts = recorded.map((value, index) =>
+      checkResult(stage.partOutput, value, stage.name, `part output (part ${index})`),
+    );
+  }
+  return checkResult(
+    tasks.taskOutput,
+    await tasks.run(input, parts, parsedTask, deps),
+    stage.name,
+    'fan-in task result',
+  );
+}
+
 async function readMarker(store: ArtifactStore, key: string): Promise<PartMarker | undefined> {
   if (!(await store.head(key))) return undefined;
   try {

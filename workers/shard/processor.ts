@@ -18,7 +18,7 @@ import { isGzipKey } from '../../shared/artifacts/jsonl-reader';
 import { BadInputError } from '../../shared/errors';
 import { expandInputs } from '../../queues/stage-kit/stage-inputs';
 import { exportFormats, shardContract, type ShardInput, type ShardPartInput } from './shard-contract';
-import { finishShard } from './shard-finish';
+import { finishShard, shardFanInTasks } from './shard-finish';
 import { processShardPart } from './shard-part';
 import { shardInputSets, shardTextSettings } from './shard-settings';
 
@@ -86,4 +86,5 @@ export const shardStage = defineStage({
   plan: planShard,
   createProcessor: (deps: StageDeps) => (part: ShardPartInput) => processShardPart(part, deps),
   finish: finishShard,
+  fanInTasks: shardFanInTasks,
 });

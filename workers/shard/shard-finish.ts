@@ -1,8 +1,14 @@
-import type { StageDeps } from '../../queues/stage-kit/define-stage';
+import { z } from 'zod';
+import type { FanInTasks, StageDeps } from '../../queues/stage-kit/define-stage';
 import { writeStageManifest } from '../../queues/stage-kit/stage-manifest';
 import type { ObjectInfo } from '../../shared/artifacts/artifact-store';
 import { JsonlWriter } from '../../shared/artifacts/jsonl-writer';
-import { manifestObjectOf, stageOutputComplete, type ManifestObject } from '../../shared/artifacts/manifest';
+import {
+  manifestObjectOf,
+  manifestObjectSchema,
+  stageOutputComplete,
+  type ManifestObject,
+} from '../../shared/artifacts/manifest';
 import { encodeParquetColumns, type ParquetColumn } from '../../shared/artifacts/parquet-codec';
 import { HatError } from '../../shared/errors';
 import type { ToolSpec } from '../../shared/trajectory/messages';
@@ -92,19 +98,14 @@ interface FanInOutput {
  * the same part outputs, config and seed give the same bytes; a rerun that finds its complete
  * output for the same parts and config returns it without writing.
  */
-export async function finishShard(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<ShardOutput> {
+export async function finishShard(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  deps: StageDeps,
+  taskOutputs: unknown[] = [],
+): Promise<ShardOutput> {
+  const { configHash, partsHash } = fanInHashes(input, parts);
   const seed = input.seed ?? deps.run.seed;
-  const configHash = hashValue(input);
-  // Contents, not locations: the same parts written under another root hash the same.
-  const partsHash = hashValue(
-    parts.map((part) => ({
-      ...part,
-      entries: part.entries.sha256,
-      exportBodies: part.exportBodies.map((object) => object.sha256),
-      toolLists: part.toolLists.sha256,
-      tokens: part.tokens.sha256,
-    })),
-  );
   const finished = await finishedOutput(deps, configHash, partsHash);
   if (finished) return finished;
 
@@ -112,8 +113,12 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
 
   deps.progress({ message: 'deduplicating and splitting' });
-  const collected = await collectSamples(parts, sets, deps, { seed, heldOut: input.heldOut });
-  const refusals = refusalCheck({ ...collected, samples: collected.samples.length, warnShare: input.warnRefusedShare });
+  const collected = await collectAndAssign(input, parts, deps);
+  const refusals = refusalCheck({
+    ...collected,
+    samples: collected.samples.length,
+    warnShare: input.warnRefusedShare,
+  });
   if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
   const warnings = templateWarnings(
     tokenizer,
@@ -121,49 +126,49 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   );
   for (const warning of [...warnings, ...(refusals.warning ? [refusals.warning] : [])])
     deps.logger.warn({ stage: 'shard' }, warning);
-  assignSampleSplits(collected, sets, input, seed);
 
-  deps.progress({ message: 'packing and writing conversations' });
   const out: FanInOutput = { objects: [], files: { packed: {}, exports: {}, verl: {} } };
-  const metadata = {
-    'hat.schema_version': String(SHARD_SCHEMA_VERSION),
-    'hat.tokenizer': tokenizer.name,
-    'hat.tokenizer_fingerprint': tokenizer.fingerprint,
-    'hat.template_hash': tokenizer.templateHash,
-    'hat.sequence_length': String(input.sequenceLength),
-    'hat.pad_token_id': String(padTokenId),
-    'hat.packing': input.packing ? 'best-fit-decreasing' : 'none',
-    'hat.train_on': input.trainOn,
-    'hat.config_hash': configHash,
-  };
-  const exportFigures = Object.fromEntries(
-    exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }]),
-  ) as ShardStats['exports'];
-  // Packing and the conversation files at once: the exports wait on gzip (Node's thread pool) and
-  // packing on writes, so each fills the other's waits. Objects are listed in the order they were
-  // when the two ran one after the other, so the manifest does not depend on which finished first.
-  const packedObjects: ManifestObject[] = [];
-  const conversationObjects: ManifestObject[] = [];
-  const [packing, conversations] = await Promise.allSettled([
-    writePackedShards(input, parts, collected, { seed, padTokenId, metadata }, deps, {
-      objects: packedObjects,
-      files: out.files,
-    }),
-    writeConversationFiles(
-      input,
-      parts,
-      collected.samples,
-      sets.map((set) => set.name),
-      deps,
+  const exportFigures = emptyExportFigures();
+  let splitStats: Partial<Record<ShardSplit, SplitStats>>;
+  if (taskOutputs.length > 0) {
+    splitStats = gatherTaskOutputs(
+      taskOutputs.map((value) => shardFanInTaskOutputSchema.parse(value)),
+      out,
       exportFigures,
-      out.files,
-      conversationObjects,
-    ),
-  ]);
-  if (packing.status === 'rejected') throw packing.reason;
-  if (conversations.status === 'rejected') throw conversations.reason;
-  const splitStats = packing.value;
-  out.objects.push(...packedObjects, ...conversationObjects);
+    );
+  } else {
+    deps.progress({ message: 'packing and writing conversations' });
+    // Packing and the conversation files at once: the exports wait on gzip (Node's thread pool) and
+    // packing on writes, so each fills the other's waits. Objects are listed in the order they were
+    // when the two ran one after the other, so the manifest does not depend on which finished first.
+    const packedObjects: ManifestObject[] = [];
+    const conversationObjects: ManifestObject[] = [];
+    const [packing, conversations] = await Promise.allSettled([
+      writePackedShards(
+        input,
+        parts,
+        collected,
+        { seed, padTokenId, metadata: packedMetadata(input, tokenizer, padTokenId, configHash) },
+        deps,
+        { objects: packedObjects, files: out.files },
+      ),
+      writeConversationFiles(
+        input,
+        parts,
+        collected.samples,
+        sets.map((set) => set.name),
+        deps,
+        exportFigures,
+        out.files,
+        conversationObjects,
+        { formats: input.formats, verl: input.verlParquet },
+      ),
+    ]);
+    if (packing.status === 'rejected') throw packing.reason;
+    if (conversations.status === 'rejected') throw conversations.reason;
+    splitStats = packing.value;
+    out.objects.push(...packedObjects, ...conversationObjects);
+  }
   if (input.formats.includes('llama-factory')) await writeLlamaFactoryInfo(deps, out);
 
   const { samples, records, duplicates, rejected, rejectionExamples, overLength, templateFigures } = collected;
@@ -238,6 +243,229 @@ export async function finishShard(input: ShardInput, parts: ShardPartOutput[], d
   });
   return output;
 }
+
+/** The hashes that say whether an earlier fan-in's output is this one's. */
+function fanInHashes(input: ShardInput, parts: ShardPartOutput[]): { configHash: string; partsHash: string } {
+  // Contents, not locations: the same parts written under another root hash the same.
+  const partsHash = hashValue(
+    parts.map((part) => ({
+      ...part,
+      entries: part.entries.sha256,
+      exportBodies: part.exportBodies.map((object) => object.sha256),
+      toolLists: part.toolLists.sha256,
+      tokens: part.tokens.sha256,
+    })),
+  );
+  return { configHash: hashValue(input), partsHash };
+}
+
+/** The Parquet key-value metadata of every packed shard. */
+function packedMetadata(
+  input: ShardInput,
+  tokenizer: ShardTokenizer,
+  padTokenId: number,
+  configHash: string,
+): Record<string, string> {
+  return {
+    'hat.schema_version': String(SHARD_SCHEMA_VERSION),
+    'hat.tokenizer': tokenizer.name,
+    'hat.tokenizer_fingerprint': tokenizer.fingerprint,
+    'hat.template_hash': tokenizer.templateHash,
+    'hat.sequence_length': String(input.sequenceLength),
+    'hat.pad_token_id': String(padTokenId),
+    'hat.packing': input.packing ? 'best-fit-decreasing' : 'none',
+    'hat.train_on': input.trainOn,
+    'hat.config_hash': configHash,
+  };
+}
+
+function emptyExportFigures(): ShardStats['exports'] {
+  return Object.fromEntries(
+    exportFormats.map((format) => [format, { records: 0, skipped: 0, foldedSystemMessages: 0, droppedCallText: 0 }]),
+  ) as ShardStats['exports'];
+}
+
+/** Every part's samples deduplicated, refusals counted, splits and copies assigned. */
+async function collectAndAssign(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps) {
+  const seed = input.seed ?? deps.run.seed;
+  const sets = shardInputSets(input);
+  const collected = await collectSamples(parts, sets, deps, { seed, heldOut: input.heldOut });
+  assignSampleSplits(collected, sets, input, seed);
+  return collected;
+}
+
+/**
+ * Fan-in tasks that run at once in one process (`hat stage`, or one worker taking several) share
+ * one deduplication over the parts; it is dropped when the last of them ends.
+ */
+const sharedSamples = new Map<string, { samples: Promise<CollectedSamples>; users: number }>();
+
+async function withCollectedSamples<T>(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  deps: StageDeps,
+  use: (collected: CollectedSamples) => Promise<T>,
+): Promise<T> {
+  const key = `${deps.store.uriOf(deps.output.manifestKey)}\n${hashValue({ input, seed: deps.run.seed, parts })}`;
+  let entry = sharedSamples.get(key);
+  if (!entry) {
+    entry = { samples: collectAndAssign(input, parts, deps), users: 0 };
+    sharedSamples.set(key, entry);
+  }
+  entry.users++;
+  try {
+    return await use(await entry.samples);
+  } finally {
+    if (--entry.users === 0) sharedSamples.delete(key);
+  }
+}
+
+/**
+ * A task of the shard fan-in: the packed shards of every split, one JSONL export format of every
+ * split, or the verl Parquet of every split. Each reads the part files it needs and writes only its
+ * own objects; the stage job then writes the stats, the card and the manifest.
+ */
+export const shardFanInTaskSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('packed') }),
+  z.object({ kind: z.literal('export'), format: z.enum(exportFormats) }),
+  z.object({ kind: z.literal('verl') }),
+]);
+export type ShardFanInTask = z.infer<typeof shardFanInTaskSchema>;
+
+const splitSchema = z.enum(shardSplits);
+const splitFilesSchema = z.partialRecord(splitSchema, z.array(z.string()));
+const exportFiguresSchema = z.object({
+  records: z.number(),
+  skipped: z.number(),
+  foldedSystemMessages: z.number(),
+  droppedCallText: z.number(),
+});
+
+/** What a fan-in task hands the stage job: its objects in write order, its files, its figures. */
+export const shardFanInTaskOutputSchema = z.object({
+  kind: z.enum(['packed', 'export', 'verl']),
+  objects: z.array(manifestObjectSchema),
+  packed: splitFilesSchema.optional(),
+  /** Per split figures of the packed task (shard-stats.ts SplitStats). */
+  splits: z
+    .partialRecord(
+      splitSchema,
+      z.custom<SplitStats>((value) => typeof value === 'object' && value !== null),
+    )
+    .optional(),
+  exports: z.array(z.object({ split: splitSchema, format: z.enum(exportFormats), name: z.string() })).optional(),
+  figures: z.partialRecord(z.enum(exportFormats), exportFiguresSchema).optional(),
+  verl: splitFilesSchema.optional(),
+});
+export type ShardFanInTaskOutput = z.infer<typeof shardFanInTaskOutputSchema>;
+
+/** The tasks of a fan-in that has work left: packing first (the longest), then each export. */
+async function planShardFanIn(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<ShardFanInTask[]> {
+  const { configHash, partsHash } = fanInHashes(input, parts);
+  if (await finishedOutput(deps, configHash, partsHash)) return [];
+  // Refused before any task writes: a shard that keeps no sample writes nothing.
+  await fanInTokenizer(input, parts, deps);
+  await withCollectedSamples(input, parts, deps, async (collected) => {
+    const refusals = refusalCheck({
+      ...collected,
+      samples: collected.samples.length,
+      warnShare: input.warnRefusedShare,
+    });
+    if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
+  });
+  return [
+    { kind: 'packed' },
+    ...input.formats.map((format) => ({ kind: 'export' as const, format })),
+    ...(input.verlParquet ? [{ kind: 'verl' as const }] : []),
+  ];
+}
+
+async function runShardFanInTask(
+  input: ShardInput,
+  parts: ShardPartOutput[],
+  task: ShardFanInTask,
+  deps: StageDeps,
+): Promise<ShardFanInTaskOutput> {
+  const seed = input.seed ?? deps.run.seed;
+  return withCollectedSamples(input, parts, deps, async (collected) => {
+    const files: CardFiles = { packed: {}, exports: {}, verl: {} };
+    const objects: ManifestObject[] = [];
+    if (task.kind === 'packed') {
+      deps.progress({ message: 'packing' });
+      const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
+      const { configHash } = fanInHashes(input, parts);
+      const splits = await writePackedShards(
+        input,
+        parts,
+        collected,
+        { seed, padTokenId, metadata: packedMetadata(input, tokenizer, padTokenId, configHash) },
+        deps,
+        { objects, files },
+      );
+      return { kind: 'packed', objects, packed: files.packed, splits };
+    }
+    deps.progress({ message: task.kind === 'export' ? `writing ${task.format}` : 'writing verl Parquet' });
+    const figures = emptyExportFigures();
+    await writeConversationFiles(
+      input,
+      parts,
+      collected.samples,
+      shardInputSets(input).map((set) => set.name),
+      deps,
+      figures,
+      files,
+      objects,
+      task.kind === 'export' ? { formats: [task.format], verl: false } : { formats: [], verl: true },
+    );
+    if (task.kind === 'verl') return { kind: 'verl', objects, verl: files.verl };
+    const exports = Object.entries(files.exports).flatMap(([split, byFormat]) =>
+      Object.entries(byFormat ?? {}).map(([format, name]) => ({
+        split: split as ShardSplit,
+        format: format as ExportFormat,
+        name,
+      })),
+    );
+    return { kind: 'export', objects, exports, figures: { [task.format]: figures[task.format] } };
+  });
+}
+
+/**
+ * The tasks' objects and files in the order one job writes them: packed shards, then the verl
+ * Parquet in write order, then the JSONL exports by name; the packed task's split figures.
+ */
+function gatherTaskOutputs(
+  outputs: ShardFanInTaskOutput[],
+  out: FanInOutput,
+  exportFigures: ShardStats['exports'],
+): Partial<Record<ShardSplit, SplitStats>> {
+  const packed = outputs.find((output) => output.kind === 'packed');
+  if (!packed?.splits)
+    throw new HatError('FAN_IN_TASKS_MISSING', 'the shard fan-in has no packing result; rerun the stage');
+  out.objects.push(...packed.objects);
+  out.files.packed = packed.packed ?? {};
+  for (const output of outputs.filter((candidate) => candidate.kind === 'verl')) {
+    out.objects.push(...output.objects);
+    out.files.verl = output.verl ?? {};
+  }
+  const exports = outputs.filter((output) => output.kind === 'export');
+  out.objects.push(
+    ...exports.flatMap((output) => output.objects).sort((left, right) => (left.key < right.key ? -1 : 1)),
+  );
+  for (const entry of exports
+    .flatMap((output) => output.exports ?? [])
+    .sort((left, right) => (left.name < right.name ? -1 : 1)))
+    ((out.files.exports[entry.split] ??= {}) as Record<string, string>)[entry.format] = entry.name;
+  for (const output of exports) Object.assign(exportFigures, output.figures);
+  return packed.splits;
+}
+
+/** The shard fan-in as tasks on any worker (see FanInTasks): packing and each export at once. */
+export const shardFanInTasks: FanInTasks<ShardInput, ShardPartOutput, ShardFanInTask, ShardFanInTaskOutput> = {
+  task: shardFanInTaskSchema,
+  taskOutput: shardFanInTaskOutputSchema,
+  plan: planShardFanIn,
+  run: runShardFanInTask,
+};
 
 /** The output of an earlier complete fan-in over the same parts and config, if there is one. */
 async function finishedOutput(
@@ -609,6 +837,7 @@ async function writeConversationFiles(
   figures: ShardStats['exports'],
   files: CardFiles,
   objects: ManifestObject[],
+  write: { formats: readonly ExportFormat[]; verl: boolean },
 ): Promise<void> {
   // The table holds each part's samples together, in conversation order: part i's from partStart[i].
   const partStart = new Uint32Array(parts.length + 1);
@@ -678,7 +907,7 @@ async function writeConversationFiles(
     }
     return forms;
   };
-  const needed = [...new Set<ExportFormat>([...input.formats, ...(input.verlParquet ? (['openai'] as const) : [])])];
+  const needed = [...new Set<ExportFormat>([...write.formats, ...(write.verl ? (['openai'] as const) : [])])];
   try {
     for (const [partIndex, part] of parts.entries()) {
       let cursor = partStart[partIndex];
@@ -720,7 +949,7 @@ async function writeConversationFiles(
               foldedHookMessages: entry.foldedHookMessages ?? 0,
             };
             const suffix = lineageSuffix(lineage);
-            for (const format of input.formats) {
+            for (const format of write.formats) {
               const body = bodies.get(format)!;
               const skipped = body.equals(jsonNull);
               const [foldedSystemMessages, droppedCallText] = entry.exportNotes?.[format] ?? [0, 0];
@@ -732,7 +961,7 @@ async function writeConversationFiles(
               if (!skipped)
                 await writerFor(split, format).writeJsonBytes(...exportLinePieces(body, tools.literal, suffix));
             }
-            if (input.verlParquet) {
+            if (write.verl) {
               (verlRows[split] ??= []).push({
                 id: lineage.id,
                 source_id: lineage.sourceId,
