@@ -573,7 +573,7 @@ function printTextMix(results: LoadResult[]): void {
 
 function printScaling(one: LoadResult, many: LoadResult): void {
   process.stdout.write(
-    `scaling at ${one.tasks} tasks, ${many.workers} worker processes vs 1 (goal >= 1.7 for the rate at which the CPU-bound augment and shard move parts; the whole stage includes its serial plan and fan-in):\n`,
+    `scaling at ${one.tasks} tasks, ${many.workers} worker processes vs 1 (goal >= 1.8 for every whole stage: its plan, parts and fan-in, the fan-in tasks on any worker):\n`,
   );
   for (const stage of one.stages) {
     const other = many.stages.find((candidate) => candidate.name === stage.name);
