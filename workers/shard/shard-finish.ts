@@ -113,7 +113,8 @@ export async function finishShard(
   const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
 
   deps.progress({ message: 'deduplicating and splitting' });
-  const collected = await collectAndAssign(input, parts, deps);
+  // The tasks' deduplication when this thread still holds it (read only from here on).
+  const collected = await withCollectedSamples(input, parts, deps, (shared) => Promise.resolve(shared));
   const refusals = refusalCheck({
     ...collected,
     samples: collected.samples.length,
@@ -295,10 +296,15 @@ async function collectAndAssign(input: ShardInput, parts: ShardPartOutput[], dep
 }
 
 /**
- * Fan-in tasks that run at once in one process (`hat stage`, or one worker taking several) share
- * one deduplication over the parts; it is dropped when the last of them ends.
+ * Fan-in tasks that run in one process or thread (`hat stage`, a worker's sandbox thread taking
+ * the plan, several tasks and the finish one after another) share one deduplication over the
+ * parts. It outlives its last user by `keepSamplesMs`, and only one fan-in's is kept unused.
  */
-const sharedSamples = new Map<string, { samples: Promise<CollectedSamples>; users: number }>();
+const keepSamplesMs = 60_000;
+const sharedSamples = new Map<
+  string,
+  { samples: Promise<CollectedSamples>; users: number; expiry?: ReturnType<typeof setTimeout> }
+>();
 
 async function withCollectedSamples<T>(
   input: ShardInput,
@@ -309,14 +315,34 @@ async function withCollectedSamples<T>(
   const key = `${deps.store.uriOf(deps.output.manifestKey)}\n${hashValue({ input, seed: deps.run.seed, parts })}`;
   let entry = sharedSamples.get(key);
   if (!entry) {
-    entry = { samples: collectAndAssign(input, parts, deps), users: 0 };
-    sharedSamples.set(key, entry);
+    for (const [other, held] of sharedSamples)
+      if (held.users === 0) {
+        clearTimeout(held.expiry);
+        sharedSamples.delete(other);
+      }
+    const created: { samples: Promise<CollectedSamples>; users: number; expiry?: ReturnType<typeof setTimeout> } = {
+      samples: collectAndAssign(input, parts, deps),
+      users: 0,
+    };
+    // A failed read is not kept: the retry reads again.
+    created.samples.catch(() => {
+      if (sharedSamples.get(key) === created) sharedSamples.delete(key);
+    });
+    sharedSamples.set(key, created);
+    entry = created;
   }
-  entry.users++;
+  const held = entry;
+  clearTimeout(held.expiry);
+  held.users++;
   try {
-    return await use(await entry.samples);
+    return await use(await held.samples);
   } finally {
-    if (--entry.users === 0) sharedSamples.delete(key);
+    if (--held.users === 0) {
+      held.expiry = setTimeout(() => {
+        if (held.users === 0 && sharedSamples.get(key) === held) sharedSamples.delete(key);
+      }, keepSamplesMs);
+      held.expiry.unref();
+    }
   }
 }
 
