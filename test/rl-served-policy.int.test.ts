@@ -12,9 +12,7 @@ import { FileArtifactStore } from '../shared/artifacts/file-artifact-store';
 import { readJsonl } from '../shared/artifacts/jsonl-reader';
 import { readParquet } from '../shared/artifacts/parquet-codec';
 import { HatError } from '../shared/errors';
-import { loadHarness } from '../shared/harness/load-harness';
-import { sampleHarnessDirectory } from '../shared/harness/sample-harness';
-import { writeHarness } from '../shared/harness/write-harness';
+import { writeSmallHarness } from '../shared/harness/testing/small-harness';
 import { silentLogger } from '../shared/log/logger';
 import { makeDummyDecoder } from '../shared/models/onnx/dummy-decoder';
 import { startServeServer, type ServeServer } from '../serve/serve-server';
@@ -37,7 +35,8 @@ beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), 'hat-rl-served-'));
   modelDir = join(directory, 'policy');
   // Qwen3's tokenizer and template. A CPU decoder computes logits over 151k ids for every prompt
-  // position, so the harness is cut to two tools and one skill (a 1k-token prompt, not 5k).
+  // position, so the harness is cut to two tools and one skill (a 1k-token prompt, not 5k:
+  // shared/harness/testing/small-harness.ts).
   makeDummyDecoder({
     outDir: modelDir,
     tokenizer: 'qwen3',
@@ -47,18 +46,7 @@ beforeAll(async () => {
     kvHeads: 1,
     seed: 'rl-policy',
   });
-  const harness = await loadHarness(sampleHarnessDirectory());
-  const kept = new Set(['get_item_detail', 'get_sku_stock']);
-  harnessDir = join(directory, 'harness');
-  await writeHarness(
-    {
-      ...harness,
-      tools: harness.tools.filter((tool) => kept.has(tool.name)),
-      skills: harness.skills.filter((skill) => skill.tools.every((tool) => kept.has(tool))).slice(0, 1),
-      hooks: harness.hooks.filter((hook) => hook.skills === undefined),
-    },
-    harnessDir,
-  );
+  harnessDir = await writeSmallHarness(directory);
   tokenizer = await loadChatTokenizer({ modelDir });
   serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
 }, 300_000);

@@ -35,7 +35,7 @@ beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), 'hat-rl-chat-logprobs-'));
   modelDir = join(directory, 'policy');
   // The byte-level dummy tokenizer makes every prompt byte a token: the small harness keeps prefill short.
-  harness = await writeSmallHarness(join(directory, 'harness'));
+  harness = await writeSmallHarness(directory);
   makeDummyDecoder({ outDir: modelDir, tokenizer: 'bytes', hidden: 16, layers: 1, seed: 'rl-chat-logprobs' });
   serve = await startServeServer({ model: modelDir, servedModelName: 'policy', intraOpThreads: 1 });
 }, 300_000);
