@@ -109,7 +109,6 @@ export async function finishShard(
   const finished = await finishedOutput(deps, configHash, partsHash);
   if (finished) return finished;
 
-  const sets = shardInputSets(input);
   const { tokenizer, padTokenId } = await fanInTokenizer(input, parts, deps);
 
   deps.progress({ message: 'deduplicating and splitting' });
@@ -130,46 +129,13 @@ export async function finishShard(
 
   const out: FanInOutput = { objects: [], files: { packed: {}, exports: {}, verl: {} } };
   const exportFigures = emptyExportFigures();
-  let splitStats: Partial<Record<ShardSplit, SplitStats>>;
-  if (taskOutputs.length > 0) {
-    splitStats = gatherTaskOutputs(
-      taskOutputs.map((value) => shardFanInTaskOutputSchema.parse(value)),
-      out,
-      exportFigures,
-    );
-  } else {
-    deps.progress({ message: 'packing and writing conversations' });
-    // Packing and the conversation files at once: the exports wait on gzip (Node's thread pool) and
-    // packing on writes, so each fills the other's waits. Objects are listed in the order they were
-    // when the two ran one after the other, so the manifest does not depend on which finished first.
-    const packedObjects: ManifestObject[] = [];
-    const conversationObjects: ManifestObject[] = [];
-    const [packing, conversations] = await Promise.allSettled([
-      writePackedShards(
-        input,
-        parts,
-        collected,
-        { seed, padTokenId, metadata: packedMetadata(input, tokenizer, padTokenId, configHash) },
-        deps,
-        { objects: packedObjects, files: out.files },
-      ),
-      writeConversationFiles(
-        input,
-        parts,
-        collected.samples,
-        sets.map((set) => set.name),
-        deps,
-        exportFigures,
-        out.files,
-        conversationObjects,
-        { formats: input.formats, verl: input.verlParquet },
-      ),
-    ]);
-    if (packing.status === 'rejected') throw packing.reason;
-    if (conversations.status === 'rejected') throw conversations.reason;
-    splitStats = packing.value;
-    out.objects.push(...packedObjects, ...conversationObjects);
-  }
+  // No task results: the plan found nothing to do, yet the output is not complete (removed since):
+  // the tasks run here, at once.
+  const results =
+    taskOutputs.length > 0
+      ? taskOutputs.map((value) => shardFanInTaskOutputSchema.parse(value))
+      : await Promise.all(shardFanInTaskList(input).map((task) => runShardFanInTask(input, parts, task, deps)));
+  const splitStats = gatherTaskOutputs(results, out, exportFigures);
   if (input.formats.includes('llama-factory')) await writeLlamaFactoryInfo(deps, out);
 
   const { samples, records, duplicates, rejected, rejectionExamples, overLength, templateFigures } = collected;
@@ -385,7 +351,7 @@ export const shardFanInTaskOutputSchema = z.object({
 });
 export type ShardFanInTaskOutput = z.infer<typeof shardFanInTaskOutputSchema>;
 
-/** The tasks of a fan-in that has work left: packing first (the longest), then each export. */
+/** The tasks of a fan-in that has work left (none when its output is complete). */
 async function planShardFanIn(input: ShardInput, parts: ShardPartOutput[], deps: StageDeps): Promise<ShardFanInTask[]> {
   const { configHash, partsHash } = fanInHashes(input, parts);
   if (await finishedOutput(deps, configHash, partsHash)) return [];
@@ -399,6 +365,11 @@ async function planShardFanIn(input: ShardInput, parts: ShardPartOutput[], deps:
     });
     if (refusals.empty) throw new HatError('SHARD_NO_SAMPLES', refusals.empty, { exitCode: 1 });
   });
+  return shardFanInTaskList(input);
+}
+
+/** Every task of a fan-in: packing first (the longest), then each export. */
+function shardFanInTaskList(input: ShardInput): ShardFanInTask[] {
   return [
     { kind: 'packed' },
     ...input.formats.map((format) => ({ kind: 'export' as const, format })),
